@@ -1,0 +1,145 @@
+#include "config.h"
+
+#include "protocol/buf.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void buf_init(struct buf *b, size_t max)
+{
+        b->data = NULL;
+        b->len = 0;
+        b->cap = 0;
+        b->max = max;
+}
+
+static int buf_reserve(struct buf *b, size_t extra)
+{
+        size_t need, cap;
+        char *p;
+
+        if (extra > b->max || b->len > b->max - extra)
+                return -E2BIG;
+        need = b->len + extra + 1;
+        if (need <= b->cap)
+                return 0;
+        cap = b->cap ? b->cap : 256;
+        while (cap < need)
+                cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        p = realloc(b->data, cap);
+        if (!p)
+                return -ENOMEM;
+        b->data = p;
+        b->cap = cap;
+        return 0;
+}
+
+int buf_grow(struct buf *b, size_t len, char **out)
+{
+        int rc = buf_reserve(b, len);
+
+        if (rc < 0)
+                return rc;
+        *out = b->data + b->len;
+        b->len += len;
+        b->data[b->len] = '\0';
+        return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t len)
+{
+        char *dst;
+        int rc = buf_grow(b, len, &dst);
+
+        if (rc < 0)
+                return rc;
+        if (len)
+                memcpy(dst, data, len);
+        return 0;
+}
+
+int buf_append_str(struct buf *b, const char *s)
+{
+        return buf_append(b, s, strlen(s));
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+        int rc;
+
+        va_start(ap, fmt);
+        n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -EINVAL;
+        rc = buf_reserve(b, (size_t)n);
+        if (rc < 0)
+                return rc;
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        b->len += (size_t)n;
+        return 0;
+}
+
+int buf_append_json_string(struct buf *b, const char *s, size_t len)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t run = 0;
+        int rc = buf_append(b, "\"", 1);
+
+        for (size_t i = 0; rc == 0 && i < len; i++) {
+                unsigned char c = (unsigned char)s[i];
+                char esc[6] = {'\\', (char)c, '0', '0', hex[c >> 4], hex[c & 15]};
+
+                if (c != '"' && c != '\\' && c >= 0x20)
+                        continue;
+                /* Copy the run of plain bytes before this one in one go. */
+                rc = buf_append(b, s + run, i - run);
+                run = i + 1;
+                if (rc == 0 && c < 0x20) {
+                        esc[1] = 'u';
+                        rc = buf_append(b, esc, 6);
+                } else if (rc == 0) {
+                        rc = buf_append(b, esc, 2);
+                }
+        }
+        if (rc == 0)
+                rc = buf_append(b, s + run, len - run);
+        if (rc == 0)
+                rc = buf_append(b, "\"", 1);
+        return rc;
+}
+
+void buf_reset(struct buf *b)
+{
+        b->len = 0;
+        if (b->data)
+                b->data[0] = '\0';
+}
+
+void buf_free(struct buf *b)
+{
+        free(b->data);
+        b->data = NULL;
+        b->len = 0;
+        b->cap = 0;
+}
+
+char *buf_steal(struct buf *b, size_t *len)
+{
+        char *p = b->data;
+
+        if (len)
+                *len = b->len;
+        b->data = NULL;
+        b->len = 0;
+        b->cap = 0;
+        return p;
+}

@@ -1,0 +1,34 @@
+/* A growable byte buffer with a hard maximum.
+ *
+ * Every buffer that may hold untrusted input is created with the maximum it
+ * may reach; appends beyond it fail with -E2BIG instead of growing, so a
+ * peer can never make us allocate more than a configured amount. The data is
+ * always NUL-terminated (the terminator is not counted in len). */
+#ifndef GLOVEBOX_BUF_H
+#define GLOVEBOX_BUF_H
+
+#include <stddef.h>
+
+struct buf {
+        char *data;
+        size_t len;
+        size_t cap;
+        size_t max;
+};
+
+void buf_init(struct buf *b, size_t max);
+/* Returns 0, -E2BIG past the maximum, or -ENOMEM. */
+int buf_append(struct buf *b, const void *data, size_t len);
+int buf_append_str(struct buf *b, const char *s);
+int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal, quotes included. */
+int buf_append_json_string(struct buf *b, const char *s, size_t len);
+/* Makes room for len more bytes and returns a pointer to them (len is added). */
+int buf_grow(struct buf *b, size_t len, char **out);
+void buf_reset(struct buf *b);
+/* Frees the storage; the buffer may be reused after buf_init. */
+void buf_free(struct buf *b);
+/* Hands the storage to the caller, who frees it with free(); leaves b empty. */
+char *buf_steal(struct buf *b, size_t *len);
+
+#endif

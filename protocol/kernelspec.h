@@ -1,0 +1,50 @@
+/* Kernelspec discovery, as jupyter_client finds them: every directory of
+ * the search path holds one sub-directory per kernel with a kernel.json;
+ * the first directory that has a name wins. */
+#ifndef GLOVEBOX_KERNELSPEC_H
+#define GLOVEBOX_KERNELSPEC_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define JP_KERNELSPEC_NAME_SIZE 64
+#define JP_KERNELSPEC_MAX_FILE  (64 * 1024)
+#define JP_KERNELSPEC_MAX_ARGS  64
+
+struct jp_kernelspec {
+        char name[JP_KERNELSPEC_NAME_SIZE];
+        char dir[PATH_MAX];
+        json_t *spec;            /* kernel.json, validated; owned */
+        bool interrupt_by_message; /* "interrupt_mode": "message" */
+        char **resources;        /* NULL-terminated file names: logos, kernel.js/css */
+};
+
+struct jp_kernelspec_list {
+        struct jp_kernelspec *items;
+        size_t count;
+};
+
+/* Builds the search path: extra (a ':'-separated list, may be NULL), then
+ * $JUPYTER_PATH entries + "/kernels", ~/.local/share/jupyter/kernels,
+ * /usr/local/share/jupyter/kernels, /usr/share/jupyter/kernels.
+ * Returns a NULL-terminated array the caller frees with jp_strv_free. */
+char **jp_kernelspec_search_path(const char *extra);
+void jp_strv_free(char **v);
+
+/* Loads every valid kernelspec under the directories of path (the first of
+ * a name wins); invalid ones are skipped with a warning. 0 or -ENOMEM. */
+int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out);
+void jp_kernelspec_list_free(struct jp_kernelspec_list *list);
+const struct jp_kernelspec *jp_kernelspec_find(const struct jp_kernelspec_list *list,
+                                               const char *name);
+
+/* Validates a kernel.json body for kernel name; on success stores the parsed
+ * spec in ks (which owns it). -EINVAL with a reason in err otherwise. */
+int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, char *err,
+                        size_t errlen);
+/* Kernel names: 1-63 of [A-Za-z0-9._-], as jupyter_client accepts. */
+bool jp_kernelspec_name_valid(const char *name);
+
+#endif
