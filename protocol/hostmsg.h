@@ -20,6 +20,10 @@
 #define HOSTMSG_MAX_STRING  4096
 #define HOSTMSG_ERROR_SIZE  256
 
+/* The kernel's socket for a channel (enum jp_channel) is <ipc_prefix>-<port>
+ * with this port number; both sides rely on it. */
+#define HOSTMSG_PORT(channel) ((int)(channel) + 1)
+
 enum hostmsg_type {
         /* gateway -> kernel-host */
         HOSTMSG_START = 1,  /* struct hostmsg_start */

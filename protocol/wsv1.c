@@ -1,4 +1,4 @@
-#include "config.h"
+#include "autoconf.h"
 
 #include "protocol/wsv1.h"
 

@@ -1,0 +1,451 @@
+#include "autoconf.h"
+
+#include "gateway/api.h"
+#include "gateway/kernels.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SEGMENTS    8
+#define MAX_REQUEST_ENV 64
+#define MAX_RESOURCE    (1024 * 1024)
+
+struct route {
+        char *seg[MAX_SEGMENTS];
+        size_t n;
+        char storage[HTTP_PATH_MAX];
+};
+
+/* Splits "api/kernels/ID/restart" into segments; a trailing '/' is ignored. */
+static int split_path(const char *path, struct route *rt)
+{
+        char *p;
+
+        snprintf(rt->storage, sizeof(rt->storage), "%s", path);
+        rt->n = 0;
+        p = rt->storage;
+        while (*p) {
+                char *slash = strchr(p, '/');
+
+                if (rt->n == MAX_SEGMENTS)
+                        return -E2BIG;
+                rt->seg[rt->n++] = p;
+                if (!slash)
+                        break;
+                *slash = '\0';
+                p = slash + 1;
+        }
+        return 0;
+}
+
+static bool is(const struct route *rt, size_t i, const char *s)
+{
+        return i < rt->n && strcmp(rt->seg[i], s) == 0;
+}
+
+/* ---- kernelspecs ---------------------------------------------------------- */
+
+static json_t *kernelspec_model(const struct jp_kernelspec *ks)
+{
+        const char *base = kernels_config()->base_url;
+        json_t *resources = json_object();
+        char url[HTTP_PATH_MAX], key[256];
+
+        for (size_t i = 0; resources && ks->resources && ks->resources[i]; i++) {
+                const char *file = ks->resources[i];
+                const char *dot = strrchr(file, '.');
+                bool logo = strncmp(file, "logo-", 5) == 0 && dot;
+
+                snprintf(key, sizeof(key), "%.*s", logo ? (int)(dot - file) : (int)strlen(file),
+                         file);
+                snprintf(url, sizeof(url), "%skernelspecs/%s/%s", base, ks->name, file);
+                json_object_set_new(resources, key, json_string(url));
+        }
+        return json_pack("{s:s, s:O, s:o}", "name", ks->name, "spec", ks->spec, "resources",
+                         resources);
+}
+
+static void get_kernelspecs(struct http_request *r)
+{
+        const struct jp_kernelspec_list *list = kernels_specs();
+        json_t *all = json_object();
+
+        for (size_t i = 0; all && i < list->count; i++)
+                json_object_set_new(all, list->items[i].name, kernelspec_model(&list->items[i]));
+        http_reply_json(r, 200, json_pack("{s:s, s:o}", "default", kernels_config()->default_kernel,
+                                          "kernelspecs", all));
+}
+
+static void get_kernelspec(struct http_request *r, const char *name)
+{
+        const struct jp_kernelspec *ks = jp_kernelspec_find(kernels_specs(), name);
+
+        if (!ks) {
+                http_reply_error(r, 404, "Kernel spec %s not found", name);
+                return;
+        }
+        http_reply_json(r, 200, kernelspec_model(ks));
+}
+
+static const char *resource_type(const char *file)
+{
+        const char *dot = strrchr(file, '.');
+
+        if (!dot)
+                return "application/octet-stream";
+        if (strcmp(dot, ".png") == 0)
+                return "image/png";
+        if (strcmp(dot, ".svg") == 0)
+                return "image/svg+xml";
+        if (strcmp(dot, ".js") == 0)
+                return "text/javascript";
+        if (strcmp(dot, ".css") == 0)
+                return "text/css";
+        return "application/octet-stream";
+}
+
+/* Serves a kernelspec's logo or kernel.js/css: only the files discovery
+ * listed, so no request path ever reaches another file. */
+static void get_kernelspec_resource(struct http_request *r, const char *name, const char *file)
+{
+        const struct jp_kernelspec *ks = jp_kernelspec_find(kernels_specs(), name);
+        char path[PATH_MAX + 256];
+        struct buf body;
+        char chunk[65536];
+        ssize_t n;
+        int fd;
+
+        for (size_t i = 0; ks && ks->resources && ks->resources[i]; i++) {
+                if (strcmp(ks->resources[i], file) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", ks->dir, file);
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0)
+                        break;
+                buf_init(&body, MAX_RESOURCE);
+                while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+                        if (buf_append(&body, chunk, (size_t)n) < 0) {
+                                n = -1;
+                                break;
+                        }
+                }
+                close(fd);
+                if (n == 0)
+                        http_reply_bytes(r, 200, resource_type(file), body.data, body.len);
+                buf_free(&body);
+                if (n == 0)
+                        return;
+                break;
+        }
+        http_reply_error(r, 404, "No resource %s for kernel spec %s", file, name);
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+static struct http_request *request_of(struct kernel_waiter *w)
+{
+        return lws_container_of(w, struct http_request, waiter);
+}
+
+static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+{
+        struct http_request *r = request_of(w);
+
+        if (status) {
+                http_reply_error(r, status, "%s", message);
+                return;
+        }
+        snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s",
+                 kernels_config()->base_url, k->id);
+        http_reply_json(r, 201, kernel_model(k));
+}
+
+static void on_restarted(struct kernel_waiter *w, struct kernel *k, int status,
+                         const char *message)
+{
+        struct http_request *r = request_of(w);
+
+        if (status)
+                http_reply_error(r, status, "%s", message);
+        else
+                http_reply_json(r, 200, kernel_model(k));
+}
+
+static void on_deleted(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+{
+        http_reply_empty(request_of(w), 204);
+}
+
+static bool env_name_valid(const char *name)
+{
+        if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
+              name[0] == '_'))
+                return false;
+        for (const char *p = name; *p; p++) {
+                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                      (*p >= '0' && *p <= '9') || *p == '_'))
+                        return false;
+        }
+        /* A kernel in a pid namespace must not watch for a parent pid: its
+         * parent there is the sandbox's init (DESIGN §4). */
+        return strcmp(name, "JPY_PARENT_PID") != 0 && strlen(name) <= 128;
+}
+
+/* Appends "NAME=value" for each member of obj to env. */
+static int env_append(json_t *obj, char ***env, size_t *n, char *err, size_t errlen)
+{
+        const char *name;
+        json_t *value;
+
+        json_object_foreach(obj, name, value) {
+                const char *v = json_string_value(value);
+                size_t len;
+                char *entry, **grown;
+
+                if (!env_name_valid(name)) {
+                        snprintf(err, errlen, "invalid environment variable name \"%.64s\"", name);
+                        return -EINVAL;
+                }
+                if (!v || strlen(v) != json_string_length(value) ||
+                    json_string_length(value) > 4096) {
+                        snprintf(err, errlen,
+                                 "environment variable %s must be a string of at most 4096 bytes",
+                                 name);
+                        return -EINVAL;
+                }
+                if (*n >= MAX_REQUEST_ENV * 2) {
+                        snprintf(err, errlen, "too many environment variables");
+                        return -EINVAL;
+                }
+                len = strlen(name) + strlen(v) + 2;
+                entry = malloc(len);
+                grown = realloc(*env, (*n + 2) * sizeof(char *));
+                if (!entry || !grown) {
+                        free(entry);
+                        if (grown)
+                                *env = grown;
+                        return -ENOMEM;
+                }
+                *env = grown;
+                snprintf(entry, len, "%s=%s", name, v);
+                (*env)[(*n)++] = entry;
+                (*env)[*n] = NULL;
+        }
+        return 0;
+}
+
+/* Reads {"memory_mb", "cpus", "pids", "disk_mb"} within the server maxima. */
+static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size_t errlen)
+{
+        const struct config *cfg = kernels_config();
+        struct {
+                const char *key;
+                double dflt, min, max, value;
+        } f[] = {
+                {"memory_mb", (double)cfg->memory_mb, 16, (double)cfg->max_memory_mb, 0},
+                {"cpus", cfg->cpus, 0.01, cfg->max_cpus, 0},
+                {"pids", (double)cfg->pids, 8, (double)cfg->max_pids, 0},
+                {"disk_mb", (double)cfg->disk_mb, 1, (double)cfg->max_disk_mb, 0},
+        };
+        const char *key;
+        json_t *v;
+
+        if (obj && !json_is_object(obj)) {
+                snprintf(err, errlen, "\"limits\" must be an object");
+                return -EINVAL;
+        }
+        json_object_foreach(obj, key, v) {
+                bool known = false;
+
+                for (size_t i = 0; i < 4; i++)
+                        known |= strcmp(key, f[i].key) == 0;
+                if (!known) {
+                        snprintf(err, errlen, "unknown limit \"%.64s\"", key);
+                        return -EINVAL;
+                }
+        }
+        for (size_t i = 0; i < 4; i++) {
+                v = json_object_get(obj, f[i].key);
+                f[i].value = v ? json_number_value(v) : f[i].dflt;
+                if (v && (!json_is_number(v) || !isfinite(f[i].value) || f[i].value < f[i].min ||
+                          f[i].value > f[i].max)) {
+                        snprintf(err, errlen, "limits.%s must be a number from %g to %g",
+                                 f[i].key, f[i].min, f[i].max);
+                        return -EINVAL;
+                }
+                if (i != 1 && v && !json_is_integer(v)) {
+                        snprintf(err, errlen, "limits.%s must be an integer", f[i].key);
+                        return -EINVAL;
+                }
+        }
+        out->memory_mb = (uint64_t)f[0].value;
+        out->cpu_millis = (uint32_t)lround(f[1].value * 1000.0);
+        out->pids = (uint32_t)f[2].value;
+        out->disk_mb = (uint64_t)f[3].value;
+        return 0;
+}
+
+static json_t *parse_body(struct http_request *r, char *err, size_t errlen)
+{
+        json_error_t jerr;
+        json_t *body;
+
+        if (r->body.len == 0)
+                return json_object();
+        body = json_loadb(r->body.data, r->body.len, 0, &jerr);
+        if (!body)
+                snprintf(err, errlen, "Invalid JSON in request body: %s", jerr.text);
+        else if (!json_is_object(body)) {
+                snprintf(err, errlen, "Request body must be a JSON object");
+                json_decref(body);
+                body = NULL;
+        }
+        return body;
+}
+
+static void post_kernel(struct http_request *r)
+{
+        const struct config *cfg = kernels_config();
+        const struct jp_kernelspec *ks;
+        struct hostmsg_limits limits;
+        char err[256];
+        char **env = NULL;
+        size_t nenv = 0;
+        const char *name;
+        struct kernel *k;
+        json_t *body = parse_body(r, err, sizeof(err));
+        json_t *jname, *jenv;
+        int rc;
+
+        if (!body) {
+                http_reply_error(r, 400, "%s", err);
+                return;
+        }
+        jname = json_object_get(body, "name");
+        jenv = json_object_get(body, "env");
+        if (jname && !json_is_null(jname) && !json_is_string(jname)) {
+                http_reply_error(r, 400, "\"name\" must be a string");
+                goto out;
+        }
+        name = json_is_string(jname) && json_string_length(jname) ? json_string_value(jname)
+                                                                   : cfg->default_kernel;
+        ks = jp_kernelspec_find(kernels_specs(), name);
+        if (!ks) {
+                http_reply_error(r, 404, "No such kernel spec: %.64s", name);
+                goto out;
+        }
+        if (jenv && !json_is_null(jenv) && !json_is_object(jenv)) {
+                http_reply_error(r, 400, "\"env\" must be an object of strings");
+                goto out;
+        }
+        if (parse_limits(json_object_get(body, "limits"), &limits, err, sizeof(err)) < 0) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        env = calloc(1, sizeof(char *));
+        rc = env ? env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
+                 : -ENOMEM;
+        if (rc == 0 && json_is_object(jenv))
+                rc = env_append(jenv, &env, &nenv, err, sizeof(err));
+        if (rc == -EINVAL) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        r->waiter.done = on_created;
+        if (rc == 0)
+                rc = kernel_start(ks, env, &limits, &r->waiter, &k);
+        if (rc == -EAGAIN)
+                http_reply_error(r, 403, "Kernel limit of %lld reached",
+                                 (long long)cfg->max_kernels);
+        else if (rc < 0)
+                http_reply_error(r, 500, "Cannot start a kernel: %s", strerror(-rc));
+out:
+        jp_strv_free(env);
+        json_decref(body);
+}
+
+static void kernel_action(struct http_request *r, const struct route *rt)
+{
+        struct kernel *k = kernel_find(rt->seg[2]);
+        const char *action = rt->n == 4 ? rt->seg[3] : NULL;
+
+        if (!k) {
+                http_reply_error(r, 404, "Kernel does not exist: %.64s", rt->seg[2]);
+                return;
+        }
+        if (!action) {
+                if (r->method == HTTP_GET) {
+                        http_reply_json(r, 200, kernel_model(k));
+                } else if (r->method == HTTP_DELETE) {
+                        r->waiter.done = on_deleted;
+                        kernel_shutdown(k, &r->waiter);
+                } else {
+                        http_reply_error(r, 405, "Use GET or DELETE on a kernel");
+                }
+        } else if (strcmp(action, "interrupt") == 0 && r->method == HTTP_POST) {
+                kernel_interrupt(k);
+                http_reply_empty(r, 204);
+        } else if (strcmp(action, "restart") == 0 && r->method == HTTP_POST) {
+                r->waiter.done = on_restarted;
+                kernel_restart(k, &r->waiter);
+        } else if (strcmp(action, "channels") == 0) {
+                http_reply_error(r, 400, "This route needs a WebSocket upgrade");
+        } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0) {
+                http_reply_error(r, 405, "Use POST to %s a kernel", action);
+        } else {
+                http_reply_error(r, 404, "No route %s", r->path);
+        }
+}
+
+static void get_status(struct http_request *r)
+{
+        json_t *list = kernels_model();
+        size_t i, connections = 0;
+        json_t *k;
+
+        json_array_foreach(list, i, k)
+                connections += (size_t)json_integer_value(json_object_get(k, "connections"));
+        http_reply_json(r, 200, json_pack("{s:s, s:i, s:i}", "version", PACKAGE_VERSION, "kernels",
+                                          (int)json_array_size(list), "connections",
+                                          (int)connections));
+        json_decref(list);
+}
+
+void api_handle(struct http_request *r)
+{
+        struct route rt;
+
+        if (split_path(r->path, &rt) < 0 || !is(&rt, 0, "api")) {
+                if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
+                        get_kernelspec_resource(r, rt.seg[1], rt.seg[2]);
+                else
+                        http_reply_error(r, 404, "No route %s", r->path);
+                return;
+        }
+        if (rt.n == 1 && r->method == HTTP_GET) {
+                http_reply_json(r, 200, json_pack("{s:s}", "version", PACKAGE_VERSION));
+        } else if (rt.n == 2 && is(&rt, 1, "status") && r->method == HTTP_GET) {
+                get_status(r);
+        } else if (rt.n == 2 && is(&rt, 1, "kernelspecs") && r->method == HTTP_GET) {
+                get_kernelspecs(r);
+        } else if (rt.n == 3 && is(&rt, 1, "kernelspecs") && r->method == HTTP_GET) {
+                get_kernelspec(r, rt.seg[2]);
+        } else if (rt.n == 2 && is(&rt, 1, "kernels")) {
+                if (r->method == HTTP_GET)
+                        http_reply_json(r, 200, kernels_model());
+                else if (r->method == HTTP_POST)
+                        post_kernel(r);
+                else
+                        http_reply_error(r, 405, "Use GET or POST on /api/kernels");
+        } else if ((rt.n == 3 || rt.n == 4) && is(&rt, 1, "kernels")) {
+                kernel_action(r, &rt);
+        } else {
+                http_reply_error(r, 404, "No route %s", r->path);
+        }
+}

@@ -1,0 +1,33 @@
+/* The kernel channels WebSocket, GET /api/kernels/{id}/channels, in both
+ * wire formats: every client frame becomes a signed ZMQ message on the
+ * client session's socket, every message for the session becomes a frame. */
+#ifndef GLOVEBOX_CHANNELS_H
+#define GLOVEBOX_CHANNELS_H
+
+#include "gateway/relay.h"
+#include "gateway/session.h"
+#include "protocol/buf.h"
+
+#include <libwebsockets.h>
+#include <stdbool.h>
+
+struct channel_conn {
+        struct session_sink sink;
+        struct lws *wsi;
+        struct session *session;
+        enum relay_format format;
+        struct buf rx;
+        bool rx_binary;
+        bool closing;
+        int close_code;
+        char close_reason[100];
+};
+
+/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to allow, 1 when refused with an HTTP
+ * error already written. */
+int channels_confirm_upgrade(struct lws *wsi);
+/* The WebSocket reasons for a connection of format. */
+int channels_callback(struct lws *wsi, enum lws_callback_reasons reason, struct channel_conn *c,
+                      void *in, size_t len, enum relay_format format);
+
+#endif

@@ -1,0 +1,380 @@
+#include "autoconf.h"
+
+#include "gateway/config.h"
+#include "protocol/ids.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum option_type { OPT_STRING, OPT_INT, OPT_DOUBLE, OPT_FLAG };
+
+struct option_def {
+        const char *name;
+        enum option_type type;
+        size_t offset;
+        double min, max;  /* for numbers */
+        const char *dflt; /* as text, parsed like the command line */
+        const char *help;
+};
+
+#define OPT(n, t, field, lo, hi, d, h) {n, t, offsetof(struct config, field), lo, hi, d, h}
+
+static const struct option_def options[] = {
+        OPT("listen", OPT_STRING, listen, 0, 0, "127.0.0.1:8888", "address and port to serve on"),
+        OPT("token", OPT_STRING, token, 0, 0, NULL,
+            "API token (or GLOVEBOX_TOKEN); a random one is generated and printed if unset"),
+        OPT("no-auth", OPT_FLAG, no_auth, 0, 0, NULL,
+            "serve without a token; allowed on loopback addresses only, for clients that "
+            "cannot send one"),
+        OPT("base-url", OPT_STRING, base_url, 0, 0, "/", "URL prefix of every route"),
+        OPT("allow-origin", OPT_STRING, allow_origin, 0, 0, "",
+            "origins allowed for CORS and WebSocket upgrades ('*' or comma-separated)"),
+        OPT("kernelspec-path", OPT_STRING, kernelspec_path, 0, 0, "",
+            "extra kernelspec directories (':'-separated), searched first"),
+        OPT("default-kernel", OPT_STRING, default_kernel, 0, 0, "python3",
+            "kernelspec started when a request names none"),
+        OPT("runtime-dir", OPT_STRING, runtime_dir, 0, 0, "/tmp",
+            "where per-kernel directories (sockets, connection files) are created"),
+        OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
+            "'full' (default) or 'none' (developers only: kernels run unconfined)"),
+        OPT("max-kernels", OPT_INT, max_kernels, 1, 100000, "1000",
+            "most kernels at once, starting ones included"),
+        OPT("kernel-start-timeout", OPT_DOUBLE, kernel_start_timeout, 1, 3600, "60",
+            "seconds a kernel may take to answer kernel_info before the start fails"),
+        OPT("shutdown-grace", OPT_DOUBLE, shutdown_grace, 0, 60, "2",
+            "seconds a kernel gets to exit after shutdown_request before it is killed"),
+        OPT("no-autorestart", OPT_FLAG, no_autorestart, 0, 0, NULL,
+            "do not restart kernels that die"),
+        OPT("max-restarts", OPT_INT, max_restarts, 0, 100, "5",
+            "automatic restarts of a kernel before it is left dead"),
+        OPT("memory-mb", OPT_INT, memory_mb, 16, 1 << 24, "1024", "default memory limit per kernel"),
+        OPT("max-memory-mb", OPT_INT, max_memory_mb, 16, 1 << 24, "8192",
+            "largest memory limit a request may ask for"),
+        OPT("cpus", OPT_DOUBLE, cpus, 0.01, 1024, "1", "default CPU limit per kernel (cores)"),
+        OPT("max-cpus", OPT_DOUBLE, max_cpus, 0.01, 1024, "2", "largest CPU limit a request may ask for"),
+        OPT("pids", OPT_INT, pids, 8, 1 << 22, "256", "default process limit per kernel"),
+        OPT("max-pids", OPT_INT, max_pids, 8, 1 << 22, "1024",
+            "largest process limit a request may ask for"),
+        OPT("disk-mb", OPT_INT, disk_mb, 1, 1 << 24, "1024",
+            "default writable disk per kernel (/home/user and /tmp)"),
+        OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
+            "largest disk limit a request may ask for"),
+        OPT("max-message-bytes", OPT_INT, max_message_bytes, 4096, 1LL << 32, "134217728",
+            "largest message relayed in either direction"),
+        OPT("max-body-bytes", OPT_INT, max_body_bytes, 1024, 1LL << 32, "1048576",
+            "largest REST request body"),
+        OPT("replay-bytes", OPT_INT, replay_bytes, 0, 1LL << 34, "67108864",
+            "outputs kept per client session while it is disconnected (bytes)"),
+        OPT("replay-messages", OPT_INT, replay_messages, 0, 10000000, "100000",
+            "outputs kept per client session while it is disconnected (messages)"),
+        OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
+            "seconds a disconnected client session is kept for its reconnect"),
+        OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
+            "directory of the web page (default: the one installed or in the source tree)"),
+        OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
+        OPT("check-config", OPT_FLAG, check_config, 0, 0, NULL,
+            "validate the configuration and exit"),
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static const struct option_def *find_option(const char *name, size_t len)
+{
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+                        return &options[i];
+        }
+        return NULL;
+}
+
+static int set_option(struct config *cfg, const struct option_def *o, const char *value)
+{
+        char *field = (char *)cfg + o->offset;
+        char *end;
+
+        switch (o->type) {
+        case OPT_STRING: {
+                char **s = (char **)(void *)field;
+                char *copy = strdup(value);
+
+                if (!copy)
+                        return -ENOMEM;
+                free(*s);
+                *s = copy;
+                return 0;
+        }
+        case OPT_FLAG:
+                if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+                        goto bad;
+                *(bool *)(void *)field = strcmp(value, "true") == 0;
+                return 0;
+        case OPT_INT: {
+                long long v;
+
+                errno = 0;
+                v = strtoll(value, &end, 10);
+                if (errno || end == value || *end || (double)v < o->min || (double)v > o->max)
+                        goto bad;
+                *(int64_t *)(void *)field = v;
+                return 0;
+        }
+        case OPT_DOUBLE: {
+                double v;
+
+                errno = 0;
+                v = strtod(value, &end);
+                if (errno || end == value || *end || !isfinite(v) || v < o->min || v > o->max)
+                        goto bad;
+                *(double *)(void *)field = v;
+                return 0;
+        }
+        }
+bad:
+        if (o->type == OPT_FLAG)
+                fprintf(stderr, "glovebox: --%s takes no value (or true/false)\n", o->name);
+        else if (o->type == OPT_STRING)
+                fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
+        else
+                fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",
+                        o->name, o->min, o->max, value);
+        return -EINVAL;
+}
+
+static int load_file(struct config *cfg, const char *path)
+{
+        json_error_t jerr;
+        json_t *root = json_load_file(path, 0, &jerr);
+        const char *key;
+        json_t *value;
+        int rc = 0;
+
+        if (!json_is_object(root)) {
+                fprintf(stderr, "glovebox: --config %s: %s\n", path,
+                        root ? "not a JSON object" : jerr.text);
+                json_decref(root);
+                return -EINVAL;
+        }
+        json_object_foreach(root, key, value) {
+                const struct option_def *o = find_option(key, strlen(key));
+                char text[64];
+                const char *s = text;
+
+                if (!o || strcmp(key, "check-config") == 0) {
+                        fprintf(stderr, "glovebox: --config %s: unknown option \"%s\"\n", path, key);
+                        rc = -EINVAL;
+                        break;
+                }
+                if (json_is_string(value))
+                        s = json_string_value(value);
+                else if (json_is_boolean(value))
+                        s = json_is_true(value) ? "true" : "false";
+                else if (json_is_integer(value))
+                        snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+                else if (json_is_real(value))
+                        snprintf(text, sizeof(text), "%.17g", json_real_value(value));
+                else
+                        s = "";
+                rc = set_option(cfg, o, s);
+                if (rc < 0)
+                        break;
+        }
+        json_decref(root);
+        return rc;
+}
+
+void config_print_help(const char *program)
+{
+        printf("Usage: %s [OPTION]...\n"
+               "Glovebox: a sandboxed Jupyter kernel gateway.\n\n",
+               program);
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                const struct option_def *o = &options[i];
+                char left[64];
+
+                snprintf(left, sizeof(left), "--%s%s", o->name,
+                         o->type == OPT_FLAG     ? ""
+                         : o->type == OPT_STRING ? " TEXT"
+                                                 : " NUMBER");
+                printf("  %-28s %s", left, o->help);
+                if (o->dflt && o->type != OPT_FLAG)
+                        printf(" [%s]", o->dflt);
+                printf("\n");
+        }
+        printf("  %-28s %s\n  %-28s %s\n", "--config FILE",
+               "read options from a JSON object (keys are option names)", "--help",
+               "show this help");
+}
+
+/* Splits HOST:PORT (IPv6 hosts in brackets). */
+static int parse_listen(struct config *cfg)
+{
+        const char *colon = strrchr(cfg->listen, ':');
+        const char *host = cfg->listen;
+        size_t hlen;
+        char *end;
+        long port;
+
+        if (!colon)
+                goto bad;
+        hlen = (size_t)(colon - host);
+        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+                host++;
+                hlen -= 2;
+        }
+        if (hlen == 0 || hlen >= sizeof(cfg->host))
+                goto bad;
+        memcpy(cfg->host, host, hlen);
+        cfg->host[hlen] = '\0';
+        errno = 0;
+        port = strtol(colon + 1, &end, 10);
+        if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
+                goto bad;
+        cfg->port = (int)port;
+        return 0;
+bad:
+        fprintf(stderr, "glovebox: --listen must be HOST:PORT, not '%s'\n", cfg->listen);
+        return -EINVAL;
+}
+
+static bool is_loopback(const char *host)
+{
+        return strcmp(host, "127.0.0.1") == 0 || strcmp(host, "::1") == 0 ||
+               strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0;
+}
+
+static int normalise_base_url(struct config *cfg)
+{
+        size_t len = strlen(cfg->base_url);
+        char *s = malloc(len + 3);
+
+        if (!s)
+                return -ENOMEM;
+        snprintf(s, len + 3, "%s%s%s", cfg->base_url[0] == '/' ? "" : "/", cfg->base_url,
+                 len && cfg->base_url[len - 1] == '/' ? "" : "/");
+        /* "//" would otherwise come from an empty or "/" base. */
+        if (strcmp(s, "//") == 0)
+                s[1] = '\0';
+        free(cfg->base_url);
+        cfg->base_url = s;
+        return 0;
+}
+
+static int validate(struct config *cfg)
+{
+        if (parse_listen(cfg) < 0)
+                return -EINVAL;
+        if (normalise_base_url(cfg) < 0)
+                return -ENOMEM;
+        if (strcmp(cfg->sandbox, "full") != 0 && strcmp(cfg->sandbox, "none") != 0) {
+                fprintf(stderr, "glovebox: --sandbox must be 'full' or 'none'\n");
+                return -EINVAL;
+        }
+        if (cfg->no_auth && !is_loopback(cfg->host)) {
+                fprintf(stderr, "glovebox: --no-auth is only allowed on a loopback address\n");
+                return -EINVAL;
+        }
+        if (cfg->memory_mb > cfg->max_memory_mb || cfg->cpus > cfg->max_cpus ||
+            cfg->pids > cfg->max_pids || cfg->disk_mb > cfg->max_disk_mb) {
+                fprintf(stderr, "glovebox: a default limit is above its --max-* maximum\n");
+                return -EINVAL;
+        }
+        if (cfg->token && strlen(cfg->token) < 8) {
+                fprintf(stderr, "glovebox: --token must be at least 8 characters\n");
+                return -EINVAL;
+        }
+        if (!cfg->token && !cfg->no_auth) {
+                char token[49];
+
+                if (jp_random_hex(token, 24) < 0)
+                        return -EIO;
+                cfg->token = strdup(token);
+                cfg->token_generated = true;
+                if (!cfg->token)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int config_load(struct config *cfg, int argc, char **argv)
+{
+        const char *env_token = getenv("GLOVEBOX_TOKEN");
+        int rc;
+
+        memset(cfg, 0, sizeof(*cfg));
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                if (options[i].dflt && set_option(cfg, &options[i], options[i].dflt) < 0)
+                        return -EINVAL;
+        }
+        if (env_token && *env_token && set_option(cfg, find_option("token", 5), env_token) < 0)
+                return -EINVAL;
+        /* A --config file first, so the command line overrides it. */
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+                        rc = load_file(cfg, argv[i + 1]);
+                        if (rc < 0)
+                                return rc;
+                } else if (strncmp(argv[i], "--config=", 9) == 0) {
+                        rc = load_file(cfg, argv[i] + 9);
+                        if (rc < 0)
+                                return rc;
+                }
+        }
+        for (int i = 1; i < argc; i++) {
+                const char *arg = argv[i];
+                const char *eq;
+                const struct option_def *o;
+
+                if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+                        config_print_help(argv[0]);
+                        return 1;
+                }
+                if (strcmp(arg, "--config") == 0) {
+                        i++;
+                        continue;
+                }
+                if (strncmp(arg, "--config=", 9) == 0)
+                        continue;
+                if (strncmp(arg, "--", 2) != 0) {
+                        fprintf(stderr, "glovebox: unexpected argument '%s' (see --help)\n", arg);
+                        return -EINVAL;
+                }
+                arg += 2;
+                eq = strchr(arg, '=');
+                o = find_option(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+                if (!o) {
+                        fprintf(stderr, "glovebox: unknown option '%s' (see --help)\n", argv[i]);
+                        return -EINVAL;
+                }
+                if (eq) {
+                        rc = set_option(cfg, o, eq + 1);
+                } else if (o->type == OPT_FLAG) {
+                        rc = set_option(cfg, o, "true");
+                } else if (i + 1 < argc) {
+                        rc = set_option(cfg, o, argv[++i]);
+                } else {
+                        fprintf(stderr, "glovebox: --%s needs a value\n", o->name);
+                        rc = -EINVAL;
+                }
+                if (rc < 0)
+                        return rc;
+        }
+        return validate(cfg);
+}
+
+void config_free(struct config *cfg)
+{
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                if (options[i].type == OPT_STRING) {
+                        char **s = (char **)(void *)((char *)cfg + options[i].offset);
+
+                        free(*s);
+                        *s = NULL;
+                }
+        }
+}

@@ -1,0 +1,56 @@
+/* The gateway's configuration: one table describes every option (name,
+ * type, bounds, default, help); the command line, a JSON file given with
+ * --config and GLOVEBOX_TOKEN fill it; it is validated once at start. */
+#ifndef GLOVEBOX_CONFIG_H
+#define GLOVEBOX_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct config {
+        /* network and auth */
+        char *listen;          /* HOST:PORT */
+        char *token;
+        bool no_auth;
+        char *base_url;        /* normalised: starts and ends with '/' */
+        char *allow_origin;    /* '*' or a comma-separated list */
+        /* kernels */
+        char *kernelspec_path;
+        char *default_kernel;
+        char *runtime_dir;
+        char *sandbox;         /* "full" or "none" */
+        int64_t max_kernels;
+        double kernel_start_timeout;
+        double shutdown_grace;
+        bool no_autorestart;
+        int64_t max_restarts;
+        /* limits per kernel: default and server maximum */
+        int64_t memory_mb, max_memory_mb;
+        double cpus, max_cpus;
+        int64_t pids, max_pids;
+        int64_t disk_mb, max_disk_mb;
+        /* message handling */
+        int64_t max_message_bytes;
+        int64_t max_body_bytes;
+        int64_t replay_bytes;
+        int64_t replay_messages;
+        double session_linger;
+        /* misc */
+        char *static_dir;
+        char *log_level;
+        bool check_config;
+
+        /* derived by config_load */
+        char host[256];
+        int port;
+        bool token_generated;
+};
+
+/* Fills cfg from defaults, GLOVEBOX_TOKEN, --config FILE and argv, then
+ * validates. Returns 0; 1 when --help was printed (exit 0); or -EINVAL
+ * after printing the reason to stderr. */
+int config_load(struct config *cfg, int argc, char **argv);
+void config_free(struct config *cfg);
+void config_print_help(const char *program);
+
+#endif

@@ -1,0 +1,297 @@
+#include "autoconf.h"
+
+#include "gateway/http.h"
+#include "gateway/api.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *status_phrase(int status)
+{
+        switch (status) {
+        case 200: return "OK";
+        case 201: return "Created";
+        case 204: return "No Content";
+        case 400: return "Bad Request";
+        case 401: return "Unauthorized";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 409: return "Conflict";
+        case 413: return "Payload Too Large";
+        case 415: return "Unsupported Media Type";
+        case 500: return "Internal Server Error";
+        case 503: return "Service Unavailable";
+        default: return "Error";
+        }
+}
+
+/* Compares digests rather than the strings, so that neither the content
+ * nor the length of the token leaks through timing. */
+static bool token_equal(const char *given, size_t len, const char *expected)
+{
+        unsigned char a[32], b[32];
+        unsigned int alen = 0, blen = 0;
+
+        if (!EVP_Digest(given, len, a, &alen, EVP_sha256(), NULL) ||
+            !EVP_Digest(expected, strlen(expected), b, &blen, EVP_sha256(), NULL))
+                return false;
+        return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
+}
+
+bool http_authorized(struct lws *wsi)
+{
+        const struct config *cfg = kernels_config();
+        char value[1024];
+        const char *arg;
+        int n;
+
+        if (cfg->no_auth)
+                return true;
+        n = lws_hdr_copy(wsi, value, sizeof(value), WSI_TOKEN_HTTP_AUTHORIZATION);
+        if (n > 0) {
+                const char *schemes[] = {"token ", "bearer "};
+
+                for (size_t i = 0; i < 2; i++) {
+                        size_t slen = strlen(schemes[i]);
+
+                        if ((size_t)n > slen && strncasecmp(value, schemes[i], slen) == 0)
+                                return token_equal(value + slen, (size_t)n - slen, cfg->token);
+                }
+        }
+        arg = lws_get_urlarg_by_name(wsi, "token=", value, sizeof(value));
+        return arg && token_equal(arg, strlen(arg), cfg->token);
+}
+
+int http_route_path(struct lws *wsi, char *out, size_t size)
+{
+        const char *base = kernels_config()->base_url;
+        size_t blen = strlen(base);
+        char *uri;
+        int len;
+
+        if (lws_http_get_uri_and_method(wsi, &uri, &len) < 0 || len <= 0)
+                return -ENOENT;
+        /* "/base" alone counts as the base URL's root. */
+        if ((size_t)len + 1 == blen && strncmp(uri, base, (size_t)len) == 0) {
+                out[0] = '\0';
+                return 0;
+        }
+        if ((size_t)len < blen || strncmp(uri, base, blen) != 0)
+                return -ENOENT;
+        if ((size_t)len - blen >= size)
+                return -ENAMETOOLONG;
+        memcpy(out, uri + blen, (size_t)len - blen);
+        out[(size_t)len - blen] = '\0';
+        return 0;
+}
+
+static void request_reset(struct http_request *r)
+{
+        if (r->waiter.kernel)
+                kernel_waiter_cancel(&r->waiter);
+        buf_free(&r->body);
+        buf_free(&r->response);
+        memset(r, 0, sizeof(*r));
+}
+
+void http_reply_bytes(struct http_request *r, int status, const char *content_type,
+                      const char *body, size_t len)
+{
+        char *pre;
+
+        if (r->responded)
+                return;
+        buf_free(&r->response);
+        buf_init(&r->response, SIZE_MAX);
+        if (buf_grow(&r->response, LWS_PRE, &pre) < 0 || buf_append(&r->response, body, len) < 0) {
+                status = 500;
+                content_type = "application/json";
+                buf_free(&r->response);
+                buf_init(&r->response, SIZE_MAX);
+                (void)!buf_grow(&r->response, LWS_PRE, &pre);
+        }
+        r->responded = true;
+        r->status = status;
+        r->content_type = content_type;
+        if (r->reading_body)
+                r->close_after = true;
+        lws_callback_on_writable(r->wsi);
+}
+
+void http_reply_json(struct http_request *r, int status, json_t *body)
+{
+        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+        json_decref(body);
+        if (!text) {
+                http_reply_error(r, 500, "out of memory");
+                return;
+        }
+        http_reply_bytes(r, status, "application/json", text, strlen(text));
+        free(text);
+}
+
+static char *error_body(int status, const char *message)
+{
+        json_t *o = json_pack("{s:s, s:s}", "message", message, "reason", status_phrase(status));
+        char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+        json_decref(o);
+        return text;
+}
+
+void http_reply_error(struct http_request *r, int status, const char *fmt, ...)
+{
+        char message[1024];
+        char *text;
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+        text = error_body(status, message);
+        http_reply_bytes(r, status, "application/json", text ? text : "{}", text ? strlen(text) : 2);
+        free(text);
+}
+
+void http_reply_empty(struct http_request *r, int status)
+{
+        http_reply_bytes(r, status, NULL, "", 0);
+}
+
+static int write_response(struct lws *wsi, int status, const char *content_type,
+                          const char *location, unsigned char *body, size_t len)
+{
+        unsigned char headers[LWS_PRE + 2048];
+        unsigned char *start = headers + LWS_PRE, *p = start, *end = headers + sizeof(headers) - 1;
+
+        if (lws_add_http_common_headers(wsi, (unsigned)status, content_type, len, &p, end) ||
+            lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+                                        (const unsigned char *)"no-store", 8, &p, end) ||
+            lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
+                                        (const unsigned char *)"nosniff", 7, &p, end))
+                return -1;
+        if (location && *location &&
+            lws_add_http_header_by_name(wsi, (const unsigned char *)"location:",
+                                        (const unsigned char *)location, (int)strlen(location), &p,
+                                        end))
+                return -1;
+        if (lws_finalize_write_http_header(wsi, start, &p, end))
+                return -1;
+        if (len && lws_write(wsi, body, len, LWS_WRITE_HTTP_FINAL) < (int)len)
+                return -1;
+        return 0;
+}
+
+int http_write_error_now(struct lws *wsi, int status, const char *message)
+{
+        char *text = error_body(status, message);
+        size_t len = text ? strlen(text) : 0;
+        unsigned char *body = malloc(LWS_PRE + len + 1);
+        int rc = -1;
+
+        if (body && text) {
+                memcpy(body + LWS_PRE, text, len);
+                rc = write_response(wsi, status, "application/json", NULL, body + LWS_PRE, len);
+        }
+        free(body);
+        free(text);
+        return rc;
+}
+
+static enum http_method method_of(struct lws *wsi)
+{
+        char *uri;
+        int len;
+
+        switch (lws_http_get_uri_and_method(wsi, &uri, &len)) {
+        case LWSHUMETH_GET: return HTTP_GET;
+        case LWSHUMETH_POST: return HTTP_POST;
+        case LWSHUMETH_PUT: return HTTP_PUT;
+        case LWSHUMETH_PATCH: return HTTP_PATCH;
+        case LWSHUMETH_DELETE: return HTTP_DELETE;
+        case LWSHUMETH_OPTIONS: return HTTP_OPTIONS;
+        case LWSHUMETH_HEAD: return HTTP_HEAD;
+        default: return HTTP_OTHER;
+        }
+}
+
+static int begin(struct lws *wsi, struct http_request *r)
+{
+        const struct config *cfg = kernels_config();
+        char length[32];
+        long long content_length = 0;
+
+        request_reset(r);
+        r->wsi = wsi;
+        r->method = method_of(wsi);
+        buf_init(&r->body, (size_t)cfg->max_body_bytes);
+        if (lws_hdr_copy(wsi, length, sizeof(length), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
+                char *end;
+
+                content_length = strtoll(length, &end, 10);
+                if (*end || content_length < 0)
+                        content_length = -1;
+        }
+        /* Until the body is read (or refused), the connection is mid-request. */
+        r->reading_body = content_length != 0;
+        if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
+                http_reply_error(r, 404, "Not found");
+        } else if (!http_authorized(wsi)) {
+                http_reply_error(r, 401, "Missing or wrong token");
+        } else if (content_length < 0) {
+                http_reply_error(r, 400, "Bad Content-Length");
+        } else if (content_length > cfg->max_body_bytes) {
+                http_reply_error(r, 413, "Request body larger than %lld bytes",
+                                 (long long)cfg->max_body_bytes);
+        } else if (content_length == 0) {
+                api_handle(r);
+        }
+        return 0;
+}
+
+int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http_request *r,
+                  void *in, size_t len)
+{
+        switch (reason) {
+        case LWS_CALLBACK_HTTP:
+                return begin(wsi, r);
+        case LWS_CALLBACK_HTTP_BODY:
+                if (!r->responded && buf_append(&r->body, in, len) < 0)
+                        http_reply_error(r, 413, "Request body larger than %lld bytes",
+                                         (long long)kernels_config()->max_body_bytes);
+                return 0;
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+                r->reading_body = false;
+                if (!r->responded)
+                        api_handle(r);
+                return 0;
+        case LWS_CALLBACK_HTTP_WRITEABLE: {
+                bool close_after = r->close_after;
+                int rc;
+
+                if (!r->responded || !r->wsi)
+                        return 0;
+                rc = write_response(wsi, r->status, r->content_type, r->location,
+                                    (unsigned char *)r->response.data + LWS_PRE,
+                                    r->response.len - LWS_PRE);
+                request_reset(r);
+                if (rc < 0 || close_after)
+                        return -1;
+                return lws_http_transaction_completed(wsi) ? -1 : 0;
+        }
+        case LWS_CALLBACK_CLOSED_HTTP:
+                request_reset(r);
+                return 0;
+        default:
+                return 0;
+        }
+}

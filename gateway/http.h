@@ -1,0 +1,56 @@
+/* One HTTP request on its way through the gateway: headers checked (base
+ * URL, token, origin), body read within --max-body-bytes, handed to the
+ * API, and one response written, now or later (a request may wait for a
+ * kernel). */
+#ifndef GLOVEBOX_HTTP_H
+#define GLOVEBOX_HTTP_H
+
+#include "gateway/kernels.h"
+#include "protocol/buf.h"
+
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <stdbool.h>
+
+#define HTTP_PATH_MAX 2048
+
+enum http_method { HTTP_GET, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_OPTIONS, HTTP_HEAD,
+                   HTTP_OTHER };
+
+struct http_request {
+        struct lws *wsi;
+        enum http_method method;
+        char path[HTTP_PATH_MAX]; /* below the base URL, without its leading '/' */
+        struct buf body;
+        bool reading_body;
+        bool responded;
+        bool close_after; /* the body was not read: do not reuse the connection */
+        int status;
+        const char *content_type;
+        char location[HTTP_PATH_MAX];
+        struct buf response; /* LWS_PRE bytes of headroom, then the body */
+        struct kernel_waiter waiter;
+};
+
+/* Called from the lws callback for the HTTP reasons; returns what the
+ * callback must return. */
+int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http_request *r,
+                  void *in, size_t len);
+
+/* The token check of every route and WebSocket upgrade. */
+bool http_authorized(struct lws *wsi);
+/* Copies the request path below the base URL into out (no leading '/').
+ * -ENOENT when the path is outside the base URL. */
+int http_route_path(struct lws *wsi, char *out, size_t size);
+
+void http_reply_json(struct http_request *r, int status, json_t *body); /* steals body */
+void http_reply_error(struct http_request *r, int status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void http_reply_empty(struct http_request *r, int status);
+/* content_type must outlive the response (a literal). */
+void http_reply_bytes(struct http_request *r, int status, const char *content_type,
+                      const char *body, size_t len);
+/* Writes a JSON error response at once (used to refuse an upgrade). */
+int http_write_error_now(struct lws *wsi, int status, const char *message);
+
+#endif

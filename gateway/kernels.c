@@ -1,0 +1,690 @@
+#include "autoconf.h"
+
+#include "gateway/kernels.h"
+#include "gateway/host.h"
+#include "gateway/loop.h"
+#include "gateway/session.h"
+#include "protocol/log.h"
+#include "protocol/wire.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROBE_INTERVAL_MS 500.0
+
+static const struct config *cfg;
+static const struct jp_kernelspec_list *specs;
+static struct kernel *kernels;
+static char gateway_session[JP_UUID_SIZE];
+static void (*all_gone)(void);
+static lws_sorted_usec_list_t all_gone_timer;
+
+static void launch(struct kernel *k);
+static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
+static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
+
+const struct config *kernels_config(void)
+{
+        return cfg;
+}
+
+const struct jp_kernelspec_list *kernels_specs(void)
+{
+        return specs;
+}
+
+static struct kernel *find_any(const char *id)
+{
+        for (struct kernel *k = kernels; k; k = k->next) {
+                if (strcmp(k->id, id) == 0)
+                        return k;
+        }
+        return NULL;
+}
+
+struct kernel *kernel_find(const char *id)
+{
+        struct kernel *k = find_any(id);
+
+        return k && k->phase != KERNEL_STOPPING ? k : NULL;
+}
+
+size_t kernels_count(void)
+{
+        size_t n = 0;
+
+        for (struct kernel *k = kernels; k; k = k->next)
+                n++;
+        return n;
+}
+
+void kernel_touch(struct kernel *k)
+{
+        jp_timestamp_now(k->last_activity);
+}
+
+static void set_state(struct kernel *k, const char *state)
+{
+        snprintf(k->execution_state, sizeof(k->execution_state), "%s", state);
+}
+
+/* ---- waiters ------------------------------------------------------------ */
+
+static void waiter_add(struct kernel *k, struct kernel_waiter *w)
+{
+        if (!w)
+                return;
+        w->kernel = k;
+        w->next = k->waiters;
+        k->waiters = w;
+}
+
+void kernel_waiter_cancel(struct kernel_waiter *w)
+{
+        struct kernel_waiter **link;
+
+        if (!w->kernel)
+                return;
+        for (link = &w->kernel->waiters; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        break;
+                }
+        }
+        w->kernel = NULL;
+        w->next = NULL;
+}
+
+/* Resolves every waiter; each is detached before its done() runs. */
+static void waiters_resolve(struct kernel *k, int status, const char *message)
+{
+        while (k->waiters) {
+                struct kernel_waiter *w = k->waiters;
+
+                k->waiters = w->next;
+                w->next = NULL;
+                w->kernel = NULL;
+                w->done(w, k, status, message);
+        }
+}
+
+/* ---- messages the gateway itself sends ---------------------------------- */
+
+int kernel_send(struct kernel *k, struct zio *z, struct jp_msg *msg)
+{
+        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        char signature[JP_SIGNATURE_HEX_LEN + 1];
+        int n = jp_wire_encode(msg, k->signer, signature, frames);
+
+        if (n < 0)
+                return n;
+        return zio_send(z, frames, (size_t)n);
+}
+
+static void make_header(char *out, size_t size, const char *msg_id, const char *msg_type)
+{
+        char date[JP_TIMESTAMP_SIZE];
+
+        jp_timestamp_now(date);
+        snprintf(out, size,
+                 "{\"msg_id\":\"%s\",\"msg_type\":\"%s\",\"session\":\"%s\","
+                 "\"username\":\"glovebox\",\"date\":\"%s\",\"version\":\"5.3\"}",
+                 msg_id, msg_type, gateway_session, date);
+}
+
+int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
+                        const char *content, char msg_id_out[JP_UUID_SIZE + 8])
+{
+        char header[512], msg_id[JP_UUID_SIZE];
+        struct jp_msg msg;
+
+        if (!z)
+                return -ENOTCONN;
+        jp_uuid4(msg_id);
+        make_header(header, sizeof(header), msg_id, msg_type);
+        jp_msg_init(&msg);
+        msg.header = (struct jp_bytes){(const uint8_t *)header, strlen(header)};
+        msg.parent_header = (struct jp_bytes){(const uint8_t *)"{}", 2};
+        msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
+        msg.content = (struct jp_bytes){(const uint8_t *)content, strlen(content)};
+        if (msg_id_out)
+                snprintf(msg_id_out, JP_UUID_SIZE + 8, "%s", msg_id);
+        return kernel_send(k, z, &msg);
+}
+
+void kernel_broadcast_status(struct kernel *k, const char *state)
+{
+        char header[512], content[96], msg_id[JP_UUID_SIZE];
+        struct relay_msg *m;
+
+        jp_uuid4(msg_id);
+        make_header(header, sizeof(header), msg_id, "status");
+        snprintf(content, sizeof(content), "{\"execution_state\":\"%s\"}", state);
+        m = relay_msg_build(JP_IOPUB, header, "{}", content);
+        if (!m)
+                return;
+        for (struct session *s = k->sessions; s; s = s->next)
+                session_deliver(s, m);
+        relay_msg_unref(&m);
+}
+
+/* ---- the kernel's sockets and the ready handshake ----------------------- */
+
+static void close_own_sockets(struct kernel *k)
+{
+        zio_close(&k->iopub);
+        zio_close(&k->shell);
+        zio_close(&k->control);
+        loop_timer_stop(&k->probe_timer);
+}
+
+static int open_own_sockets(struct kernel *k)
+{
+        char endpoint[PATH_MAX + 16];
+        long long max = cfg->max_message_bytes;
+        int rc;
+
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_IOPUB));
+        rc = zio_open(ZMQ_SUB, endpoint, NULL, max, on_iopub, k, &k->iopub);
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_SHELL));
+        if (rc == 0)
+                rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->shell);
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix,
+                 HOSTMSG_PORT(JP_CONTROL));
+        if (rc == 0)
+                rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->control);
+        if (rc < 0)
+                close_own_sockets(k);
+        return rc;
+}
+
+static void become_ready(struct kernel *k)
+{
+        loop_timer_stop(&k->probe_timer);
+        loop_timer_stop(&k->deadline_timer);
+        k->phase = KERNEL_READY;
+        k->ever_ready = true;
+        k->reason[0] = '\0';
+        set_state(k, "idle");
+        kernel_touch(k);
+        klog_info(k->id, "ready (%s, pid %d)", k->spec->name, k->pid);
+        waiters_resolve(k, 0, NULL);
+}
+
+static void probe_check(struct kernel *k)
+{
+        if (k->phase == KERNEL_CONNECTING && k->probe_replied && k->probe_iopub)
+                become_ready(k);
+}
+
+/* The kernel's first messages may be sent before our sockets connect, so
+ * ask for kernel_info until both a reply and an iopub message arrive. */
+static void on_probe_timer(lws_sorted_usec_list_t *sul)
+{
+        struct kernel *k = lws_container_of(sul, struct kernel, probe_timer);
+
+        if (k->phase != KERNEL_CONNECTING)
+                return;
+        kernel_send_request(k, k->shell, "kernel_info_request", "{}", k->probe_id);
+        loop_timer_start(&k->probe_timer, on_probe_timer, PROBE_INTERVAL_MS);
+}
+
+static int decode_from_kernel(struct kernel *k, enum jp_channel channel,
+                              const struct jp_bytes *frames, size_t nframes, struct jp_msg *msg)
+{
+        int rc;
+
+        jp_msg_init(msg);
+        msg->channel = channel;
+        rc = jp_wire_decode(frames, nframes, k->signer, msg);
+        if (rc < 0) {
+                k->bad_signatures++;
+                klog_warn(k->id, "dropped a %s message: %s", jp_channel_name(channel),
+                          rc == -EACCES ? "bad signature" : "malformed");
+        }
+        return rc;
+}
+
+static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes)
+{
+        struct kernel *k = arg;
+        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
+        struct jp_msg msg;
+
+        if (decode_from_kernel(k, z == k->shell ? JP_SHELL : JP_CONTROL, frames, nframes, &msg) < 0)
+                return;
+        if (jp_header_fields(msg.header, msg_id, msg_type) == 0 &&
+            strcmp(msg_type, "kernel_info_reply") == 0) {
+                k->probe_replied = true;
+                probe_check(k);
+        }
+}
+
+/* Picks execution_state out of a status message's content. */
+static void track_status(struct kernel *k, const struct jp_msg *msg)
+{
+        json_t *content = json_loadb((const char *)msg->content.ptr, msg->content.len, 0, NULL);
+        const char *state = json_string_value(json_object_get(content, "execution_state"));
+
+        if (state && k->phase == KERNEL_READY &&
+            (strcmp(state, "idle") == 0 || strcmp(state, "busy") == 0))
+                set_state(k, state);
+        json_decref(content);
+}
+
+static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes)
+{
+        struct kernel *k = arg;
+        struct relay_msg *m;
+        struct jp_msg msg;
+
+        if (decode_from_kernel(k, JP_IOPUB, frames, nframes, &msg) < 0)
+                return;
+        m = relay_msg_new(&msg);
+        if (!m) {
+                klog_warn(k->id, "dropped an iopub message without msg_id/msg_type");
+                return;
+        }
+        kernel_touch(k);
+        if (strcmp(m->msg_type, "status") == 0)
+                track_status(k, &msg);
+        if (k->phase == KERNEL_CONNECTING) {
+                k->probe_iopub = true;
+                probe_check(k);
+        }
+        for (struct session *s = k->sessions; s; s = s->next)
+                session_deliver(s, m);
+        relay_msg_unref(&m);
+}
+
+/* ---- the kernel-host's reports ------------------------------------------ */
+
+static void kernel_free(struct kernel *k)
+{
+        struct kernel **link;
+
+        for (link = &kernels; *link; link = &(*link)->next) {
+                if (*link == k) {
+                        *link = k->next;
+                        break;
+                }
+        }
+        while (k->sessions) {
+                struct session *s = k->sessions;
+
+                session_destroy(&s, 1001, "kernel shut down");
+        }
+        close_own_sockets(k);
+        loop_timer_stop(&k->deadline_timer);
+        loop_timer_stop(&k->grace_timer);
+        jp_signer_destroy(&k->signer);
+        jp_strv_free(k->env);
+        free(k);
+        if (all_gone && !kernels) {
+                void (*done)(void) = all_gone;
+
+                all_gone = NULL;
+                loop_timer_stop(&all_gone_timer);
+                done();
+        }
+}
+
+/* The kernel is gone for good: tell whoever waits and free it. */
+static void finish(struct kernel *k, int status, const char *message)
+{
+        klog_info(k->id, "removed");
+        waiters_resolve(k, status, message);
+        kernel_free(k);
+}
+
+static void on_started(const struct hostmsg_started *m)
+{
+        struct kernel *k = find_any(m->kernel_id);
+
+        if (!k)
+                return;
+        k->pid = m->pid;
+        snprintf(k->ipc_prefix, sizeof(k->ipc_prefix), "%s", m->ipc_prefix);
+        if (k->phase == KERNEL_STOPPING) {
+                host_stop(k->id);
+                return;
+        }
+        if (open_own_sockets(k) < 0) {
+                snprintf(k->reason, sizeof(k->reason), "cannot connect to the kernel's sockets");
+                host_stop(k->id);
+                return;
+        }
+        session_connect_all(k);
+        k->phase = KERNEL_CONNECTING;
+        k->probe_replied = false;
+        k->probe_iopub = false;
+        on_probe_timer(&k->probe_timer);
+}
+
+/* A start that failed, or a kernel that died, for the reason in k->reason. */
+static void handle_death(struct kernel *k)
+{
+        bool retry;
+
+        close_own_sockets(k);
+        loop_timer_stop(&k->deadline_timer);
+        loop_timer_stop(&k->grace_timer);
+        k->pid = 0;
+        if (k->phase == KERNEL_STOPPING) {
+                finish(k, 0, NULL);
+                return;
+        }
+        if (k->phase == KERNEL_RESTARTING) {
+                /* Asked for: the old process is gone, start the new one. */
+                launch(k);
+                return;
+        }
+        if (!k->ever_ready) {
+                char message[HOSTMSG_ERROR_SIZE + 64];
+
+                snprintf(message, sizeof(message), "Kernel failed to start: %s", k->reason);
+                finish(k, 500, message);
+                return;
+        }
+        klog_warn(k->id, "died: %s", k->reason);
+        set_state(k, "dead");
+        kernel_broadcast_status(k, "dead");
+        retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts;
+        if (!retry) {
+                k->phase = KERNEL_DEAD;
+                waiters_resolve(k, 500, k->reason);
+                return;
+        }
+        k->restarts++;
+        klog_info(k->id, "restarting automatically (%d of %lld)", k->restarts,
+                  (long long)cfg->max_restarts);
+        set_state(k, "restarting");
+        kernel_broadcast_status(k, "restarting");
+        launch(k);
+}
+
+static void on_start_failed(const struct hostmsg_failed *m)
+{
+        struct kernel *k = find_any(m->kernel_id);
+
+        if (!k)
+                return;
+        snprintf(k->reason, sizeof(k->reason), "%s", m->message);
+        klog_warn(k->id, "start failed at %s: %s", m->step, m->message);
+        handle_death(k);
+}
+
+static void on_exited(const struct hostmsg_exit *m)
+{
+        struct kernel *k = find_any(m->kernel_id);
+
+        if (!k)
+                return;
+        if (k->reason[0] == '\0' || k->phase == KERNEL_READY) {
+                if (m->signal)
+                        snprintf(k->reason, sizeof(k->reason), "kernel killed by signal %d (%s)",
+                                 m->signal, strsignal(m->signal));
+                else
+                        snprintf(k->reason, sizeof(k->reason), "kernel exited with code %d",
+                                 m->exit_code);
+        }
+        handle_death(k);
+}
+
+static void on_host_lost(void)
+{
+        for (struct kernel *k = kernels; k; k = k->next)
+                snprintf(k->reason, sizeof(k->reason), "the kernel-host process died");
+        while (kernels) {
+                struct kernel *k = kernels;
+
+                kernel_broadcast_status(k, "dead");
+                finish(k, 500, k->reason);
+        }
+}
+
+static const struct host_events host_events = {
+        .started = on_started,
+        .start_failed = on_start_failed,
+        .exited = on_exited,
+        .lost = on_host_lost,
+};
+
+/* ---- starting, restarting, stopping ------------------------------------- */
+
+static void on_deadline(lws_sorted_usec_list_t *sul)
+{
+        struct kernel *k = lws_container_of(sul, struct kernel, deadline_timer);
+
+        snprintf(k->reason, sizeof(k->reason), "kernel did not answer kernel_info within %g s",
+                 cfg->kernel_start_timeout);
+        klog_warn(k->id, "%s", k->reason);
+        host_stop(k->id);
+}
+
+static void launch(struct kernel *k)
+{
+        json_t *argv = json_object_get(k->spec->spec, "argv");
+        size_t n = json_array_size(argv);
+        struct hostmsg_start req = {0};
+        int rc = -ENOMEM;
+
+        k->phase = KERNEL_STARTING;
+        k->reason[0] = '\0';
+        snprintf(req.kernel_id, sizeof(req.kernel_id), "%s", k->id);
+        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s", k->spec->dir);
+        snprintf(req.key, sizeof(req.key), "%s", k->key);
+        req.env = k->env;
+        req.limits = k->limits;
+        req.sandbox = strcmp(cfg->sandbox, "none") != 0;
+        /* The kernelspec's argv (validated strings), borrowed. */
+        req.argv = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; req.argv && i < n; i++)
+                req.argv[i] = (char *)json_string_value(json_array_get(argv, i));
+        if (req.argv)
+                rc = host_start(&req);
+        free(req.argv);
+        if (rc < 0) {
+                snprintf(k->reason, sizeof(k->reason), "cannot reach the kernel-host: %s",
+                         strerror(-rc));
+                handle_death(k);
+                return;
+        }
+        loop_timer_start(&k->deadline_timer, on_deadline, cfg->kernel_start_timeout * 1000.0);
+}
+
+int kernel_start(const struct jp_kernelspec *spec, char *const *env,
+                 const struct hostmsg_limits *limits, struct kernel_waiter *w,
+                 struct kernel **out)
+{
+        struct kernel *k;
+        size_t nenv = 0;
+        int rc = -ENOMEM;
+
+        *out = NULL;
+        if (kernels_count() >= (size_t)cfg->max_kernels)
+                return -EAGAIN;
+        k = calloc(1, sizeof(*k));
+        if (!k)
+                return -ENOMEM;
+        while (env && env[nenv])
+                nenv++;
+        k->env = calloc(nenv + 1, sizeof(char *));
+        for (size_t i = 0; k->env && i < nenv; i++) {
+                k->env[i] = strdup(env[i]);
+                if (!k->env[i])
+                        goto fail;
+        }
+        if (!k->env || jp_uuid4(k->id) < 0 || jp_random_hex(k->key, 32) < 0)
+                goto fail;
+        rc = jp_signer_new(k->key, strlen(k->key), &k->signer);
+        if (rc < 0)
+                goto fail;
+        k->spec = spec;
+        k->limits = *limits;
+        set_state(k, "starting");
+        kernel_touch(k);
+        k->next = kernels;
+        kernels = k;
+        waiter_add(k, w);
+        klog_info(k->id, "starting %s", spec->name);
+        launch(k);
+        *out = find_any(k->id);
+        return *out ? 0 : -EIO;
+fail:
+        jp_strv_free(k->env);
+        jp_signer_destroy(&k->signer);
+        free(k);
+        return rc;
+}
+
+void kernel_interrupt(struct kernel *k)
+{
+        klog_info(k->id, "interrupt");
+        if (k->spec->interrupt_by_message)
+                kernel_send_request(k, k->control, "interrupt_request", "{}", NULL);
+        else if (k->pid)
+                host_signal(k->id, SIGINT);
+}
+
+static void on_grace_expired(lws_sorted_usec_list_t *sul)
+{
+        struct kernel *k = lws_container_of(sul, struct kernel, grace_timer);
+
+        klog_info(k->id, "did not exit within %g s; killing it", cfg->shutdown_grace);
+        host_stop(k->id);
+}
+
+/* Asks a running kernel to exit, then kills it after the grace period. */
+static void request_exit(struct kernel *k, bool restart)
+{
+        if (kernel_send_request(k, k->control, "shutdown_request",
+                                restart ? "{\"restart\":true}" : "{\"restart\":false}",
+                                NULL) < 0 ||
+            cfg->shutdown_grace <= 0) {
+                host_stop(k->id);
+                return;
+        }
+        loop_timer_start(&k->grace_timer, on_grace_expired, cfg->shutdown_grace * 1000.0);
+}
+
+void kernel_restart(struct kernel *k, struct kernel_waiter *w)
+{
+        waiter_add(k, w);
+        klog_info(k->id, "restart requested");
+        k->restarts = 0;
+        switch (k->phase) {
+        case KERNEL_READY:
+                k->phase = KERNEL_RESTARTING;
+                set_state(k, "restarting");
+                kernel_broadcast_status(k, "restarting");
+                request_exit(k, true);
+                break;
+        case KERNEL_DEAD:
+                set_state(k, "restarting");
+                kernel_broadcast_status(k, "restarting");
+                launch(k);
+                break;
+        default:
+                /* Already on its way up: the waiter hears when it is ready. */
+                break;
+        }
+}
+
+void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
+{
+        enum kernel_phase was = k->phase;
+
+        if (was == KERNEL_STOPPING) {
+                waiter_add(k, w);
+                return;
+        }
+        klog_info(k->id, "shutting down");
+        /* Anyone waiting for it to become ready will not see that. */
+        waiters_resolve(k, 404, "Kernel was deleted");
+        waiter_add(k, w);
+        k->phase = KERNEL_STOPPING;
+        loop_timer_stop(&k->deadline_timer);
+        if (was == KERNEL_DEAD) {
+                finish(k, 0, NULL);
+        } else if (was == KERNEL_STARTING) {
+                /* on_started or on_start_failed finishes the job. */
+        } else if (k->control) {
+                request_exit(k, false);
+        } else {
+                host_stop(k->id);
+        }
+}
+
+/* ---- models --------------------------------------------------------------- */
+
+json_t *kernel_model(const struct kernel *k)
+{
+        json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", k->id, "name", k->spec->name,
+                                  "last_activity", k->last_activity, "execution_state",
+                                  k->execution_state, "connections", k->connections);
+
+        if (model && k->phase == KERNEL_DEAD && k->reason[0])
+                json_object_set_new(model, "reason", json_string(k->reason));
+        return model;
+}
+
+json_t *kernels_model(void)
+{
+        json_t *list = json_array();
+
+        for (struct kernel *k = kernels; list && k; k = k->next) {
+                if (k->phase != KERNEL_STOPPING)
+                        json_array_append_new(list, kernel_model(k));
+        }
+        return list;
+}
+
+/* ---- whole registry ------------------------------------------------------- */
+
+int kernels_init(const struct config *config, const struct jp_kernelspec_list *list)
+{
+        cfg = config;
+        specs = list;
+        if (jp_uuid4(gateway_session) < 0)
+                return -EIO;
+        return host_attach(&host_events);
+}
+
+static void on_all_gone_timeout(lws_sorted_usec_list_t *sul)
+{
+        void (*done)(void) = all_gone;
+
+        all_gone = NULL;
+        if (done)
+                done();
+}
+
+void kernels_shutdown_all(double timeout_ms, void (*done)(void))
+{
+        struct kernel *k = kernels;
+
+        if (!kernels) {
+                done();
+                return;
+        }
+        all_gone = done;
+        loop_timer_start(&all_gone_timer, on_all_gone_timeout, timeout_ms);
+        while (k) {
+                struct kernel *next = k->next;
+
+                /* finish() may free k, so step first. */
+                kernel_shutdown(k, NULL);
+                k = next;
+        }
+}
+
+void kernels_free_all(void)
+{
+        all_gone = NULL;
+        while (kernels)
+                kernel_free(kernels);
+}

@@ -1,0 +1,115 @@
+/* The kernel registry and each kernel's life: start through the
+ * kernel-host, the kernel_info handshake that makes it ready, iopub
+ * fan-out to client sessions, interrupt, restart (asked for, or automatic
+ * after a death), shutdown. */
+#ifndef GLOVEBOX_KERNELS_H
+#define GLOVEBOX_KERNELS_H
+
+#include "gateway/config.h"
+#include "gateway/relay.h"
+#include "gateway/zio.h"
+#include "protocol/hostmsg.h"
+#include "protocol/ids.h"
+#include "protocol/kernelspec.h"
+#include "protocol/sign.h"
+
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <stdbool.h>
+
+enum kernel_phase {
+        KERNEL_STARTING,   /* asked the kernel-host to start it */
+        KERNEL_CONNECTING, /* running; waiting for kernel_info and iopub */
+        KERNEL_READY,
+        KERNEL_RESTARTING, /* waiting for the old process to exit */
+        KERNEL_DEAD,       /* exited and will not be restarted */
+        KERNEL_STOPPING,   /* deleted; waiting for the process to exit */
+};
+
+struct kernel;
+struct session;
+
+/* Someone (an HTTP request) waiting for a kernel to become ready, or to be
+ * gone. done() runs once, with 0 or an HTTP status and a message. */
+struct kernel_waiter {
+        struct kernel_waiter *next;
+        struct kernel *kernel;
+        /* k is valid during the call; status 0 means success. */
+        void (*done)(struct kernel_waiter *w, struct kernel *k, int status, const char *message);
+};
+
+struct kernel {
+        struct kernel *next;
+        char id[JP_UUID_SIZE];
+        const struct jp_kernelspec *spec;
+        enum kernel_phase phase;
+        char execution_state[16]; /* as clients see it: starting, idle, busy, ... */
+        char last_activity[JP_TIMESTAMP_SIZE];
+        char reason[HOSTMSG_ERROR_SIZE]; /* why it last died or failed */
+        int connections;
+
+        char key[65];
+        struct jp_signer *signer;
+        char **env; /* "NAME=value" for every (re)start */
+        struct hostmsg_limits limits;
+        char ipc_prefix[PATH_MAX];
+        int pid;
+        int restarts;     /* automatic ones since the last requested start */
+        bool ever_ready;  /* false until the first start succeeds */
+
+        /* the gateway's own sockets */
+        struct zio *iopub;
+        struct zio *shell;
+        struct zio *control;
+        char probe_id[JP_UUID_SIZE + 8];
+        bool probe_replied, probe_iopub;
+        lws_sorted_usec_list_t probe_timer;
+        lws_sorted_usec_list_t deadline_timer;
+        lws_sorted_usec_list_t grace_timer;
+
+        struct session *sessions;
+        struct kernel_waiter *waiters;
+        uint64_t bad_signatures;
+};
+
+int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *specs);
+const struct config *kernels_config(void);
+const struct jp_kernelspec_list *kernels_specs(void);
+
+/* A kernel clients may see (deleted ones are invisible); NULL if none. */
+struct kernel *kernel_find(const char *id);
+/* Starts a kernel of spec with extra environment env (validated: names of
+ * [A-Za-z_][A-Za-z0-9_]*, NULL-terminated, copied) and limits. w, if given,
+ * hears when it is ready or failed. Returns 0, -EAGAIN at --max-kernels,
+ * or -errno. */
+int kernel_start(const struct jp_kernelspec *spec, char *const *env,
+                 const struct hostmsg_limits *limits, struct kernel_waiter *w,
+                 struct kernel **out);
+void kernel_interrupt(struct kernel *k);
+/* Restarts k; w hears when it is ready again. */
+void kernel_restart(struct kernel *k, struct kernel_waiter *w);
+/* Deletes k: invisible at once, gone when its process has exited (w hears). */
+void kernel_shutdown(struct kernel *k, struct kernel_waiter *w);
+void kernel_waiter_cancel(struct kernel_waiter *w);
+
+json_t *kernel_model(const struct kernel *k);
+json_t *kernels_model(void);
+size_t kernels_count(void);
+/* Marks activity now (client or kernel traffic). */
+void kernel_touch(struct kernel *k);
+/* Sends a gateway-made status message (starting, restarting, dead) to
+ * every client session of k. */
+void kernel_broadcast_status(struct kernel *k, const char *state);
+/* Signs msg and sends it on the gateway's own socket of channel. */
+int kernel_send(struct kernel *k, struct zio *z, struct jp_msg *msg);
+/* Builds a message the gateway itself sends (kernel_info_request, ...). */
+int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
+                        const char *content, char msg_id_out[JP_UUID_SIZE + 8]);
+
+/* Deletes every kernel and calls done() when all have exited, or after
+ * timeout_ms. */
+void kernels_shutdown_all(double timeout_ms, void (*done)(void));
+/* Frees what is left (at exit, after the loop stopped). */
+void kernels_free_all(void);
+
+#endif

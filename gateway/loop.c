@@ -1,0 +1,104 @@
+#include "autoconf.h"
+
+#include "gateway/loop.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct loop_watch {
+        struct lws *wsi;
+        loop_watch_fn fn;
+        void *arg;
+};
+
+static struct lws_context *loop_ctx;
+
+void loop_set_context(struct lws_context *ctx)
+{
+        loop_ctx = ctx;
+}
+
+struct lws_context *loop_context(void)
+{
+        return loop_ctx;
+}
+
+int loop_protocol_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                           void *in, size_t len)
+{
+        struct loop_watch *w = lws_get_opaque_user_data(wsi);
+
+        switch (reason) {
+        case LWS_CALLBACK_RAW_RX_FILE:
+                if (w && w->fn)
+                        w->fn(w->arg);
+                return 0;
+        case LWS_CALLBACK_RAW_CLOSE_FILE:
+                /* lws closes our duplicate fd; the watch goes with it. */
+                free(w);
+                lws_set_opaque_user_data(wsi, NULL);
+                return 0;
+        default:
+                return 0;
+        }
+}
+
+int loop_watch_fd(int fd, loop_watch_fn fn, void *arg, struct loop_watch **out)
+{
+        lws_sock_file_fd_type desc;
+        struct loop_watch *w;
+        int dupfd;
+
+        *out = NULL;
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        /* lws closes the descriptor it watches when the watch ends; a
+         * duplicate keeps the owner's (a ZMQ socket's) descriptor intact. */
+        dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dupfd < 0) {
+                free(w);
+                return -errno;
+        }
+        w->fn = fn;
+        w->arg = arg;
+        desc.filefd = dupfd;
+        w->wsi = lws_adopt_descriptor_vhost(lws_get_vhost_by_name(loop_ctx, "default"),
+                                            LWS_ADOPT_RAW_FILE_DESC, desc, LOOP_PROTOCOL_NAME,
+                                            NULL);
+        if (!w->wsi) {
+                close(dupfd);
+                free(w);
+                return -ENOMEM;
+        }
+        lws_set_opaque_user_data(w->wsi, w);
+        *out = w;
+        return 0;
+}
+
+void loop_unwatch(struct loop_watch **wp)
+{
+        struct loop_watch *w = *wp;
+
+        if (!w)
+                return;
+        /* The wsi closes on the next turn of the loop and frees w then. */
+        w->fn = NULL;
+        w->arg = NULL;
+        lws_set_timeout(w->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+        *wp = NULL;
+}
+
+void loop_timer_start(lws_sorted_usec_list_t *timer, sul_cb_t fn, double delay_ms)
+{
+        lws_sul_schedule(loop_ctx, 0, timer, fn, (lws_usec_t)(delay_ms * 1000.0));
+}
+
+void loop_timer_stop(lws_sorted_usec_list_t *timer)
+{
+        lws_sul_cancel(timer);
+}

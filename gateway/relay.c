@@ -1,0 +1,191 @@
+#include "autoconf.h"
+
+#include "gateway/relay.h"
+#include "protocol/wsjson.h"
+#include "protocol/wsv1.h"
+
+#include <errno.h>
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Frames are built lazily and may be as large as the message. */
+#define FRAME_MAX (((size_t)1 << 40))
+
+static void set_view(struct jp_bytes *view, uint8_t **at, const struct jp_bytes *src)
+{
+        memcpy(*at, src->ptr, src->len);
+        *view = (struct jp_bytes){*at, src->len};
+        *at += src->len;
+}
+
+struct relay_msg *relay_msg_new(const struct jp_msg *msg)
+{
+        struct relay_msg *m = calloc(1, sizeof(*m));
+        size_t size = msg->header.len + msg->parent_header.len + msg->metadata.len +
+                      msg->content.len;
+        uint8_t *at;
+
+        if (!m)
+                return NULL;
+        for (size_t i = 0; i < msg->nbuffers; i++)
+                size += msg->buffers[i].len;
+        if (jp_header_fields(msg->header, m->msg_id, m->msg_type) < 0)
+                goto fail;
+        m->data = malloc(size ? size : 1);
+        if (!m->data)
+                goto fail;
+        m->refs = 1;
+        m->size = size;
+        m->msg.channel = msg->channel;
+        at = m->data;
+        set_view(&m->msg.header, &at, &msg->header);
+        set_view(&m->msg.parent_header, &at, &msg->parent_header);
+        set_view(&m->msg.metadata, &at, &msg->metadata);
+        set_view(&m->msg.content, &at, &msg->content);
+        for (size_t i = 0; i < msg->nbuffers; i++)
+                set_view(&m->msg.buffers[i], &at, &msg->buffers[i]);
+        m->msg.nbuffers = msg->nbuffers;
+        for (int f = 0; f < RELAY_FORMATS; f++)
+                buf_init(&m->frames[f], FRAME_MAX);
+        return m;
+fail:
+        free(m);
+        return NULL;
+}
+
+struct relay_msg *relay_msg_build(enum jp_channel channel, const char *header,
+                                  const char *parent_header, const char *content)
+{
+        struct jp_msg msg;
+
+        jp_msg_init(&msg);
+        msg.channel = channel;
+        msg.header = (struct jp_bytes){(const uint8_t *)header, strlen(header)};
+        msg.parent_header = (struct jp_bytes){(const uint8_t *)parent_header, strlen(parent_header)};
+        msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
+        msg.content = (struct jp_bytes){(const uint8_t *)content, strlen(content)};
+        return relay_msg_new(&msg);
+}
+
+struct relay_msg *relay_msg_ref(struct relay_msg *m)
+{
+        m->refs++;
+        return m;
+}
+
+void relay_msg_unref(struct relay_msg **mp)
+{
+        struct relay_msg *m = *mp;
+
+        *mp = NULL;
+        if (!m || --m->refs > 0)
+                return;
+        for (int f = 0; f < RELAY_FORMATS; f++)
+                buf_free(&m->frames[f]);
+        free(m->data);
+        free(m);
+}
+
+int relay_msg_frame(struct relay_msg *m, enum relay_format format, uint8_t **payload, size_t *len,
+                    bool *binary)
+{
+        struct buf *b = &m->frames[format];
+        char *pre;
+        int rc = 0;
+
+        if (b->len == 0) {
+                /* libwebsockets writes its frame header into these bytes. */
+                rc = buf_grow(b, LWS_PRE, &pre);
+                if (rc == 0 && format == RELAY_V1) {
+                        rc = jp_wsv1_encode(&m->msg, b);
+                        m->binary[format] = true;
+                } else if (rc == 0) {
+                        rc = jp_wsjson_encode(&m->msg, m->msg_id, m->msg_type, b,
+                                              &m->binary[format]);
+                }
+                if (rc < 0) {
+                        buf_free(b);
+                        return rc;
+                }
+        }
+        *payload = (uint8_t *)b->data + LWS_PRE;
+        *len = b->len - LWS_PRE;
+        *binary = m->binary[format];
+        return 0;
+}
+
+void outbox_init(struct outbox *o, size_t max_bytes, size_t max_count)
+{
+        memset(o, 0, sizeof(*o));
+        o->max_bytes = max_bytes;
+        o->max_count = max_count;
+}
+
+static struct relay_msg *ring_take(struct outbox *o)
+{
+        struct relay_msg *m = o->ring[o->head];
+
+        o->ring[o->head] = NULL;
+        o->head = (o->head + 1) % o->cap;
+        o->count--;
+        o->bytes -= m->size;
+        return m;
+}
+
+int outbox_push(struct outbox *o, struct relay_msg *m)
+{
+        if (o->count == o->cap) {
+                size_t cap = o->cap ? o->cap * 2 : 16;
+                struct relay_msg **ring = calloc(cap, sizeof(*ring));
+
+                if (!ring)
+                        return -ENOMEM;
+                for (size_t i = 0; i < o->count; i++)
+                        ring[i] = o->ring[(o->head + i) % o->cap];
+                free(o->ring);
+                o->ring = ring;
+                o->head = 0;
+                o->cap = cap;
+        }
+        o->ring[(o->head + o->count) % o->cap] = relay_msg_ref(m);
+        o->count++;
+        o->bytes += m->size;
+        while (o->count > 1 && (o->bytes > o->max_bytes || o->count > o->max_count)) {
+                struct relay_msg *old = ring_take(o);
+
+                if (o->dropped == 0 && !o->dropped_parent)
+                        o->dropped_parent =
+                                strndup((const char *)old->msg.parent_header.ptr,
+                                        old->msg.parent_header.len);
+                o->dropped++;
+                relay_msg_unref(&old);
+        }
+        return 0;
+}
+
+struct relay_msg *outbox_pop(struct outbox *o)
+{
+        return o->count ? ring_take(o) : NULL;
+}
+
+uint64_t outbox_take_dropped(struct outbox *o, char **parent_header)
+{
+        uint64_t n = o->dropped;
+
+        *parent_header = o->dropped_parent;
+        o->dropped_parent = NULL;
+        o->dropped = 0;
+        return n;
+}
+
+void outbox_clear(struct outbox *o)
+{
+        struct relay_msg *m;
+
+        while ((m = outbox_pop(o)) != NULL)
+                relay_msg_unref(&m);
+        free(o->ring);
+        free(o->dropped_parent);
+        memset(o, 0, sizeof(*o));
+}

@@ -1,0 +1,105 @@
+#include "autoconf.h"
+
+#include "gateway/server.h"
+#include "gateway/channels.h"
+#include "gateway/http.h"
+#include "gateway/loop.h"
+#include "protocol/log.h"
+#include "protocol/wsv1.h"
+
+#include <string.h>
+
+/* Protocol 0 serves plain HTTP and, after an upgrade without a subprotocol,
+ * the JSON WebSocket format, so its per-connection data holds both. */
+struct http_or_ws {
+        struct http_request http;
+        struct channel_conn ws;
+};
+
+static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
+{
+        struct http_or_ws *conn = user;
+
+        switch (reason) {
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+                return channels_confirm_upgrade(wsi);
+        case LWS_CALLBACK_HTTP:
+        case LWS_CALLBACK_HTTP_BODY:
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+        case LWS_CALLBACK_CLOSED_HTTP:
+                return conn ? http_callback(wsi, reason, &conn->http, in, len) : 0;
+        case LWS_CALLBACK_ESTABLISHED:
+        case LWS_CALLBACK_RECEIVE:
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+        case LWS_CALLBACK_CLOSED:
+                return channels_callback(wsi, reason, &conn->ws, in, len, RELAY_JSON);
+        default:
+                return lws_callback_http_dummy(wsi, reason, user, in, len);
+        }
+}
+
+static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                       size_t len)
+{
+        switch (reason) {
+        case LWS_CALLBACK_ESTABLISHED:
+        case LWS_CALLBACK_RECEIVE:
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+        case LWS_CALLBACK_CLOSED:
+                return channels_callback(wsi, reason, user, in, len, RELAY_V1);
+        default:
+                return 0;
+        }
+}
+
+#define RX_BUFFER (64 * 1024)
+
+static const struct lws_protocols protocols[] = {
+        {"http", callback_http, sizeof(struct http_or_ws), RX_BUFFER, 0, NULL, 0},
+        {JP_WSV1_PROTOCOL, callback_v1, sizeof(struct channel_conn), RX_BUFFER, 0, NULL, 0},
+        {LOOP_PROTOCOL_NAME, loop_protocol_callback, 0, 0, 0, NULL, 0},
+        {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void lws_log(int level, const char *line)
+{
+        char text[512];
+        size_t len = strlen(line);
+
+        /* lws ends its lines with a newline; ours add one. */
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                len--;
+        snprintf(text, sizeof(text), "%.*s", (int)len, line);
+        if (level & LLL_ERR)
+                log_error("lws: %s", text);
+        else
+                log_warn("lws: %s", text);
+}
+
+struct lws_context *server_create(const struct config *cfg)
+{
+        struct lws_context_creation_info info;
+        struct lws_context *ctx;
+
+        lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
+        memset(&info, 0, sizeof(info));
+        info.port = cfg->port;
+        info.iface = cfg->host;
+        info.protocols = protocols;
+        info.gid = (gid_t)-1;
+        info.uid = (uid_t)-1;
+        info.server_string = "glovebox";
+        info.max_http_header_data = 16 * 1024;
+        /* Requests that wait for a kernel hold a header table until they are
+         * answered; allow many at once. */
+        info.max_http_header_pool = 4096;
+        info.pt_serv_buf_size = 64 * 1024;
+        info.timeout_secs = 120;
+        info.options = strchr(cfg->host, ':') ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6;
+        ctx = lws_create_context(&info);
+        if (!ctx)
+                log_error("cannot listen on %s:%d", cfg->host, cfg->port);
+        return ctx;
+}

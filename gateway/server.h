@@ -1,0 +1,13 @@
+/* The libwebsockets context: listening socket, the protocols (HTTP and
+ * the JSON WebSocket format, the v1 subprotocol, raw descriptors). */
+#ifndef GLOVEBOX_SERVER_H
+#define GLOVEBOX_SERVER_H
+
+#include "gateway/config.h"
+
+#include <libwebsockets.h>
+
+/* Creates the context listening on cfg's address; NULL on failure (logged). */
+struct lws_context *server_create(const struct config *cfg);
+
+#endif

@@ -1,0 +1,226 @@
+#include "autoconf.h"
+
+#include "gateway/session.h"
+#include "gateway/loop.h"
+#include "protocol/log.h"
+#include "protocol/wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const enum jp_channel session_channels[3] = {JP_SHELL, JP_CONTROL, JP_STDIN};
+
+static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *frames,
+                              size_t nframes)
+{
+        struct session *s = arg;
+        struct kernel *k = s->kernel;
+        struct relay_msg *m;
+        struct jp_msg msg;
+        int rc;
+
+        jp_msg_init(&msg);
+        for (int i = 0; i < 3; i++) {
+                if (s->sockets[i] == z)
+                        msg.channel = session_channels[i];
+        }
+        rc = jp_wire_decode(frames, nframes, k->signer, &msg);
+        if (rc < 0) {
+                /* Never relayed: a kernel's code can read its own key, but
+                 * nothing else can forge a message to this client. */
+                k->bad_signatures++;
+                klog_warn(k->id, "dropped a %s message: %s", jp_channel_name(msg.channel),
+                          rc == -EACCES ? "bad signature" : "malformed");
+                return;
+        }
+        m = relay_msg_new(&msg);
+        if (!m) {
+                klog_warn(k->id, "dropped a %s message without msg_id/msg_type",
+                          jp_channel_name(msg.channel));
+                return;
+        }
+        kernel_touch(k);
+        session_deliver(s, m);
+        relay_msg_unref(&m);
+}
+
+/* Connects the client's sockets once the kernel's socket paths are known. */
+static int session_connect(struct session *s)
+{
+        const struct config *cfg = kernels_config();
+        char endpoint[PATH_MAX + 16];
+        int rc = 0;
+
+        for (int i = 0; rc == 0 && i < 3; i++) {
+                if (s->sockets[i])
+                        continue;
+                snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", s->kernel->ipc_prefix,
+                         HOSTMSG_PORT(session_channels[i]));
+                rc = zio_open(ZMQ_DEALER, endpoint, s->identity, cfg->max_message_bytes,
+                              on_kernel_message, s, &s->sockets[i]);
+        }
+        return rc;
+}
+
+static void on_linger_expired(lws_sorted_usec_list_t *sul)
+{
+        struct session *s = lws_container_of(sul, struct session, linger_timer);
+
+        klog_debug(s->kernel->id, "session %.8s expired", s->id);
+        session_destroy(&s, 1001, "session expired");
+}
+
+struct session *session_open(struct kernel *k, const char *id)
+{
+        const struct config *cfg = kernels_config();
+        struct session *s;
+        char fresh[JP_UUID_SIZE];
+
+        if (!id || !*id) {
+                if (jp_uuid4(fresh) < 0)
+                        return NULL;
+                id = fresh;
+        }
+        for (s = k->sessions; s; s = s->next) {
+                if (strcmp(s->id, id) == 0)
+                        return s;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        s->kernel = k;
+        snprintf(s->id, sizeof(s->id), "%s", id);
+        /* Shell and stdin must share one identity: the kernel sends an
+         * input_request to the identity that sent the execute_request. */
+        snprintf(s->identity, sizeof(s->identity), "gb-");
+        if (jp_random_hex(s->identity + 3, 16) < 0) {
+                free(s);
+                return NULL;
+        }
+        outbox_init(&s->outbox, (size_t)cfg->replay_bytes, (size_t)cfg->replay_messages);
+        if (k->ipc_prefix[0] && session_connect(s) < 0) {
+                klog_warn(k->id, "cannot open a client session's sockets");
+                for (int i = 0; i < 3; i++)
+                        zio_close(&s->sockets[i]);
+                free(s);
+                return NULL;
+        }
+        s->next = k->sessions;
+        k->sessions = s;
+        return s;
+}
+
+void session_connect_all(struct kernel *k)
+{
+        for (struct session *s = k->sessions; s; s = s->next) {
+                if (session_connect(s) < 0)
+                        klog_warn(k->id, "cannot connect a client session's sockets");
+        }
+}
+
+void session_attach(struct session *s, struct session_sink *sink)
+{
+        struct session_sink *old = s->sink;
+
+        if (old == sink)
+                return;
+        if (old) {
+                /* A second connection with the same session_id replaces the
+                 * first, as Jupyter Server does with a stale connection. */
+                s->sink = NULL;
+                s->kernel->connections--;
+                old->closing(old, 1000, "replaced by a newer connection");
+        }
+        loop_timer_stop(&s->linger_timer);
+        s->sink = sink;
+        s->kernel->connections++;
+        if (s->outbox.count || s->outbox.dropped)
+                sink->wake(sink);
+}
+
+void session_detach(struct session *s, struct session_sink *sink)
+{
+        if (s->sink != sink)
+                return;
+        s->sink = NULL;
+        s->kernel->connections--;
+        loop_timer_start(&s->linger_timer, on_linger_expired,
+                         kernels_config()->session_linger * 1000.0);
+}
+
+int session_send(struct session *s, struct jp_msg *msg)
+{
+        struct zio *z = NULL;
+
+        for (int i = 0; i < 3; i++) {
+                if (session_channels[i] == msg->channel)
+                        z = s->sockets[i];
+        }
+        if (!z)
+                return -ENOTCONN;
+        kernel_touch(s->kernel);
+        return kernel_send(s->kernel, z, msg);
+}
+
+void session_deliver(struct session *s, struct relay_msg *m)
+{
+        if (outbox_push(&s->outbox, m) < 0) {
+                klog_warn(s->kernel->id, "out of memory queueing a message");
+                return;
+        }
+        if (s->sink)
+                s->sink->wake(s->sink);
+}
+
+struct relay_msg *session_next(struct session *s)
+{
+        char *parent = NULL;
+        uint64_t dropped = outbox_take_dropped(&s->outbox, &parent);
+        struct relay_msg *notice;
+        char header[256], content[256], msg_id[JP_UUID_SIZE], date[JP_TIMESTAMP_SIZE];
+
+        if (dropped == 0)
+                return outbox_pop(&s->outbox);
+        /* Tell the client, in the cell whose output was lost, rather than
+         * let outputs go missing silently. */
+        jp_uuid4(msg_id);
+        jp_timestamp_now(date);
+        snprintf(header, sizeof(header),
+                 "{\"msg_id\":\"%s\",\"msg_type\":\"stream\",\"session\":\"glovebox\","
+                 "\"username\":\"glovebox\",\"date\":\"%s\",\"version\":\"5.3\"}",
+                 msg_id, date);
+        snprintf(content, sizeof(content),
+                 "{\"name\":\"stderr\",\"text\":\"[glovebox] %llu output messages were dropped: "
+                 "the client was disconnected or too slow and the replay buffer was full.\\n\"}",
+                 (unsigned long long)dropped);
+        notice = relay_msg_build(JP_IOPUB, header, parent && *parent ? parent : "{}", content);
+        free(parent);
+        return notice ? notice : outbox_pop(&s->outbox);
+}
+
+void session_destroy(struct session **sp, int code, const char *reason)
+{
+        struct session *s = *sp;
+        struct session **link;
+
+        if (!s)
+                return;
+        *sp = NULL;
+        for (link = &s->kernel->sessions; *link; link = &(*link)->next) {
+                if (*link == s) {
+                        *link = s->next;
+                        break;
+                }
+        }
+        if (s->sink) {
+                s->kernel->connections--;
+                s->sink->closing(s->sink, code, reason);
+        }
+        loop_timer_stop(&s->linger_timer);
+        for (int i = 0; i < 3; i++)
+                zio_close(&s->sockets[i]);
+        outbox_clear(&s->outbox);
+        free(s);
+}

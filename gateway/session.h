@@ -1,0 +1,53 @@
+/* A client session of one kernel: what Jupyter calls the WebSocket's
+ * session_id. It owns the client's shell, control and stdin sockets (one
+ * ZMQ identity, so stdin requests reach the client that asked) and a queue
+ * of messages for it. At most one sink (a WebSocket connection) drains the
+ * queue; while none is attached the queue keeps filling, bounded, and a
+ * sink that attaches later with the same session_id gets every message in
+ * order. A detached session lingers for --session-linger seconds. */
+#ifndef GLOVEBOX_SESSION_H
+#define GLOVEBOX_SESSION_H
+
+#include "gateway/kernels.h"
+#include "gateway/relay.h"
+
+struct session_sink {
+        /* The session's queue has messages. */
+        void (*wake)(struct session_sink *sink);
+        /* The session is going away (kernel deleted); detach now. */
+        void (*closing)(struct session_sink *sink, int code, const char *reason);
+};
+
+struct session {
+        struct session *next;
+        struct kernel *kernel;
+        char id[128];
+        char identity[64];
+        struct zio *sockets[3]; /* shell, control, stdin, by enum jp_channel */
+        struct outbox outbox;
+        struct session_sink *sink;
+        lws_sorted_usec_list_t linger_timer;
+};
+
+#define SESSION_ID_MAX 127
+
+/* Finds the session id of k or creates it (id NULL or empty: a fresh,
+ * private one). Returns NULL when out of memory or sockets. */
+struct session *session_open(struct kernel *k, const char *id);
+/* Attaches sink, replacing (and closing) any sink already attached. */
+void session_attach(struct session *s, struct session_sink *sink);
+/* Detaches sink; the session lingers, queueing, for its reconnect. */
+void session_detach(struct session *s, struct session_sink *sink);
+/* Signs and sends a client message to the kernel on its channel. */
+int session_send(struct session *s, struct jp_msg *msg);
+/* Connects sessions opened before the kernel's sockets existed. */
+void session_connect_all(struct kernel *k);
+/* The next message for the sink (the caller owns the reference), or NULL.
+ * After drops it is first a stderr stream message saying how many. */
+struct relay_msg *session_next(struct session *s);
+/* Queues m (a new reference) and wakes the sink. */
+void session_deliver(struct session *s, struct relay_msg *m);
+/* Tells the sink, closes the sockets, frees s and nulls *sp. */
+void session_destroy(struct session **sp, int code, const char *reason);
+
+#endif

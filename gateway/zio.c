@@ -1,0 +1,211 @@
+#include "autoconf.h"
+
+#include "gateway/zio.h"
+#include "gateway/loop.h"
+#include "protocol/log.h"
+#include "protocol/wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct zio {
+        void *sock;
+        struct loop_watch *watch;
+        lws_sorted_usec_list_t pump; /* drains after a send; see zio_send */
+        zio_fn fn;
+        void *arg;
+        int receiving; /* guards against re-entry from fn */
+};
+
+static void *zmq_context;
+
+static void *context(void)
+{
+        if (!zmq_context) {
+                zmq_context = zmq_ctx_new();
+                if (zmq_context)
+                        zmq_ctx_set(zmq_context, ZMQ_BLOCKY, 0);
+        }
+        return zmq_context;
+}
+
+/* Receives one whole message into msgs; returns the frame count, 0 when
+ * nothing is waiting, or -1 for a message of more than max frames (which is
+ * read to its end and dropped). */
+static int recv_message(void *sock, zmq_msg_t *msgs, size_t max)
+{
+        size_t n = 0;
+        int overflow = 0;
+        zmq_msg_t extra;
+
+        for (;;) {
+                zmq_msg_t *m = n < max ? &msgs[n] : &extra;
+                int more;
+
+                zmq_msg_init(m);
+                /* Frames of one message arrive together: EAGAIN can only
+                 * come before the first. */
+                if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
+                        zmq_msg_close(m);
+                        break;
+                }
+                more = zmq_msg_more(m);
+                if (m == &extra) {
+                        zmq_msg_close(m);
+                        overflow = 1;
+                } else {
+                        n++;
+                }
+                if (!more)
+                        break;
+        }
+        if (overflow) {
+                for (size_t i = 0; i < n; i++)
+                        zmq_msg_close(&msgs[i]);
+                return -1;
+        }
+        return (int)n;
+}
+
+static void drain(struct zio *z)
+{
+        zmq_msg_t msgs[JP_WIRE_MAX_FRAMES];
+        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        int n;
+
+        if (z->receiving)
+                return;
+        z->receiving = 1;
+        for (;;) {
+                n = recv_message(z->sock, msgs, JP_WIRE_MAX_FRAMES);
+                if (n == 0)
+                        break;
+                if (n < 0) {
+                        log_warn("dropped a ZMQ message with too many frames");
+                        continue;
+                }
+                for (int i = 0; i < n; i++)
+                        frames[i] = (struct jp_bytes){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
+                z->fn(z->arg, z, frames, (size_t)n);
+                for (int i = 0; i < n; i++)
+                        zmq_msg_close(&msgs[i]);
+                /* fn may have closed this socket. */
+                if (!z->sock)
+                        break;
+        }
+        z->receiving = 0;
+        if (!z->sock)
+                free(z);
+}
+
+static void on_readable(void *arg)
+{
+        struct zio *z = arg;
+        int events = 0;
+        size_t len = sizeof(events);
+
+        /* Reading ZMQ_EVENTS also processes the socket's pending commands,
+         * which is what re-arms the edge-triggered descriptor. */
+        if (zmq_getsockopt(z->sock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN))
+                drain(z);
+}
+
+static void on_pump(lws_sorted_usec_list_t *sul)
+{
+        struct zio *z = lws_container_of(sul, struct zio, pump);
+
+        on_readable(z);
+}
+
+int zio_open(int type, const char *endpoint, const char *identity, long long max_frame_bytes,
+             zio_fn fn, void *arg, struct zio **out)
+{
+        struct zio *z;
+        int zero = 0, hwm = 100000, ivl = 10;
+        int64_t maxmsg = max_frame_bytes;
+        int fd;
+        size_t fdlen = sizeof(fd);
+        int rc;
+
+        *out = NULL;
+        if (!context())
+                return -ENOMEM;
+        z = calloc(1, sizeof(*z));
+        if (!z)
+                return -ENOMEM;
+        z->fn = fn;
+        z->arg = arg;
+        z->sock = zmq_socket(context(), type);
+        if (!z->sock) {
+                rc = -zmq_errno();
+                free(z);
+                return rc;
+        }
+        zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof(zero));
+        zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+        zmq_setsockopt(z->sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+        zmq_setsockopt(z->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+        /* The kernel binds a moment after it starts; retry quickly. */
+        zmq_setsockopt(z->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
+        if (identity)
+                zmq_setsockopt(z->sock, ZMQ_ROUTING_ID, identity, strlen(identity));
+        if (type == ZMQ_SUB)
+                zmq_setsockopt(z->sock, ZMQ_SUBSCRIBE, "", 0);
+        if (zmq_connect(z->sock, endpoint) < 0 ||
+            zmq_getsockopt(z->sock, ZMQ_FD, &fd, &fdlen) < 0) {
+                rc = -zmq_errno();
+                goto fail;
+        }
+        rc = loop_watch_fd(fd, on_readable, z, &z->watch);
+        if (rc < 0)
+                goto fail;
+        *out = z;
+        return 0;
+fail:
+        zmq_close(z->sock);
+        free(z);
+        return rc;
+}
+
+int zio_send(struct zio *z, const struct jp_bytes *frames, size_t nframes)
+{
+        for (size_t i = 0; i < nframes; i++) {
+                int flags = ZMQ_DONTWAIT | (i + 1 < nframes ? ZMQ_SNDMORE : 0);
+
+                if (zmq_send(z->sock, frames[i].ptr, frames[i].len, flags) < 0) {
+                        /* A multipart message is all or nothing: a failure
+                         * on the first frame drops it whole. */
+                        return -zmq_errno();
+                }
+        }
+        /* Sending may consume the signal that announced incoming messages;
+         * look again on the next turn of the loop (not now: we may be inside
+         * this socket's own handler). */
+        loop_timer_start(&z->pump, on_pump, 0);
+        return 0;
+}
+
+void zio_close(struct zio **zp)
+{
+        struct zio *z = *zp;
+
+        if (!z)
+                return;
+        loop_unwatch(&z->watch);
+        loop_timer_stop(&z->pump);
+        zmq_close(z->sock);
+        z->sock = NULL;
+        /* Inside its own handler the drain loop frees it on the way out. */
+        if (!z->receiving)
+                free(z);
+        *zp = NULL;
+}
+
+void zio_shutdown(void)
+{
+        if (zmq_context) {
+                zmq_ctx_term(zmq_context);
+                zmq_context = NULL;
+        }
+}
