@@ -174,6 +174,9 @@ void host_close(int timeout_ms)
 
         loop_unwatch(&host_watch);
         if (host_fd >= 0) {
+                /* The loop's watch holds a duplicate of the descriptor;
+                 * shutdown() ends the connection for both at once. */
+                shutdown(host_fd, SHUT_RDWR);
                 close(host_fd);
                 host_fd = -1;
         }

@@ -31,6 +31,7 @@ struct child_plan {
         char **envp;
         char home[PATH_MAX];
         int sync_fd;
+        int null_fd; /* the kernel's stdin, and stdout/stderr unless debugging */
 };
 
 static void fail_set(struct hostmsg_failed *fail, const char *id, const char *step, int error,
@@ -217,6 +218,12 @@ static void child_exec(const struct child_plan *plan)
          * group) reaches the kernel and whatever it started, and nothing else. */
         if (setsid() < 0)
                 child_fail(plan->sync_fd, "setsid", errno);
+        /* Kernels talk over ZMQ; what they print to stdio is noise (kept
+         * when debugging). */
+        if (dup2(plan->null_fd, 0) < 0 ||
+            (log_threshold > LOG_LEVEL_DEBUG &&
+             (dup2(plan->null_fd, 1) < 0 || dup2(plan->null_fd, 2) < 0)))
+                child_fail(plan->sync_fd, "stdio", errno);
         close_other_fds(plan->sync_fd);
         if (chdir(plan->home) < 0)
                 child_fail(plan->sync_fd, "chdir", errno);
@@ -269,7 +276,7 @@ int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
                  struct hostmsg_failed *fail)
 {
         struct jp_connection conn = {.transport = "ipc", .signature_scheme = "hmac-sha256"};
-        struct child_plan plan = {.sync_fd = -1};
+        struct child_plan plan = {.sync_fd = -1, .null_fd = -1};
         struct child_failure child = {0};
         char connection_file[PATH_MAX + 32];
         int sync[2] = {-1, -1};
@@ -319,7 +326,8 @@ int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
                 fail_set(fail, req->kernel_id, "prepare", ENOMEM, NULL);
                 goto fail;
         }
-        if (pipe2(sync, O_CLOEXEC) < 0) {
+        plan.null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (plan.null_fd < 0 || pipe2(sync, O_CLOEXEC) < 0) {
                 rc = -errno;
                 fail_set(fail, req->kernel_id, "pipe", errno, NULL);
                 goto fail;
@@ -359,6 +367,8 @@ out:
                 close(sync[0]);
         if (sync[1] >= 0)
                 close(sync[1]);
+        if (plan.null_fd >= 0)
+                close(plan.null_fd);
         free_strv(plan.argv);
         free_strv(plan.envp);
         return rc;

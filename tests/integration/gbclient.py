@@ -1,0 +1,194 @@
+"""A small Jupyter kernel client for Glovebox's tests: REST with urllib,
+channels with websocket-client, in both wire formats."""
+import json
+import os
+import socket
+import struct
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import websocket
+
+V1 = "v1.kernel.websocket.jupyter.org"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Gateway:
+    """A real glovebox process on a free loopback port."""
+
+    def __init__(self, binary, args=(), token="test-token-0123456789", env=None):
+        self.port = free_port()
+        self.token = token
+        self.base = f"http://127.0.0.1:{self.port}"
+        cmd = [binary, "--listen", f"127.0.0.1:{self.port}"]
+        if token:
+            cmd += ["--token", token]
+        cmd += list(args)
+        self.log_path = f"/tmp/glovebox-test-{self.port}.log"
+        self.log = open(self.log_path, "w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env, text=True)
+        self.url_line = self.proc.stdout.readline()
+        if "serving at" not in self.url_line:
+            self.proc.kill()
+            raise RuntimeError("glovebox did not start: " + self.read_log())
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig=15, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def request(self, method, path, body=None, token=None, raw=None, headers=None):
+        """Returns (status, parsed JSON or None, headers)."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        tok = self.token if token is None else token
+        if tok:
+            req.add_header("Authorization", f"token {tok}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                text = resp.read()
+                return resp.status, (json.loads(text) if text else None), resp.headers
+        except urllib.error.HTTPError as e:
+            text = e.read()
+            try:
+                parsed = json.loads(text) if text else None
+            except ValueError:
+                parsed = text
+            return e.code, parsed, e.headers
+
+    def start_kernel(self, **body):
+        status, model, _ = self.request("POST", "/api/kernels", body or {"name": "python3"})
+        assert status == 201, (status, model)
+        return model["id"]
+
+    def connect(self, kernel_id, session_id=None, subprotocol=None, token=None):
+        return Channel(self, kernel_id, session_id, subprotocol, token)
+
+
+class Channel:
+    """One WebSocket connection to a kernel's channels."""
+
+    def __init__(self, gw, kernel_id, session_id=None, subprotocol=None, token=None):
+        self.session = session_id or uuid.uuid4().hex
+        tok = gw.token if token is None else token
+        url = (f"ws://127.0.0.1:{gw.port}/api/kernels/{kernel_id}/channels"
+               f"?session_id={self.session}")
+        if tok:
+            url += f"&token={tok}"
+        self.v1 = subprotocol == V1
+        self.ws = websocket.create_connection(
+            url, timeout=60, subprotocols=[subprotocol] if subprotocol else None)
+
+    def close(self):
+        self.ws.close()
+
+    def send(self, msg_type, content, channel="shell", msg_id=None):
+        msg_id = msg_id or uuid.uuid4().hex
+        header = {"msg_id": msg_id, "msg_type": msg_type, "username": "test",
+                  "session": self.session, "date": "2026-01-01T00:00:00.000000Z",
+                  "version": "5.3"}
+        if self.v1:
+            parts = [json.dumps(p).encode() for p in (header, {}, {}, content)]
+            self.ws.send_binary(encode_v1(channel, parts))
+        else:
+            self.ws.send(json.dumps({"header": header, "parent_header": {}, "metadata": {},
+                                     "content": content, "channel": channel}))
+        return msg_id
+
+    def recv(self, timeout=60):
+        self.ws.settimeout(timeout)
+        opcode, data = self.ws.recv_data()
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            raise ConnectionError("closed")
+        if self.v1:
+            return decode_v1(data)
+        if opcode == websocket.ABNF.OPCODE_BINARY:
+            return decode_json_binary(data)
+        return json.loads(data)
+
+    def execute(self, code, timeout=60, stdin_reply=None, allow_stdin=False):
+        """Runs code; returns (reply, iopub messages) for this request."""
+        msg_id = self.send("execute_request", {
+            "code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "allow_stdin": allow_stdin or stdin_reply is not None, "stop_on_error": True})
+        return self.collect(msg_id, timeout, stdin_reply)
+
+    def collect(self, msg_id, timeout=60, stdin_reply=None):
+        deadline = time.time() + timeout
+        reply, outputs, idle = None, [], False
+        while not (reply and idle):
+            left = deadline - time.time()
+            if left <= 0:
+                raise TimeoutError(f"no reply/idle for {msg_id}")
+            m = self.recv(left)
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            if m["channel"] == "stdin" and m["msg_type"] == "input_request":
+                self.send("input_reply", {"value": stdin_reply(m["content"]["prompt"])}, "stdin")
+            elif m["channel"] == "shell":
+                reply = m
+            elif m["channel"] == "iopub":
+                outputs.append(m)
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    idle = True
+        return reply, outputs
+
+
+def encode_v1(channel, parts):
+    chunks = [channel.encode()] + list(parts)
+    n = len(chunks) + 1
+    offsets = [8 * (1 + n)]
+    for c in chunks:
+        offsets.append(offsets[-1] + len(c))
+    return struct.pack("<%dQ" % (n + 1), n, *offsets) + b"".join(chunks)
+
+
+def decode_v1(data):
+    n = struct.unpack_from("<Q", data)[0]
+    offsets = struct.unpack_from("<%dQ" % n, data, 8)
+    parts = [data[offsets[i]:offsets[i + 1]] for i in range(n - 1)]
+    msg = {"channel": parts[0].decode(), "header": json.loads(parts[1]),
+           "parent_header": json.loads(parts[2]), "metadata": json.loads(parts[3]),
+           "content": json.loads(parts[4]), "buffers": parts[5:]}
+    msg["msg_type"] = msg["header"]["msg_type"]
+    return msg
+
+
+def decode_json_binary(data):
+    nbufs = struct.unpack_from(">I", data)[0]
+    offsets = list(struct.unpack_from(">%dI" % nbufs, data, 4)) + [len(data)]
+    msg = json.loads(data[offsets[0]:offsets[1]])
+    msg["buffers"] = [data[offsets[i]:offsets[i + 1]] for i in range(1, nbufs)]
+    return msg
+
+
+def outputs_of(outputs, msg_type):
+    return [m for m in outputs if m["msg_type"] == msg_type]
+
+
+def stdout_of(outputs):
+    return "".join(m["content"]["text"] for m in outputs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
