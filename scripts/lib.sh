@@ -1,0 +1,43 @@
+# Shared by scripts/serve and scripts/test: install what is missing, build.
+# Sourced, not run. Builds out of tree in $BUILD (default: build/).
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+
+BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc libzmq3-dev libczmq-dev
+ libjansson-dev libwebsockets-dev libseccomp-dev libssl-dev"
+KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pandas"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Installs the Debian packages named in "$@" that are not installed yet.
+ensure_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+        "${missing[@]}" </dev/null
+}
+
+# Configures (once) and builds incrementally. Extra configure flags: "$@".
+build() {
+    if [ ! -x "$ROOT/configure" ] || [ "$ROOT/configure.ac" -nt "$ROOT/configure" ] ||
+        [ "$ROOT/Makefile.am" -nt "$ROOT/configure" ]; then
+        log "autoreconf"
+        (cd "$ROOT" && autoreconf -fi) >/dev/null
+    fi
+    mkdir -p "$BUILD"
+    if [ ! -f "$BUILD/Makefile" ]; then
+        log "configure $*"
+        (cd "$BUILD" && "$ROOT/configure" -q "$@")
+    fi
+    log "make"
+    make -C "$BUILD" -s -j"$(nproc)"
+}
