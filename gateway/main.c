@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -82,6 +83,10 @@ static int make_runtime_dir(void)
                 gw.runtime_dir[0] = '\0';
                 return -errno;
         }
+        /* Sandbox set-up runs as unprivileged host ids that must reach their
+         * kernel's directory inside: searchable, not listable. */
+        if (chmod(gw.runtime_dir, 0711) < 0)
+                return -errno;
         return 0;
 }
 

@@ -10,6 +10,8 @@
  * files and exits. */
 #include "autoconf.h"
 
+#include "kernel-host/cgroup.h"
+#include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
 #include "protocol/hostmsg.h"
 #include "protocol/log.h"
@@ -129,10 +131,13 @@ static void handle_signal(struct host *h, enum hostmsg_type type, json_t *body)
                 klog_debug(req.kernel_id, "signal for a kernel that is gone");
                 return;
         }
-        sig = type == HOSTMSG_STOP ? SIGKILL : req.signal;
-        /* The kernel leads its own process group: signal the whole group. */
-        if (kill(-k->pid, sig) < 0 && errno != ESRCH)
-                klog_warn(k->kernel_id, "kill(%d): %s", sig, strerror(errno));
+        if (type == HOSTMSG_STOP) {
+                spawn_kill(k);
+                return;
+        }
+        sig = req.signal;
+        if (spawn_signal(k, sig) < 0 && errno != ESRCH)
+                klog_warn(k->kernel_id, "signal %d: %s", sig, strerror(errno));
 }
 
 static void handle_link(struct host *h)
@@ -169,22 +174,11 @@ static void handle_link(struct host *h)
 
 static void report_exit(struct host *h, struct kernel_proc *k, int status)
 {
-        struct hostmsg_exit ex = {.pid = k->pid};
+        struct hostmsg_exit ex;
 
-        snprintf(ex.kernel_id, sizeof(ex.kernel_id), "%s", k->kernel_id);
-        if (WIFSIGNALED(status)) {
-                ex.exit_code = -1;
-                ex.signal = WTERMSIG(status);
-                snprintf(ex.reason, sizeof(ex.reason), "signaled");
-        } else {
-                ex.exit_code = WEXITSTATUS(status);
-                snprintf(ex.reason, sizeof(ex.reason), "exited");
-        }
+        spawn_reap(k, status, &ex);
         klog_info(k->kernel_id, "pid %d %s (code %d, signal %d)", (int)k->pid, ex.reason,
                   ex.exit_code, ex.signal);
-        /* Stragglers of the kernel's group go with it. */
-        kill(-k->pid, SIGKILL);
-        spawn_cleanup(k);
         send_or_warn(h, HOSTMSG_EXITED, hostmsg_exit_encode(&ex));
         forget_kernel(h, k);
 }
@@ -217,7 +211,7 @@ static void handle_signals(struct host *h)
 static void stop_all(struct host *h)
 {
         for (size_t i = 0; i < h->count; i++)
-                kill(-h->kernels[i].pid, SIGKILL);
+                spawn_kill(&h->kernels[i]);
         while (h->count > 0) {
                 int status;
                 pid_t pid = waitpid(-1, &status, 0);
@@ -237,7 +231,9 @@ static void usage(void)
 {
         fprintf(stderr, "usage: glovebox-kernel-host --runtime-dir DIR [--fd N] "
                         "[--log-level LEVEL]\n"
-                        "Started by glovebox; not meant to be run by hand.\n");
+                        "       glovebox-kernel-host --print-seccomp\n"
+                        "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
+                        "prints the kernels' seccomp filter as pseudo-filter code.\n");
 }
 
 int main(int argc, char **argv)
@@ -248,7 +244,9 @@ int main(int argc, char **argv)
 
         log_set_program("kernel-host");
         for (int i = 1; i < argc; i++) {
-                if (strcmp(argv[i], "--runtime-dir") == 0 && i + 1 < argc) {
+                if (strcmp(argv[i], "--print-seccomp") == 0) {
+                        return seccomp_policy_export_pfc(1) < 0 ? 1 : 0;
+                } else if (strcmp(argv[i], "--runtime-dir") == 0 && i + 1 < argc) {
                         h.runtime_dir = argv[++i];
                 } else if (strcmp(argv[i], "--fd") == 0 && i + 1 < argc) {
                         char *end;
@@ -291,6 +289,9 @@ int main(int argc, char **argv)
         }
         if (getppid() == 1)
                 h.stopping = 1;
+        if (spawn_init() < 0)
+                return 1;
+        cgroup_init();
 
         while (!h.stopping) {
                 struct pollfd fds[2] = {{h.link, POLLIN, 0}, {h.sigfd, POLLIN, 0}};
@@ -311,6 +312,7 @@ int main(int argc, char **argv)
         rc = 0;
 out:
         stop_all(&h);
+        cgroup_shutdown();
         free(h.kernels);
         close(h.sigfd);
         return rc;

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/spawn.h"
+#include "kernel-host/seccomp.h"
 #include "protocol/connfile.h"
 #include "protocol/log.h"
 
@@ -16,7 +17,48 @@
 #include <unistd.h>
 
 #define CONNECTION_FILE "connection.json"
-#define HOME_DIR        "home"
+#define IPC_DIR         "ipc"  /* sockets and connection file */
+#define ROOT_DIR        "root" /* the sandbox's root mount point */
+#define HOME_DIR        "home" /* the home of an unsandboxed kernel */
+
+/* As root, sandbox n runs as host ids ID_BASE + id_offset + 2n (its root)
+ * and + 2n + 1 ("user"): ids no other account uses, different for every
+ * sandbox and, through id_offset, for every running gateway. */
+#define ID_BASE   1000000u
+#define MAX_SLOTS 32768
+
+static struct sock_fprog seccomp_program;
+static unsigned id_offset;
+static unsigned char slots[MAX_SLOTS];
+
+int spawn_init(void)
+{
+        int rc = seccomp_policy_build(&seccomp_program);
+
+        if (rc < 0) {
+                log_error("cannot build the seccomp filter: %s", strerror(-rc));
+                return rc;
+        }
+        id_offset = ((unsigned)getpid() % 16384u) * 2u * MAX_SLOTS;
+        return 0;
+}
+
+static int slot_take(void)
+{
+        for (int i = 0; i < MAX_SLOTS; i++) {
+                if (!slots[i]) {
+                        slots[i] = 1;
+                        return i;
+                }
+        }
+        return -1;
+}
+
+static void slot_release(int slot)
+{
+        if (slot >= 0 && slot < MAX_SLOTS)
+                slots[slot] = 0;
+}
 
 /* What the child reports through the sync pipe when a step fails. */
 struct child_failure {
@@ -146,7 +188,6 @@ static char **build_env(const struct hostmsg_start *req, const char *home)
                 "LANG=C.UTF-8",
                 "TERM=xterm-256color",
                 "MPLBACKEND=module://matplotlib_inline.backend_inline",
-                "PYTHONUNBUFFERED=1",
         };
         size_t nbase = sizeof(base) / sizeof(base[0]);
         size_t nreq = 0, n = 0;
@@ -259,7 +300,7 @@ static int remove_tree_at(int dirfd)
         return 0;
 }
 
-void spawn_cleanup(const struct kernel_proc *proc)
+static void spawn_cleanup(const struct kernel_proc *proc)
 {
         int fd = open(proc->run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
@@ -271,76 +312,50 @@ void spawn_cleanup(const struct kernel_proc *proc)
                 klog_warn(proc->kernel_id, "cannot remove %s: %s", proc->run_dir, strerror(errno));
 }
 
-int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
-                 struct kernel_proc *proc, struct hostmsg_started *started,
-                 struct hostmsg_failed *fail)
+/* Writes the connection file into ipc_dir, readable by the kernel's user
+ * only. ip is the socket path prefix as the kernel sees it. */
+static int write_connection(const struct hostmsg_start *req, const char *ipc_dir, const char *ip,
+                            uid_t uid, gid_t gid)
 {
         struct jp_connection conn = {.transport = "ipc", .signature_scheme = "hmac-sha256"};
-        struct child_plan plan = {.sync_fd = -1, .null_fd = -1};
+        char path[PATH_MAX + 32];
+        int rc;
+
+        snprintf(conn.ip, sizeof(conn.ip), "%s", ip);
+        snprintf(conn.key, sizeof(conn.key), "%s", req->key);
+        for (int i = 0; i < JP_CHANNEL_COUNT; i++)
+                conn.ports[i] = HOSTMSG_PORT(i);
+        snprintf(path, sizeof(path), "%s/" CONNECTION_FILE, ipc_dir);
+        rc = jp_connection_write(&conn, path);
+        if (rc == 0 && chown(path, uid, gid) < 0)
+                rc = -errno;
+        return rc;
+}
+
+static int start_unsandboxed(struct child_plan *plan, struct kernel_proc *proc,
+                             struct hostmsg_failed *fail)
+{
         struct child_failure child = {0};
-        char connection_file[PATH_MAX + 32];
         int sync[2] = {-1, -1};
         ssize_t got;
         pid_t pid;
         int rc;
 
-        memset(proc, 0, sizeof(*proc));
-        snprintf(proc->kernel_id, sizeof(proc->kernel_id), "%s", req->kernel_id);
-        if ((size_t)snprintf(proc->run_dir, sizeof(proc->run_dir), "%s/%s", runtime_dir,
-                             req->kernel_id) >= sizeof(proc->run_dir) - 64) {
-                fail_set(fail, req->kernel_id, "run-dir", ENAMETOOLONG, NULL);
-                return -ENAMETOOLONG;
-        }
-        if (mkdir(proc->run_dir, 0700) < 0) {
+        plan->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (plan->null_fd < 0 || pipe2(sync, O_CLOEXEC) < 0) {
                 rc = -errno;
-                fail_set(fail, req->kernel_id, "run-dir", errno, NULL);
-                return rc;
+                fail_set(fail, proc->kernel_id, "pipe", errno, NULL);
+                goto out;
         }
-
-        /* The kernel binds its sockets at <run_dir>/kernel-<port>. */
-        if ((size_t)snprintf(conn.ip, sizeof(conn.ip), "%s/kernel", proc->run_dir) >=
-            sizeof(conn.ip) - 8) {
-                rc = -ENAMETOOLONG;
-                fail_set(fail, req->kernel_id, "run-dir", ENAMETOOLONG, "socket path too long");
-                goto fail;
-        }
-        snprintf(conn.key, sizeof(conn.key), "%s", req->key);
-        for (int i = 0; i < JP_CHANNEL_COUNT; i++)
-                conn.ports[i] = HOSTMSG_PORT(i);
-        snprintf(connection_file, sizeof(connection_file), "%s/" CONNECTION_FILE, proc->run_dir);
-        rc = jp_connection_write(&conn, connection_file);
-        if (rc < 0) {
-                fail_set(fail, req->kernel_id, "connection-file", -rc, NULL);
-                goto fail;
-        }
-        snprintf(plan.home, sizeof(plan.home), "%s/" HOME_DIR, proc->run_dir);
-        if (mkdir(plan.home, 0700) < 0) {
-                rc = -errno;
-                fail_set(fail, req->kernel_id, "home-dir", errno, NULL);
-                goto fail;
-        }
-        plan.argv = build_argv(req, connection_file);
-        plan.envp = build_env(req, plan.home);
-        if (!plan.argv || !plan.envp) {
-                rc = -ENOMEM;
-                fail_set(fail, req->kernel_id, "prepare", ENOMEM, NULL);
-                goto fail;
-        }
-        plan.null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (plan.null_fd < 0 || pipe2(sync, O_CLOEXEC) < 0) {
-                rc = -errno;
-                fail_set(fail, req->kernel_id, "pipe", errno, NULL);
-                goto fail;
-        }
-        plan.sync_fd = sync[1];
+        plan->sync_fd = sync[1];
         pid = fork();
         if (pid < 0) {
                 rc = -errno;
-                fail_set(fail, req->kernel_id, "fork", errno, NULL);
-                goto fail;
+                fail_set(fail, proc->kernel_id, "fork", errno, NULL);
+                goto out;
         }
         if (pid == 0)
-                child_exec(&plan);
+                child_exec(plan);
         close(sync[1]);
         sync[1] = -1;
         /* EOF means execve succeeded (the pipe closed on exec). */
@@ -351,25 +366,171 @@ int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
                 child.step[sizeof(child.step) - 1] = '\0';
                 waitpid(pid, NULL, 0);
                 rc = -child.error;
-                fail_set(fail, req->kernel_id, child.step, child.error, plan.argv[0]);
-                goto fail;
+                fail_set(fail, proc->kernel_id, child.step, child.error, plan->argv[0]);
+                goto out;
         }
         proc->pid = pid;
-        snprintf(started->kernel_id, sizeof(started->kernel_id), "%s", req->kernel_id);
-        started->pid = pid;
-        snprintf(started->ipc_prefix, sizeof(started->ipc_prefix), "%s", conn.ip);
         rc = 0;
-        goto out;
-fail:
-        spawn_cleanup(proc);
 out:
+        if (plan->null_fd >= 0)
+                close(plan->null_fd);
         if (sync[0] >= 0)
                 close(sync[0]);
         if (sync[1] >= 0)
                 close(sync[1]);
-        if (plan.null_fd >= 0)
-                close(plan.null_fd);
+        return rc;
+}
+
+int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
+                 struct kernel_proc *proc, struct hostmsg_started *started,
+                 struct hostmsg_failed *fail)
+{
+        struct child_plan plan = {.sync_fd = -1, .null_fd = -1};
+        struct sandbox_request sreq = {.start = req, .seccomp = &seccomp_program};
+        char ipc_dir[PATH_MAX + 8], path[PATH_MAX + 16], ip[PATH_MAX + 16];
+        const char *connection_file, *home;
+        int rc;
+
+        memset(proc, 0, sizeof(*proc));
+        proc->slot = -1;
+        proc->sandboxed = req->sandbox;
+        snprintf(proc->kernel_id, sizeof(proc->kernel_id), "%s", req->kernel_id);
+        if ((size_t)snprintf(proc->run_dir, sizeof(proc->run_dir), "%s/%s", runtime_dir,
+                             req->kernel_id) >= sizeof(proc->run_dir) - 64) {
+                fail_set(fail, req->kernel_id, "run-dir", ENAMETOOLONG, NULL);
+                return -ENAMETOOLONG;
+        }
+        /* Searchable by all: the sandbox's setup runs as an unprivileged
+         * host id and must reach its mount points; nothing here is listable. */
+        if (mkdir(proc->run_dir, 0711) < 0) {
+                rc = -errno;
+                fail_set(fail, req->kernel_id, "run-dir", errno, NULL);
+                return rc;
+        }
+        snprintf(ipc_dir, sizeof(ipc_dir), "%s/" IPC_DIR, proc->run_dir);
+        if (mkdir(ipc_dir, 0700) < 0) {
+                rc = -errno;
+                fail_set(fail, req->kernel_id, "ipc-dir", errno, NULL);
+                goto fail;
+        }
+        sreq.run_dir = proc->run_dir;
+        sreq.ipc_dir = ipc_dir;
+        sreq.quiet = log_threshold > LOG_LEVEL_DEBUG;
+        sreq.ids.user_uid = getuid();
+        sreq.ids.user_gid = getgid();
+        if (proc->sandboxed) {
+                if (geteuid() == 0) {
+                        proc->slot = slot_take();
+                        if (proc->slot < 0) {
+                                rc = -EAGAIN;
+                                fail_set(fail, req->kernel_id, "host ids", EAGAIN, NULL);
+                                goto fail;
+                        }
+                        sreq.ids.privileged = true;
+                        sreq.ids.setup_uid = ID_BASE + id_offset + 2u * (unsigned)proc->slot;
+                        sreq.ids.user_uid = sreq.ids.setup_uid + 1;
+                        sreq.ids.setup_gid = sreq.ids.setup_uid;
+                        sreq.ids.user_gid = sreq.ids.user_uid;
+                }
+                snprintf(path, sizeof(path), "%s/" ROOT_DIR, proc->run_dir);
+                if (mkdir(path, 0755) < 0 || chown(ipc_dir, sreq.ids.user_uid,
+                                                   sreq.ids.user_gid) < 0) {
+                        rc = -errno;
+                        fail_set(fail, req->kernel_id, "run-dir", errno, NULL);
+                        goto fail;
+                }
+                snprintf(ip, sizeof(ip), SANDBOX_RUN_DIR "/kernel");
+                connection_file = SANDBOX_RUN_DIR "/" CONNECTION_FILE;
+                home = SANDBOX_HOME;
+        } else {
+                snprintf(ip, sizeof(ip), "%s/kernel", ipc_dir);
+                snprintf(path, sizeof(path), "%s/" CONNECTION_FILE, ipc_dir);
+                snprintf(plan.home, sizeof(plan.home), "%s/" HOME_DIR, proc->run_dir);
+                if (mkdir(plan.home, 0700) < 0) {
+                        rc = -errno;
+                        fail_set(fail, req->kernel_id, "home-dir", errno, NULL);
+                        goto fail;
+                }
+                connection_file = path;
+                home = plan.home;
+        }
+        if (strlen(ipc_dir) + 16 > sizeof(((struct jp_connection *)0)->ip)) {
+                rc = -ENAMETOOLONG;
+                fail_set(fail, req->kernel_id, "run-dir", ENAMETOOLONG, "socket path too long");
+                goto fail;
+        }
+        rc = write_connection(req, ipc_dir, ip, sreq.ids.user_uid, sreq.ids.user_gid);
+        if (rc < 0) {
+                fail_set(fail, req->kernel_id, "connection-file", -rc, NULL);
+                goto fail;
+        }
+        plan.argv = build_argv(req, connection_file);
+        plan.envp = build_env(req, home);
+        if (!plan.argv || !plan.envp) {
+                rc = -ENOMEM;
+                fail_set(fail, req->kernel_id, "prepare", ENOMEM, NULL);
+                goto fail;
+        }
+        if (proc->sandboxed) {
+                sreq.argv = plan.argv;
+                sreq.envp = plan.envp;
+                rc = sandbox_start(&sreq, &proc->sandbox, fail);
+                snprintf(fail->kernel_id, sizeof(fail->kernel_id), "%s", req->kernel_id);
+                proc->pid = proc->sandbox.init_pid;
+        } else {
+                rc = start_unsandboxed(&plan, proc, fail);
+        }
+        if (rc < 0)
+                goto fail;
+        snprintf(started->kernel_id, sizeof(started->kernel_id), "%s", req->kernel_id);
+        started->pid = proc->pid;
+        snprintf(started->ipc_prefix, sizeof(started->ipc_prefix), "%s/kernel", ipc_dir);
+        goto out;
+fail:
+        spawn_cleanup(proc);
+        slot_release(proc->slot);
+out:
         free_strv(plan.argv);
         free_strv(plan.envp);
         return rc;
+}
+
+int spawn_signal(const struct kernel_proc *proc, int sig)
+{
+        if (proc->sandboxed)
+                return sandbox_signal(&proc->sandbox, sig);
+        /* The kernel leads its own process group: signal the whole group. */
+        return kill(-proc->pid, sig) < 0 ? -errno : 0;
+}
+
+void spawn_kill(const struct kernel_proc *proc)
+{
+        if (proc->sandboxed)
+                sandbox_kill(&proc->sandbox);
+        else
+                kill(-proc->pid, SIGKILL);
+}
+
+void spawn_reap(struct kernel_proc *proc, int status, struct hostmsg_exit *ex)
+{
+        bool oom = false;
+
+        if (proc->sandboxed)
+                status = sandbox_finish(&proc->sandbox, status, &oom);
+        else
+                kill(-proc->pid, SIGKILL); /* stragglers of the kernel's group */
+        memset(ex, 0, sizeof(*ex));
+        snprintf(ex->kernel_id, sizeof(ex->kernel_id), "%s", proc->kernel_id);
+        ex->pid = proc->pid;
+        if (WIFSIGNALED(status)) {
+                ex->exit_code = -1;
+                ex->signal = WTERMSIG(status);
+        } else {
+                ex->exit_code = WEXITSTATUS(status);
+        }
+        snprintf(ex->reason, sizeof(ex->reason), "%s",
+                 oom ? "out-of-memory" : WIFSIGNALED(status) ? "signaled" : "exited");
+        spawn_cleanup(proc);
+        slot_release(proc->slot);
+        proc->slot = -1;
 }

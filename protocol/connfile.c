@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const port_keys[JP_CHANNEL_COUNT] = {"shell_port", "control_port",
@@ -131,6 +132,13 @@ int jp_connection_write(const struct jp_connection *conn, const char *path)
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 rc = -errno;
+                goto out;
+        }
+        /* The file holds the HMAC key: an existing file keeps its old mode
+         * through O_TRUNC, so narrow it before the key is written. */
+        if (fchmod(fd, 0600) < 0) {
+                rc = -errno;
+                close(fd);
                 goto out;
         }
         rc = json_dumpfd(root, fd, JSON_INDENT(1) | JSON_SORT_KEYS) == 0 ? 0 : -EIO;

@@ -247,6 +247,9 @@ int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m)
 
 json_t *hostmsg_signal_encode(const struct hostmsg_signal *m)
 {
+        /* STOP carries no signal, and its decoder refuses "signal": 0. */
+        if (m->signal == 0)
+                return json_pack("{s:s}", "kernel_id", m->kernel_id);
         return json_pack("{s:s, s:i}", "kernel_id", m->kernel_id, "signal", m->signal);
 }
 

@@ -168,7 +168,7 @@ int jp_wsjson_decode(const uint8_t *data, size_t len, bool binary, struct jp_msg
 
         jp_msg_init(msg);
         buf_init(&repaired, len * 3 + 16);
-        buf_init(&dumped, len * 2 + 4096);
+        buf_init(&dumped, 0);
         err[0] = '\0';
         if (binary) {
                 rc = split_binary(data, len, &text, msg, err, errlen);
@@ -181,6 +181,11 @@ int jp_wsjson_decode(const uint8_t *data, size_t len, bool binary, struct jp_msg
                         goto out;
                 text = (struct jp_bytes){(const uint8_t *)repaired.data, repaired.len};
         }
+        /* The bound follows the text actually parsed: a repaired byte has
+         * tripled, and jansson writes every real with 17 significant digits
+         * ("0.1" comes back as "0.10000000000000001", 19/3 as long), so a
+         * valid message may grow that much when re-encoded, and no more. */
+        buf_init(&dumped, text.len * 7 + 4096);
         root = json_loadb((const char *)text.ptr, text.len, 0, &jerr);
         if (!json_is_object(root)) {
                 snprintf(err, errlen, "message is not a JSON object: %s",

@@ -1,0 +1,393 @@
+#include "autoconf.h"
+
+#include "kernel-host/cgroup.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const controller_names[CGROUP_CONTROLLERS] = {"memory", "pids", "cpu"};
+
+struct hierarchy {
+        bool v2;
+        char parent[PATH_MAX]; /* glovebox-<pid> beneath our own group; "" if unusable */
+};
+
+static struct hierarchy hierarchies[CGROUP_CONTROLLERS];
+
+static int write_file(const char *dir, const char *file, const char *text)
+{
+        char path[PATH_MAX + 64];
+        ssize_t n;
+        int fd, rc = 0;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = write(fd, text, strlen(text));
+        if (n < 0)
+                rc = -errno;
+        close(fd);
+        return rc;
+}
+
+static ssize_t read_file(const char *path, char *out, size_t size)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+
+        if (fd < 0)
+                return -errno;
+        n = read(fd, out, size - 1);
+        close(fd);
+        if (n < 0)
+                return -errno;
+        out[n] = '\0';
+        return n;
+}
+
+/* Does the comma-separated list contain word? */
+static bool list_has(const char *list, const char *word, char sep)
+{
+        size_t wlen = strlen(word);
+
+        for (const char *p = list; p && *p;) {
+                const char *end = strchr(p, sep);
+                size_t n = end ? (size_t)(end - p) : strcspn(p, "\n");
+
+                if (n == wlen && strncmp(p, word, n) == 0)
+                        return true;
+                p = end ? end + 1 : NULL;
+        }
+        return false;
+}
+
+/* Finds the mount point and mount root of the v1 hierarchy holding
+ * controller, or of the v2 hierarchy when controller is NULL. */
+static int find_mount(const char *controller, char *point, size_t psize, char *root, size_t rsize)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[4096];
+        int rc = -ENOENT;
+
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                char mroot[PATH_MAX], mpoint[PATH_MAX], fstype[64], super[1024];
+                char *dash = strstr(line, " - ");
+
+                if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", mroot, mpoint) != 2 ||
+                    sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
+                        continue;
+                if (controller ? strcmp(fstype, "cgroup") != 0 || !list_has(super, controller, ',')
+                               : strcmp(fstype, "cgroup2") != 0)
+                        continue;
+                snprintf(point, psize, "%s", mpoint);
+                snprintf(root, rsize, "%s", mroot);
+                rc = 0;
+                break;
+        }
+        fclose(f);
+        return rc;
+}
+
+/* Our own group's path in the hierarchy of controller (NULL: v2). */
+static int own_path(const char *controller, char *out, size_t size)
+{
+        FILE *f = fopen("/proc/self/cgroup", "re");
+        char line[4096];
+        int rc = -ENOENT;
+
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                char *c1 = strchr(line, ':');
+                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+                if (!c2)
+                        continue;
+                *c2 = '\0';
+                line[strcspn(c2 + 1, "\n") + (size_t)(c2 + 1 - line)] = '\0';
+                if (controller ? list_has(c1 + 1, controller, ',')
+                               : (strncmp(line, "0:", 2) == 0 && c1[1] == '\0')) {
+                        snprintf(out, size, "%s", c2 + 1);
+                        rc = 0;
+                        break;
+                }
+        }
+        fclose(f);
+        return rc;
+}
+
+/* The directory of our own group: mount point + (path - mount root). */
+static int own_dir(const char *controller, char *out, size_t size)
+{
+        char point[PATH_MAX], root[PATH_MAX], path[PATH_MAX];
+        const char *rel;
+        int rc = find_mount(controller, point, sizeof(point), root, sizeof(root));
+
+        if (rc == 0)
+                rc = own_path(controller, path, sizeof(path));
+        if (rc < 0)
+                return rc;
+        rel = path;
+        if (strcmp(root, "/") != 0 && strncmp(path, root, strlen(root)) == 0)
+                rel = path + strlen(root);
+        snprintf(out, size, "%s%s", point, strcmp(rel, "/") == 0 ? "" : rel);
+        return 0;
+}
+
+/* cgroup v2 lets a group delegate a controller to its children only when
+ * the group itself holds no processes: move ours into a leaf first. */
+static int v2_enable(const char *own, const char *controller)
+{
+        char text[64], leaf[PATH_MAX + 32], procs[PATH_MAX + 16], pids[65536];
+        int rc;
+
+        snprintf(text, sizeof(text), "+%s", controller);
+        rc = write_file(own, "cgroup.subtree_control", text);
+        if (rc != -EBUSY)
+                return rc;
+        snprintf(leaf, sizeof(leaf), "%s/glovebox-supervisor", own);
+        if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", own);
+        if (read_file(procs, pids, sizeof(pids)) < 0)
+                return -EIO;
+        for (char *line = pids, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                if (*line)
+                        write_file(leaf, "cgroup.procs", line);
+        }
+        return write_file(own, "cgroup.subtree_control", text);
+}
+
+static void init_controller(enum cgroup_controller c, const char *unified_own,
+                            const char *unified_controllers)
+{
+        struct hierarchy *h = &hierarchies[c];
+        const char *name = controller_names[c];
+        char own[PATH_MAX];
+        int rc;
+
+        h->v2 = unified_own && list_has(unified_controllers, name, ' ');
+        if (h->v2) {
+                snprintf(own, sizeof(own), "%s", unified_own);
+                rc = v2_enable(own, name);
+        } else {
+                rc = own_dir(name, own, sizeof(own));
+        }
+        if (rc == 0 && (size_t)snprintf(h->parent, sizeof(h->parent), "%s/glovebox-%d", own,
+                                        (int)getpid()) >= sizeof(h->parent))
+                rc = -ENAMETOOLONG;
+        if (rc == 0 && mkdir(h->parent, 0755) < 0 && errno != EEXIST)
+                rc = -errno;
+        if (rc == 0 && h->v2) {
+                char text[64];
+
+                snprintf(text, sizeof(text), "+%s", name);
+                rc = write_file(h->parent, "cgroup.subtree_control", text);
+        }
+        if (rc < 0) {
+                log_warn("%s limits are not enforced: no usable %s cgroup (%s)", name, name,
+                         strerror(-rc));
+                h->parent[0] = '\0';
+                return;
+        }
+        log_info("%s limits: cgroup v%d at %s", name, h->v2 ? 2 : 1, h->parent);
+}
+
+void cgroup_init(void)
+{
+        char unified[PATH_MAX], controllers[1024] = "", path[PATH_MAX + 32];
+        bool have_v2 = own_dir(NULL, unified, sizeof(unified)) == 0;
+
+        if (have_v2) {
+                snprintf(path, sizeof(path), "%s/cgroup.controllers", unified);
+                if (read_file(path, controllers, sizeof(controllers)) < 0)
+                        have_v2 = false;
+        }
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++)
+                init_controller((enum cgroup_controller)c, have_v2 ? unified : NULL, controllers);
+}
+
+bool cgroup_complete(void)
+{
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                if (!hierarchies[c].parent[0])
+                        return false;
+        }
+        return true;
+}
+
+static int set_limits(enum cgroup_controller c, const char *dir,
+                      const struct hostmsg_limits *limits, char *err, size_t errlen)
+{
+        char value[64];
+        const char *file = NULL;
+        bool v2 = hierarchies[c].v2;
+        int rc = 0;
+
+        switch (c) {
+        case CGROUP_MEMORY:
+                snprintf(value, sizeof(value), "%llu",
+                         (unsigned long long)limits->memory_mb * 1024 * 1024);
+                file = v2 ? "memory.max" : "memory.limit_in_bytes";
+                rc = write_file(dir, file, value);
+                /* No swap: the limit is the limit. */
+                if (rc == 0 && v2 && write_file(dir, "memory.swap.max", "0") < 0)
+                        log_debug("memory.swap.max not available");
+                if (rc == 0 && !v2 && write_file(dir, "memory.memsw.limit_in_bytes", value) < 0)
+                        write_file(dir, "memory.swappiness", "0");
+                break;
+        case CGROUP_PIDS:
+                snprintf(value, sizeof(value), "%u", limits->pids);
+                file = "pids.max";
+                rc = write_file(dir, file, value);
+                break;
+        case CGROUP_CPU:
+                if (v2) {
+                        snprintf(value, sizeof(value), "%u 100000", limits->cpu_millis * 100);
+                        file = "cpu.max";
+                        rc = write_file(dir, file, value);
+                } else {
+                        file = "cpu.cfs_period_us";
+                        rc = write_file(dir, file, "100000");
+                        snprintf(value, sizeof(value), "%u", limits->cpu_millis * 100);
+                        if (rc == 0) {
+                                file = "cpu.cfs_quota_us";
+                                rc = write_file(dir, file, value);
+                        }
+                }
+                break;
+        default:
+                break;
+        }
+        if (rc < 0)
+                snprintf(err, errlen, "writing %s/%s: %s", dir, file, strerror(-rc));
+        return rc;
+}
+
+int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
+                  struct kernel_cgroup *cg, char *err, size_t errlen)
+{
+        int rc = 0;
+
+        memset(cg, 0, sizeof(*cg));
+        for (int c = 0; rc == 0 && c < CGROUP_CONTROLLERS; c++) {
+                const struct hierarchy *h = &hierarchies[c];
+
+                if (!h->parent[0])
+                        continue;
+                snprintf(cg->dirs[c], sizeof(cg->dirs[c]), "%s/%s", h->parent, kernel_id);
+                if (mkdir(cg->dirs[c], 0755) < 0 && errno != EEXIST) {
+                        rc = -errno;
+                        snprintf(err, errlen, "mkdir %s: %s", cg->dirs[c], strerror(errno));
+                        cg->dirs[c][0] = '\0';
+                        break;
+                }
+                rc = set_limits((enum cgroup_controller)c, cg->dirs[c], limits, err, errlen);
+        }
+        if (rc < 0)
+                cgroup_destroy(cg);
+        return rc;
+}
+
+int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid)
+{
+        char text[32];
+
+        snprintf(text, sizeof(text), "%d", (int)pid);
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                int rc;
+
+                if (!cg->dirs[c][0])
+                        continue;
+                rc = write_file(cg->dirs[c], "cgroup.procs", text);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}
+
+bool cgroup_oom_killed(const struct kernel_cgroup *cg)
+{
+        const char *dir = cg->dirs[CGROUP_MEMORY];
+        char path[PATH_MAX + 32], text[4096];
+        const char *at;
+
+        if (!dir[0])
+                return false;
+        snprintf(path, sizeof(path), "%s/%s", dir,
+                 hierarchies[CGROUP_MEMORY].v2 ? "memory.events" : "memory.oom_control");
+        if (read_file(path, text, sizeof(text)) < 0)
+                return false;
+        at = strstr(text, "oom_kill ");
+        return at && strtoll(at + 9, NULL, 10) > 0;
+}
+
+static void kill_members(const char *dir)
+{
+        char path[PATH_MAX + 32], pids[65536];
+
+        snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+        if (read_file(path, pids, sizeof(pids)) <= 0)
+                return;
+        for (char *line = pids, *next; line && *line; line = next) {
+                char *end;
+                long pid;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                pid = strtol(line, &end, 10);
+                if (*end == '\0' && pid > 1)
+                        kill((pid_t)pid, SIGKILL);
+        }
+}
+
+void cgroup_destroy(struct kernel_cgroup *cg)
+{
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                char *dir = cg->dirs[c];
+
+                if (!dir[0])
+                        continue;
+                /* Several controllers may share one v2 directory. */
+                for (int tries = 0; rmdir(dir) < 0 && errno == EBUSY && tries < 100; tries++) {
+                        kill_members(dir);
+                        usleep(1000);
+                }
+                if (access(dir, F_OK) == 0)
+                        log_warn("cannot remove cgroup %s: %s", dir, strerror(errno));
+                for (int d = c + 1; d < CGROUP_CONTROLLERS; d++) {
+                        if (strcmp(cg->dirs[d], dir) == 0)
+                                cg->dirs[d][0] = '\0';
+                }
+                dir[0] = '\0';
+        }
+}
+
+void cgroup_shutdown(void)
+{
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                struct hierarchy *h = &hierarchies[c];
+
+                if (h->parent[0] && rmdir(h->parent) < 0 && errno != ENOENT)
+                        log_warn("cannot remove cgroup %s: %s", h->parent, strerror(errno));
+                for (int d = c + 1; d < CGROUP_CONTROLLERS; d++) {
+                        if (strcmp(hierarchies[d].parent, h->parent) == 0)
+                                hierarchies[d].parent[0] = '\0';
+                }
+                h->parent[0] = '\0';
+        }
+}

@@ -1,0 +1,38 @@
+/* One cgroup per kernel for memory (no swap), processes and CPU, made
+ * beneath the kernel-host's own cgroup of each controller: cgroup v2 where
+ * the unified hierarchy has the controller, v1 otherwise (this is what a
+ * delegated cgroup allows, and it keeps kernels accounted to whoever runs
+ * Glovebox). A controller that cannot be used is logged once at start and
+ * its limit is not enforced. */
+#ifndef GLOVEBOX_CGROUP_H
+#define GLOVEBOX_CGROUP_H
+
+#include "protocol/hostmsg.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+enum cgroup_controller { CGROUP_MEMORY, CGROUP_PIDS, CGROUP_CPU, CGROUP_CONTROLLERS };
+
+struct kernel_cgroup {
+        char dirs[CGROUP_CONTROLLERS][PATH_MAX]; /* "" where the controller is unavailable */
+};
+
+/* Finds the hierarchies and makes this kernel-host's parent groups. */
+void cgroup_init(void);
+/* True when every controller is usable. */
+bool cgroup_complete(void);
+/* Makes the kernel's groups with limits; on failure nothing is left and
+ * err says which file. */
+int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
+                  struct kernel_cgroup *cg, char *err, size_t errlen);
+int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid);
+/* True when the kernel's memory group saw an out-of-memory kill. */
+bool cgroup_oom_killed(const struct kernel_cgroup *cg);
+/* Kills anything left in the groups and removes them. */
+void cgroup_destroy(struct kernel_cgroup *cg);
+/* Removes the parent groups (at exit). */
+void cgroup_shutdown(void);
+
+#endif

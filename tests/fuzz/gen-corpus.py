@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into tests/fuzz/corpus/.
+
+The files are committed; run this again only to change the seeds. Each seed
+is small and named for what it is: valid messages so the fuzzer starts
+inside the interesting paths, and a few malformed ones near the edges.
+Input formats are described at the top of each tests/fuzz/fuzz-*.c.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+FUZZ_KEY = b"fuzz-key-0123456789abcdef"  # the key fuzz-wire.c signs with
+UUID = "1b4e28ba-2fa1-41d2-883f-0016d3cca427"
+
+HEADER = {"msg_id": "m1", "session": "s1", "username": "u",
+          "date": "2024-05-17T13:04:05.123456Z", "msg_type": "execute_request",
+          "version": "5.3"}
+
+
+def compact(obj):
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def wire_input(flags, frames):
+    out = bytes([flags])
+    for f in frames:
+        assert len(f) <= 255, "wire seed frames are length-prefixed by one byte"
+        out += bytes([len(f)]) + f
+    return out
+
+
+def sign(key, parts):
+    if not key:
+        return b""
+    return hmac.new(key, b"".join(parts), hashlib.sha256).hexdigest().encode()
+
+
+def wire_seeds():
+    parts = [compact(HEADER), b"{}", b"{}", compact({"code": "print(1)"})]
+    write("fuzz-wire", "valid-keyed",
+          wire_input(1, [b"<IDS|MSG>", sign(FUZZ_KEY, parts)] + parts))
+    write("fuzz-wire", "valid-empty-key", wire_input(0, [b"<IDS|MSG>", b""] + parts))
+    write("fuzz-wire", "harness-signs-identities-buffers",
+          wire_input(3, [b"ident-1", b"\x00\xffid", b"<IDS|MSG>", b"0" * 64] + parts +
+                     [b"\x00\x01\x02", b""]))
+    write("fuzz-wire", "bad-signature", wire_input(1, [b"<IDS|MSG>", b"f" * 64] + parts))
+    write("fuzz-wire", "missing-signature", wire_input(1, [b"<IDS|MSG>", b""] + parts))
+    write("fuzz-wire", "no-delimiter", wire_input(0, [b"<IDS|MSG", b""] + parts))
+    write("fuzz-wire", "too-few-frames", wire_input(0, [b"<IDS|MSG>", b""] + parts[:3]))
+
+
+def be32(*values):
+    return b"".join(struct.pack(">I", v) for v in values)
+
+
+def ws_binary(msg_json, buffers):
+    n = 1 + len(buffers)
+    at = 4 * (n + 1)
+    offsets = []
+    for part in [msg_json] + list(buffers):
+        offsets.append(at)
+        at += len(part)
+    return be32(n, *offsets) + msg_json + b"".join(buffers)
+
+
+def wsjson_seeds():
+    full = {"channel": "shell", "header": HEADER, "parent_header": {},
+            "metadata": {}, "content": {"code": "print(1)"}, "buffers": []}
+    text = lambda obj: b"\x00" + compact(obj)
+    binary = lambda obj, bufs: b"\x01" + ws_binary(compact(obj), bufs)
+    write("fuzz-wsjson", "text-full", text(full))
+    write("fuzz-wsjson", "text-no-channel",
+          text({"header": HEADER, "content": {}}))
+    write("fuzz-wsjson", "text-lenient",
+          text({"channel": "control", "header": {"msg_id": "x", "date": 1700000000.5},
+                "metadata": None, "buffers": {}}))
+    write("fuzz-wsjson", "text-not-utf8",
+          b"\x00" + compact({"header": {"msg_id": "a"}, "content": {"t": "X"}}).replace(
+              b"X", b"\xff\xc3"))
+    write("fuzz-wsjson", "text-iopub-refused", text(dict(full, channel="iopub")))
+    write("fuzz-wsjson", "text-invalid-json", b"\x00{\"header\":{")
+    write("fuzz-wsjson", "binary-two-buffers",
+          binary(dict(full, channel="stdin"), [b"\x00\x01\xff", b"xyz"]))
+    write("fuzz-wsjson", "binary-no-buffers", binary({"header": {}}, []))
+    good = ws_binary(compact({"header": {}}), [b"AAAA", b"BB"])
+    write("fuzz-wsjson", "binary-truncated", b"\x01" + good[:-3])
+    bad = bytearray(good)
+    bad[8:12] = be32(len(good) + 10)
+    write("fuzz-wsjson", "binary-offset-past-end", b"\x01" + bytes(bad))
+    write("fuzz-wsjson", "binary-huge-nbufs", b"\x01" + be32(0xFFFFFFFF, 8) + b"{}")
+
+
+def le64(*values):
+    return b"".join(struct.pack("<Q", v) for v in values)
+
+
+def wsv1(channel, parts, buffers=()):
+    items = [channel.encode()] + list(parts) + list(buffers)
+    count = 1 + len(items)
+    at = 8 * (1 + count)
+    offsets = [at]
+    for item in items:
+        at += len(item)
+        offsets.append(at)
+    return le64(count, *offsets) + b"".join(items)
+
+
+def wsv1_seeds():
+    parts = [compact(HEADER), b"{}", b"{}", compact({"code": "1+1"})]
+    write("fuzz-wsv1", "shell", wsv1("shell", parts))
+    write("fuzz-wsv1", "iopub-buffers", wsv1("iopub", parts, [b"\x00\xff", b"", b"buf"]))
+    write("fuzz-wsv1", "hb-empty-parts", wsv1("hb", [b"", b"", b"", b""]))
+    good = wsv1("control", parts)
+    write("fuzz-wsv1", "truncated", good[:-1])
+    bad = bytearray(good)
+    bad[24:32] = le64(8 * 7 + len("control") - 3)
+    write("fuzz-wsv1", "offsets-out-of-order", bytes(bad))
+    write("fuzz-wsv1", "unknown-channel", wsv1("shellx", parts))
+    write("fuzz-wsv1", "huge-offset-number", le64(2 ** 61) + good[8:])
+
+
+def connfile_seeds():
+    tcp = {"shell_port": 53794, "iopub_port": 40885, "stdin_port": 58295,
+           "control_port": 39271, "hb_port": 45401, "ip": "127.0.0.1",
+           "key": "8f33d4ae-8dd0e1d9d3b4a52f0aa5fb5e", "transport": "tcp",
+           "signature_scheme": "hmac-sha256", "kernel_name": "python3"}
+    write("fuzz-connfile", "tcp", json.dumps(tcp, indent=1).encode())
+    write("fuzz-connfile", "ipc", compact(dict(tcp, transport="ipc", ip="/run/glovebox/k/kernel",
+                                               shell_port=1, iopub_port=2, stdin_port=3,
+                                               control_port=4, hb_port=5)))
+    minimal = {k: tcp[k] for k in ("ip", "shell_port", "iopub_port", "stdin_port",
+                                   "control_port", "hb_port")}
+    write("fuzz-connfile", "minimal", compact(minimal))
+    write("fuzz-connfile", "missing-ip", compact({k: v for k, v in tcp.items() if k != "ip"}))
+    write("fuzz-connfile", "port-out-of-range", compact(dict(tcp, hb_port=65536)))
+    write("fuzz-connfile", "not-an-object", b"[\"ip\"]")
+
+
+def hostmsg_seeds():
+    start = {"kernel_id": UUID, "kernelspec_dir": "/usr/share/jupyter/kernels/python3",
+             "key": "0123456789abcdef", "argv": ["python3", "-m", "ipykernel_launcher", "-f",
+                                                 "{connection_file}"],
+             "env": ["PATH=/usr/bin", "A="],
+             "limits": {"memory_mb": 1024, "cpu_millis": 1000, "pids": 256, "disk_mb": 1024},
+             "sandbox": True}
+    seeds = {
+        "start": start,
+        "started": {"kernel_id": UUID, "pid": 4242, "ipc_prefix": "/run/glovebox/k/kernel"},
+        "start-failed": {"kernel_id": UUID, "step": "exec", "error": 2, "message": "no such file"},
+        "signal": {"kernel_id": UUID, "signal": 2},
+        "stop": {"kernel_id": UUID},
+        "exited": {"kernel_id": UUID, "pid": 4242, "exit_code": -1, "signal": 9,
+                   "reason": "out-of-memory"},
+        "start-env-without-equals": dict(start, env=["NOEQUALS"]),
+        "start-empty-argv": dict(start, argv=[]),
+    }
+    for name, body in seeds.items():
+        write("fuzz-hostmsg", name, compact(body))
+    # The same bodies as datagrams with the 8-byte (type, length) header.
+    for name, mtype in (("started", 100), ("start", 1)):
+        body = compact(seeds[name])
+        write("fuzz-hostmsg", "datagram-" + name, struct.pack("=II", mtype, len(body)) + body)
+    body = compact(seeds["stop"])
+    write("fuzz-hostmsg", "datagram-length-lies", struct.pack("=II", 3, len(body) + 5) + body)
+
+
+def main():
+    wire_seeds()
+    wsjson_seeds()
+    wsv1_seeds()
+    connfile_seeds()
+    hostmsg_seeds()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+/* protocol/buf.c: the bounded byte buffer every untrusted input goes through. */
+#include "autoconf.h"
+
+#include "protocol/buf.h"
+#include "tests/unit/tap.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
+
+static void test_append_and_limit(void)
+{
+        struct buf b;
+
+        buf_init(&b, 10);
+        ok(b.data == NULL && b.len == 0, "a new buffer is empty and unallocated");
+        is_int(buf_append(&b, "hello", 5), 0, "append within the maximum");
+        is_mem(b.data, b.len, "hello", 5, "content after one append");
+        is_int(b.data[b.len], '\0', "data is NUL-terminated");
+        is_int(buf_append_str(&b, "world"), 0, "append up to exactly the maximum");
+        is_mem(b.data, b.len, "helloworld", 10, "content at the maximum");
+        is_int(buf_append(&b, "!", 1), -E2BIG, "one byte past the maximum is refused");
+        is_mem(b.data, b.len, "helloworld", 10, "a refused append leaves the content alone");
+        is_int(buf_append(&b, "", 0), 0, "an empty append at the maximum succeeds");
+        is_int(buf_append(&b, NULL, 0), 0, "an empty append may pass NULL");
+        buf_free(&b);
+        ok(b.data == NULL && b.len == 0 && b.cap == 0, "buf_free empties the buffer");
+
+        buf_init(&b, 16);
+        is_int(buf_append(&b, "x", SIZE_MAX), -E2BIG, "a length of SIZE_MAX is refused");
+        is_int(buf_append(&b, "abc", 3), 0, "append after a refusal");
+        is_int(buf_append(&b, "x", SIZE_MAX - 1), -E2BIG,
+               "a length that would overflow len is refused");
+        is_uint(b.len, 3, "len unchanged by refusals");
+        buf_free(&b);
+}
+
+static void test_growth(void)
+{
+        struct buf b;
+        size_t bad = 0;
+
+        buf_init(&b, 1 << 20);
+        for (size_t i = 0; i < 100000; i++) {
+                char c = (char)('a' + i % 26);
+
+                if (buf_append(&b, &c, 1) < 0)
+                        bad++;
+        }
+        is_uint(bad, 0, "100000 one-byte appends succeed");
+        is_uint(b.len, 100000, "length after growth");
+        ok(b.cap > b.len, "capacity leaves room for the terminator");
+        bad = 0;
+        for (size_t i = 0; i < b.len; i++)
+                bad += b.data[i] != (char)('a' + i % 26);
+        is_uint(bad, 0, "content survives reallocation");
+        buf_free(&b);
+}
+
+static void test_grow_reset_steal(void)
+{
+        struct buf b;
+        char *p = NULL;
+        char *stolen;
+        size_t len = 0;
+        size_t cap;
+
+        buf_init(&b, 64);
+        is_int(buf_append(&b, "ab", 2), 0, "append before grow");
+        is_int(buf_grow(&b, 3, &p), 0, "grow by 3");
+        ok(p == b.data + 2, "grow returns the end of the old content");
+        is_uint(b.len, 5, "grow adds to len");
+        is_int(b.data[5], '\0', "grow keeps the terminator");
+        memcpy(p, "cde", 3);
+        is_mem(b.data, b.len, "abcde", 5, "grown bytes are writable in place");
+        is_int(buf_grow(&b, 60, &p), -E2BIG, "grow past the maximum is refused");
+        is_uint(b.len, 5, "a refused grow leaves len alone");
+
+        cap = b.cap;
+        buf_reset(&b);
+        ok(b.len == 0 && b.data && b.data[0] == '\0' && b.cap == cap,
+           "reset empties the content but keeps the storage");
+        is_int(buf_append_str(&b, "again"), 0, "append after reset");
+        stolen = buf_steal(&b, &len);
+        is_mem(stolen, len, "again", 5, "steal hands over the content");
+        is_int(stolen[len], '\0', "stolen data is NUL-terminated");
+        ok(b.data == NULL && b.len == 0 && b.cap == 0, "steal leaves the buffer empty");
+        free(stolen);
+        is_int(buf_append_str(&b, "reuse"), 0, "buffer usable after steal");
+        is_mem(b.data, b.len, "reuse", 5, "content after reuse");
+        buf_free(&b);
+}
+
+static void test_printf(void)
+{
+        struct buf b;
+
+        buf_init(&b, 20);
+        is_int(buf_printf(&b, "%d-%s", 42, "x"), 0, "printf within the maximum");
+        is_mem(b.data, b.len, "42-x", 4, "printf output");
+        is_int(buf_printf(&b, "%s", "0123456789abcdef"), 0, "printf up to exactly the maximum");
+        is_uint(b.len, 20, "length at the maximum");
+        is_int(buf_printf(&b, "%c", 'z'), -E2BIG, "printf past the maximum is refused");
+        is_mem(b.data, b.len, "42-x0123456789abcdef", 20, "a refused printf changes nothing");
+        buf_free(&b);
+}
+
+/* Encodes s as a JSON string and parses it back with jansson. */
+static void check_json_string(const char *s, size_t len, const char *expect, const char *name)
+{
+        struct buf b;
+        json_t *j;
+        char *doc;
+
+        buf_init(&b, 4096);
+        is_int(buf_append_json_string(&b, s, len), 0, "%s: encodes", name);
+        if (expect)
+                is_mem(b.data, b.len, expect, strlen(expect), "%s: exact encoding", name);
+        /* Wrapped in an array: a bare string is not a JSON document for jansson. */
+        doc = malloc(b.len + 3);
+        doc[0] = '[';
+        memcpy(doc + 1, b.data, b.len);
+        doc[b.len + 1] = ']';
+        doc[b.len + 2] = '\0';
+        j = json_loadb(doc, b.len + 2, JSON_ALLOW_NUL, NULL);
+        ok(json_is_string(json_array_get(j, 0)) &&
+               json_string_length(json_array_get(j, 0)) == len &&
+               memcmp(json_string_value(json_array_get(j, 0)), s, len) == 0,
+           "%s: jansson reads back the same bytes", name);
+        json_decref(j);
+        free(doc);
+        buf_free(&b);
+}
+
+static void test_json_string(void)
+{
+        struct buf b;
+
+        check_json_string("plain", 5, "\"plain\"", "plain text");
+        check_json_string("", 0, "\"\"", "empty string");
+        check_json_string("a\"b\\c", 5, "\"a\\\"b\\\\c\"", "quote and backslash");
+        check_json_string("\n\t\x01\x1f", 4, "\"\\u000a\\u0009\\u0001\\u001f\"",
+                          "control characters");
+        check_json_string("a\0b", 3, "\"a\\u0000b\"", "embedded NUL");
+        check_json_string("h\xc3\xa9llo \xe2\x98\x83", 10, "\"h\xc3\xa9llo \xe2\x98\x83\"",
+                          "UTF-8 passes through");
+        check_json_string("/\x7f", 2, "\"/\x7f\"", "slash and DEL stay as they are");
+
+        buf_init(&b, 5);
+        is_int(buf_append_json_string(&b, "abcd", 4), -E2BIG,
+               "a JSON string that does not fit is refused");
+        buf_free(&b);
+        buf_init(&b, 8);
+        is_int(buf_append_json_string(&b, "\n\n", 2), -E2BIG, "escapes count against the maximum");
+        buf_free(&b);
+}
+
+int main(void)
+{
+        test_append_and_limit();
+        test_growth();
+        test_grow_reset_steal();
+        test_printf();
+        test_json_string();
+        return done_testing();
+}

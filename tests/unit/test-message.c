@@ -1,0 +1,134 @@
+/* protocol/message.c: channel names and the two header fields the gateway reads. */
+#include "autoconf.h"
+
+#include "protocol/message.h"
+#include "tests/unit/tap.h"
+
+#include <errno.h>
+
+static void test_channels(void)
+{
+        static const char *const names[JP_CHANNEL_COUNT] = {"shell", "control", "stdin", "iopub",
+                                                            "hb"};
+        enum jp_channel ch;
+
+        for (int i = 0; i < JP_CHANNEL_COUNT; i++) {
+                ch = (enum jp_channel) - 1;
+                is_str(jp_channel_name((enum jp_channel)i), names[i], "name of channel %d", i);
+                is_int(jp_channel_parse(names[i], strlen(names[i]), &ch), 0, "parse %s", names[i]);
+                is_int(ch, i, "%s parses to its own channel", names[i]);
+        }
+        is_str(jp_channel_name(JP_CHANNEL_COUNT), "unknown", "out-of-range channel name");
+        is_str(jp_channel_name((enum jp_channel)1000), "unknown", "far out-of-range channel name");
+
+        ch = JP_HB;
+        is_int(jp_channel_parse("Shell", 5, &ch), -EINVAL, "names are case-sensitive");
+        is_int(ch, JP_HB, "a failed parse leaves the output alone");
+        is_int(jp_channel_parse("shel", 4, &ch), -EINVAL, "a prefix is not a channel");
+        is_int(jp_channel_parse("shell", 4, &ch), -EINVAL, "the length is honoured (short)");
+        is_int(jp_channel_parse("shells", 6, &ch), -EINVAL, "a longer word is not a channel");
+        is_int(jp_channel_parse("iopub\0", 6, &ch), -EINVAL, "a trailing NUL is part of the name");
+        is_int(jp_channel_parse("", 0, &ch), -EINVAL, "the empty name");
+        is_int(jp_channel_parse("controlXYZ", 7, &ch), 0, "a name need not be NUL-terminated");
+        is_int(ch, JP_CONTROL, "which is control");
+}
+
+static void test_msg_init_release(void)
+{
+        struct jp_msg msg;
+
+        memset(&msg, 0xa5, sizeof(msg));
+        jp_msg_init(&msg);
+        ok(msg.channel == JP_SHELL && msg.header.ptr == NULL && msg.header.len == 0 &&
+               msg.nbuffers == 0 && msg.nidentities == 0 && msg.owned == NULL,
+           "jp_msg_init clears every field");
+        msg.owned = malloc(16);
+        msg.nbuffers = 3;
+        msg.channel = JP_IOPUB;
+        jp_msg_release(&msg);
+        ok(msg.owned == NULL && msg.nbuffers == 0 && msg.channel == JP_SHELL,
+           "jp_msg_release frees owned storage and re-initialises");
+}
+
+static int header_fields(const char *json, size_t len, char *id, char *type)
+{
+        struct jp_bytes h = {(const uint8_t *)json, len};
+
+        return jp_header_fields(h, id, type);
+}
+
+static void test_header_fields(void)
+{
+        const char *good = "{\"msg_id\":\"abc-123\",\"session\":\"s\",\"username\":\"u\","
+                           "\"date\":\"2024-01-01T00:00:00.000000Z\","
+                           "\"msg_type\":\"execute_request\",\"version\":\"5.3\"}";
+        char id[JP_MSG_ID_SIZE], type[JP_MSG_TYPE_SIZE];
+        char big[512];
+        int n;
+
+        is_int(header_fields(good, strlen(good), id, type), 0, "a full header");
+        is_str(id, "abc-123", "msg_id");
+        is_str(type, "execute_request", "msg_type");
+
+        /* A view into a larger frame: only len bytes belong to the header. */
+        n = snprintf(big, sizeof(big), "%s{\"garbage", "{\"msg_type\":\"t\",\"msg_id\":\"i\"}");
+        is_int(header_fields(big, (size_t)n - strlen("{\"garbage"), id, type), 0,
+               "a header that is not NUL-terminated");
+        ok(strcmp(id, "i") == 0 && strcmp(type, "t") == 0, "fields of the unterminated header");
+
+        is_int(header_fields("{\"msg_id\":\"a\\u00e9\",\"msg_type\":\"x\"}", 35, id, type), 0,
+               "escapes are decoded");
+        is_str(id, "a\xc3\xa9", "msg_id with an escaped character");
+
+#define BAD(json, name)                                                                            \
+        do {                                                                                       \
+                memset(id, 'Z', sizeof(id));                                                       \
+                memset(type, 'Z', sizeof(type));                                                   \
+                is_int(header_fields(json, strlen(json), id, type), -EBADMSG, name);               \
+                ok(memchr(id, 0, sizeof(id)) && memchr(type, 0, sizeof(type)),                     \
+                   name ": outputs stay NUL-terminated");                                          \
+        } while (0)
+        BAD("", "empty header");
+        BAD("not json", "not JSON");
+        BAD("[\"msg_id\",\"msg_type\"]", "an array");
+        BAD("\"msg_id\"", "a string");
+        BAD("{\"msg_type\":\"x\"}", "msg_id missing");
+        BAD("{\"msg_id\":\"x\"}", "msg_type missing");
+        BAD("{\"msg_id\":7,\"msg_type\":\"x\"}", "msg_id a number");
+        BAD("{\"msg_id\":\"x\",\"msg_type\":null}", "msg_type null");
+        BAD("{\"msg_id\":\"x\",\"msg_type\":\"y\"", "truncated object");
+#undef BAD
+
+        /* Size limits: a value must fit with its terminator. */
+        {
+                char longid[JP_MSG_ID_SIZE + 1], longtype[JP_MSG_TYPE_SIZE + 1], json[1024];
+
+                memset(longid, 'i', sizeof(longid));
+                memset(longtype, 't', sizeof(longtype));
+                n = snprintf(json, sizeof(json), "{\"msg_id\":\"%.*s\",\"msg_type\":\"t\"}",
+                             JP_MSG_ID_SIZE - 1, longid);
+                is_int(header_fields(json, (size_t)n, id, type), 0, "msg_id of %d characters",
+                       JP_MSG_ID_SIZE - 1);
+                is_uint(strlen(id), JP_MSG_ID_SIZE - 1, "the longest msg_id is kept whole");
+                n = snprintf(json, sizeof(json), "{\"msg_id\":\"%.*s\",\"msg_type\":\"t\"}",
+                             JP_MSG_ID_SIZE, longid);
+                is_int(header_fields(json, (size_t)n, id, type), -EBADMSG,
+                       "msg_id of %d characters is refused", JP_MSG_ID_SIZE);
+                n = snprintf(json, sizeof(json), "{\"msg_id\":\"i\",\"msg_type\":\"%.*s\"}",
+                             JP_MSG_TYPE_SIZE - 1, longtype);
+                is_int(header_fields(json, (size_t)n, id, type), 0, "msg_type of %d characters",
+                       JP_MSG_TYPE_SIZE - 1);
+                n = snprintf(json, sizeof(json), "{\"msg_id\":\"i\",\"msg_type\":\"%.*s\"}",
+                             JP_MSG_TYPE_SIZE, longtype);
+                is_int(header_fields(json, (size_t)n, id, type), -EBADMSG,
+                       "msg_type of %d characters is refused", JP_MSG_TYPE_SIZE);
+        }
+}
+
+int main(void)
+{
+        test_channels();
+        test_msg_init_release();
+        test_header_fields();
+        return done_testing();
+}
