@@ -72,10 +72,13 @@ int host_spawn(const char *runtime_dir, const char *log_level)
                 char *argv[] = {program,       "--runtime-dir", (char *)runtime_dir, "--log-level",
                                 (char *)log_level, NULL};
 
+                /* Nothing of our environment (tokens, secrets) goes further. */
+                char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
                 /* dup2 clears close-on-exec on the copy at HOST_FD. */
                 if (dup2(sv[1], HOST_FD) < 0)
                         _exit(127);
-                execv(program, argv);
+                execve(program, argv, envp);
                 _exit(127);
         }
         close(sv[1]);

@@ -157,13 +157,10 @@ int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
 
 void kernel_broadcast_status(struct kernel *k, const char *state)
 {
-        char header[512], content[96], msg_id[JP_UUID_SIZE];
-        struct relay_msg *m;
+        json_t *content = json_pack("{s:s}", "execution_state", state);
+        struct relay_msg *m = content ? relay_msg_make(JP_IOPUB, "status", NULL, content) : NULL;
 
-        jp_uuid4(msg_id);
-        make_header(header, sizeof(header), msg_id, "status");
-        snprintf(content, sizeof(content), "{\"execution_state\":\"%s\"}", state);
-        m = relay_msg_build(JP_IOPUB, header, "{}", content);
+        json_decref(content);
         if (!m)
                 return;
         for (struct session *s = k->sessions; s; s = s->next)
@@ -390,6 +387,10 @@ static void handle_death(struct kernel *k)
                 return;
         }
         klog_warn(k->id, "died: %s", k->reason);
+        snprintf(k->last_death, sizeof(k->last_death), "%s", k->reason);
+        /* Whoever waits for an execution hears why it ended. */
+        for (struct session *s = k->sessions; s; s = s->next)
+                session_fail_pending(s, k->oom ? "KernelOutOfMemory" : "KernelDied", k->reason);
         set_state(k, "dead");
         kernel_broadcast_status(k, "dead");
         retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts;
@@ -423,14 +424,17 @@ static void on_exited(const struct hostmsg_exit *m)
 
         if (!k)
                 return;
-        if (k->reason[0] == '\0' || k->phase == KERNEL_READY) {
-                if (m->signal)
-                        snprintf(k->reason, sizeof(k->reason), "kernel killed by signal %d (%s)",
-                                 m->signal, strsignal(m->signal));
-                else
-                        snprintf(k->reason, sizeof(k->reason), "kernel exited with code %d",
-                                 m->exit_code);
-        }
+        k->oom = strcmp(m->reason, "out-of-memory") == 0;
+        if (k->oom)
+                snprintf(k->reason, sizeof(k->reason),
+                         "out of memory: the kernel used more than its limit of %llu MiB",
+                         (unsigned long long)k->limits.memory_mb);
+        else if (k->reason[0] == '\0' || k->phase == KERNEL_READY)
+                /* Keep a reason set before the exit (e.g. a start timeout). */
+                snprintf(k->reason, sizeof(k->reason), m->signal ? "kernel killed by signal %d (%s)"
+                                                                 : "kernel exited with code %d%s",
+                         m->signal ? m->signal : m->exit_code,
+                         m->signal ? strsignal(m->signal) : "");
         handle_death(k);
 }
 
@@ -576,6 +580,7 @@ void kernel_restart(struct kernel *k, struct kernel_waiter *w)
         waiter_add(k, w);
         klog_info(k->id, "restart requested");
         k->restarts = 0;
+        k->last_death[0] = '\0';
         switch (k->phase) {
         case KERNEL_READY:
                 k->phase = KERNEL_RESTARTING;
@@ -627,8 +632,10 @@ json_t *kernel_model(const struct kernel *k)
                                   "last_activity", k->last_activity, "execution_state",
                                   k->execution_state, "connections", k->connections);
 
-        if (model && k->phase == KERNEL_DEAD && k->reason[0])
-                json_object_set_new(model, "reason", json_string(k->reason));
+        /* Why the kernel last died, until a restart is asked for: after an
+         * automatic restart it explains the lost state. */
+        if (model && k->last_death[0])
+                json_object_set_new(model, "reason", json_string(k->last_death));
         return model;
 }
 

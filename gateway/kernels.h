@@ -45,7 +45,9 @@ struct kernel {
         enum kernel_phase phase;
         char execution_state[16]; /* as clients see it: starting, idle, busy, ... */
         char last_activity[JP_TIMESTAMP_SIZE];
-        char reason[HOSTMSG_ERROR_SIZE]; /* why it last died or failed */
+        char reason[HOSTMSG_ERROR_SIZE];     /* why the current start failed or it died */
+        char last_death[HOSTMSG_ERROR_SIZE]; /* shown as "reason" in the model */
+        bool oom;                            /* the last exit was an out-of-memory kill */
         int connections;
 
         char key[65];

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/relay.h"
+#include "protocol/ids.h"
 #include "protocol/wsjson.h"
 #include "protocol/wsv1.h"
 
@@ -54,18 +55,39 @@ fail:
         return NULL;
 }
 
-struct relay_msg *relay_msg_build(enum jp_channel channel, const char *header,
-                                  const char *parent_header, const char *content)
+struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
+                                 const char *parent_header, json_t *content)
 {
+        char msg_id[JP_UUID_SIZE], date[JP_TIMESTAMP_SIZE];
+        struct relay_msg *m = NULL;
+        char *header_text = NULL, *content_text = NULL;
+        json_t *header;
         struct jp_msg msg;
 
-        jp_msg_init(&msg);
-        msg.channel = channel;
-        msg.header = (struct jp_bytes){(const uint8_t *)header, strlen(header)};
-        msg.parent_header = (struct jp_bytes){(const uint8_t *)parent_header, strlen(parent_header)};
-        msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
-        msg.content = (struct jp_bytes){(const uint8_t *)content, strlen(content)};
-        return relay_msg_new(&msg);
+        jp_uuid4(msg_id);
+        jp_timestamp_now(date);
+        header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type",
+                           msg_type, "session", "glovebox", "username", "glovebox", "date", date,
+                           "version", "5.3");
+        if (header)
+                header_text = json_dumps(header, JSON_COMPACT);
+        content_text = json_dumps(content, JSON_COMPACT);
+        if (header_text && content_text) {
+                if (!parent_header)
+                        parent_header = "{}";
+                jp_msg_init(&msg);
+                msg.channel = channel;
+                msg.header = (struct jp_bytes){(const uint8_t *)header_text, strlen(header_text)};
+                msg.parent_header =
+                        (struct jp_bytes){(const uint8_t *)parent_header, strlen(parent_header)};
+                msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
+                msg.content = (struct jp_bytes){(const uint8_t *)content_text, strlen(content_text)};
+                m = relay_msg_new(&msg);
+        }
+        json_decref(header);
+        free(header_text);
+        free(content_text);
+        return m;
 }
 
 struct relay_msg *relay_msg_ref(struct relay_msg *m)

@@ -11,6 +11,8 @@
 #include "protocol/buf.h"
 #include "protocol/message.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,9 +32,11 @@ struct relay_msg {
 /* Copies msg's parts (not its identities). NULL when out of memory or when
  * the header lacks msg_id/msg_type. The caller holds the one reference. */
 struct relay_msg *relay_msg_new(const struct jp_msg *msg);
-/* Builds a message from JSON values (the gateway's own status messages). */
-struct relay_msg *relay_msg_build(enum jp_channel channel, const char *header,
-                                  const char *parent_header, const char *content);
+/* Builds a message the gateway itself publishes (statuses, errors,
+ * notices): a fresh header of msg_type, the given parent_header JSON
+ * ("{}" when NULL) and content (borrowed). NULL when out of memory. */
+struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
+                                 const char *parent_header, json_t *content);
 struct relay_msg *relay_msg_ref(struct relay_msg *m);
 void relay_msg_unref(struct relay_msg **m);
 /* The WebSocket frame of m in format: *payload has LWS_PRE writable bytes

@@ -12,6 +12,94 @@
 
 static const enum jp_channel session_channels[3] = {JP_SHELL, JP_CONTROL, JP_STDIN};
 
+static void pending_free(struct pending_exec *p)
+{
+        free(p->header);
+        free(p);
+}
+
+static void pending_add(struct session *s, const struct jp_msg *msg, const char *msg_id)
+{
+        struct pending_exec *p = calloc(1, sizeof(*p)), **link;
+
+        if (!p)
+                return;
+        snprintf(p->msg_id, sizeof(p->msg_id), "%s", msg_id);
+        p->header = strndup((const char *)msg->header.ptr, msg->header.len);
+        if (!p->header) {
+                free(p);
+                return;
+        }
+        p->next = s->pending;
+        s->pending = p;
+        /* A client that never reads replies must not grow this forever:
+         * forget the oldest. */
+        if (++s->npending > SESSION_MAX_PENDING) {
+                for (link = &s->pending; (*link)->next; link = &(*link)->next)
+                        ;
+                pending_free(*link);
+                *link = NULL;
+                s->npending--;
+        }
+}
+
+static void pending_remove(struct session *s, const struct jp_msg *reply)
+{
+        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
+
+        if (!s->pending || jp_header_fields(reply->parent_header, msg_id, msg_type) < 0)
+                return;
+        for (struct pending_exec **link = &s->pending; *link; link = &(*link)->next) {
+                if (strcmp((*link)->msg_id, msg_id) == 0) {
+                        struct pending_exec *p = *link;
+
+                        *link = p->next;
+                        pending_free(p);
+                        s->npending--;
+                        return;
+                }
+        }
+}
+
+void session_fail_pending(struct session *s, const char *ename, const char *evalue)
+{
+        struct pending_exec *list = NULL;
+
+        /* Oldest first, the order the client sent them in. */
+        while (s->pending) {
+                struct pending_exec *p = s->pending;
+
+                s->pending = p->next;
+                p->next = list;
+                list = p;
+        }
+        s->npending = 0;
+        while (list) {
+                struct pending_exec *p = list;
+                char line[512];
+                json_t *error, *reply;
+                struct relay_msg *m;
+
+                list = p->next;
+                snprintf(line, sizeof(line), "%s: %s", ename, evalue);
+                error = json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue,
+                                  "traceback", line);
+                reply = json_pack("{s:s, s:s, s:s, s:[s], s:n}", "status", "error", "ename",
+                                  ename, "evalue", evalue, "traceback", line, "execution_count");
+                m = error ? relay_msg_make(JP_IOPUB, "error", p->header, error) : NULL;
+                if (m)
+                        session_deliver(s, m);
+                relay_msg_unref(&m);
+                m = reply ? relay_msg_make(JP_SHELL, "execute_reply", p->header, reply) : NULL;
+                if (m)
+                        session_deliver(s, m);
+                relay_msg_unref(&m);
+                json_decref(error);
+                json_decref(reply);
+                pending_free(p);
+        }
+}
+
 static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *frames,
                               size_t nframes)
 {
@@ -42,6 +130,8 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
                 return;
         }
         kernel_touch(k);
+        if (msg.channel == JP_SHELL && strcmp(m->msg_type, "execute_reply") == 0)
+                pending_remove(s, &msg);
         session_deliver(s, m);
         relay_msg_unref(&m);
 }
@@ -152,7 +242,9 @@ void session_detach(struct session *s, struct session_sink *sink)
 
 int session_send(struct session *s, struct jp_msg *msg)
 {
+        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
         struct zio *z = NULL;
+        int rc;
 
         for (int i = 0; i < 3; i++) {
                 if (session_channels[i] == msg->channel)
@@ -161,7 +253,12 @@ int session_send(struct session *s, struct jp_msg *msg)
         if (!z)
                 return -ENOTCONN;
         kernel_touch(s->kernel);
-        return kernel_send(s->kernel, z, msg);
+        rc = kernel_send(s->kernel, z, msg);
+        if (rc == 0 && msg->channel == JP_SHELL &&
+            jp_header_fields(msg->header, msg_id, msg_type) == 0 &&
+            strcmp(msg_type, "execute_request") == 0)
+                pending_add(s, msg, msg_id);
+        return rc;
 }
 
 void session_deliver(struct session *s, struct relay_msg *m)
@@ -178,24 +275,23 @@ struct relay_msg *session_next(struct session *s)
 {
         char *parent = NULL;
         uint64_t dropped = outbox_take_dropped(&s->outbox, &parent);
-        struct relay_msg *notice;
-        char header[256], content[256], msg_id[JP_UUID_SIZE], date[JP_TIMESTAMP_SIZE];
+        struct relay_msg *notice = NULL;
+        char text[256];
+        json_t *content;
 
         if (dropped == 0)
                 return outbox_pop(&s->outbox);
         /* Tell the client, in the cell whose output was lost, rather than
          * let outputs go missing silently. */
-        jp_uuid4(msg_id);
-        jp_timestamp_now(date);
-        snprintf(header, sizeof(header),
-                 "{\"msg_id\":\"%s\",\"msg_type\":\"stream\",\"session\":\"glovebox\","
-                 "\"username\":\"glovebox\",\"date\":\"%s\",\"version\":\"5.3\"}",
-                 msg_id, date);
-        snprintf(content, sizeof(content),
-                 "{\"name\":\"stderr\",\"text\":\"[glovebox] %llu output messages were dropped: "
-                 "the client was disconnected or too slow and the replay buffer was full.\\n\"}",
+        snprintf(text, sizeof(text),
+                 "[glovebox] %llu output messages were dropped: the client was disconnected or "
+                 "too slow and the replay buffer was full.\n",
                  (unsigned long long)dropped);
-        notice = relay_msg_build(JP_IOPUB, header, parent && *parent ? parent : "{}", content);
+        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
+        if (content)
+                notice = relay_msg_make(JP_IOPUB, "stream", parent && *parent ? parent : NULL,
+                                        content);
+        json_decref(content);
         free(parent);
         return notice ? notice : outbox_pop(&s->outbox);
 }
@@ -222,5 +318,11 @@ void session_destroy(struct session **sp, int code, const char *reason)
         for (int i = 0; i < 3; i++)
                 zio_close(&s->sockets[i]);
         outbox_clear(&s->outbox);
+        while (s->pending) {
+                struct pending_exec *p = s->pending;
+
+                s->pending = p->next;
+                pending_free(p);
+        }
         free(s);
 }

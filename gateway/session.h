@@ -18,6 +18,15 @@ struct session_sink {
         void (*closing)(struct session_sink *sink, int code, const char *reason);
 };
 
+/* An execute_request sent to the kernel and not yet answered. */
+struct pending_exec {
+        struct pending_exec *next;
+        char msg_id[JP_MSG_ID_SIZE];
+        char *header; /* the request's header JSON, the parent of our answers */
+};
+
+#define SESSION_MAX_PENDING 1024
+
 struct session {
         struct session *next;
         struct kernel *kernel;
@@ -27,6 +36,8 @@ struct session {
         struct outbox outbox;
         struct session_sink *sink;
         lws_sorted_usec_list_t linger_timer;
+        struct pending_exec *pending; /* newest first */
+        size_t npending;
 };
 
 #define SESSION_ID_MAX 127
@@ -47,6 +58,10 @@ void session_connect_all(struct kernel *k);
 struct relay_msg *session_next(struct session *s);
 /* Queues m (a new reference) and wakes the sink. */
 void session_deliver(struct session *s, struct relay_msg *m);
+/* The kernel died: answer every pending execute_request with an error
+ * (iopub error of ename/evalue, then an execute_reply with status error),
+ * so no client waits forever. */
+void session_fail_pending(struct session *s, const char *ename, const char *evalue);
 /* Tells the sink, closes the sockets, frees s and nulls *sp. */
 void session_destroy(struct session **sp, int code, const char *reason);
 

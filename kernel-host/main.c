@@ -11,6 +11,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/cgroup.h"
+#include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
 #include "protocol/hostmsg.h"
@@ -243,6 +244,8 @@ int main(int argc, char **argv)
         int rc = 1;
 
         log_set_program("kernel-host");
+        /* argv's strings lie end to end; sandbox inits overwrite them. */
+        sandbox_set_title_area(argv[0], (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--print-seccomp") == 0) {
                         return seccomp_policy_export_pfc(1) < 0 ? 1 : 0;

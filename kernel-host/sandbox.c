@@ -314,7 +314,9 @@ static int plan_build(struct plan *p, const struct sandbox_request *req)
                         p->cap_last = CAP_LAST_CAP;
                 fclose(f);
         }
-        p->rl_fsize.rlim_cur = p->rl_fsize.rlim_max = (rlim_t)disk * 1024 * 1024;
+        /* A backstop for files on mounts without their own size limit;
+         * a little over the disk limit so that a full disk says ENOSPC. */
+        p->rl_fsize.rlim_cur = p->rl_fsize.rlim_max = ((rlim_t)disk + 1) * 1024 * 1024;
         /* Per host uid: exact when each sandbox has its own uid. */
         p->set_nproc = req->ids.privileged;
         p->rl_nproc.rlim_cur = p->rl_nproc.rlim_max = start->limits.pids;
@@ -374,6 +376,15 @@ static int plan_build(struct plan *p, const struct sandbox_request *req)
         if (rc < 0)
                 plan_free(p);
         return rc;
+}
+
+static char *title_area;
+static size_t title_len;
+
+void sandbox_set_title_area(char *start, size_t len)
+{
+        title_area = start;
+        title_len = len;
 }
 
 /* ---- the child: async-signal-safe calls only from here on --------------- */
@@ -627,6 +638,10 @@ static __attribute__((noreturn)) void child_main(const struct plan *p, int sync_
         } while (n < 0 && errno == EINTR);
         if (n != 1)
                 _exit(127);
+        if (title_area && title_len > sizeof("glovebox-init")) {
+                memset(title_area, 0, title_len);
+                memcpy(title_area, "glovebox-init", sizeof("glovebox-init"));
+        }
         /* Become the sandbox's root: our host id (0) has no mapping here, and
          * files cannot be created by an unmapped id. */
         if (p->req->ids.privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))

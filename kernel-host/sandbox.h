@@ -47,6 +47,9 @@ struct sandbox {
         struct kernel_cgroup cgroup;
 };
 
+/* The memory holding our argv strings: each sandbox's init overwrites its
+ * copy, so that its /proc/1/cmdline names no host path. */
+void sandbox_set_title_area(char *start, size_t len);
 /* Builds and starts the sandbox. On failure nothing is left running and
  * fail says which step failed and with which errno. */
 int sandbox_start(const struct sandbox_request *req, struct sandbox *sb,

@@ -4,16 +4,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from gbclient import Gateway  # noqa: E402
-
-BUILD = os.environ.get("GLOVEBOX_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-BINARY = os.path.abspath(os.path.join(BUILD, "glovebox"))
-# The sandbox is the default; tests may add flags for what they exercise.
-EXTRA_ARGS = os.environ.get("GLOVEBOX_TEST_ARGS", "").split()
-
-
-def start_gateway(*args, **kw):
-    return Gateway(BINARY, list(EXTRA_ARGS) + list(args), **kw)
+from gbclient import start_gateway  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,18 @@ import websocket
 
 V1 = "v1.kernel.websocket.jupyter.org"
 
+BUILD = os.environ.get("GLOVEBOX_BUILD",
+                       os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+BINARY = os.path.abspath(os.path.join(BUILD, "glovebox"))
+KERNEL_HOST = os.path.abspath(os.path.join(BUILD, "glovebox-kernel-host"))
+# The sandbox is the default; GLOVEBOX_TEST_ARGS adds flags to every gateway.
+EXTRA_ARGS = os.environ.get("GLOVEBOX_TEST_ARGS", "").split()
+
+
+def start_gateway(*args, **kw):
+    """A real glovebox from the build tree, with the test flags and args."""
+    return Gateway(BINARY, list(EXTRA_ARGS) + list(args), **kw)
+
 
 def free_port():
     with socket.socket() as s:

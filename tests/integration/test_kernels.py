@@ -11,8 +11,7 @@ import zlib
 import pytest
 import websocket
 
-from conftest import start_gateway
-from gbclient import V1, outputs_of, stdout_of
+from gbclient import V1, outputs_of, start_gateway, stdout_of
 
 
 def test_api_version(gateway):

@@ -1,0 +1,443 @@
+"""The escape battery: each probe runs as code inside a real sandboxed kernel,
+through a real gateway, and asserts the denial *and* a positive control (the
+same kind of call working where it should)."""
+import errno
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import CANARY_ENV, CANARY_VALUE, run, value
+from gbclient import KERNEL_HOST, outputs_of, start_gateway
+
+
+def test_host_file_canary_unreadable(gateway, kernel):
+    name = f"glovebox-canary-{uuid.uuid4().hex}"
+    paths = [f"/tmp/{name}", f"/root/{name}", f"/etc/{name}"]
+    for p in paths:
+        with open(p, "w") as f:
+            f.write("host secret")
+    try:
+        for p in paths:
+            assert value(gateway, kernel, f"os.path.exists({p!r})".replace(
+                "os.path", "__import__('os').path")) is False, p
+        # Positive control: the kernel's own files are readable and writable.
+        assert value(gateway, kernel,
+                     "(open('/home/user/mine', 'w').write('x'), open('/home/user/mine').read())"
+                     ) == (1, "x")
+        assert value(gateway, kernel, "open('/usr/share/jupyter/kernels/python3/kernel.json')"
+                     ".read(1)") == "{"
+    finally:
+        for p in paths:
+            os.unlink(p)
+
+
+def test_gateway_environment_invisible(gateway, kernel):
+    env = value(gateway, kernel, "dict(__import__('os').environ)")
+    assert CANARY_ENV not in env and CANARY_VALUE not in repr(env)
+    # Positive control: the allow-listed variables are there.
+    assert env["HOME"] == "/home/user" and "/usr/bin" in env["PATH"]
+    assert env["MPLBACKEND"].endswith("backend_inline")
+    # Nor is it in any environment the kernel can read in its /proc.
+    code = """
+import os
+seen = []
+for p in os.listdir('/proc'):
+    if p.isdigit():
+        try:
+            seen.append(b'CANARY' in open('/proc/%s/environ' % p, 'rb').read())
+        except OSError:
+            pass
+print(repr(seen))
+"""
+    _, stdout, _ = run(gateway, kernel, code)
+    seen = eval(stdout)
+    assert seen and not any(seen)
+
+
+def test_shadow_absent(gateway, kernel):
+    assert value(gateway, kernel, "__import__('os').path.exists('/etc/shadow')") is False
+    assert value(gateway, kernel, "__import__('os').path.exists('/etc/gshadow')") is False
+    # Positive control: the curated passwd names the sandbox's user.
+    passwd = value(gateway, kernel, "open('/etc/passwd').read()")
+    assert "user:x:1000:1000:user:/home/user" in passwd
+    assert value(gateway, kernel, "__import__('getpass').getuser()") == "user"
+
+
+def test_only_sandbox_processes(gateway, kernel):
+    pids = value(gateway, kernel,
+                 "sorted(int(p) for p in __import__('os').listdir('/proc') if p.isdigit())")
+    # init (1), the kernel (2) and what it started itself; none of the host's.
+    assert pids[0] == 1 and len(pids) < 10, pids
+    cmdlines = value(gateway, kernel, """[open('/proc/%d/cmdline' % p, 'rb').read()
+        for p in sorted(int(p) for p in __import__('os').listdir('/proc') if p.isdigit())]""")
+    # Not even the names of host paths or programs (init's title is its own).
+    assert not any(b"/tmp/" in c or b"kernel-host" in c for c in cmdlines), cmdlines
+    # Positive control: the kernel sees itself.
+    assert value(gateway, kernel, "__import__('os').getpid() in "
+                 "[int(p) for p in __import__('os').listdir('/proc') if p.isdigit()]")
+
+
+def test_no_privileges(gateway, kernel):
+    status = value(gateway, kernel, "open('/proc/self/status').read()")
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert fields["CapEff"].strip() == "0000000000000000"
+    assert fields["CapPrm"].strip() == "0000000000000000"
+    assert fields["CapBnd"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+    assert value(gateway, kernel, "__import__('os').getuid()") == 1000
+    # Positive control: ordinary work goes on.
+    assert value(gateway, kernel, "sum(range(10))") == 45
+
+
+def test_only_loopback(gateway, kernel):
+    assert value(gateway, kernel, "__import__('socket').if_nameindex()") == [(1, "lo")]
+    assert value(gateway, kernel, "__import__('socket').gethostname()") == "glovebox"
+    # Positive control: loopback itself works inside.
+    code = """
+import socket, threading
+srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)
+port = srv.getsockname()[1]
+threading.Thread(target=lambda: srv.accept()[0].sendall(b'pong'), daemon=True).start()
+c = socket.create_connection(('127.0.0.1', port), timeout=5)
+print(repr(c.recv(4)))
+"""
+    content, stdout, _ = run(gateway, kernel, code)
+    assert stdout.strip() == "b'pong'", content
+
+
+def test_gateway_port_unreachable(gateway, kernel):
+    code = f"""
+import socket
+results = []
+for host in ('127.0.0.1', '10.0.2.2', '172.17.0.1'):
+    try:
+        socket.create_connection((host, {gateway.port}), timeout=2).close()
+        results.append('connected')
+    except OSError as e:
+        results.append(type(e).__name__)
+print(repr(results))
+"""
+    _, stdout, _ = run(gateway, kernel, code)
+    results = eval(stdout)
+    assert "connected" not in results, results
+    assert results[0] == "ConnectionRefusedError"
+    assert set(results[1:]) <= {"OSError", "TimeoutError"}, results
+
+
+def test_read_only_system(gateway, kernel):
+    code = """
+import errno
+out = []
+for path in ('/usr/evil', '/etc/evil', '/evil', '/usr/share/evil'):
+    try:
+        open(path, 'a').close(); out.append('written')
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print(repr(out))
+"""
+    _, stdout, _ = run(gateway, kernel, code)
+    assert eval(stdout) == ["EROFS", "EROFS", "EROFS", "EROFS"]
+    # Positive control: home and /tmp are writable.
+    assert value(gateway, kernel, "[open(p, 'w').write('ok') for p in "
+                 "('/home/user/f', '/tmp/f')]") == [2, 2]
+
+
+DENIED_CALLS = """
+import ctypes, errno, os, socket, fcntl, termios, pty
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    return 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()]
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET = 0x10000000, 0x20000, 0x40000000
+res = {
+    'mount': call(165, 0, 0, 0, 0, 0),
+    'unshare_user': call(272, CLONE_NEWUSER),
+    'unshare_net': call(272, CLONE_NEWNET),
+    'setns': call(308, os.open('/proc/self/ns/net', os.O_RDONLY), 0),
+    'ptrace': call(101, 16, os.getppid(), 0, 0),
+    'keyctl': call(250, 0, 0, 0, 0, 0),
+    'bpf': call(321, 0, 0, 0),
+    'perf_event_open': call(298, 0, 0, -1, -1, 0),
+    'userfaultfd': call(323, 0),
+    'io_uring_setup': call(425, 1, 0),
+    'open_by_handle_at': call(304, -100, 0, 0),
+    'clone3': call(435, 0, 0),
+    'clone_newns': call(56, CLONE_NEWNS | 17, 0, 0, 0, 0),
+}
+try:
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0); res['af_packet'] = 'ok'
+except OSError as e:
+    res['af_packet'] = errno.errorcode[e.errno]
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); res['raw_ip'] = 'ok'
+except OSError as e:
+    res['raw_ip'] = errno.errorcode[e.errno]
+master, slave = pty.openpty()
+try:
+    fcntl.ioctl(slave, termios.TIOCSTI, b'x'); res['tiocsti'] = 'ok'
+except OSError as e:
+    res['tiocsti'] = errno.errorcode[e.errno]
+print(repr(res))
+"""
+
+
+def test_dangerous_calls_denied(gateway, kernel):
+    _, stdout, _ = run(gateway, kernel, DENIED_CALLS)
+    res = eval(stdout)
+    expected = {k: "EPERM" for k in res}
+    expected["clone3"] = "ENOSYS"  # so that glibc falls back to clone
+    assert res == expected
+
+
+POSITIVE_CALLS = """
+import os, subprocess, threading, socket, fcntl, termios, pty, struct
+out = {}
+t = threading.Thread(target=lambda: out.__setitem__('thread', 'ok')); t.start(); t.join()
+out['subprocess'] = subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout
+out['getrandom'] = len(os.getrandom(16))
+out['netlink'] = int(socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).family)
+out['udp'] = int(socket.socket(socket.AF_INET, socket.SOCK_DGRAM).type)
+master, slave = pty.openpty()
+out['winsize'] = len(fcntl.ioctl(slave, termios.TIOCGWINSZ, b'\\0' * 8))
+print(repr(out))
+"""
+
+
+def test_ordinary_calls_still_work(gateway, kernel):
+    _, stdout, _ = run(gateway, kernel, POSITIVE_CALLS)
+    out = eval(stdout)
+    assert out["thread"] == "ok" and out["subprocess"] == "hi\n"
+    assert out["getrandom"] == 16 and out["winsize"] == 8
+    assert out["netlink"] == 16 and out["udp"] == 2
+
+
+def test_fork_bomb_stops_at_pids_limit(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"pids": 64})
+    code = """
+import os, time
+children = []
+error = None
+for i in range(1000):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        error = e.errno
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+print(repr((len(children), error)))
+"""
+    try:
+        content, stdout, _ = run(gateway, kid, code, timeout=120)
+        started, error = eval(stdout)
+        assert error == errno.EAGAIN
+        # The kernel itself and its threads count too.
+        assert 10 < started < 64
+        # Positive control: after the children are gone, fork works again.
+        assert value(gateway, kid, "__import__('os').waitpid(__import__('os').fork() or "
+                     "__import__('os')._exit(0), 0)[1]") == 0
+        status, _, _ = gateway.request("GET", "/api")
+        assert status == 200
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_memory_bomb_reports_out_of_memory(gateway):
+    bystander = gateway.start_kernel()
+    kid = gateway.start_kernel(name="python3", limits={"memory_mb": 256})
+    try:
+        run(gateway, bystander, "kept = 'still here'")
+        ch = gateway.connect(kid)
+        msg_id = ch.send("execute_request", {"code": "x = bytearray(1024 * 1024 * 1024)",
+                                             "silent": False})
+        error = reply = None
+        states = []
+        deadline = time.time() + 60
+        while not (error and reply and "idle" in states) and time.time() < deadline:
+            m = ch.recv(timeout=60)
+            if m["msg_type"] == "error" and m["parent_header"].get("msg_id") == msg_id:
+                error = m["content"]
+            elif m["msg_type"] == "execute_reply" and m["parent_header"].get("msg_id") == msg_id:
+                reply = m["content"]
+            elif m["msg_type"] == "status" and (error or states):
+                states.append(m["content"]["execution_state"])
+        assert error["ename"] == "KernelOutOfMemory", error
+        assert "256 MiB" in error["evalue"]
+        assert reply["status"] == "error" and reply["ename"] == "KernelOutOfMemory"
+        assert states[:2] == ["dead", "restarting"] and "idle" in states, states
+        status, model, _ = gateway.request("GET", f"/api/kernels/{kid}")
+        assert status == 200 and "memory" in model["reason"]
+        # It restarted, fresh: x never got defined.
+        _, outputs = ch.execute("'x' in dir()")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
+            "False"
+        ch.close()
+        # The gateway and the other kernel are unaffected.
+        assert value(gateway, bystander, "kept") == "still here"
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+        gateway.request("DELETE", f"/api/kernels/{bystander}")
+
+
+FILL = """
+import errno
+def fill(path):
+    written = 0
+    chunk = b'x' * (1024 * 1024)
+    try:
+        with open(path, 'wb') as f:
+            while written < 1024 * 1024 * 1024:
+                f.write(chunk)
+                f.flush()
+                written += len(chunk)
+    except OSError as e:
+        return written // (1024 * 1024), errno.errorcode[e.errno]
+    return written // (1024 * 1024), None
+print(repr([fill('/home/user/big'), fill('/tmp/big')]))
+"""
+
+
+def test_disk_quota(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 64})
+    try:
+        content, stdout, _ = run(gateway, kid, FILL, timeout=120)
+        # (IPython may also complain that its history database is full.)
+        (home_mb, home_err), (tmp_mb, tmp_err) = eval(stdout.strip().splitlines()[-1])
+        assert home_err == "ENOSPC" and 56 <= home_mb <= 64, (home_mb, home_err)
+        assert tmp_err == "ENOSPC" and 56 <= tmp_mb <= 64, (tmp_mb, tmp_err)
+        # Positive control: removing the file frees the space again.
+        assert value(gateway, kid, "(__import__('os').unlink('/home/user/big'), "
+                     "open('/home/user/small', 'w').write('ok'))[1]") == 2
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_kill_all_stays_inside(gateway):
+    host_sleeper = subprocess.Popen(["sleep", "300"])
+    victim = gateway.start_kernel()
+    bystander = gateway.start_kernel()
+    try:
+        run(gateway, bystander, "kept = 41")
+        # kill(-1) reaches every process the caller may signal (on Linux
+        # not itself, nor init): inside the sandbox, only the sandbox's own.
+        code = """
+import os, signal, subprocess
+child = subprocess.Popen(['sleep', '300'])
+os.kill(-1, signal.SIGKILL)
+print(repr(child.wait()))
+"""
+        _, stdout, _ = run(gateway, victim, code)
+        assert stdout.strip() == "-9"
+        assert host_sleeper.poll() is None
+        assert value(gateway, bystander, "kept + 1") == 42
+        assert gateway.proc.poll() is None
+        status, _, _ = gateway.request("GET", "/api/kernels")
+        assert status == 200
+    finally:
+        host_sleeper.kill()
+        gateway.request("DELETE", f"/api/kernels/{victim}")
+        gateway.request("DELETE", f"/api/kernels/{bystander}")
+
+
+def test_kernels_cannot_see_each_other(gateway):
+    a = gateway.start_kernel()
+    b = gateway.start_kernel()
+    try:
+        run(gateway, a, "open('/home/user/a-secret', 'w').write('a'); "
+                        "open('/tmp/a-secret', 'w').write('a')")
+        assert value(gateway, b, "[__import__('os').path.exists(p) for p in "
+                     "('/home/user/a-secret', '/tmp/a-secret')]") == [False, False]
+        # Each sees only its own sockets and connection file.
+        listing = value(gateway, b, "sorted(__import__('os').listdir('/run/kernel'))")
+        assert listing == ["connection.json"] + [f"kernel-{i}" for i in range(1, 6)]
+        a_pid_count = value(gateway, a, "len([p for p in __import__('os').listdir('/proc') "
+                            "if p.isdigit()])")
+        b_cmdlines = value(gateway, b, """[open('/proc/%s/cmdline' % p, 'rb').read()
+            for p in __import__('os').listdir('/proc') if p.isdigit()]""")
+        assert len(b_cmdlines) <= a_pid_count + 2
+        # Positive control: a sees its own file.
+        assert value(gateway, a, "open('/home/user/a-secret').read()") == "a"
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{a}")
+        gateway.request("DELETE", f"/api/kernels/{b}")
+
+
+def test_seccomp_filter_matches_golden():
+    out = subprocess.run([KERNEL_HOST, "--print-seccomp"], capture_output=True, check=True)
+    golden = os.path.join(os.path.dirname(__file__), "seccomp.golden.pfc")
+    with open(golden, "rb") as f:
+        assert out.stdout == f.read(), "the seccomp filter changed: review it, then update " \
+            "tests/sandbox/seccomp.golden.pfc"
+
+
+def test_bad_limits_rejected(gateway):
+    for limits in ({"memory_mb": 10 ** 9}, {"cpus": 0}, {"pids": 1}, {"disk_mb": -1},
+                   {"memory_mb": 1.5}, {"swap": 1}):
+        status, body, _ = gateway.request("POST", "/api/kernels",
+                                          {"name": "python3", "limits": limits})
+        assert status == 400, limits
+        assert "limit" in body["message"], body
+
+
+def test_cpu_limit_applied(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"cpus": 0.5})
+    try:
+        code = """
+import time, os
+start, cpu0 = time.time(), time.process_time()
+while time.time() - start < 2:
+    pass
+print(repr((time.process_time() - cpu0) / (time.time() - start)))
+"""
+        _, stdout, _ = run(gateway, kid, code)
+        share = eval(stdout)
+        assert 0.3 < share < 0.7, share
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def cgroup_dirs(pid):
+    found = []
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        for d in dirs:
+            if d == f"glovebox-{pid}":
+                found.append(os.path.join(root, d))
+    return found
+
+
+def sandbox_uid_processes(host_pid):
+    """Processes running as the host ids of this kernel-host's sandboxes."""
+    base = 1000000 + (host_pid % 16384) * 2 * 32768
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines()
+            if base <= int(line.split()[0]) < base + 2 * 32768]
+
+
+def test_nothing_remains_on_the_host():
+    gw = start_gateway()
+    kids = [gw.start_kernel() for _ in range(2)]
+    run(gw, kids[0], "open('/home/user/x', 'w').write('x')")
+    host_pid = int(subprocess.run(["pgrep", "-P", str(gw.proc.pid), "-f", "kernel-host"],
+                                  capture_output=True, text=True).stdout.split()[0])
+    assert cgroup_dirs(host_pid), "the kernels' cgroups exist while they run"
+    assert sandbox_uid_processes(host_pid), "sandboxed processes run as sandbox ids"
+    runtime = [d for d in os.listdir("/tmp") if d.startswith("glovebox-") and
+               os.path.isdir(os.path.join("/tmp", d, kids[0]))]
+    assert len(runtime) == 1
+    assert gw.stop(signal.SIGTERM) == 0
+    assert cgroup_dirs(host_pid) == []
+    assert not os.path.exists(os.path.join("/tmp", runtime[0]))
+    with open("/proc/self/mountinfo") as f:
+        assert runtime[0] not in f.read()
+    assert sandbox_uid_processes(host_pid) == []
