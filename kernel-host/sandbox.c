@@ -331,12 +331,6 @@ static int plan_build(struct plan *p, const struct sandbox_request *req)
                 rc = add_host_path(p, top_level[i]);
         if (rc == 0)
                 rc = plan_etc(p);
-        /* The kernelspec's directory, unless /usr already holds it. */
-        if (rc == 0 && strncmp(start->kernelspec_dir, "/usr/", 5) != 0) {
-                rc = add_parents(p, start->kernelspec_dir);
-                if (rc == 0)
-                        rc = add_host_path(p, start->kernelspec_dir);
-        }
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/proc", NULL, NULL, 0, 0, "mkdir /proc");
         if (rc == 0)
@@ -373,6 +367,13 @@ static int plan_build(struct plan *p, const struct sandbox_request *req)
                 rc = add_op(p, OP_BIND, SANDBOX_RUN_DIR, path, NULL,
                             MS_NOSUID | MS_NODEV | MS_NOEXEC | locked_flags(path), OP_WRITABLE,
                             "bind " SANDBOX_RUN_DIR);
+        /* The kernelspec's directory, unless /usr already holds it; last,
+         * so that no tmpfs above (such as /tmp) hides it. */
+        if (rc == 0 && strncmp(start->kernelspec_dir, "/usr/", 5) != 0) {
+                rc = add_parents(p, start->kernelspec_dir);
+                if (rc == 0)
+                        rc = add_host_path(p, start->kernelspec_dir);
+        }
         if (rc < 0)
                 plan_free(p);
         return rc;
@@ -393,8 +394,9 @@ static void report_send(int fd, const struct report *r)
 {
         ssize_t n;
 
+        /* write(), not send(): fd is a socket for init, a pipe for the kernel. */
         do {
-                n = send(fd, r, sizeof(*r), MSG_NOSIGNAL);
+                n = write(fd, r, sizeof(*r));
         } while (n < 0 && errno == EINTR);
 }
 

@@ -36,11 +36,11 @@ def free_port():
 class Gateway:
     """A real glovebox process on a free loopback port."""
 
-    def __init__(self, binary, args=(), token="test-token-0123456789", env=None):
+    def __init__(self, binary, args=(), token="test-token-0123456789", env=None, runner=()):
         self.port = free_port()
         self.token = token
         self.base = f"http://127.0.0.1:{self.port}"
-        cmd = [binary, "--listen", f"127.0.0.1:{self.port}"]
+        cmd = list(runner) + [binary, "--listen", f"127.0.0.1:{self.port}"]
         if token:
             cmd += ["--token", token]
         cmd += list(args)

@@ -1,0 +1,107 @@
+"""How sandboxes are set up: failures reported precisely, kernelspecs from
+anywhere, the unprivileged mode, and the explicit --sandbox=none."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import run, value
+from gbclient import start_gateway
+
+
+@pytest.fixture(scope="module")
+def specs():
+    """A kernelspec directory outside /usr: one broken spec, one working."""
+    root = tempfile.mkdtemp(prefix="glovebox-specs-")
+    os.chmod(root, 0o755)
+    broken = os.path.join(root, "broken")
+    os.mkdir(broken)
+    with open(os.path.join(broken, "kernel.json"), "w") as f:
+        json.dump({"argv": ["/nonexistent/python3", "-f", "{connection_file}"],
+                   "display_name": "Broken", "language": "python"}, f)
+    custom = os.path.join(root, "custom")
+    os.mkdir(custom)
+    with open(os.path.join(custom, "kernel.json"), "w") as f:
+        json.dump({"argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                   "display_name": "Custom", "language": "python",
+                   "env": {"FROM_SPEC": "spec-value"}}, f)
+    with open(os.path.join(custom, "marker.txt"), "w") as f:
+        f.write("resource")
+    yield root
+    shutil.rmtree(root)
+
+
+def test_failed_step_is_reported(specs):
+    gw = start_gateway("--kernelspec-path", specs)
+    try:
+        status, body, _ = gw.request("POST", "/api/kernels", {"name": "broken"})
+        assert status == 500
+        assert 'step "exec" failed' in body["message"]
+        assert "No such file or directory" in body["message"]
+        # Nothing half-built is left: no kernel, and the next start works.
+        status, listing, _ = gw.request("GET", "/api/kernels")
+        assert listing == []
+        kid = gw.start_kernel(name="custom")
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+
+
+def test_kernelspec_outside_usr_and_env(specs):
+    gw = start_gateway("--kernelspec-path", specs)
+    try:
+        kid = gw.start_kernel(name="custom", env={"FROM_REQUEST": "request-value"})
+        env = value(gw, kid, "dict(__import__('os').environ)")
+        assert env["FROM_SPEC"] == "spec-value"
+        assert env["FROM_REQUEST"] == "request-value"
+        # The kernelspec's own directory is there, read-only, at its path.
+        assert value(gw, kid, f"open('{specs}/custom/marker.txt').read()") == "resource"
+        content, _, _ = run(gw, kid, f"open('{specs}/custom/new', 'w')")
+        assert content["status"] == "error" and content["ename"] == "OSError"
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+
+
+def test_request_env_cannot_replace_home(specs):
+    gw = start_gateway()
+    try:
+        kid = gw.start_kernel(name="python3", env={"HOME": "/etc", "LANG": "C"})
+        env = value(gw, kid, "dict(__import__('os').environ)")
+        assert env["HOME"] == "/home/user" and env["LANG"] == "C"
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+
+
+def test_unprivileged_gateway_still_sandboxes():
+    """As an ordinary user, the sandbox uses unprivileged user namespaces;
+    the cgroup limits it cannot set are named once at start."""
+    gw = start_gateway(runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        kid = gw.start_kernel()
+        status = value(gw, kid, "open('/proc/self/status').read()")
+        assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status
+        assert "CapEff:\t0000000000000000" in status
+        assert value(gw, kid, "__import__('os').getuid()") == 1000
+        assert value(gw, kid, "__import__('socket').if_nameindex()") == [(1, "lo")]
+        log = gw.read_log()
+        assert "memory limits are not enforced" in log
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+
+
+def test_sandbox_none_is_loud_and_unconfined():
+    gw = start_gateway("--sandbox=none")
+    try:
+        assert "UNCONFINED" in gw.read_log()
+        kid = gw.start_kernel()
+        status = value(gw, kid, "open('/proc/self/status').read()")
+        assert "Seccomp:\t0" in status
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
