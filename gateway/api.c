@@ -291,7 +291,7 @@ static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size
         return 0;
 }
 
-static json_t *parse_body(struct http_request *r, char *err, size_t errlen)
+json_t *api_parse_body(struct http_request *r)
 {
         json_error_t jerr;
         json_t *body;
@@ -299,17 +299,19 @@ static json_t *parse_body(struct http_request *r, char *err, size_t errlen)
         if (r->body.len == 0)
                 return json_object();
         body = json_loadb(r->body.data, r->body.len, 0, &jerr);
-        if (!body)
-                snprintf(err, errlen, "Invalid JSON in request body: %s", jerr.text);
-        else if (!json_is_object(body)) {
-                snprintf(err, errlen, "Request body must be a JSON object");
+        if (!body) {
+                http_reply_error(r, 400, "Invalid JSON in request body: %s", jerr.text);
+        } else if (!json_is_object(body)) {
+                http_reply_error(r, 400, "Request body must be a JSON object");
                 json_decref(body);
                 body = NULL;
         }
         return body;
 }
 
-static void post_kernel(struct http_request *r)
+int api_start_kernel(struct http_request *r, json_t *request,
+                     void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
+                     struct kernel **out)
 {
         const struct config *cfg = kernels_config();
         const struct jp_kernelspec *ks;
@@ -318,17 +320,11 @@ static void post_kernel(struct http_request *r)
         char **env = NULL;
         size_t nenv = 0;
         const char *name;
-        struct kernel *k;
-        json_t *body = parse_body(r, err, sizeof(err));
-        json_t *jname, *jenv;
-        int rc;
+        json_t *jname = json_object_get(request, "name");
+        json_t *jenv = json_object_get(request, "env");
+        int rc = -EINVAL;
 
-        if (!body) {
-                http_reply_error(r, 400, "%s", err);
-                return;
-        }
-        jname = json_object_get(body, "name");
-        jenv = json_object_get(body, "env");
+        *out = NULL;
         if (jname && !json_is_null(jname) && !json_is_string(jname)) {
                 http_reply_error(r, 400, "\"name\" must be a string");
                 goto out;
@@ -344,7 +340,7 @@ static void post_kernel(struct http_request *r)
                 http_reply_error(r, 400, "\"env\" must be an object of strings");
                 goto out;
         }
-        if (parse_limits(json_object_get(body, "limits"), &limits, err, sizeof(err)) < 0) {
+        if (parse_limits(json_object_get(request, "limits"), &limits, err, sizeof(err)) < 0) {
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
@@ -357,16 +353,28 @@ static void post_kernel(struct http_request *r)
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
-        r->waiter.done = on_created;
+        r->waiter.done = done;
         if (rc == 0)
-                rc = kernel_start(ks, env, &limits, &r->waiter, &k);
+                rc = kernel_start(ks, env, &limits, &r->waiter, out);
         if (rc == -EAGAIN)
                 http_reply_error(r, 403, "Kernel limit of %lld reached",
                                  (long long)cfg->max_kernels);
+        else if (rc == -ESHUTDOWN)
+                http_reply_error(r, 503, "The gateway is shutting down");
         else if (rc < 0)
                 http_reply_error(r, 500, "Cannot start a kernel: %s", strerror(-rc));
 out:
         jp_strv_free(env);
+        return rc;
+}
+
+static void post_kernel(struct http_request *r)
+{
+        json_t *body = api_parse_body(r);
+        struct kernel *k;
+
+        if (body)
+                api_start_kernel(r, body, on_created, &k);
         json_decref(body);
 }
 
@@ -445,6 +453,8 @@ void api_handle(struct http_request *r)
                         http_reply_error(r, 405, "Use GET or POST on /api/kernels");
         } else if ((rt.n == 3 || rt.n == 4) && is(&rt, 1, "kernels")) {
                 kernel_action(r, &rt);
+        } else if ((rt.n == 2 || rt.n == 3) && is(&rt, 1, "sessions")) {
+                api_sessions_handle(r, rt.n == 3 ? rt.seg[2] : NULL);
         } else {
                 http_reply_error(r, 404, "No route %s", r->path);
         }

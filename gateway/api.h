@@ -7,4 +7,17 @@
 
 void api_handle(struct http_request *r);
 
+/* Shared by the API's modules. */
+
+/* The request body as a JSON object; NULL after replying 400. */
+json_t *api_parse_body(struct http_request *r);
+/* Starts a kernel as {"name"?, "env"?, "limits"?} in request asks; done
+ * hears when it is ready. Returns 0, or a negative errno after replying
+ * with the error. */
+int api_start_kernel(struct http_request *r, json_t *request,
+                     void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
+                     struct kernel **out);
+/* /api/sessions and /api/sessions/{id}. */
+void api_sessions_handle(struct http_request *r, const char *id);
+
 #endif

@@ -20,6 +20,7 @@ static const struct jp_kernelspec_list *specs;
 static struct kernel *kernels;
 static char gateway_session[JP_UUID_SIZE];
 static void (*all_gone)(void);
+static bool shutting_down;
 static lws_sorted_usec_list_t all_gone_timer;
 
 static void launch(struct kernel *k);
@@ -509,6 +510,8 @@ int kernel_start(const struct jp_kernelspec *spec, char *const *env,
         int rc = -ENOMEM;
 
         *out = NULL;
+        if (shutting_down)
+                return -ESHUTDOWN;
         if (kernels_count() >= (size_t)cfg->max_kernels)
                 return -EAGAIN;
         k = calloc(1, sizeof(*k));
@@ -674,6 +677,7 @@ void kernels_shutdown_all(double timeout_ms, void (*done)(void))
 {
         struct kernel *k = kernels;
 
+        shutting_down = true;
         if (!kernels) {
                 done();
                 return;
