@@ -8,6 +8,7 @@
 #include "protocol/wsv1.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -27,36 +28,6 @@ static struct kernel *kernel_of_path(const char *path)
         return kernel_find(id);
 }
 
-/* An Origin header, when present, must be the gateway's own origin or one
- * of --allow-origin: a web page elsewhere must not drive a kernel with the
- * user's credentials. Clients that are not browsers send none. */
-static bool origin_allowed(struct lws *wsi)
-{
-        const char *allowed = kernels_config()->allow_origin;
-        char origin[256], host[256];
-        const char *o, *p;
-        size_t olen;
-
-        if (lws_hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN) <= 0)
-                return true;
-        if (strcmp(allowed, "*") == 0)
-                return true;
-        o = strstr(origin, "://");
-        if (o && lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) > 0 &&
-            strcasecmp(o + 3, host) == 0)
-                return true;
-        olen = strlen(origin);
-        for (p = allowed; *p;) {
-                const char *comma = strchr(p, ',');
-                size_t n = comma ? (size_t)(comma - p) : strlen(p);
-
-                if (n == olen && strncasecmp(p, origin, n) == 0)
-                        return true;
-                p = comma ? comma + 1 : p + n;
-        }
-        return false;
-}
-
 int channels_confirm_upgrade(struct lws *wsi)
 {
         char path[HTTP_PATH_MAX];
@@ -69,7 +40,7 @@ int channels_confirm_upgrade(struct lws *wsi)
                 http_write_error_now(wsi, 401, "Missing or wrong token");
                 return 1;
         }
-        if (!origin_allowed(wsi)) {
+        if (http_origin(wsi, NULL, 0) == HTTP_ORIGIN_DENIED) {
                 http_write_error_now(wsi, 403, "Origin not allowed");
                 return 1;
         }
@@ -126,8 +97,56 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
         return 0;
 }
 
+/* Is msg_type in --allowed-message-types (all are when it is empty)? */
+static bool type_allowed(const char *msg_type)
+{
+        const char *list = kernels_config()->allowed_message_types;
+        size_t len = strlen(msg_type);
+
+        if (!*list)
+                return true;
+        for (const char *p = list; *p;) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+
+                while (n && *p == ' ') {
+                        p++;
+                        n--;
+                }
+                while (n && p[n - 1] == ' ')
+                        n--;
+                if (n == len && strncmp(p, msg_type, n) == 0)
+                        return true;
+                p = comma ? comma + 1 : p + n;
+        }
+        return false;
+}
+
+/* Answers a message the allow-list refuses, in the cell that sent it. */
+static void refuse_type(struct channel_conn *c, const struct jp_msg *msg, const char *msg_type)
+{
+        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
+        char text[256];
+        json_t *content;
+        struct relay_msg *m = NULL;
+
+        snprintf(text, sizeof(text),
+                 "[glovebox] message type %s is not allowed by this gateway "
+                 "(--allowed-message-types)\n",
+                 msg_type);
+        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
+        if (content && parent)
+                m = relay_msg_make(JP_IOPUB, "stream", parent, content);
+        if (m)
+                session_deliver(c->session, m);
+        relay_msg_unref(&m);
+        json_decref(content);
+        free(parent);
+}
+
 static void handle_frame(struct channel_conn *c)
 {
+        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
         struct jp_msg msg;
         char err[160] = "";
         int rc;
@@ -149,6 +168,14 @@ static void handle_frame(struct channel_conn *c)
                 close_later(c, LWS_CLOSE_STATUS_INVALID_PAYLOAD, err);
                 return;
         }
+        if (*kernels_config()->allowed_message_types &&
+            (jp_header_fields(msg.header, msg_id, msg_type) < 0 || !type_allowed(msg_type))) {
+                klog_warn(c->session->kernel->id, "refused a %s message from a client",
+                          msg_type[0] ? msg_type : "malformed");
+                refuse_type(c, &msg, msg_type[0] ? msg_type : "(unknown)");
+                jp_msg_release(&msg);
+                return;
+        }
         rc = session_send(c->session, &msg);
         if (rc < 0)
                 klog_warn(c->session->kernel->id, "could not pass a %s message to the kernel: %s",
@@ -160,16 +187,20 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
 {
         if (c->closing || !c->session)
                 return 0;
-        if (c->rx.len == 0)
+        if (c->rx.len == 0 && !c->rx_oversized)
                 c->rx_binary = lws_frame_is_binary(c->wsi);
-        if (buf_append(&c->rx, in, len) < 0) {
-                buf_reset(&c->rx);
-                close_later(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "message too large");
-                return 0;
+        if (!c->rx_oversized && buf_append(&c->rx, in, len) < 0) {
+                /* Read the rest of it away, then close, so that the client
+                 * sees the close code rather than a broken pipe. */
+                buf_free(&c->rx);
+                c->rx_oversized = true;
         }
         if (!lws_is_final_fragment(c->wsi) || lws_remaining_packet_payload(c->wsi))
                 return 0;
-        handle_frame(c);
+        if (c->rx_oversized)
+                close_later(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "message too large");
+        else
+                handle_frame(c);
         buf_reset(&c->rx);
         return 0;
 }

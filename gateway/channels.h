@@ -18,6 +18,7 @@ struct channel_conn {
         enum relay_format format;
         struct buf rx;
         bool rx_binary;
+        bool rx_oversized; /* past --max-message-bytes: discarding to its end */
         bool closing;
         int close_code;
         char close_reason[100];

@@ -65,12 +65,29 @@ static const struct option_def options[] = {
             "default writable disk per kernel (/home/user and /tmp)"),
         OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
             "largest disk limit a request may ask for"),
+        OPT("cull-idle-timeout", OPT_DOUBLE, cull_idle_timeout, 0, 1e9, "0",
+            "shut down kernels idle this many seconds (0: never)"),
+        OPT("cull-interval", OPT_DOUBLE, cull_interval, 1, 86400, "300",
+            "seconds between looks for idle kernels"),
+        OPT("cull-connected", OPT_FLAG, cull_connected, 0, 0, NULL,
+            "cull idle kernels even while clients are connected"),
+        OPT("cull-busy", OPT_FLAG, cull_busy, 0, 0, NULL, "cull kernels even while busy"),
+        OPT("certfile", OPT_STRING, certfile, 0, 0, "", "TLS certificate (PEM); serves https"),
+        OPT("keyfile", OPT_STRING, keyfile, 0, 0, "", "TLS private key (PEM)"),
+        OPT("iopub-msg-rate-limit", OPT_DOUBLE, iopub_msg_rate_limit, 0, 1e9, "0",
+            "iopub messages per second per kernel before outputs are held back (0: no limit)"),
+        OPT("iopub-data-rate-limit", OPT_DOUBLE, iopub_data_rate_limit, 0, 1e12, "0",
+            "stream bytes per second per kernel before outputs are held back (0: no limit)"),
+        OPT("rate-limit-window", OPT_DOUBLE, rate_limit_window, 0.1, 60, "3",
+            "seconds over which the iopub rates are averaged"),
+        OPT("allowed-message-types", OPT_STRING, allowed_message_types, 0, 0, "",
+            "comma-separated msg_types clients may send (empty: all)"),
         OPT("max-message-bytes", OPT_INT, max_message_bytes, 4096, 1LL << 32, "134217728",
             "largest message relayed in either direction"),
         OPT("max-body-bytes", OPT_INT, max_body_bytes, 1024, 1LL << 32, "1048576",
             "largest REST request body"),
         OPT("replay-bytes", OPT_INT, replay_bytes, 0, 1LL << 34, "67108864",
-            "outputs kept per client session while it is disconnected (bytes)"),
+            "outputs kept per client session while it is away (bytes, plus one message)"),
         OPT("replay-messages", OPT_INT, replay_messages, 0, 10000000, "100000",
             "outputs kept per client session while it is disconnected (messages)"),
         OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
@@ -282,6 +299,10 @@ static int validate(struct config *cfg)
         if (cfg->memory_mb > cfg->max_memory_mb || cfg->cpus > cfg->max_cpus ||
             cfg->pids > cfg->max_pids || cfg->disk_mb > cfg->max_disk_mb) {
                 fprintf(stderr, "glovebox: a default limit is above its --max-* maximum\n");
+                return -EINVAL;
+        }
+        if (!!*cfg->certfile != !!*cfg->keyfile) {
+                fprintf(stderr, "glovebox: --certfile and --keyfile go together\n");
                 return -EINVAL;
         }
         if (cfg->token && strlen(cfg->token) < 8) {

@@ -29,7 +29,19 @@ struct config {
         double cpus, max_cpus;
         int64_t pids, max_pids;
         int64_t disk_mb, max_disk_mb;
+        /* idle culling */
+        double cull_idle_timeout;
+        double cull_interval;
+        bool cull_connected;
+        bool cull_busy;
+        /* TLS */
+        char *certfile;
+        char *keyfile;
         /* message handling */
+        double iopub_msg_rate_limit;
+        double iopub_data_rate_limit;
+        double rate_limit_window;
+        char *allowed_message_types; /* comma-separated; empty: all */
         int64_t max_message_bytes;
         int64_t max_body_bytes;
         int64_t replay_bytes;

@@ -46,6 +46,41 @@ static bool token_equal(const char *given, size_t len, const char *expected)
         return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
 }
 
+/* A page elsewhere must not drive kernels with the user's credentials: an
+ * Origin, when present, must be the gateway's own or one --allow-origin
+ * names ('*' for any). */
+enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size)
+{
+        const char *allowed = kernels_config()->allow_origin;
+        char origin[256], host[256];
+        const char *o, *p;
+        size_t olen;
+
+        if (lws_hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN) <= 0)
+                return HTTP_ORIGIN_NONE;
+        o = strstr(origin, "://");
+        if (o && lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) > 0 &&
+            strcasecmp(o + 3, host) == 0)
+                return HTTP_ORIGIN_SAME;
+        olen = strlen(origin);
+        for (p = allowed; *p;) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+
+                while (n && *p == ' ') {
+                        p++;
+                        n--;
+                }
+                if ((n == 1 && *p == '*') || (n == olen && strncasecmp(p, origin, n) == 0)) {
+                        if (out)
+                                snprintf(out, size, "%s", origin);
+                        return HTTP_ORIGIN_ALLOWED;
+                }
+                p = comma ? comma + 1 : p + n;
+        }
+        return HTTP_ORIGIN_DENIED;
+}
+
 bool http_authorized(struct lws *wsi)
 {
         const struct config *cfg = kernels_config();
@@ -167,10 +202,45 @@ void http_reply_empty(struct http_request *r, int status)
         http_reply_bytes(r, status, NULL, "", 0);
 }
 
-static int write_response(struct lws *wsi, int status, const char *content_type,
-                          const char *location, unsigned char *body, size_t len)
+static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
+                      unsigned char *end)
 {
-        unsigned char headers[LWS_PRE + 2048];
+        return lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+                                           (const unsigned char *)value, (int)strlen(value), p,
+                                           end);
+}
+
+/* CORS: the allowed origin is echoed, and a preflight (OPTIONS) also
+ * learns which methods and headers it may use. */
+static int add_cors(struct lws *wsi, const char *origin, bool preflight, unsigned char **p,
+                    unsigned char *end)
+{
+        char asked[512];
+
+        if (!origin || !*origin)
+                return 0;
+        if (add_header(wsi, "access-control-allow-origin:", origin, p, end) ||
+            add_header(wsi, "access-control-allow-credentials:", "true", p, end) ||
+            add_header(wsi, "vary:", "Origin", p, end))
+                return -1;
+        if (!preflight)
+                return 0;
+        if (lws_hdr_custom_copy(wsi, asked, sizeof(asked), "access-control-request-headers:",
+                                31) <= 0)
+                snprintf(asked, sizeof(asked), "Authorization, Content-Type");
+        return add_header(wsi, "access-control-allow-methods:",
+                          "GET, POST, PUT, PATCH, DELETE, OPTIONS", p, end) ||
+                               add_header(wsi, "access-control-allow-headers:", asked, p, end) ||
+                               add_header(wsi, "access-control-max-age:", "600", p, end)
+                       ? -1
+                       : 0;
+}
+
+static int write_response(struct lws *wsi, int status, const char *content_type,
+                          const char *location, const char *cors_origin, bool preflight,
+                          unsigned char *body, size_t len)
+{
+        unsigned char headers[LWS_PRE + 4096];
         unsigned char *start = headers + LWS_PRE, *p = start, *end = headers + sizeof(headers) - 1;
 
         if (lws_add_http_common_headers(wsi, (unsigned)status, content_type, len, &p, end) ||
@@ -179,10 +249,9 @@ static int write_response(struct lws *wsi, int status, const char *content_type,
             lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
                                         (const unsigned char *)"nosniff", 7, &p, end))
                 return -1;
-        if (location && *location &&
-            lws_add_http_header_by_name(wsi, (const unsigned char *)"location:",
-                                        (const unsigned char *)location, (int)strlen(location), &p,
-                                        end))
+        if (location && *location && add_header(wsi, "location:", location, &p, end))
+                return -1;
+        if (add_cors(wsi, cors_origin, preflight, &p, end))
                 return -1;
         if (lws_finalize_write_http_header(wsi, start, &p, end))
                 return -1;
@@ -200,7 +269,8 @@ int http_write_error_now(struct lws *wsi, int status, const char *message)
 
         if (body && text) {
                 memcpy(body + LWS_PRE, text, len);
-                rc = write_response(wsi, status, "application/json", NULL, body + LWS_PRE, len);
+                rc = write_response(wsi, status, "application/json", NULL, NULL, false,
+                                    body + LWS_PRE, len);
         }
         free(body);
         free(text);
@@ -227,6 +297,7 @@ static enum http_method method_of(struct lws *wsi)
 static int begin(struct lws *wsi, struct http_request *r)
 {
         const struct config *cfg = kernels_config();
+        enum http_origin_kind origin;
         char length[32];
         long long content_length = 0;
 
@@ -243,8 +314,15 @@ static int begin(struct lws *wsi, struct http_request *r)
         }
         /* Until the body is read (or refused), the connection is mid-request. */
         r->reading_body = content_length != 0;
+        origin = http_origin(wsi, r->cors_origin, sizeof(r->cors_origin));
         if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
                 http_reply_error(r, 404, "Not found");
+        } else if (origin == HTTP_ORIGIN_DENIED) {
+                http_reply_error(r, 403, "Cross-origin request from a page --allow-origin does "
+                                         "not name");
+        } else if (r->method == HTTP_OPTIONS) {
+                /* A preflight carries no credentials; it only learns the rules. */
+                http_reply_empty(r, 204);
         } else if (!http_authorized(wsi)) {
                 http_reply_error(r, 401, "Missing or wrong token");
         } else if (content_length < 0) {
@@ -280,7 +358,8 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
 
                 if (!r->responded || !r->wsi)
                         return 0;
-                rc = write_response(wsi, r->status, r->content_type, r->location,
+                rc = write_response(wsi, r->status, r->content_type, r->location, r->cors_origin,
+                                    r->method == HTTP_OPTIONS,
                                     (unsigned char *)r->response.data + LWS_PRE,
                                     r->response.len - LWS_PRE);
                 request_reset(r);

@@ -28,6 +28,7 @@ struct http_request {
         int status;
         const char *content_type;
         char location[HTTP_PATH_MAX];
+        char cors_origin[256]; /* echoed in Access-Control-Allow-Origin when set */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
         struct kernel_waiter waiter;
 };
@@ -37,6 +38,16 @@ struct http_request {
 int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http_request *r,
                   void *in, size_t len);
 
+enum http_origin_kind {
+        HTTP_ORIGIN_NONE,    /* no Origin header: not a browser */
+        HTTP_ORIGIN_SAME,    /* the gateway's own origin */
+        HTTP_ORIGIN_ALLOWED, /* another origin that --allow-origin names */
+        HTTP_ORIGIN_DENIED,
+};
+
+/* Classifies the request's Origin; an allowed one is copied to out (for
+ * the CORS headers) when out is given. */
+enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size);
 /* The token check of every route and WebSocket upgrade. */
 bool http_authorized(struct lws *wsi);
 /* Copies the request path below the base URL into out (no leading '/').

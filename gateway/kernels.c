@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PROBE_INTERVAL_MS 500.0
 
@@ -62,9 +63,18 @@ size_t kernels_count(void)
         return n;
 }
 
+static double monotonic(void)
+{
+        struct timespec now;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
 void kernel_touch(struct kernel *k)
 {
         jp_timestamp_now(k->last_activity);
+        k->active_at = monotonic();
 }
 
 static void set_state(struct kernel *k, const char *state)
@@ -273,6 +283,67 @@ static void track_status(struct kernel *k, const struct jp_msg *msg)
         json_decref(content);
 }
 
+/* Counts m in the kernel's rate window; true when it must be held back
+ * because the window's rate is over --iopub-msg-rate-limit or
+ * --iopub-data-rate-limit (as Jupyter Server does; statuses and the
+ * messages that frame an execution always pass). */
+static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
+{
+        double window = cfg->rate_limit_window;
+        int64_t tick = (int64_t)(monotonic() / (window / RATE_BUCKETS));
+        uint64_t msgs = 0, bytes = 0;
+        bool over;
+
+        if (cfg->iopub_msg_rate_limit <= 0 && cfg->iopub_data_rate_limit <= 0)
+                return false;
+        if (strcmp(m->msg_type, "status") == 0 || strcmp(m->msg_type, "comm_open") == 0 ||
+            strcmp(m->msg_type, "execute_input") == 0)
+                return false;
+        /* Empty the buckets that slid out of the window since the last message. */
+        for (int64_t t = k->rate.tick + 1; t <= tick && t <= k->rate.tick + RATE_BUCKETS; t++) {
+                k->rate.msgs[t % RATE_BUCKETS] = 0;
+                k->rate.bytes[t % RATE_BUCKETS] = 0;
+        }
+        if (tick > k->rate.tick + RATE_BUCKETS)
+                memset(&k->rate.msgs, 0, sizeof(k->rate.msgs) + sizeof(k->rate.bytes));
+        k->rate.tick = tick;
+        k->rate.msgs[tick % RATE_BUCKETS]++;
+        if (strcmp(m->msg_type, "stream") == 0)
+                k->rate.bytes[tick % RATE_BUCKETS] += m->size;
+        for (int i = 0; i < RATE_BUCKETS; i++) {
+                msgs += k->rate.msgs[i];
+                bytes += k->rate.bytes[i];
+        }
+        over = (cfg->iopub_msg_rate_limit > 0 && msgs / window > cfg->iopub_msg_rate_limit) ||
+               (cfg->iopub_data_rate_limit > 0 && bytes / window > cfg->iopub_data_rate_limit);
+        if (over && !k->rate.exceeded) {
+                char text[512];
+                json_t *content;
+                struct relay_msg *notice;
+
+                snprintf(text, sizeof(text),
+                         "[glovebox] IOPub rate exceeded: outputs are held back until the rate "
+                         "falls below the limit (--iopub-msg-rate-limit %g messages/s, "
+                         "--iopub-data-rate-limit %g bytes/s, over %g s).\n",
+                         cfg->iopub_msg_rate_limit, cfg->iopub_data_rate_limit, window);
+                /* In the cell whose output is held back. */
+                char *parent = strndup((const char *)m->msg.parent_header.ptr,
+                                       m->msg.parent_header.len);
+
+                content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
+                notice = content && parent ? relay_msg_make(JP_IOPUB, "stream", parent, content)
+                                           : NULL;
+                for (struct session *s = k->sessions; notice && s; s = s->next)
+                        session_deliver(s, notice);
+                relay_msg_unref(&notice);
+                json_decref(content);
+                free(parent);
+                klog_warn(k->id, "iopub rate exceeded; holding outputs back");
+        }
+        k->rate.exceeded = over;
+        return over;
+}
+
 static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes)
 {
         struct kernel *k = arg;
@@ -292,6 +363,10 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
         if (k->phase == KERNEL_CONNECTING) {
                 k->probe_iopub = true;
                 probe_check(k);
+        }
+        if (rate_exceeded(k, m)) {
+                relay_msg_unref(&m);
+                return;
         }
         for (struct session *s = k->sessions; s; s = s->next)
                 session_deliver(s, m);
@@ -655,12 +730,37 @@ json_t *kernels_model(void)
 
 /* ---- whole registry ------------------------------------------------------- */
 
+static lws_sorted_usec_list_t cull_timer;
+
+/* Shuts down kernels idle for --cull-idle-timeout, sparing connected and
+ * busy ones unless told otherwise. */
+static void on_cull(lws_sorted_usec_list_t *sul)
+{
+        double now = monotonic();
+        struct kernel *k = kernels;
+
+        while (k) {
+                struct kernel *next = k->next;
+
+                if (k->phase == KERNEL_READY && now - k->active_at > cfg->cull_idle_timeout &&
+                    (cfg->cull_connected || k->connections == 0) &&
+                    (cfg->cull_busy || strcmp(k->execution_state, "busy") != 0)) {
+                        klog_info(k->id, "culled after %.0f s idle", now - k->active_at);
+                        kernel_shutdown(k, NULL);
+                }
+                k = next;
+        }
+        loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
+}
+
 int kernels_init(const struct config *config, const struct jp_kernelspec_list *list)
 {
         cfg = config;
         specs = list;
         if (jp_uuid4(gateway_session) < 0)
                 return -EIO;
+        if (cfg->cull_idle_timeout > 0)
+                loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
         return host_attach(&host_events);
 }
 
@@ -678,6 +778,7 @@ void kernels_shutdown_all(double timeout_ms, void (*done)(void))
         struct kernel *k = kernels;
 
         shutting_down = true;
+        loop_timer_stop(&cull_timer);
         if (!kernels) {
                 done();
                 return;

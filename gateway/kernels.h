@@ -29,6 +29,8 @@ enum kernel_phase {
 struct kernel;
 struct session;
 
+#define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
+
 /* Someone (an HTTP request) waiting for a kernel to become ready, or to be
  * gone. done() runs once, with 0 or an HTTP status and a message. */
 struct kernel_waiter {
@@ -68,6 +70,14 @@ struct kernel {
         lws_sorted_usec_list_t probe_timer;
         lws_sorted_usec_list_t deadline_timer;
         lws_sorted_usec_list_t grace_timer;
+
+        double active_at; /* monotonic seconds of the last activity, for culling */
+        /* iopub rate accounting (--iopub-*-rate-limit) */
+        struct {
+                uint64_t msgs[RATE_BUCKETS], bytes[RATE_BUCKETS];
+                int64_t tick; /* bucket index of the newest bucket */
+                bool exceeded;
+        } rate;
 
         struct session *sessions;
         struct kernel_waiter *waiters;

@@ -109,12 +109,13 @@ static void print_url(void)
 {
         const char *host = strcmp(gw.cfg.host, "0.0.0.0") == 0 ? "127.0.0.1" : gw.cfg.host;
         const char *lb = strchr(host, ':') ? "[" : "", *rb = strchr(host, ':') ? "]" : "";
+        const char *scheme = *gw.cfg.certfile ? "https" : "http";
 
         if (gw.cfg.no_auth)
-                printf("Glovebox is serving at http://%s%s%s:%d%s\n", lb, host, rb, gw.cfg.port,
-                       gw.cfg.base_url);
+                printf("Glovebox is serving at %s://%s%s%s:%d%s\n", scheme, lb, host, rb,
+                       gw.cfg.port, gw.cfg.base_url);
         else
-                printf("Glovebox is serving at http://%s%s%s:%d%s?token=%s\n", lb, host, rb,
+                printf("Glovebox is serving at %s://%s%s%s:%d%s?token=%s\n", scheme, lb, host, rb,
                        gw.cfg.port, gw.cfg.base_url, gw.cfg.token);
         fflush(stdout);
 }

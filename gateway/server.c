@@ -98,6 +98,11 @@ struct lws_context *server_create(const struct config *cfg)
         info.pt_serv_buf_size = 64 * 1024;
         info.timeout_secs = 120;
         info.options = strchr(cfg->host, ':') ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6;
+        if (*cfg->certfile) {
+                info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+                info.ssl_cert_filepath = cfg->certfile;
+                info.ssl_private_key_filepath = cfg->keyfile;
+        }
         ctx = lws_create_context(&info);
         if (!ctx)
                 log_error("cannot listen on %s:%d", cfg->host, cfg->port);

@@ -189,7 +189,10 @@ struct session *session_open(struct kernel *k, const char *id)
                 free(s);
                 return NULL;
         }
-        outbox_init(&s->outbox, (size_t)cfg->replay_bytes, (size_t)cfg->replay_messages);
+        /* Room for --replay-bytes of backlog plus one message of the largest
+         * size, which must pass whole even right after another. */
+        outbox_init(&s->outbox, (size_t)(cfg->replay_bytes + cfg->max_message_bytes),
+                    (size_t)cfg->replay_messages);
         if (k->ipc_prefix[0] && session_connect(s) < 0) {
                 klog_warn(k->id, "cannot open a client session's sockets");
                 for (int i = 0; i < 3; i++)

@@ -1,0 +1,189 @@
+"""Jupyter Server 1.23.3 as a gateway client of Glovebox.
+
+    glovebox (token) <── jupyter_server --gateway-url (its own token) <── this test
+
+The test is a client of jupyter_server only (its REST API and its
+/api/kernels/{id}/channels WebSocket); every kernel it reaches must be a
+sandboxed Glovebox kernel. Glovebox here runs WITH a token: jupyter_server
+1.23.3's gateway WebSocket proxy (gateway/handlers.py,
+GatewayWebSocketClient._connect) builds its upgrade request with
+GatewayClient.load_connection_args(), which adds
+"Authorization: token <GatewayClient.auth_token>", so --no-auth is not
+needed for this client (it is for nbclient's GatewayKernelClient, see
+test_nbclient_gateway.py).
+"""
+import time
+import uuid
+
+import websocket
+
+from conftest import check_png, kernel_ids
+from gbclient import Channel, outputs_of, stdout_of
+
+PLOT = """\
+%matplotlib inline
+import matplotlib.pyplot as plt
+plt.plot([0, 1, 4, 9, 16], 'o-')
+plt.title('glovebox')
+plt.show()
+"""
+
+
+def start_kernel(js):
+    status, model, headers = js.request("POST", "/api/kernels", {"name": "python3"})
+    assert status == 201, (status, model, js.read_log()[-3000:])
+    return model
+
+
+def test_kernelspecs_come_from_glovebox(gateway, jupyter_server):
+    status, specs, _ = jupyter_server.request("GET", "/api/kernelspecs")
+    assert status == 200, (status, specs)
+    _, gb_specs, _ = gateway.request("GET", "/api/kernelspecs")
+    assert specs["default"] == gb_specs["default"] == "python3"
+    assert set(specs["kernelspecs"]) == set(gb_specs["kernelspecs"])
+    assert specs["kernelspecs"]["python3"]["spec"]["argv"] == \
+        gb_specs["kernelspecs"]["python3"]["spec"]["argv"]
+    # A kernelspec resource, fetched by jupyter_server's GatewayResourceHandler
+    # from glovebox's /kernelspecs/{name}/{file}.
+    status, logo, headers = jupyter_server.request("GET", "/kernelspecs/python3/logo-64x64.png")
+    assert status == 200, (status, logo)
+    assert logo[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_kernel_runs_in_glovebox(gateway, jupyter_server):
+    model = start_kernel(jupyter_server)
+    kid = model["id"]
+    # The same kernel, by id, in glovebox's own list.
+    assert kid in kernel_ids(gateway)
+    # jupyter_server's GET refreshes its model from glovebox (it parses
+    # last_activity with "%Y-%m-%dT%H:%M:%S.%fZ"; a 500 here means it could not).
+    status, listed, _ = jupyter_server.request("GET", "/api/kernels")
+    assert status == 200, (status, listed, jupyter_server.read_log()[-3000:])
+    assert [k["id"] for k in listed] == [kid]
+    status, one, _ = jupyter_server.request("GET", f"/api/kernels/{kid}")
+    assert status == 200 and one["id"] == kid and one["name"] == "python3", (status, one)
+
+    ch = Channel(jupyter_server, kid)
+    try:
+        reply, out = ch.execute("print('hello from the kernel')")
+        assert reply["content"]["status"] == "ok", reply
+        assert stdout_of(out) == "hello from the kernel\n"
+
+        reply, out = ch.execute("1+1")
+        assert reply["content"]["status"] == "ok"
+        [result] = outputs_of(out, "execute_result")
+        assert result["content"]["data"]["text/plain"] == "2"
+        assert result["content"]["execution_count"] == reply["content"]["execution_count"] == 2
+
+        # The sandbox, seen from inside: seccomp filter mode, no capabilities,
+        # uid 1000, glovebox's hostname, an empty network namespace.
+        reply, out = ch.execute(
+            "import os, socket\n"
+            "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines())\n"
+            "print(st['Seccomp'].strip(), st['CapEff'].strip(), os.getuid(), socket.gethostname(),"
+            " sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'nosys')")
+        assert reply["content"]["status"] == "ok", reply
+        assert stdout_of(out).split() == ["2", "0000000000000000", "1000", "glovebox", "nosys"]
+
+        # While the proxy is connected, glovebox counts its connection.
+        assert kernel_ids(gateway)[kid]["connections"] >= 1
+
+        reply, out = ch.execute(PLOT)
+        assert reply["content"]["status"] == "ok", reply
+        [display] = outputs_of(out, "display_data")
+        check_png(display["content"]["data"]["image/png"])
+        assert "Figure" in display["content"]["data"]["text/plain"]
+    finally:
+        ch.close()
+
+
+def test_sessions_api_starts_glovebox_kernel(gateway, jupyter_server):
+    """What JupyterLab and Notebook do: POST /api/sessions. jupyter_server
+    then posts {"name", "env": {"KERNEL_WORKING_DIR": <root_dir>, ...}} to
+    glovebox (GatewayKernelManager.start_kernel)."""
+    (jupyter_server.root / "nb.ipynb").write_text("{}")
+    status, sess, _ = jupyter_server.request("POST", "/api/sessions", {
+        "path": "nb.ipynb", "type": "notebook", "name": "nb.ipynb",
+        "kernel": {"name": "python3"}})
+    assert status == 201, (status, sess, jupyter_server.read_log()[-3000:])
+    kid = sess["kernel"]["id"]
+    assert kid in kernel_ids(gateway)
+    ch = Channel(jupyter_server, kid)
+    try:
+        reply, out = ch.execute("import os; print(os.environ.get('KERNEL_WORKING_DIR'))")
+        assert reply["content"]["status"] == "ok", reply
+        # The request's env reaches the sandboxed kernel (the value names a
+        # host path; the kernel cannot see it, but it is what the client sent).
+        assert stdout_of(out).strip() == str(jupyter_server.root)
+    finally:
+        ch.close()
+    status, _, _ = jupyter_server.request("DELETE", f"/api/sessions/{sess['id']}")
+    assert status == 204
+    assert kid not in kernel_ids(gateway)
+
+
+def test_interrupt_restart_delete_through_jupyter_server(gateway, jupyter_server):
+    kid = start_kernel(jupyter_server)["id"]
+    ch = Channel(jupyter_server, kid)
+    try:
+        reply, _ = ch.execute("x = 42")
+        assert reply["content"]["status"] == "ok"
+
+        msg_id = ch.send("execute_request", {
+            "code": "import time\nfor _ in range(600): time.sleep(0.1)", "silent": False,
+            "store_history": True, "user_expressions": {}, "allow_stdin": False,
+            "stop_on_error": True})
+        # Wait for the cell to be running (busy) before interrupting.
+        deadline = time.time() + 30
+        while True:
+            m = ch.recv(max(0.1, deadline - time.time()))
+            if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "execute_input"):
+                break
+        t0 = time.time()
+        status, body, _ = jupyter_server.request("POST", f"/api/kernels/{kid}/interrupt")
+        assert status == 204, (status, body)
+        reply, out = ch.collect(msg_id, timeout=20)
+        assert time.time() - t0 < 10
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+
+        status, body, _ = jupyter_server.request("POST", f"/api/kernels/{kid}/restart")
+        assert status == 200, (status, body, jupyter_server.read_log()[-3000:])
+        assert body["id"] == kid
+    finally:
+        ch.close()
+
+    # After the restart, a fresh interpreter: x is gone; the same id, still in glovebox.
+    assert kid in kernel_ids(gateway)
+    ch = Channel(jupyter_server, kid)
+    try:
+        reply, out = ch.execute("print('x' in globals())", timeout=60)
+        assert reply["content"]["status"] == "ok", reply
+        assert stdout_of(out) == "False\n"
+    finally:
+        ch.close()
+
+    status, _, _ = jupyter_server.request("DELETE", f"/api/kernels/{kid}")
+    assert status == 204
+    assert kid not in kernel_ids(gateway)
+
+
+def test_proxy_authenticates_to_glovebox(gateway, jupyter_server):
+    """The working channel above is not thanks to lax auth: glovebox refuses
+    a channel upgrade without its token, and jupyter_server's proxy got in
+    because it sends one."""
+    kid = start_kernel(jupyter_server)["id"]
+    url = f"ws://127.0.0.1:{gateway.port}/api/kernels/{kid}/channels?session_id={uuid.uuid4().hex}"
+    try:
+        ws = websocket.create_connection(url, timeout=10)
+    except websocket.WebSocketBadStatusException as e:
+        assert e.status_code in (401, 403), e
+    else:
+        ws.close()
+        raise AssertionError("glovebox accepted a channel upgrade without a token")
+    ch = Channel(jupyter_server, kid)
+    try:
+        reply, out = ch.execute("print(6 * 7)")
+        assert stdout_of(out) == "42\n"
+    finally:
+        ch.close()
