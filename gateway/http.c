@@ -348,6 +348,10 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                                          (long long)kernels_config()->max_body_bytes);
                 return 0;
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+                /* lws calls this for "Content-Length: 0" too, after begin()
+                 * has already handed the request on. */
+                if (!r->reading_body)
+                        return 0;
                 r->reading_body = false;
                 if (!r->responded)
                         api_handle(r);

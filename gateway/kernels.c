@@ -86,7 +86,7 @@ static void set_state(struct kernel *k, const char *state)
 
 static void waiter_add(struct kernel *k, struct kernel_waiter *w)
 {
-        if (!w)
+        if (!w || w->kernel)
                 return;
         w->kernel = k;
         w->next = k->waiters;
@@ -431,6 +431,9 @@ static void on_started(const struct hostmsg_started *m)
                 return;
         }
         session_connect_all(k);
+        /* The kernel's own "starting" is usually sent before anyone
+         * listens; clients of a restarted kernel hear it from us. */
+        kernel_broadcast_status(k, "starting");
         k->phase = KERNEL_CONNECTING;
         k->probe_replied = false;
         k->probe_iopub = false;
@@ -659,16 +662,16 @@ void kernel_restart(struct kernel *k, struct kernel_waiter *w)
         klog_info(k->id, "restart requested");
         k->restarts = 0;
         k->last_death[0] = '\0';
+        /* No "restarting" status here: Jupyter clients read it as an
+         * automatic restart and reconnect on their own. */
         switch (k->phase) {
         case KERNEL_READY:
                 k->phase = KERNEL_RESTARTING;
                 set_state(k, "restarting");
-                kernel_broadcast_status(k, "restarting");
                 request_exit(k, true);
                 break;
         case KERNEL_DEAD:
                 set_state(k, "restarting");
-                kernel_broadcast_status(k, "restarting");
                 launch(k);
                 break;
         default:

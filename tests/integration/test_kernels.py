@@ -158,15 +158,37 @@ def test_restart_forgets_state(gateway, kernel):
     ch.close()
 
 
-def test_restart_statuses_reach_clients(gateway, kernel):
+def test_requested_restart_statuses(gateway, kernel):
+    """A requested restart says "starting" then "idle", but not "restarting",
+    which Jupyter clients take for an automatic restart."""
     ch = gateway.connect(kernel)
-    gateway.request("POST", f"/api/kernels/{kernel}/restart")
+    status, _, _ = gateway.request("POST", f"/api/kernels/{kernel}/restart")
+    assert status == 200
     states = []
-    while "restarting" not in states:
+    while "starting" not in states or states[-1] != "idle":
         m = ch.recv(timeout=10)
         if m["msg_type"] == "status":
             states.append(m["content"]["execution_state"])
+    assert "restarting" not in states, states
     ch.close()
+
+
+def test_restart_with_empty_body_answers_once(gateway, kernel):
+    """fetch() sends "Content-Length: 0" on a POST without a body; two such
+    restarts at once must both be answered."""
+    import threading
+    results = []
+
+    def restart():
+        results.append(gateway.request("POST", f"/api/kernels/{kernel}/restart", raw=b"")[0])
+
+    threads = [threading.Thread(target=restart) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == [200, 200]
+    assert gateway.read_log().count("restart requested") >= 2
 
 
 def test_delete(gateway):
@@ -276,10 +298,13 @@ def test_kernel_death_reported(gateway):
     ch.execute("import os")
     ch.send("execute_request", {"code": "os._exit(3)", "silent": False})
     states = []
-    while "dead" not in states:
+    while "idle" not in states:
         m = ch.recv(timeout=30)
         if m["msg_type"] == "status":
             states.append(m["content"]["execution_state"])
+    # dead, then restarting and starting from the gateway, in that order.
+    assert states[states.index("dead"):states.index("dead") + 3] == \
+        ["dead", "restarting", "starting"], states
     # It comes back by itself, with a fresh state.
     deadline = time.time() + 60
     while time.time() < deadline:
