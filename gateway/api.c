@@ -425,6 +425,10 @@ static void get_status(struct http_request *r)
         json_decref(list);
 }
 
+void api_prepare(struct http_request *r)
+{
+}
+
 void api_handle(struct http_request *r)
 {
         struct route rt;

@@ -5,6 +5,10 @@
 
 #include "gateway/http.h"
 
+/* At the headers: a route may set r->body_fn to take the body as it comes,
+ * or answer at once. */
+void api_prepare(struct http_request *r);
+/* Once the body is read (or streamed to body_fn). */
 void api_handle(struct http_request *r);
 
 /* Shared by the API's modules. */

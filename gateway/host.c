@@ -2,6 +2,7 @@
 
 #include "gateway/host.h"
 #include "gateway/loop.h"
+#include "protocol/ids.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 static int host_fd = -1;
 static pid_t host_pid = -1;
 static struct loop_watch *host_watch;
-static const struct host_events *host_events;
 
 static int find_program(char *out, size_t size)
 {
@@ -88,12 +88,163 @@ int host_spawn(const char *runtime_dir, const char *log_level)
         return 0;
 }
 
+/* Who asked for what: reports are routed back by id. */
+struct listener {
+        struct listener *next;
+        char id[JP_UUID_SIZE];
+        const struct host_sandbox_ops *sandbox;
+        const struct host_process_ops *process;
+        void *ctx;
+};
+
+static struct listener *listeners;
+static void (*on_lost)(void);
+
+static struct listener *listener_find(const char *id)
+{
+        for (struct listener *l = listeners; l; l = l->next) {
+                if (strcmp(l->id, id) == 0)
+                        return l;
+        }
+        return NULL;
+}
+
+static int listener_add(const char *id, const struct host_sandbox_ops *sandbox,
+                        const struct host_process_ops *process, void *ctx)
+{
+        struct listener *l;
+
+        if (listener_find(id))
+                return -EEXIST;
+        l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        snprintf(l->id, sizeof(l->id), "%s", id);
+        l->sandbox = sandbox;
+        l->process = process;
+        l->ctx = ctx;
+        l->next = listeners;
+        listeners = l;
+        return 0;
+}
+
+static void listener_remove(struct listener *l)
+{
+        for (struct listener **link = &listeners; *link; link = &(*link)->next) {
+                if (*link == l) {
+                        *link = l->next;
+                        free(l);
+                        return;
+                }
+        }
+}
+
+static void close_fds(int *fds, size_t nfds)
+{
+        for (size_t i = 0; i < nfds; i++)
+                close(fds[i]);
+}
+
+/* Routes one report; returns -EBADMSG when it does not decode. */
+static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
+{
+        union {
+                struct hostmsg_sandbox_ready ready;
+                struct hostmsg_started started;
+                struct hostmsg_failed failed;
+                struct hostmsg_exit exit;
+        } m;
+        struct listener *l;
+        int rc = -EBADMSG;
+
+        switch (type) {
+        case HOSTMSG_SANDBOX_READY:
+                rc = hostmsg_sandbox_ready_decode(body, &m.ready);
+                l = rc == 0 && nfds == 1 ? listener_find(m.ready.sandbox_id) : NULL;
+                if (l && l->sandbox) {
+                        l->sandbox->ready(l->ctx, &m.ready, fds[0]);
+                        return 0;
+                }
+                break;
+        case HOSTMSG_SANDBOX_FAILED:
+        case HOSTMSG_START_FAILED:
+                rc = hostmsg_failed_decode(body, &m.failed);
+                l = rc == 0 ? listener_find(m.failed.id) : NULL;
+                if (l && l->sandbox && type == HOSTMSG_SANDBOX_FAILED) {
+                        const struct host_sandbox_ops *ops = l->sandbox;
+                        void *ctx = l->ctx;
+
+                        listener_remove(l);
+                        ops->failed(ctx, &m.failed);
+                } else if (l && l->process && type == HOSTMSG_START_FAILED) {
+                        const struct host_process_ops *ops = l->process;
+                        void *ctx = l->ctx;
+
+                        listener_remove(l);
+                        ops->failed(ctx, &m.failed);
+                }
+                break;
+        case HOSTMSG_SANDBOX_GONE:
+        case HOSTMSG_EXITED:
+                rc = hostmsg_exit_decode(body, &m.exit);
+                l = rc == 0 ? listener_find(m.exit.id) : NULL;
+                if (l && l->sandbox && type == HOSTMSG_SANDBOX_GONE) {
+                        const struct host_sandbox_ops *ops = l->sandbox;
+                        void *ctx = l->ctx;
+
+                        listener_remove(l);
+                        ops->gone(ctx, &m.exit);
+                } else if (l && l->process && type == HOSTMSG_EXITED) {
+                        const struct host_process_ops *ops = l->process;
+                        void *ctx = l->ctx;
+
+                        listener_remove(l);
+                        ops->exited(ctx, &m.exit);
+                }
+                break;
+        case HOSTMSG_STARTED:
+                rc = hostmsg_started_decode(body, &m.started);
+                l = rc == 0 ? listener_find(m.started.id) : NULL;
+                if (l && l->process) {
+                        l->process->started(l->ctx, &m.started, fds, nfds);
+                        return 0;
+                }
+                break;
+        default:
+                break;
+        }
+        close_fds(fds, nfds);
+        return rc;
+}
+
+/* The kernel-host died: every object still waiting hears it is gone. */
+static void lose_everything(void)
+{
+        while (listeners) {
+                struct listener *l = listeners;
+                struct hostmsg_exit ex = {.exit_code = -1, .signal = SIGKILL};
+
+                snprintf(ex.id, sizeof(ex.id), "%s", l->id);
+                snprintf(ex.reason, sizeof(ex.reason), "host-lost");
+                listeners = l->next;
+                if (l->sandbox)
+                        l->sandbox->gone(l->ctx, &ex);
+                else
+                        l->process->exited(l->ctx, &ex);
+                free(l);
+        }
+        if (on_lost)
+                on_lost();
+}
+
 static void on_link(void *arg)
 {
         for (;;) {
                 enum hostmsg_type type;
                 json_t *body;
-                int rc = hostmsg_recv(host_fd, &type, &body);
+                int fds[HOSTMSG_MAX_FDS];
+                size_t nfds = 0;
+                int rc = hostmsg_recv(host_fd, &type, &body, fds, &nfds);
 
                 if (rc == -EAGAIN)
                         return;
@@ -104,70 +255,73 @@ static void on_link(void *arg)
                 if (rc < 0) {
                         log_error("the kernel-host is gone (%s)", strerror(-rc));
                         loop_unwatch(&host_watch);
-                        if (host_events->lost)
-                                host_events->lost();
+                        lose_everything();
                         return;
                 }
-                if (type == HOSTMSG_STARTED) {
-                        struct hostmsg_started m;
-
-                        if (hostmsg_started_decode(body, &m) == 0)
-                                host_events->started(&m);
-                        else
-                                rc = -EBADMSG;
-                } else if (type == HOSTMSG_START_FAILED) {
-                        struct hostmsg_failed m;
-
-                        if (hostmsg_failed_decode(body, &m) == 0)
-                                host_events->start_failed(&m);
-                        else
-                                rc = -EBADMSG;
-                } else if (type == HOSTMSG_EXITED) {
-                        struct hostmsg_exit m;
-
-                        if (hostmsg_exit_decode(body, &m) == 0)
-                                host_events->exited(&m);
-                        else
-                                rc = -EBADMSG;
-                } else {
-                        rc = -EBADMSG;
-                }
-                if (rc < 0)
+                if (dispatch(type, body, fds, nfds) < 0)
                         log_error("unexpected message %d from the kernel-host dropped", (int)type);
                 json_decref(body);
         }
 }
 
-int host_attach(const struct host_events *events)
+int host_attach(void (*lost)(void))
 {
-        host_events = events;
+        on_lost = lost;
         return loop_watch_fd(host_fd, on_link, NULL, &host_watch);
 }
 
 static int send_json(enum hostmsg_type type, json_t *body)
 {
-        int rc = body ? hostmsg_send(host_fd, type, body) : -ENOMEM;
+        int rc = body ? hostmsg_send(host_fd, type, body, NULL, 0) : -ENOMEM;
 
         json_decref(body);
         return rc;
 }
 
-int host_start(const struct hostmsg_start *req)
+int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
+                        void *ctx)
 {
-        return send_json(HOSTMSG_START, hostmsg_start_encode(req));
+        int rc = listener_add(req->sandbox_id, ops, NULL, ctx);
+
+        if (rc == 0)
+                rc = send_json(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(req));
+        if (rc < 0 && rc != -EEXIST)
+                listener_remove(listener_find(req->sandbox_id));
+        return rc;
 }
 
-int host_signal(const char *kernel_id, int signal)
+static int send_signal(enum hostmsg_type type, const char *id, int signal)
 {
         struct hostmsg_signal m = {.signal = signal};
 
-        snprintf(m.kernel_id, sizeof(m.kernel_id), "%s", kernel_id);
-        return send_json(HOSTMSG_SIGNAL, hostmsg_signal_encode(&m));
+        snprintf(m.id, sizeof(m.id), "%s", id);
+        return send_json(type, hostmsg_signal_encode(&m));
 }
 
-int host_stop(const char *kernel_id)
+int host_sandbox_destroy(const char *sandbox_id)
 {
-        return send_json(HOSTMSG_STOP, json_pack("{s:s}", "kernel_id", kernel_id));
+        return send_signal(HOSTMSG_SANDBOX_DESTROY, sandbox_id, 0);
+}
+
+int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx)
+{
+        int rc = listener_add(req->id, NULL, ops, ctx);
+
+        if (rc == 0)
+                rc = send_json(HOSTMSG_START, hostmsg_start_encode(req));
+        if (rc < 0 && rc != -EEXIST)
+                listener_remove(listener_find(req->id));
+        return rc;
+}
+
+int host_signal(const char *id, int signal)
+{
+        return send_signal(HOSTMSG_SIGNAL, id, signal);
+}
+
+int host_stop(const char *id)
+{
+        return send_signal(HOSTMSG_STOP, id, 0);
 }
 
 void host_close(int timeout_ms)

@@ -1,29 +1,44 @@
-/* The gateway's side of the kernel-host link (see protocol/hostmsg.h). */
+/* The gateway's side of the kernel-host link (see protocol/hostmsg.h):
+ * requests go out, and each report comes back to the object that asked,
+ * found by its id. */
 #ifndef GLOVEBOX_HOST_H
 #define GLOVEBOX_HOST_H
 
 #include "protocol/hostmsg.h"
 
-#include <sys/types.h>
+#include <stddef.h>
 
-struct host_events {
-        void (*started)(const struct hostmsg_started *m);
-        void (*start_failed)(const struct hostmsg_failed *m);
-        void (*exited)(const struct hostmsg_exit *m);
-        void (*lost)(void); /* the kernel-host died */
+struct host_sandbox_ops {
+        /* root_fd: the sandbox's root directory, now the callee's */
+        void (*ready)(void *ctx, const struct hostmsg_sandbox_ready *m, int root_fd);
+        void (*failed)(void *ctx, const struct hostmsg_failed *m);
+        void (*gone)(void *ctx, const struct hostmsg_exit *m); /* last report */
+};
+
+struct host_process_ops {
+        /* A command's stdin, stdout and stderr come in fds (now the
+         * callee's); a kernel's nfds is 0. */
+        void (*started)(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds);
+        void (*failed)(void *ctx, const struct hostmsg_failed *m); /* last report */
+        void (*exited)(void *ctx, const struct hostmsg_exit *m);   /* last report */
 };
 
 /* Forks and execs glovebox-kernel-host (found beside our own executable,
  * else in the libexec directory). Must run before any thread or ZMQ context
  * exists. Returns 0 or -errno. */
 int host_spawn(const char *runtime_dir, const char *log_level);
-/* Starts delivering the kernel-host's reports to events (needs the loop). */
-int host_attach(const struct host_events *events);
-int host_start(const struct hostmsg_start *req);
-int host_signal(const char *kernel_id, int signal);
-/* Kills everything of the kernel at once. */
-int host_stop(const char *kernel_id);
-/* Closes the link, which makes the kernel-host kill every kernel, clean up
+/* Starts delivering reports (needs the loop); lost() runs if the
+ * kernel-host dies, after every object heard that it is gone. */
+int host_attach(void (*lost)(void));
+
+int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
+                        void *ctx);
+int host_sandbox_destroy(const char *sandbox_id);
+int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx);
+int host_signal(const char *id, int signal);
+/* Kills the process at once. */
+int host_stop(const char *id);
+/* Closes the link, which makes the kernel-host kill everything, clean up
  * and exit, and waits for it (at most timeout_ms, then SIGKILL). */
 void host_close(int timeout_ms);
 

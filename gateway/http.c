@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static const char *status_phrase(int status)
 {
@@ -128,13 +129,133 @@ int http_route_path(struct lws *wsi, char *out, size_t size)
         return 0;
 }
 
+#define STREAM_PIECE (64 * 1024) /* bytes written per writable callback */
+
+static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
+                      unsigned char *end);
+static int add_cors(struct lws *wsi, const char *origin, bool preflight, unsigned char **p,
+                    unsigned char *end);
+
 static void request_reset(struct http_request *r)
 {
+        if (r->cleanup)
+                r->cleanup(r);
         if (r->waiter.kernel)
                 kernel_waiter_cancel(&r->waiter);
+        if (r->wsi && r->stream_fd >= 0)
+                close(r->stream_fd);
         buf_free(&r->body);
         buf_free(&r->response);
+        buf_free(&r->out);
         memset(r, 0, sizeof(*r));
+        r->stream_fd = -1;
+}
+
+void http_stream_start(struct http_request *r, int status, const char *content_type)
+{
+        if (r->responded)
+                return;
+        r->responded = true;
+        r->streaming = true;
+        r->status = status;
+        r->content_type = content_type;
+        /* A slow client may fall this far behind before the stream ends. */
+        buf_init(&r->out, (size_t)kernels_config()->max_message_bytes * 2);
+        if (r->reading_body)
+                r->close_after = true;
+        lws_callback_on_writable(r->wsi);
+}
+
+int http_stream_write(struct http_request *r, const void *data, size_t len)
+{
+        int rc;
+
+        if (!r->streaming || r->stream_ended)
+                return -EPIPE;
+        rc = buf_append(&r->out, data, len);
+        if (rc == 0)
+                lws_callback_on_writable(r->wsi);
+        return rc;
+}
+
+void http_stream_end(struct http_request *r)
+{
+        if (!r->streaming || r->stream_ended)
+                return;
+        r->stream_ended = true;
+        lws_callback_on_writable(r->wsi);
+}
+
+void http_reply_fd(struct http_request *r, int status, const char *content_type, int fd,
+                   uint64_t len)
+{
+        http_stream_start(r, status, content_type);
+        r->stream_fd = fd;
+        r->stream_left = len;
+        r->stream_ended = true;
+}
+
+/* Writes the next piece of a streamed response. Returns what the lws
+ * callback must return. */
+static int stream_step(struct lws *wsi, struct http_request *r)
+{
+        static unsigned char piece[LWS_PRE + STREAM_PIECE];
+        size_t n = 0;
+        bool last;
+
+        if (!r->headers_sent) {
+                unsigned char headers[LWS_PRE + 1024];
+                unsigned char *start = headers + LWS_PRE, *p = start;
+                unsigned char *end = headers + sizeof(headers) - 1;
+                /* A file has a length; a produced stream ends with the
+                 * connection. */
+                lws_filepos_t length = r->stream_fd >= 0 ? r->stream_left
+                                                          : LWS_ILLEGAL_HTTP_CONTENT_LEN;
+
+                if (lws_add_http_common_headers(wsi, (unsigned)r->status, r->content_type, length,
+                                                &p, end) ||
+                    add_header(wsi, "cache-control:", "no-store", &p, end) ||
+                    add_cors(wsi, r->cors_origin, false, &p, end) ||
+                    lws_finalize_write_http_header(wsi, start, &p, end))
+                        return -1;
+                r->headers_sent = true;
+                if (r->stream_fd < 0 || r->stream_left > 0) {
+                        lws_callback_on_writable(wsi);
+                        return 0;
+                }
+        }
+        if (r->stream_fd >= 0) {
+                ssize_t got = 0;
+
+                n = r->stream_left < STREAM_PIECE ? (size_t)r->stream_left : STREAM_PIECE;
+                if (n)
+                        got = read(r->stream_fd, piece + LWS_PRE, n);
+                if (got < 0 || (size_t)got != n)
+                        return -1;
+                r->stream_left -= n;
+                last = r->stream_left == 0;
+        } else {
+                n = r->out.len < STREAM_PIECE ? r->out.len : STREAM_PIECE;
+                memcpy(piece + LWS_PRE, r->out.data, n);
+                /* Small pieces: shifting the rest down is cheap enough. */
+                memmove(r->out.data, r->out.data + n, r->out.len - n);
+                r->out.len -= n;
+                last = r->stream_ended && r->out.len == 0;
+        }
+        if ((n || last) &&
+            lws_write(wsi, piece + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
+                return -1;
+        if (last) {
+                bool close_after = r->close_after || r->stream_fd < 0;
+
+                request_reset(r);
+                if (close_after)
+                        return -1;
+                return lws_http_transaction_completed(wsi) ? -1 : 0;
+        }
+        if (r->out.len || r->stream_fd >= 0)
+                lws_callback_on_writable(wsi);
+        return 0;
 }
 
 void http_reply_bytes(struct http_request *r, int status, const char *content_type,
@@ -312,8 +433,17 @@ static int begin(struct lws *wsi, struct http_request *r)
                 if (*end || content_length < 0)
                         content_length = -1;
         }
+        /* lws 4.1 hands chunked bodies over undecoded: we decode them, and
+         * since lws then expects more body, such a connection is not reused. */
+        if (lws_hdr_copy(wsi, length, sizeof(length), WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0 &&
+            strcasestr(length, "chunked")) {
+                r->chunked = true;
+                r->close_after = true;
+                chunked_init(&r->dechunk);
+                content_length = 0;
+        }
         /* Until the body is read (or refused), the connection is mid-request. */
-        r->reading_body = content_length != 0;
+        r->reading_body = content_length != 0 || r->chunked;
         origin = http_origin(wsi, r->cors_origin, sizeof(r->cors_origin));
         if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
                 http_reply_error(r, 404, "Not found");
@@ -323,16 +453,67 @@ static int begin(struct lws *wsi, struct http_request *r)
         } else if (r->method == HTTP_OPTIONS) {
                 /* A preflight carries no credentials; it only learns the rules. */
                 http_reply_empty(r, 204);
-        } else if (!http_authorized(wsi)) {
+        } else if (strncmp(r->path, "e2b/", 4) != 0 && !http_authorized(wsi)) {
+                /* (The E2B routes check their own credentials.) */
                 http_reply_error(r, 401, "Missing or wrong token");
         } else if (content_length < 0) {
                 http_reply_error(r, 400, "Bad Content-Length");
-        } else if (content_length > cfg->max_body_bytes) {
-                http_reply_error(r, 413, "Request body larger than %lld bytes",
-                                 (long long)cfg->max_body_bytes);
-        } else if (content_length == 0) {
-                api_handle(r);
+        } else {
+                api_prepare(r);
+                if (r->responded)
+                        return 0;
+                if (!r->body_fn && content_length > cfg->max_body_bytes)
+                        http_reply_error(r, 413, "Request body larger than %lld bytes",
+                                         (long long)cfg->max_body_bytes);
+                else if (!r->reading_body)
+                        api_handle(r);
         }
+        return 0;
+}
+
+/* One decoded piece of the body: to the route's body_fn, or buffered. */
+static int body_piece(void *arg, const uint8_t *data, size_t len)
+{
+        struct http_request *r = arg;
+
+        if (r->responded)
+                return 0;
+        if (r->body_fn)
+                return r->body_fn(r, data, len) < 0 ? -ECANCELED : 0;
+        if (buf_append(&r->body, data, len) < 0) {
+                http_reply_error(r, 413, "Request body larger than %lld bytes",
+                                 (long long)kernels_config()->max_body_bytes);
+                return -E2BIG;
+        }
+        return 0;
+}
+
+static void body_complete(struct http_request *r)
+{
+        r->reading_body = false;
+        if (!r->responded)
+                api_handle(r);
+}
+
+static int on_body(struct http_request *r, const uint8_t *in, size_t len)
+{
+        long used;
+
+        if (!r->reading_body)
+                return 0;
+        if (!r->chunked) {
+                body_piece(r, in, len);
+                return 0;
+        }
+        used = chunked_feed(&r->dechunk, in, len, body_piece, r);
+        if (used < 0) {
+                if (!r->responded)
+                        http_reply_error(r, 400, "Malformed chunked request body");
+                r->reading_body = false;
+                return 0;
+        }
+        if (r->dechunk.done)
+                body_complete(r);
         return 0;
 }
 
@@ -343,18 +524,13 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
         case LWS_CALLBACK_HTTP:
                 return begin(wsi, r);
         case LWS_CALLBACK_HTTP_BODY:
-                if (!r->responded && buf_append(&r->body, in, len) < 0)
-                        http_reply_error(r, 413, "Request body larger than %lld bytes",
-                                         (long long)kernels_config()->max_body_bytes);
-                return 0;
+                return on_body(r, in, len);
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
                 /* lws calls this for "Content-Length: 0" too, after begin()
-                 * has already handed the request on. */
-                if (!r->reading_body)
-                        return 0;
-                r->reading_body = false;
-                if (!r->responded)
-                        api_handle(r);
+                 * has already handed the request on; a chunked body ends
+                 * when its last chunk is decoded. */
+                if (r->reading_body && !r->chunked)
+                        body_complete(r);
                 return 0;
         case LWS_CALLBACK_HTTP_WRITEABLE: {
                 bool close_after = r->close_after;
@@ -362,6 +538,8 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
 
                 if (!r->responded || !r->wsi)
                         return 0;
+                if (r->streaming)
+                        return stream_step(wsi, r);
                 rc = write_response(wsi, r->status, r->content_type, r->location, r->cors_origin,
                                     r->method == HTTP_OPTIONS,
                                     (unsigned char *)r->response.data + LWS_PRE,

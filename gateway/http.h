@@ -7,6 +7,7 @@
 
 #include "gateway/kernels.h"
 #include "protocol/buf.h"
+#include "protocol/chunked.h"
 
 #include <jansson.h>
 #include <libwebsockets.h>
@@ -17,12 +18,22 @@
 enum http_method { HTTP_GET, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_OPTIONS, HTTP_HEAD,
                    HTTP_OTHER };
 
+struct http_request;
+
+/* A handler that takes the body as it arrives (uploads) instead of having
+ * it buffered: data() gets each piece, and may reply early (an error) and
+ * return -1 to stop reading. */
+typedef int (*http_body_fn)(struct http_request *r, const uint8_t *data, size_t len);
+
 struct http_request {
         struct lws *wsi;
         enum http_method method;
         char path[HTTP_PATH_MAX]; /* below the base URL, without its leading '/' */
         struct buf body;
         bool reading_body;
+        bool chunked;       /* Transfer-Encoding: chunked, decoded here */
+        struct chunked dechunk;
+        http_body_fn body_fn; /* set by api_prepare to stream the body */
         bool responded;
         bool close_after; /* the body was not read: do not reuse the connection */
         int status;
@@ -31,6 +42,20 @@ struct http_request {
         char cors_origin[256]; /* echoed in Access-Control-Allow-Origin when set */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
         struct kernel_waiter waiter;
+
+        /* A streamed response: headers now, the body as it is produced. */
+        bool streaming;
+        bool headers_sent;
+        bool stream_ended;
+        int stream_fd;       /* a file sent as the body, or -1 */
+        uint64_t stream_left; /* its bytes still to send */
+        struct buf out;      /* produced and not yet written */
+
+        /* What the handler keeps with the request; cleanup(r) runs once
+         * when the request ends, however it ends (a closed connection
+         * included). */
+        void *ctx;
+        void (*cleanup)(struct http_request *r);
 };
 
 /* Called from the lws callback for the HTTP reasons; returns what the
@@ -61,6 +86,17 @@ void http_reply_empty(struct http_request *r, int status);
 /* content_type must outlive the response (a literal). */
 void http_reply_bytes(struct http_request *r, int status, const char *content_type,
                       const char *body, size_t len);
+/* Starts a streamed response: status and headers go out at once (without
+ * a length: the body ends when the connection closes). */
+void http_stream_start(struct http_request *r, int status, const char *content_type);
+/* Queues body bytes; -E2BIG when the client is too far behind. */
+int http_stream_write(struct http_request *r, const void *data, size_t len);
+/* Ends the streamed body once everything queued is written. */
+void http_stream_end(struct http_request *r);
+/* Replies with len bytes read from fd (taken over, closed at the end), in
+ * pieces as the client takes them. */
+void http_reply_fd(struct http_request *r, int status, const char *content_type, int fd,
+                   uint64_t len);
 /* Writes a JSON error response at once (used to refuse an upgrade). */
 int http_write_error_now(struct lws *wsi, int status, const char *message);
 

@@ -3,6 +3,7 @@
 #include "gateway/kernels.h"
 #include "gateway/host.h"
 #include "gateway/loop.h"
+#include "gateway/sandboxes.h"
 #include "gateway/session.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
@@ -18,6 +19,7 @@
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
+static char **ro_paths; /* kernelspec directories every sandbox sees */
 static struct kernel *kernels;
 static char gateway_session[JP_UUID_SIZE];
 static void (*all_gone)(void);
@@ -393,6 +395,8 @@ static void kernel_free(struct kernel *k)
         close_own_sockets(k);
         loop_timer_stop(&k->deadline_timer);
         loop_timer_stop(&k->grace_timer);
+        sandbox_waiter_cancel(&k->sandbox_wait);
+        sandbox_unref(&k->sandbox);
         jp_signer_destroy(&k->signer);
         jp_strv_free(k->env);
         free(k);
@@ -413,12 +417,12 @@ static void finish(struct kernel *k, int status, const char *message)
         kernel_free(k);
 }
 
-static void on_started(const struct hostmsg_started *m)
+static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
 {
-        struct kernel *k = find_any(m->kernel_id);
+        struct kernel *k = ctx;
 
-        if (!k)
-                return;
+        for (size_t i = 0; i < nfds; i++)
+                close(fds[i]);
         k->pid = m->pid;
         snprintf(k->ipc_prefix, sizeof(k->ipc_prefix), "%s", m->ipc_prefix);
         if (k->phase == KERNEL_STOPPING) {
@@ -449,6 +453,7 @@ static void handle_death(struct kernel *k)
         loop_timer_stop(&k->deadline_timer);
         loop_timer_stop(&k->grace_timer);
         k->pid = 0;
+        k->running = false;
         if (k->phase == KERNEL_STOPPING) {
                 finish(k, 0, NULL);
                 return;
@@ -486,23 +491,27 @@ static void handle_death(struct kernel *k)
         launch(k);
 }
 
-static void on_start_failed(const struct hostmsg_failed *m)
+static void on_start_failed(void *ctx, const struct hostmsg_failed *m)
 {
-        struct kernel *k = find_any(m->kernel_id);
+        struct kernel *k = ctx;
 
-        if (!k)
-                return;
+        k->running = false;
         snprintf(k->reason, sizeof(k->reason), "%s", m->message);
         klog_warn(k->id, "start failed at %s: %s", m->step, m->message);
         handle_death(k);
 }
 
-static void on_exited(const struct hostmsg_exit *m)
+static void on_exited(void *ctx, const struct hostmsg_exit *m)
 {
-        struct kernel *k = find_any(m->kernel_id);
+        struct kernel *k = ctx;
 
-        if (!k)
-                return;
+        k->running = false;
+        if (strcmp(m->reason, "host-lost") == 0) {
+                /* Nothing can start again: tell the clients and let go. */
+                snprintf(k->reason, sizeof(k->reason), "the kernel-host process died");
+                kernel_broadcast_status(k, "dead");
+                k->phase = KERNEL_STOPPING;
+        }
         k->oom = strcmp(m->reason, "out-of-memory") == 0;
         if (k->oom)
                 snprintf(k->reason, sizeof(k->reason),
@@ -517,24 +526,8 @@ static void on_exited(const struct hostmsg_exit *m)
         handle_death(k);
 }
 
-static void on_host_lost(void)
-{
-        for (struct kernel *k = kernels; k; k = k->next)
-                snprintf(k->reason, sizeof(k->reason), "the kernel-host process died");
-        while (kernels) {
-                struct kernel *k = kernels;
-
-                kernel_broadcast_status(k, "dead");
-                finish(k, 500, k->reason);
-        }
-}
-
-static const struct host_events host_events = {
-        .started = on_started,
-        .start_failed = on_start_failed,
-        .exited = on_exited,
-        .lost = on_host_lost,
-};
+static const struct host_process_ops kernel_process_ops = {on_started, on_start_failed,
+                                                          on_exited};
 
 /* ---- starting, restarting, stopping ------------------------------------- */
 
@@ -545,30 +538,34 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
         snprintf(k->reason, sizeof(k->reason), "kernel did not answer kernel_info within %g s",
                  cfg->kernel_start_timeout);
         klog_warn(k->id, "%s", k->reason);
-        host_stop(k->id);
+        if (k->running) {
+                host_stop(k->id);
+                return;
+        }
+        /* Still waiting for its sandbox. */
+        sandbox_waiter_cancel(&k->sandbox_wait);
+        handle_death(k);
 }
 
-static void launch(struct kernel *k)
+/* Asks the kernel-host to run the kernel in its (ready) sandbox. */
+static void start_process(struct kernel *k)
 {
         json_t *argv = json_object_get(k->spec->spec, "argv");
         size_t n = json_array_size(argv);
-        struct hostmsg_start req = {0};
+        struct hostmsg_start req = {.kernel = true};
         int rc = -ENOMEM;
 
-        k->phase = KERNEL_STARTING;
-        k->reason[0] = '\0';
-        snprintf(req.kernel_id, sizeof(req.kernel_id), "%s", k->id);
+        snprintf(req.id, sizeof(req.id), "%s", k->id);
+        snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", k->sandbox->id);
         snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s", k->spec->dir);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
         req.env = k->env;
-        req.limits = k->limits;
-        req.sandbox = strcmp(cfg->sandbox, "none") != 0;
         /* The kernelspec's argv (validated strings), borrowed. */
         req.argv = calloc(n + 1, sizeof(char *));
         for (size_t i = 0; req.argv && i < n; i++)
                 req.argv[i] = (char *)json_string_value(json_array_get(argv, i));
         if (req.argv)
-                rc = host_start(&req);
+                rc = host_start(&req, &kernel_process_ops, k);
         free(req.argv);
         if (rc < 0) {
                 snprintf(k->reason, sizeof(k->reason), "cannot reach the kernel-host: %s",
@@ -576,7 +573,45 @@ static void launch(struct kernel *k)
                 handle_death(k);
                 return;
         }
+        k->running = true;
+}
+
+static void on_sandbox_ready(struct sandbox_waiter *w, struct sandbox *sb, const char *error)
+{
+        struct kernel *k = lws_container_of(w, struct kernel, sandbox_wait);
+
+        if (error) {
+                snprintf(k->reason, sizeof(k->reason), "%s", error);
+                handle_death(k);
+                return;
+        }
+        start_process(k);
+}
+
+/* Starts the kernel: in its sandbox once that is ready. A kernel that owns
+ * its sandbox gets a fresh one if the old one is gone. */
+static void launch(struct kernel *k)
+{
+        int rc;
+
+        k->phase = KERNEL_STARTING;
+        k->reason[0] = '\0';
         loop_timer_start(&k->deadline_timer, on_deadline, cfg->kernel_start_timeout * 1000.0);
+        if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox)
+                sandbox_unref(&k->sandbox);
+        if (!k->sandbox) {
+                rc = sandbox_new(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
+                                 &k->sandbox);
+                if (rc < 0) {
+                        snprintf(k->reason, sizeof(k->reason), "cannot ask for a sandbox: %s",
+                                 strerror(-rc));
+                        handle_death(k);
+                        return;
+                }
+                k->owns_sandbox = true;
+        }
+        k->sandbox_wait.ready = on_sandbox_ready;
+        sandbox_when_ready(k->sandbox, &k->sandbox_wait);
 }
 
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
@@ -631,7 +666,7 @@ void kernel_interrupt(struct kernel *k)
         klog_info(k->id, "interrupt");
         if (k->spec->interrupt_by_message)
                 kernel_send_request(k, k->control, "interrupt_request", "{}", NULL);
-        else if (k->pid)
+        else if (k->running)
                 host_signal(k->id, SIGINT);
 }
 
@@ -694,7 +729,8 @@ void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
         waiter_add(k, w);
         k->phase = KERNEL_STOPPING;
         loop_timer_stop(&k->deadline_timer);
-        if (was == KERNEL_DEAD) {
+        if (!k->running) {
+                /* Dead, or still waiting for its sandbox. */
                 finish(k, 0, NULL);
         } else if (was == KERNEL_STARTING) {
                 /* on_started or on_start_failed finishes the job. */
@@ -762,9 +798,20 @@ int kernels_init(const struct config *config, const struct jp_kernelspec_list *l
         specs = list;
         if (jp_uuid4(gateway_session) < 0)
                 return -EIO;
+        /* Kernelspecs outside /usr are bound into every sandbox. */
+        ro_paths = calloc(list->count + 1, sizeof(char *));
+        if (!ro_paths)
+                return -ENOMEM;
+        for (size_t i = 0, n = 0; i < list->count; i++) {
+                if (strncmp(list->items[i].dir, "/usr/", 5) == 0)
+                        continue;
+                ro_paths[n] = strdup(list->items[i].dir);
+                if (!ro_paths[n++])
+                        return -ENOMEM;
+        }
         if (cfg->cull_idle_timeout > 0)
                 loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
-        return host_attach(&host_events);
+        return host_attach(NULL);
 }
 
 static void on_all_gone_timeout(lws_sorted_usec_list_t *sul)
@@ -802,4 +849,6 @@ void kernels_free_all(void)
         all_gone = NULL;
         while (kernels)
                 kernel_free(kernels);
+        jp_strv_free(ro_paths);
+        ro_paths = NULL;
 }

@@ -7,6 +7,7 @@
 
 #include "gateway/config.h"
 #include "gateway/relay.h"
+#include "gateway/sandboxes.h"
 #include "gateway/zio.h"
 #include "protocol/hostmsg.h"
 #include "protocol/ids.h"
@@ -58,6 +59,10 @@ struct kernel {
         struct hostmsg_limits limits;
         char ipc_prefix[PATH_MAX];
         int pid;
+        bool running; /* the kernel-host was asked to start it and it has not ended */
+        struct sandbox *sandbox;
+        bool owns_sandbox; /* made for this kernel alone (not an E2B sandbox's) */
+        struct sandbox_waiter sandbox_wait;
         int restarts;     /* automatic ones since the last requested start */
         bool ever_ready;  /* false until the first start succeeds */
 

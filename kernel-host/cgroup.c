@@ -319,20 +319,20 @@ int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid)
         return 0;
 }
 
-bool cgroup_oom_killed(const struct kernel_cgroup *cg)
+uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg)
 {
         const char *dir = cg->dirs[CGROUP_MEMORY];
         char path[PATH_MAX + 32], text[4096];
         const char *at;
 
         if (!dir[0])
-                return false;
+                return 0;
         snprintf(path, sizeof(path), "%s/%s", dir,
                  hierarchies[CGROUP_MEMORY].v2 ? "memory.events" : "memory.oom_control");
         if (read_file(path, text, sizeof(text)) < 0)
-                return false;
+                return 0;
         at = strstr(text, "oom_kill ");
-        return at && strtoll(at + 9, NULL, 10) > 0;
+        return at ? strtoull(at + 9, NULL, 10) : 0;
 }
 
 static void kill_members(const char *dir)

@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 enum cgroup_controller { CGROUP_MEMORY, CGROUP_PIDS, CGROUP_CPU, CGROUP_CONTROLLERS };
@@ -28,8 +29,8 @@ bool cgroup_complete(void);
 int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
                   struct kernel_cgroup *cg, char *err, size_t errlen);
 int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid);
-/* True when the kernel's memory group saw an out-of-memory kill. */
-bool cgroup_oom_killed(const struct kernel_cgroup *cg);
+/* How many processes the memory limit of the group has killed. */
+uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg);
 /* Kills anything left in the groups and removes them. */
 void cgroup_destroy(struct kernel_cgroup *cg);
 /* Removes the parent groups (at exit). */

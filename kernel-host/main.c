@@ -31,127 +31,110 @@
 struct host {
         int link;  /* socket to the gateway */
         int sigfd; /* SIGCHLD, SIGTERM */
-        const char *runtime_dir;
-        struct kernel_proc *kernels;
-        size_t count;
-        size_t cap;
         int stopping;
 };
 
-static struct kernel_proc *find_kernel(struct host *h, const char *id)
+static struct host host = {.link = 3, .sigfd = -1};
+
+static void report(enum hostmsg_type type, json_t *body)
 {
-        for (size_t i = 0; i < h->count; i++) {
-                if (strcmp(h->kernels[i].kernel_id, id) == 0)
-                        return &h->kernels[i];
-        }
-        return NULL;
-}
+        int rc = body ? hostmsg_send(host.link, type, body, NULL, 0) : -ENOMEM;
 
-static struct kernel_proc *find_pid(struct host *h, pid_t pid)
-{
-        for (size_t i = 0; i < h->count; i++) {
-                if (h->kernels[i].pid == pid)
-                        return &h->kernels[i];
-        }
-        return NULL;
-}
-
-static void forget_kernel(struct host *h, struct kernel_proc *k)
-{
-        size_t i = (size_t)(k - h->kernels);
-
-        h->kernels[i] = h->kernels[h->count - 1];
-        h->count--;
-}
-
-static void send_or_warn(struct host *h, enum hostmsg_type type, json_t *body)
-{
-        int rc = body ? hostmsg_send(h->link, type, body) : -ENOMEM;
-
-        if (rc < 0 && !h->stopping)
+        if (rc < 0 && !host.stopping)
                 log_warn("cannot report to the gateway: %s", strerror(-rc));
         json_decref(body);
 }
 
-static void handle_start(struct host *h, json_t *body)
+static void handle_sandbox_create(json_t *body)
+{
+        struct hostmsg_sandbox req;
+        struct hostmsg_sandbox_ready ready = {0};
+        struct hostmsg_failed fail = {0};
+        int root_fd = -1;
+        json_t *msg;
+
+        if (hostmsg_sandbox_decode(body, &req) < 0) {
+                log_error("malformed sandbox request dropped");
+                return;
+        }
+        if (spawn_sandbox_create(&req, &ready, &root_fd, &fail) < 0) {
+                log_warn("sandbox %.8s failed: %s", req.sandbox_id, fail.message);
+                report(HOSTMSG_SANDBOX_FAILED, hostmsg_failed_encode(&fail));
+        } else {
+                log_info("sandbox %.8s ready (init pid %d)", req.sandbox_id, ready.init_pid);
+                /* Its root goes along: the gateway reaches the sandbox's
+                 * files through it, whatever its privileges. */
+                msg = hostmsg_sandbox_ready_encode(&ready);
+                if (!msg || hostmsg_send(host.link, HOSTMSG_SANDBOX_READY, msg, &root_fd, 1) < 0)
+                        log_warn("cannot report to the gateway");
+                json_decref(msg);
+                close(root_fd);
+        }
+        hostmsg_sandbox_clear(&req);
+}
+
+static void handle_start(json_t *body)
 {
         struct hostmsg_start req;
         struct hostmsg_started started = {0};
         struct hostmsg_failed fail = {0};
-        struct kernel_proc proc;
-        int rc = hostmsg_start_decode(body, &req);
+        int fds[3];
+        size_t nfds = 0;
+        json_t *msg;
+        int rc;
 
-        if (rc < 0) {
+        if (hostmsg_start_decode(body, &req) < 0) {
                 log_error("malformed start request dropped");
                 return;
         }
-        if (find_kernel(h, req.kernel_id)) {
-                snprintf(fail.kernel_id, sizeof(fail.kernel_id), "%s", req.kernel_id);
-                snprintf(fail.step, sizeof(fail.step), "register");
-                fail.error = EEXIST;
-                snprintf(fail.message, sizeof(fail.message), "kernel is already running");
-                send_or_warn(h, HOSTMSG_START_FAILED, hostmsg_failed_encode(&fail));
+        if (spawn_start(&req, &started, fds, &nfds, &fail) < 0) {
+                klog_warn(req.id, "start failed: %s", fail.message);
+                report(HOSTMSG_START_FAILED, hostmsg_failed_encode(&fail));
                 goto out;
         }
-        if (h->count == h->cap) {
-                size_t cap = h->cap ? h->cap * 2 : 16;
-                struct kernel_proc *grown = realloc(h->kernels, cap * sizeof(*grown));
-
-                if (!grown) {
-                        log_error("out of memory");
-                        goto out;
-                }
-                h->kernels = grown;
-                h->cap = cap;
-        }
-        rc = spawn_kernel(&req, h->runtime_dir, &proc, &started, &fail);
-        if (rc < 0) {
-                klog_warn(req.kernel_id, "start failed: %s", fail.message);
-                send_or_warn(h, HOSTMSG_START_FAILED, hostmsg_failed_encode(&fail));
-                goto out;
-        }
-        h->kernels[h->count++] = proc;
-        klog_info(req.kernel_id, "started pid %d", (int)proc.pid);
-        send_or_warn(h, HOSTMSG_STARTED, hostmsg_started_encode(&started));
+        klog_info(req.id, "started pid %d in sandbox %.8s", started.pid, req.sandbox_id);
+        msg = hostmsg_started_encode(&started);
+        rc = msg ? hostmsg_send(host.link, HOSTMSG_STARTED, msg, fds, nfds) : -ENOMEM;
+        if (rc < 0)
+                log_warn("cannot report to the gateway: %s", strerror(-rc));
+        json_decref(msg);
+        /* The gateway has its own copies now. */
+        for (size_t i = 0; i < nfds; i++)
+                close(fds[i]);
 out:
         hostmsg_start_clear(&req);
 }
 
-static void handle_signal(struct host *h, enum hostmsg_type type, json_t *body)
+static void handle_signal(enum hostmsg_type type, json_t *body)
 {
         struct hostmsg_signal req;
-        struct kernel_proc *k;
-        int sig;
+        int rc;
 
         if (hostmsg_signal_decode(body, &req) < 0 || (type == HOSTMSG_SIGNAL && !req.signal)) {
                 log_error("malformed signal request dropped");
                 return;
         }
-        k = find_kernel(h, req.kernel_id);
-        if (!k) {
-                klog_debug(req.kernel_id, "signal for a kernel that is gone");
-                return;
-        }
-        if (type == HOSTMSG_STOP) {
-                spawn_kill(k);
-                return;
-        }
-        sig = req.signal;
-        if (spawn_signal(k, sig) < 0 && errno != ESRCH)
-                klog_warn(k->kernel_id, "signal %d: %s", sig, strerror(errno));
+        if (type == HOSTMSG_SANDBOX_DESTROY)
+                rc = spawn_sandbox_destroy(req.id);
+        else if (type == HOSTMSG_STOP)
+                rc = spawn_stop(req.id);
+        else
+                rc = spawn_signal(req.id, req.signal);
+        if (rc < 0 && rc != -ESRCH)
+                klog_warn(req.id, "signal: %s", strerror(-rc));
 }
 
-static void handle_link(struct host *h)
+static void handle_link(void)
 {
         for (;;) {
                 enum hostmsg_type type;
                 json_t *body;
-                int rc = hostmsg_recv(h->link, &type, &body);
+                int rc = hostmsg_recv(host.link, &type, &body, NULL, NULL);
 
                 if (rc == -EAGAIN)
                         return;
                 if (rc == -EPIPE || rc == -ECONNRESET) {
-                        h->stopping = 1;
+                        host.stopping = 1;
                         return;
                 }
                 if (rc < 0) {
@@ -159,12 +142,16 @@ static void handle_link(struct host *h)
                         continue;
                 }
                 switch (type) {
-                case HOSTMSG_START:
-                        handle_start(h, body);
+                case HOSTMSG_SANDBOX_CREATE:
+                        handle_sandbox_create(body);
                         break;
+                case HOSTMSG_START:
+                        handle_start(body);
+                        break;
+                case HOSTMSG_SANDBOX_DESTROY:
                 case HOSTMSG_SIGNAL:
                 case HOSTMSG_STOP:
-                        handle_signal(h, type, body);
+                        handle_signal(type, body);
                         break;
                 default:
                         log_error("unknown message type %d dropped", (int)type);
@@ -173,59 +160,18 @@ static void handle_link(struct host *h)
         }
 }
 
-static void report_exit(struct host *h, struct kernel_proc *k, int status)
+static void handle_signals(void)
 {
-        struct hostmsg_exit ex;
-
-        spawn_reap(k, status, &ex);
-        klog_info(k->kernel_id, "pid %d %s (code %d, signal %d)", (int)k->pid, ex.reason,
-                  ex.exit_code, ex.signal);
-        send_or_warn(h, HOSTMSG_EXITED, hostmsg_exit_encode(&ex));
-        forget_kernel(h, k);
-}
-
-static void reap(struct host *h)
-{
+        struct signalfd_siginfo si;
         int status;
         pid_t pid;
 
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                struct kernel_proc *k = find_pid(h, pid);
-
-                if (k)
-                        report_exit(h, k, status);
-        }
-}
-
-static void handle_signals(struct host *h)
-{
-        struct signalfd_siginfo si;
-
-        while (read(h->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        while (read(host.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 if (si.ssi_signo == SIGTERM)
-                        h->stopping = 1;
+                        host.stopping = 1;
         }
-        reap(h);
-}
-
-/* Kills every kernel and waits for each, so nothing outlives us. */
-static void stop_all(struct host *h)
-{
-        for (size_t i = 0; i < h->count; i++)
-                spawn_kill(&h->kernels[i]);
-        while (h->count > 0) {
-                int status;
-                pid_t pid = waitpid(-1, &status, 0);
-                struct kernel_proc *k;
-
-                if (pid < 0 && errno == EINTR)
-                        continue;
-                if (pid < 0)
-                        break;
-                k = find_pid(h, pid);
-                if (k)
-                        report_exit(h, k, status);
-        }
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+                spawn_reap(pid, status, report);
 }
 
 static void usage(void)
@@ -239,7 +185,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-        struct host h = {.link = 3, .sigfd = -1};
+        const char *runtime_dir = NULL;
         sigset_t mask;
         int rc = 1;
 
@@ -250,7 +196,7 @@ int main(int argc, char **argv)
                 if (strcmp(argv[i], "--print-seccomp") == 0) {
                         return seccomp_policy_export_pfc(1) < 0 ? 1 : 0;
                 } else if (strcmp(argv[i], "--runtime-dir") == 0 && i + 1 < argc) {
-                        h.runtime_dir = argv[++i];
+                        runtime_dir = argv[++i];
                 } else if (strcmp(argv[i], "--fd") == 0 && i + 1 < argc) {
                         char *end;
                         long fd = strtol(argv[++i], &end, 10);
@@ -259,7 +205,7 @@ int main(int argc, char **argv)
                                 usage();
                                 return 2;
                         }
-                        h.link = (int)fd;
+                        host.link = (int)fd;
                 } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
                         if (log_level_parse(argv[++i], &log_threshold) < 0) {
                                 usage();
@@ -270,7 +216,7 @@ int main(int argc, char **argv)
                         return 2;
                 }
         }
-        if (!h.runtime_dir) {
+        if (!runtime_dir) {
                 usage();
                 return 2;
         }
@@ -285,19 +231,19 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGCHLD);
         sigaddset(&mask, SIGTERM);
         sigprocmask(SIG_BLOCK, &mask, NULL);
-        h.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (h.sigfd < 0) {
+        host.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (host.sigfd < 0) {
                 log_error("signalfd: %s", strerror(errno));
                 return 1;
         }
         if (getppid() == 1)
-                h.stopping = 1;
-        if (spawn_init() < 0)
+                host.stopping = 1;
+        if (spawn_init(runtime_dir) < 0)
                 return 1;
         cgroup_init();
 
-        while (!h.stopping) {
-                struct pollfd fds[2] = {{h.link, POLLIN, 0}, {h.sigfd, POLLIN, 0}};
+        while (!host.stopping) {
+                struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};
 
                 if (poll(fds, 2, -1) < 0) {
                         if (errno == EINTR)
@@ -306,17 +252,16 @@ int main(int argc, char **argv)
                         goto out;
                 }
                 if (fds[1].revents)
-                        handle_signals(&h);
+                        handle_signals();
                 if (fds[0].revents & POLLIN)
-                        handle_link(&h);
+                        handle_link();
                 else if (fds[0].revents & (POLLHUP | POLLERR))
-                        h.stopping = 1;
+                        host.stopping = 1;
         }
         rc = 0;
 out:
-        stop_all(&h);
+        spawn_stop_all(report);
         cgroup_shutdown();
-        free(h.kernels);
-        close(h.sigfd);
+        close(host.sigfd);
         return rc;
 }

@@ -1,65 +1,82 @@
-/* Building a kernel's sandbox (DESIGN §4): clone into new user, pid,
- * mount, net, ipc and uts namespaces (and a cgroup namespace once placed in
- * the kernel's cgroup), then in the child a fresh tmpfs root with read-only
- * binds of what kernels need, pivot_root, and a kernel process that drops
- * every privilege and loads the seccomp filter just before execve.
+/* Sandboxes (DESIGN §4). A sandbox is made by clone into new user, pid,
+ * mount, network, IPC and UTS namespaces (and a cgroup namespace once the
+ * child sits in its cgroup); its first process applies the root filesystem
+ * (rootfs.h), pivots into it and stays as the sandbox's init (pid 1): it
+ * only reaps orphans, and when it dies everything in the sandbox dies.
  *
- * The child that clone makes is the sandbox's init (pid 1): it reaps
- * orphans, forwards signals to the kernel's process group and reports the
- * kernel's exit status to the kernel-host. */
+ * Processes (kernels, commands) are started in a sandbox the way
+ * `nsenter` does: a child of the kernel-host joins the sandbox's cgroup and
+ * namespaces and forks the process, which drops every privilege and loads
+ * the seccomp filter just before execve; the child stays outside as a
+ * watcher that reports the process's wait status. */
 #ifndef GLOVEBOX_SANDBOX_H
 #define GLOVEBOX_SANDBOX_H
 
 #include "kernel-host/cgroup.h"
+#include "kernel-host/rootfs.h"
 #include "protocol/hostmsg.h"
 
-#include <linux/filter.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
-
-#define SANDBOX_USER_UID 1000 /* "user" inside every sandbox */
-#define SANDBOX_RUN_DIR  "/run/kernel"
-#define SANDBOX_HOME     "/home/user"
 
 struct sandbox_ids {
         uid_t setup_uid; /* host uid of the sandbox's root (setup, init) */
-        uid_t user_uid;  /* host uid of "user", who runs the kernel */
+        uid_t user_uid;  /* host uid of "user", who runs every process */
         gid_t setup_gid, user_gid;
-        bool privileged; /* we are root: two mapped ids, else one */
+        bool privileged; /* we are root: two mapped ids, else only our own */
 };
 
-/* What a sandboxed kernel needs from the caller. */
-struct sandbox_request {
-        const struct hostmsg_start *start;
-        const char *run_dir;  /* host: <runtime>/<kernel id> */
-        const char *ipc_dir;  /* host: run_dir/ipc, mounted at SANDBOX_RUN_DIR */
-        char *const *argv;    /* already expanded for paths inside */
-        char *const *envp;
-        struct sandbox_ids ids;
-        const struct sock_fprog *seccomp;
-        bool quiet;           /* kernel stdout/stderr to /dev/null */
-};
+#define SANDBOX_NAMESPACES 7
 
-/* A started sandbox. */
 struct sandbox {
-        pid_t init_pid;      /* host pid of the sandbox's init */
-        int report_fd;       /* init reports the kernel's exit here */
+        pid_t init_pid; /* host pid of the sandbox's init */
+        int ns_fds[SANDBOX_NAMESPACES]; /* its namespaces, to start processes in */
+        int root_fd;    /* its root directory (O_PATH), for the gateway's file access */
         struct kernel_cgroup cgroup;
+        struct sandbox_ids ids;
+        struct hostmsg_limits limits;
 };
 
+/* One process to start in a sandbox. */
+struct sandbox_exec {
+        char *const *argv;
+        char *const *envp;
+        const char *cwd; /* inside the sandbox */
+        int stdio[3];    /* descriptors for 0, 1, 2; -1 for /dev/null */
+};
+
+/* A process started in a sandbox. */
+struct sandbox_process {
+        pid_t watcher;  /* our child, reaped when the process ends */
+        pid_t pid;      /* the process itself (host pid), leader of its group */
+        int status_fd;  /* the watcher reports the process's wait status here */
+};
+
+/* Prepares what every sandbox shares (the seccomp program). 0 or -errno. */
+int sandbox_init(void);
 /* The memory holding our argv strings: each sandbox's init overwrites its
  * copy, so that its /proc/1/cmdline names no host path. */
 void sandbox_set_title_area(char *start, size_t len);
-/* Builds and starts the sandbox. On failure nothing is left running and
- * fail says which step failed and with which errno. */
-int sandbox_start(const struct sandbox_request *req, struct sandbox *sb,
-                  struct hostmsg_failed *fail);
-/* Delivers sig to the kernel's process group (through init). */
-int sandbox_signal(const struct sandbox *sb, int sig);
-/* Kills every process of the sandbox at once. */
+
+/* Makes a sandbox whose root is mounted on root_dir and whose /run/kernel
+ * is ipc_dir, in a new cgroup named cgroup_name. On failure nothing is left
+ * and fail says which step failed, with which errno. */
+int sandbox_create(const char *root_dir, const char *ipc_dir, const char *cgroup_name,
+                   const struct hostmsg_limits *limits, char *const *ro_paths,
+                   const struct sandbox_ids *ids, struct sandbox *sb,
+                   struct hostmsg_failed *fail);
+/* Starts a process in sb. On failure fail names the step. */
+int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
+                 struct sandbox_process *proc, struct hostmsg_failed *fail);
+/* After proc->watcher was reaped: the process's own wait status (or the
+ * watcher's, if it could not tell). Closes the status descriptor. */
+int sandbox_process_status(struct sandbox_process *proc, int watcher_status);
+/* Kills the sandbox's init, and so every process in it. */
 void sandbox_kill(const struct sandbox *sb);
-/* After init was reaped with init_status: the kernel's own wait status if
- * init reported it, else init_status; *oom when the memory limit killed. */
-int sandbox_finish(struct sandbox *sb, int init_status, bool *oom);
+/* How many processes the memory limit has killed so far. */
+uint64_t sandbox_oom_kills(const struct sandbox *sb);
+/* After init was reaped: removes the cgroup. */
+void sandbox_destroy(struct sandbox *sb);
 
 #endif

@@ -1,9 +1,10 @@
 #include "autoconf.h"
 
 #include "kernel-host/spawn.h"
-#include "kernel-host/seccomp.h"
+#include "kernel-host/sandbox.h"
 #include "protocol/connfile.h"
 #include "protocol/log.h"
+#include "protocol/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,10 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CONNECTION_FILE "connection.json"
-#define IPC_DIR         "ipc"  /* sockets and connection file */
-#define ROOT_DIR        "root" /* the sandbox's root mount point */
-#define HOME_DIR        "home" /* the home of an unsandboxed kernel */
+#define IPC_DIR  "ipc"  /* sockets and connection files; /run/kernel inside */
+#define ROOT_DIR "root" /* the sandbox's root mount point */
 
 /* As root, sandbox n runs as host ids ID_BASE + id_offset + 2n (its root)
  * and + 2n + 1 ("user"): ids no other account uses, different for every
@@ -27,20 +26,41 @@
 #define ID_BASE   1000000u
 #define MAX_SLOTS 32768
 
-static struct sock_fprog seccomp_program;
+struct box {
+        struct box *next;
+        char id[JP_UUID_SIZE];
+        char run_dir[PATH_MAX];
+        char ipc_dir[PATH_MAX + 8];
+        bool sandboxed;
+        struct sandbox sandbox;
+        int slot;
+        uint64_t oom_seen;  /* out-of-memory kills already reported */
+        bool init_alive;
+        int procs;          /* processes not yet reaped */
+};
+
+struct proc {
+        struct proc *next;
+        char id[JP_UUID_SIZE];
+        struct box *box;
+        pid_t reap;   /* what we wait for: the watcher, or the process itself */
+        pid_t pid;    /* the process, leader of its group */
+        struct sandbox_process sp;
+        char conn_file[PATH_MAX + 32]; /* a kernel's, removed when it ends */
+};
+
+static const char *runtime;
 static unsigned id_offset;
 static unsigned char slots[MAX_SLOTS];
+static unsigned next_box;
+static struct box *boxes;
+static struct proc *procs;
 
-int spawn_init(void)
+int spawn_init(const char *runtime_dir)
 {
-        int rc = seccomp_policy_build(&seccomp_program);
-
-        if (rc < 0) {
-                log_error("cannot build the seccomp filter: %s", strerror(-rc));
-                return rc;
-        }
+        runtime = runtime_dir;
         id_offset = ((unsigned)getpid() % 16384u) * 2u * MAX_SLOTS;
-        return 0;
+        return sandbox_init();
 }
 
 static int slot_take(void)
@@ -60,26 +80,10 @@ static void slot_release(int slot)
                 slots[slot] = 0;
 }
 
-/* What the child reports through the sync pipe when a step fails. */
-struct child_failure {
-        char step[32];
-        int error;
-};
-
-/* Everything the child needs, built before fork so that the child only
- * makes async-signal-safe calls. */
-struct child_plan {
-        char **argv;
-        char **envp;
-        char home[PATH_MAX];
-        int sync_fd;
-        int null_fd; /* the kernel's stdin, and stdout/stderr unless debugging */
-};
-
 static void fail_set(struct hostmsg_failed *fail, const char *id, const char *step, int error,
                      const char *detail)
 {
-        snprintf(fail->kernel_id, sizeof(fail->kernel_id), "%s", id);
+        snprintf(fail->id, sizeof(fail->id), "%s", id);
         snprintf(fail->step, sizeof(fail->step), "%s", step);
         fail->error = error;
         snprintf(fail->message, sizeof(fail->message), "%s failed: %s%s%s", step, strerror(error),
@@ -226,9 +230,222 @@ fail:
         return NULL;
 }
 
-/* Runs in the child. Only async-signal-safe calls from here to execve; a
- * failure is written to the sync pipe and the child exits. */
-static void child_fail(int fd, const char *step, int error)
+static void remove_run_dir(const char *dir)
+{
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd >= 0) {
+                tree_remove_at(fd);
+                close(fd);
+        }
+        if (rmdir(dir) < 0 && errno != ENOENT)
+                log_warn("cannot remove %s: %s", dir, strerror(errno));
+}
+
+static struct box *box_find(const char *id)
+{
+        for (struct box *b = boxes; b; b = b->next) {
+                if (strcmp(b->id, id) == 0)
+                        return b;
+        }
+        return NULL;
+}
+
+static struct proc *proc_find(const char *id)
+{
+        for (struct proc *p = procs; p; p = p->next) {
+                if (strcmp(p->id, id) == 0)
+                        return p;
+        }
+        return NULL;
+}
+
+/* Without a sandbox, "/" of the box is run_dir/root and home its
+ * home/user, so paths read the same in both modes. */
+static void box_home(const struct box *b, char *out, size_t size)
+{
+        if (b->sandboxed)
+                snprintf(out, size, ROOTFS_HOME);
+        else
+                snprintf(out, size, "%s/" ROOT_DIR ROOTFS_HOME, b->run_dir);
+}
+
+int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
+                         int *root_fd, struct hostmsg_failed *fail)
+{
+        struct sandbox_ids ids = {.user_uid = getuid(), .user_gid = getgid()};
+        char root[PATH_MAX + 16], path[PATH_MAX + 32];
+        struct box *b;
+        int rc;
+
+        if (box_find(req->sandbox_id) || proc_find(req->sandbox_id)) {
+                fail_set(fail, req->sandbox_id, "register", EEXIST, NULL);
+                return -EEXIST;
+        }
+        b = calloc(1, sizeof(*b));
+        if (!b) {
+                fail_set(fail, req->sandbox_id, "register", ENOMEM, NULL);
+                return -ENOMEM;
+        }
+        b->slot = -1;
+        b->sandboxed = req->sandbox;
+        snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
+        /* Short names keep socket paths far below their 108-byte limit. */
+        snprintf(b->run_dir, sizeof(b->run_dir), "%s/s%u", runtime, next_box++);
+        snprintf(b->ipc_dir, sizeof(b->ipc_dir), "%s/" IPC_DIR, b->run_dir);
+        snprintf(root, sizeof(root), "%s/" ROOT_DIR, b->run_dir);
+        /* Searchable by all: the sandbox's setup runs as an unprivileged
+         * host id and must reach its mount points; nothing is listable. */
+        if (mkdir(b->run_dir, 0711) < 0 || mkdir(b->ipc_dir, 0700) < 0 || mkdir(root, 0755) < 0) {
+                rc = -errno;
+                fail_set(fail, b->id, "run-dir", errno, NULL);
+                goto fail;
+        }
+        if (b->sandboxed && geteuid() == 0) {
+                b->slot = slot_take();
+                if (b->slot < 0) {
+                        rc = -EAGAIN;
+                        fail_set(fail, b->id, "host ids", EAGAIN, NULL);
+                        goto fail;
+                }
+                ids.privileged = true;
+                ids.setup_uid = ID_BASE + id_offset + 2u * (unsigned)b->slot;
+                ids.user_uid = ids.setup_uid + 1;
+                ids.setup_gid = ids.setup_uid;
+                ids.user_gid = ids.user_uid;
+        }
+        if (chown(b->ipc_dir, ids.user_uid, ids.user_gid) < 0) {
+                rc = -errno;
+                fail_set(fail, b->id, "run-dir", errno, NULL);
+                goto fail;
+        }
+        if (b->sandboxed) {
+                rc = sandbox_create(root, b->ipc_dir, b->id, &req->limits, req->ro_paths, &ids,
+                                    &b->sandbox, fail);
+                snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                if (rc < 0)
+                        goto fail;
+                b->init_alive = true;
+                snprintf(ready->root, sizeof(ready->root), "/proc/%d/root",
+                         (int)b->sandbox.init_pid);
+                *root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
+        } else {
+                snprintf(path, sizeof(path), "%s/home", root);
+                if (mkdir(path, 0755) < 0 ||
+                    (snprintf(path, sizeof(path), "%s" ROOTFS_HOME, root), mkdir(path, 0700) < 0)) {
+                        rc = -errno;
+                        fail_set(fail, b->id, "home-dir", errno, NULL);
+                        goto fail;
+                }
+                snprintf(ready->root, sizeof(ready->root), "%s", root);
+                *root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        if (*root_fd < 0) {
+                rc = -errno;
+                fail_set(fail, b->id, "open root", errno, NULL);
+                if (b->sandboxed) {
+                        int status;
+
+                        sandbox_kill(&b->sandbox);
+                        waitpid(b->sandbox.init_pid, &status, 0);
+                        sandbox_destroy(&b->sandbox);
+                }
+                goto fail;
+        }
+        snprintf(ready->sandbox_id, sizeof(ready->sandbox_id), "%s", b->id);
+        ready->init_pid = b->sandboxed ? b->sandbox.init_pid : 0;
+        ready->user_uid = ids.user_uid;
+        ready->user_gid = ids.user_gid;
+        b->next = boxes;
+        boxes = b;
+        return 0;
+fail:
+        remove_run_dir(b->run_dir);
+        slot_release(b->slot);
+        free(b);
+        return rc;
+}
+
+/* Frees a box whose init and processes are all gone. */
+static void box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
+{
+        struct hostmsg_exit ex = {.exit_code = 0};
+
+        for (struct box **link = &boxes; *link; link = &(*link)->next) {
+                if (*link == b) {
+                        *link = b->next;
+                        break;
+                }
+        }
+        if (b->sandboxed)
+                sandbox_destroy(&b->sandbox);
+        remove_run_dir(b->run_dir);
+        slot_release(b->slot);
+        snprintf(ex.id, sizeof(ex.id), "%s", b->id);
+        snprintf(ex.reason, sizeof(ex.reason), "exited");
+        log_info("sandbox %.8s removed", b->id);
+        if (report)
+                report(HOSTMSG_SANDBOX_GONE, hostmsg_exit_encode(&ex));
+        free(b);
+}
+
+int spawn_sandbox_destroy(const char *id)
+{
+        struct box *b = box_find(id);
+
+        if (!b)
+                return -ESRCH;
+        if (b->sandboxed) {
+                sandbox_kill(&b->sandbox);
+        } else {
+                for (struct proc *p = procs; p; p = p->next) {
+                        if (p->box == b)
+                                kill(-p->pid, SIGKILL);
+                }
+        }
+        b->init_alive = b->init_alive && b->sandboxed;
+        return 0;
+}
+
+/* Writes the kernel's connection file, readable by the sandbox's user
+ * only. Its sockets are named after the kernel's id (its first 8
+ * characters: short, so paths stay far below the 108-byte limit), the same
+ * across restarts, so that clients' sockets reconnect by themselves. */
+static int write_connection(const struct box *b, const struct hostmsg_start *req,
+                            struct proc *p, char *inside, size_t inside_size, char *prefix,
+                            size_t prefix_size)
+{
+        struct jp_connection conn = {.transport = "ipc", .signature_scheme = "hmac-sha256"};
+        const char *name = req->id;
+        struct stat st;
+        int rc;
+
+        snprintf(p->conn_file, sizeof(p->conn_file), "%s/%.8s.json", b->ipc_dir, name);
+        snprintf(prefix, prefix_size, "%s/%.8s", b->ipc_dir, name);
+        if (b->sandboxed) {
+                snprintf(conn.ip, sizeof(conn.ip), ROOTFS_RUN_DIR "/%.8s", name);
+                snprintf(inside, inside_size, ROOTFS_RUN_DIR "/%.8s.json", name);
+        } else {
+                snprintf(conn.ip, sizeof(conn.ip), "%s", prefix);
+                snprintf(inside, inside_size, "%s", p->conn_file);
+        }
+        snprintf(conn.key, sizeof(conn.key), "%s", req->key);
+        for (int i = 0; i < JP_CHANNEL_COUNT; i++)
+                conn.ports[i] = HOSTMSG_PORT(i);
+        rc = jp_connection_write(&conn, p->conn_file);
+        if (rc == 0 && stat(b->ipc_dir, &st) == 0 && chown(p->conn_file, st.st_uid, st.st_gid) < 0)
+                rc = -errno;
+        return rc;
+}
+
+/* What a plain child reports through its sync pipe when a step fails. */
+struct child_failure {
+        char step[32];
+        int error;
+};
+
+/* Runs in the child: only async-signal-safe calls until execve. */
+static __attribute__((noreturn)) void plain_fail(int fd, const char *step, int error)
 {
         struct child_failure f = {.error = error};
         size_t len = strlen(step);
@@ -238,16 +455,8 @@ static void child_fail(int fd, const char *step, int error)
         _exit(127);
 }
 
-static void close_other_fds(int keep)
-{
-        /* The kernel must not inherit the gateway link or anything else. */
-        for (int fd = 3; fd < 1024; fd++) {
-                if (fd != keep)
-                        close(fd);
-        }
-}
-
-static void child_exec(const struct child_plan *plan)
+static __attribute__((noreturn)) void child_exec(char **argv, char **envp, const char *cwd,
+                                                 const int stdio[3], int null_fd, int sync_fd)
 {
         sigset_t none;
 
@@ -255,107 +464,49 @@ static void child_exec(const struct child_plan *plan)
         sigprocmask(SIG_SETMASK, &none, NULL);
         for (int sig = 1; sig < NSIG; sig++)
                 signal(sig, SIG_DFL);
-        /* Its own session and process group, so an interrupt (SIGINT to the
-         * group) reaches the kernel and whatever it started, and nothing else. */
+        /* Its own session and process group, so an interrupt reaches the
+         * process and whatever it started, and nothing else. */
         if (setsid() < 0)
-                child_fail(plan->sync_fd, "setsid", errno);
-        /* Kernels talk over ZMQ; what they print to stdio is noise (kept
-         * when debugging). */
-        if (dup2(plan->null_fd, 0) < 0 ||
-            (log_threshold > LOG_LEVEL_DEBUG &&
-             (dup2(plan->null_fd, 1) < 0 || dup2(plan->null_fd, 2) < 0)))
-                child_fail(plan->sync_fd, "stdio", errno);
-        close_other_fds(plan->sync_fd);
-        if (chdir(plan->home) < 0)
-                child_fail(plan->sync_fd, "chdir", errno);
-        execve(plan->argv[0], plan->argv, plan->envp);
-        child_fail(plan->sync_fd, "exec", errno);
-}
-
-static int remove_tree_at(int dirfd)
-{
-        int fd = dup(dirfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        struct dirent *de;
-
-        if (!d) {
-                if (fd >= 0)
+                plain_fail(sync_fd, "setsid", errno);
+        for (int i = 0; i < 3; i++) {
+                if (dup2(stdio[i] >= 0 ? stdio[i] : null_fd, i) < 0)
+                        plain_fail(sync_fd, "stdio", errno);
+        }
+        /* Nothing else is inherited: not the gateway link, nor any other. */
+        for (int fd = 3; fd < 4096; fd++) {
+                if (fd != sync_fd)
                         close(fd);
-                return -errno;
         }
-        while ((de = readdir(d)) != NULL) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                if (unlinkat(dirfd, de->d_name, 0) == 0 || errno != EISDIR)
-                        continue;
-                int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-                if (sub >= 0) {
-                        remove_tree_at(sub);
-                        close(sub);
-                }
-                unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
-        }
-        closedir(d);
-        return 0;
+        if (chdir(cwd) < 0)
+                plain_fail(sync_fd, "chdir", errno);
+        execve(argv[0], argv, envp);
+        plain_fail(sync_fd, "exec", errno);
 }
 
-static void spawn_cleanup(const struct kernel_proc *proc)
-{
-        int fd = open(proc->run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-        if (fd >= 0) {
-                remove_tree_at(fd);
-                close(fd);
-        }
-        if (rmdir(proc->run_dir) < 0 && errno != ENOENT)
-                klog_warn(proc->kernel_id, "cannot remove %s: %s", proc->run_dir, strerror(errno));
-}
-
-/* Writes the connection file into ipc_dir, readable by the kernel's user
- * only. ip is the socket path prefix as the kernel sees it. */
-static int write_connection(const struct hostmsg_start *req, const char *ipc_dir, const char *ip,
-                            uid_t uid, gid_t gid)
-{
-        struct jp_connection conn = {.transport = "ipc", .signature_scheme = "hmac-sha256"};
-        char path[PATH_MAX + 32];
-        int rc;
-
-        snprintf(conn.ip, sizeof(conn.ip), "%s", ip);
-        snprintf(conn.key, sizeof(conn.key), "%s", req->key);
-        for (int i = 0; i < JP_CHANNEL_COUNT; i++)
-                conn.ports[i] = HOSTMSG_PORT(i);
-        snprintf(path, sizeof(path), "%s/" CONNECTION_FILE, ipc_dir);
-        rc = jp_connection_write(&conn, path);
-        if (rc == 0 && chown(path, uid, gid) < 0)
-                rc = -errno;
-        return rc;
-}
-
-static int start_unsandboxed(struct child_plan *plan, struct kernel_proc *proc,
-                             struct hostmsg_failed *fail)
+/* Without a sandbox: a plain child in its own session. */
+static int start_plain(struct proc *p, char **argv, char **envp, const char *cwd,
+                       const int stdio[3], struct hostmsg_failed *fail)
 {
         struct child_failure child = {0};
         int sync[2] = {-1, -1};
+        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         ssize_t got;
         pid_t pid;
         int rc;
 
-        plan->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (plan->null_fd < 0 || pipe2(sync, O_CLOEXEC) < 0) {
+        if (null_fd < 0 || pipe2(sync, O_CLOEXEC) < 0) {
                 rc = -errno;
-                fail_set(fail, proc->kernel_id, "pipe", errno, NULL);
+                fail_set(fail, p->id, "pipe", errno, NULL);
                 goto out;
         }
-        plan->sync_fd = sync[1];
         pid = fork();
         if (pid < 0) {
                 rc = -errno;
-                fail_set(fail, proc->kernel_id, "fork", errno, NULL);
+                fail_set(fail, p->id, "fork", errno, NULL);
                 goto out;
         }
         if (pid == 0)
-                child_exec(plan);
+                child_exec(argv, envp, cwd, stdio, null_fd, sync[1]);
         close(sync[1]);
         sync[1] = -1;
         /* EOF means execve succeeded (the pipe closed on exec). */
@@ -366,14 +517,15 @@ static int start_unsandboxed(struct child_plan *plan, struct kernel_proc *proc,
                 child.step[sizeof(child.step) - 1] = '\0';
                 waitpid(pid, NULL, 0);
                 rc = -child.error;
-                fail_set(fail, proc->kernel_id, child.step, child.error, plan->argv[0]);
+                fail_set(fail, p->id, child.step, child.error, argv[0]);
                 goto out;
         }
-        proc->pid = pid;
+        p->pid = pid;
+        p->reap = pid;
         rc = 0;
 out:
-        if (plan->null_fd >= 0)
-                close(plan->null_fd);
+        if (null_fd >= 0)
+                close(null_fd);
         if (sync[0] >= 0)
                 close(sync[0]);
         if (sync[1] >= 0)
@@ -381,156 +533,214 @@ out:
         return rc;
 }
 
-int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
-                 struct kernel_proc *proc, struct hostmsg_started *started,
-                 struct hostmsg_failed *fail)
+static void close_pair(int pair[2])
 {
-        struct child_plan plan = {.sync_fd = -1, .null_fd = -1};
-        struct sandbox_request sreq = {.start = req, .seccomp = &seccomp_program};
-        char ipc_dir[PATH_MAX + 8], path[PATH_MAX + 16], ip[PATH_MAX + 16];
-        const char *connection_file, *home;
+        for (int i = 0; i < 2; i++) {
+                if (pair[i] >= 0)
+                        close(pair[i]);
+                pair[i] = -1;
+        }
+}
+
+int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started, int fds[3],
+                size_t *nfds, struct hostmsg_failed *fail)
+{
+        struct box *b = box_find(req->sandbox_id);
+        char inside[PATH_MAX + 32], home[PATH_MAX + 32];
+        char **argv = NULL, **envp = NULL;
+        int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+        int stdio[3] = {-1, -1, -1};
+        struct proc *p = NULL;
+        const char *cwd;
         int rc;
 
-        memset(proc, 0, sizeof(*proc));
-        proc->slot = -1;
-        proc->sandboxed = req->sandbox;
-        snprintf(proc->kernel_id, sizeof(proc->kernel_id), "%s", req->kernel_id);
-        if ((size_t)snprintf(proc->run_dir, sizeof(proc->run_dir), "%s/%s", runtime_dir,
-                             req->kernel_id) >= sizeof(proc->run_dir) - 64) {
-                fail_set(fail, req->kernel_id, "run-dir", ENAMETOOLONG, NULL);
-                return -ENAMETOOLONG;
+        *nfds = 0;
+        memset(started, 0, sizeof(*started));
+        if (!b || (b->sandboxed && !b->init_alive)) {
+                fail_set(fail, req->id, "find sandbox", ESRCH, NULL);
+                return -ESRCH;
         }
-        /* Searchable by all: the sandbox's setup runs as an unprivileged
-         * host id and must reach its mount points; nothing here is listable. */
-        if (mkdir(proc->run_dir, 0711) < 0) {
-                rc = -errno;
-                fail_set(fail, req->kernel_id, "run-dir", errno, NULL);
-                return rc;
+        if (proc_find(req->id) || box_find(req->id)) {
+                fail_set(fail, req->id, "register", EEXIST, NULL);
+                return -EEXIST;
         }
-        snprintf(ipc_dir, sizeof(ipc_dir), "%s/" IPC_DIR, proc->run_dir);
-        if (mkdir(ipc_dir, 0700) < 0) {
-                rc = -errno;
-                fail_set(fail, req->kernel_id, "ipc-dir", errno, NULL);
-                goto fail;
+        p = calloc(1, sizeof(*p));
+        if (!p) {
+                fail_set(fail, req->id, "register", ENOMEM, NULL);
+                return -ENOMEM;
         }
-        sreq.run_dir = proc->run_dir;
-        sreq.ipc_dir = ipc_dir;
-        sreq.quiet = log_threshold > LOG_LEVEL_DEBUG;
-        sreq.ids.user_uid = getuid();
-        sreq.ids.user_gid = getgid();
-        if (proc->sandboxed) {
-                if (geteuid() == 0) {
-                        proc->slot = slot_take();
-                        if (proc->slot < 0) {
-                                rc = -EAGAIN;
-                                fail_set(fail, req->kernel_id, "host ids", EAGAIN, NULL);
+        p->sp.status_fd = -1;
+        snprintf(p->id, sizeof(p->id), "%s", req->id);
+        p->box = b;
+        box_home(b, home, sizeof(home));
+        cwd = req->cwd[0] ? req->cwd : home;
+        if (!b->sandboxed && req->cwd[0])
+                cwd = home; /* without a sandbox, paths inside mean nothing */
+        if (req->kernel) {
+                rc = write_connection(b, req, p, inside, sizeof(inside),
+                                      started->ipc_prefix, sizeof(started->ipc_prefix));
+                if (rc < 0) {
+                        fail_set(fail, req->id, "connection-file", -rc, NULL);
+                        goto fail;
+                }
+                if (log_threshold <= LOG_LEVEL_DEBUG)
+                        stdio[1] = stdio[2] = 2; /* the kernel's own output, when debugging */
+        } else {
+                /* A command talks through pipes the gateway reads. */
+                for (int i = 0; i < 3; i++) {
+                        if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                                rc = -errno;
+                                fail_set(fail, req->id, "pipe", errno, NULL);
                                 goto fail;
                         }
-                        sreq.ids.privileged = true;
-                        sreq.ids.setup_uid = ID_BASE + id_offset + 2u * (unsigned)proc->slot;
-                        sreq.ids.user_uid = sreq.ids.setup_uid + 1;
-                        sreq.ids.setup_gid = sreq.ids.setup_uid;
-                        sreq.ids.user_gid = sreq.ids.user_uid;
                 }
-                snprintf(path, sizeof(path), "%s/" ROOT_DIR, proc->run_dir);
-                if (mkdir(path, 0755) < 0 || chown(ipc_dir, sreq.ids.user_uid,
-                                                   sreq.ids.user_gid) < 0) {
-                        rc = -errno;
-                        fail_set(fail, req->kernel_id, "run-dir", errno, NULL);
-                        goto fail;
-                }
-                snprintf(ip, sizeof(ip), SANDBOX_RUN_DIR "/kernel");
-                connection_file = SANDBOX_RUN_DIR "/" CONNECTION_FILE;
-                home = SANDBOX_HOME;
-        } else {
-                snprintf(ip, sizeof(ip), "%s/kernel", ipc_dir);
-                snprintf(path, sizeof(path), "%s/" CONNECTION_FILE, ipc_dir);
-                snprintf(plan.home, sizeof(plan.home), "%s/" HOME_DIR, proc->run_dir);
-                if (mkdir(plan.home, 0700) < 0) {
-                        rc = -errno;
-                        fail_set(fail, req->kernel_id, "home-dir", errno, NULL);
-                        goto fail;
-                }
-                connection_file = path;
-                home = plan.home;
+                stdio[0] = pipes[0][0];
+                stdio[1] = pipes[1][1];
+                stdio[2] = pipes[2][1];
+                inside[0] = '\0';
         }
-        if (strlen(ipc_dir) + 16 > sizeof(((struct jp_connection *)0)->ip)) {
-                rc = -ENAMETOOLONG;
-                fail_set(fail, req->kernel_id, "run-dir", ENAMETOOLONG, "socket path too long");
-                goto fail;
-        }
-        rc = write_connection(req, ipc_dir, ip, sreq.ids.user_uid, sreq.ids.user_gid);
-        if (rc < 0) {
-                fail_set(fail, req->kernel_id, "connection-file", -rc, NULL);
-                goto fail;
-        }
-        plan.argv = build_argv(req, connection_file);
-        plan.envp = build_env(req, home);
-        if (!plan.argv || !plan.envp) {
+        argv = build_argv(req, inside);
+        envp = build_env(req, home);
+        if (!argv || !envp) {
                 rc = -ENOMEM;
-                fail_set(fail, req->kernel_id, "prepare", ENOMEM, NULL);
+                fail_set(fail, req->id, "prepare", ENOMEM, NULL);
                 goto fail;
         }
-        if (proc->sandboxed) {
-                sreq.argv = plan.argv;
-                sreq.envp = plan.envp;
-                rc = sandbox_start(&sreq, &proc->sandbox, fail);
-                snprintf(fail->kernel_id, sizeof(fail->kernel_id), "%s", req->kernel_id);
-                proc->pid = proc->sandbox.init_pid;
+        if (b->sandboxed) {
+                struct sandbox_exec ex = {argv, envp, cwd, {stdio[0], stdio[1], stdio[2]}};
+
+                rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);
+                snprintf(fail->id, sizeof(fail->id), "%s", req->id);
+                p->pid = p->sp.pid;
+                p->reap = p->sp.watcher;
         } else {
-                rc = start_unsandboxed(&plan, proc, fail);
+                rc = start_plain(p, argv, envp, cwd, stdio, fail);
         }
         if (rc < 0)
                 goto fail;
-        snprintf(started->kernel_id, sizeof(started->kernel_id), "%s", req->kernel_id);
-        started->pid = proc->pid;
-        snprintf(started->ipc_prefix, sizeof(started->ipc_prefix), "%s/kernel", ipc_dir);
-        goto out;
+        if (!req->kernel) {
+                fds[0] = pipes[0][1];
+                fds[1] = pipes[1][0];
+                fds[2] = pipes[2][0];
+                pipes[0][1] = pipes[1][0] = pipes[2][0] = -1;
+                *nfds = 3;
+        }
+        for (int i = 0; i < 3; i++)
+                close_pair(pipes[i]);
+        snprintf(started->id, sizeof(started->id), "%s", req->id);
+        started->pid = p->pid;
+        b->procs++;
+        p->next = procs;
+        procs = p;
+        free_strv(argv);
+        free_strv(envp);
+        return 0;
 fail:
-        spawn_cleanup(proc);
-        slot_release(proc->slot);
-out:
-        free_strv(plan.argv);
-        free_strv(plan.envp);
+        for (int i = 0; i < 3; i++)
+                close_pair(pipes[i]);
+        if (p->conn_file[0])
+                unlink(p->conn_file);
+        free(p);
+        free_strv(argv);
+        free_strv(envp);
         return rc;
 }
 
-int spawn_signal(const struct kernel_proc *proc, int sig)
+int spawn_signal(const char *id, int sig)
 {
-        if (proc->sandboxed)
-                return sandbox_signal(&proc->sandbox, sig);
-        /* The kernel leads its own process group: signal the whole group. */
-        return kill(-proc->pid, sig) < 0 ? -errno : 0;
+        struct proc *p = proc_find(id);
+
+        if (!p)
+                return -ESRCH;
+        return kill(-p->pid, sig) < 0 ? -errno : 0;
 }
 
-void spawn_kill(const struct kernel_proc *proc)
+int spawn_stop(const char *id)
 {
-        if (proc->sandboxed)
-                sandbox_kill(&proc->sandbox);
-        else
-                kill(-proc->pid, SIGKILL);
+        return spawn_signal(id, SIGKILL);
 }
 
-void spawn_reap(struct kernel_proc *proc, int status, struct hostmsg_exit *ex)
+static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_type, json_t *))
 {
+        struct box *b = p->box;
+        struct hostmsg_exit ex = {.pid = p->pid};
+        uint64_t ooms;
         bool oom = false;
 
-        if (proc->sandboxed)
-                status = sandbox_finish(&proc->sandbox, status, &oom);
-        else
-                kill(-proc->pid, SIGKILL); /* stragglers of the kernel's group */
-        memset(ex, 0, sizeof(*ex));
-        snprintf(ex->kernel_id, sizeof(ex->kernel_id), "%s", proc->kernel_id);
-        ex->pid = proc->pid;
-        if (WIFSIGNALED(status)) {
-                ex->exit_code = -1;
-                ex->signal = WTERMSIG(status);
+        if (b->sandboxed) {
+                status = sandbox_process_status(&p->sp, status);
+                /* A SIGKILL while the group's kill counter moved: the memory
+                 * limit did it. */
+                ooms = sandbox_oom_kills(&b->sandbox);
+                oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && ooms > b->oom_seen;
+                b->oom_seen = ooms;
         } else {
-                ex->exit_code = WEXITSTATUS(status);
+                kill(-p->pid, SIGKILL); /* stragglers of its group */
         }
-        snprintf(ex->reason, sizeof(ex->reason), "%s",
+        snprintf(ex.id, sizeof(ex.id), "%s", p->id);
+        if (WIFSIGNALED(status)) {
+                ex.exit_code = -1;
+                ex.signal = WTERMSIG(status);
+        } else {
+                ex.exit_code = WEXITSTATUS(status);
+        }
+        snprintf(ex.reason, sizeof(ex.reason), "%s",
                  oom ? "out-of-memory" : WIFSIGNALED(status) ? "signaled" : "exited");
-        spawn_cleanup(proc);
-        slot_release(proc->slot);
-        proc->slot = -1;
+        log_debug("process %.8s ended: %s (code %d, signal %d)", p->id, ex.reason, ex.exit_code,
+                  ex.signal);
+        if (p->conn_file[0])
+                unlink(p->conn_file);
+        for (struct proc **link = &procs; *link; link = &(*link)->next) {
+                if (*link == p) {
+                        *link = p->next;
+                        break;
+                }
+        }
+        free(p);
+        b->procs--;
+        if (report)
+                report(HOSTMSG_EXITED, hostmsg_exit_encode(&ex));
+}
+
+void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *))
+{
+        for (struct proc *p = procs; p; p = p->next) {
+                if (p->reap == pid) {
+                        struct box *b = p->box;
+
+                        proc_exited(p, status, report);
+                        if (!b->init_alive && b->procs == 0)
+                                box_free(b, report);
+                        return;
+                }
+        }
+        for (struct box *b = boxes; b; b = b->next) {
+                if (b->sandboxed && b->sandbox.init_pid == pid) {
+                        /* Its processes die with it; each is reported as its
+                         * watcher is reaped. */
+                        b->init_alive = false;
+                        if (b->procs == 0)
+                                box_free(b, report);
+                        return;
+                }
+        }
+}
+
+void spawn_stop_all(void (*report)(enum hostmsg_type, json_t *))
+{
+        for (struct box *b = boxes; b; b = b->next)
+                spawn_sandbox_destroy(b->id);
+        while (boxes) {
+                int status;
+                pid_t pid = waitpid(-1, &status, 0);
+
+                if (pid < 0 && errno == EINTR)
+                        continue;
+                if (pid < 0)
+                        break;
+                spawn_reap(pid, status, report);
+        }
+        /* Boxes without a sandbox and without processes have nothing to reap. */
+        while (boxes)
+                box_free(boxes, report);
 }

@@ -1,40 +1,38 @@
-/* Starting, signalling and reaping kernels, sandboxed (the default) or,
- * with --sandbox=none, as plain processes. */
+/* Sandboxes and the processes in them, as the kernel-host keeps them. */
 #ifndef GLOVEBOX_SPAWN_H
 #define GLOVEBOX_SPAWN_H
 
-#include "kernel-host/sandbox.h"
 #include "protocol/hostmsg.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct kernel_proc {
-        char kernel_id[JP_UUID_SIZE];
-        pid_t pid;              /* the sandbox's init, or the kernel itself */
-        char run_dir[PATH_MAX]; /* <runtime>/<kernel id> */
-        bool sandboxed;
-        struct sandbox sandbox;
-        int slot;               /* host id slot (sandboxed, as root) */
-};
+/* Prepares what every sandbox shares; runtime_dir holds their directories.
+ * 0 or -errno (logged). */
+int spawn_init(const char *runtime_dir);
 
-/* Prepares what every sandbox shares (seccomp program, host id range).
- * Returns 0 or -errno; the error is logged. */
-int spawn_init(void);
+/* Makes a sandbox (or, without one, a plain directory). *root_fd is a new
+ * descriptor of its root directory for the gateway (the caller closes it).
+ * On failure fills fail, leaves nothing behind and returns -errno. */
+int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
+                         int *root_fd, struct hostmsg_failed *fail);
+/* Kills everything in the sandbox; it is reported gone once reaped. */
+int spawn_sandbox_destroy(const char *id);
 
-/* Creates the run directory and connection file of req and starts its
- * kernel. On success fills proc and started; on failure fills fail (which
- * step, errno), leaves nothing behind and returns -errno. */
-int spawn_kernel(const struct hostmsg_start *req, const char *runtime_dir,
-                 struct kernel_proc *proc, struct hostmsg_started *started,
-                 struct hostmsg_failed *fail);
-/* Delivers sig to the kernel's process group. */
-int spawn_signal(const struct kernel_proc *proc, int sig);
-/* Kills everything of the kernel at once. */
-void spawn_kill(const struct kernel_proc *proc);
-/* After proc->pid was reaped with status: fills the exit report (the
- * kernel's own status, out-of-memory as the reason when that killed it)
- * and removes everything the kernel had on the host. */
-void spawn_reap(struct kernel_proc *proc, int status, struct hostmsg_exit *ex);
+/* Starts a process in its sandbox. A command's stdin (write end), stdout
+ * and stderr (read ends) are returned in fds for the gateway. */
+int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started, int fds[3],
+                size_t *nfds, struct hostmsg_failed *fail);
+/* Delivers sig to the process's group; -ESRCH if unknown. */
+int spawn_signal(const char *id, int sig);
+/* Kills the process's group at once. */
+int spawn_stop(const char *id);
+
+/* Reports what ended with pid: an exited process (EXITED) and/or a sandbox
+ * whose last process is gone (SANDBOX_GONE), through report. */
+void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *));
+/* Kills everything and waits for it (at exit). */
+void spawn_stop_all(void (*report)(enum hostmsg_type, json_t *));
 
 #endif

@@ -7,21 +7,29 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 struct hostmsg_header {
         uint32_t type;
         uint32_t length;
 };
 
-int hostmsg_send(int fd, enum hostmsg_type type, json_t *body)
+int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, size_t nfds)
 {
         struct hostmsg_header h = {.type = (uint32_t)type};
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * HOSTMSG_MAX_FDS)];
+                struct cmsghdr align;
+        } control;
         struct iovec iov[2];
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-        char *text = json_dumps(body, JSON_COMPACT);
+        char *text;
         ssize_t n;
         int rc = 0;
 
+        if (nfds > HOSTMSG_MAX_FDS)
+                return -EINVAL;
+        text = json_dumps(body, JSON_COMPACT);
         if (!text)
                 return -ENOMEM;
         h.length = (uint32_t)strlen(text);
@@ -31,6 +39,18 @@ int hostmsg_send(int fd, enum hostmsg_type type, json_t *body)
         }
         iov[0] = (struct iovec){&h, sizeof(h)};
         iov[1] = (struct iovec){text, h.length};
+        if (nfds) {
+                struct cmsghdr *c;
+
+                memset(&control, 0, sizeof(control));
+                mh.msg_control = control.buf;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+        }
         do {
                 n = sendmsg(fd, &mh, MSG_NOSIGNAL);
         } while (n < 0 && errno == EINTR);
@@ -41,34 +61,87 @@ out:
         return rc;
 }
 
-int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body)
+/* Takes the descriptors out of a received message: into fds when the
+ * caller wants them, closed otherwise. False when the message carried more
+ * than HOSTMSG_MAX_FDS: the extra ones are closed, and the message must be
+ * refused rather than acted on without them. */
+static bool take_fds(struct msghdr *mh, int *fds, size_t *nfds)
+{
+        size_t got = 0, seen = 0;
+
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+                size_t n;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < n; i++) {
+                        int one;
+
+                        memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        seen++;
+                        if (fds && got < HOSTMSG_MAX_FDS)
+                                fds[got++] = one;
+                        else
+                                close(one);
+                }
+        }
+        if (nfds)
+                *nfds = got;
+        return seen <= HOSTMSG_MAX_FDS;
+}
+
+int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body, int *fds, size_t *nfds)
 {
         static char data[sizeof(struct hostmsg_header) + HOSTMSG_MAX_BODY];
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * HOSTMSG_MAX_FDS)];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {data, sizeof(data)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                            .msg_controllen = sizeof(control.buf)};
         struct hostmsg_header h;
+        int rc = -EBADMSG;
+        bool fit;
         ssize_t n;
 
         *body = NULL;
+        if (nfds)
+                *nfds = 0;
         do {
                 /* MSG_TRUNC reports the real size of an oversized datagram. */
-                n = recv(fd, data, sizeof(data), MSG_DONTWAIT | MSG_TRUNC);
+                n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
         } while (n < 0 && errno == EINTR);
         if (n < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        if (n == 0)
-                return -EPIPE;
-        if ((size_t)n < sizeof(h) || (size_t)n > sizeof(data))
-                return -EBADMSG;
+        fit = take_fds(&mh, fds, nfds);
+        /* An empty datagram reads as the peer's end: a caller tearing down
+         * would never close what came with it. */
+        if (n == 0) {
+                rc = -EPIPE;
+                goto bad;
+        }
+        if (!fit || (size_t)n < sizeof(h) || (size_t)n > sizeof(data) ||
+            (mh.msg_flags & MSG_CTRUNC))
+                goto bad;
         memcpy(&h, data, sizeof(h));
         if (h.length != (size_t)n - sizeof(h))
-                return -EBADMSG;
+                goto bad;
         *body = json_loadb(data + sizeof(h), h.length, 0, NULL);
         if (!json_is_object(*body)) {
                 json_decref(*body);
                 *body = NULL;
-                return -EBADMSG;
+                goto bad;
         }
         *type = (enum hostmsg_type)h.type;
         return 0;
+bad:
+        for (size_t i = 0; nfds && i < *nfds; i++)
+                close(fds[i]);
+        if (nfds)
+                *nfds = 0;
+        return rc;
 }
 
 /* Copies a string member into out; -EBADMSG when missing, not a string,
@@ -97,9 +170,9 @@ static int get_int(json_t *o, const char *key, long long min, long long max, lon
         return 0;
 }
 
-static int get_id(json_t *o, char id[JP_UUID_SIZE])
+static int get_id(json_t *o, const char *key, char id[JP_UUID_SIZE])
 {
-        int rc = get_str(o, "kernel_id", id, JP_UUID_SIZE);
+        int rc = get_str(o, key, id, JP_UUID_SIZE);
 
         if (rc == 0 && !jp_uuid_valid(id, strlen(id)))
                 rc = -EBADMSG;
@@ -140,37 +213,11 @@ static int strv_decode(json_t *a, size_t max, int need_equals, char ***out)
         return 0;
 }
 
-json_t *hostmsg_start_encode(const struct hostmsg_start *m)
+static int get_limits(json_t *limits, struct hostmsg_limits *out)
 {
-        return json_pack("{s:s, s:s, s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:b}", "kernel_id",
-                         m->kernel_id, "kernelspec_dir", m->kernelspec_dir, "key", m->key, "argv",
-                         strv_encode(m->argv), "env", strv_encode(m->env), "limits", "memory_mb",
-                         (json_int_t)m->limits.memory_mb, "cpu_millis",
-                         (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
-                         "disk_mb", (json_int_t)m->limits.disk_mb, "sandbox", m->sandbox);
-}
-
-int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
-{
-        json_t *limits = json_object_get(body, "limits");
-        json_t *sandbox = json_object_get(body, "sandbox");
         long long memory = 0, cpu = 0, pids = 0, disk = 0;
-        int rc;
+        int rc = json_is_object(limits) ? 0 : -EBADMSG;
 
-        memset(m, 0, sizeof(*m));
-        rc = get_id(body, m->kernel_id);
-        if (rc == 0)
-                rc = get_str(body, "kernelspec_dir", m->kernelspec_dir, sizeof(m->kernelspec_dir));
-        if (rc == 0)
-                rc = get_str(body, "key", m->key, sizeof(m->key));
-        if (rc == 0)
-                rc = strv_decode(json_object_get(body, "argv"), HOSTMSG_MAX_ARGS, 0, &m->argv);
-        if (rc == 0 && !m->argv[0])
-                rc = -EBADMSG;
-        if (rc == 0)
-                rc = strv_decode(json_object_get(body, "env"), HOSTMSG_MAX_ENV, 1, &m->env);
-        if (rc == 0 && (!json_is_object(limits) || !json_is_boolean(sandbox)))
-                rc = -EBADMSG;
         if (rc == 0)
                 rc = get_int(limits, "memory_mb", 1, 1 << 24, &memory);
         if (rc == 0)
@@ -179,14 +226,10 @@ int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
                 rc = get_int(limits, "pids", 1, 1 << 22, &pids);
         if (rc == 0)
                 rc = get_int(limits, "disk_mb", 1, 1 << 24, &disk);
-        if (rc < 0) {
-                hostmsg_start_clear(m);
-                return rc;
-        }
-        m->limits = (struct hostmsg_limits){(uint64_t)memory, (uint32_t)cpu, (uint32_t)pids,
-                                            (uint64_t)disk};
-        m->sandbox = json_is_true(sandbox);
-        return 0;
+        if (rc == 0)
+                *out = (struct hostmsg_limits){(uint64_t)memory, (uint32_t)cpu, (uint32_t)pids,
+                                               (uint64_t)disk};
+        return rc;
 }
 
 static void strv_clear(char ***v)
@@ -197,6 +240,119 @@ static void strv_clear(char ***v)
         *v = NULL;
 }
 
+json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
+{
+        return json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
+                         "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
+                         (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
+                         "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
+                         strv_encode(m->ro_paths), "sandbox", m->sandbox);
+}
+
+int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
+{
+        json_t *sandbox = json_object_get(body, "sandbox");
+        int rc;
+
+        memset(m, 0, sizeof(*m));
+        rc = get_id(body, "sandbox_id", m->sandbox_id);
+        if (rc == 0)
+                rc = get_limits(json_object_get(body, "limits"), &m->limits);
+        if (rc == 0)
+                rc = strv_decode(json_object_get(body, "ro_paths"), HOSTMSG_MAX_ARGS, 0,
+                                 &m->ro_paths);
+        for (size_t i = 0; rc == 0 && m->ro_paths[i]; i++) {
+                /* Absolute and plain: no ".." can take a bind elsewhere. */
+                if (m->ro_paths[i][0] != '/' || strstr(m->ro_paths[i], "/..") ||
+                    strlen(m->ro_paths[i]) >= PATH_MAX)
+                        rc = -EBADMSG;
+        }
+        if (rc == 0 && !json_is_boolean(sandbox))
+                rc = -EBADMSG;
+        if (rc < 0) {
+                hostmsg_sandbox_clear(m);
+                return rc;
+        }
+        m->sandbox = json_is_true(sandbox);
+        return 0;
+}
+
+void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
+{
+        strv_clear(&m->ro_paths);
+}
+
+json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
+{
+        return json_pack("{s:s, s:i, s:I, s:I, s:s}", "sandbox_id", m->sandbox_id, "init_pid",
+                         m->init_pid, "user_uid", (json_int_t)m->user_uid, "user_gid",
+                         (json_int_t)m->user_gid, "root", m->root);
+}
+
+int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
+{
+        long long pid = 0, uid = 0, gid = 0;
+        int rc = get_id(body, "sandbox_id", m->sandbox_id);
+
+        if (rc == 0)
+                rc = get_int(body, "init_pid", 0, INT_MAX, &pid);
+        if (rc == 0)
+                rc = get_int(body, "user_uid", 0, UINT32_MAX - 1, &uid);
+        if (rc == 0)
+                rc = get_int(body, "user_gid", 0, UINT32_MAX - 1, &gid);
+        if (rc == 0)
+                rc = get_str(body, "root", m->root, sizeof(m->root));
+        if (rc == 0 && m->root[0] != '/')
+                rc = -EBADMSG;
+        if (rc == 0) {
+                m->init_pid = (int)pid;
+                m->user_uid = (unsigned)uid;
+                m->user_gid = (unsigned)gid;
+        }
+        return rc;
+}
+
+json_t *hostmsg_start_encode(const struct hostmsg_start *m)
+{
+        return json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:o, s:o}", "id", m->id, "sandbox_id",
+                         m->sandbox_id, "kernel", m->kernel, "kernelspec_dir", m->kernelspec_dir,
+                         "key", m->key, "cwd", m->cwd, "argv", strv_encode(m->argv), "env",
+                         strv_encode(m->env));
+}
+
+int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
+{
+        json_t *kernel = json_object_get(body, "kernel");
+        int rc;
+
+        memset(m, 0, sizeof(*m));
+        rc = get_id(body, "id", m->id);
+        if (rc == 0)
+                rc = get_id(body, "sandbox_id", m->sandbox_id);
+        if (rc == 0)
+                rc = get_str(body, "kernelspec_dir", m->kernelspec_dir, sizeof(m->kernelspec_dir));
+        if (rc == 0)
+                rc = get_str(body, "key", m->key, sizeof(m->key));
+        if (rc == 0)
+                rc = get_str(body, "cwd", m->cwd, sizeof(m->cwd));
+        if (rc == 0 && m->cwd[0] && m->cwd[0] != '/')
+                rc = -EBADMSG;
+        if (rc == 0)
+                rc = strv_decode(json_object_get(body, "argv"), HOSTMSG_MAX_ARGS, 0, &m->argv);
+        if (rc == 0 && !m->argv[0])
+                rc = -EBADMSG;
+        if (rc == 0)
+                rc = strv_decode(json_object_get(body, "env"), HOSTMSG_MAX_ENV, 1, &m->env);
+        if (rc == 0 && !json_is_boolean(kernel))
+                rc = -EBADMSG;
+        if (rc < 0) {
+                hostmsg_start_clear(m);
+                return rc;
+        }
+        m->kernel = json_is_true(kernel);
+        return 0;
+}
+
 void hostmsg_start_clear(struct hostmsg_start *m)
 {
         strv_clear(&m->argv);
@@ -205,14 +361,14 @@ void hostmsg_start_clear(struct hostmsg_start *m)
 
 json_t *hostmsg_started_encode(const struct hostmsg_started *m)
 {
-        return json_pack("{s:s, s:i, s:s}", "kernel_id", m->kernel_id, "pid", m->pid,
-                         "ipc_prefix", m->ipc_prefix);
+        return json_pack("{s:s, s:i, s:s}", "id", m->id, "pid", m->pid, "ipc_prefix",
+                         m->ipc_prefix);
 }
 
 int hostmsg_started_decode(json_t *body, struct hostmsg_started *m)
 {
         long long pid = 0;
-        int rc = get_id(body, m->kernel_id);
+        int rc = get_id(body, "id", m->id);
 
         if (rc == 0)
                 rc = get_int(body, "pid", 1, INT_MAX, &pid);
@@ -225,14 +381,14 @@ int hostmsg_started_decode(json_t *body, struct hostmsg_started *m)
 
 json_t *hostmsg_failed_encode(const struct hostmsg_failed *m)
 {
-        return json_pack("{s:s, s:s, s:i, s:s}", "kernel_id", m->kernel_id, "step", m->step,
-                         "error", m->error, "message", m->message);
+        return json_pack("{s:s, s:s, s:i, s:s}", "id", m->id, "step", m->step, "error", m->error,
+                         "message", m->message);
 }
 
 int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m)
 {
         long long error = 0;
-        int rc = get_id(body, m->kernel_id);
+        int rc = get_id(body, "id", m->id);
 
         if (rc == 0)
                 rc = get_str(body, "step", m->step, sizeof(m->step));
@@ -247,18 +403,18 @@ int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m)
 
 json_t *hostmsg_signal_encode(const struct hostmsg_signal *m)
 {
-        /* STOP carries no signal, and its decoder refuses "signal": 0. */
+        /* STOP and SANDBOX_DESTROY carry no signal, and the decoder refuses
+         * "signal": 0. */
         if (m->signal == 0)
-                return json_pack("{s:s}", "kernel_id", m->kernel_id);
-        return json_pack("{s:s, s:i}", "kernel_id", m->kernel_id, "signal", m->signal);
+                return json_pack("{s:s}", "id", m->id);
+        return json_pack("{s:s, s:i}", "id", m->id, "signal", m->signal);
 }
 
 int hostmsg_signal_decode(json_t *body, struct hostmsg_signal *m)
 {
         long long sig = 0;
-        int rc = get_id(body, m->kernel_id);
+        int rc = get_id(body, "id", m->id);
 
-        /* STOP carries no signal; SIGNAL must name a real one. */
         if (rc == 0 && json_object_get(body, "signal"))
                 rc = get_int(body, "signal", 1, 64, &sig);
         m->signal = (int)sig;
@@ -267,14 +423,14 @@ int hostmsg_signal_decode(json_t *body, struct hostmsg_signal *m)
 
 json_t *hostmsg_exit_encode(const struct hostmsg_exit *m)
 {
-        return json_pack("{s:s, s:i, s:i, s:i, s:s}", "kernel_id", m->kernel_id, "pid", m->pid,
-                         "exit_code", m->exit_code, "signal", m->signal, "reason", m->reason);
+        return json_pack("{s:s, s:i, s:i, s:i, s:s}", "id", m->id, "pid", m->pid, "exit_code",
+                         m->exit_code, "signal", m->signal, "reason", m->reason);
 }
 
 int hostmsg_exit_decode(json_t *body, struct hostmsg_exit *m)
 {
         long long pid = 0, code = 0, sig = 0;
-        int rc = get_id(body, m->kernel_id);
+        int rc = get_id(body, "id", m->id);
 
         if (rc == 0)
                 rc = get_int(body, "pid", 0, INT_MAX, &pid);

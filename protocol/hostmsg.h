@@ -24,16 +24,25 @@
  * with this port number; both sides rely on it. */
 #define HOSTMSG_PORT(channel) ((int)(channel) + 1)
 
+/* A sandbox holds the namespaces, mounts and cgroup; processes (kernels,
+ * commands) run in it. Every object is named by a UUID the gateway picks. */
 enum hostmsg_type {
         /* gateway -> kernel-host */
-        HOSTMSG_START = 1,  /* struct hostmsg_start */
-        HOSTMSG_SIGNAL = 2, /* kernel_id, signal: deliver to the kernel's process group */
-        HOSTMSG_STOP = 3,   /* kernel_id: kill everything of this kernel and clean up */
+        HOSTMSG_SANDBOX_CREATE = 1,  /* struct hostmsg_sandbox */
+        HOSTMSG_SANDBOX_DESTROY = 2, /* struct hostmsg_signal (id: the sandbox) */
+        HOSTMSG_START = 3,           /* struct hostmsg_start: a process in a sandbox */
+        HOSTMSG_SIGNAL = 4,          /* struct hostmsg_signal: to the process's group */
+        HOSTMSG_STOP = 5,            /* struct hostmsg_signal: kill the process now */
         /* kernel-host -> gateway */
-        HOSTMSG_STARTED = 100,      /* kernel_id, pid, ipc_prefix */
-        HOSTMSG_START_FAILED = 101, /* kernel_id, step, error (errno), message */
-        HOSTMSG_EXITED = 102,       /* struct hostmsg_exit */
+        HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
+        HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
+        HOSTMSG_SANDBOX_GONE = 102,   /* struct hostmsg_exit (of the sandbox's init) */
+        HOSTMSG_STARTED = 103,        /* struct hostmsg_started (+ a command's stdio fds) */
+        HOSTMSG_START_FAILED = 104,   /* struct hostmsg_failed */
+        HOSTMSG_EXITED = 105,         /* struct hostmsg_exit */
 };
+
+#define HOSTMSG_MAX_FDS 3 /* a command's stdin (write end), stdout, stderr (read ends) */
 
 struct hostmsg_limits {
         uint64_t memory_mb;
@@ -42,54 +51,77 @@ struct hostmsg_limits {
         uint64_t disk_mb;
 };
 
+struct hostmsg_sandbox {
+        char sandbox_id[JP_UUID_SIZE];
+        struct hostmsg_limits limits;
+        char **ro_paths; /* host paths bound read-only at the same path; owned after decoding */
+        bool sandbox;    /* false: --sandbox=none, a plain directory */
+};
+
+struct hostmsg_sandbox_ready {
+        char sandbox_id[JP_UUID_SIZE];
+        int init_pid;           /* host pid of the sandbox's init (0 without a sandbox) */
+        unsigned user_uid;      /* host ids of the sandbox's "user": what the gateway */
+        unsigned user_gid;      /* writes into the sandbox belongs to them */
+        char root[PATH_MAX];    /* host path of the sandbox's root directory */
+};
+
 struct hostmsg_start {
-        char kernel_id[JP_UUID_SIZE];
-        char kernelspec_dir[PATH_MAX];
-        char key[JP_MAX_KEY_LEN + 1];
+        char id[JP_UUID_SIZE];
+        char sandbox_id[JP_UUID_SIZE];
+        bool kernel;                  /* a kernel: a connection file is written */
+        char kernelspec_dir[PATH_MAX]; /* kernels: expands "{resource_dir}" */
+        char key[JP_MAX_KEY_LEN + 1];  /* kernels: the HMAC key */
+        char cwd[PATH_MAX];           /* inside the sandbox; "" for the home directory */
         char **argv; /* NULL-terminated; owned after decoding */
         char **env;  /* "NAME=value", NULL-terminated; owned after decoding */
-        struct hostmsg_limits limits;
-        bool sandbox;
 };
 
 struct hostmsg_started {
-        char kernel_id[JP_UUID_SIZE];
-        int pid;
-        char ipc_prefix[PATH_MAX]; /* host path; channel sockets are <prefix>-<port> */
+        char id[JP_UUID_SIZE];
+        int pid;                   /* host pid of the process */
+        char ipc_prefix[PATH_MAX]; /* kernels: the sockets are <prefix>-<port> (host path) */
 };
 
 struct hostmsg_failed {
-        char kernel_id[JP_UUID_SIZE];
-        char step[64];   /* which step of the start failed, e.g. "exec" */
+        char id[JP_UUID_SIZE];
+        char step[64];   /* which step failed, e.g. "exec" */
         int error;       /* errno of that step */
         char message[HOSTMSG_ERROR_SIZE];
 };
 
 struct hostmsg_signal {
-        char kernel_id[JP_UUID_SIZE];
-        int signal;
+        char id[JP_UUID_SIZE];
+        int signal; /* SIGNAL only; 0 otherwise */
 };
 
 struct hostmsg_exit {
-        char kernel_id[JP_UUID_SIZE];
+        char id[JP_UUID_SIZE];
         int pid;
         int exit_code; /* -1 when killed by a signal */
         int signal;    /* 0 when it exited */
-        char reason[32]; /* "exited", "signaled", "out-of-memory", "stopped" */
+        char reason[32]; /* "exited", "signaled", "out-of-memory" */
 };
 
-/* Sends one message; 0 or -errno (-EMSGSIZE past HOSTMSG_MAX_BODY). */
-int hostmsg_send(int fd, enum hostmsg_type type, json_t *body);
-/* Receives one message: 0 with *body set (caller decrefs), -EAGAIN when
- * none is waiting, -EPIPE when the peer is gone, -EBADMSG for a malformed or
- * oversized one (which is consumed). */
-int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body);
+/* Sends one message, with up to HOSTMSG_MAX_FDS descriptors (SCM_RIGHTS);
+ * 0 or -errno (-EMSGSIZE past HOSTMSG_MAX_BODY). */
+int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, size_t nfds);
+/* Receives one message: 0 with *body set (caller decrefs) and the
+ * descriptors that came with it in fds (close-on-exec, *nfds of them; pass
+ * NULL to close any), -EAGAIN when none is waiting, -EPIPE when the peer is
+ * gone, -EBADMSG for a malformed or oversized one (which is consumed). */
+int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body, int *fds, size_t *nfds);
 
+json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m);
+/* On success m owns ro_paths; release with hostmsg_sandbox_clear. */
+int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m);
+void hostmsg_sandbox_clear(struct hostmsg_sandbox *m);
+json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m);
+int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m);
 json_t *hostmsg_start_encode(const struct hostmsg_start *m);
 /* On success m owns argv and env; release with hostmsg_start_clear. */
 int hostmsg_start_decode(json_t *body, struct hostmsg_start *m);
 void hostmsg_start_clear(struct hostmsg_start *m);
-
 json_t *hostmsg_started_encode(const struct hostmsg_started *m);
 int hostmsg_started_decode(json_t *body, struct hostmsg_started *m);
 json_t *hostmsg_failed_encode(const struct hostmsg_failed *m);

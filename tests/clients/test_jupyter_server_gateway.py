@@ -17,8 +17,8 @@ import uuid
 
 import websocket
 
-from conftest import check_png, kernel_ids
-from gbclient import Channel, outputs_of, stdout_of
+from clientlib import check_png, kernel_ids, ready_channel
+from gbclient import outputs_of, stdout_of
 
 PLOT = """\
 %matplotlib inline
@@ -63,7 +63,7 @@ def test_kernel_runs_in_glovebox(gateway, jupyter_server):
     status, one, _ = jupyter_server.request("GET", f"/api/kernels/{kid}")
     assert status == 200 and one["id"] == kid and one["name"] == "python3", (status, one)
 
-    ch = Channel(jupyter_server, kid)
+    ch = ready_channel(jupyter_server, kid)
     try:
         reply, out = ch.execute("print('hello from the kernel')")
         assert reply["content"]["status"] == "ok", reply
@@ -108,7 +108,7 @@ def test_sessions_api_starts_glovebox_kernel(gateway, jupyter_server):
     assert status == 201, (status, sess, jupyter_server.read_log()[-3000:])
     kid = sess["kernel"]["id"]
     assert kid in kernel_ids(gateway)
-    ch = Channel(jupyter_server, kid)
+    ch = ready_channel(jupyter_server, kid)
     try:
         reply, out = ch.execute("import os; print(os.environ.get('KERNEL_WORKING_DIR'))")
         assert reply["content"]["status"] == "ok", reply
@@ -124,7 +124,7 @@ def test_sessions_api_starts_glovebox_kernel(gateway, jupyter_server):
 
 def test_interrupt_restart_delete_through_jupyter_server(gateway, jupyter_server):
     kid = start_kernel(jupyter_server)["id"]
-    ch = Channel(jupyter_server, kid)
+    ch = ready_channel(jupyter_server, kid)
     try:
         reply, _ = ch.execute("x = 42")
         assert reply["content"]["status"] == "ok"
@@ -136,6 +136,7 @@ def test_interrupt_restart_delete_through_jupyter_server(gateway, jupyter_server
         # Wait for the cell to be running (busy) before interrupting.
         deadline = time.time() + 30
         while True:
+            assert time.time() < deadline, "the sleeping cell never started"
             m = ch.recv(max(0.1, deadline - time.time()))
             if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "execute_input"):
                 break
@@ -155,7 +156,7 @@ def test_interrupt_restart_delete_through_jupyter_server(gateway, jupyter_server
 
     # After the restart, a fresh interpreter: x is gone; the same id, still in glovebox.
     assert kid in kernel_ids(gateway)
-    ch = Channel(jupyter_server, kid)
+    ch = ready_channel(jupyter_server, kid)
     try:
         reply, out = ch.execute("print('x' in globals())", timeout=60)
         assert reply["content"]["status"] == "ok", reply
@@ -181,9 +182,100 @@ def test_proxy_authenticates_to_glovebox(gateway, jupyter_server):
     else:
         ws.close()
         raise AssertionError("glovebox accepted a channel upgrade without a token")
-    ch = Channel(jupyter_server, kid)
+    ch = ready_channel(jupyter_server, kid)
     try:
         reply, out = ch.execute("print(6 * 7)")
         assert stdout_of(out) == "42\n"
     finally:
         ch.close()
+
+
+def test_stdin_complete_inspect_control_through_jupyter_server(gateway, jupyter_server):
+    """The other channels a notebook frontend uses, through the proxy: an
+    input() answered on stdin, completion and inspection on shell,
+    kernel_info on control."""
+    kid = start_kernel(jupyter_server)["id"]
+    ch = ready_channel(jupyter_server, kid)
+    try:
+        prompts = []
+        reply, out = ch.execute("name = input('who? ')\nprint('hello', name)",
+                                stdin_reply=lambda p: prompts.append(p) or "glovebox")
+        assert reply["content"]["status"] == "ok", reply
+        assert prompts == ["who? "]
+        assert stdout_of(out) == "hello glovebox\n"
+
+        msg_id = ch.send("complete_request", {"code": "impo", "cursor_pos": 4})
+        reply, _ = ch.collect(msg_id)
+        assert reply["msg_type"] == "complete_reply" and "import" in reply["content"]["matches"]
+
+        msg_id = ch.send("inspect_request", {"code": "name", "cursor_pos": 4, "detail_level": 0})
+        reply, _ = ch.collect(msg_id)
+        assert reply["content"]["found"] is True
+        assert "glovebox" in reply["content"]["data"]["text/plain"]
+
+        msg_id = ch.send("kernel_info_request", {}, channel="control")
+        deadline = time.time() + 30
+        while True:
+            m = ch.recv(max(0.1, deadline - time.time()))
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "kernel_info_reply":
+                break
+        assert m["channel"] == "control"
+        assert m["content"]["language_info"]["name"] == "python"
+    finally:
+        ch.close()
+
+
+def test_restart_keeps_open_channel_working(gateway, jupyter_server):
+    """A client that stays connected across a restart (REST, through
+    jupyter_server) goes on executing on the same WebSocket, in a fresh
+    interpreter."""
+    kid = start_kernel(jupyter_server)["id"]
+    ch = ready_channel(jupyter_server, kid)
+    try:
+        reply, _ = ch.execute("x = 1")
+        assert reply["content"]["status"] == "ok"
+        status, body, _ = jupyter_server.request("POST", f"/api/kernels/{kid}/restart")
+        assert status == 200, (status, body)
+        reply, out = ch.execute("print('x' in globals())", timeout=30)
+        assert reply["content"]["status"] == "ok", reply
+        assert stdout_of(out) == "False\n"
+        assert reply["content"]["execution_count"] == 1
+    finally:
+        ch.close()
+
+
+def test_kernel_death_reported_through_jupyter_server(gateway, jupyter_server):
+    """A kernel that dies mid-cell: the cell ends with an error reply (not a
+    hang), the client sees the kernel go dead and come back, and carries on."""
+    kid = start_kernel(jupyter_server)["id"]
+    ch = ready_channel(jupyter_server, kid)
+    try:
+        reply, _ = ch.execute("x = 1")
+        msg_id = ch.send("execute_request", {
+            "code": "import os, time; time.sleep(0.2); os._exit(3)", "silent": False,
+            "store_history": True, "user_expressions": {}, "allow_stdin": False,
+            "stop_on_error": True})
+        states, reply, error = [], None, None
+        deadline = time.time() + 60
+        # Until the kernel is back: an idle status after 'restarting'.
+        while not (reply and "restarting" in states and states[-1] == "idle"):
+            m = ch.recv(max(0.1, deadline - time.time()))
+            assert time.time() < deadline, (states, reply)
+            if m["msg_type"] == "status":
+                states.append(m["content"]["execution_state"])
+            elif m["parent_header"].get("msg_id") == msg_id:
+                if m["channel"] == "shell":
+                    reply = m
+                elif m["msg_type"] == "error":
+                    error = m
+        assert reply["content"]["status"] == "error", reply
+        assert reply["content"]["ename"] == "KernelDied", reply
+        assert error and error["content"]["ename"] == "KernelDied"
+        assert "dead" in states and states.index("dead") < states.index("restarting"), states
+
+        reply, out = ch.execute("print('x' in globals())", timeout=30)
+        assert stdout_of(out) == "False\n"
+    finally:
+        ch.close()
+    _, model, _ = jupyter_server.request("GET", f"/api/kernels/{kid}")
+    assert model["execution_state"] == "idle", model

@@ -1,20 +1,29 @@
 /* libFuzzer target for the gateway/kernel-host messages (protocol/hostmsg.c).
  *
  * The input is sent as one raw datagram over a SOCK_SEQPACKET socketpair and
- * received with hostmsg_recv; it is also parsed as JSON and handed to every
- * decoder. Invariant: whatever a decoder accepts, its encoder turns into a
- * body that decodes to the same message. */
+ * received with hostmsg_recv; it carries ((input length + 1) %
+ * (HOSTMSG_MAX_FDS + 2)) descriptors, so one more than a message may have is
+ * tried too and the empty datagram carries one, and every other length class
+ * is received with fds NULL. The input is also
+ * parsed as JSON and handed to every decoder. Invariants: no descriptor is
+ * ever left open that the caller was not handed; what hostmsg_recv hands
+ * over is exactly what was sent, close-on-exec; whatever a decoder accepts
+ * passes the checks its users rely on, and its encoder turns it into a body
+ * that decodes to the same message and encodes to the same JSON. */
 #include "autoconf.h"
 
 #include "protocol/hostmsg.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-static int fds[2] = {-1, -1};
+static int sock[2] = {-1, -1};
+static int devnull = -1; /* what is sent as descriptors */
 
 static void fail(const char *what)
 {
@@ -26,9 +35,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
         int sndbuf = 1 << 20;
 
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
+        (void)argc;
+        (void)argv;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0)
                 fail("socketpair");
-        setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+        setsockopt(sock[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+        devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0)
+                fail("open /dev/null");
         return 0;
 }
 
@@ -43,88 +57,216 @@ static int same_strv(char **a, char **b)
         return a && b && !a[i] && !b[i];
 }
 
+static void check_id(const char *id, const char *what)
+{
+        if (!jp_uuid_valid(id, strlen(id)))
+                fail(what);
+}
+
+/* Encoding the message decoded from an encoding gives the same JSON. */
+static void check_stable(json_t *first, json_t *second, const char *what)
+{
+        if (!json_equal(first, second))
+                fail(what);
+}
+
+static void check_sandbox(json_t *body)
+{
+        struct hostmsg_sandbox a, b;
+        json_t *again, *third;
+
+        if (hostmsg_sandbox_decode(body, &a) != 0) {
+                if (a.ro_paths)
+                        fail("a refused SANDBOX_CREATE left ro_paths allocated");
+                return;
+        }
+        check_id(a.sandbox_id, "SANDBOX_CREATE accepted an invalid sandbox_id");
+        if (!a.ro_paths)
+                fail("SANDBOX_CREATE decoded without ro_paths");
+        for (char **p = a.ro_paths; *p; p++) {
+                if ((*p)[0] != '/' || strstr(*p, "/.."))
+                        fail("SANDBOX_CREATE accepted a relative ro_path or one with \"/..\"");
+        }
+        if (a.limits.memory_mb == 0 || a.limits.cpu_millis == 0 || a.limits.pids == 0 ||
+            a.limits.disk_mb == 0)
+                fail("SANDBOX_CREATE accepted a zero limit");
+        again = hostmsg_sandbox_encode(&a);
+        if (!again || hostmsg_sandbox_decode(again, &b) != 0)
+                fail("SANDBOX_CREATE does not survive encode + decode");
+        if (strcmp(a.sandbox_id, b.sandbox_id) || a.limits.memory_mb != b.limits.memory_mb ||
+            a.limits.cpu_millis != b.limits.cpu_millis || a.limits.pids != b.limits.pids ||
+            a.limits.disk_mb != b.limits.disk_mb || !same_strv(a.ro_paths, b.ro_paths) ||
+            a.sandbox != b.sandbox)
+                fail("SANDBOX_CREATE differs after encode + decode");
+        third = hostmsg_sandbox_encode(&b);
+        check_stable(again, third, "SANDBOX_CREATE encodes differently the second time");
+        hostmsg_sandbox_clear(&a);
+        hostmsg_sandbox_clear(&b);
+        json_decref(again);
+        json_decref(third);
+}
+
 static void check_start(json_t *body)
 {
         struct hostmsg_start a, b;
-        json_t *again;
+        json_t *again, *third;
 
         if (hostmsg_start_decode(body, &a) != 0) {
                 if (a.argv || a.env)
                         fail("a refused START left argv or env allocated");
                 return;
         }
+        check_id(a.id, "START accepted an invalid id");
+        check_id(a.sandbox_id, "START accepted an invalid sandbox_id");
         if (!a.argv || !a.argv[0] || !a.env)
                 fail("START decoded without argv or env");
         for (char **e = a.env; *e; e++) {
                 if (!strchr(*e, '='))
                         fail("START accepted an env entry without '='");
         }
+        if (a.cwd[0] && a.cwd[0] != '/')
+                fail("START accepted a relative cwd");
         again = hostmsg_start_encode(&a);
         if (!again || hostmsg_start_decode(again, &b) != 0)
                 fail("START does not survive encode + decode");
-        if (strcmp(a.kernel_id, b.kernel_id) || strcmp(a.kernelspec_dir, b.kernelspec_dir) ||
-            strcmp(a.key, b.key) || !same_strv(a.argv, b.argv) || !same_strv(a.env, b.env) ||
-            memcmp(&a.limits, &b.limits, sizeof(a.limits)) || a.sandbox != b.sandbox)
+        if (strcmp(a.id, b.id) || strcmp(a.sandbox_id, b.sandbox_id) || a.kernel != b.kernel ||
+            strcmp(a.kernelspec_dir, b.kernelspec_dir) || strcmp(a.key, b.key) ||
+            strcmp(a.cwd, b.cwd) || !same_strv(a.argv, b.argv) || !same_strv(a.env, b.env))
                 fail("START differs after encode + decode");
+        third = hostmsg_start_encode(&b);
+        check_stable(again, third, "START encodes differently the second time");
         hostmsg_start_clear(&a);
         hostmsg_start_clear(&b);
         json_decref(again);
+        json_decref(third);
 }
 
-#define CHECK_SIMPLE(kind, decode, encode, equal)                                                  \
+/* The messages that own no memory: decode, check the id, encode, decode
+ * again and compare. */
+#define CHECK_SIMPLE(kind, id, decode, encode, equal)                                              \
         do {                                                                                       \
                 struct kind a, b;                                                                  \
-                json_t *again;                                                                     \
+                json_t *again, *third;                                                             \
                                                                                                    \
                 memset(&a, 0, sizeof(a));                                                          \
                 memset(&b, 0, sizeof(b));                                                          \
                 if (decode(body, &a) != 0)                                                         \
                         break;                                                                     \
-                if (!jp_uuid_valid(a.kernel_id, strlen(a.kernel_id)))                              \
-                        fail(#kind " accepted an invalid kernel_id");                              \
+                check_id(a.id, #kind " accepted an invalid " #id);                                 \
                 again = encode(&a);                                                                \
                 if (!again || decode(again, &b) != 0)                                              \
                         fail(#kind " does not survive encode + decode");                           \
                 if (!(equal))                                                                      \
                         fail(#kind " differs after encode + decode");                              \
+                third = encode(&b);                                                                \
+                check_stable(again, third, #kind " encodes differently the second time");          \
                 json_decref(again);                                                                \
+                json_decref(third);                                                                \
         } while (0)
 
 static void check_all(json_t *body)
 {
+        check_sandbox(body);
         check_start(body);
-        CHECK_SIMPLE(hostmsg_started, hostmsg_started_decode, hostmsg_started_encode,
-                     !strcmp(a.kernel_id, b.kernel_id) && a.pid == b.pid &&
+        CHECK_SIMPLE(hostmsg_sandbox_ready, sandbox_id, hostmsg_sandbox_ready_decode,
+                     hostmsg_sandbox_ready_encode,
+                     !strcmp(a.sandbox_id, b.sandbox_id) && a.init_pid == b.init_pid &&
+                         a.init_pid >= 0 && a.user_uid == b.user_uid &&
+                         a.user_uid != (unsigned)-1 && a.user_gid == b.user_gid &&
+                         a.user_gid != (unsigned)-1 && a.root[0] == '/' && !strcmp(a.root, b.root));
+        CHECK_SIMPLE(hostmsg_started, id, hostmsg_started_decode, hostmsg_started_encode,
+                     !strcmp(a.id, b.id) && a.pid == b.pid && a.pid > 0 &&
                          !strcmp(a.ipc_prefix, b.ipc_prefix));
-        CHECK_SIMPLE(hostmsg_failed, hostmsg_failed_decode, hostmsg_failed_encode,
-                     !strcmp(a.kernel_id, b.kernel_id) && !strcmp(a.step, b.step) &&
-                         a.error == b.error && !strcmp(a.message, b.message));
-        CHECK_SIMPLE(hostmsg_signal, hostmsg_signal_decode, hostmsg_signal_encode,
-                     !strcmp(a.kernel_id, b.kernel_id) && a.signal == b.signal);
-        CHECK_SIMPLE(hostmsg_exit, hostmsg_exit_decode, hostmsg_exit_encode,
-                     !strcmp(a.kernel_id, b.kernel_id) && a.pid == b.pid &&
+        CHECK_SIMPLE(hostmsg_failed, id, hostmsg_failed_decode, hostmsg_failed_encode,
+                     !strcmp(a.id, b.id) && !strcmp(a.step, b.step) && a.error == b.error &&
+                         !strcmp(a.message, b.message));
+        CHECK_SIMPLE(hostmsg_signal, id, hostmsg_signal_decode, hostmsg_signal_encode,
+                     !strcmp(a.id, b.id) && a.signal == b.signal && a.signal >= 0 &&
+                         a.signal <= 64);
+        CHECK_SIMPLE(hostmsg_exit, id, hostmsg_exit_decode, hostmsg_exit_encode,
+                     !strcmp(a.id, b.id) && a.pid == b.pid && a.pid >= 0 &&
                          a.exit_code == b.exit_code && a.signal == b.signal &&
                          !strcmp(a.reason, b.reason));
 }
 
+/* Sends the input as one datagram carrying n copies of devnull. */
+static int send_input(const uint8_t *data, size_t size, size_t n)
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * (HOSTMSG_MAX_FDS + 1))];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {(void *)data, size};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        struct cmsghdr *c;
+
+        if (n) {
+                memset(&control, 0, sizeof(control));
+                mh.msg_control = control.buf;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+                for (size_t i = 0; i < n; i++)
+                        memcpy(CMSG_DATA(c) + i * sizeof(int), &devnull, sizeof(int));
+        }
+        return sendmsg(sock[0], &mh, MSG_NOSIGNAL) == (ssize_t)size ? 0 : -1;
+}
+
+/* The lowest free descriptor number: received descriptors take the lowest
+ * free numbers, so one left open changes it. */
+static int lowest_free_fd(void)
+{
+        int fd = dup(devnull);
+
+        if (fd < 0)
+                fail("dup");
+        close(fd);
+        return fd;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+        size_t nsent = (size + 1) % (HOSTMSG_MAX_FDS + 2);
+        int want_fds = (size / (HOSTMSG_MAX_FDS + 2)) % 2 == 0;
+        int fds[HOSTMSG_MAX_FDS];
+        int lowest = lowest_free_fd();
         enum hostmsg_type type;
+        size_t nfds = 99;
         json_t *body = NULL;
         int rc;
 
         /* The transport: the input as a datagram from a peer that does not
          * use hostmsg_send. */
-        if (send(fds[0], data, size, MSG_NOSIGNAL) == (ssize_t)size) {
-                rc = hostmsg_recv(fds[1], &type, &body);
+        if (send_input(data, size, nsent) == 0) {
+                rc = want_fds ? hostmsg_recv(sock[1], &type, &body, fds, &nfds)
+                              : hostmsg_recv(sock[1], &type, &body, NULL, NULL);
+                if (!want_fds)
+                        nfds = 0;
                 if (rc == 0) {
                         if (!json_is_object(body))
                                 fail("hostmsg_recv returned a body that is not an object");
+                        if (nsent > HOSTMSG_MAX_FDS)
+                                fail("hostmsg_recv accepted more than HOSTMSG_MAX_FDS descriptors");
+                        if (want_fds && nfds != nsent)
+                                fail("hostmsg_recv handed over a different number of descriptors");
+                        for (size_t i = 0; i < nfds; i++) {
+                                int flags = fcntl(fds[i], F_GETFD);
+
+                                if (flags < 0 || !(flags & FD_CLOEXEC))
+                                        fail("a received descriptor is not close-on-exec");
+                                close(fds[i]);
+                        }
                         check_all(body);
                         json_decref(body);
                 } else if (rc != -EBADMSG && !(rc == -EPIPE && size == 0)) {
                         fail("unexpected hostmsg_recv error");
+                } else if (body || nfds != 0) {
+                        fail("a refused datagram left a body or descriptors");
                 }
+                if (lowest_free_fd() != lowest)
+                        fail("a received descriptor was left open");
         }
 
         /* The decoders alone, on the input as JSON. */

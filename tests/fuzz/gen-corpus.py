@@ -150,32 +150,72 @@ def connfile_seeds():
     write("fuzz-connfile", "not-an-object", b"[\"ip\"]")
 
 
+SANDBOX_UUID = "6fa459ea-ee8a-4ca4-894e-db77e160355e"
+# enum hostmsg_type in protocol/hostmsg.h
+HOSTMSG_TYPES = {"sandbox-create": 1, "sandbox-destroy": 2, "start": 3, "signal": 4, "stop": 5,
+                 "sandbox-ready": 100, "sandbox-failed": 101, "sandbox-gone": 102,
+                 "started": 103, "start-failed": 104, "exited": 105}
+
+
 def hostmsg_seeds():
-    start = {"kernel_id": UUID, "kernelspec_dir": "/usr/share/jupyter/kernels/python3",
-             "key": "0123456789abcdef", "argv": ["python3", "-m", "ipykernel_launcher", "-f",
-                                                 "{connection_file}"],
-             "env": ["PATH=/usr/bin", "A="],
-             "limits": {"memory_mb": 1024, "cpu_millis": 1000, "pids": 256, "disk_mb": 1024},
-             "sandbox": True}
+    sandbox = {"sandbox_id": SANDBOX_UUID,
+               "limits": {"memory_mb": 1024, "cpu_millis": 1000, "pids": 256, "disk_mb": 1024},
+               "ro_paths": ["/usr/share/jupyter/kernels/python3", "/opt/kernels/r"],
+               "sandbox": True}
+    start = {"id": UUID, "sandbox_id": SANDBOX_UUID, "kernel": True,
+             "kernelspec_dir": "/usr/share/jupyter/kernels/python3", "key": "0123456789abcdef",
+             "cwd": "", "argv": ["python3", "-m", "ipykernel_launcher", "-f",
+                                 "{connection_file}"],
+             "env": ["PATH=/usr/bin", "A="]}
     seeds = {
+        "sandbox-create": sandbox,
+        "sandbox-create-none": dict(sandbox, ro_paths=[], sandbox=False),
+        "sandbox-ready": {"sandbox_id": SANDBOX_UUID, "init_pid": 4241, "user_uid": 100000,
+                          "user_gid": 100000, "root": "/proc/4241/root"},
+        "sandbox-failed": {"id": SANDBOX_UUID, "step": "cgroup", "error": 13,
+                           "message": "permission denied"},
+        "sandbox-destroy": {"id": SANDBOX_UUID},
+        "sandbox-gone": {"id": SANDBOX_UUID, "pid": 4241, "exit_code": 0, "signal": 0,
+                         "reason": "exited"},
         "start": start,
-        "started": {"kernel_id": UUID, "pid": 4242, "ipc_prefix": "/run/glovebox/k/kernel"},
-        "start-failed": {"kernel_id": UUID, "step": "exec", "error": 2, "message": "no such file"},
-        "signal": {"kernel_id": UUID, "signal": 2},
-        "stop": {"kernel_id": UUID},
-        "exited": {"kernel_id": UUID, "pid": 4242, "exit_code": -1, "signal": 9,
+        "start-command": dict(start, kernel=False, kernelspec_dir="", key="",
+                              cwd="/home/user/work", argv=["ls", "-l"], env=[]),
+        "started": {"id": UUID, "pid": 4242, "ipc_prefix": "/run/glovebox/k/kernel"},
+        "started-command": {"id": UUID, "pid": 4243, "ipc_prefix": ""},
+        "start-failed": {"id": UUID, "step": "exec", "error": 2, "message": "no such file"},
+        "signal": {"id": UUID, "signal": 2},
+        "stop": {"id": UUID},
+        "exited": {"id": UUID, "pid": 4242, "exit_code": -1, "signal": 9,
                    "reason": "out-of-memory"},
+        # Refused, each by one field near an edge.
         "start-env-without-equals": dict(start, env=["NOEQUALS"]),
         "start-empty-argv": dict(start, argv=[]),
+        "start-cwd-relative": dict(start, cwd="home/user"),
+        "start-kernel-missing": {k: v for k, v in start.items() if k != "kernel"},
+        "sandbox-ro-path-dotdot": dict(sandbox, ro_paths=["/usr/share/../../etc"]),
+        "sandbox-limit-zero": dict(sandbox, limits=dict(sandbox["limits"], pids=0)),
+        "sandbox-ready-root-relative": {"sandbox_id": SANDBOX_UUID, "init_pid": 0,
+                                        "user_uid": 4294967295, "user_gid": 0, "root": "r"},
     }
     for name, body in seeds.items():
         write("fuzz-hostmsg", name, compact(body))
-    # The same bodies as datagrams with the 8-byte (type, length) header.
-    for name, mtype in (("started", 100), ("start", 1)):
+    # Some bodies as datagrams with the 8-byte (type, length) header, in the
+    # byte order of the machine (the socket never leaves it).
+    for name in ("sandbox-create", "sandbox-ready", "start", "started", "exited"):
         body = compact(seeds[name])
-        write("fuzz-hostmsg", "datagram-" + name, struct.pack("=II", mtype, len(body)) + body)
+        write("fuzz-hostmsg", "datagram-" + name,
+              struct.pack("=II", HOSTMSG_TYPES[name], len(body)) + body)
+    # fuzz-hostmsg.c attaches ((input length + 1) % (HOSTMSG_MAX_FDS + 2))
+    # descriptors: padded with JSON whitespace, this one carries one more than
+    # a message may (HOSTMSG_MAX_FDS is 3).
+    body = compact(seeds["started-command"])
+    while (8 + len(body) + 1) % 5 != 4:
+        body = b" " + body
+    write("fuzz-hostmsg", "datagram-started-too-many-fds",
+          struct.pack("=II", HOSTMSG_TYPES["started"], len(body)) + body)
     body = compact(seeds["stop"])
-    write("fuzz-hostmsg", "datagram-length-lies", struct.pack("=II", 3, len(body) + 5) + body)
+    write("fuzz-hostmsg", "datagram-length-lies",
+          struct.pack("=II", HOSTMSG_TYPES["stop"], len(body) + 5) + body)
 
 
 def main():

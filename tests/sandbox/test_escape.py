@@ -360,7 +360,7 @@ def test_kernels_cannot_see_each_other(gateway):
                      "('/home/user/a-secret', '/tmp/a-secret')]") == [False, False]
         # Each sees only its own sockets and connection file.
         listing = value(gateway, b, "sorted(__import__('os').listdir('/run/kernel'))")
-        assert listing == ["connection.json"] + [f"kernel-{i}" for i in range(1, 6)]
+        assert listing == sorted([f"{b[:8]}.json"] + [f"{b[:8]}-{i}" for i in range(1, 6)])
         a_pid_count = value(gateway, a, "len([p for p in __import__('os').listdir('/proc') "
                             "if p.isdigit()])")
         b_cmdlines = value(gateway, b, """[open('/proc/%s/cmdline' % p, 'rb').read()
@@ -432,9 +432,10 @@ def test_nothing_remains_on_the_host():
                                   capture_output=True, text=True).stdout.split()[0])
     assert cgroup_dirs(host_pid), "the kernels' cgroups exist while they run"
     assert sandbox_uid_processes(host_pid), "sandboxed processes run as sandbox ids"
-    runtime = [d for d in os.listdir("/tmp") if d.startswith("glovebox-") and
-               os.path.isdir(os.path.join("/tmp", d, kids[0]))]
-    assert len(runtime) == 1
+    with open(f"/proc/{host_pid}/cmdline", "rb") as f:
+        args = f.read().split(b"\0")
+    runtime = [os.path.basename(args[args.index(b"--runtime-dir") + 1].decode())]
+    assert os.path.isdir(os.path.join("/tmp", runtime[0], "s0"))
     assert gw.stop(signal.SIGTERM) == 0
     assert cgroup_dirs(host_pid) == []
     assert not os.path.exists(os.path.join("/tmp", runtime[0]))

@@ -86,6 +86,22 @@ async function main() {
     result.stdout = await page.evaluate(() => Array.from(
       document.querySelectorAll('.output_subarea.output_stdout')).map((e) => e.innerText).join(''));
     await page.screenshot({ path: screenshot, fullPage: true });
+
+    // Kernel > Restart (without the confirmation dialog), then a second cell
+    // in the fresh interpreter: the browser's new WebSocket goes through the
+    // notebook server's proxy to the same Glovebox kernel.
+    await page.evaluate(() => Jupyter.notebook.restart_kernel({ confirm: false }));
+    await page.waitForSelector('#kernel_indicator_icon.kernel_idle_icon');
+    result.kernel_id_after_restart = await page.evaluate(() => Jupyter.notebook.kernel.id);
+    await page.locator('.cell.code_cell').nth(1).locator('.CodeMirror').click();
+    await page.keyboard.type("print('after restart', 'plt' in globals())");
+    await page.keyboard.press('Shift+Enter');
+    await page.waitForFunction(() => Jupyter.notebook.get_cell(1).input_prompt_number > 0 &&
+      Jupyter.notebook.get_cell(1).output_area.outputs.length > 0);
+    result.after_restart = await page.evaluate(() => ({
+      prompt: Jupyter.notebook.get_cell(1).input_prompt_number,
+      outputs: Jupyter.notebook.get_cell(1).output_area.outputs,
+    }));
     await page.evaluate(() => Jupyter.notebook.save_notebook());
     await page.waitForFunction(() => !Jupyter.notebook.dirty);
     result.ok = true;

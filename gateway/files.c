@@ -1,0 +1,366 @@
+#include "autoconf.h"
+
+#include "gateway/files.h"
+#include "protocol/ids.h"
+#include "protocol/tree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_LIST_ENTRIES 100000
+
+int files_normalize(const char *path, char *out, size_t size)
+{
+        char joined[PATH_MAX * 2];
+        size_t o = 0;
+        const char *p;
+
+        if (!path || !*path)
+                return -EINVAL;
+        if ((size_t)snprintf(joined, sizeof(joined), "%s%s", path[0] == '/' ? "" : FILES_HOME "/",
+                             path) >= sizeof(joined))
+                return -ENAMETOOLONG;
+        /* Collapse "//" and "/./"; ".." stays for resolution to confine. */
+        for (p = joined; *p;) {
+                size_t n;
+
+                while (*p == '/')
+                        p++;
+                n = strcspn(p, "/");
+                if (n == 0)
+                        break;
+                if (!(n == 1 && p[0] == '.')) {
+                        if (o + n + 2 > size)
+                                return -ENAMETOOLONG;
+                        out[o++] = '/';
+                        memcpy(out + o, p, n);
+                        o += n;
+                }
+                p += n;
+        }
+        if (o == 0)
+                out[o++] = '/';
+        out[o] = '\0';
+        return 0;
+}
+
+/* Opens path (absolute, as the sandbox sees it) inside the sandbox. */
+static int open_in(const struct sandbox *sb, const char *path, int flags, mode_t mode)
+{
+        struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
+                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+        const char *rel = path[1] ? path + 1 : ".";
+        long fd = syscall(SYS_openat2, sb->root_fd, rel, &how, sizeof(how));
+
+        return fd < 0 ? -errno : (int)fd;
+}
+
+/* Splits "/a/b/c" into its parent directory, opened inside the sandbox,
+ * and its last component "c". */
+static int open_parent(const struct sandbox *sb, const char *path, char *name, size_t size)
+{
+        char parent[PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        size_t plen = (size_t)(slash - path);
+
+        if (!slash || !slash[1] || strcmp(slash + 1, "..") == 0 || strlen(slash + 1) >= size)
+                return -EINVAL;
+        snprintf(name, size, "%s", slash + 1);
+        snprintf(parent, sizeof(parent), "%.*s", plen ? (int)plen : 1, plen ? path : "/");
+        return open_in(sb, parent, O_PATH | O_DIRECTORY, 0);
+}
+
+/* Creates every missing directory of path's parents (and path itself when
+ * include_last), owned by the sandbox's user. */
+static int make_dirs(const struct sandbox *sb, const char *path, bool include_last)
+{
+        char prefix[PATH_MAX], name[NAME_MAX + 1];
+        const char *end = include_last ? path + strlen(path) : strrchr(path, '/');
+        int rc = 0;
+
+        for (const char *s = strchr(path + 1, '/'); rc == 0; s = strchr(s + 1, '/')) {
+                const char *stop = s && s < end ? s : end;
+                int dir;
+
+                if (stop <= path + 1)
+                        break;
+                snprintf(prefix, sizeof(prefix), "%.*s", (int)(stop - path), path);
+                dir = open_parent(sb, prefix, name, sizeof(name));
+                if (dir < 0)
+                        return dir;
+                if (mkdirat(dir, name, 0755) == 0) {
+                        if (fchownat(dir, name, sb->user_uid, sb->user_gid, AT_SYMLINK_NOFOLLOW) < 0)
+                                rc = -errno;
+                } else if (errno != EEXIST) {
+                        rc = -errno;
+                }
+                close(dir);
+                if (!s || s >= end)
+                        break;
+        }
+        return rc;
+}
+
+int files_open_read(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
+{
+        int f = open_in(sb, path, O_RDONLY, 0);
+
+        *fd = -1;
+        if (f < 0)
+                return f;
+        if (fstat(f, st) < 0 || S_ISDIR(st->st_mode)) {
+                int rc = S_ISDIR(st->st_mode) ? -EISDIR : -errno;
+
+                close(f);
+                return rc;
+        }
+        *fd = f;
+        return 0;
+}
+
+int files_open_write(const struct sandbox *sb, const char *path, int *fd)
+{
+        int rc = make_dirs(sb, path, false);
+        int f;
+
+        *fd = -1;
+        if (rc < 0)
+                return rc;
+        f = open_in(sb, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (f < 0)
+                return f;
+        if (fchown(f, sb->user_uid, sb->user_gid) < 0) {
+                rc = -errno;
+                close(f);
+                return rc;
+        }
+        *fd = f;
+        return 0;
+}
+
+int files_mkdir(const struct sandbox *sb, const char *path)
+{
+        int probe = open_in(sb, path, O_PATH, 0);
+
+        if (probe >= 0) {
+                close(probe);
+                return -EEXIST;
+        }
+        return make_dirs(sb, path, true);
+}
+
+int files_remove(const struct sandbox *sb, const char *path)
+{
+        char name[NAME_MAX + 1];
+        struct stat st;
+        int dir = open_parent(sb, path, name, sizeof(name));
+        int rc = 0;
+
+        if (dir < 0)
+                return dir;
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                rc = -errno;
+        } else if (S_ISDIR(st.st_mode)) {
+                /* Child by child, never following a symlink. */
+                int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+                if (sub >= 0) {
+                        tree_remove_at(sub);
+                        close(sub);
+                }
+                if (unlinkat(dir, name, AT_REMOVEDIR) < 0)
+                        rc = -errno;
+        } else if (unlinkat(dir, name, 0) < 0) {
+                rc = -errno;
+        }
+        close(dir);
+        return rc;
+}
+
+int files_rename(const struct sandbox *sb, const char *from, const char *to)
+{
+        char from_name[NAME_MAX + 1], to_name[NAME_MAX + 1];
+        int from_dir, to_dir, rc = make_dirs(sb, to, false);
+
+        if (rc < 0)
+                return rc;
+        from_dir = open_parent(sb, from, from_name, sizeof(from_name));
+        if (from_dir < 0)
+                return from_dir;
+        to_dir = open_parent(sb, to, to_name, sizeof(to_name));
+        if (to_dir < 0) {
+                close(from_dir);
+                return to_dir;
+        }
+        rc = renameat(from_dir, from_name, to_dir, to_name) < 0 ? -errno : 0;
+        close(from_dir);
+        close(to_dir);
+        return rc;
+}
+
+/* Go's FileMode.String(), which E2B's envd reports. */
+static void permission_string(mode_t mode, bool symlink, char out[11])
+{
+        static const char rwx[] = "rwxrwxrwx";
+
+        out[0] = symlink ? 'L' : S_ISDIR(mode) ? 'd' : '-';
+        for (int i = 0; i < 9; i++)
+                out[i + 1] = (mode & (0400 >> i)) ? rwx[i] : '-';
+        out[10] = '\0';
+}
+
+static json_t *entry_info(const struct sandbox *sb, int dir, const char *name, const char *path)
+{
+        char perms[11], size[32], when[40], target[PATH_MAX];
+        struct stat st, followed;
+        struct tm tm;
+        const char *type;
+        bool symlink;
+        json_t *e;
+        ssize_t n = -1;
+
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return NULL;
+        symlink = S_ISLNK(st.st_mode);
+        if (symlink) {
+                /* A symlink has its target's type, resolved inside only. */
+                int t = open_in(sb, path, O_PATH, 0);
+
+                n = readlinkat(dir, name, target, sizeof(target) - 1);
+                if (n >= 0)
+                        target[n] = '\0';
+                if (t >= 0 && fstat(t, &followed) == 0)
+                        st.st_mode = (st.st_mode & 07777) | (followed.st_mode & S_IFMT);
+                if (t >= 0)
+                        close(t);
+        }
+        type = S_ISDIR(st.st_mode) ? "FILE_TYPE_DIRECTORY"
+               : S_ISLNK(st.st_mode) ? "FILE_TYPE_SYMLINK"
+                                     : "FILE_TYPE_FILE";
+        permission_string(st.st_mode, symlink, perms);
+        snprintf(size, sizeof(size), "%lld", (long long)st.st_size);
+        gmtime_r(&st.st_mtim.tv_sec, &tm);
+        n = symlink ? n : -1;
+        snprintf(when + strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm), 16, ".%09ldZ",
+                 st.st_mtim.tv_nsec);
+        e = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", name, "type", type,
+                      "path", path, "size", size, "mode", (int)(st.st_mode & 0777), "permissions",
+                      perms, "owner", st.st_uid == sb->user_uid ? "user" : "root", "group",
+                      st.st_gid == sb->user_gid ? "user" : "root", "modifiedTime", when);
+        if (e && n >= 0)
+                json_object_set_new(e, "symlinkTarget", json_string(target));
+        return e;
+}
+
+int files_stat(const struct sandbox *sb, const char *path, json_t **entry)
+{
+        char name[NAME_MAX + 1];
+        int dir;
+
+        *entry = NULL;
+        if (strcmp(path, "/") == 0) {
+                dir = open_in(sb, "/", O_PATH | O_DIRECTORY, 0);
+                if (dir < 0)
+                        return dir;
+                *entry = entry_info(sb, dir, ".", "/");
+        } else {
+                dir = open_parent(sb, path, name, sizeof(name));
+                if (dir < 0)
+                        return dir;
+                *entry = entry_info(sb, dir, name, path);
+        }
+        close(dir);
+        return *entry ? 0 : -ENOENT;
+}
+
+static int compare_entries(const void *a, const void *b)
+{
+        json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+        bool xd = strcmp(json_string_value(json_object_get(x, "type")), "FILE_TYPE_DIRECTORY") == 0;
+        bool yd = strcmp(json_string_value(json_object_get(y, "type")), "FILE_TYPE_DIRECTORY") == 0;
+
+        if (xd != yd)
+                return xd ? -1 : 1;
+        return strcasecmp(json_string_value(json_object_get(x, "name")),
+                          json_string_value(json_object_get(y, "name")));
+}
+
+static int list_into(const struct sandbox *sb, const char *path, unsigned depth, json_t *out)
+{
+        json_t **found = NULL;
+        size_t nfound = 0;
+        struct dirent *de;
+        int dir = open_in(sb, path, O_RDONLY | O_DIRECTORY, 0);
+        int rc = 0;
+        DIR *d;
+
+        if (dir < 0)
+                return dir;
+        d = fdopendir(dir);
+        if (!d) {
+                close(dir);
+                return -errno;
+        }
+        while ((de = readdir(d)) != NULL && rc == 0) {
+                char child[PATH_MAX];
+                json_t *e, **grown;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
+                         de->d_name);
+                e = entry_info(sb, dirfd(d), de->d_name, child);
+                if (!e)
+                        continue;
+                grown = json_array_size(out) + nfound < MAX_LIST_ENTRIES
+                                ? realloc(found, (nfound + 1) * sizeof(*found))
+                                : NULL;
+                if (!grown) {
+                        json_decref(e);
+                        rc = -E2BIG;
+                        break;
+                }
+                found = grown;
+                found[nfound++] = e;
+        }
+        closedir(d);
+        qsort(found, nfound, sizeof(*found), compare_entries);
+        for (size_t i = 0; i < nfound; i++) {
+                json_t *e = found[i];
+                const char *child = json_string_value(json_object_get(e, "path"));
+                bool is_dir = strcmp(json_string_value(json_object_get(e, "type")),
+                                     "FILE_TYPE_DIRECTORY") == 0 &&
+                              !json_object_get(e, "symlinkTarget");
+
+                json_array_append(out, e);
+                if (rc == 0 && is_dir && depth > 1)
+                        rc = list_into(sb, child, depth - 1, out);
+                json_decref(e);
+        }
+        free(found);
+        return rc;
+}
+
+int files_list(const struct sandbox *sb, const char *path, unsigned depth, json_t **entries)
+{
+        int rc;
+
+        *entries = json_array();
+        if (!*entries)
+                return -ENOMEM;
+        rc = list_into(sb, path, depth ? depth : 1, *entries);
+        if (rc < 0) {
+                json_decref(*entries);
+                *entries = NULL;
+        }
+        return rc;
+}

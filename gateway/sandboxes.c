@@ -1,0 +1,160 @@
+#include "autoconf.h"
+
+#include "gateway/sandboxes.h"
+#include "gateway/host.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct sandbox *sandboxes;
+
+/* Tells every waiter, then drops the reference held meanwhile (waiters
+ * may drop theirs), which may destroy or free sb. */
+static void resolve(struct sandbox *sb)
+{
+        sandbox_ref(sb);
+        while (sb->waiters) {
+                struct sandbox_waiter *w = sb->waiters;
+
+                sb->waiters = w->next;
+                w->next = NULL;
+                w->sandbox = NULL;
+                w->ready(w, sb, sb->phase == SANDBOX_READY ? NULL : sb->error);
+        }
+        sandbox_unref(&sb);
+}
+
+static void sandbox_free(struct sandbox *sb);
+
+static void on_ready(void *ctx, const struct hostmsg_sandbox_ready *m, int root_fd)
+{
+        struct sandbox *sb = ctx;
+
+        sb->phase = SANDBOX_READY;
+        sb->root_fd = root_fd;
+        sb->init_pid = m->init_pid;
+        sb->user_uid = m->user_uid;
+        sb->user_gid = m->user_gid;
+        snprintf(sb->root, sizeof(sb->root), "%s", m->root);
+        resolve(sb);
+}
+
+static void sandbox_free(struct sandbox *sb)
+{
+        for (struct sandbox **link = &sandboxes; *link; link = &(*link)->next) {
+                if (*link == sb) {
+                        *link = sb->next;
+                        break;
+                }
+        }
+        if (sb->root_fd >= 0)
+                close(sb->root_fd);
+        free(sb);
+}
+
+static void on_failed(void *ctx, const struct hostmsg_failed *m)
+{
+        struct sandbox *sb = ctx;
+
+        sb->phase = SANDBOX_GONE;
+        snprintf(sb->error, sizeof(sb->error), "%s", m->message);
+        log_warn("sandbox %.8s failed: %s", sb->id, sb->error);
+        resolve(sb);
+}
+
+static void on_gone(void *ctx, const struct hostmsg_exit *m)
+{
+        struct sandbox *sb = ctx;
+
+        sb->phase = SANDBOX_GONE;
+        snprintf(sb->error, sizeof(sb->error), "the sandbox is gone");
+        resolve(sb);
+}
+
+static const struct host_sandbox_ops sandbox_ops = {on_ready, on_failed, on_gone};
+
+int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
+                struct sandbox **out)
+{
+        struct hostmsg_sandbox req = {.limits = *limits, .ro_paths = (char **)ro_paths,
+                                      .sandbox = confined};
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+        int rc;
+
+        *out = NULL;
+        if (!sb)
+                return -ENOMEM;
+        if (jp_uuid4(sb->id) < 0) {
+                free(sb);
+                return -EIO;
+        }
+        sb->limits = *limits;
+        sb->refs = 1;
+        sb->root_fd = -1;
+        snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sb->id);
+        rc = host_sandbox_create(&req, &sandbox_ops, sb);
+        if (rc < 0) {
+                free(sb);
+                return rc;
+        }
+        sb->next = sandboxes;
+        sandboxes = sb;
+        *out = sb;
+        return 0;
+}
+
+void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w)
+{
+        if (sb->phase != SANDBOX_CREATING) {
+                w->ready(w, sb, sb->phase == SANDBOX_READY ? NULL : sb->error);
+                return;
+        }
+        w->sandbox = sb;
+        w->next = sb->waiters;
+        sb->waiters = w;
+}
+
+void sandbox_waiter_cancel(struct sandbox_waiter *w)
+{
+        if (!w->sandbox)
+                return;
+        for (struct sandbox_waiter **link = &w->sandbox->waiters; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        break;
+                }
+        }
+        w->sandbox = NULL;
+        w->next = NULL;
+}
+
+struct sandbox *sandbox_ref(struct sandbox *sb)
+{
+        sb->refs++;
+        return sb;
+}
+
+void sandbox_unref(struct sandbox **sbp)
+{
+        struct sandbox *sb = *sbp;
+
+        *sbp = NULL;
+        if (!sb || --sb->refs > 0)
+                return;
+        /* Gone: no report will come for it any more. */
+        if (sb->phase == SANDBOX_GONE) {
+                sandbox_free(sb);
+                return;
+        }
+        /* Freed when the kernel-host reports it gone (a creating one is
+         * destroyed too: the kernel-host handles requests in order). */
+        if (sb->destroying)
+                return;
+        sb->destroying = true;
+        if (host_sandbox_destroy(sb->id) < 0)
+                log_warn("cannot ask for sandbox %.8s to be destroyed", sb->id);
+}

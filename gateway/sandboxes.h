@@ -1,0 +1,51 @@
+/* The gateway's view of sandboxes: each one is made by the kernel-host,
+ * reference-counted by what runs in it (kernels, an E2B sandbox, commands)
+ * and destroyed with its last reference. */
+#ifndef GLOVEBOX_SANDBOXES_H
+#define GLOVEBOX_SANDBOXES_H
+
+#include "protocol/hostmsg.h"
+#include "protocol/ids.h"
+
+#include <limits.h>
+#include <stdbool.h>
+
+enum sandbox_phase { SANDBOX_CREATING, SANDBOX_READY, SANDBOX_GONE };
+
+struct sandbox;
+
+/* Someone waiting for a sandbox to be ready. ready() runs once, with
+ * error NULL on success. */
+struct sandbox_waiter {
+        struct sandbox_waiter *next;
+        struct sandbox *sandbox;
+        void (*ready)(struct sandbox_waiter *w, struct sandbox *sb, const char *error);
+};
+
+struct sandbox {
+        struct sandbox *next;
+        char id[JP_UUID_SIZE];
+        enum sandbox_phase phase;
+        struct hostmsg_limits limits;
+        int init_pid;
+        unsigned user_uid, user_gid; /* host ids owning what the gateway writes inside */
+        char root[PATH_MAX];         /* host path of its root (informative) */
+        int root_fd;                 /* its root directory: file access resolves in it */
+        char error[HOSTMSG_ERROR_SIZE];
+        unsigned refs;
+        bool destroying;             /* asked the kernel-host to destroy it */
+        struct sandbox_waiter *waiters;
+};
+
+/* Asks for a new sandbox with limits; the caller holds the one reference.
+ * ro_paths (NULL-terminated, may be NULL) are bound read-only inside. */
+int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
+                struct sandbox **out);
+/* Calls w->ready when sb is ready (now, if it already is, or has failed). */
+void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);
+void sandbox_waiter_cancel(struct sandbox_waiter *w);
+struct sandbox *sandbox_ref(struct sandbox *sb);
+/* Drops a reference; the last one destroys the sandbox. Nulls *sb. */
+void sandbox_unref(struct sandbox **sb);
+
+#endif

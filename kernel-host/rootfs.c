@@ -1,0 +1,411 @@
+#include "autoconf.h"
+
+#include "kernel-host/rootfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+enum op_kind {
+        OP_DIR,         /* mkdir target */
+        OP_FILE,        /* create target with data as its content */
+        OP_SYMLINK,     /* target -> source */
+        OP_TMPFS,       /* tmpfs on target, options in data */
+        OP_BIND,        /* bind source on target; read-only unless OP_WRITABLE */
+        OP_PROC,        /* a new proc on target */
+        OP_DEVPTS,      /* a private devpts on target */
+};
+
+#define OP_WRITABLE   1u /* bind stays writable */
+#define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */
+
+struct mount_op {
+        enum op_kind kind;
+        unsigned options;
+        unsigned long flags; /* mount flags (tmpfs, proc) or remount flags (bind) */
+        char *target;
+        char *source;
+        char *data;
+        char step[64]; /* named in errors: "bind /usr" */
+};
+
+struct rootfs {
+        char root[PATH_MAX];
+        struct mount_op *ops;
+        size_t nops, cap;
+};
+
+static char *dup_or_null(const char *s)
+{
+        return s ? strdup(s) : NULL;
+}
+
+static int add_op(struct rootfs *p, enum op_kind kind, const char *target, const char *source,
+                  const char *data, unsigned long flags, unsigned options, const char *step)
+{
+        struct mount_op *op;
+
+        if (p->nops == p->cap) {
+                size_t cap = p->cap ? p->cap * 2 : 64;
+                struct mount_op *grown = realloc(p->ops, cap * sizeof(*grown));
+
+                if (!grown)
+                        return -ENOMEM;
+                p->ops = grown;
+                p->cap = cap;
+        }
+        op = &p->ops[p->nops];
+        memset(op, 0, sizeof(*op));
+        op->kind = kind;
+        op->flags = flags;
+        op->options = options;
+        op->target = malloc(strlen(p->root) + strlen(target) + 1);
+        op->source = dup_or_null(source);
+        op->data = dup_or_null(data);
+        if (!op->target || (source && !op->source) || (data && !op->data)) {
+                free(op->target);
+                free(op->source);
+                free(op->data);
+                return -ENOMEM;
+        }
+        memcpy(op->target, p->root, strlen(p->root));
+        memcpy(op->target + strlen(p->root), target, strlen(target) + 1);
+        snprintf(op->step, sizeof(op->step), "%s", step);
+        p->nops++;
+        return 0;
+}
+
+/* Flags a read-only remount must keep: inside a user namespace the kernel
+ * refuses to clear nosuid, nodev, noexec or atime flags that the source
+ * mount has ("locked" flags), as bubblewrap also learned. */
+static unsigned long locked_flags(const char *source)
+{
+        struct statvfs st;
+        unsigned long flags = 0;
+
+        if (statvfs(source, &st) < 0)
+                return 0;
+        if (st.f_flag & ST_NOSUID)
+                flags |= MS_NOSUID;
+        if (st.f_flag & ST_NODEV)
+                flags |= MS_NODEV;
+        if (st.f_flag & ST_NOEXEC)
+                flags |= MS_NOEXEC;
+        if (st.f_flag & ST_NOATIME)
+                flags |= MS_NOATIME;
+        if (st.f_flag & ST_NODIRATIME)
+                flags |= MS_NODIRATIME;
+        if (st.f_flag & ST_RELATIME)
+                flags |= MS_RELATIME;
+        return flags;
+}
+
+/* Adds a read-only bind of host path at the same path inside, creating
+ * the mount point (a directory or an empty file) first. Symlinks are
+ * recreated as symlinks. Missing paths are skipped. */
+static int add_host_path(struct rootfs *p, const char *path)
+{
+        char step[64], link[PATH_MAX];
+        struct stat st;
+        ssize_t n;
+        int rc;
+
+        if (lstat(path, &st) < 0)
+                return 0;
+        snprintf(step, sizeof(step), "bind %s", path);
+        if (S_ISLNK(st.st_mode)) {
+                n = readlink(path, link, sizeof(link) - 1);
+                if (n < 0)
+                        return 0;
+                link[n] = '\0';
+                return add_op(p, OP_SYMLINK, path, link, NULL, 0, 0, step);
+        }
+        rc = add_op(p, S_ISDIR(st.st_mode) ? OP_DIR : OP_FILE, path, NULL, "", 0, 0, step);
+        if (rc == 0)
+                rc = add_op(p, OP_BIND, path, path, NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(path), 0, step);
+        return rc;
+}
+
+/* Creates every missing directory of path (relative to the new root). */
+static int add_parents(struct rootfs *p, const char *path)
+{
+        char partial[PATH_MAX];
+        int rc = 0;
+
+        for (const char *s = strchr(path + 1, '/'); rc == 0 && s; s = strchr(s + 1, '/')) {
+                snprintf(partial, sizeof(partial), "%.*s", (int)(s - path), path);
+                rc = add_op(p, OP_DIR, partial, NULL, NULL, 0, 0, "mkdir");
+        }
+        return rc;
+}
+
+static const char passwd_file[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                                  "user:x:1000:1000:user:/home/user:/bin/bash\n"
+                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char group_file[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+static const char hosts_file[] = "127.0.0.1\tlocalhost glovebox\n::1\tlocalhost ip6-localhost\n";
+static const char nsswitch_file[] = "passwd: files\ngroup: files\nhosts: files\n";
+
+/* Of the host's /etc only what kernels need; never shadow, ssh keys,
+ * machine-id or other secrets. */
+static const char *const etc_entries[] = {
+        "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "fonts",
+        "matplotlibrc", "ssl", "ca-certificates.conf", "alternatives", "mime.types",
+        "bash.bashrc", "inputrc", "profile", "jupyter", "ipython", "gai.conf", "protocols",
+        "services", "terminfo", "magic", "magic.mime",
+};
+
+static int plan_etc(struct rootfs *p)
+{
+        char path[PATH_MAX];
+        struct dirent *de;
+        DIR *d;
+        int rc = add_op(p, OP_DIR, "/etc", NULL, NULL, 0, 0, "mkdir /etc");
+
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/group", NULL, group_file, 0, 0, "write /etc/group");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/hosts", NULL, hosts_file, 0, 0, "write /etc/hosts");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/hostname", NULL, "glovebox\n", 0, 0,
+                            "write /etc/hostname");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL, nsswitch_file, 0, 0,
+                            "write /etc/nsswitch.conf");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, "", 0, 0,
+                            "write /etc/resolv.conf");
+        for (size_t i = 0; rc == 0 && i < sizeof(etc_entries) / sizeof(etc_entries[0]); i++) {
+                snprintf(path, sizeof(path), "/etc/%s", etc_entries[i]);
+                rc = add_host_path(p, path);
+        }
+        /* Debian's Python reads /etc/python3 and /etc/python3.X. */
+        d = opendir("/etc");
+        while (rc == 0 && d && (de = readdir(d)) != NULL) {
+                if (strncmp(de->d_name, "python3", 7) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/etc/%s", de->d_name);
+                rc = add_host_path(p, path);
+        }
+        if (d)
+                closedir(d);
+        return rc;
+}
+
+static int plan_dev(struct rootfs *p)
+{
+        static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+        static const char *const links[][2] = {{"/dev/ptmx", "pts/ptmx"},
+                                               {"/dev/fd", "/proc/self/fd"},
+                                               {"/dev/stdin", "/proc/self/fd/0"},
+                                               {"/dev/stdout", "/proc/self/fd/1"},
+                                               {"/dev/stderr", "/proc/self/fd/2"}};
+        char path[64];
+        int rc = add_op(p, OP_DIR, "/dev", NULL, NULL, 0, 0, "mkdir /dev");
+
+        /* Not nodev: the bound device nodes below must work. */
+        if (rc == 0)
+                rc = add_op(p, OP_TMPFS, "/dev", NULL, "mode=0755,size=1m", MS_NOSUID | MS_NOEXEC,
+                            0, "tmpfs /dev");
+        for (size_t i = 0; rc == 0 && i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+                snprintf(path, sizeof(path), "/dev/%s", nodes[i]);
+                rc = add_op(p, OP_FILE, path, NULL, "", 0, 0, "bind device");
+                if (rc == 0)
+                        rc = add_op(p, OP_BIND, path, path, NULL, 0, OP_WRITABLE | OP_KEEP_FLAGS,
+                                    "bind device");
+        }
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/dev/pts", NULL, NULL, 0, 0, "mkdir /dev/pts");
+        if (rc == 0)
+                rc = add_op(p, OP_DEVPTS, "/dev/pts", NULL, "newinstance,ptmxmode=0666,mode=0620",
+                            MS_NOSUID | MS_NOEXEC, 0, "devpts /dev/pts");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/dev/shm", NULL, NULL, 0, 0, "mkdir /dev/shm");
+        if (rc == 0)
+                rc = add_op(p, OP_TMPFS, "/dev/shm", NULL, "mode=1777,size=64m",
+                            MS_NOSUID | MS_NODEV, 0, "tmpfs /dev/shm");
+        for (size_t i = 0; rc == 0 && i < sizeof(links) / sizeof(links[0]); i++)
+                rc = add_op(p, OP_SYMLINK, links[i][0], links[i][1], NULL, 0, 0, "symlink /dev");
+        return rc;
+}
+
+int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
+{
+        static const char *const top_level[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                                "/libx32"};
+        struct rootfs *p = calloc(1, sizeof(*p));
+        char options[128];
+        int rc;
+
+        *out = NULL;
+        if (!p)
+                return -ENOMEM;
+        snprintf(p->root, sizeof(p->root), "%s", params->root);
+        rc = add_op(p, OP_DIR, "/usr", NULL, NULL, 0, 0, "mkdir /usr");
+        if (rc == 0)
+                rc = add_op(p, OP_BIND, "/usr", "/usr", NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags("/usr"), 0,
+                            "bind /usr");
+        /* The merged /bin, /lib... links, or read-only binds where not merged. */
+        for (size_t i = 0; rc == 0 && i < sizeof(top_level) / sizeof(top_level[0]); i++)
+                rc = add_host_path(p, top_level[i]);
+        if (rc == 0)
+                rc = plan_etc(p);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/proc", NULL, NULL, 0, 0, "mkdir /proc");
+        if (rc == 0)
+                rc = add_op(p, OP_PROC, "/proc", NULL, NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
+                            "mount /proc");
+        /* Kernel tunables stay read-only even where the namespace owns them. */
+        if (rc == 0)
+                rc = add_op(p, OP_BIND, "/proc/sys", NULL, NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "read-only /proc/sys");
+        if (rc == 0)
+                rc = plan_dev(p);
+        snprintf(options, sizeof(options), "mode=1777,size=%llum", params->disk_mb);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 0, 0, "mkdir /tmp");
+        if (rc == 0)
+                rc = add_op(p, OP_TMPFS, "/tmp", NULL, options, MS_NOSUID | MS_NODEV, 0,
+                            "tmpfs /tmp");
+        snprintf(options, sizeof(options), "mode=0700,uid=%d,gid=%d,size=%llum", ROOTFS_USER_UID,
+                 ROOTFS_USER_UID, params->disk_mb);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0, 0, "mkdir /home");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "mkdir " ROOTFS_HOME);
+        if (rc == 0)
+                rc = add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV, 0,
+                            "tmpfs " ROOTFS_HOME);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/run", NULL, NULL, 0, 0, "mkdir /run");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, ROOTFS_RUN_DIR, NULL, NULL, 0, 0, "mkdir " ROOTFS_RUN_DIR);
+        /* Only this sandbox's sockets and connection files. */
+        if (rc == 0)
+                rc = add_op(p, OP_BIND, ROOTFS_RUN_DIR, params->ipc_dir, NULL,
+                            MS_NOSUID | MS_NODEV | MS_NOEXEC | locked_flags(params->ipc_dir),
+                            OP_WRITABLE, "bind " ROOTFS_RUN_DIR);
+        /* Kernelspec directories outside /usr; last, so that no tmpfs above
+         * (such as /tmp) hides them. */
+        for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {
+                if (strncmp(params->ro_paths[i], "/usr/", 5) == 0)
+                        continue;
+                rc = add_parents(p, params->ro_paths[i]);
+                if (rc == 0)
+                        rc = add_host_path(p, params->ro_paths[i]);
+        }
+        if (rc < 0) {
+                rootfs_free(&p);
+                return rc;
+        }
+        *out = p;
+        return 0;
+}
+
+void rootfs_free(struct rootfs **pp)
+{
+        struct rootfs *p = *pp;
+
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->nops; i++) {
+                free(p->ops[i].target);
+                free(p->ops[i].source);
+                free(p->ops[i].data);
+        }
+        free(p->ops);
+        free(p);
+        *pp = NULL;
+}
+
+/* ---- in the child: async-signal-safe calls only -------------------------- */
+
+static size_t safe_strlen(const char *s)
+{
+        size_t n = 0;
+
+        while (s[n])
+                n++;
+        return n;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, data, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -1;
+                data += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+static int run_op(const struct mount_op *op)
+{
+        int fd;
+
+        switch (op->kind) {
+        case OP_DIR:
+                return mkdir(op->target, 0755) < 0 && errno != EEXIST ? -1 : 0;
+        case OP_FILE:
+                fd = open(op->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+                if (fd < 0)
+                        return -1;
+                if (op->data && write_all(fd, op->data, safe_strlen(op->data)) < 0) {
+                        close(fd);
+                        return -1;
+                }
+                return close(fd);
+        case OP_SYMLINK:
+                return symlink(op->source, op->target);
+        case OP_TMPFS:
+                return mount("tmpfs", op->target, "tmpfs", op->flags, op->data);
+        case OP_PROC:
+                return mount("proc", op->target, "proc", op->flags, NULL);
+        case OP_DEVPTS:
+                return mount("devpts", op->target, "devpts", op->flags, op->data);
+        case OP_BIND:
+                /* A bind of the target onto itself when no source is given. */
+                if (mount(op->source ? op->source : op->target, op->target, NULL,
+                          MS_BIND | MS_REC | MS_SILENT, NULL) < 0)
+                        return -1;
+                if (op->options & OP_KEEP_FLAGS)
+                        return 0;
+                return mount(NULL, op->target, NULL,
+                             MS_BIND | MS_REMOUNT | MS_SILENT | op->flags |
+                                     ((op->options & OP_WRITABLE) ? 0 : MS_RDONLY),
+                             NULL);
+        }
+        errno = EINVAL;
+        return -1;
+}
+
+int rootfs_apply(const struct rootfs *p, const char **step)
+{
+        if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, ROOTFS_TMPFS) < 0) {
+                *step = "tmpfs root";
+                return -1;
+        }
+        for (size_t i = 0; i < p->nops; i++) {
+                if (run_op(&p->ops[i]) < 0) {
+                        *step = p->ops[i].step;
+                        return -1;
+                }
+        }
+        return 0;
+}

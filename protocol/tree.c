@@ -1,0 +1,46 @@
+#include "autoconf.h"
+
+#include "protocol/tree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+int tree_remove_at(int dirfd)
+{
+        int fd = dup(dirfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        int rc = 0;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return -errno;
+        }
+        while ((de = readdir(d)) != NULL) {
+                int sub;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (unlinkat(dirfd, de->d_name, 0) == 0)
+                        continue;
+                if (errno != EISDIR) {
+                        rc = rc ? rc : -errno;
+                        continue;
+                }
+                sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub >= 0) {
+                        int r = tree_remove_at(sub);
+
+                        rc = rc ? rc : r;
+                        close(sub);
+                }
+                if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0)
+                        rc = rc ? rc : -errno;
+        }
+        closedir(d);
+        return rc;
+}

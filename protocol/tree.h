@@ -1,0 +1,11 @@
+/* Removing a directory's contents without ever following a symlink: each
+ * child is reached from its parent's descriptor, one name at a time, so a
+ * link planted inside cannot lead the removal elsewhere. */
+#ifndef GLOVEBOX_TREE_H
+#define GLOVEBOX_TREE_H
+
+/* Removes everything inside the directory dirfd (not the directory
+ * itself). 0 or the first -errno met; it goes on past errors. */
+int tree_remove_at(int dirfd);
+
+#endif
