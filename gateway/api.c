@@ -355,7 +355,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
         }
         r->waiter.done = done;
         if (rc == 0)
-                rc = kernel_start(ks, env, &limits, &r->waiter, out);
+                rc = kernel_start(ks, env, &limits, NULL, &r->waiter, out);
         if (rc == -EAGAIN)
                 http_reply_error(r, 403, "Kernel limit of %lld reached",
                                  (long long)cfg->max_kernels);
@@ -402,6 +402,8 @@ static void kernel_action(struct http_request *r, const struct route *rt)
         } else if (strcmp(action, "restart") == 0 && r->method == HTTP_POST) {
                 r->waiter.done = on_restarted;
                 kernel_restart(k, &r->waiter);
+        } else if (strcmp(action, "execute") == 0 && r->method == HTTP_POST) {
+                api_execute(r, k);
         } else if (strcmp(action, "channels") == 0) {
                 http_reply_error(r, 400, "This route needs a WebSocket upgrade");
         } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0) {
@@ -427,12 +429,15 @@ static void get_status(struct http_request *r)
 
 void api_prepare(struct http_request *r)
 {
+        api_files_prepare(r);
 }
 
 void api_handle(struct http_request *r)
 {
         struct route rt;
 
+        if (api_files_handle(r))
+                return;
         if (split_path(r->path, &rt) < 0 || !is(&rt, 0, "api")) {
                 if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
                         get_kernelspec_resource(r, rt.seg[1], rt.seg[2]);

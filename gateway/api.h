@@ -21,6 +21,13 @@ json_t *api_parse_body(struct http_request *r);
 int api_start_kernel(struct http_request *r, json_t *request,
                      void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
                      struct kernel **out);
+/* The file routes of a kernel (api_files.c): true when r was one. */
+bool api_files_prepare(struct http_request *r);
+bool api_files_handle(struct http_request *r);
+/* POST /api/kernels/{id}/execute. */
+void api_execute(struct http_request *r, struct kernel *k);
+/* Maps a file operation's -errno to an HTTP status. */
+int files_http_status(int error);
 /* /api/sessions and /api/sessions/{id}. */
 void api_sessions_handle(struct http_request *r, const char *id);
 

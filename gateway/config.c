@@ -92,6 +92,9 @@ static const struct option_def options[] = {
             "outputs kept per client session while it is disconnected (messages)"),
         OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
             "seconds a disconnected client session is kept for its reconnect"),
+        OPT("keep-running-on-disconnect", OPT_FLAG, keep_running_on_disconnect, 0, 0, NULL,
+            "let a cell run on when the client of an HTTP execution goes away (default: "
+            "interrupt it)"),
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
             "directory of the web page (default: the one installed or in the source tree)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),

@@ -47,6 +47,7 @@ struct config {
         int64_t replay_bytes;
         int64_t replay_messages;
         double session_linger;
+        bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         /* misc */
         char *static_dir;
         char *log_level;

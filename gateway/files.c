@@ -12,11 +12,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_LIST_ENTRIES 100000
+
+/* File operations run with the sandbox user's filesystem ids: the kernel
+ * refuses to create files for an id its user namespace does not map
+ * (EOVERFLOW), and permission checks then are those the user has inside.
+ * The gateway has one thread, so switching them is safe. */
+struct as_user {
+        int uid, gid;
+};
+
+static struct as_user become_user(const struct sandbox *sb)
+{
+        struct as_user saved;
+
+        saved.gid = setfsgid(sb->user_gid);
+        saved.uid = setfsuid(sb->user_uid);
+        return saved;
+}
+
+static void become_self(struct as_user saved)
+{
+        setfsuid((uid_t)saved.uid);
+        setfsgid((gid_t)saved.gid);
+}
 
 int files_normalize(const char *path, char *out, size_t size)
 {
@@ -110,7 +134,7 @@ static int make_dirs(const struct sandbox *sb, const char *path, bool include_la
         return rc;
 }
 
-int files_open_read(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
+static int files_open_read_inside(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
 {
         int f = open_in(sb, path, O_RDONLY, 0);
 
@@ -127,7 +151,7 @@ int files_open_read(const struct sandbox *sb, const char *path, int *fd, struct 
         return 0;
 }
 
-int files_open_write(const struct sandbox *sb, const char *path, int *fd)
+static int files_open_write_inside(const struct sandbox *sb, const char *path, int *fd)
 {
         int rc = make_dirs(sb, path, false);
         int f;
@@ -147,7 +171,7 @@ int files_open_write(const struct sandbox *sb, const char *path, int *fd)
         return 0;
 }
 
-int files_mkdir(const struct sandbox *sb, const char *path)
+static int files_mkdir_inside(const struct sandbox *sb, const char *path)
 {
         int probe = open_in(sb, path, O_PATH, 0);
 
@@ -158,7 +182,7 @@ int files_mkdir(const struct sandbox *sb, const char *path)
         return make_dirs(sb, path, true);
 }
 
-int files_remove(const struct sandbox *sb, const char *path)
+static int files_remove_inside(const struct sandbox *sb, const char *path)
 {
         char name[NAME_MAX + 1];
         struct stat st;
@@ -186,7 +210,7 @@ int files_remove(const struct sandbox *sb, const char *path)
         return rc;
 }
 
-int files_rename(const struct sandbox *sb, const char *from, const char *to)
+static int files_rename_inside(const struct sandbox *sb, const char *from, const char *to)
 {
         char from_name[NAME_MAX + 1], to_name[NAME_MAX + 1];
         int from_dir, to_dir, rc = make_dirs(sb, to, false);
@@ -261,7 +285,7 @@ static json_t *entry_info(const struct sandbox *sb, int dir, const char *name, c
         return e;
 }
 
-int files_stat(const struct sandbox *sb, const char *path, json_t **entry)
+static int files_stat_inside(const struct sandbox *sb, const char *path, json_t **entry)
 {
         char name[NAME_MAX + 1];
         int dir;
@@ -350,7 +374,7 @@ static int list_into(const struct sandbox *sb, const char *path, unsigned depth,
         return rc;
 }
 
-int files_list(const struct sandbox *sb, const char *path, unsigned depth, json_t **entries)
+static int files_list_inside(const struct sandbox *sb, const char *path, unsigned depth, json_t **entries)
 {
         int rc;
 
@@ -362,5 +386,68 @@ int files_list(const struct sandbox *sb, const char *path, unsigned depth, json_
                 json_decref(*entries);
                 *entries = NULL;
         }
+        return rc;
+}
+
+int files_open_read(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_open_read_inside(sb, path, fd, st);
+
+        become_self(saved);
+        return rc;
+}
+
+int files_open_write(const struct sandbox *sb, const char *path, int *fd)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_open_write_inside(sb, path, fd);
+
+        become_self(saved);
+        return rc;
+}
+
+int files_mkdir(const struct sandbox *sb, const char *path)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_mkdir_inside(sb, path);
+
+        become_self(saved);
+        return rc;
+}
+
+int files_remove(const struct sandbox *sb, const char *path)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_remove_inside(sb, path);
+
+        become_self(saved);
+        return rc;
+}
+
+int files_rename(const struct sandbox *sb, const char *from, const char *to)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_rename_inside(sb, from, to);
+
+        become_self(saved);
+        return rc;
+}
+
+int files_stat(const struct sandbox *sb, const char *path, json_t **entry)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_stat_inside(sb, path, entry);
+
+        become_self(saved);
+        return rc;
+}
+
+int files_list(const struct sandbox *sb, const char *path, unsigned depth, json_t **entries)
+{
+        struct as_user saved = become_user(sb);
+        int rc = files_list_inside(sb, path, depth, entries);
+
+        become_self(saved);
         return rc;
 }

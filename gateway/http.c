@@ -236,10 +236,12 @@ static int stream_step(struct lws *wsi, struct http_request *r)
                 last = r->stream_left == 0;
         } else {
                 n = r->out.len < STREAM_PIECE ? r->out.len : STREAM_PIECE;
-                memcpy(piece + LWS_PRE, r->out.data, n);
-                /* Small pieces: shifting the rest down is cheap enough. */
-                memmove(r->out.data, r->out.data + n, r->out.len - n);
-                r->out.len -= n;
+                if (n) {
+                        memcpy(piece + LWS_PRE, r->out.data, n);
+                        /* Small pieces: shifting the rest down is cheap enough. */
+                        memmove(r->out.data, r->out.data + n, r->out.len - n);
+                        r->out.len -= n;
+                }
                 last = r->stream_ended && r->out.len == 0;
         }
         if ((n || last) &&

@@ -95,6 +95,21 @@ static void waiter_add(struct kernel *k, struct kernel_waiter *w)
         k->waiters = w;
 }
 
+void kernel_when_ready(struct kernel *k, struct kernel_waiter *w)
+{
+        if (k->phase == KERNEL_READY) {
+                w->kernel = NULL;
+                w->done(w, k, 0, NULL);
+                return;
+        }
+        if (k->phase == KERNEL_DEAD || k->phase == KERNEL_STOPPING) {
+                w->kernel = NULL;
+                w->done(w, k, 500, k->phase == KERNEL_DEAD ? k->reason : "Kernel was deleted");
+                return;
+        }
+        waiter_add(k, w);
+}
+
 void kernel_waiter_cancel(struct kernel_waiter *w)
 {
         struct kernel_waiter **link;
@@ -168,6 +183,33 @@ int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
         return kernel_send(k, z, &msg);
 }
 
+/* Gives m to every client session of k. A session may go away while it
+ * takes it (an HTTP execution that ends), so the next is taken first. */
+static void deliver_all(struct kernel *k, struct relay_msg *m)
+{
+        struct session *s = k->sessions;
+
+        while (s) {
+                struct session *next = s->next;
+
+                session_deliver(s, m);
+                s = next;
+        }
+}
+
+/* Answers every session's pending executions (which may end sessions). */
+static void fail_all_pending(struct kernel *k, const char *ename, const char *evalue)
+{
+        struct session *s = k->sessions;
+
+        while (s) {
+                struct session *next = s->next;
+
+                session_fail_pending(s, ename, evalue);
+                s = next;
+        }
+}
+
 void kernel_broadcast_status(struct kernel *k, const char *state)
 {
         json_t *content = json_pack("{s:s}", "execution_state", state);
@@ -176,8 +218,7 @@ void kernel_broadcast_status(struct kernel *k, const char *state)
         json_decref(content);
         if (!m)
                 return;
-        for (struct session *s = k->sessions; s; s = s->next)
-                session_deliver(s, m);
+        deliver_all(k, m);
         relay_msg_unref(&m);
 }
 
@@ -335,8 +376,8 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
                 content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
                 notice = content && parent ? relay_msg_make(JP_IOPUB, "stream", parent, content)
                                            : NULL;
-                for (struct session *s = k->sessions; notice && s; s = s->next)
-                        session_deliver(s, notice);
+                if (notice)
+                        deliver_all(k, notice);
                 relay_msg_unref(&notice);
                 json_decref(content);
                 free(parent);
@@ -370,8 +411,7 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
                 relay_msg_unref(&m);
                 return;
         }
-        for (struct session *s = k->sessions; s; s = s->next)
-                session_deliver(s, m);
+        deliver_all(k, m);
         relay_msg_unref(&m);
 }
 
@@ -459,7 +499,9 @@ static void handle_death(struct kernel *k)
                 return;
         }
         if (k->phase == KERNEL_RESTARTING) {
-                /* Asked for: the old process is gone, start the new one. */
+                /* Asked for: the old process is gone, start the new one.
+                 * Executions it was running will not finish. */
+                fail_all_pending(k, "KernelRestarted", "the kernel was restarted");
                 launch(k);
                 return;
         }
@@ -473,8 +515,7 @@ static void handle_death(struct kernel *k)
         klog_warn(k->id, "died: %s", k->reason);
         snprintf(k->last_death, sizeof(k->last_death), "%s", k->reason);
         /* Whoever waits for an execution hears why it ended. */
-        for (struct session *s = k->sessions; s; s = s->next)
-                session_fail_pending(s, k->oom ? "KernelOutOfMemory" : "KernelDied", k->reason);
+        fail_all_pending(k, k->oom ? "KernelOutOfMemory" : "KernelDied", k->reason);
         set_state(k, "dead");
         kernel_broadcast_status(k, "dead");
         retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts;
@@ -615,8 +656,8 @@ static void launch(struct kernel *k)
 }
 
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
-                 const struct hostmsg_limits *limits, struct kernel_waiter *w,
-                 struct kernel **out)
+                 const struct hostmsg_limits *limits, struct sandbox *sandbox,
+                 struct kernel_waiter *w, struct kernel **out)
 {
         struct kernel *k;
         size_t nenv = 0;
@@ -644,7 +685,10 @@ int kernel_start(const struct jp_kernelspec *spec, char *const *env,
         if (rc < 0)
                 goto fail;
         k->spec = spec;
-        k->limits = *limits;
+        k->limits = sandbox ? sandbox->limits : *limits;
+        /* In a given sandbox (an E2B sandbox's contexts), or one of its own. */
+        if (sandbox)
+                k->sandbox = sandbox_ref(sandbox);
         set_state(k, "starting");
         kernel_touch(k);
         k->next = kernels;

@@ -96,12 +96,16 @@ const struct jp_kernelspec_list *kernels_specs(void);
 /* A kernel clients may see (deleted ones are invisible); NULL if none. */
 struct kernel *kernel_find(const char *id);
 /* Starts a kernel of spec with extra environment env (validated: names of
- * [A-Za-z_][A-Za-z0-9_]*, NULL-terminated, copied) and limits. w, if given,
+ * [A-Za-z_][A-Za-z0-9_]*, NULL-terminated, copied), in sandbox (shared,
+ * with its limits) or in a new sandbox of its own with limits. w, if given,
  * hears when it is ready or failed. Returns 0, -EAGAIN at --max-kernels,
  * or -errno. */
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
-                 const struct hostmsg_limits *limits, struct kernel_waiter *w,
-                 struct kernel **out);
+                 const struct hostmsg_limits *limits, struct sandbox *sandbox,
+                 struct kernel_waiter *w, struct kernel **out);
+/* w hears when k is ready: now if it is, else when it gets there (or
+ * dies, or is deleted). */
+void kernel_when_ready(struct kernel *k, struct kernel_waiter *w);
 void kernel_interrupt(struct kernel *k);
 /* Restarts k; w hears when it is ready again. */
 void kernel_restart(struct kernel *k, struct kernel_waiter *w);

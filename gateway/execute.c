@@ -1,0 +1,430 @@
+#include "autoconf.h"
+
+#include "gateway/execute.h"
+#include "gateway/loop.h"
+#include "gateway/session.h"
+#include "protocol/ids.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEEPALIVE_MS 5000.0
+#define GRACE_MS     3000.0 /* after an interrupt, before the kernel is restarted */
+
+struct execution {
+        struct http_request *r; /* NULL once the client has gone */
+        struct kernel *kernel;
+        struct session *session;
+        struct session_sink sink;
+        struct kernel_waiter ready;
+        char msg_id[JP_UUID_SIZE];
+        char *code;
+        json_t *env;
+        double timeout_s;
+        lws_sorted_usec_list_t deadline, grace, keepalive, release;
+        bool replied, idle, timed_out, done, wrote;
+        bool released; /* the session is gone; freed once the request is too */
+};
+
+/* ---- lines ---------------------------------------------------------------- */
+
+static void write_line(struct execution *e, json_t *line)
+{
+        char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+
+        json_decref(line);
+        if (!text || !e->r)
+                goto out;
+        /* No blank line ever: the E2B SDK parses every line as JSON. */
+        if (http_stream_write(e->r, text, strlen(text)) < 0 ||
+            http_stream_write(e->r, "\n", 1) < 0)
+                log_warn("an execution's client is too far behind; outputs dropped");
+        e->wrote = true;
+out:
+        free(text);
+}
+
+static void write_error(struct execution *e, const char *name, const char *value,
+                        const char *traceback)
+{
+        write_line(e, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value",
+                                value, "traceback", traceback ? traceback : ""));
+}
+
+/* E2B's flat keys for the MIME types of a display bundle; anything else
+ * keeps its MIME type as the key (the SDK exposes those as extras). */
+static const char *result_key(const char *mime)
+{
+        static const char *const keys[][2] = {
+                {"text/plain", "text"},        {"text/html", "html"},
+                {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
+                {"image/png", "png"},          {"image/jpeg", "jpeg"},
+                {"application/pdf", "pdf"},    {"text/latex", "latex"},
+                {"application/json", "json"},  {"application/javascript", "javascript"},
+                {"e2b/data", "data"},          {"e2b/chart", "chart"},
+        };
+
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+                if (strcmp(mime, keys[i][0]) == 0)
+                        return keys[i][1];
+        }
+        return mime;
+}
+
+static json_t *result_line(json_t *data, bool main_result)
+{
+        json_t *line = json_pack("{s:s, s:b}", "type", "result", "is_main_result", main_result);
+        const char *mime;
+        json_t *value;
+
+        json_object_foreach(data, mime, value) {
+                const char *text = json_string_value(value);
+                size_t len = text ? strlen(text) : 0;
+
+                /* Python's repr of a string, 'abc', reads as abc. */
+                if (strcmp(mime, "text/plain") == 0 && len >= 2 &&
+                    (text[0] == '\'' || text[0] == '"') && text[len - 1] == text[0]) {
+                        json_object_set_new(line, "text", json_stringn(text + 1, len - 2));
+                        continue;
+                }
+                json_object_set(line, result_key(mime), value);
+        }
+        return line;
+}
+
+static char *join_traceback(json_t *lines)
+{
+        struct buf out;
+        size_t i;
+        json_t *v;
+
+        buf_init(&out, SIZE_MAX);
+        json_array_foreach(lines, i, v) {
+                if (i && buf_append(&out, "\n", 1) < 0)
+                        break;
+                if (json_is_string(v) &&
+                    buf_append(&out, json_string_value(v), json_string_length(v)) < 0)
+                        break;
+        }
+        if (!out.data)
+                buf_append(&out, "", 0);
+        return buf_steal(&out, NULL);
+}
+
+/* ---- the end ---------------------------------------------------------- */
+
+static void execution_free(struct execution *e)
+{
+        free(e->code);
+        json_decref(e->env);
+        free(e);
+}
+
+/* On the next turn of the loop, not inside a delivery to the session
+ * (which must not go away under its own feet). */
+static void on_release(lws_sorted_usec_list_t *sul)
+{
+        struct execution *e = lws_container_of(sul, struct execution, release);
+
+        if (e->session) {
+                struct session *s = e->session;
+
+                e->session = NULL;
+                session_destroy(&s, 1000, "execution finished");
+        }
+        e->released = true;
+        if (!e->r)
+                execution_free(e);
+}
+
+/* Stops everything of a finished execution; frees it later. */
+static void wind_down(struct execution *e)
+{
+        e->done = true;
+        loop_timer_stop(&e->deadline);
+        loop_timer_stop(&e->grace);
+        loop_timer_stop(&e->keepalive);
+        kernel_waiter_cancel(&e->ready);
+        loop_timer_start(&e->release, on_release, 0);
+}
+
+static void finish(struct execution *e)
+{
+        if (e->done)
+                return;
+        if (e->timed_out) {
+                char value[128];
+
+                snprintf(value, sizeof(value), "Execution timed out after %g s", e->timeout_s);
+                write_error(e, "TimeoutError", value, NULL);
+        }
+        write_line(e, json_pack("{s:s}", "type", "end_of_execution"));
+        if (e->r)
+                http_stream_end(e->r);
+        wind_down(e);
+}
+
+/* The request ended: the stream was written, or the client went away. */
+static void on_request_gone(struct http_request *r)
+{
+        struct execution *e = r->ctx;
+
+        r->ctx = NULL;
+        e->r = NULL;
+        if (!e->done) {
+                /* An abandoned call must not leave the kernel busy for ever. */
+                if (e->kernel &&
+                    !kernels_config()->keep_running_on_disconnect) {
+                        klog_info(e->kernel->id, "client left a running execution; interrupting");
+                        kernel_interrupt(e->kernel);
+                }
+                wind_down(e);
+        }
+        if (e->released)
+                execution_free(e);
+}
+
+/* ---- kernel messages ---------------------------------------------------- */
+
+static void handle(struct execution *e, struct relay_msg *m)
+{
+        char parent[JP_MSG_ID_SIZE], type[JP_MSG_TYPE_SIZE];
+        json_t *content;
+
+        if (jp_header_fields(m->msg.parent_header, parent, type) < 0 ||
+            strcmp(parent, e->msg_id) != 0)
+                return;
+        content = json_loadb((const char *)m->msg.content.ptr, m->msg.content.len, 0, NULL);
+        if (!content)
+                return;
+        if (strcmp(m->msg_type, "execute_input") == 0) {
+                write_line(e, json_pack("{s:s, s:O}", "type", "number_of_executions",
+                                        "execution_count",
+                                        json_object_get(content, "execution_count")));
+        } else if (strcmp(m->msg_type, "stream") == 0) {
+                char when[JP_TIMESTAMP_SIZE];
+                const char *name = json_string_value(json_object_get(content, "name"));
+
+                jp_timestamp_now(when);
+                write_line(e, json_pack("{s:s, s:O, s:s}", "type",
+                                        name && strcmp(name, "stderr") == 0 ? "stderr" : "stdout",
+                                        "text", json_object_get(content, "text"), "timestamp",
+                                        when));
+        } else if (strcmp(m->msg_type, "execute_result") == 0 ||
+                   strcmp(m->msg_type, "display_data") == 0) {
+                write_line(e, result_line(json_object_get(content, "data"),
+                                          strcmp(m->msg_type, "execute_result") == 0));
+        } else if (strcmp(m->msg_type, "error") == 0 && !e->timed_out) {
+                char *tb = join_traceback(json_object_get(content, "traceback"));
+                const char *name = json_string_value(json_object_get(content, "ename"));
+                const char *value = json_string_value(json_object_get(content, "evalue"));
+
+                write_error(e, name ? name : "Error", value ? value : "", tb);
+                free(tb);
+        } else if (strcmp(m->msg_type, "status") == 0 &&
+                   json_is_string(json_object_get(content, "execution_state")) &&
+                   strcmp(json_string_value(json_object_get(content, "execution_state")),
+                          "idle") == 0) {
+                e->idle = true;
+        } else if (strcmp(m->msg_type, "execute_reply") == 0) {
+                e->replied = true;
+                /* The gateway answered for a kernel that died: no idle will
+                 * follow from it. */
+                if (e->kernel->phase != KERNEL_READY)
+                        e->idle = true;
+        }
+        json_decref(content);
+        if (e->replied && e->idle)
+                finish(e);
+}
+
+static void on_wake(struct session_sink *sink)
+{
+        struct execution *e = lws_container_of(sink, struct execution, sink);
+        struct relay_msg *m;
+
+        while (!e->done && e->session && (m = session_next(e->session)) != NULL) {
+                handle(e, m);
+                relay_msg_unref(&m);
+        }
+}
+
+static void on_closing(struct session_sink *sink, int code, const char *reason)
+{
+        struct execution *e = lws_container_of(sink, struct execution, sink);
+
+        /* Our own release destroys the session too; only a deleted kernel
+         * ends a running execution here. */
+        e->session = NULL;
+        e->kernel = NULL;
+        if (e->done)
+                return;
+        write_error(e, "ExecutionAborted", "The kernel was shut down", NULL);
+        e->replied = e->idle = true;
+        finish(e);
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+static int send_execute(struct execution *e, const char *code, bool silent, char *msg_id_out)
+{
+        char msg_id[JP_UUID_SIZE], date[JP_TIMESTAMP_SIZE];
+        json_t *header, *content;
+        char *header_text = NULL, *content_text = NULL;
+        struct jp_msg msg;
+        int rc = -ENOMEM;
+
+        jp_uuid4(msg_id);
+        jp_timestamp_now(date);
+        header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type",
+                           "execute_request", "session", e->session->id, "username", "glovebox",
+                           "date", date, "version", "5.3");
+        content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", silent,
+                            "store_history", !silent, "user_expressions", "allow_stdin", false,
+                            "stop_on_error", true);
+        if (header && content) {
+                header_text = json_dumps(header, JSON_COMPACT);
+                content_text = json_dumps(content, JSON_COMPACT);
+        }
+        if (header_text && content_text) {
+                jp_msg_init(&msg);
+                msg.channel = JP_SHELL;
+                msg.header = (struct jp_bytes){(const uint8_t *)header_text, strlen(header_text)};
+                msg.parent_header = (struct jp_bytes){(const uint8_t *)"{}", 2};
+                msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
+                msg.content = (struct jp_bytes){(const uint8_t *)content_text,
+                                                strlen(content_text)};
+                rc = session_send(e->session, &msg);
+        }
+        if (rc == 0 && msg_id_out)
+                memcpy(msg_id_out, msg_id, JP_UUID_SIZE);
+        json_decref(header);
+        json_decref(content);
+        free(header_text);
+        free(content_text);
+        return rc;
+}
+
+/* The code that sets (and afterwards restores) env in os.environ. */
+static char *env_code(json_t *env, bool restore)
+{
+        char *values = json_dumps(env, JSON_COMPACT);
+        size_t len = values ? strlen(values) + 256 : 0;
+        char *code = values ? malloc(len) : NULL;
+
+        if (code && !restore)
+                snprintf(code, len,
+                         "import os as _gb_os\n_gb_env = %s\n"
+                         "_gb_saved = {k: _gb_os.environ.get(k) for k in _gb_env}\n"
+                         "_gb_os.environ.update(_gb_env)\n",
+                         values);
+        else if (code)
+                snprintf(code, len,
+                         "for _gb_k, _gb_v in _gb_saved.items():\n"
+                         "    _gb_os.environ.pop(_gb_k, None) if _gb_v is None else "
+                         "_gb_os.environ.__setitem__(_gb_k, _gb_v)\n"
+                         "del _gb_saved, _gb_env, _gb_k, _gb_v");
+        free(values);
+        return code;
+}
+
+static void on_keepalive(lws_sorted_usec_list_t *sul)
+{
+        struct execution *e = lws_container_of(sul, struct execution, keepalive);
+
+        if (!e->wrote)
+                write_line(e, json_pack("{s:s}", "type", "keepalive"));
+        e->wrote = false;
+        loop_timer_start(&e->keepalive, on_keepalive, KEEPALIVE_MS);
+}
+
+static void on_grace(lws_sorted_usec_list_t *sul)
+{
+        struct execution *e = lws_container_of(sul, struct execution, grace);
+
+        /* Still running after the interrupt: restart the kernel; its
+         * pending execution, this one, is then answered. */
+        klog_warn(e->kernel->id, "execution did not stop after an interrupt; restarting");
+        kernel_restart(e->kernel, NULL);
+}
+
+static void on_deadline(lws_sorted_usec_list_t *sul)
+{
+        struct execution *e = lws_container_of(sul, struct execution, deadline);
+
+        e->timed_out = true;
+        klog_info(e->kernel->id, "execution timed out after %g s; interrupting", e->timeout_s);
+        kernel_interrupt(e->kernel);
+        loop_timer_start(&e->grace, on_grace, GRACE_MS);
+}
+
+static void on_ready(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+{
+        struct execution *e = lws_container_of(w, struct execution, ready);
+        char *code;
+
+        if (status) {
+                write_error(e, "KernelNotReady", message ? message : "the kernel is not ready",
+                            NULL);
+                e->replied = e->idle = true;
+                finish(e);
+                return;
+        }
+        if (e->env && json_object_size(e->env)) {
+                code = env_code(e->env, false);
+                if (code)
+                        send_execute(e, code, true, NULL);
+                free(code);
+        }
+        if (send_execute(e, e->code, false, e->msg_id) < 0) {
+                write_error(e, "ExecutionFailed", "could not send the code to the kernel", NULL);
+                e->replied = e->idle = true;
+                finish(e);
+                return;
+        }
+        if (e->env && json_object_size(e->env)) {
+                code = env_code(e->env, true);
+                if (code)
+                        send_execute(e, code, true, NULL);
+                free(code);
+        }
+        if (e->timeout_s > 0)
+                loop_timer_start(&e->deadline, on_deadline, e->timeout_s * 1000.0);
+}
+
+void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
+                   double timeout_s)
+{
+        struct execution *e = calloc(1, sizeof(*e));
+
+        if (!e || !(e->code = strdup(code))) {
+                free(e);
+                http_reply_error(r, 500, "out of memory");
+                return;
+        }
+        e->r = r;
+        e->kernel = k;
+        e->env = json_incref(env);
+        e->timeout_s = timeout_s;
+        e->sink.wake = on_wake;
+        e->sink.closing = on_closing;
+        e->ready.done = on_ready;
+        r->ctx = e;
+        r->cleanup = on_request_gone;
+        /* Headers at once: clients time out waiting for them otherwise. */
+        http_stream_start(r, 200, "application/x-ndjson");
+        e->session = session_open(k, NULL);
+        if (!e->session) {
+                write_error(e, "ExecutionFailed", "cannot open a session to the kernel", NULL);
+                e->replied = e->idle = true;
+                finish(e);
+                return;
+        }
+        session_attach(e->session, &e->sink);
+        loop_timer_start(&e->keepalive, on_keepalive, KEEPALIVE_MS);
+        kernel_when_ready(k, &e->ready);
+}

@@ -1,0 +1,28 @@
+/* One cell run for an HTTP client (E2B's /execute and Glovebox's own
+ * /api/kernels/{id}/execute): the code goes to the kernel through a
+ * private client session, and the outputs stream back as newline-delimited
+ * JSON in E2B's line format while the cell runs:
+ *   {"type":"number_of_executions","execution_count":N}
+ *   {"type":"stdout"|"stderr","text":...,"timestamp":...}
+ *   {"type":"result", <format>: ..., "is_main_result": bool}
+ *   {"type":"error","name":...,"value":...,"traceback":...}
+ *   {"type":"keepalive"} after 5 s of silence
+ *   {"type": "end_of_execution"}
+ * At the timeout the kernel is interrupted, then restarted if it does not
+ * stop; the stream keeps what was sent and ends with a TimeoutError line. A
+ * client that goes away interrupts its cell. */
+#ifndef GLOVEBOX_EXECUTE_H
+#define GLOVEBOX_EXECUTE_H
+
+#include "gateway/http.h"
+#include "gateway/kernels.h"
+
+#include <jansson.h>
+
+/* Runs code in k and streams to r (answering r, now or later). env (may
+ * be NULL) is set in the kernel's os.environ for this run only. timeout_s
+ * of 0 means none. */
+void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
+                   double timeout_s);
+
+#endif

@@ -1,0 +1,176 @@
+#include "autoconf.h"
+
+#include "gateway/uploads.h"
+#include "gateway/files.h"
+#include "protocol/multipart.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct upload {
+        struct sandbox *sandbox;
+        struct multipart parts;
+        bool multipart;
+        char fixed[PATH_MAX]; /* the ?path= target, "" when parts name their own */
+        char current[PATH_MAX];
+        int fd;
+        int error;            /* the first failure, -errno */
+        char failed[PATH_MAX];
+        json_t *written;
+};
+
+static void fail(struct upload *u, const char *path, int error)
+{
+        if (u->error)
+                return;
+        u->error = error;
+        snprintf(u->failed, sizeof(u->failed), "%s", path);
+}
+
+static int open_target(struct upload *u, const char *path)
+{
+        int rc = files_normalize(path, u->current, sizeof(u->current));
+
+        if (rc == 0)
+                rc = files_open_write(u->sandbox, u->current, &u->fd);
+        if (rc < 0) {
+                fail(u, path, rc);
+                return rc;
+        }
+        return 0;
+}
+
+static int write_all(struct upload *u, const uint8_t *data, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(u->fd, data, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        fail(u, u->current, -errno);
+                        return -errno;
+                }
+                data += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+static int close_target(struct upload *u)
+{
+        const char *name = strrchr(u->current, '/');
+        json_t *entry;
+
+        if (u->fd < 0)
+                return 0;
+        if (close(u->fd) < 0)
+                fail(u, u->current, -errno);
+        u->fd = -1;
+        entry = json_pack("{s:s, s:s, s:s}", "name", name ? name + 1 : u->current, "type", "file",
+                          "path", u->current);
+        if (entry)
+                json_array_append_new(u->written, entry);
+        return u->error;
+}
+
+static int part_begin(void *arg, const char *name, const char *filename)
+{
+        struct upload *u = arg;
+
+        if (u->fixed[0] && json_array_size(u->written) == 0)
+                return open_target(u, u->fixed);
+        if (!filename[0]) {
+                fail(u, name, -EINVAL);
+                return -EINVAL;
+        }
+        return open_target(u, filename);
+}
+
+static int part_data(void *arg, const uint8_t *data, size_t len)
+{
+        return write_all(arg, data, len);
+}
+
+static int part_end(void *arg)
+{
+        return close_target(arg);
+}
+
+static const struct multipart_handler part_handler = {part_begin, part_data, part_end};
+
+static int on_body(struct http_request *r, const uint8_t *data, size_t len)
+{
+        struct upload *u = r->ctx;
+        int rc;
+
+        if (u->error)
+                return 0; /* read it away; the error is answered at the end */
+        rc = u->multipart ? multipart_feed(&u->parts, data, len) : write_all(u, data, len);
+        if (rc < 0)
+                fail(u, u->current[0] ? u->current : u->fixed, rc == -EBADMSG ? -EBADMSG : rc);
+        return 0;
+}
+
+static void on_cleanup(struct http_request *r)
+{
+        struct upload *u = r->ctx;
+
+        r->ctx = NULL;
+        if (u->fd >= 0)
+                close(u->fd);
+        json_decref(u->written);
+        sandbox_unref(&u->sandbox);
+        free(u);
+}
+
+int upload_start(struct http_request *r, struct sandbox *sb, const char *path, bool multipart,
+                 char *err, size_t errlen)
+{
+        char content_type[256] = "";
+        struct upload *u = calloc(1, sizeof(*u));
+        int rc;
+
+        if (!u)
+                return -ENOMEM;
+        u->fd = -1;
+        u->multipart = multipart;
+        u->written = json_array();
+        u->sandbox = sandbox_ref(sb);
+        snprintf(u->fixed, sizeof(u->fixed), "%s", path ? path : "");
+        r->ctx = u;
+        r->cleanup = on_cleanup;
+        r->body_fn = on_body;
+        if (multipart) {
+                lws_hdr_copy(r->wsi, content_type, sizeof(content_type),
+                             WSI_TOKEN_HTTP_CONTENT_TYPE);
+                rc = multipart_init(&u->parts, content_type, &part_handler, u);
+                if (rc < 0)
+                        snprintf(err, errlen, "not a multipart/form-data body with a boundary");
+                return rc;
+        }
+        rc = open_target(u, path);
+        if (rc < 0)
+                snprintf(err, errlen, "%s", path);
+        return rc;
+}
+
+int upload_finish(struct http_request *r, json_t **written, char *err, size_t errlen)
+{
+        struct upload *u = r->ctx;
+
+        *written = NULL;
+        if (!u->multipart)
+                close_target(u);
+        else if (!u->error && !u->parts.done)
+                fail(u, u->fixed, -EBADMSG);
+        if (u->error) {
+                snprintf(err, errlen, "%s", u->failed);
+                return u->error;
+        }
+        *written = json_incref(u->written);
+        return 0;
+}

@@ -1,0 +1,22 @@
+/* Request bodies written into a sandbox's files as they arrive: a raw body
+ * to one file, or a multipart/form-data body to one file per part. Used by
+ * Glovebox's file routes and by E2B's envd /files. */
+#ifndef GLOVEBOX_UPLOADS_H
+#define GLOVEBOX_UPLOADS_H
+
+#include "gateway/http.h"
+#include "gateway/sandboxes.h"
+
+#include <jansson.h>
+
+/* Starts taking r's body into sb: into path when the body is raw, or, for
+ * multipart, into each part's filename unless path (when given) names the
+ * only target. Sets r->body_fn, r->ctx and r->cleanup. On failure returns
+ * -errno with the failing path in err. */
+int upload_start(struct http_request *r, struct sandbox *sb, const char *path, bool multipart,
+                 char *err, size_t errlen);
+/* After the body: the files written, as E2B's [{name, type, path}]; or
+ * -errno (and the path in err) when a write failed. */
+int upload_finish(struct http_request *r, json_t **written, char *err, size_t errlen);
+
+#endif
