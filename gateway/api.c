@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/api.h"
+#include "gateway/e2b.h"
 #include "gateway/kernels.h"
 #include "protocol/log.h"
 
@@ -429,13 +430,20 @@ static void get_status(struct http_request *r)
 
 void api_prepare(struct http_request *r)
 {
-        api_files_prepare(r);
+        if (strncmp(r->path, "e2b/", 4) == 0)
+                e2b_prepare(r);
+        else
+                api_files_prepare(r);
 }
 
 void api_handle(struct http_request *r)
 {
         struct route rt;
 
+        if (strncmp(r->path, "e2b/", 4) == 0) {
+                e2b_handle(r);
+                return;
+        }
         if (api_files_handle(r))
                 return;
         if (split_path(r->path, &rt) < 0 || !is(&rt, 0, "api")) {

@@ -95,6 +95,8 @@ static const struct option_def options[] = {
         OPT("keep-running-on-disconnect", OPT_FLAG, keep_running_on_disconnect, 0, 0, NULL,
             "let a cell run on when the client of an HTTP execution goes away (default: "
             "interrupt it)"),
+        OPT("e2b-max-timeout", OPT_DOUBLE, e2b_max_timeout, 1, 1e7, "86400",
+            "longest lifetime, in seconds, an E2B sandbox may ask for (default lifetime 300)"),
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
             "directory of the web page (default: the one installed or in the source tree)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),

@@ -283,9 +283,11 @@ static int send_execute(struct execution *e, const char *code, bool silent, char
         header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type",
                            "execute_request", "session", e->session->id, "username", "glovebox",
                            "date", date, "version", "5.3");
+        /* Each HTTP call stands alone: an error (or the interrupt of an
+         * abandoned call) must not abort the calls queued behind it. */
         content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", silent,
                             "store_history", !silent, "user_expressions", "allow_stdin", false,
-                            "stop_on_error", true);
+                            "stop_on_error", false);
         if (header && content) {
                 header_text = json_dumps(header, JSON_COMPACT);
                 content_text = json_dumps(content, JSON_COMPACT);

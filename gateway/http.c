@@ -361,7 +361,7 @@ static int add_cors(struct lws *wsi, const char *origin, bool preflight, unsigne
 
 static int write_response(struct lws *wsi, int status, const char *content_type,
                           const char *location, const char *cors_origin, bool preflight,
-                          unsigned char *body, size_t len)
+                          const char *next_token, unsigned char *body, size_t len)
 {
         unsigned char headers[LWS_PRE + 4096];
         unsigned char *start = headers + LWS_PRE, *p = start, *end = headers + sizeof(headers) - 1;
@@ -373,6 +373,8 @@ static int write_response(struct lws *wsi, int status, const char *content_type,
                                         (const unsigned char *)"nosniff", 7, &p, end))
                 return -1;
         if (location && *location && add_header(wsi, "location:", location, &p, end))
+                return -1;
+        if (next_token && *next_token && add_header(wsi, "x-next-token:", next_token, &p, end))
                 return -1;
         if (add_cors(wsi, cors_origin, preflight, &p, end))
                 return -1;
@@ -392,7 +394,7 @@ int http_write_error_now(struct lws *wsi, int status, const char *message)
 
         if (body && text) {
                 memcpy(body + LWS_PRE, text, len);
-                rc = write_response(wsi, status, "application/json", NULL, NULL, false,
+                rc = write_response(wsi, status, "application/json", NULL, NULL, false, NULL,
                                     body + LWS_PRE, len);
         }
         free(body);
@@ -543,7 +545,7 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                 if (r->streaming)
                         return stream_step(wsi, r);
                 rc = write_response(wsi, r->status, r->content_type, r->location, r->cors_origin,
-                                    r->method == HTTP_OPTIONS,
+                                    r->method == HTTP_OPTIONS, r->next_token,
                                     (unsigned char *)r->response.data + LWS_PRE,
                                     r->response.len - LWS_PRE);
                 request_reset(r);

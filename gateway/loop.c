@@ -38,9 +38,18 @@ int loop_protocol_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
                         w->fn(w->arg);
                 return 0;
         case LWS_CALLBACK_RAW_CLOSE_FILE:
-                /* lws closes our duplicate fd; the watch goes with it. */
-                free(w);
+                /* lws closes our duplicate fd: after loop_unwatch, or on its
+                 * own when the descriptor hangs up (a pipe's writer went
+                 * away). Then the owner hears once more, to read its end,
+                 * and frees the watch with loop_unwatch. */
                 lws_set_opaque_user_data(wsi, NULL);
+                if (!w)
+                        return 0;
+                w->wsi = NULL;
+                if (w->fn)
+                        w->fn(w->arg);
+                else
+                        free(w);
                 return 0;
         default:
                 return 0;
@@ -86,11 +95,16 @@ void loop_unwatch(struct loop_watch **wp)
 
         if (!w)
                 return;
+        *wp = NULL;
+        if (!w->wsi) {
+                /* lws already closed it. */
+                free(w);
+                return;
+        }
         /* The wsi closes on the next turn of the loop and frees w then. */
         w->fn = NULL;
         w->arg = NULL;
         lws_set_timeout(w->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
-        *wp = NULL;
 }
 
 void loop_timer_start(lws_sorted_usec_list_t *timer, sul_cb_t fn, double delay_ms)

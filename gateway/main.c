@@ -5,6 +5,7 @@
 #include "autoconf.h"
 
 #include "gateway/config.h"
+#include "gateway/e2b.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
@@ -55,6 +56,7 @@ static void on_signal(void *arg)
                 gw.shutting_down = 1;
                 log_info("received %s: shutting down %zu kernel(s)", strsignal((int)si.ssi_signo),
                          kernels_count());
+                e2b_shutdown();
                 kernels_shutdown_all(SHUTDOWN_TIMEOUT_MS, on_all_kernels_gone);
         }
 }

@@ -8,6 +8,25 @@
 
 enum { PREAMBLE, AFTER_DELIMITER, AFTER_DELIMITER_LF, FINAL_DASH, HEADERS, DATA, EPILOGUE };
 
+/* Where the value of parameter key ("boundary=", "name=") of a header value
+ * starts, or NULL. A key counts only at the start of a parameter and
+ * outside quotes: "name=" must not match the end of "filename=", nor a
+ * "; name=" inside a quoted filename, which the sender chose. */
+static const char *find_param(const char *s, const char *key)
+{
+        size_t klen = strlen(key);
+        bool quoted = false;
+
+        for (const char *p = s; *p; p++) {
+                if (*p == '"')
+                        quoted = !quoted;
+                else if (!quoted && p > s && (p[-1] == ' ' || p[-1] == ';' || p[-1] == '\t') &&
+                         strncmp(p, key, klen) == 0)
+                        return p + klen;
+        }
+        return NULL;
+}
+
 int multipart_init(struct multipart *m, const char *content_type,
                    const struct multipart_handler *handler, void *arg)
 {
@@ -15,12 +34,13 @@ int multipart_init(struct multipart *m, const char *content_type,
         size_t len = 0;
 
         memset(m, 0, sizeof(*m));
-        if (strncasecmp(content_type, "multipart/form-data", 19) != 0)
+        /* The whole media type: "multipart/form-database" is another one. */
+        if (strncasecmp(content_type, "multipart/form-data", 19) != 0 ||
+            !strchr("; \t", content_type[19]))
                 return -EINVAL;
-        b = strstr(content_type, "boundary=");
+        b = find_param(content_type, "boundary=");
         if (!b)
                 return -EINVAL;
-        b += 9;
         if (*b == '"') {
                 b++;
                 while (b[len] && b[len] != '"')
@@ -45,28 +65,21 @@ int multipart_init(struct multipart *m, const char *content_type,
  * Content-Disposition line into out. */
 static void disposition_param(const char *line, const char *key, char *out, size_t size)
 {
-        size_t klen = strlen(key), n = 0;
-        const char *p = line;
+        const char *p = find_param(line, key);
+        size_t n = 0;
 
         out[0] = '\0';
-        while ((p = strstr(p, key)) != NULL) {
-                /* "name=" must not match the end of "filename=". */
-                if (p > line && p[-1] != ' ' && p[-1] != ';' && p[-1] != '\t') {
-                        p += klen;
-                        continue;
-                }
-                p += klen;
-                if (*p == '"') {
-                        p++;
-                        while (*p && *p != '"' && n + 1 < size)
-                                out[n++] = *p++;
-                } else {
-                        while (*p && *p != ';' && *p != '\r' && n + 1 < size)
-                                out[n++] = *p++;
-                }
-                out[n] = '\0';
+        if (!p)
                 return;
+        if (*p == '"') {
+                p++;
+                while (*p && *p != '"' && n + 1 < size)
+                        out[n++] = *p++;
+        } else {
+                while (*p && *p != ';' && *p != '\r' && n + 1 < size)
+                        out[n++] = *p++;
         }
+        out[n] = '\0';
 }
 
 static int headers_done(struct multipart *m)

@@ -218,12 +218,86 @@ def hostmsg_seeds():
           struct.pack("=II", HOSTMSG_TYPES["stop"], len(body) + 5) + body)
 
 
+def chunked_input(cut, body, limit=0):
+    # fuzz-chunked.c: the cut offset (two bytes, little-endian), emit's
+    # limit in units of 4 bytes (0: none), then the body.
+    return struct.pack("<HB", cut, limit) + body
+
+
+def chunked_seeds():
+    write("fuzz-chunked", "rfc-example",
+          chunked_input(9, b"4\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n"))
+    write("fuzz-chunked", "extensions-trailers",
+          chunked_input(4, b"5;name=\"v;x\"\r\nhello\r\n1A;a\r\n" + bytes(range(26)) +
+                        b"\r\n0;last\r\nExpires: never\r\nX-Sum: 1\r\n\r\nGET / HTTP/1.1\r\n"))
+    write("fuzz-chunked", "emit-limit",
+          chunked_input(300, b"ff\r\n" + b"\xaa" * 255 + b"\r\n0\r\n\r\n", limit=16))
+    write("fuzz-chunked", "missing-crlf-after-data", chunked_input(3, b"3\r\nabcX\r\n0\r\n\r\n"))
+    write("fuzz-chunked", "sixteen-digits",
+          chunked_input(8, b"0000000000000003\r\nabc\r\n0\r\n\r\n"))
+    write("fuzz-chunked", "long-line",
+          chunked_input(200, b"1;" + b"e" * 253 + b"\r\nx\r\n0\r\n\r\n"))
+    write("fuzz-chunked", "bad-trailer-end", chunked_input(12, b"3\r\nabc\r\n0\r\nX: y\r\n\rZ"))
+
+
+MP_BOUNDARY = b"----WebKitFormBoundary7MA4YWxkTrZu0gW"
+RT_BOUNDARY = b"----GloveboxFuzzBoundary7MA4YWxkTrZu0gW"  # fuzz-multipart.c's round trips
+
+
+def multipart_parse_input(cut, content_type, body):
+    # fuzz-multipart.c, parse mode: mode byte 0, the cut offset, the
+    # Content-Type up to LF, the body.
+    return struct.pack("<BH", 0, cut) + content_type + b"\n" + body
+
+
+def multipart_round_trip_input(mode, cut, parts):
+    # Round-trip mode: mode byte (bit 0 set), the cut offset, then each part
+    # as a flags byte, a two-byte length and the payload.
+    out = struct.pack("<BH", mode | 1, cut)
+    for flags, payload in parts:
+        out += struct.pack("<BH", flags, len(payload)) + payload
+    return out
+
+
+def multipart_seeds():
+    ct = b"multipart/form-data; boundary=" + MP_BOUNDARY
+    d = b"--" + MP_BOUNDARY
+    two = (d + b"\r\nContent-Disposition: form-data; name=\"field\"\r\n\r\nvalue\r\n" +
+           d + b"\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"a b;c.txt\"\r\n"
+           b"Content-Type: application/octet-stream\r\n\r\n\x00\xff\r\n--" + MP_BOUNDARY[:10] +
+           b"\r\r\n" + d + b"--\r\nepilogue")
+    write("fuzz-multipart", "two-parts", multipart_parse_input(len(two) // 2, ct, two))
+    write("fuzz-multipart", "quoted-boundary-preamble",
+          multipart_parse_input(40, b'multipart/form-data; charset=utf-8; boundary="a b"',
+                                b"preamble\r\n--a\r\n--a b \t\r\n\r\nno headers\r\n--a b--"))
+    write("fuzz-multipart", "filename-first",
+          multipart_parse_input(30, b"multipart/form-data; boundary=b",
+                                b"--b\r\nContent-Disposition: form-data; filename=\"x; name=y\"; "
+                                b"name=\"real\"\r\n\r\nX\r\n--b--"))
+    write("fuzz-multipart", "handler-stops",
+          multipart_parse_input(20, b"multipart/form-data; boundary=b",
+                                b"--b\r\nContent-Disposition: form-data; name=\"stop\"\r\n\r\nX\r\n--b--"))
+    write("fuzz-multipart", "garbage-after-delimiter",
+          multipart_parse_input(9, b"multipart/form-data; boundary=b",
+                                b"--b\r\n\r\nA\r\n--b garbage\r\n\r\nB\r\n--b--"))
+    write("fuzz-multipart", "missing-final-boundary",
+          multipart_parse_input(7, b"multipart/form-data; boundary=b", b"--b\r\n\r\nA\r\n--b-"))
+    write("fuzz-multipart", "round-trip-three",
+          multipart_round_trip_input(6, 100, [
+              (1, b"\x00\x01\r\n--" + RT_BOUNDARY[:20] + b"\r\r\n"),
+              (2, b""),
+              (4, b"--" + RT_BOUNDARY + b"\r\n\r\n")]))
+    write("fuzz-multipart", "round-trip-none", multipart_round_trip_input(0, 0, []))
+
+
 def main():
     wire_seeds()
     wsjson_seeds()
     wsv1_seeds()
     connfile_seeds()
     hostmsg_seeds()
+    chunked_seeds()
+    multipart_seeds()
     return 0
 
 

@@ -172,11 +172,13 @@ static void expect_body(const char *name, const char *body, size_t body_len, con
 
 static void test_well_formed(void)
 {
-        expect_body("the RFC 9112 example", BODY("4\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks."
-                                                 "\r\n0\r\n\r\n"),
+        expect_body("the RFC 9112 example",
+                    BODY("4\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks."
+                         "\r\n0\r\n\r\n"),
                     "", BODY("Wikipedia in\r\n\r\nchunks."));
         expect_body("the next request after the body is not consumed",
-                    BODY("3\r\nabc\r\n0\r\n\r\n"), "GET / HTTP/1.1\r\nHost: x\r\n\r\n", BODY("abc"));
+                    BODY("3\r\nabc\r\n0\r\n\r\n"), "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                    BODY("abc"));
         expect_body("an empty body", BODY("0\r\n\r\n"), "0\r\n\r\n", "", 0);
         expect_body("chunk extensions are skipped",
                     BODY("5;name=value\r\nhello\r\n1;a;b=\"q;\\\"x\"\r\n \r\n6;ignored\r\nworld"
@@ -335,8 +337,8 @@ static void test_malformed(void)
         expect_bad("bad trailer terminator: CR X", BODY("3\r\nabc\r\n0\r\n\rX"), "abc");
         expect_bad("bad trailer terminator after a trailer line",
                    BODY("3\r\nabc\r\n0\r\nX: y\r\n\rZ"), "abc");
-        expect_bad("a trailer line's CR not followed by LF", BODY("3\r\nabc\r\n0\r\nX: y\rZ\r\n\r\n"),
-                   "abc");
+        expect_bad("a trailer line's CR not followed by LF",
+                   BODY("3\r\nabc\r\n0\r\nX: y\rZ\r\n\r\n"), "abc");
         expect_bad("an extension's CR not followed by LF", BODY("3;a\rb\r\nabc\r\n0\r\n\r\n"), "");
 
         /* The line limit counts every byte of the line, CRLF included. */

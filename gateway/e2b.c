@@ -1,0 +1,784 @@
+#include "autoconf.h"
+
+#include "gateway/e2b.h"
+#include "gateway/api.h"
+#include "gateway/execute.h"
+#include "gateway/kernels.h"
+#include "gateway/loop.h"
+#include "protocol/ids.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define E2B_ENVD_VERSION     "0.5.6" /* multipart uploads; see docs/e2b-protocol.md §7 */
+#define DEFAULT_TEMPLATE     "code-interpreter-v1"
+#define MAX_METADATA         64
+#define MAX_CONTEXTS         16
+
+struct e2b_context {
+        struct e2b_context *next;
+        char id[40];
+        char language[32];
+        char cwd[PATH_MAX];
+        char kernel_id[JP_UUID_SIZE];
+};
+
+struct e2b_sandbox {
+        struct e2b_sandbox *next;
+        char id[24];
+        char token[65];
+        char template_id[64];
+        json_t *metadata;
+        json_t *env;
+        struct sandbox *box;
+        char started_at[JP_TIMESTAMP_SIZE];
+        time_t end_at;
+        lws_sorted_usec_list_t ttl;
+        struct e2b_context *contexts;
+        unsigned next_context;
+        bool ready; /* its default context answered; listed from then on */
+};
+
+static struct e2b_sandbox *sandboxes;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static bool header(struct http_request *r, const char *name, char *out, size_t size)
+{
+        return lws_hdr_custom_copy(r->wsi, out, (int)size, name, (int)strlen(name)) > 0;
+}
+
+static bool token_matches(const char *given, const char *expected)
+{
+        return strlen(given) == strlen(expected) &&
+               CRYPTO_memcmp(given, expected, strlen(expected)) == 0;
+}
+
+void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
+{
+        char message[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+        http_reply_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", message));
+}
+
+/* The code interpreter's errors are plain text (its SDK reads the body as
+ * the message). */
+static void reply_text(struct http_request *r, int status, const char *message)
+{
+        http_reply_bytes(r, status, "text/plain", message, strlen(message));
+}
+
+static struct e2b_sandbox *find(const char *id)
+{
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
+                if (strcmp(s->id, id) == 0)
+                        return s;
+        }
+        return NULL;
+}
+
+struct sandbox *e2b_box(struct e2b_sandbox *s)
+{
+        return s->box;
+}
+
+json_t *e2b_env(struct e2b_sandbox *s)
+{
+        return s->env;
+}
+
+static void format_time(time_t t, char *out, size_t size)
+{
+        struct tm tm;
+
+        gmtime_r(&t, &tm);
+        strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
+{
+        const struct hostmsg_limits *lim = &s->box->limits;
+        char end[32];
+        json_t *o;
+
+        format_time(s->end_at, end, sizeof(end));
+        o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:O, s:s, s:s, s:s}", "sandboxID",
+                      s->id, "templateID", s->template_id, "alias", s->template_id, "clientID",
+                      "glovebox", "cpuCount", (int)ceil(lim->cpu_millis / 1000.0), "memoryMB",
+                      (json_int_t)lim->memory_mb, "diskSizeMB", (json_int_t)lim->disk_mb,
+                      "envdVersion",
+                      E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt", s->started_at,
+                      "endAt", end, "state", "running");
+        if (o && detail) {
+                json_object_set_new(o, "envdAccessToken", json_string(s->token));
+                json_object_set_new(o, "domain", json_null());
+        }
+        return o;
+}
+
+/* What create and connect answer: where and how to reach the sandbox. */
+static json_t *created_json(const struct e2b_sandbox *s)
+{
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", s->id,
+                         "templateID", s->template_id, "alias", s->template_id, "clientID",
+                         "glovebox", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", s->token,
+                         "trafficAccessToken", s->token, "domain");
+}
+
+/* ---- life and death --------------------------------------------------------- */
+
+static void sandbox_kill(struct e2b_sandbox *s)
+{
+        for (struct e2b_sandbox **link = &sandboxes; *link; link = &(*link)->next) {
+                if (*link == s) {
+                        *link = s->next;
+                        break;
+                }
+        }
+        log_info("e2b sandbox %s removed", s->id);
+        loop_timer_stop(&s->ttl);
+        envd_forget(s);
+        while (s->contexts) {
+                struct e2b_context *c = s->contexts;
+                struct kernel *k = kernel_find(c->kernel_id);
+
+                s->contexts = c->next;
+                if (k)
+                        kernel_shutdown(k, NULL);
+                free(c);
+        }
+        sandbox_unref(&s->box);
+        json_decref(s->metadata);
+        json_decref(s->env);
+        free(s);
+}
+
+void e2b_shutdown(void)
+{
+        while (sandboxes)
+                sandbox_kill(sandboxes);
+}
+
+static void on_ttl(lws_sorted_usec_list_t *sul)
+{
+        struct e2b_sandbox *s = lws_container_of(sul, struct e2b_sandbox, ttl);
+
+        log_info("e2b sandbox %s reached its timeout", s->id);
+        sandbox_kill(s);
+}
+
+static void set_timeout(struct e2b_sandbox *s, double seconds)
+{
+        s->end_at = time(NULL) + (time_t)seconds;
+        loop_timer_start(&s->ttl, on_ttl, seconds * 1000.0);
+}
+
+/* ---- contexts --------------------------------------------------------------- */
+
+static const struct jp_kernelspec *spec_for(const char *language)
+{
+        const struct jp_kernelspec_list *specs = kernels_specs();
+        const struct jp_kernelspec *dflt = jp_kernelspec_find(specs, kernels_config()->default_kernel);
+
+        if (!language || !*language || strcmp(language, "python") == 0)
+                return dflt;
+        for (size_t i = 0; i < specs->count; i++) {
+                const char *l = json_string_value(json_object_get(specs->items[i].spec, "language"));
+
+                if (l && strcasecmp(l, language) == 0)
+                        return &specs->items[i];
+        }
+        return NULL;
+}
+
+static struct e2b_context *context_find(struct e2b_sandbox *s, const char *id)
+{
+        for (struct e2b_context *c = s->contexts; c; c = c->next) {
+                if (strcmp(c->id, id) == 0)
+                        return c;
+        }
+        return NULL;
+}
+
+static json_t *context_json(const struct e2b_context *c)
+{
+        return json_pack("{s:s, s:s, s:s}", "id", c->id, "language", c->language, "cwd", c->cwd);
+}
+
+static char **env_strv(json_t *env)
+{
+        size_t n = 0;
+        char **v = calloc(json_object_size(env) + 1, sizeof(char *));
+        const char *key;
+        json_t *value;
+
+        json_object_foreach(env, key, value) {
+                size_t len = strlen(key) + json_string_length(value) + 2;
+
+                if (!v || !(v[n] = malloc(len)))
+                        break;
+                snprintf(v[n++], len, "%s=%s", key, json_string_value(value));
+        }
+        return v;
+}
+
+/* Starts a kernel for a new context; done hears when it is ready. */
+static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                                       const char *language, const char *cwd,
+                                       struct kernel_waiter *w, int *err)
+{
+        struct e2b_context *c = calloc(1, sizeof(*c));
+        char **env = env_strv(s->env);
+        struct kernel *k;
+
+        *err = c && env ? 0 : -ENOMEM;
+        if (*err == 0)
+                *err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
+        jp_strv_free(env);
+        if (*err < 0) {
+                free(c);
+                return NULL;
+        }
+        snprintf(c->id, sizeof(c->id), "ctx-%08x", s->next_context++ ^ (unsigned)time(NULL));
+        snprintf(c->language, sizeof(c->language), "%s", language);
+        snprintf(c->cwd, sizeof(c->cwd), "%s", cwd && *cwd ? cwd : "/home/user");
+        snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
+        c->next = s->contexts;
+        s->contexts = c;
+        return c;
+}
+
+/* Moves a ready context's kernel to its working directory. */
+static void context_chdir(const struct e2b_context *c, struct kernel *k)
+{
+        json_t *code = json_pack("{s:s, s:b, s:b, s:{}, s:b}", "code", "", "silent", true,
+                                 "store_history", false, "user_expressions", "allow_stdin", false);
+        char *cwd = json_dumps(json_string(c->cwd), JSON_ENCODE_ANY);
+        char *line = NULL, *text;
+        size_t len = cwd ? strlen(cwd) + 64 : 0;
+
+        if (cwd && strcmp(c->cwd, "/home/user") != 0 && (line = malloc(len)) != NULL) {
+                snprintf(line, len, "import os as _gb_os; _gb_os.chdir(%s); del _gb_os", cwd);
+                json_object_set_new(code, "code", json_string(line));
+                text = json_dumps(code, JSON_COMPACT);
+                if (text)
+                        kernel_send_request(k, k->shell, "execute_request", text, NULL);
+                free(text);
+        }
+        free(line);
+        free(cwd);
+        json_decref(code);
+}
+
+static struct http_request *request_of(struct kernel_waiter *w)
+{
+        return lws_container_of(w, struct http_request, waiter);
+}
+
+static struct e2b_sandbox *sandbox_of_kernel(const char *kernel_id, struct e2b_context **ctx)
+{
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
+                for (struct e2b_context *c = s->contexts; c; c = c->next) {
+                        if (strcmp(c->kernel_id, kernel_id) == 0) {
+                                *ctx = c;
+                                return s;
+                        }
+                }
+        }
+        return NULL;
+}
+
+static void context_remove(struct e2b_sandbox *s, struct e2b_context *c)
+{
+        for (struct e2b_context **link = &s->contexts; *link; link = &(*link)->next) {
+                if (*link == c) {
+                        *link = c->next;
+                        free(c);
+                        return;
+                }
+        }
+}
+
+static void on_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
+                             const char *message)
+{
+        struct http_request *r = request_of(w);
+        struct e2b_context *c;
+        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
+
+        if (!s) {
+                reply_text(r, 500, "the sandbox went away");
+                return;
+        }
+        if (status) {
+                context_remove(s, c);
+                reply_text(r, 500, message ? message : "the context failed to start");
+                return;
+        }
+        context_chdir(c, k);
+        http_reply_json(r, 200, context_json(c));
+}
+
+/* ---- control plane ---------------------------------------------------------- */
+
+static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+{
+        struct http_request *r = request_of(w);
+        struct e2b_context *c;
+        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
+
+        if (!s) {
+                e2b_reply_error(r, 500, "the sandbox went away while starting");
+                return;
+        }
+        if (status) {
+                e2b_reply_error(r, 500, "the sandbox failed to start: %s",
+                                message ? message : "unknown error");
+                sandbox_kill(s);
+                return;
+        }
+        s->ready = true;
+        http_reply_json(r, 201, created_json(s));
+}
+
+static bool string_map(json_t *v, size_t max)
+{
+        const char *key;
+        json_t *value;
+
+        if (v && !json_is_object(v))
+                return false;
+        if (json_object_size(v) > max)
+                return false;
+        json_object_foreach(v, key, value) {
+                if (!json_is_string(value) || strlen(key) > 256 || json_string_length(value) > 4096)
+                        return false;
+        }
+        return true;
+}
+
+static void create_sandbox(struct http_request *r)
+{
+        const struct config *cfg = kernels_config();
+        json_t *body = api_parse_body(r);
+        json_t *template, *timeout, *metadata, *env, *net, *access;
+        const struct jp_kernelspec *spec = NULL;
+        const char *tid;
+        struct hostmsg_limits limits;
+        struct e2b_sandbox *s = NULL;
+        double ttl;
+        int rc;
+
+        if (!body)
+                return;
+        template = json_object_get(body, "templateID");
+        timeout = json_object_get(body, "timeout");
+        metadata = json_object_get(body, "metadata");
+        env = json_object_get(body, "envVars");
+        net = json_object_get(body, "network");
+        access = json_object_get(body, "allow_internet_access");
+        tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
+        /* The E2B templates an agent asks for by default, or a kernelspec. */
+        if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
+                spec = jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
+        else
+                spec = jp_kernelspec_find(kernels_specs(), tid);
+        ttl = json_is_number(timeout) ? json_number_value(timeout) : 300;
+        if (!spec) {
+                e2b_reply_error(r, 404, "template '%.64s' not found", tid);
+        } else if (!isfinite(ttl) || ttl <= 0 || ttl > cfg->e2b_max_timeout) {
+                e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds", cfg->e2b_max_timeout);
+        } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
+                e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
+        } else if (json_is_true(access) || (json_is_object(net) && json_object_size(net) > 0)) {
+                e2b_reply_error(r, 400, "network access is not supported: Glovebox sandboxes have "
+                                        "no network (loopback only)");
+        } else if (json_is_true(json_object_get(body, "autoPause")) ||
+                   json_object_get(body, "autoResume") || json_object_get(body, "volumeMounts") ||
+                   json_object_get(body, "mcp")) {
+                e2b_reply_error(r, 400, "pausing, resuming, volumes and MCP are not supported");
+        } else {
+                limits = (struct hostmsg_limits){(uint64_t)cfg->memory_mb,
+                                                 (uint32_t)lround(cfg->cpus * 1000),
+                                                 (uint32_t)cfg->pids, (uint64_t)cfg->disk_mb};
+                s = calloc(1, sizeof(*s));
+                if (!s || jp_random_hex(s->id + 2, 8) < 0 || jp_random_hex(s->token, 32) < 0) {
+                        free(s);
+                        e2b_reply_error(r, 500, "out of memory");
+                        goto out;
+                }
+                memcpy(s->id, "gb", 2);
+                snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
+                s->metadata = metadata ? json_incref(metadata) : json_object();
+                s->env = env ? json_incref(env) : json_object();
+                jp_timestamp_now(s->started_at);
+                rc = sandbox_new(&limits, NULL, strcmp(cfg->sandbox, "none") != 0, &s->box);
+                if (rc == 0) {
+                        s->next = sandboxes;
+                        sandboxes = s;
+                        set_timeout(s, ttl);
+                        r->waiter.done = on_created;
+                        if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
+                                sandbox_kill(s);
+                                e2b_reply_error(r, rc == -EAGAIN ? 429 : 500,
+                                                "cannot start the sandbox: %s",
+                                                rc == -EAGAIN ? "too many kernels"
+                                                              : strerror(-rc));
+                        }
+                } else {
+                        json_decref(s->metadata);
+                        json_decref(s->env);
+                        free(s);
+                        e2b_reply_error(r, 500, "cannot make a sandbox: %s", strerror(-rc));
+                }
+        }
+out:
+        json_decref(body);
+}
+
+/* "metadata=k%3Dv%26k2%3Dv2": decoded once by lws, then a form string
+ * whose keys and values are percent-encoded once more. */
+static void url_decode(const char *in, size_t len, char *out, size_t size)
+{
+        size_t o = 0;
+
+        for (size_t i = 0; i < len && o + 1 < size; i++) {
+                if (in[i] == '%' && i + 2 < len) {
+                        char hex[3] = {in[i + 1], in[i + 2], 0};
+
+                        out[o++] = (char)strtol(hex, NULL, 16);
+                        i += 2;
+                } else {
+                        out[o++] = in[i] == '+' ? ' ' : in[i];
+                }
+        }
+        out[o] = '\0';
+}
+
+static bool metadata_matches(const struct e2b_sandbox *s, const char *filter)
+{
+        char key[512], value[4200];
+
+        for (const char *p = filter; p && *p;) {
+                const char *amp = strchr(p, '&');
+                size_t n = amp ? (size_t)(amp - p) : strlen(p);
+                const char *eq = memchr(p, '=', n);
+
+                if (eq) {
+                        url_decode(p, (size_t)(eq - p), key, sizeof(key));
+                        url_decode(eq + 1, n - (size_t)(eq - p) - 1, value, sizeof(value));
+                        if (!json_is_string(json_object_get(s->metadata, key)) ||
+                            strcmp(json_string_value(json_object_get(s->metadata, key)), value))
+                                return false;
+                }
+                p = amp ? amp + 1 : NULL;
+        }
+        return true;
+}
+
+static void list_sandboxes(struct http_request *r)
+{
+        char filter[4096], state[64], arg[64];
+        const char *m = lws_get_urlarg_by_name(r->wsi, "metadata=", filter, sizeof(filter));
+        const char *st = lws_get_urlarg_by_name(r->wsi, "state=", state, sizeof(state));
+        const char *lim = lws_get_urlarg_by_name(r->wsi, "limit=", arg, sizeof(arg));
+        long limit = lim ? strtol(lim, NULL, 10) : 100;
+        long skip = 0, index = 0;
+        json_t *list = json_array();
+        char token[32];
+
+        if (lws_get_urlarg_by_name(r->wsi, "nextToken=", token, sizeof(token)))
+                skip = strtol(strchr(token, '=') + 1, NULL, 10);
+        if (limit <= 0 || limit > 1000)
+                limit = 100;
+        for (struct e2b_sandbox *s = sandboxes; list && s; s = s->next) {
+                /* Only running sandboxes exist here: a "paused" filter finds none. */
+                if (!s->ready || (st && !strstr(st, "running")) || (m && !metadata_matches(s, m)))
+                        continue;
+                if (index++ < skip)
+                        continue;
+                if ((long)json_array_size(list) == limit) {
+                        snprintf(r->next_token, sizeof(r->next_token), "%ld", skip + limit);
+                        break;
+                }
+                json_array_append_new(list, sandbox_json(s, false));
+        }
+        http_reply_json(r, 200, list);
+}
+
+static bool authorized_api(struct http_request *r)
+{
+        const struct config *cfg = kernels_config();
+        char key[512];
+
+        if (cfg->no_auth || http_authorized(r->wsi))
+                return true;
+        return header(r, "x-api-key:", key, sizeof(key)) && token_matches(key, cfg->token);
+}
+
+static void control_plane(struct http_request *r, const char *route)
+{
+        char id[64], rest[64];
+        struct e2b_sandbox *s;
+        json_t *body;
+
+        if (!authorized_api(r)) {
+                e2b_reply_error(r, 401, "Invalid API key");
+                return;
+        }
+        if (strcmp(route, "v2/sandboxes") == 0 || strcmp(route, "sandboxes") == 0) {
+                if (r->method == HTTP_POST)
+                        create_sandbox(r);
+                else if (r->method == HTTP_GET)
+                        list_sandboxes(r);
+                else
+                        e2b_reply_error(r, 405, "use GET or POST");
+                return;
+        }
+        rest[0] = '\0';
+        if (sscanf(route, "v2/sandboxes/%63[^/]/%63s", id, rest) < 1 &&
+            sscanf(route, "sandboxes/%63[^/]/%63s", id, rest) < 1) {
+                e2b_reply_error(r, 404, "no route %s", route);
+                return;
+        }
+        s = find(id);
+        if (!s || !s->ready) {
+                e2b_reply_error(r, 404, "sandbox \"%.64s\" not found", id);
+                return;
+        }
+        if (!rest[0] && r->method == HTTP_GET) {
+                http_reply_json(r, 200, sandbox_json(s, true));
+        } else if (!rest[0] && r->method == HTTP_DELETE) {
+                sandbox_kill(s);
+                http_reply_empty(r, 204);
+        } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0) &&
+                   r->method == HTTP_POST) {
+                body = api_parse_body(r);
+                if (!body)
+                        return;
+                if (json_is_number(json_object_get(body, "timeout"))) {
+                        double t = json_number_value(json_object_get(body, "timeout"));
+
+                        if (!isfinite(t) || t <= 0 || t > kernels_config()->e2b_max_timeout) {
+                                e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds",
+                                                kernels_config()->e2b_max_timeout);
+                                json_decref(body);
+                                return;
+                        }
+                        set_timeout(s, t);
+                }
+                json_decref(body);
+                if (strcmp(rest, "connect") == 0)
+                        http_reply_json(r, 200, created_json(s));
+                else
+                        http_reply_empty(r, 204);
+        } else if (strcmp(rest, "pause") == 0 || strcmp(rest, "resume") == 0 ||
+                   strcmp(rest, "snapshots") == 0) {
+                e2b_reply_error(r, 400, "%s is not supported by Glovebox", rest);
+        } else {
+                e2b_reply_error(r, 404, "no route %s", route);
+        }
+}
+
+/* ---- the code interpreter ----------------------------------------------------- */
+
+static void run_code(struct http_request *r, struct e2b_sandbox *s)
+{
+        json_t *body = api_parse_body(r);
+        json_t *code, *ctx_id, *language, *env;
+        struct e2b_context *c = NULL;
+        struct kernel *k;
+
+        if (!body)
+                return;
+        code = json_object_get(body, "code");
+        ctx_id = json_object_get(body, "context_id");
+        language = json_object_get(body, "language");
+        env = json_object_get(body, "env_vars");
+        if (!json_is_string(code) || (env && !string_map(env, 256))) {
+                reply_text(r, 400, "code must be a string and env_vars an object of strings");
+                goto out;
+        }
+        if (json_is_string(ctx_id) && json_is_string(language)) {
+                reply_text(r, 400, "give context_id or language, not both");
+                goto out;
+        }
+        if (json_is_string(ctx_id)) {
+                c = context_find(s, json_string_value(ctx_id));
+                if (!c) {
+                        char msg[128];
+
+                        snprintf(msg, sizeof(msg), "Context %.64s not found",
+                                 json_string_value(ctx_id));
+                        reply_text(r, 404, msg);
+                        goto out;
+                }
+        } else {
+                const char *want = json_is_string(language) ? json_string_value(language) : "python";
+
+                /* The oldest context of the language is its default one. */
+                for (struct e2b_context *x = s->contexts; x; x = x->next) {
+                        if (strcmp(x->language, want) == 0)
+                                c = x;
+                }
+                if (!c) {
+                        char msg[128];
+
+                        snprintf(msg, sizeof(msg), "No context for language %.32s; create one",
+                                 want);
+                        reply_text(r, 404, msg);
+                        goto out;
+                }
+        }
+        k = kernel_find(c->kernel_id);
+        if (!k) {
+                reply_text(r, 404, "The context's kernel is gone");
+                goto out;
+        }
+        /* The SDK keeps its own time; an abandoned call interrupts the cell. */
+        execute_start(r, k, json_string_value(code), env, 0);
+out:
+        json_decref(body);
+}
+
+static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *route)
+{
+        char id[64], action[32] = "";
+        struct e2b_context *c;
+        struct kernel *k;
+        json_t *body, *list;
+        int err;
+
+        if (strcmp(route, "contexts") == 0 && r->method == HTTP_GET) {
+                list = json_array();
+                for (c = s->contexts; list && c; c = c->next)
+                        json_array_append_new(list, context_json(c));
+                http_reply_json(r, 200, list);
+                return;
+        }
+        if (strcmp(route, "contexts") == 0 && r->method == HTTP_POST) {
+                const struct jp_kernelspec *spec;
+                const char *language, *cwd;
+                size_t n = 0;
+
+                body = api_parse_body(r);
+                if (!body)
+                        return;
+                language = json_string_value(json_object_get(body, "language"));
+                cwd = json_string_value(json_object_get(body, "cwd"));
+                spec = spec_for(language);
+                for (c = s->contexts; c; c = c->next)
+                        n++;
+                if (!spec)
+                        reply_text(r, 400, "no kernel for that language here");
+                else if (cwd && cwd[0] != '/')
+                        reply_text(r, 400, "cwd must be an absolute path");
+                else if (n >= MAX_CONTEXTS)
+                        reply_text(r, 400, "too many contexts in this sandbox");
+                else {
+                        r->waiter.done = on_context_ready;
+                        if (!context_new(s, spec, language ? language : "python", cwd, &r->waiter,
+                                         &err))
+                                reply_text(r, err == -EAGAIN ? 429 : 500,
+                                           "cannot start a kernel for the context");
+                }
+                json_decref(body);
+                return;
+        }
+        if (sscanf(route, "contexts/%63[^/]/%31s", id, action) < 1 ||
+            !(c = context_find(s, id))) {
+                reply_text(r, 404, "Context not found");
+                return;
+        }
+        k = kernel_find(c->kernel_id);
+        if (strcmp(action, "restart") == 0 && r->method == HTTP_POST && k) {
+                kernel_restart(k, NULL);
+                http_reply_empty(r, 204);
+        } else if (!action[0] && r->method == HTTP_DELETE) {
+                if (k)
+                        kernel_shutdown(k, NULL);
+                context_remove(s, c);
+                http_reply_empty(r, 204);
+        } else {
+                reply_text(r, k ? 405 : 404, k ? "Method not allowed" : "Context not found");
+        }
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
+{
+        char id[64], token[128];
+        struct e2b_sandbox *s;
+
+        if (!header(r, "e2b-sandbox-id:", id, sizeof(id)) || !(s = find(id)) || !s->ready) {
+                /* 502 is what E2B answers for a sandbox that is gone; the
+                 * SDK turns it into its "sandbox was killed" error. */
+                e2b_reply_error(r, 502, "The sandbox was not found (killed or timed out)");
+                return NULL;
+        }
+        if (!kernels_config()->no_auth &&
+            !((header(r, "x-access-token:", token, sizeof(token)) ||
+               header(r, "e2b-traffic-access-token:", token, sizeof(token))) &&
+              token_matches(token, s->token))) {
+                e2b_reply_error(r, 401, "Missing or wrong sandbox access token");
+                return NULL;
+        }
+        return s;
+}
+
+static bool sandbox_plane(struct http_request *r, char *port, size_t size)
+{
+        return header(r, "e2b-sandbox-port:", port, size);
+}
+
+void e2b_prepare(struct http_request *r)
+{
+        const char *route = r->path + 4;
+        struct e2b_sandbox *s;
+        char port[16];
+
+        if (!sandbox_plane(r, port, sizeof(port)) || strcmp(port, E2B_ENVD_PORT) != 0)
+                return;
+        s = e2b_sandbox_of(r);
+        if (s)
+                envd_prepare(r, s, route);
+}
+
+void e2b_handle(struct http_request *r)
+{
+        /* A trailing slash on E2B_SANDBOX_URL makes "//execute". */
+        const char *route = r->path + 4 + strspn(r->path + 4, "/");
+        struct e2b_sandbox *s;
+        char port[16];
+
+        if (!sandbox_plane(r, port, sizeof(port))) {
+                control_plane(r, route);
+                return;
+        }
+        s = e2b_sandbox_of(r);
+        if (!s)
+                return;
+        if (strcmp(port, E2B_JUPYTER_PORT) == 0) {
+                if (strcmp(route, "execute") == 0 && r->method == HTTP_POST)
+                        run_code(r, s);
+                else if (strncmp(route, "contexts", 8) == 0)
+                        contexts(r, s, route);
+                else
+                        reply_text(r, 404, "Not found");
+        } else {
+                envd_handle(r, s, route);
+        }
+}

@@ -1,0 +1,50 @@
+/* The E2B-compatible API under /e2b, so that an agent written for E2B's
+ * SDK (@e2b/code-interpreter) runs unchanged against Glovebox with
+ *   E2B_API_URL=http://HOST:PORT/e2b  E2B_SANDBOX_URL=http://HOST:PORT/e2b
+ *   E2B_API_KEY=<token>
+ * (docs/e2b-protocol.md describes the protocol as the SDK speaks it).
+ *
+ * An E2B sandbox is one Glovebox sandbox (namespaces, limits, /home/user)
+ * with one or more kernels in it ("code contexts", Python first), shell
+ * commands, and a lifetime that ends at its timeout. The control plane
+ * (/v2/sandboxes...) takes the API key; requests to a sandbox name it in
+ * the E2b-Sandbox-Id header and carry the access token its creation
+ * returned. */
+#ifndef GLOVEBOX_E2B_H
+#define GLOVEBOX_E2B_H
+
+#include "gateway/http.h"
+#include "gateway/sandboxes.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define E2B_ENVD_PORT   "49983"
+#define E2B_JUPYTER_PORT "49999"
+
+struct e2b_sandbox;
+
+/* At the headers of an /e2b request: may take the body as it comes. */
+void e2b_prepare(struct http_request *r);
+/* Once the body is read. */
+void e2b_handle(struct http_request *r);
+/* Kills every E2B sandbox (at shutdown). */
+void e2b_shutdown(void);
+
+/* For envd.c: the sandbox a sandbox-plane request names, after checking
+ * its token; NULL after replying with the error. */
+struct e2b_sandbox *e2b_sandbox_of(struct http_request *r);
+struct sandbox *e2b_box(struct e2b_sandbox *s);
+/* The sandbox's environment (envVars), for commands. */
+json_t *e2b_env(struct e2b_sandbox *s);
+/* Replies with E2B's error body {"code": status, "message"}. */
+void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* envd.c: /health, /files, the filesystem and process RPCs. */
+bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *route);
+void envd_handle(struct http_request *r, struct e2b_sandbox *s, const char *route);
+/* Kills the sandbox's commands (it is going away). */
+void envd_forget(struct e2b_sandbox *s);
+
+#endif
