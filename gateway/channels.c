@@ -89,6 +89,10 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
         if (session_id && strlen(session_id) > SESSION_ID_MAX)
                 session_id = NULL;
         c->session = session_open(k, session_id);
+        /* Without a session_id nobody can come back for it: it ends with
+         * its connection instead of lingering. */
+        if (c->session && !session_id)
+                c->session->private = true;
         if (!c->session)
                 return -1;
         klog_debug(k->id, "client connected (%s format, session %.8s)",

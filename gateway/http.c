@@ -5,6 +5,7 @@
 #include "protocol/log.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -138,6 +139,7 @@ static int add_cors(struct lws *wsi, const char *origin, bool preflight, unsigne
 
 static void request_reset(struct http_request *r)
 {
+        loop_unwatch(&r->raw_body);
         if (r->cleanup)
                 r->cleanup(r);
         if (r->waiter.kernel)
@@ -499,25 +501,67 @@ static void body_complete(struct http_request *r)
                 api_handle(r);
 }
 
+static void dechunk(struct http_request *r, const uint8_t *in, size_t len)
+{
+        long used = chunked_feed(&r->dechunk, in, len, body_piece, r);
+
+        if (used < 0) {
+                if (!r->responded)
+                        http_reply_error(r, 400, "Malformed chunked request body");
+                r->reading_body = false;
+        } else if (r->dechunk.done) {
+                body_complete(r);
+        }
+        if (!r->reading_body && r->raw_body) {
+                /* lws reads (nothing more comes) and writes the answer again. */
+                loop_unwatch(&r->raw_body);
+                lws_rx_flow_control(r->wsi, 1);
+                lws_callback_on_writable(r->wsi);
+        }
+}
+
+static void on_raw_body(void *arg)
+{
+        static uint8_t data[64 * 1024];
+        struct http_request *r = arg;
+        ssize_t n = read(lws_get_socket_fd(r->wsi), data, sizeof(data));
+
+        if (n > 0) {
+                dechunk(r, data, (size_t)n);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                /* The client went away mid-body; lws notices on its own. */
+                r->reading_body = false;
+                loop_unwatch(&r->raw_body);
+                lws_rx_flow_control(r->wsi, 1);
+        }
+}
+
+/* libwebsockets 4.1 stops a body without a Content-Length at 100 MiB of raw
+ * bytes (and would read the rest as a new request), so a chunked body is
+ * read from the socket itself after its first piece: lws has handed over
+ * all it read, and with its reading paused it reads no more. (Not under
+ * TLS, where the socket carries ciphertext: there the cap stays.) */
+static void take_over_body(struct http_request *r)
+{
+        if (lws_is_ssl(r->wsi) || r->raw_body)
+                return;
+        lws_rx_flow_control(r->wsi, 0);
+        lws_set_timeout(r->wsi, NO_PENDING_TIMEOUT, 0);
+        if (loop_watch_fd(lws_get_socket_fd(r->wsi), on_raw_body, r, &r->raw_body) < 0)
+                lws_rx_flow_control(r->wsi, 1);
+}
+
 static int on_body(struct http_request *r, const uint8_t *in, size_t len)
 {
-        long used;
-
         if (!r->reading_body)
                 return 0;
         if (!r->chunked) {
                 body_piece(r, in, len);
                 return 0;
         }
-        used = chunked_feed(&r->dechunk, in, len, body_piece, r);
-        if (used < 0) {
-                if (!r->responded)
-                        http_reply_error(r, 400, "Malformed chunked request body");
-                r->reading_body = false;
-                return 0;
-        }
-        if (r->dechunk.done)
-                body_complete(r);
+        dechunk(r, in, len);
+        if (r->reading_body)
+                take_over_body(r);
         return 0;
 }
 

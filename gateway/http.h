@@ -6,6 +6,7 @@
 #define GLOVEBOX_HTTP_H
 
 #include "gateway/kernels.h"
+#include "gateway/loop.h"
 #include "protocol/buf.h"
 #include "protocol/chunked.h"
 
@@ -33,6 +34,7 @@ struct http_request {
         bool reading_body;
         bool chunked;       /* Transfer-Encoding: chunked, decoded here */
         struct chunked dechunk;
+        struct loop_watch *raw_body; /* a chunked body read straight from the socket */
         http_body_fn body_fn; /* set by api_prepare to stream the body */
         bool responded;
         bool close_after; /* the body was not read: do not reuse the connection */

@@ -239,8 +239,9 @@ void session_detach(struct session *s, struct session_sink *sink)
                 return;
         s->sink = NULL;
         s->kernel->connections--;
+        /* On the next turn of the loop: the sink may still be in use. */
         loop_timer_start(&s->linger_timer, on_linger_expired,
-                         kernels_config()->session_linger * 1000.0);
+                         s->private ? 0 : kernels_config()->session_linger * 1000.0);
 }
 
 int session_send(struct session *s, struct jp_msg *msg)

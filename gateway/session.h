@@ -36,6 +36,7 @@ struct session {
         struct outbox outbox;
         struct session_sink *sink;
         lws_sorted_usec_list_t linger_timer;
+        bool private;                 /* not resumable: ends when its sink detaches */
         struct pending_exec *pending; /* newest first */
         size_t npending;
 };

@@ -62,28 +62,35 @@ int multipart_init(struct multipart *m, const char *content_type,
 }
 
 /* Copies the value of parameter key (name= or filename=) of a
- * Content-Disposition line into out. */
-static void disposition_param(const char *line, const char *key, char *out, size_t size)
+ * Content-Disposition line into out. -ENAMETOOLONG when it does not fit:
+ * a filename names the file written, so it is never silently cut. */
+static int disposition_param(const char *line, const char *key, char *out, size_t size)
 {
         const char *p = find_param(line, key);
         size_t n = 0;
 
         out[0] = '\0';
         if (!p)
-                return;
+                return 0;
         if (*p == '"') {
                 p++;
                 while (*p && *p != '"' && n + 1 < size)
                         out[n++] = *p++;
+                if (*p && *p != '"')
+                        return -ENAMETOOLONG;
         } else {
                 while (*p && *p != ';' && *p != '\r' && n + 1 < size)
                         out[n++] = *p++;
+                if (*p && *p != ';' && *p != '\r')
+                        return -ENAMETOOLONG;
         }
         out[n] = '\0';
+        return 0;
 }
 
 static int headers_done(struct multipart *m)
 {
+        /* Valid during the begin() callback only. */
         static char name[256], filename[PATH_MAX];
         char *line = m->headers;
 
@@ -94,10 +101,10 @@ static int headers_done(struct multipart *m)
 
                 if (next)
                         *next = '\0';
-                if (strncasecmp(line, "content-disposition:", 20) == 0) {
-                        disposition_param(line, "name=", name, sizeof(name));
-                        disposition_param(line, "filename=", filename, sizeof(filename));
-                }
+                if (strncasecmp(line, "content-disposition:", 20) == 0 &&
+                    (disposition_param(line, "name=", name, sizeof(name)) < 0 ||
+                     disposition_param(line, "filename=", filename, sizeof(filename)) < 0))
+                        return -ENAMETOOLONG;
                 line = next ? next + 2 : NULL;
         }
         m->hlen = 0;

@@ -1,9 +1,11 @@
 """Helpers for the client tests: Jupyter Server / Notebook processes as
 gateway clients of a glovebox, PNG checks."""
 import base64
+import ctypes
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,16 +13,14 @@ import urllib.error
 import urllib.request
 import uuid
 
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import websocket  # noqa: E402
-from gbclient import Channel, free_port, start_gateway  # noqa: E402
+from gbclient import Channel, free_port  # noqa: E402
 
 # The interpreter with Debian's jupyter_server 1.23, notebook 6.4 and nbclient.
 PYTHON = "/usr/bin/python3"
 GB_TOKEN = "glovebox-token-0123456789"
-
 
 
 class JupyterProcess:
@@ -44,7 +44,7 @@ class JupyterProcess:
                 del env[k]
         app = "ServerApp" if module == "jupyter_server" else "NotebookApp"
         cmd = [PYTHON, "-m", module, "--no-browser", "--allow-root",
-               f"--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
+               "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
                f"--{app}.token={self.token}",
                f"--gateway-url={gateway.base}"]
         if gateway.token:
@@ -57,7 +57,7 @@ class JupyterProcess:
         self.log_path = tmp_path / f"{module}.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=str(self.root))
+                                     cwd=str(self.root), preexec_fn=_die_with_parent)
         deadline = time.time() + 30
         while True:
             if self.proc.poll() is not None:
@@ -100,6 +100,13 @@ class JupyterProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+def _die_with_parent():
+    """SIGTERM to the child if the test process dies first (a killed pytest
+    leaves no Jupyter server behind)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _parse(body):

@@ -8,7 +8,8 @@ ports, and stops them at the end. Run with Debian's interpreter:
 """
 import pytest
 
-from clientlib import GB_TOKEN, JupyterProcess, start_gateway
+from clientlib import GB_TOKEN, JupyterProcess
+from gbclient import start_gateway
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ needed for this client (it is for nbclient's GatewayKernelClient, see
 test_nbclient_gateway.py).
 """
 import time
+from concurrent.futures import ThreadPoolExecutor
 import uuid
 
 import websocket
@@ -81,7 +82,8 @@ def test_kernel_runs_in_glovebox(gateway, jupyter_server):
             "import os, socket\n"
             "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines())\n"
             "print(st['Seccomp'].strip(), st['CapEff'].strip(), os.getuid(), socket.gethostname(),"
-            " sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'nosys')")
+            " sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net')"
+            " else 'nosys')")
         assert reply["content"]["status"] == "ok", reply
         assert stdout_of(out).split() == ["2", "0000000000000000", "1000", "glovebox", "nosys"]
 
@@ -279,3 +281,77 @@ def test_kernel_death_reported_through_jupyter_server(gateway, jupyter_server):
         ch.close()
     _, model, _ = jupyter_server.request("GET", f"/api/kernels/{kid}")
     assert model["execution_state"] == "idle", model
+
+
+def test_large_output_through_jupyter_server(gateway, jupyter_server):
+    """A 4 MB stdout message and a 1 MB PNG through glovebox and the
+    proxy (tornado's client accepts up to 10 MiB per message)."""
+    kid = start_kernel(jupyter_server)["id"]
+    ch = ready_channel(jupyter_server, kid)
+    try:
+        reply, out = ch.execute("import sys; sys.stdout.write('x' * 4_000_000 + 'END')",
+                                timeout=60)
+        assert reply["content"]["status"] == "ok", reply
+        text = stdout_of(out)
+        assert len(text) == 4_000_003 and text.endswith("END")
+        reply, out = ch.execute(
+            "%matplotlib inline\nimport matplotlib.pyplot as plt, numpy as np\n"
+            "fig = plt.figure(figsize=(12, 12), dpi=100)\n"
+            "plt.imshow(np.random.default_rng(0).random((600, 600, 3)))\nplt.show()",
+            timeout=60)
+        assert reply["content"]["status"] == "ok", reply
+        [display] = outputs_of(out, "display_data")
+        assert len(display["content"]["data"]["image/png"]) > 1_000_000
+        check_png(display["content"]["data"]["image/png"])
+    finally:
+        ch.close()
+
+
+def test_concurrent_kernel_starts_through_jupyter_server(gateway, jupyter_server):
+    """Four notebooks opened at once: four POSTs pending on glovebox
+    together, four kernels, each its own sandbox."""
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(lambda _: start_kernel(jupyter_server), range(4)))
+    ids = {m["id"] for m in models}
+    assert len(ids) == 4 and ids <= set(kernel_ids(gateway))
+    # Each sees only its own /tmp: a mark written by one is not in another.
+    for i, kid in enumerate(sorted(ids)):
+        ch = ready_channel(jupyter_server, kid)
+        try:
+            reply, out = ch.execute(
+                f"import glob; open('/tmp/mark-{i}', 'w').close()\n"
+                "print(sorted(glob.glob('/tmp/mark-*')))")
+            assert reply["content"]["status"] == "ok", reply
+            assert stdout_of(out) == f"['/tmp/mark-{i}']\n"
+        finally:
+            ch.close()
+
+
+def test_bearer_scheme_and_base_url(tmp_path):
+    """jupyter_server with --GatewayClient.auth_scheme=Bearer, against a
+    glovebox served under --base-url /gb/ (gateway URL http://host:port/gb)."""
+    from clientlib import GB_TOKEN, JupyterProcess
+    from gbclient import start_gateway
+
+    gw = start_gateway("--base-url", "/gb/", token=GB_TOKEN)
+    js = None
+    try:
+        gw.base += "/gb"
+        js = JupyterProcess("jupyter_server", gw, tmp_path,
+                            extra=["--GatewayClient.auth_scheme=Bearer"])
+        status, specs, _ = js.request("GET", "/api/kernelspecs")
+        assert status == 200 and "python3" in specs["kernelspecs"], (status, specs)
+        status, logo, _ = js.request("GET", "/kernelspecs/python3/logo-64x64.png")
+        assert status == 200 and logo[:4] == b"\x89PNG", (status, logo[:100])
+        kid = start_kernel(js)["id"]
+        assert kid in kernel_ids(gw)
+        ch = ready_channel(js, kid)
+        try:
+            reply, out = ch.execute("print('under /gb/')")
+            assert stdout_of(out) == "under /gb/\n"
+        finally:
+            ch.close()
+    finally:
+        if js:
+            js.stop()
+        gw.stop()

@@ -168,3 +168,18 @@ def test_gateway_kernel_client_sends_no_token(gateway, gateway_client):
     status = asyncio.run(run())
     assert status in (401, 403)
     assert km.kernel_id not in kernel_ids(gateway)
+
+
+def test_nbclient_timeout_interrupts_through_glovebox(open_gateway, gateway_client):
+    """papermill-style: a cell over its timeout makes nbclient POST
+    /api/kernels/{id}/interrupt; the cell ends in KeyboardInterrupt and the
+    next cell runs in the same interpreter."""
+    gateway_client(open_gateway)
+    nb = new_notebook(cells=[new_code_cell("z = 5"),
+                             new_code_cell("import time\nfor _ in range(300): time.sleep(0.1)"),
+                             new_code_cell("print('after', z)")])
+    NotebookClient(nb, kernel_manager_class=GatewayKernelManager, kernel_name="python3",
+                   timeout=3, interrupt_on_timeout=True, allow_errors=True).execute()
+    [err] = nb.cells[1].outputs
+    assert err.output_type == "error" and err.ename == "KeyboardInterrupt", err
+    assert nb.cells[2].outputs[0].text == "after 5\n"

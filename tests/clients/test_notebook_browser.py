@@ -62,7 +62,8 @@ def test_classic_notebook_plots_in_chromium(playwright, gateway, notebook):
     result = json.loads(lines[-1]) if lines else {}
     assert run.returncode == 0 and result.get("ok"), (
         f"browser run failed ({run.returncode}): {result or run.stdout}\n{run.stderr}\n"
-        f"notebook log:\n{notebook.read_log()[-4000:]}\nglovebox log:\n{gateway.read_log()[-2000:]}")
+        f"notebook log:\n{notebook.read_log()[-4000:]}\n"
+        f"glovebox log:\n{gateway.read_log()[-2000:]}")
 
     # What the page showed: the inline PNG decoded (non-zero naturalWidth),
     # the kernel's stdout from the sandbox, the kernel logo proxied from glovebox.

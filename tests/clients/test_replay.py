@@ -13,6 +13,7 @@ import time
 import uuid
 
 import pytest
+import websocket
 
 from gbclient import Channel, start_gateway
 
@@ -69,13 +70,18 @@ class Transcript:
         return [m["content"]["execution_state"] for m in self.iopub if m["msg_type"] == "status"]
 
 
-def read_until(ch, transcript, done, timeout=60):
+def read_until(ch, transcript, done, timeout=30):
     deadline = time.time() + timeout
     while not done():
         left = deadline - time.time()
-        assert left > 0, f"timed out; got {len(transcript.lines())} lines, " \
-                         f"replies={len(transcript.replies)} idle={transcript.idle}"
-        transcript.feed(ch.recv(left))
+        try:
+            assert left > 0
+            transcript.feed(ch.recv(left))
+        except (AssertionError, websocket.WebSocketTimeoutException):
+            lines = transcript.lines()
+            raise AssertionError(
+                f"timed out after {timeout} s: {len(lines)} lines (last {lines[-1:]}), "
+                f"{len(transcript.replies)} replies, idle={transcript.idle}") from None
 
 
 def disconnect(ch, how):
@@ -287,3 +293,54 @@ def test_replay_is_per_session(replay_gateway):
     finally:
         a.close()
         b.close()
+
+
+def test_replay_across_kernel_death(replay_gateway):
+    """The kernel dies and is restarted while its client is away: on return
+    the client gets the cell's outputs, the cell's KernelDied error and
+    error reply, and the dead → restarting → idle statuses, in that order."""
+    gw = replay_gateway
+    kid = gw.start_kernel()
+    session = "death-" + uuid.uuid4().hex
+    ch = Channel(gw, kid, session_id=session)
+    ch.execute("pass")
+    msg_id = ch.send("execute_request", {
+        "code": "import os, time\nfor i in range(40):\n    print(f'line {i:04d}', flush=True)\n"
+                "    time.sleep(0.02)\nos._exit(7)",
+        "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
+        "stop_on_error": True})
+    t = Transcript(msg_id)
+    read_until(ch, t, lambda: len(t.lines()) >= 5)
+    ch.ws.close()
+    deadline = time.time() + 30
+    while True:  # until the kernel has died and is back
+        _, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+        if "reason" in model and model["execution_state"] == "idle":
+            break
+        assert time.time() < deadline, model
+        time.sleep(0.1)
+    assert "7" in model["reason"], model
+
+    ch = Channel(gw, kid, session_id=session)
+    events = []
+    try:
+        deadline = time.time() + 30
+        while not (events and events[-1] == ("status", "idle")
+                   and ("status", "restarting") in events):
+            m = ch.recv(max(0.1, deadline - time.time()))
+            assert time.time() < deadline, events
+            t.feed(m)
+            if m["msg_type"] == "status":
+                events.append(("status", m["content"]["execution_state"]))
+            elif m["parent_header"].get("msg_id") == msg_id and m["msg_type"] != "stream":
+                events.append((m["msg_type"], m["content"].get("ename")))
+        reply, out = ch.execute("print('back')")
+        assert [o["content"]["text"] for o in out if o["msg_type"] == "stream"] == ["back\n"]
+    finally:
+        ch.close()
+
+    assert t.lines() == [f"line {i:04d}" for i in range(40)]
+    assert events.index(("error", "KernelDied")) < events.index(("status", "dead")) \
+        < events.index(("status", "restarting")), events
+    assert ("execute_reply", "KernelDied") in events
+    assert len(t.replies) == 1 and t.replies[0]["content"]["status"] == "error"

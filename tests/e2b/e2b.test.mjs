@@ -1,0 +1,200 @@
+// An agent written for E2B, run unchanged against a real glovebox: only the
+// three environment variables point the unmodified @e2b/code-interpreter
+// SDK at Glovebox.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import net from 'node:net'
+import path from 'node:path'
+
+const build = process.env.GLOVEBOX_BUILD ?? path.resolve(import.meta.dirname, '../../build')
+const token = randomBytes(16).toString('hex')
+let gateway
+let Sandbox, CommandExitError, SandboxError, NotFoundError
+
+function freePort () {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+    srv.on('error', reject)
+  })
+}
+
+before(async () => {
+  const port = await freePort()
+  gateway = spawn(path.join(build, 'glovebox'),
+    ['--listen', `127.0.0.1:${port}`, '--token', token], { stdio: ['ignore', 'pipe', 'inherit'] })
+  await new Promise((resolve, reject) => {
+    gateway.stdout.on('data', (d) => { if (String(d).includes('serving at')) resolve() })
+    gateway.on('exit', (code) => reject(new Error(`glovebox exited with ${code}`)))
+  })
+  // The three variables, and nothing else, make an E2B agent a Glovebox one.
+  process.env.E2B_API_URL = `http://127.0.0.1:${port}/e2b`
+  process.env.E2B_SANDBOX_URL = `http://127.0.0.1:${port}/e2b`
+  process.env.E2B_API_KEY = token
+  ;({ Sandbox, CommandExitError, SandboxError, NotFoundError } = await import('@e2b/code-interpreter'))
+})
+
+after(async () => {
+  gateway.kill('SIGTERM')
+  await new Promise((resolve) => gateway.on('exit', resolve))
+})
+
+test('code, plots, DataFrames, errors, state, files, commands, contexts', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    let ex = await sbx.runCode('print("hello from glovebox")')
+    assert.deepEqual(ex.logs.stdout, ['hello from glovebox\n'])
+
+    ex = await sbx.runCode('x = 41\nx + 1')
+    assert.equal(ex.text, '42')
+    ex = await sbx.runCode('x * 2')
+    assert.equal(ex.text, '82', 'state survives between calls')
+
+    ex = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()')
+    const png = Buffer.from(ex.results[0].png, 'base64')
+    assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+    assert.ok(png.readUInt32BE(16) > 100 && png.readUInt32BE(20) > 100, 'a real image')
+
+    ex = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": [3, 4]})')
+    assert.match(ex.results[0].html, /<table/)
+    assert.match(ex.results[0].text, /a\s+b/)
+
+    ex = await sbx.runCode('1 / 0')
+    assert.equal(ex.error.name, 'ZeroDivisionError')
+    assert.match(ex.error.value, /division by zero/)
+
+    await sbx.files.write('/home/user/from-sdk.txt', 'written by files.write')
+    ex = await sbx.runCode('print(open("/home/user/from-sdk.txt").read())')
+    assert.deepEqual(ex.logs.stdout, ['written by files.write\n'])
+    await sbx.runCode('open("/home/user/from-code.txt", "w").write("written by code")')
+    assert.equal(await sbx.files.read('/home/user/from-code.txt'), 'written by code')
+    const names = (await sbx.files.list('/home/user')).map((e) => e.name)
+    assert.ok(names.includes('from-sdk.txt') && names.includes('from-code.txt'), names)
+    assert.equal(await sbx.files.exists('/home/user/nope'), false)
+    assert.equal(await sbx.files.makeDir('/home/user/d'), true)
+    assert.equal(await sbx.files.makeDir('/home/user/d'), false, 'already there')
+    await sbx.files.rename('/home/user/from-sdk.txt', '/home/user/d/moved.txt')
+    assert.equal((await sbx.files.getInfo('/home/user/d/moved.txt')).type, 'file')
+    await sbx.files.remove('/home/user/d')
+    assert.equal(await sbx.files.exists('/home/user/d/moved.txt'), false)
+
+    const ls = await sbx.commands.run('ls -la /home/user')
+    assert.equal(ls.exitCode, 0)
+    assert.match(ls.stdout, /from-code\.txt/)
+    const who = await sbx.commands.run('id -un; echo $FOO; pwd', { envs: { FOO: 'bar' }, cwd: '/tmp' })
+    assert.equal(who.stdout, 'user\nbar\n/tmp\n', 'same user as the kernel, envs and cwd')
+    await assert.rejects(sbx.commands.run('echo oops >&2; exit 3'), (err) => {
+      assert.ok(err instanceof CommandExitError)
+      assert.equal(err.exitCode, 3)
+      assert.equal(err.stderr, 'oops\n')
+      return true
+    })
+
+    // A second context has its own variables and shares the files.
+    const ctx = await sbx.createCodeContext()
+    ex = await sbx.runCode('print(x)', { context: ctx })
+    assert.equal(ex.error.name, 'NameError')
+    ex = await sbx.runCode('print(open("/home/user/from-code.txt").read())', { context: ctx })
+    assert.deepEqual(ex.logs.stdout, ['written by code\n'])
+    assert.ok((await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
+    await sbx.removeCodeContext(ctx)
+    assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('stdout arrives while the cell runs', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const seen = []
+    await sbx.runCode('import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.6)',
+      { onStdout: (m) => seen.push([m.line.trim(), Date.now()]) })
+    assert.deepEqual(seen.map((s) => s[0]), ['0', '1', '2'])
+    assert.ok(seen[2][1] - seen[0][1] > 900, 'callbacks came as the lines were printed')
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('a timeout keeps the partial output, and the sandbox carries on', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const seen = []
+    await assert.rejects(
+      sbx.runCode('import time\nprint("partial", flush=True)\ntime.sleep(60)',
+        { timeoutMs: 2000, onStdout: (m) => seen.push(m.line) }),
+      (err) => err.name === 'TimeoutError')
+    assert.deepEqual(seen, ['partial\n'])
+    // The abandoned cell was interrupted: the next one runs at once.
+    const start = Date.now()
+    const ex = await sbx.runCode('print("next")')
+    assert.deepEqual(ex.logs.stdout, ['next\n'])
+    assert.ok(Date.now() - start < 10000)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('100 MiB files in both directions', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const data = randomBytes(100 * 1024 * 1024)
+    const digest = createHash('sha256').update(data).digest('hex')
+    await sbx.files.write('/home/user/big.bin', data)
+    const ex = await sbx.runCode(
+      'import hashlib\nprint(hashlib.sha256(open("/home/user/big.bin", "rb").read()).hexdigest())')
+    assert.deepEqual(ex.logs.stdout, [digest + '\n'])
+    const back = await sbx.files.read('/home/user/big.bin', { format: 'bytes' })
+    assert.equal(back.length, data.length)
+    assert.equal(createHash('sha256').update(back).digest('hex'), digest)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('control plane: info, list, timeout, kill, unknown template', async () => {
+  const sbx = await Sandbox.create({ metadata: { owner: 'tests' }, timeoutMs: 60_000 })
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.state, 'running')
+  assert.deepEqual(info.metadata, { owner: 'tests' })
+  const listed = await Sandbox.list({ query: { metadata: { owner: 'tests' } } }).nextItems()
+  assert.ok(listed.some((s) => s.sandboxId === sbx.sandboxId))
+  await sbx.setTimeout(30_000)
+  assert.ok((await sbx.getInfo()).endAt - Date.now() < 31_000)
+  assert.equal(await sbx.isRunning(), true)
+  await sbx.kill()
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'already gone')
+  await assert.rejects(Sandbox.create('no-such-template'),
+    (err) => err instanceof SandboxError && /404/.test(err.message))
+})
+
+test('a sandbox ends at its timeout', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 2000 })
+  await new Promise((resolve) => setTimeout(resolve, 3500))
+  await assert.rejects(sbx.getInfo(), (err) => err instanceof NotFoundError || /not found/i.test(err.message))
+  assert.equal(await sbx.isRunning(), false)
+})
+
+test('no path leads out of the sandbox', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    await sbx.runCode('import os\nos.symlink("/etc/shadow", "/home/user/shadow")\n' +
+      'os.symlink("/proc/1/root/etc", "/home/user/procroot")')
+    await assert.rejects(sbx.files.read('/home/user/shadow'), /not|no such/i)
+    await assert.rejects(sbx.files.read('/home/user/procroot/hostname'), /not|no such|levels/i)
+    // ".." stops at the sandbox's root: its /etc/hostname is its own.
+    assert.equal(await sbx.files.read('../../../../etc/hostname'), 'glovebox\n')
+    // Writes through a planted link land inside too, or fail.
+    await sbx.runCode('os.symlink("/etc", "/home/user/etc-link")')
+    await assert.rejects(sbx.files.write('/home/user/etc-link/passwd', 'x'))
+  } finally {
+    await sbx.kill()
+  }
+})
