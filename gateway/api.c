@@ -2,6 +2,8 @@
 
 #include "gateway/api.h"
 #include "gateway/e2b.h"
+#include "gateway/page.h"
+#include "gateway/pool.h"
 #include "gateway/kernels.h"
 #include "protocol/log.h"
 
@@ -11,11 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SEGMENTS    8
-#define MAX_REQUEST_ENV 64
-#define MAX_RESOURCE    (1024 * 1024)
 
 struct route {
         char *seg[MAX_SEGMENTS];
@@ -79,8 +80,9 @@ static void get_kernelspecs(struct http_request *r)
 
         for (size_t i = 0; all && i < list->count; i++)
                 json_object_set_new(all, list->items[i].name, kernelspec_model(&list->items[i]));
-        http_reply_json(r, 200, json_pack("{s:s, s:o}", "default", kernels_config()->default_kernel,
-                                          "kernelspecs", all));
+        http_reply_json(r, 200,
+                        json_pack("{s:s, s:o}", "default", kernels_config()->default_kernel,
+                                  "kernelspecs", all));
 }
 
 static void get_kernelspec(struct http_request *r, const char *name)
@@ -117,9 +119,7 @@ static void get_kernelspec_resource(struct http_request *r, const char *name, co
 {
         const struct jp_kernelspec *ks = jp_kernelspec_find(kernels_specs(), name);
         char path[PATH_MAX + 256];
-        struct buf body;
-        char chunk[65536];
-        ssize_t n;
+        struct stat st;
         int fd;
 
         for (size_t i = 0; ks && ks->resources && ks->resources[i]; i++) {
@@ -127,21 +127,12 @@ static void get_kernelspec_resource(struct http_request *r, const char *name, co
                         continue;
                 snprintf(path, sizeof(path), "%s/%s", ks->dir, file);
                 fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0)
-                        break;
-                buf_init(&body, MAX_RESOURCE);
-                while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-                        if (buf_append(&body, chunk, (size_t)n) < 0) {
-                                n = -1;
-                                break;
-                        }
-                }
-                close(fd);
-                if (n == 0)
-                        http_reply_bytes(r, 200, resource_type(file), body.data, body.len);
-                buf_free(&body);
-                if (n == 0)
+                if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                        http_reply_fd(r, 200, resource_type(file), fd, (uint64_t)st.st_size);
                         return;
+                }
+                if (fd >= 0)
+                        close(fd);
                 break;
         }
         http_reply_error(r, 404, "No resource %s for kernel spec %s", file, name);
@@ -162,13 +153,12 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
                 http_reply_error(r, status, "%s", message);
                 return;
         }
-        snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s",
-                 kernels_config()->base_url, k->id);
+        snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s", kernels_config()->base_url,
+                 k->id);
         http_reply_json(r, 201, kernel_model(k));
 }
 
-static void on_restarted(struct kernel_waiter *w, struct kernel *k, int status,
-                         const char *message)
+static void on_restarted(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
 {
         struct http_request *r = request_of(w);
 
@@ -183,65 +173,15 @@ static void on_deleted(struct kernel_waiter *w, struct kernel *k, int status, co
         http_reply_empty(request_of(w), 204);
 }
 
-static bool env_name_valid(const char *name)
+static bool limits_are_default(const struct hostmsg_limits *l)
 {
-        if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
-              name[0] == '_'))
-                return false;
-        for (const char *p = name; *p; p++) {
-                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                      (*p >= '0' && *p <= '9') || *p == '_'))
-                        return false;
-        }
-        /* A kernel in a pid namespace must not watch for a parent pid: its
-         * parent there is the sandbox's init (DESIGN §4). */
-        return strcmp(name, "JPY_PARENT_PID") != 0 && strlen(name) <= 128;
+        struct hostmsg_limits d;
+
+        kernels_default_limits(&d);
+        return l->memory_mb == d.memory_mb && l->cpu_millis == d.cpu_millis && l->pids == d.pids &&
+               l->disk_mb == d.disk_mb;
 }
 
-/* Appends "NAME=value" for each member of obj to env. */
-static int env_append(json_t *obj, char ***env, size_t *n, char *err, size_t errlen)
-{
-        const char *name;
-        json_t *value;
-
-        json_object_foreach(obj, name, value) {
-                const char *v = json_string_value(value);
-                size_t len;
-                char *entry, **grown;
-
-                if (!env_name_valid(name)) {
-                        snprintf(err, errlen, "invalid environment variable name \"%.64s\"", name);
-                        return -EINVAL;
-                }
-                if (!v || strlen(v) != json_string_length(value) ||
-                    json_string_length(value) > 4096) {
-                        snprintf(err, errlen,
-                                 "environment variable %s must be a string of at most 4096 bytes",
-                                 name);
-                        return -EINVAL;
-                }
-                if (*n >= MAX_REQUEST_ENV * 2) {
-                        snprintf(err, errlen, "too many environment variables");
-                        return -EINVAL;
-                }
-                len = strlen(name) + strlen(v) + 2;
-                entry = malloc(len);
-                grown = realloc(*env, (*n + 2) * sizeof(char *));
-                if (!entry || !grown) {
-                        free(entry);
-                        if (grown)
-                                *env = grown;
-                        return -ENOMEM;
-                }
-                *env = grown;
-                snprintf(entry, len, "%s=%s", name, v);
-                (*env)[(*n)++] = entry;
-                (*env)[*n] = NULL;
-        }
-        return 0;
-}
-
-/* Reads {"memory_mb", "cpus", "pids", "disk_mb"} within the server maxima. */
 static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size_t errlen)
 {
         const struct config *cfg = kernels_config();
@@ -249,10 +189,10 @@ static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size
                 const char *key;
                 double dflt, min, max, value;
         } f[] = {
-                {"memory_mb", (double)cfg->memory_mb, 16, (double)cfg->max_memory_mb, 0},
-                {"cpus", cfg->cpus, 0.01, cfg->max_cpus, 0},
-                {"pids", (double)cfg->pids, 8, (double)cfg->max_pids, 0},
-                {"disk_mb", (double)cfg->disk_mb, 1, (double)cfg->max_disk_mb, 0},
+            {"memory_mb", (double)cfg->memory_mb, 16, (double)cfg->max_memory_mb, 0},
+            {"cpus", cfg->cpus, 0.01, cfg->max_cpus, 0},
+            {"pids", (double)cfg->pids, 8, (double)cfg->max_pids, 0},
+            {"disk_mb", (double)cfg->disk_mb, 1, (double)cfg->max_disk_mb, 0},
         };
         const char *key;
         json_t *v;
@@ -276,8 +216,8 @@ static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size
                 f[i].value = v ? json_number_value(v) : f[i].dflt;
                 if (v && (!json_is_number(v) || !isfinite(f[i].value) || f[i].value < f[i].min ||
                           f[i].value > f[i].max)) {
-                        snprintf(err, errlen, "limits.%s must be a number from %g to %g",
-                                 f[i].key, f[i].min, f[i].max);
+                        snprintf(err, errlen, "limits.%s must be a number from %g to %g", f[i].key,
+                                 f[i].min, f[i].max);
                         return -EINVAL;
                 }
                 if (i != 1 && v && !json_is_integer(v)) {
@@ -331,7 +271,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
                 goto out;
         }
         name = json_is_string(jname) && json_string_length(jname) ? json_string_value(jname)
-                                                                   : cfg->default_kernel;
+                                                                  : cfg->default_kernel;
         ks = jp_kernelspec_find(kernels_specs(), name);
         if (!ks) {
                 http_reply_error(r, 404, "No such kernel spec: %.64s", name);
@@ -346,15 +286,22 @@ int api_start_kernel(struct http_request *r, json_t *request,
                 goto out;
         }
         env = calloc(1, sizeof(char *));
-        rc = env ? env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
+        rc = env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
                  : -ENOMEM;
         if (rc == 0 && json_is_object(jenv))
-                rc = env_append(jenv, &env, &nenv, err, sizeof(err));
+                rc = kernel_env_append(jenv, &env, &nenv, err, sizeof(err));
         if (rc == -EINVAL) {
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
         r->waiter.done = done;
+        /* The pool's kernels have the kernelspec's environment and the
+         * default limits: a request asking for nothing else gets one. */
+        if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) &&
+            (*out = pool_take(ks)) != NULL) {
+                kernel_when_ready(*out, &r->waiter);
+                goto out;
+        }
         if (rc == 0)
                 rc = kernel_start(ks, env, &limits, NULL, &r->waiter, out);
         if (rc == -EAGAIN)
@@ -422,9 +369,10 @@ static void get_status(struct http_request *r)
 
         json_array_foreach(list, i, k)
                 connections += (size_t)json_integer_value(json_object_get(k, "connections"));
-        http_reply_json(r, 200, json_pack("{s:s, s:i, s:i}", "version", PACKAGE_VERSION, "kernels",
-                                          (int)json_array_size(list), "connections",
-                                          (int)connections));
+        http_reply_json(r, 200,
+                        json_pack("{s:s, s:i, s:i, s:o}", "version", PACKAGE_VERSION, "kernels",
+                                  (int)json_array_size(list), "connections", (int)connections,
+                                  "pool", pool_status()));
         json_decref(list);
 }
 
@@ -442,6 +390,10 @@ void api_handle(struct http_request *r)
 
         if (strncmp(r->path, "e2b/", 4) == 0) {
                 e2b_handle(r);
+                return;
+        }
+        if (page_route(r->path)) {
+                page_serve(r);
                 return;
         }
         if (api_files_handle(r))

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum option_type { OPT_STRING, OPT_INT, OPT_DOUBLE, OPT_FLAG };
+/* OPT_LIST: repeatable, each value appended (a NULL-terminated char **). */
+enum option_type { OPT_STRING, OPT_INT, OPT_DOUBLE, OPT_FLAG, OPT_LIST };
 
 struct option_def {
         const char *name;
@@ -97,6 +98,13 @@ static const struct option_def options[] = {
             "interrupt it)"),
         OPT("e2b-max-timeout", OPT_DOUBLE, e2b_max_timeout, 1, 1e7, "86400",
             "longest lifetime, in seconds, an E2B sandbox may ask for (default lifetime 300)"),
+        OPT("pool", OPT_LIST, pool, 0, 0, NULL,
+            "NAME=N: keep N started, idle kernels of kernelspec NAME ready (repeatable)"),
+        OPT("pool-preimport", OPT_LIST, pool_preimport, 0, 0, NULL,
+            "NAME=CODE: run CODE in pooled NAME kernels before handing them out (repeatable; "
+            "also metadata.glovebox.preimport in kernel.json)"),
+        OPT("pool-min-available-mb", OPT_INT, pool_min_available_mb, 0, 1 << 30, "1024",
+            "below this much available memory the pool stops refilling and shrinks"),
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
             "directory of the web page (default: the one installed or in the source tree)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
@@ -131,6 +139,21 @@ static int set_option(struct config *cfg, const struct option_def *o, const char
                 *s = copy;
                 return 0;
         }
+        case OPT_LIST: {
+                char ***list = (char ***)(void *)field;
+                size_t n = 0;
+                char **grown;
+
+                while (*list && (*list)[n])
+                        n++;
+                grown = realloc(*list, (n + 2) * sizeof(char *));
+                if (!grown)
+                        return -ENOMEM;
+                *list = grown;
+                grown[n] = strdup(value);
+                grown[n + 1] = NULL;
+                return grown[n] ? 0 : -ENOMEM;
+        }
         case OPT_FLAG:
                 if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
                         goto bad;
@@ -160,7 +183,7 @@ static int set_option(struct config *cfg, const struct option_def *o, const char
 bad:
         if (o->type == OPT_FLAG)
                 fprintf(stderr, "glovebox: --%s takes no value (or true/false)\n", o->name);
-        else if (o->type == OPT_STRING)
+        else if (o->type == OPT_STRING || o->type == OPT_LIST)
                 fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
         else
                 fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",
@@ -192,6 +215,20 @@ static int load_file(struct config *cfg, const char *path)
                         rc = -EINVAL;
                         break;
                 }
+                if (o->type == OPT_LIST && json_is_array(value)) {
+                        size_t i;
+                        json_t *item;
+
+                        json_array_foreach (value, i, item) {
+                                rc = set_option(cfg, o,
+                                                json_is_string(item) ? json_string_value(item) : "");
+                                if (rc < 0)
+                                        break;
+                        }
+                        if (rc < 0)
+                                break;
+                        continue;
+                }
                 if (json_is_string(value))
                         s = json_string_value(value);
                 else if (json_is_boolean(value))
@@ -220,9 +257,9 @@ void config_print_help(const char *program)
                 char left[64];
 
                 snprintf(left, sizeof(left), "--%s%s", o->name,
-                         o->type == OPT_FLAG     ? ""
-                         : o->type == OPT_STRING ? " TEXT"
-                                                 : " NUMBER");
+                         o->type == OPT_FLAG                             ? ""
+                         : o->type == OPT_STRING || o->type == OPT_LIST ? " TEXT"
+                                                                         : " NUMBER");
                 printf("  %-28s %s", left, o->help);
                 if (o->dflt && o->type != OPT_FLAG)
                         printf(" [%s]", o->dflt);
@@ -396,11 +433,20 @@ int config_load(struct config *cfg, int argc, char **argv)
 void config_free(struct config *cfg)
 {
         for (size_t i = 0; i < NOPTIONS; i++) {
+                char *field = (char *)cfg + options[i].offset;
+
                 if (options[i].type == OPT_STRING) {
-                        char **s = (char **)(void *)((char *)cfg + options[i].offset);
+                        char **s = (char **)(void *)field;
 
                         free(*s);
                         *s = NULL;
+                } else if (options[i].type == OPT_LIST) {
+                        char ***list = (char ***)(void *)field;
+
+                        for (size_t j = 0; *list && (*list)[j]; j++)
+                                free((*list)[j]);
+                        free(*list);
+                        *list = NULL;
                 }
         }
 }

@@ -47,8 +47,12 @@ struct config {
         int64_t replay_bytes;
         int64_t replay_messages;
         double session_linger;
-        bool keep_running_on_disconnect;
-        double e2b_max_timeout; /* the longest lifetime an E2B sandbox may ask for */ /* an HTTP execution's client left: let the cell run */
+        bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
+        double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
+        /* the warm pool */
+        char **pool;           /* "NAME=N" entries */
+        char **pool_preimport; /* "NAME=CODE" entries */
+        int64_t pool_min_available_mb;
         /* misc */
         char *static_dir;
         char *log_level;

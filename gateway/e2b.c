@@ -5,6 +5,7 @@
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
+#include "gateway/pool.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -18,14 +19,14 @@
 #include <strings.h>
 #include <time.h>
 
-#define E2B_ENVD_VERSION     "0.5.6" /* multipart uploads; see docs/e2b-protocol.md §7 */
-#define DEFAULT_TEMPLATE     "code-interpreter-v1"
-#define MAX_METADATA         64
-#define MAX_CONTEXTS         16
+#define E2B_ENVD_VERSION "0.5.6" /* multipart uploads; see docs/e2b-protocol.md §7 */
+#define DEFAULT_TEMPLATE "code-interpreter-v1"
+#define MAX_METADATA     64
+#define MAX_CONTEXTS     16
 
 struct e2b_context {
         struct e2b_context *next;
-        char id[40];
+        char id[JP_UUID_SIZE];
         char language[32];
         char cwd[PATH_MAX];
         char kernel_id[JP_UUID_SIZE];
@@ -43,7 +44,6 @@ struct e2b_sandbox {
         time_t end_at;
         lws_sorted_usec_list_t ttl;
         struct e2b_context *contexts;
-        unsigned next_context;
         bool ready; /* its default context answered; listed from then on */
 };
 
@@ -118,9 +118,8 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                       s->id, "templateID", s->template_id, "alias", s->template_id, "clientID",
                       "glovebox", "cpuCount", (int)ceil(lim->cpu_millis / 1000.0), "memoryMB",
                       (json_int_t)lim->memory_mb, "diskSizeMB", (json_int_t)lim->disk_mb,
-                      "envdVersion",
-                      E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt", s->started_at,
-                      "endAt", end, "state", "running");
+                      "envdVersion", E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt",
+                      s->started_at, "endAt", end, "state", "running");
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
                 json_object_set_new(o, "domain", json_null());
@@ -190,12 +189,14 @@ static void set_timeout(struct e2b_sandbox *s, double seconds)
 static const struct jp_kernelspec *spec_for(const char *language)
 {
         const struct jp_kernelspec_list *specs = kernels_specs();
-        const struct jp_kernelspec *dflt = jp_kernelspec_find(specs, kernels_config()->default_kernel);
+        const struct jp_kernelspec *dflt =
+            jp_kernelspec_find(specs, kernels_config()->default_kernel);
 
         if (!language || !*language || strcmp(language, "python") == 0)
                 return dflt;
         for (size_t i = 0; i < specs->count; i++) {
-                const char *l = json_string_value(json_object_get(specs->items[i].spec, "language"));
+                const char *l =
+                    json_string_value(json_object_get(specs->items[i].spec, "language"));
 
                 if (l && strcasecmp(l, language) == 0)
                         return &specs->items[i];
@@ -234,29 +235,44 @@ static char **env_strv(json_t *env)
         return v;
 }
 
-/* Starts a kernel for a new context; done hears when it is ready. */
-static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                       const char *language, const char *cwd,
-                                       struct kernel_waiter *w, int *err)
+/* Records k as a context of s. */
+static struct e2b_context *context_add(struct e2b_sandbox *s, struct kernel *k,
+                                       const char *language, const char *cwd)
 {
         struct e2b_context *c = calloc(1, sizeof(*c));
-        char **env = env_strv(s->env);
-        struct kernel *k;
 
-        *err = c && env ? 0 : -ENOMEM;
-        if (*err == 0)
-                *err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
-        jp_strv_free(env);
-        if (*err < 0) {
-                free(c);
+        if (!c)
                 return NULL;
-        }
-        snprintf(c->id, sizeof(c->id), "ctx-%08x", s->next_context++ ^ (unsigned)time(NULL));
+        /* Random, as E2B's are: ids made from a counter and the clock
+         * collided (n ^ t repeats when t moves on by one). */
+        jp_uuid4(c->id);
         snprintf(c->language, sizeof(c->language), "%s", language);
         snprintf(c->cwd, sizeof(c->cwd), "%s", cwd && *cwd ? cwd : "/home/user");
         snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
         c->next = s->contexts;
         s->contexts = c;
+        return c;
+}
+
+/* Starts a kernel for a new context; done hears when it is ready. */
+static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                                       const char *language, const char *cwd,
+                                       struct kernel_waiter *w, int *err)
+{
+        char **env = env_strv(s->env);
+        struct e2b_context *c = NULL;
+        struct kernel *k;
+
+        *err = env ? kernel_start(spec, env, &s->box->limits, s->box, w, &k) : -ENOMEM;
+        jp_strv_free(env);
+        if (*err == 0) {
+                c = context_add(s, k, language, cwd);
+                if (!c) {
+                        kernel_waiter_cancel(w);
+                        kernel_shutdown(k, NULL);
+                        *err = -ENOMEM;
+                }
+        }
         return c;
 }
 
@@ -378,6 +394,7 @@ static void create_sandbox(struct http_request *r)
         const char *tid;
         struct hostmsg_limits limits;
         struct e2b_sandbox *s = NULL;
+        struct kernel *pooled;
         double ttl;
         int rc;
 
@@ -399,20 +416,20 @@ static void create_sandbox(struct http_request *r)
         if (!spec) {
                 e2b_reply_error(r, 404, "template '%.64s' not found", tid);
         } else if (!isfinite(ttl) || ttl <= 0 || ttl > cfg->e2b_max_timeout) {
-                e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds", cfg->e2b_max_timeout);
+                e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds",
+                                cfg->e2b_max_timeout);
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
         } else if (json_is_true(access) || (json_is_object(net) && json_object_size(net) > 0)) {
-                e2b_reply_error(r, 400, "network access is not supported: Glovebox sandboxes have "
-                                        "no network (loopback only)");
+                e2b_reply_error(r, 400,
+                                "network access is not supported: Glovebox sandboxes have "
+                                "no network (loopback only)");
         } else if (json_is_true(json_object_get(body, "autoPause")) ||
                    json_object_get(body, "autoResume") || json_object_get(body, "volumeMounts") ||
                    json_object_get(body, "mcp")) {
                 e2b_reply_error(r, 400, "pausing, resuming, volumes and MCP are not supported");
         } else {
-                limits = (struct hostmsg_limits){(uint64_t)cfg->memory_mb,
-                                                 (uint32_t)lround(cfg->cpus * 1000),
-                                                 (uint32_t)cfg->pids, (uint64_t)cfg->disk_mb};
+                kernels_default_limits(&limits);
                 s = calloc(1, sizeof(*s));
                 if (!s || jp_random_hex(s->id + 2, 8) < 0 || jp_random_hex(s->token, 32) < 0) {
                         free(s);
@@ -424,6 +441,24 @@ static void create_sandbox(struct http_request *r)
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
+                /* Without envVars, the default context can be a pooled
+                 * kernel, and the sandbox its sandbox. */
+                pooled = json_object_size(s->env) == 0 ? pool_take(spec) : NULL;
+                if (pooled) {
+                        s->box = sandbox_ref(pooled->sandbox);
+                        s->next = sandboxes;
+                        sandboxes = s;
+                        set_timeout(s, ttl);
+                        r->waiter.done = on_created;
+                        if (context_add(s, pooled, "python", NULL)) {
+                                kernel_when_ready(pooled, &r->waiter);
+                        } else {
+                                kernel_shutdown(pooled, NULL);
+                                sandbox_kill(s);
+                                e2b_reply_error(r, 500, "out of memory");
+                        }
+                        goto out;
+                }
                 rc = sandbox_new(&limits, NULL, strcmp(cfg->sandbox, "none") != 0, &s->box);
                 if (rc == 0) {
                         s->next = sandboxes;
@@ -434,8 +469,7 @@ static void create_sandbox(struct http_request *r)
                                 sandbox_kill(s);
                                 e2b_reply_error(r, rc == -EAGAIN ? 429 : 500,
                                                 "cannot start the sandbox: %s",
-                                                rc == -EAGAIN ? "too many kernels"
-                                                              : strerror(-rc));
+                                                rc == -EAGAIN ? "too many kernels" : strerror(-rc));
                         }
                 } else {
                         json_decref(s->metadata);
@@ -626,7 +660,8 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
                         goto out;
                 }
         } else {
-                const char *want = json_is_string(language) ? json_string_value(language) : "python";
+                const char *want =
+                    json_is_string(language) ? json_string_value(language) : "python";
 
                 /* The oldest context of the language is its default one. */
                 for (struct e2b_context *x = s->contexts; x; x = x->next) {
@@ -697,8 +732,7 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                 json_decref(body);
                 return;
         }
-        if (sscanf(route, "contexts/%63[^/]/%31s", id, action) < 1 ||
-            !(c = context_find(s, id))) {
+        if (sscanf(route, "contexts/%63[^/]/%31s", id, action) < 1 || !(c = context_find(s, id))) {
                 reply_text(r, 404, "Context not found");
                 return;
         }

@@ -2,6 +2,7 @@
 
 #include "gateway/http.h"
 #include "gateway/api.h"
+#include "gateway/page.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -18,20 +19,36 @@
 static const char *status_phrase(int status)
 {
         switch (status) {
-        case 200: return "OK";
-        case 201: return "Created";
-        case 204: return "No Content";
-        case 400: return "Bad Request";
-        case 401: return "Unauthorized";
-        case 403: return "Forbidden";
-        case 404: return "Not Found";
-        case 405: return "Method Not Allowed";
-        case 409: return "Conflict";
-        case 413: return "Payload Too Large";
-        case 415: return "Unsupported Media Type";
-        case 500: return "Internal Server Error";
-        case 503: return "Service Unavailable";
-        default: return "Error";
+        case 200:
+                return "OK";
+        case 201:
+                return "Created";
+        case 204:
+                return "No Content";
+        case 302:
+                return "Found";
+        case 400:
+                return "Bad Request";
+        case 401:
+                return "Unauthorized";
+        case 403:
+                return "Forbidden";
+        case 404:
+                return "Not Found";
+        case 405:
+                return "Method Not Allowed";
+        case 409:
+                return "Conflict";
+        case 413:
+                return "Payload Too Large";
+        case 415:
+                return "Unsupported Media Type";
+        case 500:
+                return "Internal Server Error";
+        case 503:
+                return "Service Unavailable";
+        default:
+                return "Error";
         }
 }
 
@@ -132,10 +149,8 @@ int http_route_path(struct lws *wsi, char *out, size_t size)
 
 #define STREAM_PIECE (64 * 1024) /* bytes written per writable callback */
 
-static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
-                      unsigned char *end);
-static int add_cors(struct lws *wsi, const char *origin, bool preflight, unsigned char **p,
-                    unsigned char *end);
+static int add_headers(struct lws *wsi, const struct http_request *r, unsigned char **p,
+                       unsigned char *end);
 
 static void request_reset(struct http_request *r)
 {
@@ -206,18 +221,17 @@ static int stream_step(struct lws *wsi, struct http_request *r)
         bool last;
 
         if (!r->headers_sent) {
-                unsigned char headers[LWS_PRE + 1024];
+                unsigned char headers[LWS_PRE + 4096];
                 unsigned char *start = headers + LWS_PRE, *p = start;
                 unsigned char *end = headers + sizeof(headers) - 1;
                 /* A file has a length; a produced stream ends with the
                  * connection. */
-                lws_filepos_t length = r->stream_fd >= 0 ? r->stream_left
-                                                          : LWS_ILLEGAL_HTTP_CONTENT_LEN;
+                lws_filepos_t length =
+                    r->stream_fd >= 0 ? r->stream_left : LWS_ILLEGAL_HTTP_CONTENT_LEN;
 
                 if (lws_add_http_common_headers(wsi, (unsigned)r->status, r->content_type, length,
                                                 &p, end) ||
-                    add_header(wsi, "cache-control:", "no-store", &p, end) ||
-                    add_cors(wsi, r->cors_origin, false, &p, end) ||
+                    add_headers(wsi, r, &p, end) ||
                     lws_finalize_write_http_header(wsi, start, &p, end))
                         return -1;
                 r->headers_sent = true;
@@ -246,8 +260,8 @@ static int stream_step(struct lws *wsi, struct http_request *r)
                 }
                 last = r->stream_ended && r->out.len == 0;
         }
-        if ((n || last) &&
-            lws_write(wsi, piece + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
+        if ((n || last) && lws_write(wsi, piece + LWS_PRE, n,
+                                     last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
                 return -1;
         if (last) {
                 bool close_after = r->close_after || r->stream_fd < 0;
@@ -318,7 +332,8 @@ void http_reply_error(struct http_request *r, int status, const char *fmt, ...)
         vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
         text = error_body(status, message);
-        http_reply_bytes(r, status, "application/json", text ? text : "{}", text ? strlen(text) : 2);
+        http_reply_bytes(r, status, "application/json", text ? text : "{}",
+                         text ? strlen(text) : 2);
         free(text);
 }
 
@@ -350,37 +365,46 @@ static int add_cors(struct lws *wsi, const char *origin, bool preflight, unsigne
                 return -1;
         if (!preflight)
                 return 0;
-        if (lws_hdr_custom_copy(wsi, asked, sizeof(asked), "access-control-request-headers:",
-                                31) <= 0)
+        if (lws_hdr_custom_copy(wsi, asked, sizeof(asked), "access-control-request-headers:", 31) <=
+            0)
                 snprintf(asked, sizeof(asked), "Authorization, Content-Type");
-        return add_header(wsi, "access-control-allow-methods:",
-                          "GET, POST, PUT, PATCH, DELETE, OPTIONS", p, end) ||
-                               add_header(wsi, "access-control-allow-headers:", asked, p, end) ||
-                               add_header(wsi, "access-control-max-age:", "600", p, end)
-                       ? -1
-                       : 0;
+        return add_header(wsi,
+                          "access-control-allow-methods:", "GET, POST, PUT, PATCH, DELETE, OPTIONS",
+                          p, end) ||
+                       add_header(wsi, "access-control-allow-headers:", asked, p, end) ||
+                       add_header(wsi, "access-control-max-age:", "600", p, end)
+                   ? -1
+                   : 0;
 }
 
-static int write_response(struct lws *wsi, int status, const char *content_type,
-                          const char *location, const char *cors_origin, bool preflight,
-                          const char *next_token, unsigned char *body, size_t len)
+/* The headers of every response, then those the request set (r may be
+ * NULL for an error written before there is a request). */
+static int add_headers(struct lws *wsi, const struct http_request *r, unsigned char **p,
+                       unsigned char *end)
+{
+        if (add_header(wsi, "cache-control:", "no-store", p, end) ||
+            add_header(wsi, "x-content-type-options:", "nosniff", p, end))
+                return -1;
+        if (!r)
+                return 0;
+        if (r->csp && (add_header(wsi, "content-security-policy:", r->csp, p, end) ||
+                       add_header(wsi, "referrer-policy:", "no-referrer", p, end)))
+                return -1;
+        if (r->location[0] && add_header(wsi, "location:", r->location, p, end))
+                return -1;
+        if (r->next_token[0] && add_header(wsi, "x-next-token:", r->next_token, p, end))
+                return -1;
+        return add_cors(wsi, r->cors_origin, r->method == HTTP_OPTIONS, p, end);
+}
+
+static int write_response(struct lws *wsi, const struct http_request *r, int status,
+                          const char *content_type, unsigned char *body, size_t len)
 {
         unsigned char headers[LWS_PRE + 4096];
         unsigned char *start = headers + LWS_PRE, *p = start, *end = headers + sizeof(headers) - 1;
 
         if (lws_add_http_common_headers(wsi, (unsigned)status, content_type, len, &p, end) ||
-            lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-                                        (const unsigned char *)"no-store", 8, &p, end) ||
-            lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
-                                        (const unsigned char *)"nosniff", 7, &p, end))
-                return -1;
-        if (location && *location && add_header(wsi, "location:", location, &p, end))
-                return -1;
-        if (next_token && *next_token && add_header(wsi, "x-next-token:", next_token, &p, end))
-                return -1;
-        if (add_cors(wsi, cors_origin, preflight, &p, end))
-                return -1;
-        if (lws_finalize_write_http_header(wsi, start, &p, end))
+            add_headers(wsi, r, &p, end) || lws_finalize_write_http_header(wsi, start, &p, end))
                 return -1;
         if (len && lws_write(wsi, body, len, LWS_WRITE_HTTP_FINAL) < (int)len)
                 return -1;
@@ -396,8 +420,7 @@ int http_write_error_now(struct lws *wsi, int status, const char *message)
 
         if (body && text) {
                 memcpy(body + LWS_PRE, text, len);
-                rc = write_response(wsi, status, "application/json", NULL, NULL, false, NULL,
-                                    body + LWS_PRE, len);
+                rc = write_response(wsi, NULL, status, "application/json", body + LWS_PRE, len);
         }
         free(body);
         free(text);
@@ -410,14 +433,22 @@ static enum http_method method_of(struct lws *wsi)
         int len;
 
         switch (lws_http_get_uri_and_method(wsi, &uri, &len)) {
-        case LWSHUMETH_GET: return HTTP_GET;
-        case LWSHUMETH_POST: return HTTP_POST;
-        case LWSHUMETH_PUT: return HTTP_PUT;
-        case LWSHUMETH_PATCH: return HTTP_PATCH;
-        case LWSHUMETH_DELETE: return HTTP_DELETE;
-        case LWSHUMETH_OPTIONS: return HTTP_OPTIONS;
-        case LWSHUMETH_HEAD: return HTTP_HEAD;
-        default: return HTTP_OTHER;
+        case LWSHUMETH_GET:
+                return HTTP_GET;
+        case LWSHUMETH_POST:
+                return HTTP_POST;
+        case LWSHUMETH_PUT:
+                return HTTP_PUT;
+        case LWSHUMETH_PATCH:
+                return HTTP_PATCH;
+        case LWSHUMETH_DELETE:
+                return HTTP_DELETE;
+        case LWSHUMETH_OPTIONS:
+                return HTTP_OPTIONS;
+        case LWSHUMETH_HEAD:
+                return HTTP_HEAD;
+        default:
+                return HTTP_OTHER;
         }
 }
 
@@ -453,14 +484,19 @@ static int begin(struct lws *wsi, struct http_request *r)
         origin = http_origin(wsi, r->cors_origin, sizeof(r->cors_origin));
         if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
                 http_reply_error(r, 404, "Not found");
-        } else if (origin == HTTP_ORIGIN_DENIED) {
-                http_reply_error(r, 403, "Cross-origin request from a page --allow-origin does "
-                                         "not name");
+        } else if (origin == HTTP_ORIGIN_DENIED && !page_route(r->path)) {
+                /* (The page's files are public; a sandboxed output frame
+                 * fetches frame.js with "Origin: null".) */
+                http_reply_error(r, 403,
+                                 "Cross-origin request from a page --allow-origin does "
+                                 "not name");
         } else if (r->method == HTTP_OPTIONS) {
                 /* A preflight carries no credentials; it only learns the rules. */
                 http_reply_empty(r, 204);
-        } else if (strncmp(r->path, "e2b/", 4) != 0 && !http_authorized(wsi)) {
-                /* (The E2B routes check their own credentials.) */
+        } else if (strncmp(r->path, "e2b/", 4) != 0 && !page_route(r->path) &&
+                   !http_authorized(wsi)) {
+                /* (The E2B routes check their own credentials; the page
+                 * asks for the token itself.) */
                 http_reply_error(r, 401, "Missing or wrong token");
         } else if (content_length < 0) {
                 http_reply_error(r, 400, "Bad Content-Length");
@@ -588,8 +624,7 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                         return 0;
                 if (r->streaming)
                         return stream_step(wsi, r);
-                rc = write_response(wsi, r->status, r->content_type, r->location, r->cors_origin,
-                                    r->method == HTTP_OPTIONS, r->next_token,
+                rc = write_response(wsi, r, r->status, r->content_type,
                                     (unsigned char *)r->response.data + LWS_PRE,
                                     r->response.len - LWS_PRE);
                 request_reset(r);

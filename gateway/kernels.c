@@ -9,6 +9,7 @@
 #include "protocol/wire.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #define PROBE_INTERVAL_MS 500.0
+#define MAX_KERNEL_ENV    128 /* variables of a kernel: its kernelspec's and a request's */
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
@@ -53,7 +55,8 @@ struct kernel *kernel_find(const char *id)
 {
         struct kernel *k = find_any(id);
 
-        return k && k->phase != KERNEL_STOPPING ? k : NULL;
+        /* A pooled kernel is nobody's until a start request takes it. */
+        return k && k->phase != KERNEL_STOPPING && !k->pooled ? k : NULL;
 }
 
 size_t kernels_count(void)
@@ -122,6 +125,12 @@ void kernel_waiter_cancel(struct kernel_waiter *w)
                         break;
                 }
         }
+        for (link = &w->kernel->resolving; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        break;
+                }
+        }
         w->kernel = NULL;
         w->next = NULL;
 }
@@ -129,10 +138,19 @@ void kernel_waiter_cancel(struct kernel_waiter *w)
 /* Resolves every waiter; each is detached before its done() runs. */
 static void waiters_resolve(struct kernel *k, int status, const char *message)
 {
-        while (k->waiters) {
-                struct kernel_waiter *w = k->waiters;
+        struct kernel_waiter **tail = &k->resolving;
 
-                k->waiters = w->next;
+        /* Those waiting now, not those a callback adds (the pool waits
+         * again, for its warm-up). A resolve nested in a callback hears
+         * the rest. */
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = k->waiters;
+        k->waiters = NULL;
+        while (k->resolving) {
+                struct kernel_waiter *w = k->resolving;
+
+                k->resolving = w->next;
                 w->next = NULL;
                 w->kernel = NULL;
                 w->done(w, k, status, message);
@@ -163,8 +181,8 @@ static void make_header(char *out, size_t size, const char *msg_id, const char *
                  msg_id, msg_type, gateway_session, date);
 }
 
-int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
-                        const char *content, char msg_id_out[JP_UUID_SIZE + 8])
+int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type, const char *content,
+                        char msg_id_out[JP_UUID_SIZE + 8])
 {
         char header[512], msg_id[JP_UUID_SIZE];
         struct jp_msg msg;
@@ -307,10 +325,25 @@ static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
 
         if (decode_from_kernel(k, z == k->shell ? JP_SHELL : JP_CONTROL, frames, nframes, &msg) < 0)
                 return;
-        if (jp_header_fields(msg.header, msg_id, msg_type) == 0 &&
-            strcmp(msg_type, "kernel_info_reply") == 0) {
+        if (jp_header_fields(msg.header, msg_id, msg_type) < 0)
+                return;
+        if (strcmp(msg_type, "kernel_info_reply") == 0) {
                 k->probe_replied = true;
                 probe_check(k);
+        } else if (strcmp(msg_type, "execute_reply") == 0 && k->warmup_id[0] &&
+                   jp_header_fields(msg.parent_header, msg_id, msg_type) == 0 &&
+                   strcmp(msg_id, k->warmup_id) == 0) {
+                json_t *content =
+                    json_loadb((const char *)msg.content.ptr, msg.content.len, 0, NULL);
+                const char *status = json_string_value(json_object_get(content, "status"));
+                bool ok = status && strcmp(status, "ok") == 0;
+
+                if (!ok)
+                        klog_warn(k->id, "the pool's pre-import failed: %s",
+                                  json_string_value(json_object_get(content, "evalue")) ?: "?");
+                json_decref(content);
+                k->warmup_id[0] = '\0';
+                waiters_resolve(k, ok ? 0 : 500, ok ? NULL : "the pre-import failed");
         }
 }
 
@@ -370,12 +403,12 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
                          "--iopub-data-rate-limit %g bytes/s, over %g s).\n",
                          cfg->iopub_msg_rate_limit, cfg->iopub_data_rate_limit, window);
                 /* In the cell whose output is held back. */
-                char *parent = strndup((const char *)m->msg.parent_header.ptr,
-                                       m->msg.parent_header.len);
+                char *parent =
+                    strndup((const char *)m->msg.parent_header.ptr, m->msg.parent_header.len);
 
                 content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-                notice = content && parent ? relay_msg_make(JP_IOPUB, "stream", parent, content)
-                                           : NULL;
+                notice =
+                    content && parent ? relay_msg_make(JP_IOPUB, "stream", parent, content) : NULL;
                 if (notice)
                         deliver_all(k, notice);
                 relay_msg_unref(&notice);
@@ -453,6 +486,8 @@ static void kernel_free(struct kernel *k)
 static void finish(struct kernel *k, int status, const char *message)
 {
         klog_info(k->id, "removed");
+        /* Waiters must not act on it any more (it is freed after them). */
+        k->phase = KERNEL_STOPPING;
         waiters_resolve(k, status, message);
         kernel_free(k);
 }
@@ -512,6 +547,12 @@ static void handle_death(struct kernel *k)
                 finish(k, 500, message);
                 return;
         }
+        if (k->pooled) {
+                /* Nobody has it yet: the pool starts a fresh one instead. */
+                klog_warn(k->id, "pooled kernel died: %s", k->reason);
+                finish(k, 500, k->reason);
+                return;
+        }
         klog_warn(k->id, "died: %s", k->reason);
         snprintf(k->last_death, sizeof(k->last_death), "%s", k->reason);
         /* Whoever waits for an execution hears why it ended. */
@@ -560,15 +601,14 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
                          (unsigned long long)k->limits.memory_mb);
         else if (k->reason[0] == '\0' || k->phase == KERNEL_READY)
                 /* Keep a reason set before the exit (e.g. a start timeout). */
-                snprintf(k->reason, sizeof(k->reason), m->signal ? "kernel killed by signal %d (%s)"
-                                                                 : "kernel exited with code %d%s",
-                         m->signal ? m->signal : m->exit_code,
-                         m->signal ? strsignal(m->signal) : "");
+                snprintf(
+                    k->reason, sizeof(k->reason),
+                    m->signal ? "kernel killed by signal %d (%s)" : "kernel exited with code %d%s",
+                    m->signal ? m->signal : m->exit_code, m->signal ? strsignal(m->signal) : "");
         handle_death(k);
 }
 
-static const struct host_process_ops kernel_process_ops = {on_started, on_start_failed,
-                                                          on_exited};
+static const struct host_process_ops kernel_process_ops = {on_started, on_start_failed, on_exited};
 
 /* ---- starting, restarting, stopping ------------------------------------- */
 
@@ -655,8 +695,8 @@ static void launch(struct kernel *k)
         sandbox_when_ready(k->sandbox, &k->sandbox_wait);
 }
 
-int kernel_start(const struct jp_kernelspec *spec, char *const *env,
-                 const struct hostmsg_limits *limits, struct sandbox *sandbox,
+static int start(const struct jp_kernelspec *spec, char *const *env,
+                 const struct hostmsg_limits *limits, struct sandbox *sandbox, bool pooled,
                  struct kernel_waiter *w, struct kernel **out)
 {
         struct kernel *k;
@@ -685,6 +725,7 @@ int kernel_start(const struct jp_kernelspec *spec, char *const *env,
         if (rc < 0)
                 goto fail;
         k->spec = spec;
+        k->pooled = pooled;
         k->limits = sandbox ? sandbox->limits : *limits;
         /* In a given sandbox (an E2B sandbox's contexts), or one of its own. */
         if (sandbox)
@@ -694,7 +735,7 @@ int kernel_start(const struct jp_kernelspec *spec, char *const *env,
         k->next = kernels;
         kernels = k;
         waiter_add(k, w);
-        klog_info(k->id, "starting %s", spec->name);
+        klog_info(k->id, "starting %s%s", spec->name, pooled ? " for the pool" : "");
         launch(k);
         *out = find_any(k->id);
         return *out ? 0 : -EIO;
@@ -703,6 +744,90 @@ fail:
         jp_signer_destroy(&k->signer);
         free(k);
         return rc;
+}
+
+int kernel_start(const struct jp_kernelspec *spec, char *const *env,
+                 const struct hostmsg_limits *limits, struct sandbox *sandbox,
+                 struct kernel_waiter *w, struct kernel **out)
+{
+        return start(spec, env, limits, sandbox, false, w, out);
+}
+
+/* ---- the warm pool's kernels --------------------------------------------- */
+
+int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, struct kernel_waiter *w,
+                        struct kernel **out)
+{
+        struct hostmsg_limits limits;
+
+        kernels_default_limits(&limits);
+        return start(spec, env, &limits, NULL, true, w, out);
+}
+
+int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w)
+{
+        json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", true,
+                                    "store_history", false, "user_expressions", "allow_stdin",
+                                    false, "stop_on_error", true);
+        char *text = content ? json_dumps(content, JSON_COMPACT) : NULL;
+        int rc = text ? kernel_send_request(k, k->shell, "execute_request", text, k->warmup_id)
+                      : -ENOMEM;
+
+        json_decref(content);
+        free(text);
+        if (rc < 0) {
+                k->warmup_id[0] = '\0';
+                return rc;
+        }
+        waiter_add(k, w);
+        return 0;
+}
+
+size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm)
+{
+        size_t n = 0;
+
+        *warm = 0;
+        for (struct kernel *k = kernels; k; k = k->next) {
+                if (k->pooled && k->spec == spec && k->phase != KERNEL_STOPPING) {
+                        n++;
+                        *warm += k->warm && k->phase == KERNEL_READY;
+                }
+        }
+        return n;
+}
+
+struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
+{
+        for (struct kernel *k = kernels; k; k = k->next) {
+                if (k->pooled && k->warm && k->spec == spec && k->phase == KERNEL_READY) {
+                        k->pooled = false;
+                        k->restarts = 0;
+                        kernel_touch(k);
+                        klog_info(k->id, "taken from the pool");
+                        return k;
+                }
+        }
+        return NULL;
+}
+
+struct kernel *kernel_pool_spare(const struct jp_kernelspec *spec)
+{
+        struct kernel *found = NULL;
+
+        /* A cold one first: it has cost the least so far. */
+        for (struct kernel *k = kernels; k; k = k->next) {
+                if (k->pooled && k->spec == spec && k->phase != KERNEL_STOPPING &&
+                    (!found || found->warm))
+                        found = k;
+        }
+        return found;
+}
+
+void kernels_default_limits(struct hostmsg_limits *out)
+{
+        *out = (struct hostmsg_limits){(uint64_t)cfg->memory_mb, (uint32_t)lround(cfg->cpus * 1000),
+                                       (uint32_t)cfg->pids, (uint64_t)cfg->disk_mb};
 }
 
 void kernel_interrupt(struct kernel *k)
@@ -726,8 +851,7 @@ static void on_grace_expired(lws_sorted_usec_list_t *sul)
 static void request_exit(struct kernel *k, bool restart)
 {
         if (kernel_send_request(k, k->control, "shutdown_request",
-                                restart ? "{\"restart\":true}" : "{\"restart\":false}",
-                                NULL) < 0 ||
+                                restart ? "{\"restart\":true}" : "{\"restart\":false}", NULL) < 0 ||
             cfg->shutdown_grace <= 0) {
                 host_stop(k->id);
                 return;
@@ -805,12 +929,73 @@ json_t *kernels_model(void)
         json_t *list = json_array();
 
         for (struct kernel *k = kernels; list && k; k = k->next) {
-                if (k->phase != KERNEL_STOPPING)
+                if (k->phase != KERNEL_STOPPING && !k->pooled)
                         json_array_append_new(list, kernel_model(k));
         }
         return list;
 }
 
+/* ---- environment -------------------------------------------------------- */
+
+static bool env_name_valid(const char *name)
+{
+        if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
+              name[0] == '_'))
+                return false;
+        for (const char *p = name; *p; p++) {
+                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                      (*p >= '0' && *p <= '9') || *p == '_'))
+                        return false;
+        }
+        /* A kernel in a pid namespace must not watch for a parent pid: its
+         * parent there is the sandbox's init (DESIGN §4). */
+        return strcmp(name, "JPY_PARENT_PID") != 0 && strlen(name) <= 128;
+}
+
+/* Appends "NAME=value" for each member of obj to env. */
+int kernel_env_append(json_t *obj, char ***env, size_t *n, char *err, size_t errlen)
+{
+        const char *name;
+        json_t *value;
+
+        json_object_foreach(obj, name, value) {
+                const char *v = json_string_value(value);
+                size_t len;
+                char *entry, **grown;
+
+                if (!env_name_valid(name)) {
+                        snprintf(err, errlen, "invalid environment variable name \"%.64s\"", name);
+                        return -EINVAL;
+                }
+                if (!v || strlen(v) != json_string_length(value) ||
+                    json_string_length(value) > 4096) {
+                        snprintf(err, errlen,
+                                 "environment variable %s must be a string of at most 4096 bytes",
+                                 name);
+                        return -EINVAL;
+                }
+                if (*n >= MAX_KERNEL_ENV) {
+                        snprintf(err, errlen, "too many environment variables");
+                        return -EINVAL;
+                }
+                len = strlen(name) + strlen(v) + 2;
+                entry = malloc(len);
+                grown = realloc(*env, (*n + 2) * sizeof(char *));
+                if (!entry || !grown) {
+                        free(entry);
+                        if (grown)
+                                *env = grown;
+                        return -ENOMEM;
+                }
+                *env = grown;
+                snprintf(entry, len, "%s=%s", name, v);
+                (*env)[(*n)++] = entry;
+                (*env)[*n] = NULL;
+        }
+        return 0;
+}
+
+/* Reads {"memory_mb", "cpus", "pids", "disk_mb"} within the server maxima. */
 /* ---- whole registry ------------------------------------------------------- */
 
 static lws_sorted_usec_list_t cull_timer;
@@ -825,7 +1010,8 @@ static void on_cull(lws_sorted_usec_list_t *sul)
         while (k) {
                 struct kernel *next = k->next;
 
-                if (k->phase == KERNEL_READY && now - k->active_at > cfg->cull_idle_timeout &&
+                if (k->phase == KERNEL_READY && !k->pooled &&
+                    now - k->active_at > cfg->cull_idle_timeout &&
                     (cfg->cull_connected || k->connections == 0) &&
                     (cfg->cull_busy || strcmp(k->execution_state, "busy") != 0)) {
                         klog_info(k->id, "culled after %.0f s idle", now - k->active_at);

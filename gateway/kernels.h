@@ -64,6 +64,9 @@ struct kernel {
         bool owns_sandbox; /* made for this kernel alone (not an E2B sandbox's) */
         struct sandbox_waiter sandbox_wait;
         int restarts;     /* automatic ones since the last requested start */
+        bool pooled;      /* in the warm pool: invisible, never given to anyone yet */
+        bool warm;        /* pooled, ready and pre-imported: may be handed out */
+        char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
         bool ever_ready;  /* false until the first start succeeds */
 
         /* the gateway's own sockets */
@@ -86,6 +89,7 @@ struct kernel {
 
         struct session *sessions;
         struct kernel_waiter *waiters;
+        struct kernel_waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;
 };
 
@@ -103,6 +107,26 @@ struct kernel *kernel_find(const char *id);
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox,
                  struct kernel_waiter *w, struct kernel **out);
+/* Starts a kernel for the warm pool: its own sandbox, default limits,
+ * invisible (kernel_find, the list) until kernel_pool_claim. */
+int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,
+                        struct kernel_waiter *w, struct kernel **out);
+/* Runs code in a ready kernel without a trace in its history; w hears when
+ * it has been run (500 if it failed or the kernel died). */
+int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w);
+/* Pooled kernels of spec (starting ones too); *warm gets those ready to go. */
+size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);
+/* Hands a warm pooled kernel of spec over to the caller (visible from now
+ * on, the caller's alone), or NULL. */
+struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec);
+/* A pooled kernel of spec to shut down when the pool shrinks, or NULL. */
+struct kernel *kernel_pool_spare(const struct jp_kernelspec *spec);
+/* The limits of a kernel whose request names none. */
+void kernels_default_limits(struct hostmsg_limits *out);
+/* Appends obj's "NAME": "value" pairs to the NULL-terminated *env (*n
+ * entries) after checking names and sizes; -EINVAL with err filled. */
+int kernel_env_append(json_t *obj, char ***env, size_t *n, char *err, size_t errlen);
+
 /* w hears when k is ready: now if it is, else when it gets there (or
  * dies, or is deleted). */
 void kernel_when_ready(struct kernel *k, struct kernel_waiter *w);

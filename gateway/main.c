@@ -9,6 +9,8 @@
 #include "gateway/host.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
+#include "gateway/page.h"
+#include "gateway/pool.h"
 #include "gateway/server.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
@@ -57,6 +59,7 @@ static void on_signal(void *arg)
                 log_info("received %s: shutting down %zu kernel(s)", strsignal((int)si.ssi_signo),
                          kernels_count());
                 e2b_shutdown();
+                pool_stop();
                 kernels_shutdown_all(SHUTDOWN_TIMEOUT_MS, on_all_kernels_gone);
         }
 }
@@ -151,7 +154,7 @@ int main(int argc, char **argv)
         raise_fd_limit();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
-        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0)
+        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 || page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level) < 0) {
@@ -167,7 +170,7 @@ int main(int argc, char **argv)
         if (!ctx || gw.sigfd < 0)
                 goto out;
         loop_set_context(ctx);
-        if (kernels_init(&gw.cfg, &gw.specs) < 0 ||
+        if (kernels_init(&gw.cfg, &gw.specs) < 0 || pool_init(&gw.cfg, &gw.specs) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
         print_url();
@@ -177,8 +180,10 @@ int main(int argc, char **argv)
         }
         rc = 0;
 out:
+        page_close();
         host_close(5000);
         kernels_free_all();
+        pool_free();
         loop_unwatch(&gw.sigwatch);
         if (ctx)
                 lws_context_destroy(ctx);

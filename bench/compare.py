@@ -1,0 +1,432 @@
+"""Glovebox against Jupyter Server 1.23.3, side by side in one run, same
+machine, same ipykernel, same client code; the floor is the same kernel
+talked to over ZMQ directly (jupyter_client). Prints a Markdown table and
+writes it, with the raw numbers, to $GLOVEBOX_BUILD/bench/.
+
+usage: /usr/bin/python3 bench/compare.py [--quick] [--only NAME,...]
+  NAMES: start, roundtrip, stdout, png, concurrent, density, cpu
+  --quick: fewer repetitions and a density of 60 (a smoke run)
+Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from benchlib import (BUILD, DirectKernel, Glovebox, JupyterServer,  # noqa: E402
+                      descendants, pss_kb)
+
+ROWS = []
+RAW = {}
+
+
+def pct(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
+
+
+def ms(x):
+    return f"{x * 1000:.1f} ms" if x >= 0.01 else f"{x * 1000:.2f} ms"
+
+
+def row(measure, gb, js, floor="", ratio=None, note=""):
+    ROWS.append((measure, gb, js, floor, ratio, note))
+    print(f"  {measure}: Glovebox {gb} | Jupyter Server {js} | floor {floor} "
+          f"| ratio {ratio or ''} {note}", flush=True)
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}×" if b else "–"
+
+
+def log(text):
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+# ---- 1. start to first result -------------------------------------------------
+
+def first_result(server):
+    t0 = time.perf_counter()
+    kid = server.start_kernel()
+    ch = server.connect(kid)
+    out = ch.execute("1+1")
+    took = time.perf_counter() - t0
+    assert any(m["msg_type"] == "execute_result" for m in out), out
+    ch.close()
+    return took, kid
+
+
+def bench_start(n):
+    log("start to first result")
+    gb, js = Glovebox(), JupyterServer()
+    cold = {"gb": [], "js": [], "bare": []}
+    try:
+        for server in (gb, js):  # page cache, imports
+            server.delete_kernel(first_result(server)[1])
+        for _ in range(n):
+            for key, server in (("gb", gb), ("js", js)):
+                took, kid = first_result(server)
+                cold[key].append(took)
+                server.delete_kernel(kid)
+            t0 = time.perf_counter()
+            direct = DirectKernel()
+            direct.execute("1+1")
+            cold["bare"].append(time.perf_counter() - t0)
+            direct.close()
+    finally:
+        gb.stop()
+        js.stop()
+    warm = []
+    gbp = Glovebox(pool=2)
+    try:
+        for _ in range(n + 1):
+            gbp.wait_pool(2)
+            took, kid = first_result(gbp)
+            warm.append(took)
+            gbp.delete_kernel(kid)
+        warm = warm[1:]
+    finally:
+        gbp.stop()
+    RAW["start"] = {"cold": cold, "warm": warm}
+    med = {k: statistics.median(v) for k, v in cold.items()}
+    row("start to first result, cold (p50)", ms(med["gb"]), ms(med["js"]),
+        f"bare ipykernel {ms(med['bare'])}", ratio(med["gb"], med["js"]),
+        f"Glovebox − bare = {ms(med['gb'] - med['bare'])}")
+    row("start to first result, warm pool (p50 / p99)",
+        f"{ms(statistics.median(warm))} / {ms(pct(warm, 99))}",
+        f"{ms(med['js'])} (no pool)", "", ratio(statistics.median(warm), med["js"]))
+
+
+# ---- 2. round trip ---------------------------------------------------------------
+
+def bench_roundtrip(n):
+    log("execute round trip")
+    gb, js = Glovebox(), JupyterServer()
+    direct = DirectKernel()
+    chans = []
+    try:
+        targets = {}
+        for key, server in (("gb", gb), ("js", js)):
+            ch = server.connect(server.start_kernel())
+            chans.append(ch)
+            targets[key] = ch
+        targets["floor"] = direct
+        times = {k: [] for k in targets}
+        for t in targets.values():
+            for _ in range(20):
+                t.execute("pass")
+        for _ in range(n // 50):
+            for key, t in targets.items():
+                for _ in range(50):
+                    t0 = time.perf_counter()
+                    t.execute("pass")
+                    times[key].append(time.perf_counter() - t0)
+    finally:
+        for ch in chans:
+            ch.close()
+        direct.close()
+        gb.stop()
+        js.stop()
+    RAW["roundtrip"] = times
+    p = {k: (statistics.median(v), pct(v, 99)) for k, v in times.items()}
+    row("execute round trip, `pass` (p50 / p99)", f"{ms(p['gb'][0])} / {ms(p['gb'][1])}",
+        f"{ms(p['js'][0])} / {ms(p['js'][1])}", f"{ms(p['floor'][0])} / {ms(p['floor'][1])}",
+        ratio(p["gb"][0], p["js"][0]),
+        f"Glovebox − floor = {(p['gb'][0] - p['floor'][0]) * 1000:+.2f} ms")
+
+
+# ---- 3. stdout throughput, 4. a 1 MB PNG ----------------------------------------
+
+STDOUT_CODE = ("import sys\nline = 'x' * 1023 + '\\n'\n"
+               "for _ in range({n}):\n    sys.stdout.write(line)\nsys.stdout.flush()")
+PNG_SETUP = ("import io, numpy as np, matplotlib\nmatplotlib.use('agg')\n"
+             "import matplotlib.image as mpimg\nfrom IPython.display import Image, display\n"
+             "buf = io.BytesIO()\n"
+             "mpimg.imsave(buf, np.random.default_rng(0).integers(0, 255, (600, 580, 3), "
+             "dtype=np.uint8), format='png')\npng = buf.getvalue()\nprint(len(png))")
+
+
+def with_kernels(fn):
+    gb, js = Glovebox(), JupyterServer()
+    direct = DirectKernel()
+    chans = []
+    try:
+        targets = {}
+        for key, server in (("gb", gb), ("js", js)):
+            ch = server.connect(server.start_kernel())
+            chans.append(ch)
+            targets[key] = ch
+        targets["floor"] = direct
+        return fn(targets)
+    finally:
+        for ch in chans:
+            ch.close()
+        direct.close()
+        gb.stop()
+        js.stop()
+
+
+def bench_stdout(mb, reps):
+    log(f"stdout throughput, {mb} MB")
+    code = STDOUT_CODE.format(n=mb * 1024)
+
+    def run(targets):
+        rates = {k: [] for k in targets}
+        for _ in range(reps):
+            for key, t in targets.items():
+                t0 = time.perf_counter()
+                out = t.execute(code)
+                took = time.perf_counter() - t0
+                got = sum(len(m["content"]["text"]) for m in out if m["msg_type"] == "stream")
+                assert got == mb * 1024 * 1024, (key, got)
+                rates[key].append(got / took / 1e6)
+        return rates
+
+    rates = with_kernels(run)
+    RAW["stdout"] = rates
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    row(f"stdout streaming, {mb} MB (MB/s, p50)", f"{med['gb']:.1f}", f"{med['js']:.1f}",
+        f"{med['floor']:.1f}", ratio(med["gb"], med["js"]),
+        f"Glovebox = {med['gb'] / med['floor'] * 100:.0f} % of floor")
+
+
+def bench_png(reps):
+    log("1 MB PNG display_data")
+
+    def run(targets):
+        times = {k: [] for k in targets}
+        for t in targets.values():
+            out = t.execute(PNG_SETUP)
+            size = int(out[0]["content"]["text"])
+            assert size > 1_000_000, size
+        for _ in range(reps):
+            for key, t in targets.items():
+                t0 = time.perf_counter()
+                out = t.execute("display(Image(data=png))")
+                times[key].append(time.perf_counter() - t0)
+                assert len(out[0]["content"]["data"]["image/png"]) > 1_300_000
+        return times
+
+    times = with_kernels(run)
+    RAW["png"] = times
+    med = {k: statistics.median(v) for k, v in times.items()}
+    row("1 MB PNG display_data delivered (p50)", ms(med["gb"]), ms(med["js"]), ms(med["floor"]),
+        ratio(med["gb"], med["js"]))
+
+
+# ---- 5. concurrent creates -------------------------------------------------------
+
+def concurrent_first_results(server, n):
+    barrier = threading.Barrier(n)
+    results, failures, kids = [], [], []
+
+    def one():
+        barrier.wait()
+        try:
+            took, kid = first_result(server)
+            results.append(took)
+            kids.append(kid)
+        except Exception as e:  # noqa: BLE001 - any failure counts
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for kid in kids:
+        server.delete_kernel(kid)
+    return results, failures
+
+
+def bench_concurrent(n):
+    log(f"{n} concurrent session creates")
+    gb = Glovebox(pool=n)
+    try:
+        gb.wait_pool(n)
+        g, gf = concurrent_first_results(gb, n)
+    finally:
+        gb.stop()
+    js = JupyterServer()
+    try:
+        j, jf = concurrent_first_results(js, n)
+    finally:
+        js.stop()
+    RAW["concurrent"] = {"gb": g, "gb_failures": gf, "js": j, "js_failures": jf}
+
+    def fmt(v, f):
+        return (f"{ms(statistics.median(v))} / {ms(pct(v, 95))}, {len(f)} failed"
+                if v else f"all {len(f)} failed")
+    row(f"{n} concurrent creates to first result (p50 / p95)", fmt(g, gf) + f" (pool of {n})",
+        fmt(j, jf), "", ratio(pct(g, 95), pct(j, 95)) if g and j else "–")
+
+
+# ---- 6. density -----------------------------------------------------------------
+
+def hold(server, n, parallel=4):
+    kids, lock, errors = [], threading.Lock(), []
+
+    def starter():
+        while True:
+            with lock:
+                if len(kids) + len(errors) >= n:
+                    return
+                kids.append(None)
+                slot = len(kids) - 1
+            try:
+                kids[slot] = server.start_kernel()
+            except Exception as e:  # noqa: BLE001
+                with lock:
+                    errors.append(repr(e))
+
+    threads = [threading.Thread(target=starter) for _ in range(parallel)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [k for k in kids if k], errors
+
+
+def memory_of(server):
+    pids = descendants(server.proc.pid)
+    return sum(pss_kb(p) for p in pids), server.rss_kb()
+
+
+def bench_density(n_gb, n_js):
+    log(f"density: {n_gb} sandboxed kernels")
+    out = {}
+    for key, server, n in (("gb", Glovebox(), n_gb), ("js", JupyterServer(), n_js)):
+        try:
+            rss0 = server.rss_kb()
+            t0 = time.perf_counter()
+            kids, errors = hold(server, n)
+            took = time.perf_counter() - t0
+            time.sleep(5)
+            total, rss = memory_of(server)
+            alive = 0
+            for kid in kids:  # every one still answers
+                ch = server.connect(kid)
+                out_ = ch.execute("1+1")
+                alive += any(m["msg_type"] == "execute_result" for m in out_)
+                ch.close()
+            rss_after = server.rss_kb()
+            out[key] = {"n": n, "started": len(kids), "errors": errors, "alive": alive,
+                        "seconds": took, "pss_kb": total, "server_rss_kb": rss,
+                        "server_rss_per_session_kb": (rss_after - rss0) / max(1, len(kids))}
+            log(f"  {server.name}: {alive}/{n} answer; {total / 1024:.0f} MiB PSS in all")
+        finally:
+            server.stop()
+    RAW["density"] = out
+    g, j = out["gb"], out["js"]
+    per_g, per_j = g["pss_kb"] / max(1, g["alive"]) / 1024, j["pss_kb"] / max(1, j["alive"]) / 1024
+    row("idle sessions held (all answering `1+1`)",
+        f"{g['alive']} of {g['n']} sandboxed", f"{j['alive']} of {j['n']} (unconfined)", "",
+        None, f"24 GiB / PSS per session ≈ {24 * 1024 / per_g:.0f} Glovebox sessions")
+    row("memory per idle session (PSS, kernel + sandbox + server share)", f"{per_g:.1f} MiB",
+        f"{per_j:.1f} MiB", "", ratio(per_g, per_j))
+    row("server RSS per session", f"{g['server_rss_per_session_kb']:.0f} KiB",
+        f"{j['server_rss_per_session_kb']:.0f} KiB", "",
+        ratio(g["server_rss_per_session_kb"], j["server_rss_per_session_kb"]))
+
+
+# ---- 7. gateway CPU per relayed message -----------------------------------------
+
+def print_messages(n):
+    return f"for i in range({n}):\n    print(i, flush=True)"
+
+
+def relay_cpu(server, n):
+    ch = server.connect(server.start_kernel())
+    try:
+        ch.execute(print_messages(100))
+        c0 = server.cpu_seconds()
+        out = ch.execute(print_messages(n))
+        c1 = server.cpu_seconds()
+    finally:
+        ch.close()
+    msgs = sum(1 for m in out if m["msg_type"] == "stream") + 4  # + input, reply, 2 statuses
+    return (c1 - c0) / msgs, msgs
+
+
+def callgrind_instructions(n):
+    """Total instructions of a gateway that relays one cell printing n
+    lines (started, cell run, stopped), under callgrind."""
+    out = os.path.join(BUILD, "bench", f"callgrind.{n}.out")
+    gb = Glovebox(runner=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
+    try:
+        ch = gb.connect(gb.start_kernel())
+        got = ch.execute(print_messages(n))
+        ch.close()
+    finally:
+        gb.stop()
+    with open(out) as f:
+        totals = re.search(r"^(?:totals|summary): (\d+)", f.read(), re.M)
+    return int(totals.group(1)), sum(1 for m in got if m["msg_type"] == "stream")
+
+
+def bench_cpu(n):
+    log(f"gateway CPU per relayed message ({n} messages)")
+    per = {}
+    for key, server in (("gb", Glovebox()), ("js", JupyterServer())):
+        try:
+            per[key], msgs = relay_cpu(server, n)
+        finally:
+            server.stop()
+    i1, m1 = callgrind_instructions(n // 10)
+    i2, m2 = callgrind_instructions(n)
+    per_msg = (i2 - i1) / (m2 - m1)
+    RAW["cpu"] = {"seconds_per_message": per, "callgrind": [[i1, m1], [i2, m2]]}
+    row("server CPU per relayed message", f"{per['gb'] * 1e6:.1f} µs",
+        f"{per['js'] * 1e6:.1f} µs", "", ratio(per["gb"], per["js"]),
+        f"callgrind: {per_msg:,.0f} instructions per message in the gateway")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="start,roundtrip,stdout,png,concurrent,density,cpu")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    q = args.quick
+    density = int(os.environ.get("BENCH_DENSITY", "60" if q else "300"))
+    os.makedirs(os.path.join(BUILD, "bench"), exist_ok=True)
+    started = time.time()
+    steps = [("start", lambda: bench_start(3 if q else 10)),
+             ("roundtrip", lambda: bench_roundtrip(100 if q else 500)),
+             ("stdout", lambda: bench_stdout(10 if q else 50, 1 if q else 3)),
+             ("png", lambda: bench_png(5 if q else 30)),
+             ("concurrent", lambda: bench_concurrent(10 if q else 50)),
+             ("density", lambda: bench_density(density, 10 if q else 20)),
+             ("cpu", lambda: bench_cpu(2000 if q else 20000))]
+    for name, fn in steps:
+        if name in only:
+            fn()
+    date = datetime.date.today().isoformat()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.processor())
+    lines = [f"Measured {date} on {os.cpu_count()} cores ({cpu}), "
+             f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
+             f"Debian ipykernel 6.17, Jupyter Server 1.23.3 (IOPub rate limits off); "
+             f"Glovebox kernels sandboxed{' (quick run)' if q else ''}; "
+             f"{time.time() - started:.0f} s in all.", "",
+             "| Measure | Glovebox | Jupyter Server | Floor | Glovebox / Jupyter Server | Note |",
+             "|---|---|---|---|---|---|"]
+    for measure, gb, js, floor, r, note in ROWS:
+        lines.append(f"| {measure} | {gb} | {js} | {floor} | {r or ''} | {note} |")
+    table = "\n".join(lines)
+    print("\n" + table)
+    with open(os.path.join(BUILD, "bench", "results.md"), "w") as f:
+        f.write(table + "\n")
+    with open(os.path.join(BUILD, "bench", "results.json"), "w") as f:
+        json.dump({"date": date, "rows": ROWS, "raw": RAW}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

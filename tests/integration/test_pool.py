@@ -1,0 +1,198 @@
+"""The warm pool: kernels started ahead, invisible until taken, each fresh
+and in its own sandbox, never handed to two clients, refilled behind every
+take; requests that ask for something else go around it."""
+import time
+
+from gbclient import outputs_of, start_gateway, stdout_of
+
+
+def status(gw):
+    code, body, _ = gw.request("GET", "/api/status")
+    assert code == 200, body
+    return body["pool"]
+
+
+def wait_pool(gw, ready, name="python3", timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        pool = status(gw)
+        if pool["kernelspecs"][name]["ready"] == ready:
+            return pool
+        time.sleep(0.1)
+    raise AssertionError(f"pool never had {ready} ready: {status(gw)}")
+
+
+def take(gw, **body):
+    t0 = time.monotonic()
+    code, model, headers = gw.request("POST", "/api/kernels", body or {})
+    assert code == 201, model
+    return model, time.monotonic() - t0
+
+
+def run(gw, kernel_id, code):
+    ch = gw.connect(kernel_id)
+    try:
+        reply, outputs = ch.execute(code)
+        return reply, outputs
+    finally:
+        ch.close()
+
+
+def test_pooled_kernels_are_fresh_isolated_and_refilled():
+    gw = start_gateway("--pool", "python3=2")
+    try:
+        pool = wait_pool(gw, 2)
+        assert pool["kernelspecs"]["python3"] == {"target": 2, "ready": 2, "starting": 0,
+                                                  "taken": 0, "failed": 0}
+        assert pool["paused"] is False and pool["memory_available_mb"] > 0
+        # Pooled kernels belong to nobody: not listed, not counted.
+        assert gw.request("GET", "/api/kernels")[1] == []
+        assert gw.request("GET", "/api/status")[1]["kernels"] == 0
+
+        a, took_a = take(gw)
+        b, took_b = take(gw)
+        assert a["id"] != b["id"] and a["execution_state"] == "idle"
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 2
+        # Ready at once: no kernel start in the request (which takes ~0.3 s).
+        assert max(took_a, took_b) < 0.25, (took_a, took_b)
+        assert sorted(k["id"] for k in gw.request("GET", "/api/kernels")[1]) == sorted(
+            [a["id"], b["id"]])
+
+        # Fresh: nothing ran in it before (the first cell is number 1, no
+        # user variables, no history).
+        reply, outputs = run(gw, a["id"], "import os\n"
+                             "print(sorted(k for k in globals() if not k.startswith('_')"
+                             " and k not in ('In', 'Out', 'get_ipython', 'exit', 'quit', 'os')))\n"
+                             "print(len(In))\n"
+                             "open('/home/user/mine', 'w').write('a'); x = 'a'")
+        assert reply["content"]["execution_count"] == 1
+        assert stdout_of(outputs) == "[]\n2\n"
+        # Isolated: b has its own variables and its own sandbox.
+        reply, outputs = run(gw, b["id"], "import os\n"
+                             "print('x' in globals(), os.path.exists('/home/user/mine'))")
+        assert stdout_of(outputs) == "False False\n"
+        reply, outputs = run(gw, a["id"], "print(x, open('/home/user/mine').read())")
+        assert stdout_of(outputs) == "a a\n"
+
+        # Refilled behind the takes, with kernels nobody has seen.
+        wait_pool(gw, 2)
+        c, _ = take(gw)
+        assert c["id"] not in (a["id"], b["id"])
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 3
+        # A deleted kernel does not come back to the pool.
+        assert gw.request("DELETE", f"/api/kernels/{a['id']}")[0] == 204
+        wait_pool(gw, 2)
+        ids = [take(gw)[0]["id"] for _ in range(2)]
+        assert a["id"] not in ids
+    finally:
+        gw.stop()
+
+
+def test_requests_with_their_own_limits_or_env_go_around_the_pool():
+    gw = start_gateway("--pool", "python3=1")
+    try:
+        wait_pool(gw, 1)
+        model, took = take(gw, name="python3", limits={"memory_mb": 512})
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 0
+        model, took = take(gw, env={"GLOVEBOX_TEST_VAR": "from the request"})
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 0
+        _, outputs = run(gw, model["id"], "import os; print(os.environ['GLOVEBOX_TEST_VAR'])")
+        assert stdout_of(outputs) == "from the request\n"
+        # The same limits as the defaults, spelled out, may use the pool.
+        take(gw, limits={"memory_mb": 1024})
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+    finally:
+        gw.stop()
+
+
+def test_pre_import_runs_before_the_kernel_is_handed_out():
+    gw = start_gateway("--pool", "python3=1", "--pool-preimport",
+                       "python3=import numpy, pandas, matplotlib.pyplot")
+    try:
+        wait_pool(gw, 1)
+        model, _ = take(gw)
+        reply, outputs = run(gw, model["id"], "import sys\n"
+                             "print(all(m in sys.modules for m in "
+                             "('numpy', 'pandas', 'matplotlib.pyplot')))")
+        assert stdout_of(outputs) == "True\n"
+        assert reply["content"]["execution_count"] == 1, "the pre-import left no count"
+    finally:
+        gw.stop()
+
+
+def test_a_failing_pre_import_is_counted_and_no_kernel_is_handed_out_half_warm():
+    gw = start_gateway("--pool", "python3=1", "--pool-preimport", "python3=import no_such_module")
+    try:
+        deadline = time.time() + 30
+        while status(gw)["kernelspecs"]["python3"]["failed"] == 0 and time.time() < deadline:
+            time.sleep(0.2)
+        assert status(gw)["kernelspecs"]["python3"]["failed"] >= 1
+        assert status(gw)["kernelspecs"]["python3"]["ready"] == 0
+        # A request still gets a kernel, started for it.
+        model, took = take(gw)
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 0
+    finally:
+        gw.stop()
+
+
+def test_pool_kernels_count_toward_max_kernels():
+    gw = start_gateway("--pool", "python3=2", "--max-kernels", "2")
+    try:
+        wait_pool(gw, 2)
+        code, body, _ = gw.request("POST", "/api/kernels", {"limits": {"memory_mb": 512}})
+        assert code == 403 and "limit" in body["message"]
+        model, _ = take(gw)
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+        # The pool may refill only up to the maximum: one slot is in use.
+        time.sleep(1.5)
+        pool = status(gw)["kernelspecs"]["python3"]
+        assert pool["ready"] + pool["starting"] == 1
+    finally:
+        gw.stop()
+
+
+def test_the_pool_pauses_when_memory_is_short():
+    gw = start_gateway("--pool", "python3=2", "--pool-min-available-mb", "100000000")
+    try:
+        time.sleep(1.5)
+        pool = status(gw)
+        assert pool["paused"] is True
+        assert pool["kernelspecs"]["python3"]["ready"] == 0
+        assert pool["kernelspecs"]["python3"]["starting"] == 0
+        assert "pool paused" in gw.read_log()
+    finally:
+        gw.stop()
+
+
+def test_bad_pool_flags_stop_the_start():
+    for args, message in [(["--pool", "nope=1"], "no kernelspec named 'nope'"),
+                          (["--pool", "python3"], "NAME=VALUE"),
+                          (["--pool", "python3=-1"], "whole number"),
+                          (["--pool-preimport", "python3=import os"], "has no --pool")]:
+        try:
+            gw = start_gateway(*args)
+        except RuntimeError as e:
+            assert message in str(e), (args, str(e))
+        else:
+            gw.stop()
+            raise AssertionError(f"{args} started")
+
+
+def test_an_e2b_sandbox_starts_from_the_pool():
+    gw = start_gateway("--pool", "python3=1")
+    try:
+        wait_pool(gw, 1)
+        code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 60}, token="",
+                                 headers={"X-API-KEY": gw.token})
+        assert code == 201, sb
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+        headers = {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
+                   "X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"}
+        code, body, _ = gw.request("POST", "/e2b/contexts", {}, token="", headers=headers)
+        assert code == 200, body
+        # With envVars the sandbox is made for the request.
+        code, sb2, _ = gw.request("POST", "/e2b/v2/sandboxes", {"envVars": {"A": "1"}},
+                                  token="", headers={"X-API-KEY": gw.token})
+        assert code == 201 and status(gw)["kernelspecs"]["python3"]["taken"] == 1
+    finally:
+        gw.stop()
