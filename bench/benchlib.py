@@ -150,7 +150,9 @@ class WsChannel:
         self.session = uuid.uuid4().hex
         url = (f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels"
                f"?session_id={self.session}&token={server.token}")
-        self.ws = websocket.create_connection(url, timeout=600)
+        # (websocket-client checks UTF-8 byte by byte in Python: off, or it
+        # measures itself.)
+        self.ws = websocket.create_connection(url, timeout=600, skip_utf8_validation=True)
 
     def send(self, msg_type, content, channel="shell"):
         msg_id = uuid.uuid4().hex

@@ -209,10 +209,16 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
         return 0;
 }
 
+/* A frame is copied out of its message (envelope and content, from where
+ * they lie) into this buffer and written in one piece: one frame per
+ * message, as every Jupyter client expects. Kept between writes up to
+ * SCRATCH_KEEP bytes so that its pages stay warm. */
+#define SCRATCH_KEEP (8 << 20)
+
 static int on_writeable(struct channel_conn *c)
 {
+        static struct buf scratch = {.max = (size_t)1 << 40};
         struct relay_msg *m;
-        uint8_t *payload;
         size_t len;
         bool binary;
         int rc;
@@ -227,11 +233,19 @@ static int on_writeable(struct channel_conn *c)
         m = session_next(c->session);
         if (!m)
                 return 0;
-        rc = relay_msg_frame(m, c->format, &payload, &len, &binary);
-        if (rc == 0 && lws_write(c->wsi, payload, len,
-                                 binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < (int)len)
-                rc = -1;
+        scratch.len = 0;
+        rc = relay_msg_frame(m, c->format, &len, &binary);
+        if (rc == 0)
+                rc = buf_reserve(&scratch, LWS_PRE + len);
+        if (rc == 0) {
+                relay_msg_frame_copy(m, c->format, (uint8_t *)scratch.data + LWS_PRE);
+                if (lws_write(c->wsi, (uint8_t *)scratch.data + LWS_PRE, len,
+                              binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < (int)len)
+                        rc = -1;
+        }
         relay_msg_unref(&m);
+        if (scratch.cap > SCRATCH_KEEP)
+                buf_free(&scratch);
         if (rc < 0)
                 return -1;
         if (c->session->outbox.count || c->session->outbox.dropped)

@@ -428,7 +428,7 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
 
         if (decode_from_kernel(k, JP_IOPUB, frames, nframes, &msg) < 0)
                 return;
-        m = relay_msg_new(&msg);
+        m = relay_msg_new(&msg, z);
         if (!m) {
                 klog_warn(k->id, "dropped an iopub message without msg_id/msg_type");
                 return;

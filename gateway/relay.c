@@ -4,6 +4,7 @@
 #include "protocol/ids.h"
 #include "protocol/wsjson.h"
 #include "protocol/wsv1.h"
+#include "gateway/zio.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
@@ -20,11 +21,12 @@ static void set_view(struct jp_bytes *view, uint8_t **at, const struct jp_bytes 
         *at += src->len;
 }
 
-struct relay_msg *relay_msg_new(const struct jp_msg *msg)
+struct relay_msg *relay_msg_new(const struct jp_msg *msg, struct zio *from)
 {
         struct relay_msg *m = calloc(1, sizeof(*m));
-        size_t size = msg->header.len + msg->parent_header.len + msg->metadata.len +
-                      msg->content.len;
+        size_t size =
+            msg->header.len + msg->parent_header.len + msg->metadata.len + msg->content.len;
+        size_t copied;
         uint8_t *at;
 
         if (!m)
@@ -33,7 +35,12 @@ struct relay_msg *relay_msg_new(const struct jp_msg *msg)
                 size += msg->buffers[i].len;
         if (jp_header_fields(msg->header, m->msg_id, m->msg_type) < 0)
                 goto fail;
-        m->data = malloc(size ? size : 1);
+        /* A large content (a stream of output, an image) stays in the ZMQ
+         * frame it came in: no copy, no fresh pages. */
+        m->kept = from && msg->content.len >= RELAY_KEEP_MIN &&
+                  zio_take(from, msg->content.ptr, &m->content_frame) == 0;
+        copied = size - (m->kept ? msg->content.len : 0);
+        m->data = malloc(copied ? copied : 1);
         if (!m->data)
                 goto fail;
         m->refs = 1;
@@ -43,14 +50,20 @@ struct relay_msg *relay_msg_new(const struct jp_msg *msg)
         set_view(&m->msg.header, &at, &msg->header);
         set_view(&m->msg.parent_header, &at, &msg->parent_header);
         set_view(&m->msg.metadata, &at, &msg->metadata);
-        set_view(&m->msg.content, &at, &msg->content);
+        if (m->kept)
+                m->msg.content = (struct jp_bytes){zmq_msg_data(&m->content_frame),
+                                                   zmq_msg_size(&m->content_frame)};
+        else
+                set_view(&m->msg.content, &at, &msg->content);
         for (size_t i = 0; i < msg->nbuffers; i++)
                 set_view(&m->msg.buffers[i], &at, &msg->buffers[i]);
         m->msg.nbuffers = msg->nbuffers;
         for (int f = 0; f < RELAY_FORMATS; f++)
-                buf_init(&m->frames[f], FRAME_MAX);
+                buf_init(&m->envelope[f], FRAME_MAX);
         return m;
 fail:
+        if (m->kept)
+                zmq_msg_close(&m->content_frame);
         free(m);
         return NULL;
 }
@@ -66,9 +79,9 @@ struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
 
         jp_uuid4(msg_id);
         jp_timestamp_now(date);
-        header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type",
-                           msg_type, "session", "glovebox", "username", "glovebox", "date", date,
-                           "version", "5.3");
+        header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type", msg_type,
+                           "session", "glovebox", "username", "glovebox", "date", date, "version",
+                           "5.3");
         if (header)
                 header_text = json_dumps(header, JSON_COMPACT);
         content_text = json_dumps(content, JSON_COMPACT);
@@ -79,10 +92,11 @@ struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
                 msg.channel = channel;
                 msg.header = (struct jp_bytes){(const uint8_t *)header_text, strlen(header_text)};
                 msg.parent_header =
-                        (struct jp_bytes){(const uint8_t *)parent_header, strlen(parent_header)};
+                    (struct jp_bytes){(const uint8_t *)parent_header, strlen(parent_header)};
                 msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
-                msg.content = (struct jp_bytes){(const uint8_t *)content_text, strlen(content_text)};
-                m = relay_msg_new(&msg);
+                msg.content =
+                    (struct jp_bytes){(const uint8_t *)content_text, strlen(content_text)};
+                m = relay_msg_new(&msg, NULL);
         }
         json_decref(header);
         free(header_text);
@@ -104,37 +118,54 @@ void relay_msg_unref(struct relay_msg **mp)
         if (!m || --m->refs > 0)
                 return;
         for (int f = 0; f < RELAY_FORMATS; f++)
-                buf_free(&m->frames[f]);
+                buf_free(&m->envelope[f]);
+        if (m->kept)
+                zmq_msg_close(&m->content_frame);
         free(m->data);
         free(m);
 }
 
-int relay_msg_frame(struct relay_msg *m, enum relay_format format, uint8_t **payload, size_t *len,
-                    bool *binary)
+int relay_msg_frame(struct relay_msg *m, enum relay_format format, size_t *len, bool *binary)
 {
-        struct buf *b = &m->frames[format];
-        char *pre;
+        struct buf *b = &m->envelope[format];
         int rc = 0;
 
-        if (b->len == 0) {
-                /* libwebsockets writes its frame header into these bytes. */
-                rc = buf_grow(b, LWS_PRE, &pre);
-                if (rc == 0 && format == RELAY_V1) {
-                        rc = jp_wsv1_encode(&m->msg, b);
+        if (!m->built[format]) {
+                /* Everything but the content: small, built once per format
+                 * and shared by every client of that format. */
+                if (format == RELAY_V1) {
+                        rc = jp_wsv1_encode_envelope(&m->msg, b, &m->content_at[format]);
                         m->binary[format] = true;
-                } else if (rc == 0) {
-                        rc = jp_wsjson_encode(&m->msg, m->msg_id, m->msg_type, b,
-                                              &m->binary[format]);
+                } else {
+                        rc = jp_wsjson_encode_envelope(&m->msg, m->msg_id, m->msg_type, b,
+                                                       &m->binary[format], &m->content_at[format]);
                 }
                 if (rc < 0) {
                         buf_free(b);
                         return rc;
                 }
+                m->built[format] = true;
         }
-        *payload = (uint8_t *)b->data + LWS_PRE;
-        *len = b->len - LWS_PRE;
+        *len = b->len + m->msg.content.len;
         *binary = m->binary[format];
         return 0;
+}
+
+void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, uint8_t *out)
+{
+        const struct buf *b = &m->envelope[format];
+        size_t at = m->content_at[format];
+        const struct jp_bytes pieces[3] = {
+            {(const uint8_t *)b->data, at},
+            m->msg.content,
+            {(const uint8_t *)b->data + at, b->len - at},
+        };
+
+        for (size_t i = 0; i < 3; i++) {
+                if (pieces[i].len)
+                        memcpy(out, pieces[i].ptr, pieces[i].len);
+                out += pieces[i].len;
+        }
 }
 
 void outbox_init(struct outbox *o, size_t max_bytes, size_t max_count)
@@ -177,9 +208,8 @@ int outbox_push(struct outbox *o, struct relay_msg *m)
                 struct relay_msg *old = ring_take(o);
 
                 if (o->dropped == 0 && !o->dropped_parent)
-                        o->dropped_parent =
-                                strndup((const char *)old->msg.parent_header.ptr,
-                                        old->msg.parent_header.len);
+                        o->dropped_parent = strndup((const char *)old->msg.parent_header.ptr,
+                                                    old->msg.parent_header.len);
                 o->dropped++;
                 relay_msg_unref(&old);
         }

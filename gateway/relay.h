@@ -1,10 +1,13 @@
 /* Messages on their way from a kernel to clients, and the per-client
  * queues that hold them.
  *
- * A relay_msg is one kernel message, copied once out of its ZMQ frames and
- * shared (reference-counted) by every queue it sits in. The WebSocket frame
- * for each wire format is built the first time a client needs it and then
- * reused for every other client of that format. */
+ * A relay_msg is one kernel message, shared (reference-counted) by every
+ * queue it sits in. Its small parts are copied out of the ZMQ frames once; a
+ * large content (64 KiB or more: streamed output, images) stays in the ZMQ
+ * frame it arrived in. For each wire format the envelope (the frame without
+ * the content) is built the first time a client needs it and shared by all
+ * clients of that format; a sender copies the frame out, the content
+ * straight from where it lies, into its write buffer. */
 #ifndef GLOVEBOX_RELAY_H
 #define GLOVEBOX_RELAY_H
 
@@ -12,26 +15,38 @@
 #include "protocol/message.h"
 
 #include <jansson.h>
+#include <zmq.h>
 
 #include <stdbool.h>
 #include <stdint.h>
 
 enum relay_format { RELAY_JSON = 0, RELAY_V1 = 1, RELAY_FORMATS };
 
+#define RELAY_KEEP_MIN (64 * 1024) /* a content this large is not copied */
+
+struct zio;
+
 struct relay_msg {
         unsigned refs;
-        struct jp_msg msg; /* views into data */
+        struct jp_msg msg; /* views into data (and content_frame) */
         char msg_id[JP_MSG_ID_SIZE];
         char msg_type[JP_MSG_TYPE_SIZE];
         size_t size;       /* bytes of the parts */
-        uint8_t *data;
-        struct buf frames[RELAY_FORMATS]; /* LWS_PRE bytes of headroom, then the frame */
+        uint8_t *data;     /* the parts, copied; a kept content excepted */
+        bool kept;
+        zmq_msg_t content_frame; /* the content as ZMQ received it, when kept */
+        /* per format: the frame without the content, and where it goes */
+        struct buf envelope[RELAY_FORMATS];
+        size_t content_at[RELAY_FORMATS];
         bool binary[RELAY_FORMATS];
+        bool built[RELAY_FORMATS];
 };
 
-/* Copies msg's parts (not its identities). NULL when out of memory or when
- * the header lacks msg_id/msg_type. The caller holds the one reference. */
-struct relay_msg *relay_msg_new(const struct jp_msg *msg);
+/* Copies msg's parts (not its identities), except that a large content is
+ * taken over from from (the zio whose function is running; NULL to copy
+ * everything). NULL when out of memory or when the header lacks
+ * msg_id/msg_type. The caller holds the one reference. */
+struct relay_msg *relay_msg_new(const struct jp_msg *msg, struct zio *from);
 /* Builds a message the gateway itself publishes (statuses, errors,
  * notices): a fresh header of msg_type, the given parent_header JSON
  * ("{}" when NULL) and content (borrowed). NULL when out of memory. */
@@ -39,10 +54,11 @@ struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
                                  const char *parent_header, json_t *content);
 struct relay_msg *relay_msg_ref(struct relay_msg *m);
 void relay_msg_unref(struct relay_msg **m);
-/* The WebSocket frame of m in format: *payload has LWS_PRE writable bytes
- * before it. 0 or -ENOMEM. */
-int relay_msg_frame(struct relay_msg *m, enum relay_format format, uint8_t **payload, size_t *len,
-                    bool *binary);
+/* The length of m's WebSocket frame in format, and whether it is binary.
+ * 0 or -ENOMEM. */
+int relay_msg_frame(struct relay_msg *m, enum relay_format format, size_t *len, bool *binary);
+/* Copies that frame (its length from relay_msg_frame) to out. */
+void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, uint8_t *out);
 
 /* A bounded FIFO of messages. Past either maximum the oldest are dropped
  * (and counted), but never the newest, so one large message still passes. */

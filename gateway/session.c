@@ -123,7 +123,7 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
                           rc == -EACCES ? "bad signature" : "malformed");
                 return;
         }
-        m = relay_msg_new(&msg);
+        m = relay_msg_new(&msg, z);
         if (!m) {
                 klog_warn(k->id, "dropped a %s message without msg_id/msg_type",
                           jp_channel_name(msg.channel));

@@ -15,7 +15,9 @@ struct zio {
         lws_sorted_usec_list_t pump; /* drains after a send; see zio_send */
         zio_fn fn;
         void *arg;
-        int receiving; /* guards against re-entry from fn */
+        int receiving;   /* guards against re-entry from fn */
+        zmq_msg_t *held; /* the frames fn is looking at (zio_take) */
+        int nheld;
 };
 
 static void *zmq_context;
@@ -86,8 +88,13 @@ static void drain(struct zio *z)
                         continue;
                 }
                 for (int i = 0; i < n; i++)
-                        frames[i] = (struct jp_bytes){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
+                        frames[i] =
+                            (struct jp_bytes){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
+                z->held = msgs;
+                z->nheld = n;
                 z->fn(z->arg, z, frames, (size_t)n);
+                z->held = NULL;
+                z->nheld = 0;
                 for (int i = 0; i < n; i++)
                         zmq_msg_close(&msgs[i]);
                 /* fn may have closed this socket. */
@@ -97,6 +104,18 @@ static void drain(struct zio *z)
         z->receiving = 0;
         if (!z->sock)
                 free(z);
+}
+
+int zio_take(struct zio *z, const void *data, zmq_msg_t *out)
+{
+        for (int i = 0; i < z->nheld; i++) {
+                if (zmq_msg_size(&z->held[i]) && zmq_msg_data(&z->held[i]) == data) {
+                        zmq_msg_init(out);
+                        /* The moved-from frame is empty; closing it is a no-op. */
+                        return zmq_msg_move(out, &z->held[i]) == 0 ? 0 : -errno;
+                }
+        }
+        return -ENOENT;
 }
 
 static void on_readable(void *arg)

@@ -24,6 +24,10 @@ int zio_open(int type, const char *endpoint, const char *identity, long long max
 /* Sends frames as one message without blocking; -EAGAIN when the queue is
  * full. */
 int zio_send(struct zio *z, const struct jp_bytes *frames, size_t nframes);
+/* During the socket's function: moves the received frame whose bytes start
+ * at data into out (initialised here; the caller closes it), so that it
+ * outlives the call without a copy. 0 or -ENOENT. */
+int zio_take(struct zio *z, const void *data, zmq_msg_t *out);
 /* Closes the socket (dropping anything unsent) and nulls *z. */
 void zio_close(struct zio **z);
 /* Ends the ZMQ context once every socket is closed. */

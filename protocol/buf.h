@@ -23,6 +23,9 @@ int buf_append_str(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal, quotes included. */
 int buf_append_json_string(struct buf *b, const char *s, size_t len);
+/* Makes room for extra more bytes without adding any (one allocation for
+ * what is about to be appended). 0, -E2BIG or -ENOMEM. */
+int buf_reserve(struct buf *b, size_t extra);
 /* Makes room for len more bytes and returns a pointer to them (len is added). */
 int buf_grow(struct buf *b, size_t len, char **out);
 void buf_reset(struct buf *b);

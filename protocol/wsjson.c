@@ -247,11 +247,15 @@ static int append_part(struct buf *out, const char *key, struct jp_bytes part)
         return buf_append(out, part.ptr, part.len);
 }
 
-int jp_wsjson_encode(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
-                     struct buf *out, bool *binary)
+/* The frame, with the content's bytes left out when content_at is given
+ * (their place is then *content_at bytes after the frame's start). */
+static int encode(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
+                  struct buf *out, bool *binary, size_t *content_at)
 {
         size_t start = out->len;
         size_t json_start;
+        /* Bytes of the frame that are not in out: offsets past them move. */
+        size_t skipped = content_at && msg->content.len ? msg->content.len : 0;
         uint32_t nbufs = (uint32_t)msg->nbuffers + 1;
         char *table = NULL;
         int rc = 0;
@@ -274,8 +278,14 @@ int jp_wsjson_encode(const struct jp_msg *msg, const char *msg_id, const char *m
                 rc = append_part(out, ",\"parent_header\":", msg->parent_header);
         if (rc == 0)
                 rc = append_part(out, ",\"metadata\":", msg->metadata);
-        if (rc == 0)
+        if (rc == 0 && skipped) {
+                rc = buf_append_str(out, ",\"content\":");
+                *content_at = out->len - start;
+        } else if (rc == 0) {
                 rc = append_part(out, ",\"content\":", msg->content);
+                if (content_at)
+                        *content_at = out->len - start;
+        }
         if (rc == 0)
                 rc = buf_printf(out, ",\"buffers\":[],\"channel\":\"%s\"}",
                                 jp_channel_name(msg->channel));
@@ -288,10 +298,23 @@ int jp_wsjson_encode(const struct jp_msg *msg, const char *msg_id, const char *m
         put_be32((uint8_t *)table, nbufs);
         put_be32((uint8_t *)table + 4, (uint32_t)(json_start - start));
         for (size_t i = 0; i < msg->nbuffers; i++) {
-                put_be32((uint8_t *)out->data + start + 4 * (i + 2), (uint32_t)(out->len - start));
+                put_be32((uint8_t *)out->data + start + 4 * (i + 2),
+                         (uint32_t)(out->len - start + skipped));
                 rc = buf_append(out, msg->buffers[i].ptr, msg->buffers[i].len);
                 if (rc < 0)
                         return rc;
         }
         return 0;
+}
+
+int jp_wsjson_encode(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
+                     struct buf *out, bool *binary)
+{
+        return encode(msg, msg_id, msg_type, out, binary, NULL);
+}
+
+int jp_wsjson_encode_envelope(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
+                              struct buf *out, bool *binary, size_t *content_at)
+{
+        return encode(msg, msg_id, msg_type, out, binary, content_at);
 }

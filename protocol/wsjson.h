@@ -30,6 +30,13 @@ int jp_wsjson_decode(const uint8_t *data, size_t len, bool binary, struct jp_msg
 int jp_wsjson_encode(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
                      struct buf *out, bool *binary);
 
+/* The same frame without the content's bytes, for a sender that writes
+ * them from where they are: the frame is the appended bytes up to
+ * *content_at (counted from where this call started appending), then
+ * msg->content, then the rest of the appended bytes. */
+int jp_wsjson_encode_envelope(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
+                              struct buf *out, bool *binary, size_t *content_at);
+
 /* True when data is well-formed UTF-8. */
 bool jp_utf8_valid(const uint8_t *data, size_t len);
 

@@ -60,7 +60,7 @@ int jp_wsv1_decode(const uint8_t *data, size_t len, struct jp_msg *msg)
         return 0;
 }
 
-int jp_wsv1_encode(const struct jp_msg *msg, struct buf *out)
+static int encode(const struct jp_msg *msg, struct buf *out, size_t *content_at)
 {
         const struct jp_bytes *json_parts[4] = {&msg->header, &msg->parent_header, &msg->metadata,
                                                 &msg->content};
@@ -84,7 +84,20 @@ int jp_wsv1_encode(const struct jp_msg *msg, struct buf *out)
 
                 at += part->len;
                 put_le64((uint8_t *)out->data + start + 8 * (i + 3), at);
-                rc = buf_append(out, part->ptr, part->len);
+                if (i == 3 && content_at)
+                        *content_at = out->len - start;
+                else
+                        rc = buf_append(out, part->ptr, part->len);
         }
         return rc;
+}
+
+int jp_wsv1_encode(const struct jp_msg *msg, struct buf *out)
+{
+        return encode(msg, out, NULL);
+}
+
+int jp_wsv1_encode_envelope(const struct jp_msg *msg, struct buf *out, size_t *content_at)
+{
+        return encode(msg, out, content_at);
 }

@@ -20,5 +20,8 @@ int jp_wsv1_decode(const uint8_t *data, size_t len, struct jp_msg *msg);
 
 /* Appends the frame for msg to out; 0 or a negative errno from the buffer. */
 int jp_wsv1_encode(const struct jp_msg *msg, struct buf *out);
+/* The frame without the content's bytes (see jp_wsjson_encode_envelope):
+ * they belong *content_at bytes after where this call started appending. */
+int jp_wsv1_encode_envelope(const struct jp_msg *msg, struct buf *out, size_t *content_at);
 
 #endif

@@ -375,6 +375,29 @@ static void test_malformed_binary(void)
         expect_bad_binary(frame, len, "binary frame on iopub");
 }
 
+/* The envelope with the content put back in its place is the whole frame. */
+static void check_envelope(const struct jp_msg *in, const struct buf *whole, size_t prefix,
+                           const char *name)
+{
+        struct buf env, joined;
+        size_t at = 0;
+        bool binary = false;
+
+        buf_init(&env, 1 << 20);
+        buf_init(&joined, 1 << 20);
+        buf_append(&env, "PRE", 3);
+        is_int(jp_wsjson_encode_envelope(in, "id-1", "kind", &env, &binary, &at), 0,
+               "%s: envelope encodes", name);
+        is_int(binary, in->nbuffers > 0, "%s: envelope binary as the frame", name);
+        buf_append(&joined, env.data + 3, at);
+        buf_append(&joined, in->content.ptr, in->content.len);
+        buf_append(&joined, env.data + 3 + at, env.len - 3 - at);
+        is_mem(joined.data, joined.len, whole->data + prefix, whole->len - prefix,
+               "%s: envelope + content = the frame", name);
+        buf_free(&env);
+        buf_free(&joined);
+}
+
 static void check_round_trip(const struct jp_msg *in, const char *name)
 {
         struct buf out;
@@ -389,6 +412,7 @@ static void check_round_trip(const struct jp_msg *in, const char *name)
         is_int(jp_wsjson_encode(in, "id-1", "kind", &out, &binary), 0, "%s: encodes", name);
         is_int(binary, in->nbuffers > 0, "%s: binary exactly when there are buffers", name);
         is_mem(out.data, prefix, "HEADROM", prefix, "%s: the prefix is kept", name);
+        check_envelope(in, &out, prefix, name);
         is_int(jp_wsjson_decode((const uint8_t *)out.data + prefix, out.len - prefix, binary, &back,
                                 err, sizeof(err)),
                0, "%s: decodes again (%s)", name, err);

@@ -62,6 +62,23 @@ static void round_trip(enum jp_channel channel, size_t nbufs)
         is_int(jp_wsv1_encode(&in, &frame), 0, "%s, %zu buffers: encodes", name, nbufs);
         f = (const uint8_t *)frame.data + prefix;
         flen = frame.len - prefix;
+        {
+                /* The envelope with the content put back is the whole frame. */
+                struct buf env, joined;
+                size_t at = 0;
+
+                buf_init(&env, 1 << 20);
+                buf_init(&joined, 1 << 20);
+                is_int(jp_wsv1_encode_envelope(&in, &env, &at), 0,
+                       "%s, %zu buffers: envelope encodes", name, nbufs);
+                buf_append(&joined, env.data, at);
+                buf_append(&joined, in.content.ptr, in.content.len);
+                buf_append(&joined, env.data + at, env.len - at);
+                is_mem(joined.data, joined.len, f, flen,
+                       "%s, %zu buffers: envelope + content = the frame", name, nbufs);
+                buf_free(&env);
+                buf_free(&joined);
+        }
         is_uint(get_le64(f), count, "%s, %zu buffers: offset_number = 6 + #buffers", name, nbufs);
         is_uint(get_le64(f + 8), 8 * (count + 1), "%s, %zu buffers: offset_0 = 8 * (1 + n)", name,
                 nbufs);

@@ -1,0 +1,109 @@
+"""The relay: large outputs reach every client, in both wire formats, byte
+for byte (their content is not copied on the way, see gateway/relay.h), and
+a client that stops reading costs bounded memory, not the gateway's."""
+import hashlib
+import threading
+import time
+
+from gbclient import V1, outputs_of, start_gateway
+
+PAYLOADS = """
+import base64, hashlib, os
+from IPython.display import display
+blob = base64.b64encode(os.urandom(768 * 1024)).decode()   # ~1 MiB: kept, not copied
+text = ''.join(f'{i:07d}\\n' for i in range(40000))      # 320 KB of stdout
+print(text, end='', flush=True)
+display({'image/png': blob, 'text/plain': 'small'}, raw=True)
+print(hashlib.sha256(blob.encode()).hexdigest(), hashlib.sha256(text.encode()).hexdigest())
+"""
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def iopub_of(ch, msg_id):
+    """The iopub messages of another client's request, up to its idle."""
+    outputs = []
+    while True:
+        m = ch.recv(timeout=120)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        outputs.append(m)
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            return outputs
+
+
+def test_large_outputs_reach_every_client_in_both_formats(gateway, kernel):
+    json_ch = gateway.connect(kernel)
+    v1_ch = gateway.connect(kernel, subprotocol=V1)
+    try:
+        reply, outputs = json_ch.execute(PAYLOADS, timeout=120)
+        assert reply["content"]["status"] == "ok"
+        # The other client saw the same iopub messages.
+        seen_by_v1 = iopub_of(v1_ch, reply["parent_header"]["msg_id"])
+        for outs in (outputs, seen_by_v1):
+            streams = [m["content"]["text"] for m in outputs_of(outs, "stream")]
+            digests = streams[-1].split()
+            text = "".join(streams[:-1])
+            assert hashlib.sha256(text.encode()).hexdigest() == digests[1]
+            shown = outputs_of(outs, "display_data")[0]["content"]["data"]
+            assert shown["text/plain"] == "small"
+            assert hashlib.sha256(shown["image/png"].encode()).hexdigest() == digests[0]
+        assert [m["msg_type"] for m in outputs] == [m["msg_type"] for m in seen_by_v1]
+    finally:
+        json_ch.close()
+        v1_ch.close()
+
+
+def test_a_client_that_stops_reading_costs_bounded_memory():
+    # A session holds --replay-bytes of backlog plus one largest message.
+    gw = start_gateway("--replay-bytes", str(8 << 20), "--max-message-bytes", str(4 << 20),
+                       "--session-linger", "60")
+    try:
+        kernel = gw.start_kernel()
+        stalled = gw.connect(kernel)
+        reader = gw.connect(kernel)
+        reader.execute("chunk = 'y' * (1 << 20)")
+        base = rss_kb(gw.proc.pid)
+        peak = [base]
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            # 128 MiB of output (at a pace the reader keeps up with) while
+            # the other client reads nothing at all.
+            reply, outputs = reader.execute(
+                "import sys, time\nfor _ in range(128):\n"
+                "    sys.stdout.write(chunk); sys.stdout.flush(); time.sleep(0.02)",
+                timeout=300)
+        finally:
+            done.set()
+            watcher.join()
+        assert reply["content"]["status"] == "ok"
+        got = sum(len(m["content"]["text"]) for m in outputs_of(outputs, "stream"))
+        assert got == 128 << 20, "the reading client got everything"
+        # The stalled client's share is its backlog (8 + 4 MiB) and the
+        # frame being written, not the 128 MiB it did not read.
+        assert peak[0] - base < 40 * 1024, f"RSS grew by {(peak[0] - base) // 1024} MiB"
+        # It learns what it missed once it reads again.
+        deadline, notice = time.time() + 60, None
+        while time.time() < deadline and notice is None:
+            m = stalled.recv(timeout=60)
+            if m["msg_type"] == "stream" and "were dropped" in m["content"]["text"]:
+                notice = m["content"]["text"]
+        assert notice, "the stalled client was told that outputs were dropped"
+        stalled.close()
+        reader.close()
+    finally:
+        gw.stop()
