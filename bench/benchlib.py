@@ -227,6 +227,49 @@ class DirectKernel:
         self.km.shutdown_kernel(now=True)
 
 
+def bare_first_result():
+    """The floor of a cold start: ipykernel started as a plain process
+    (connection file, Popen), asked for kernel_info until it answers, then
+    `1+1` run. Seconds from the start to the result."""
+    from jupyter_client.blocking import BlockingKernelClient
+    from jupyter_client.connect import write_connection_file
+
+    t0 = time.perf_counter()
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="bench-kernel-")
+    os.close(fd)
+    write_connection_file(path, ip="127.0.0.1")
+    proc = subprocess.Popen(["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    kc = BlockingKernelClient(connection_file=path)
+    kc.load_connection_file()
+    kc.start_channels()
+    try:
+        # Up when a kernel_info is answered and iopub carries a message too
+        # (a SUB socket subscribes asynchronously: until then, the kernel's
+        # outputs are lost) - what any client, Glovebox too, must wait for.
+        replied = published = False
+        while not (replied and published):
+            kc.kernel_info()
+            try:
+                kc.get_shell_msg(timeout=0.005)
+                replied = True
+                kc.get_iopub_msg(timeout=0.005)
+                published = True
+            except Exception:  # noqa: BLE001 - queue.Empty: not yet
+                continue
+        msg_id = kc.execute("1+1", store_history=False)
+        while True:
+            m = kc.get_iopub_msg(timeout=60)
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "execute_result":
+                break
+        return time.perf_counter() - t0
+    finally:
+        kc.stop_channels()
+        proc.kill()
+        proc.wait()
+        os.unlink(path)
+
+
 def pss_kb(pid):
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from benchlib import (BUILD, DirectKernel, Glovebox, JupyterServer,  # noqa: E402
-                      descendants, pss_kb)
+                      bare_first_result, descendants, pss_kb)
 
 ROWS = []
 RAW = {}
@@ -75,11 +75,7 @@ def bench_start(n):
                 took, kid = first_result(server)
                 cold[key].append(took)
                 server.delete_kernel(kid)
-            t0 = time.perf_counter()
-            direct = DirectKernel()
-            direct.execute("1+1")
-            cold["bare"].append(time.perf_counter() - t0)
-            direct.close()
+            cold["bare"].append(bare_first_result())
     finally:
         gb.stop()
         js.stop()

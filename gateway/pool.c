@@ -8,8 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define POOL_TICK_MS       1000.0
+#define POOL_TICK_MS 1000.0
+/* Refills wait this long after the last take, so that a burst of creates is
+ * served before new kernels compete with it for the CPU. */
+#define POOL_REFILL_DELAY_MS 300.0
+/* A pooled kernel's first cell costs more than the next ones: it runs one
+ * (silently: no count, no history) before it is handed out. */
+#define POOL_WARMUP_CODE   "pass"
 #define POOL_PARALLEL      4 /* kernels of one kernelspec starting at once */
 #define POOL_MAX_PREIMPORT 65536
 
@@ -19,6 +26,8 @@ struct pool_entry {
         char **env;      /* the kernelspec's own environment, as a request without env gets */
         char *preimport; /* code run before a kernel is handed out, or NULL */
         unsigned long long taken, failed;
+        double backoff;  /* seconds to wait after a failed start, doubling */
+        double retry_at; /* no new start before this (monotonic seconds) */
 };
 
 /* One pooled kernel on its way: started, then warmed. */
@@ -37,6 +46,16 @@ static long long available_mb = -1;
 static bool stopped; /* the gateway is shutting down */
 
 static void schedule(double ms);
+
+#define POOL_MAX_BACKOFF 60.0
+
+static double now_seconds(void)
+{
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
 
 static long long memory_available_mb(void)
 {
@@ -59,18 +78,25 @@ static void on_kernel(struct kernel_waiter *w, struct kernel *k, int status, con
         struct pool_start *ps = lws_container_of(w, struct pool_start, w);
         struct pool_entry *e = ps->e;
 
-        if (status == 0 && !ps->warming && e->preimport) {
+        if (status == 0 && !ps->warming) {
                 ps->warming = true;
-                if (kernel_warm_up(k, e->preimport, &ps->w) == 0)
+                if (kernel_warm_up(k, e->preimport ? e->preimport : POOL_WARMUP_CODE, &ps->w) == 0)
                         return;
                 status = 500;
                 message = "cannot send the pre-import";
         }
         if (status == 0 && k->pooled) {
                 k->warm = true;
+                e->backoff = 0;
                 klog_info(k->id, "warm in the pool (%s)", e->spec->name);
         } else if (status != 0 && !stopped) {
+                /* A kernelspec that cannot start must not be retried in a
+                 * tight loop. */
                 e->failed++;
+                e->backoff = e->backoff ? e->backoff * 2 : 1;
+                if (e->backoff > POOL_MAX_BACKOFF)
+                        e->backoff = POOL_MAX_BACKOFF;
+                e->retry_at = now_seconds() + e->backoff;
                 log_warn("pool %s: a kernel did not get ready: %s", e->spec->name,
                          message ? message : "?");
                 if (k->pooled && k->phase != KERNEL_STOPPING)
@@ -83,6 +109,8 @@ static void fill(struct pool_entry *e)
 {
         size_t warm, pooled = kernels_pooled(e->spec, &warm);
 
+        if (now_seconds() < e->retry_at)
+                return;
         while ((long long)pooled < e->target && pooled - warm < POOL_PARALLEL &&
                kernels_count() < (size_t)cfg->max_kernels) {
                 struct pool_start *ps = calloc(1, sizeof(*ps));
@@ -272,8 +300,9 @@ struct kernel *pool_take(const struct jp_kernelspec *spec)
 
         if (k) {
                 e->taken++;
-                /* Refill right away, not at the next tick. */
-                schedule(0);
+                /* Refill soon, not at the next tick (each take pushes it
+                 * back: see POOL_REFILL_DELAY_MS). */
+                schedule(POOL_REFILL_DELAY_MS);
         }
         return k;
 }

@@ -23,49 +23,56 @@ static void set_view(struct jp_bytes *view, uint8_t **at, const struct jp_bytes 
 
 struct relay_msg *relay_msg_new(const struct jp_msg *msg, struct zio *from)
 {
-        struct relay_msg *m = calloc(1, sizeof(*m));
         size_t size =
             msg->header.len + msg->parent_header.len + msg->metadata.len + msg->content.len;
+        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
+        struct relay_msg *m;
+        zmq_msg_t frame;
         size_t copied;
+        bool kept;
         uint8_t *at;
 
-        if (!m)
-                return NULL;
         for (size_t i = 0; i < msg->nbuffers; i++)
                 size += msg->buffers[i].len;
-        if (jp_header_fields(msg->header, m->msg_id, m->msg_type) < 0)
-                goto fail;
+        if (jp_header_fields(msg->header, msg_id, msg_type) < 0)
+                return NULL;
         /* A large content (a stream of output, an image) stays in the ZMQ
          * frame it came in: no copy, no fresh pages. */
-        m->kept = from && msg->content.len >= RELAY_KEEP_MIN &&
-                  zio_take(from, msg->content.ptr, &m->content_frame) == 0;
-        copied = size - (m->kept ? msg->content.len : 0);
-        m->data = malloc(copied ? copied : 1);
-        if (!m->data)
-                goto fail;
+        kept = from && msg->content.len >= RELAY_KEEP_MIN &&
+               zio_take(from, msg->content.ptr, &frame) == 0;
+        copied = size - (kept ? msg->content.len : 0);
+        /* One allocation: the message and the copies of its parts. */
+        m = calloc(1, sizeof(*m) + copied);
+        if (!m) {
+                if (kept)
+                        zmq_msg_close(&frame);
+                return NULL;
+        }
+        memcpy(m->msg_id, msg_id, sizeof(msg_id));
+        memcpy(m->msg_type, msg_type, sizeof(msg_type));
         m->refs = 1;
         m->size = size;
         m->msg.channel = msg->channel;
+        m->data = (uint8_t *)(m + 1);
         at = m->data;
         set_view(&m->msg.header, &at, &msg->header);
         set_view(&m->msg.parent_header, &at, &msg->parent_header);
         set_view(&m->msg.metadata, &at, &msg->metadata);
-        if (m->kept)
+        m->kept = kept;
+        if (kept) {
+                zmq_msg_init(&m->content_frame);
+                zmq_msg_move(&m->content_frame, &frame);
                 m->msg.content = (struct jp_bytes){zmq_msg_data(&m->content_frame),
                                                    zmq_msg_size(&m->content_frame)};
-        else
+        } else {
                 set_view(&m->msg.content, &at, &msg->content);
+        }
         for (size_t i = 0; i < msg->nbuffers; i++)
                 set_view(&m->msg.buffers[i], &at, &msg->buffers[i]);
         m->msg.nbuffers = msg->nbuffers;
         for (int f = 0; f < RELAY_FORMATS; f++)
                 buf_init(&m->envelope[f], FRAME_MAX);
         return m;
-fail:
-        if (m->kept)
-                zmq_msg_close(&m->content_frame);
-        free(m);
-        return NULL;
 }
 
 struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
@@ -121,7 +128,6 @@ void relay_msg_unref(struct relay_msg **mp)
                 buf_free(&m->envelope[f]);
         if (m->kept)
                 zmq_msg_close(&m->content_frame);
-        free(m->data);
         free(m);
 }
 
@@ -132,7 +138,11 @@ int relay_msg_frame(struct relay_msg *m, enum relay_format format, size_t *len, 
 
         if (!m->built[format]) {
                 /* Everything but the content: small, built once per format
-                 * and shared by every client of that format. */
+                 * (in one allocation) and shared by every client of that
+                 * format. */
+                rc = buf_reserve(b, m->size - m->msg.content.len + 512 + 8 * (m->msg.nbuffers + 8));
+                if (rc < 0)
+                        return rc;
                 if (format == RELAY_V1) {
                         rc = jp_wsv1_encode_envelope(&m->msg, b, &m->content_at[format]);
                         m->binary[format] = true;

@@ -32,7 +32,7 @@ struct relay_msg {
         char msg_id[JP_MSG_ID_SIZE];
         char msg_type[JP_MSG_TYPE_SIZE];
         size_t size;       /* bytes of the parts */
-        uint8_t *data;     /* the parts, copied; a kept content excepted */
+        uint8_t *data;     /* the parts, copied (a kept content excepted), after the struct */
         bool kept;
         zmq_msg_t content_frame; /* the content as ZMQ received it, when kept */
         /* per format: the frame without the content, and where it goes */

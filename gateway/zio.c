@@ -20,14 +20,21 @@ struct zio {
         int nheld;
 };
 
+#define ZIO_MAX_SOCKETS 65536
+
 static void *zmq_context;
 
 static void *context(void)
 {
         if (!zmq_context) {
                 zmq_context = zmq_ctx_new();
-                if (zmq_context)
+                if (zmq_context) {
                         zmq_ctx_set(zmq_context, ZMQ_BLOCKY, 0);
+                        /* Three sockets per kernel and three per client
+                         * session: ZMQ's default of 1023 stops at ~150
+                         * kernels. The descriptor limit is the real bound. */
+                        zmq_ctx_set(zmq_context, ZMQ_MAX_SOCKETS, ZIO_MAX_SOCKETS);
+                }
         }
         return zmq_context;
 }

@@ -1,6 +1,11 @@
 """The warm pool: kernels started ahead, invisible until taken, each fresh
 and in its own sandbox, never handed to two clients, refilled behind every
 take; requests that ask for something else go around it."""
+import json
+import os
+import pathlib
+import shutil
+import tempfile
 import time
 
 from gbclient import outputs_of, start_gateway, stdout_of
@@ -196,3 +201,24 @@ def test_an_e2b_sandbox_starts_from_the_pool():
         assert code == 201 and status(gw)["kernelspecs"]["python3"]["taken"] == 1
     finally:
         gw.stop()
+
+
+def test_a_kernelspec_names_its_own_pre_import():
+    # (A directory the sandbox's user may enter: pytest's tmp_path is not.)
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-spec-"))
+    os.chmod(tmp_path, 0o755)
+    spec = json.load(open("/usr/share/jupyter/kernels/python3/kernel.json"))
+    spec["display_name"] = "Python 3 (pre-imported)"
+    spec["metadata"] = {"glovebox": {"preimport": "import json, decimal"}}
+    (tmp_path / "warm").mkdir()
+    (tmp_path / "warm" / "kernel.json").write_text(json.dumps(spec))
+    gw = start_gateway("--kernelspec-path", str(tmp_path), "--pool", "warm=1")
+    try:
+        wait_pool(gw, 1, name="warm")
+        model, _ = take(gw, name="warm")
+        assert status(gw)["kernelspecs"]["warm"]["taken"] == 1
+        _, outputs = run(gw, model["id"], "import sys; print('decimal' in sys.modules)")
+        assert stdout_of(outputs) == "True\n"
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp_path)

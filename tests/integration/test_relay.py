@@ -107,3 +107,17 @@ def test_a_client_that_stops_reading_costs_bounded_memory():
         reader.close()
     finally:
         gw.stop()
+
+
+def test_hundreds_of_client_sessions(gateway, kernel):
+    # Each session has three ZMQ sockets of its own and lingers after its
+    # connection closes: 400 of them are past ZMQ's default of 1023 sockets.
+    for _ in range(400):
+        gateway.connect(kernel).close()
+    ch = gateway.connect(kernel)
+    try:
+        reply, outputs = ch.execute("print('still here')")
+        assert reply["content"]["status"] == "ok"
+        assert [m["content"]["text"] for m in outputs_of(outputs, "stream")] == ["still here\n"]
+    finally:
+        ch.close()
