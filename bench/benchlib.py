@@ -192,38 +192,59 @@ class WsChannel:
 
 
 class DirectKernel:
-    """The floor: an ipykernel on the host, talked to over ZMQ with
-    jupyter_client (no gateway in between)."""
+    """The floor: an ipykernel on the host, talked to over ZMQ directly with
+    pyzmq and jupyter_client's Session (signing, JSON), in one synchronous
+    loop like the WebSocket client's: no gateway, no client threads."""
 
     name = "direct ZMQ"
 
     def __init__(self):
+        import zmq
         from jupyter_client.manager import KernelManager
         os.environ["PATH"] = ENV["PATH"]
+        self.zmq = zmq
         self.km = KernelManager(kernel_name="python3")
         self.km.start_kernel()
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        self.session = self.km.session
+        self.shell = self.km.connect_shell()
+        self.iopub = self.km.connect_iopub()
+        self.poller = zmq.Poller()
+        self.poller.register(self.shell, zmq.POLLIN)
+        self.poller.register(self.iopub, zmq.POLLIN)
+        # Ready when kernel_info is answered and iopub carries a message.
+        replied = published = False
+        deadline = time.time() + 60
+        while not (replied and published):
+            if time.time() > deadline:
+                raise RuntimeError("the direct kernel did not answer")
+            self.session.send(self.shell, "kernel_info_request", {})
+            for sock, _ in self.poller.poll(50):
+                self.session.recv(sock, mode=0)
+                replied |= sock is self.shell
+                published |= sock is self.iopub
 
     def execute(self, code):
-        msg_id = self.kc.execute(code, store_history=False)
+        sent = self.session.send(self.shell, "execute_request", {
+            "code": code, "silent": False, "store_history": False, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": True})
+        msg_id = sent["header"]["msg_id"]
         outputs, reply, idle = [], False, False
-        while not idle:
-            m = self.kc.get_iopub_msg(timeout=600)
-            if m["parent_header"].get("msg_id") != msg_id:
-                continue
-            if m["msg_type"] == "status":
-                idle = m["content"]["execution_state"] == "idle"
-            else:
-                outputs.append(m)
-        while not reply:
-            m = self.kc.get_shell_msg(timeout=600)
-            reply = m["parent_header"].get("msg_id") == msg_id
+        while not (reply and idle):
+            for sock, _ in self.poller.poll(600_000):
+                _, m = self.session.recv(sock, mode=0)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if sock is self.shell:
+                    reply = True
+                elif m["msg_type"] == "status":
+                    idle = m["content"]["execution_state"] == "idle"
+                else:
+                    outputs.append(m)
         return outputs
 
     def close(self):
-        self.kc.stop_channels()
+        self.shell.close(0)
+        self.iopub.close(0)
         self.km.shutdown_kernel(now=True)
 
 

@@ -78,7 +78,8 @@ static double monotonic(void)
 
 void kernel_touch(struct kernel *k)
 {
-        jp_timestamp_now(k->last_activity);
+        /* Every message touches: formatted only when a model is asked for. */
+        clock_gettime(CLOCK_REALTIME, &k->last_activity);
         k->active_at = monotonic();
 }
 
@@ -913,9 +914,13 @@ void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
 
 json_t *kernel_model(const struct kernel *k)
 {
-        json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", k->id, "name", k->spec->name,
-                                  "last_activity", k->last_activity, "execution_state",
-                                  k->execution_state, "connections", k->connections);
+        char last_activity[JP_TIMESTAMP_SIZE];
+        json_t *model;
+
+        jp_timestamp_format(&k->last_activity, last_activity);
+        model = json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", k->id, "name", k->spec->name,
+                          "last_activity", last_activity, "execution_state", k->execution_state,
+                          "connections", k->connections);
 
         /* Why the kernel last died, until a restart is asked for: after an
          * automatic restart it explains the lost state. */

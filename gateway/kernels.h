@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <libwebsockets.h>
 #include <stdbool.h>
+#include <time.h>
 
 enum kernel_phase {
         KERNEL_STARTING,   /* asked the kernel-host to start it */
@@ -47,7 +48,7 @@ struct kernel {
         const struct jp_kernelspec *spec;
         enum kernel_phase phase;
         char execution_state[16]; /* as clients see it: starting, idle, busy, ... */
-        char last_activity[JP_TIMESTAMP_SIZE];
+        struct timespec last_activity;
         char reason[HOSTMSG_ERROR_SIZE];     /* why the current start failed or it died */
         char last_death[HOSTMSG_ERROR_SIZE]; /* shown as "reason" in the model */
         bool oom;                            /* the last exit was an out-of-memory kill */

@@ -42,12 +42,13 @@ struct relay_msg *relay_msg_new(const struct jp_msg *msg, struct zio *from)
                zio_take(from, msg->content.ptr, &frame) == 0;
         copied = size - (kept ? msg->content.len : 0);
         /* One allocation: the message and the copies of its parts. */
-        m = calloc(1, sizeof(*m) + copied);
+        m = malloc(sizeof(*m) + copied);
         if (!m) {
                 if (kept)
                         zmq_msg_close(&frame);
                 return NULL;
         }
+        memset(m, 0, sizeof(*m)); /* (not the copies that follow it) */
         memcpy(m->msg_id, msg_id, sizeof(msg_id));
         memcpy(m->msg_type, msg_type, sizeof(msg_type));
         m->refs = 1;

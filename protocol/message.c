@@ -3,6 +3,7 @@
 #include "protocol/message.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,13 @@ static const char *const channel_names[JP_CHANNEL_COUNT] = {"shell", "control", 
 
 void jp_msg_init(struct jp_msg *msg)
 {
-        memset(msg, 0, sizeof(*msg));
+        /* The arrays (1.3 KB) are read only up to their counts, and every
+         * relayed message is initialised at least once: not cleared. */
+        msg->channel = JP_SHELL;
+        msg->header = msg->parent_header = msg->metadata = msg->content = (struct jp_bytes){0};
+        msg->nbuffers = 0;
+        msg->nidentities = 0;
+        msg->owned = NULL;
 }
 
 void jp_msg_release(struct jp_msg *msg)
@@ -54,8 +61,9 @@ static int copy_string_field(json_t *obj, const char *key, char *out, size_t siz
         return 0;
 }
 
-int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
-                     char msg_type[JP_MSG_TYPE_SIZE])
+/* The general way: jansson parses the whole header. */
+static int header_fields_parsed(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
+                                char msg_type[JP_MSG_TYPE_SIZE])
 {
         json_t *root;
         int rc = -EBADMSG;
@@ -71,4 +79,156 @@ int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
 out:
         json_decref(root);
         return rc;
+}
+
+/* ---- the fast way, for the headers every message carries ----------------
+ * A scan of the top-level object that finds the two fields without building
+ * anything. It handles the headers kernels and clients send (plain strings,
+ * any values elsewhere); anything it is not sure about (an escape in a key
+ * or in one of the two values, an odd structure) is left to jansson, so the
+ * answer is always jansson's. */
+
+#define SCAN_UNSURE 1
+
+static bool is_ws(char c);
+
+static const char *skip_ws(const char *p, const char *end)
+{
+        while (p < end && is_ws(*p))
+                p++;
+        return p;
+}
+
+/* A string without escapes at p: its bytes in [*str, *str + *len); returns
+ * what follows the closing quote, or NULL. */
+static const char *plain_string(const char *p, const char *end, const char **str, size_t *len)
+{
+        const char *q;
+
+        if (p >= end || *p != '"')
+                return NULL;
+        for (q = p + 1; q < end && *q != '"'; q++) {
+                if (*q == '\\' || (unsigned char)*q < 0x20)
+                        return NULL;
+        }
+        if (q >= end)
+                return NULL;
+        *str = p + 1;
+        *len = (size_t)(q - p - 1);
+        return q + 1;
+}
+
+static bool is_ws(char c)
+{
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Skips the value at p (any JSON, strings with escapes, nesting): returns
+ * what follows it, or NULL when it runs off the end. */
+static const char *skip_value(const char *p, const char *end)
+{
+        int depth = 0;
+
+        while (p < end) {
+                char c = *p;
+
+                if (c == '"') {
+                        for (p++; p < end && *p != '"'; p++) {
+                                if (*p == '\\')
+                                        p++;
+                        }
+                        if (p >= end)
+                                return NULL;
+                        p++;
+                } else if (c == '{' || c == '[') {
+                        depth++;
+                        p++;
+                } else if (c == '}' || c == ']') {
+                        if (depth == 0)
+                                return p; /* closes the enclosing object */
+                        depth--;
+                        p++;
+                } else if (depth == 0 && (c == ',' || is_ws(c))) {
+                        return p; /* the end of a number or literal */
+                } else {
+                        p++;
+                }
+                if (depth == 0 && (c == '"' || c == '}' || c == ']'))
+                        return p; /* a string, object or array ended */
+        }
+        return NULL;
+}
+
+static int header_fields_scanned(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
+                                 char msg_type[JP_MSG_TYPE_SIZE])
+{
+        const char *p = (const char *)header.ptr, *end = p + header.len;
+        bool have_id = false, have_type = false;
+
+        p = skip_ws(p, end);
+        if (p >= end || *p != '{')
+                return SCAN_UNSURE;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '}')
+                p = NULL; /* empty: no fields */
+        while (p) {
+                const char *key, *value;
+                size_t klen, vlen;
+                char *out = NULL;
+                size_t size = 0;
+
+                p = plain_string(p, end, &key, &klen);
+                if (!p)
+                        return SCAN_UNSURE;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':')
+                        return SCAN_UNSURE;
+                p = skip_ws(p + 1, end);
+                if (klen == 6 && memcmp(key, "msg_id", 6) == 0) {
+                        out = msg_id;
+                        size = JP_MSG_ID_SIZE;
+                        have_id = false;
+                } else if (klen == 8 && memcmp(key, "msg_type", 8) == 0) {
+                        out = msg_type;
+                        size = JP_MSG_TYPE_SIZE;
+                        have_type = false;
+                }
+                if (out && p < end && *p == '"') {
+                        p = plain_string(p, end, &value, &vlen);
+                        if (!p)
+                                return SCAN_UNSURE;
+                        if (vlen < size) {
+                                memcpy(out, value, vlen);
+                                out[vlen] = '\0';
+                                have_id |= out == msg_id;
+                                have_type |= out == msg_type;
+                        }
+                } else {
+                        p = skip_value(p, end);
+                        if (!p)
+                                return SCAN_UNSURE;
+                }
+                p = skip_ws(p, end);
+                if (p < end && *p == ',') {
+                        p = skip_ws(p + 1, end);
+                        continue;
+                }
+                if (p >= end || *p != '}')
+                        return SCAN_UNSURE;
+                p = skip_ws(p + 1, end);
+                if (p != end)
+                        return SCAN_UNSURE; /* something after the object */
+                break;
+        }
+        return have_id && have_type ? 0 : SCAN_UNSURE;
+}
+
+int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
+                     char msg_type[JP_MSG_TYPE_SIZE])
+{
+        msg_id[0] = '\0';
+        msg_type[0] = '\0';
+        if (header_fields_scanned(header, msg_id, msg_type) == 0)
+                return 0;
+        return header_fields_parsed(header, msg_id, msg_type);
 }

@@ -44,7 +44,8 @@ struct jp_msg {
         void *owned; /* storage some decoders allocate; see jp_msg_release */
 };
 
-/* Resets every field; views point nowhere. */
+/* Resets the message: no parts, no buffers, no identities (the arrays
+ * themselves are not cleared; only their first n entries count). */
 void jp_msg_init(struct jp_msg *msg);
 /* Frees msg->owned (the views into it become invalid) and re-initialises. */
 void jp_msg_release(struct jp_msg *msg);

@@ -99,6 +99,46 @@ static void test_header_fields(void)
         BAD("{\"msg_id\":\"x\",\"msg_type\":\"y\"", "truncated object");
 #undef BAD
 
+        /* The scan that reads headers without parsing them must find the
+         * top-level fields only, whatever surrounds them. */
+        {
+                static const struct {
+                        const char *json, *id, *type, *name;
+                } cases[] = {
+                        {"{\"x\":{\"msg_id\":\"inner\",\"msg_type\":\"in\"},\"msg_id\":\"outer\","
+                         "\"msg_type\":\"out\"}",
+                         "outer", "out", "fields of a nested object are not the header's"},
+                        {"{\"a\":[\"}\",\"{\",\"\\\"\"],\"msg_type\":\"t\",\"msg_id\":\"i\"}", "i", "t",
+                         "brackets and quotes inside strings"},
+                        {" {\n\t\"msg_id\" : \"i\" ,\r\n \"n\": -1.5e3, \"b\": true, \"z\": null,"
+                         "\"msg_type\":\"t\" } \n",
+                         "i", "t", "whitespace, numbers and literals"},
+                        {"{\"msg_id\":\"first\",\"msg_type\":\"t\",\"msg_id\":\"last\"}", "last", "t",
+                         "a repeated key: the last one, as jansson"},
+                        {"{\"m\\u0073g_id\":\"escaped-key\",\"msg_type\":\"t\"}", "escaped-key", "t",
+                         "an escaped key"},
+                        {"{\"msg_id\":\"i\",\"msg_type\":\"t\",\"parent\":{\"msg_id\":\"p\","
+                         "\"deep\":[{\"msg_type\":\"q\"}]}}",
+                         "i", "t", "a header with nesting after the fields"},
+                };
+
+                for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                        int rc = header_fields(cases[i].json, strlen(cases[i].json), id, type);
+
+                        is_int(rc, 0, "%s: read", cases[i].name);
+                        ok(rc == 0 && strcmp(id, cases[i].id) == 0 &&
+                               strcmp(type, cases[i].type) == 0,
+                           "%s: %s / %s", cases[i].name, id, type);
+                }
+                static const char trailing[] = "{\"msg_id\":\"i\",\"msg_type\":\"t\"} trailing";
+                static const char nested[] = "{\"x\":{\"msg_id\":\"i\",\"msg_type\":\"t\"}}";
+
+                is_int(header_fields(trailing, strlen(trailing), id, type), -EBADMSG,
+                       "text after the object");
+                is_int(header_fields(nested, strlen(nested), id, type), -EBADMSG,
+                       "fields only in a nested object are not there");
+        }
+
         /* Size limits: a value must fit with its terminator. */
         {
                 char longid[JP_MSG_ID_SIZE + 1], longtype[JP_MSG_TYPE_SIZE + 1], json[1024];
