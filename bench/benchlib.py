@@ -19,6 +19,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("GLOVEBOX_BUILD", os.path.join(ROOT, "build"))
 # Kernels run with Debian's Python whatever "python3" is first on PATH.
 ENV = dict(os.environ, PATH="/usr/bin:/bin:/usr/sbin:/sbin")
+# The floor's kernels get a fresh home, as sandboxed ones do (IPython reads
+# its profile and history database from there at start).
+KERNEL_HOME = tempfile.mkdtemp(prefix="bench-home-")
+KERNEL_ENV = dict(ENV, HOME=KERNEL_HOME)
 
 
 def free_port():
@@ -204,7 +208,7 @@ class DirectKernel:
         os.environ["PATH"] = ENV["PATH"]
         self.zmq = zmq
         self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel()
+        self.km.start_kernel(env=KERNEL_ENV)
         self.session = self.km.session
         self.shell = self.km.connect_shell()
         self.iopub = self.km.connect_iopub()
@@ -250,42 +254,52 @@ class DirectKernel:
 
 def bare_first_result():
     """The floor of a cold start: ipykernel started as a plain process
-    (connection file, Popen), asked for kernel_info until it answers, then
-    `1+1` run. Seconds from the start to the result."""
-    from jupyter_client.blocking import BlockingKernelClient
+    (connection file, Popen), asked for kernel_info until it answers (and
+    iopub carries a message), then `1+1` run, with pyzmq and Session in one
+    synchronous loop. Seconds from the start to the result."""
+    import zmq
     from jupyter_client.connect import write_connection_file
+    from jupyter_client.session import Session
 
     t0 = time.perf_counter()
     fd, path = tempfile.mkstemp(suffix=".json", prefix="bench-kernel-")
     os.close(fd)
-    write_connection_file(path, ip="127.0.0.1")
+    info = write_connection_file(path, ip="127.0.0.1", key=uuid.uuid4().hex.encode())[1]
     proc = subprocess.Popen(["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", path],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    kc = BlockingKernelClient(connection_file=path)
-    kc.load_connection_file()
-    kc.start_channels()
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=KERNEL_ENV)
+    ctx = zmq.Context.instance()
+    session = Session(key=info["key"].encode() if isinstance(info["key"], str) else info["key"])
+    shell = ctx.socket(zmq.DEALER)
+    shell.connect(f"tcp://127.0.0.1:{info['shell_port']}")
+    iopub = ctx.socket(zmq.SUB)
+    iopub.setsockopt(zmq.SUBSCRIBE, b"")
+    iopub.connect(f"tcp://127.0.0.1:{info['iopub_port']}")
+    poller = zmq.Poller()
+    poller.register(shell, zmq.POLLIN)
+    poller.register(iopub, zmq.POLLIN)
     try:
-        # Up when a kernel_info is answered and iopub carries a message too
-        # (a SUB socket subscribes asynchronously: until then, the kernel's
-        # outputs are lost) - what any client, Glovebox too, must wait for.
         replied = published = False
         while not (replied and published):
-            kc.kernel_info()
-            try:
-                kc.get_shell_msg(timeout=0.005)
-                replied = True
-                kc.get_iopub_msg(timeout=0.005)
-                published = True
-            except Exception:  # noqa: BLE001 - queue.Empty: not yet
-                continue
-        msg_id = kc.execute("1+1", store_history=False)
+            session.send(shell, "kernel_info_request", {})
+            for sock, _ in poller.poll(20):
+                session.recv(sock, mode=0)
+                replied |= sock is shell
+                published |= sock is iopub
+        msg_id = session.send(shell, "execute_request", {
+            "code": "1+1", "silent": False, "store_history": False, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": True})["header"]["msg_id"]
         while True:
-            m = kc.get_iopub_msg(timeout=60)
-            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "execute_result":
-                break
-        return time.perf_counter() - t0
+            events = poller.poll(60_000)
+            if not events:
+                raise RuntimeError("the bare kernel did not answer 1+1")
+            for sock, _ in events:
+                _, m = session.recv(sock, mode=0)
+                if (sock is iopub and m["msg_type"] == "execute_result"
+                        and m["parent_header"].get("msg_id") == msg_id):
+                    return time.perf_counter() - t0
     finally:
-        kc.stop_channels()
+        shell.close(0)
+        iopub.close(0)
         proc.kill()
         proc.wait()
         os.unlink(path)

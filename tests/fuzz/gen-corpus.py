@@ -290,7 +290,19 @@ def multipart_seeds():
     write("fuzz-multipart", "round-trip-none", multipart_round_trip_input(0, 0, []))
 
 
+def header_seeds():
+    """fuzz-header: a header's bytes, as kernels and clients send them, and
+    the shapes the fast scan must get right or leave to jansson."""
+    write("fuzz-header", "full", compact(HEADER))
+    write("fuzz-header", "nested",
+          b'{"x":{"msg_id":"in","msg_type":"a"},"msg_id":"i","msg_type":"t"}')
+    write("fuzz-header", "escaped", b'{"m\\u0073g_id":"e","msg_type":"t","a":[1,"}",{"b":null}]}')
+    write("fuzz-header", "spaces", b' { "msg_id" : "i" , "n" : -1.5e3 , "msg_type" : "t" } ')
+    write("fuzz-header", "truncated", b'{"msg_id":"i","msg_type":"t"')
+
+
 def main():
+    header_seeds()
     wire_seeds()
     wsjson_seeds()
     wsv1_seeds()
