@@ -44,6 +44,46 @@ def wait_http(url, timeout=60):
     raise RuntimeError(f"{url} did not answer")
 
 
+def execute_content(code):
+    return {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": True}
+
+
+def collect(recv, msg_id):
+    """Reads (channel, message) pairs from recv() until msg_id's reply and
+    its idle status are in; returns its other iopub messages."""
+    outputs, reply, idle = [], False, False
+    while not (reply and idle):
+        channel, m = recv()
+        if not m or m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if channel == "shell":
+            reply = True
+            if m["content"].get("status") != "ok":
+                raise RuntimeError(f"execution failed: {m['content']}")
+        elif m["msg_type"] == "status":
+            idle = m["content"]["execution_state"] == "idle"
+        else:
+            outputs.append(m)
+    return outputs
+
+
+def wait_ready(session, shell, iopub, poller, timeout=60):
+    """Asks a kernel for kernel_info until it answers and iopub carries a
+    message too (a SUB socket subscribes asynchronously: until then the
+    kernel's outputs are lost), what any client, Glovebox too, waits for."""
+    replied = published = False
+    deadline = time.time() + timeout
+    while not (replied and published):
+        if time.time() > deadline:
+            raise RuntimeError("the kernel did not answer kernel_info")
+        session.send(shell, "kernel_info_request", {})
+        for sock, _ in poller.poll(20):
+            session.recv(sock, mode=0)
+            replied |= sock is shell
+            published |= sock is iopub
+
+
 class Server:
     """A Jupyter kernel API server: Glovebox or Jupyter Server."""
 
@@ -168,28 +208,15 @@ class WsChannel:
         return msg_id
 
     def execute(self, code):
-        """Runs code; returns the iopub messages of it (status excluded),
-        once both the reply and the idle status have arrived."""
-        msg_id = self.send("execute_request", {
-            "code": code, "silent": False, "store_history": False, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": True})
-        outputs, reply, idle = [], False, False
-        while not (reply and idle):
-            opcode, data = self.ws.recv_data()
-            if opcode != websocket.ABNF.OPCODE_TEXT:
-                continue
-            m = json.loads(data)
-            if m.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            if m["channel"] == "shell":
-                reply = True
-                if m["content"].get("status") != "ok":
-                    raise RuntimeError(f"{code!r} failed: {m['content']}")
-            elif m["msg_type"] == "status":
-                idle = m["content"]["execution_state"] == "idle"
-            else:
-                outputs.append(m)
-        return outputs
+        """Runs code; returns its iopub messages (statuses left out)."""
+        return collect(self.recv, self.send("execute_request", execute_content(code)))
+
+    def recv(self):
+        opcode, data = self.ws.recv_data()
+        if opcode != websocket.ABNF.OPCODE_TEXT:
+            return None, None
+        m = json.loads(data)
+        return m["channel"], m
 
     def close(self):
         self.ws.close()
@@ -215,36 +242,16 @@ class DirectKernel:
         self.poller = zmq.Poller()
         self.poller.register(self.shell, zmq.POLLIN)
         self.poller.register(self.iopub, zmq.POLLIN)
-        # Ready when kernel_info is answered and iopub carries a message.
-        replied = published = False
-        deadline = time.time() + 60
-        while not (replied and published):
-            if time.time() > deadline:
-                raise RuntimeError("the direct kernel did not answer")
-            self.session.send(self.shell, "kernel_info_request", {})
-            for sock, _ in self.poller.poll(50):
-                self.session.recv(sock, mode=0)
-                replied |= sock is self.shell
-                published |= sock is self.iopub
+        wait_ready(self.session, self.shell, self.iopub, self.poller)
 
     def execute(self, code):
-        sent = self.session.send(self.shell, "execute_request", {
-            "code": code, "silent": False, "store_history": False, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": True})
-        msg_id = sent["header"]["msg_id"]
-        outputs, reply, idle = [], False, False
-        while not (reply and idle):
-            for sock, _ in self.poller.poll(600_000):
-                _, m = self.session.recv(sock, mode=0)
-                if m["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if sock is self.shell:
-                    reply = True
-                elif m["msg_type"] == "status":
-                    idle = m["content"]["execution_state"] == "idle"
-                else:
-                    outputs.append(m)
-        return outputs
+        sent = self.session.send(self.shell, "execute_request", execute_content(code))
+        return collect(self.recv, sent["header"]["msg_id"])
+
+    def recv(self):
+        (sock, _), *_ = self.poller.poll(600_000)
+        _, m = self.session.recv(sock, mode=0)
+        return ("shell" if sock is self.shell else "iopub"), m
 
     def close(self):
         self.shell.close(0)
@@ -278,16 +285,8 @@ def bare_first_result():
     poller.register(shell, zmq.POLLIN)
     poller.register(iopub, zmq.POLLIN)
     try:
-        replied = published = False
-        while not (replied and published):
-            session.send(shell, "kernel_info_request", {})
-            for sock, _ in poller.poll(20):
-                session.recv(sock, mode=0)
-                replied |= sock is shell
-                published |= sock is iopub
-        msg_id = session.send(shell, "execute_request", {
-            "code": "1+1", "silent": False, "store_history": False, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": True})["header"]["msg_id"]
+        wait_ready(session, shell, iopub, poller)
+        msg_id = session.send(shell, "execute_request", execute_content("1+1"))["header"]["msg_id"]
         while True:
             events = poller.poll(60_000)
             if not events:

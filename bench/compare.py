@@ -102,53 +102,6 @@ def bench_start(n):
 
 # ---- 2. round trip ---------------------------------------------------------------
 
-def bench_roundtrip(n):
-    log("execute round trip")
-    gb, js = Glovebox(), JupyterServer()
-    direct = DirectKernel()
-    chans = []
-    try:
-        targets = {}
-        for key, server in (("gb", gb), ("js", js)):
-            ch = server.connect(server.start_kernel())
-            chans.append(ch)
-            targets[key] = ch
-        targets["floor"] = direct
-        times = {k: [] for k in targets}
-        for t in targets.values():
-            for _ in range(20):
-                t.execute("pass")
-        for _ in range(n // 50):
-            for key, t in targets.items():
-                for _ in range(50):
-                    t0 = time.perf_counter()
-                    t.execute("pass")
-                    times[key].append(time.perf_counter() - t0)
-    finally:
-        for ch in chans:
-            ch.close()
-        direct.close()
-        gb.stop()
-        js.stop()
-    RAW["roundtrip"] = times
-    p = {k: (statistics.median(v), pct(v, 99)) for k, v in times.items()}
-    row("execute round trip, `pass` (p50 / p99)", f"{ms(p['gb'][0])} / {ms(p['gb'][1])}",
-        f"{ms(p['js'][0])} / {ms(p['js'][1])}", f"{ms(p['floor'][0])} / {ms(p['floor'][1])}",
-        ratio(p["gb"][0], p["js"][0]),
-        f"Glovebox − floor = {(p['gb'][0] - p['floor'][0]) * 1000:+.2f} ms")
-
-
-# ---- 3. stdout throughput, 4. a 1 MB PNG ----------------------------------------
-
-STDOUT_CODE = ("import sys\nline = 'x' * 1023 + '\\n'\n"
-               "for _ in range({n}):\n    sys.stdout.write(line)\nsys.stdout.flush()")
-PNG_SETUP = ("import io, numpy as np, matplotlib\nmatplotlib.use('agg')\n"
-             "import matplotlib.image as mpimg\nfrom IPython.display import Image, display\n"
-             "buf = io.BytesIO()\n"
-             "mpimg.imsave(buf, np.random.default_rng(0).integers(0, 255, (600, 580, 3), "
-             "dtype=np.uint8), format='png')\npng = buf.getvalue()\nprint(len(png))")
-
-
 def with_kernels(fn):
     gb, js = Glovebox(), JupyterServer()
     direct = DirectKernel()
@@ -167,6 +120,43 @@ def with_kernels(fn):
         direct.close()
         gb.stop()
         js.stop()
+
+
+
+def bench_roundtrip(n):
+    log("execute round trip")
+
+    def run(targets):
+        times = {k: [] for k in targets}
+        for t in targets.values():
+            for _ in range(20):
+                t.execute("pass")
+        for _ in range(n // 50):  # interleaved blocks: all see the same machine
+            for key, t in targets.items():
+                for _ in range(50):
+                    t0 = time.perf_counter()
+                    t.execute("pass")
+                    times[key].append(time.perf_counter() - t0)
+        return times
+
+    times = with_kernels(run)
+    RAW["roundtrip"] = times
+    p = {k: (statistics.median(v), pct(v, 99)) for k, v in times.items()}
+    row("execute round trip, `pass` (p50 / p99)", f"{ms(p['gb'][0])} / {ms(p['gb'][1])}",
+        f"{ms(p['js'][0])} / {ms(p['js'][1])}", f"{ms(p['floor'][0])} / {ms(p['floor'][1])}",
+        ratio(p["gb"][0], p["js"][0]),
+        f"Glovebox − floor = {(p['gb'][0] - p['floor'][0]) * 1000:+.2f} ms")
+
+
+# ---- 3. stdout throughput, 4. a 1 MB PNG ----------------------------------------
+
+STDOUT_CODE = ("import sys\nline = 'x' * 1023 + '\\n'\n"
+               "for _ in range({n}):\n    sys.stdout.write(line)\nsys.stdout.flush()")
+PNG_SETUP = ("import io, numpy as np, matplotlib\nmatplotlib.use('agg')\n"
+             "import matplotlib.image as mpimg\nfrom IPython.display import Image, display\n"
+             "buf = io.BytesIO()\n"
+             "mpimg.imsave(buf, np.random.default_rng(0).integers(0, 255, (600, 580, 3), "
+             "dtype=np.uint8), format='png')\npng = buf.getvalue()\nprint(len(png))")
 
 
 def bench_stdout(mb, reps):

@@ -9,6 +9,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
 from gbclient import start_gateway  # noqa: E402
+from benchlib import descendants, pss_kb  # noqa: E402
 
 
 def timed_start(gw):
@@ -17,31 +18,6 @@ def timed_start(gw):
     elapsed = time.perf_counter() - t
     gw.request("DELETE", f"/api/kernels/{kid}")
     return elapsed
-
-
-def pss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def descendants(pid):
-    out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
-    children = {}
-    for line in out.splitlines():
-        p, pp = map(int, line.split())
-        children.setdefault(pp, []).append(p)
-    todo, seen = [pid], []
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        todo.extend(children.get(p, []))
-    return seen
 
 
 def main():

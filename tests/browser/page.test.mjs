@@ -4,29 +4,15 @@
 // reconnects without losing output.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { chromium } from 'playwright-core'
+import { build, freePort, startGlovebox } from '../glovebox.mjs'
 
-const build = process.env.GLOVEBOX_BUILD ?? path.resolve(import.meta.dirname, '../../build')
 const shots = path.join(build, 'browser')
-const token = randomBytes(16).toString('hex')
 const T = 60000
-let gateway, gatewayLog = '', proxy, gatewayUrl, pageUrl, browser, context, page
-
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-    srv.on('error', reject)
-  })
-}
+let gateway, token, proxy, gatewayUrl, pageUrl, browser, context, page
 
 // Forwards 127.0.0.1:port to the gateway; cut() drops every connection.
 async function startProxy (target) {
@@ -104,18 +90,11 @@ async function api (method, route, body) {
 
 before(async () => {
   mkdirSync(shots, { recursive: true })
-  const port = await freePort()
-  gatewayUrl = `http://127.0.0.1:${port}/`
   // Debug logging: the token must not show up even there.
-  gateway = spawn(path.join(build, 'glovebox'),
-    ['--listen', `127.0.0.1:${port}`, '--token', token, '--log-level', 'debug'],
-    { stdio: ['ignore', 'pipe', 'pipe'] })
-  gateway.stderr.on('data', (d) => { gatewayLog += d })
-  await new Promise((resolve, reject) => {
-    gateway.stdout.on('data', (d) => { if (String(d).includes('serving at')) resolve() })
-    gateway.on('exit', (code) => reject(new Error(`glovebox exited with ${code}`)))
-  })
-  proxy = await startProxy(port)
+  gateway = await startGlovebox(['--log-level', 'debug'])
+  token = gateway.token
+  gatewayUrl = gateway.url
+  proxy = await startProxy(gateway.port)
   pageUrl = `http://127.0.0.1:${proxy.port}/`
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -128,10 +107,7 @@ before(async () => {
 after(async () => {
   await browser?.close()
   await proxy?.close()
-  if (gateway) {
-    gateway.kill('SIGTERM')
-    await new Promise((resolve) => gateway.on('exit', resolve))
-  }
+  await gateway?.stop()
 })
 
 test('the page is served with a CSP, takes the token out of the URL, starts a kernel', { timeout: T }, async () => {
@@ -433,6 +409,6 @@ test('light and dark, wide and phone-width: screenshots', { timeout: 2 * T }, as
 })
 
 test('the token never appears in the gateway\'s log', { timeout: T }, async () => {
-  assert.ok(gatewayLog.length > 1000, 'the debug log was written')
-  assert.ok(!gatewayLog.includes(token))
+  assert.ok(gateway.log().length > 1000, 'the debug log was written')
+  assert.ok(!gateway.log().includes(token))
 })

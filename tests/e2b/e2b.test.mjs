@@ -3,45 +3,23 @@
 // SDK at Glovebox.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import net from 'node:net'
-import path from 'node:path'
+import { startGlovebox } from '../glovebox.mjs'
 
-const build = process.env.GLOVEBOX_BUILD ?? path.resolve(import.meta.dirname, '../../build')
-const token = randomBytes(16).toString('hex')
 let gateway
 let Sandbox, CommandExitError, SandboxError, NotFoundError
 
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-    srv.on('error', reject)
-  })
-}
-
 before(async () => {
-  const port = await freePort()
-  gateway = spawn(path.join(build, 'glovebox'),
-    ['--listen', `127.0.0.1:${port}`, '--token', token], { stdio: ['ignore', 'pipe', 'inherit'] })
-  await new Promise((resolve, reject) => {
-    gateway.stdout.on('data', (d) => { if (String(d).includes('serving at')) resolve() })
-    gateway.on('exit', (code) => reject(new Error(`glovebox exited with ${code}`)))
-  })
+  gateway = await startGlovebox()
   // The three variables, and nothing else, make an E2B agent a Glovebox one.
-  process.env.E2B_API_URL = `http://127.0.0.1:${port}/e2b`
-  process.env.E2B_SANDBOX_URL = `http://127.0.0.1:${port}/e2b`
-  process.env.E2B_API_KEY = token
+  process.env.E2B_API_URL = `${gateway.url}e2b`
+  process.env.E2B_SANDBOX_URL = `${gateway.url}e2b`
+  process.env.E2B_API_KEY = gateway.token
   ;({ Sandbox, CommandExitError, SandboxError, NotFoundError } = await import('@e2b/code-interpreter'))
 })
 
 after(async () => {
-  gateway.kill('SIGTERM')
-  await new Promise((resolve) => gateway.on('exit', resolve))
+  await gateway?.stop()
 })
 
 test('code, plots, DataFrames, errors, state, files, commands, contexts', async () => {

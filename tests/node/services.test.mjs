@@ -11,11 +11,11 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import WebSocket from 'ws';
+import { freePort } from '../glovebox.mjs';
 import {
   KernelManager,
   SessionManager,
@@ -36,18 +36,6 @@ let baseUrl = null;
 let gbExit = null; // how glovebox exited
 
 // ---------------------------------------------------------------- helpers
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function sleep(ms) {
   return new Promise(r => setTimeout(r, ms));

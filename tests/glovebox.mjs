@@ -1,0 +1,48 @@
+// What the Node suites (tests/node, tests/e2b, tests/browser) share: a free
+// loopback port, and a real glovebox from the build tree started on one.
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import net from 'node:net'
+import path from 'node:path'
+
+export const build = process.env.GLOVEBOX_BUILD ?? path.resolve(import.meta.dirname, '../build')
+
+export function freePort () {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.unref()
+    srv.on('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+// Starts glovebox with a random token on a free port and resolves once it
+// prints its URL. log() is what it wrote to stderr so far; stop() ends it.
+export async function startGlovebox (args = []) {
+  const port = await freePort()
+  const token = randomBytes(16).toString('hex')
+  const proc = spawn(path.join(build, 'glovebox'),
+    ['--listen', `127.0.0.1:${port}`, '--token', token, ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] })
+  let log = ''
+  proc.stderr.on('data', (d) => { log += d; process.stderr.write(d) })
+  await new Promise((resolve, reject) => {
+    proc.stdout.on('data', (d) => { if (String(d).includes('serving at')) resolve() })
+    proc.on('exit', (code) => reject(new Error(`glovebox exited with ${code}: ${log}`)))
+  })
+  return {
+    proc,
+    port,
+    token,
+    url: `http://127.0.0.1:${port}/`,
+    log: () => log,
+    stop: () => new Promise((resolve) => {
+      if (proc.exitCode !== null) return resolve()
+      proc.on('exit', resolve)
+      proc.kill('SIGTERM')
+    })
+  }
+}
