@@ -35,8 +35,9 @@ struct multipart {
  * multipart/form-data with a valid boundary. */
 int multipart_init(struct multipart *m, const char *content_type,
                    const struct multipart_handler *handler, void *arg);
-/* Parses len bytes; 0, -EBADMSG for a malformed body, or a handler's
- * negative return. */
+/* Parses len bytes; 0, -EBADMSG for a malformed body, -ENAMETOOLONG for a
+ * part whose name or filename does not fit (256 bytes, PATH_MAX), or a
+ * handler's negative return. */
 int multipart_feed(struct multipart *m, const uint8_t *in, size_t len);
 
 #endif

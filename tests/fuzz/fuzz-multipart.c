@@ -126,8 +126,8 @@ static void parse(const char *ct, const uint8_t *body, size_t len, const size_t 
                 o->rc = multipart_feed(&m, body + at, end - at);
                 at = end;
         }
-        if (o->rc != 0 && o->rc != -EBADMSG && o->rc != -ECANCELED)
-                fail("an error that is neither -EBADMSG nor a handler's");
+        if (o->rc != 0 && o->rc != -EBADMSG && o->rc != -ENAMETOOLONG && o->rc != -ECANCELED)
+                fail("an error that is neither -EBADMSG, -ENAMETOOLONG nor a handler's");
         o->done = m.done;
         if (o->done && (o->rc != 0 || o->in_part || o->begins != o->ends))
                 fail("done with a part still open or after an error");
