@@ -232,6 +232,20 @@ static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size
         return 0;
 }
 
+void api_drop_nulls(json_t *v)
+{
+        const char *key;
+        json_t *value;
+        void *tmp;
+
+        json_object_foreach_safe(v, tmp, key, value) {
+                if (json_is_null(value))
+                        json_object_del(v, key);
+                else
+                        api_drop_nulls(value);
+        }
+}
+
 json_t *api_parse_body(struct http_request *r)
 {
         json_error_t jerr;
@@ -247,6 +261,7 @@ json_t *api_parse_body(struct http_request *r)
                 json_decref(body);
                 body = NULL;
         }
+        api_drop_nulls(body);
         return body;
 }
 

@@ -13,7 +13,13 @@ void api_handle(struct http_request *r);
 
 /* Shared by the API's modules. */
 
-/* The request body as a JSON object; NULL after replying 400. */
+/* Removes every member whose value is null from the object v and the
+ * objects within it: clients (the E2B Python SDK among them) send null for
+ * an optional field they leave unset, which means the same as leaving it
+ * out. */
+void api_drop_nulls(json_t *v);
+/* The request body as a JSON object, nulls dropped; NULL after replying
+ * 400. */
 json_t *api_parse_body(struct http_request *r);
 /* Starts a kernel as {"name"?, "env"?, "limits"?} in request asks; done
  * hears when it is ready. Returns 0, or a negative errno after replying

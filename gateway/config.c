@@ -98,6 +98,9 @@ static const struct option_def options[] = {
             "interrupt it)"),
         OPT("e2b-max-timeout", OPT_DOUBLE, e2b_max_timeout, 1, 1e7, "86400",
             "longest lifetime, in seconds, an E2B sandbox may ask for (default lifetime 300)"),
+        OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,
+            "answer 400 to an E2B sandbox request for internet access (default: accept it and "
+            "give the sandbox what the network policy allows, which is no network)"),
         OPT("pool", OPT_LIST, pool, 0, 0, NULL,
             "NAME=N: keep N started, idle kernels of kernelspec NAME ready (repeatable)"),
         OPT("pool-preimport", OPT_LIST, pool_preimport, 0, 0, NULL,
@@ -352,9 +355,12 @@ static int validate(struct config *cfg)
                 return -EINVAL;
         }
         if (!cfg->token && !cfg->no_auth) {
-                char token[49];
+                /* E2B's form, "e2b_" and hex digits, so that the E2B SDKs
+                 * (the Python one checks the form before sending) take the
+                 * generated token as an API key as it is. */
+                char token[4 + 48 + 1] = "e2b_";
 
-                if (jp_random_hex(token, 24) < 0)
+                if (jp_random_hex(token + 4, 24) < 0)
                         return -EIO;
                 cfg->token = strdup(token);
                 cfg->token_generated = true;

@@ -49,6 +49,7 @@ struct config {
         double session_linger;
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
+        bool e2b_refuse_internet;        /* allow_internet_access: true is a 400, not "no network" */
         /* the warm pool */
         char **pool;           /* "NAME=N" entries */
         char **pool_preimport; /* "NAME=CODE" entries */

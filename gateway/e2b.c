@@ -80,6 +80,13 @@ static void reply_text(struct http_request *r, int status, const char *message)
         http_reply_bytes(r, status, "text/plain", message, strlen(message));
 }
 
+bool e2b_key_form(const char *key)
+{
+        size_t hex = strspn(key + (strncmp(key, "e2b_", 4) == 0 ? 4 : 0), "0123456789abcdef");
+
+        return strncmp(key, "e2b_", 4) == 0 && hex > 0 && key[4 + hex] == '\0';
+}
+
 static struct e2b_sandbox *find(const char *id)
 {
         for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
@@ -120,6 +127,13 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                       (json_int_t)lim->memory_mb, "diskSizeMB", (json_int_t)lim->disk_mb,
                       "envdVersion", E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt",
                       s->started_at, "endAt", end, "state", "running");
+        if (o) {
+                /* What the sandbox has, whatever was asked: no network
+                 * (see create_refusal), and death at its timeout. */
+                json_object_set_new(o, "allowInternetAccess", json_false());
+                json_object_set_new(o, "lifecycle", json_pack("{s:s, s:b}", "onTimeout", "kill",
+                                                              "autoResume", false));
+        }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
                 json_object_set_new(o, "domain", json_null());
@@ -385,13 +399,50 @@ static bool string_map(json_t *v, size_t max)
         return true;
 }
 
+/* What a create request asks for that Glovebox cannot give, as a message
+ * naming the field; NULL when it can be served. The Python SDK always sends
+ * allow_internet_access (true by default), "autoPause": false and
+ * "autoResume": {"enabled": false}: those are requests for nothing Glovebox
+ * lacks. Internet access is granted "within the operator's network policy",
+ * which is no network: the sandbox's info says allowInternetAccess false,
+ * unless the operator chose --e2b-refuse-internet. */
+static const char *create_refusal(json_t *body)
+{
+        json_t *net = json_object_get(body, "network");
+        json_t *resume = json_object_get(body, "autoResume");
+
+        if (json_is_true(json_object_get(body, "allow_internet_access")) &&
+            kernels_config()->e2b_refuse_internet)
+                return "allow_internet_access: this Glovebox refuses requests for internet "
+                       "access (its sandboxes have no network); create with "
+                       "allow_internet_access false";
+        if (net && !json_is_object(net))
+                return "network must be an object";
+        if (json_array_size(json_object_get(net, "allowOut")) > 0 ||
+            json_object_size(json_object_get(net, "rules")) > 0 ||
+            json_object_get(net, "egressProxy"))
+                return "network.allowOut, rules and egressProxy are not supported: Glovebox "
+                       "sandboxes have no network (loopback only)";
+        if (json_is_true(json_object_get(body, "autoPause")))
+                return "autoPause (lifecycle onTimeout 'pause') is not supported: Glovebox "
+                       "cannot pause sandboxes";
+        if (resume && !(json_is_object(resume) &&
+                        json_is_false(json_object_get(resume, "enabled"))))
+                return "autoResume.enabled is not supported: Glovebox cannot pause sandboxes";
+        if (json_array_size(json_object_get(body, "volumeMounts")) > 0)
+                return "volumeMounts are not supported";
+        if (json_object_get(body, "mcp"))
+                return "mcp is not supported";
+        return NULL;
+}
+
 static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
         json_t *body = api_parse_body(r);
-        json_t *template, *timeout, *metadata, *env, *net, *access;
+        json_t *template, *timeout, *metadata, *env;
         const struct jp_kernelspec *spec = NULL;
-        const char *tid;
+        const char *tid, *refusal;
         struct hostmsg_limits limits;
         struct e2b_sandbox *s = NULL;
         struct kernel *pooled;
@@ -404,15 +455,14 @@ static void create_sandbox(struct http_request *r)
         timeout = json_object_get(body, "timeout");
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
-        net = json_object_get(body, "network");
-        access = json_object_get(body, "allow_internet_access");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
         /* The E2B templates an agent asks for by default, or a kernelspec. */
         if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
                 spec = jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
         else
                 spec = jp_kernelspec_find(kernels_specs(), tid);
-        ttl = json_is_number(timeout) ? json_number_value(timeout) : 300;
+        ttl = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : 300;
+        refusal = create_refusal(body);
         if (!spec) {
                 e2b_reply_error(r, 404, "template '%.64s' not found", tid);
         } else if (!isfinite(ttl) || ttl <= 0 || ttl > cfg->e2b_max_timeout) {
@@ -420,14 +470,8 @@ static void create_sandbox(struct http_request *r)
                                 cfg->e2b_max_timeout);
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
-        } else if (json_is_true(access) || (json_is_object(net) && json_object_size(net) > 0)) {
-                e2b_reply_error(r, 400,
-                                "network access is not supported: Glovebox sandboxes have "
-                                "no network (loopback only)");
-        } else if (json_is_true(json_object_get(body, "autoPause")) ||
-                   json_object_get(body, "autoResume") || json_object_get(body, "volumeMounts") ||
-                   json_object_get(body, "mcp")) {
-                e2b_reply_error(r, 400, "pausing, resuming, volumes and MCP are not supported");
+        } else if (refusal) {
+                e2b_reply_error(r, 400, "%s", refusal);
         } else {
                 kernels_default_limits(&limits);
                 s = calloc(1, sizeof(*s));
@@ -602,8 +646,9 @@ static void control_plane(struct http_request *r, const char *route)
                 body = api_parse_body(r);
                 if (!body)
                         return;
-                if (json_is_number(json_object_get(body, "timeout"))) {
-                        double t = json_number_value(json_object_get(body, "timeout"));
+                if (json_object_get(body, "timeout")) {
+                        json_t *timeout = json_object_get(body, "timeout");
+                        double t = json_is_number(timeout) ? json_number_value(timeout) : NAN;
 
                         if (!isfinite(t) || t <= 0 || t > kernels_config()->e2b_max_timeout) {
                                 e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds",
@@ -611,7 +656,11 @@ static void control_plane(struct http_request *r, const char *route)
                                 json_decref(body);
                                 return;
                         }
-                        set_timeout(s, t);
+                        /* setTimeout sets the lifetime; a connect only ever
+                         * extends it, as E2B's does (the Python SDK sends
+                         * its default 300 s on every connect). */
+                        if (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at)
+                                set_timeout(s, t);
                 }
                 json_decref(body);
                 if (strcmp(rest, "connect") == 0)

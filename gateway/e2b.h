@@ -28,6 +28,10 @@ struct e2b_sandbox;
 void e2b_prepare(struct http_request *r);
 /* Once the body is read. */
 void e2b_handle(struct http_request *r);
+/* Whether key has the form of an E2B API key, "e2b_" and hex digits: the
+ * E2B Python SDK refuses to send any other unless E2B_VALIDATE_API_KEY is
+ * false. */
+bool e2b_key_form(const char *key);
 /* Kills every E2B sandbox (at shutdown). */
 void e2b_shutdown(void);
 

@@ -110,6 +110,20 @@ out:
         free(text);
 }
 
+/* A request's JSON object, nulls dropped (null means absent); NULL if it
+ * is not an object. */
+static json_t *parse_request(const char *data, size_t len)
+{
+        json_t *req = json_loadb(data ? data : "", len, 0, NULL);
+
+        if (!json_is_object(req)) {
+                json_decref(req);
+                return NULL;
+        }
+        api_drop_nulls(req);
+        return req;
+}
+
 /* The request of a streaming call is one envelope. */
 static json_t *read_envelope(struct http_request *r)
 {
@@ -121,7 +135,7 @@ static json_t *read_envelope(struct http_request *r)
         len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
         if ((p[0] & 1) || len != r->body.len - 5 || len > MAX_ENVELOPE)
                 return NULL;
-        return json_loadb((const char *)p + 5, len, 0, NULL);
+        return parse_request((const char *)p + 5, len);
 }
 
 static void encode_base64(const uint8_t *data, size_t len, struct buf *out)
@@ -260,7 +274,30 @@ static void end_stream(struct command *c)
                 json_object_set_new(end, "error", json_string(status));
         write_frame(c->r, 0, json_pack("{s:{s:o}}", "event", "end", end));
         write_frame(c->r, 2, json_object());
-        http_stream_end(c->r);
+}
+
+/* Ends the command's stream, if it has one, and lets go of its client. */
+static void let_go(struct command *c)
+{
+        struct http_request *r = c->r;
+
+        if (!r)
+                return;
+        http_stream_end(r);
+        r->ctx = NULL;
+        r->cleanup = NULL;
+        c->r = NULL;
+}
+
+/* Ends the stream with a Connect error, as envd does. */
+static void end_with_error(struct command *c, const char *code, const char *message)
+{
+        if (!c->r)
+                return;
+        http_stream_start(c->r, 200, CONNECT_JSON);
+        write_frame(c->r, 2, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
+                                       message));
+        let_go(c);
 }
 
 /* Output first, then the end: the end event is sent only once every
@@ -270,12 +307,8 @@ static void maybe_finish(struct command *c)
         if (!c->exited || c->fds[1] >= 0 || c->fds[2] >= 0)
                 return;
         if (c->r) {
-                struct http_request *r = c->r;
-
                 end_stream(c);
-                r->ctx = NULL;
-                r->cleanup = NULL;
-                c->r = NULL;
+                let_go(c);
         }
         command_free(c);
 }
@@ -338,17 +371,7 @@ static void on_failed(void *ctx, const struct hostmsg_failed *m)
         struct command *c = ctx;
 
         /* envd answers a command it cannot run with invalid_argument. */
-        if (c->r) {
-                struct http_request *r = c->r;
-
-                http_stream_start(r, 200, CONNECT_JSON);
-                write_frame(r, 2, json_pack("{s:{s:s, s:s}}", "error", "code", "invalid_argument",
-                                            "message", m->message));
-                http_stream_end(r);
-                r->ctx = NULL;
-                r->cleanup = NULL;
-                c->r = NULL;
-        }
+        end_with_error(c, "invalid_argument", m->message);
         command_free(c);
 }
 
@@ -378,11 +401,16 @@ static void on_client_gone(struct http_request *r)
                 c->r = NULL;
 }
 
+/* At Connect-Timeout-Ms the command is killed and its stream ends as
+ * envd's does, with the Connect error deadline_exceeded (the SDKs raise
+ * their TimeoutException on it), after the output read so far. */
 static void on_deadline(lws_sorted_usec_list_t *sul)
 {
         struct command *c = lws_container_of(sul, struct command, deadline);
 
         log_info("command %u reached its timeout; killing it", c->pid);
+        drain(c);
+        end_with_error(c, "deadline_exceeded", "the command ran past its timeout and was killed");
         host_stop(c->id);
 }
 
@@ -489,7 +517,7 @@ static unsigned selected_pid(json_t *req)
 
 static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        json_t *req = r->body.len ? json_loadb(r->body.data, r->body.len, 0, NULL) : json_object();
+        json_t *req = r->body.len ? parse_request(r->body.data, r->body.len) : json_object();
         struct command *c = req ? command_by_pid(s, selected_pid(req)) : NULL;
 
         if (!req) {
@@ -552,13 +580,7 @@ void envd_forget(struct e2b_sandbox *s)
 
                 if (c->owner == s) {
                         /* The sandbox's death kills the process; stop listening. */
-                        if (c->r) {
-                                c->r->ctx = NULL;
-                                c->r->cleanup = NULL;
-                                if (c->r->streaming)
-                                        http_stream_end(c->r);
-                        }
-                        c->r = NULL;
+                        let_go(c);
                         host_stop(c->id);
                         c->owner = NULL;
                 }
@@ -570,15 +592,15 @@ void envd_forget(struct e2b_sandbox *s)
 
 static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        json_t *req = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, NULL);
+        json_t *req = parse_request(r->body.data, r->body.len);
         const char *path = json_string_value(json_object_get(req, "path"));
         char full[PATH_MAX], other[PATH_MAX];
         struct sandbox *sb = e2b_box(s);
         json_t *result = NULL;
         int rc;
 
-        if (!json_is_object(req)) {
-                connect_error(r, -EINVAL, "the request is not JSON");
+        if (!req) {
+                connect_error(r, -EINVAL, "the request is not a JSON object");
                 goto out;
         }
         if (strcmp(method, "Move") == 0)

@@ -151,6 +151,9 @@ int main(int argc, char **argv)
         if (gw.cfg.no_auth)
                 log_warn("--no-auth: anyone who can reach %s:%d can run code", gw.cfg.host,
                          gw.cfg.port);
+        if (gw.cfg.token && !e2b_key_form(gw.cfg.token))
+                log_info("the token is not of E2B's form (e2b_ and hex digits): the E2B Python "
+                         "SDK sends it only with E2B_VALIDATE_API_KEY=false");
         raise_fd_limit();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;

@@ -25,6 +25,7 @@ enum op_kind {
 
 #define OP_WRITABLE   1u /* bind stays writable */
 #define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */
+#define OP_EXECUTABLE 4u /* file is created with mode 0755 */
 
 struct mount_op {
         enum op_kind kind;
@@ -153,15 +154,67 @@ static const char passwd_file[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 static const char group_file[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 static const char hosts_file[] = "127.0.0.1\tlocalhost glovebox\n::1\tlocalhost ip6-localhost\n";
 static const char nsswitch_file[] = "passwd: files\ngroup: files\nhosts: files\n";
+/* Login shells (E2B's commands run in one) keep the PATH the sandbox gave
+ * them, with its tools first; Debian's profile would replace it. */
+static const char profile_file[] =
+        "if [ \"${PS1-}\" ] && [ \"${BASH-}\" ] && [ \"$BASH\" != /bin/sh ] && "
+        "[ -f /etc/bash.bashrc ]; then\n"
+        "    . /etc/bash.bashrc\n"
+        "fi\n";
 
 /* Of the host's /etc only what kernels need; never shadow, ssh keys,
  * machine-id or other secrets. */
 static const char *const etc_entries[] = {
         "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "fonts",
         "matplotlibrc", "ssl", "ca-certificates.conf", "alternatives", "mime.types",
-        "bash.bashrc", "inputrc", "profile", "jupyter", "ipython", "gai.conf", "protocols",
+        "bash.bashrc", "inputrc", "jupyter", "ipython", "gai.conf", "protocols",
         "services", "terminfo", "magic", "magic.mime",
 };
+
+/* pip as users of a sandbox expect it: the system's packages are
+ * read-only, so it installs into ~/.local (Debian's "externally managed"
+ * refusal would only mislead here), a package already installed is
+ * "already satisfied" without any network, and with no network it fails at
+ * once instead of retrying. */
+static const char pip_conf[] = "[global]\n"
+                               "break-system-packages = true\n"
+                               "retries = 0\n"
+                               "timeout = 5\n"
+                               "disable-pip-version-check = true\n";
+
+/* The pip command, first on PATH: pip itself, then, when it could not
+ * install, the reason it most likely could not. */
+static const char pip_wrapper[] =
+        "#!/bin/sh\n"
+        "# Glovebox: this sandbox has no network.\n"
+        "/usr/bin/python3 -m pip \"$@\" && exit 0\n"
+        "status=$?\n"
+        "for arg in \"$@\"; do\n"
+        "    case $arg in\n"
+        "    -*) ;;\n"
+        "    install | download | wheel | index)\n"
+        "        echo \"pip: this sandbox has no network access, so pip can install only what is \\\n"
+        "already here (see 'pip list'); a package the operator installs on the host (Debian's python3-NAME) is in every sandbox.\" >&2\n"
+        "        break ;;\n"
+        "    *) break ;;\n"
+        "    esac\n"
+        "done\n"
+        "exit $status\n";
+
+static int plan_tools(struct rootfs *p)
+{
+        int rc = add_op(p, OP_FILE, "/etc/pip.conf", NULL, pip_conf, 0, 0, "write /etc/pip.conf");
+
+        if (rc == 0)
+                rc = add_parents(p, ROOTFS_TOOLS_DIR "/");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, ROOTFS_TOOLS_DIR "/pip", NULL, pip_wrapper, 0,
+                            OP_EXECUTABLE, "write pip");
+        if (rc == 0)
+                rc = add_op(p, OP_SYMLINK, ROOTFS_TOOLS_DIR "/pip3", "pip", NULL, 0, 0,
+                            "symlink pip3");
+        return rc;
+}
 
 static int plan_etc(struct rootfs *p)
 {
@@ -185,6 +238,9 @@ static int plan_etc(struct rootfs *p)
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, "", 0, 0,
                             "write /etc/resolv.conf");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
+                            "write /etc/profile");
         for (size_t i = 0; rc == 0 && i < sizeof(etc_entries) / sizeof(etc_entries[0]); i++) {
                 snprintf(path, sizeof(path), "/etc/%s", etc_entries[i]);
                 rc = add_host_path(p, path);
@@ -261,6 +317,8 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 rc = add_host_path(p, top_level[i]);
         if (rc == 0)
                 rc = plan_etc(p);
+        if (rc == 0)
+                rc = plan_tools(p);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/proc", NULL, NULL, 0, 0, "mkdir /proc");
         if (rc == 0)
@@ -363,7 +421,8 @@ static int run_op(const struct mount_op *op)
         case OP_DIR:
                 return mkdir(op->target, 0755) < 0 && errno != EEXIST ? -1 : 0;
         case OP_FILE:
-                fd = open(op->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+                fd = open(op->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                          (op->options & OP_EXECUTABLE) ? 0755 : 0644);
                 if (fd < 0)
                         return -1;
                 if (op->data && write_all(fd, op->data, safe_strlen(op->data)) < 0) {

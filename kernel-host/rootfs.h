@@ -12,6 +12,7 @@
 #define ROOTFS_USER_UID 1000 /* "user" inside every sandbox */
 #define ROOTFS_RUN_DIR  "/run/kernel"
 #define ROOTFS_HOME     "/home/user"
+#define ROOTFS_TOOLS_DIR "/opt/glovebox/bin" /* first on PATH: the pip command */
 #define ROOTFS_TMPFS    "mode=0755,size=4m,nr_inodes=4096"
 
 struct rootfs;

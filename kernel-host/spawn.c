@@ -187,7 +187,7 @@ static char **build_env(const struct hostmsg_start *req, const char *home)
 {
         char home_entry[PATH_MAX + 8];
         const char *base[] = {
-                "PATH=/usr/local/bin:/usr/bin:/bin",
+                "PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
                 home_entry,
                 "LANG=C.UTF-8",
                 "TERM=xterm-256color",

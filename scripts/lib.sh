@@ -6,7 +6,11 @@ BUILD=${BUILD:-$ROOT/build}
 
 BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc libzmq3-dev libczmq-dev
  libjansson-dev libwebsockets-dev libseccomp-dev libssl-dev"
-KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pandas"
+# What kernels import: ipykernel, and what E2B's code-interpreter template
+# preinstalls wherever Debian packages it (the README lists them).
+KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pandas
+ python3-seaborn python3-scipy python3-sklearn python3-openpyxl python3-xlrd python3-requests
+ python3-bs4 python3-sympy python3-plotly"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -1,0 +1,427 @@
+"""E2B's Python SDK, unmodified, first call to last, against a real Glovebox.
+
+The tutorial's data-analysis agent, then every SDK call the README's table
+lists, each with what it must return or the clear error it must raise.
+"""
+import asyncio
+import base64
+import datetime
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import generated_token, point_sdk_at
+from gbclient import start_gateway
+
+from e2b_code_interpreter import AsyncSandbox, Sandbox
+from e2b import (AuthenticationException, CommandExitException, InvalidArgumentException,
+                 NotFoundException, SandboxException, TimeoutException)
+from e2b.sandbox.sandbox_api import SandboxQuery
+
+CSV = "city,month,sales\nOslo,1,10\nOslo,2,14\nOslo,3,9\nRome,1,20\nRome,2,25\nRome,3,31\n"
+
+
+def test_data_analysis_tutorial(gateway):
+    """The tutorial's agent: a default create, a CSV in, pandas and a plot, the PNG out."""
+    sbx = Sandbox.create()
+    try:
+        info = sbx.get_info()
+        # The SDK asked for internet access (its default); what the sandbox
+        # has is reported truthfully: none.
+        assert info.allow_internet_access is False
+        assert info.state.value == "running"
+
+        written = sbx.files.write("/home/user/sales.csv", CSV)
+        assert written.path == "/home/user/sales.csv"
+
+        setup = sbx.commands.run("pip install pandas matplotlib seaborn")
+        assert setup.exit_code == 0
+        assert "Requirement already satisfied: seaborn" in setup.stdout
+
+        ex = sbx.run_code(
+            "import pandas as pd, matplotlib.pyplot as plt\n"
+            "df = pd.read_csv('/home/user/sales.csv')\n"
+            "totals = df.groupby('city')['sales'].sum()\n"
+            "print(totals.to_dict())\n"
+            "fig, ax = plt.subplots()\n"
+            "for city, rows in df.groupby('city'):\n"
+            "    ax.plot(rows['month'], rows['sales'], label=city)\n"
+            "ax.set_title('Sales by month'); ax.set_xlabel('month'); ax.set_ylabel('sales')\n"
+            "plt.savefig('/home/user/sales.png')\n"
+            "plt.show()\n"
+            "df.describe()")
+        assert ex.error is None, ex.error
+        assert ex.logs.stdout == ["{'Oslo': 33, 'Rome': 76}\n"]
+        chart = [r for r in ex.results if r.png]
+        assert len(chart) == 1
+        png = base64.b64decode(chart[0].png)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        # E2B's chart model beside the PNG: a line chart with both series.
+        assert chart[0].chart is not None
+        assert chart[0].chart.type.value == "line"
+        assert chart[0].chart.title == "Sales by month"
+        assert chart[0].chart.x_label == "month" and chart[0].chart.y_label == "sales"
+        lines = {e.label: [tuple(p) for p in e.points] for e in chart[0].chart.elements}
+        assert lines == {"Oslo": [(1, 10), (2, 14), (3, 9)], "Rome": [(1, 20), (2, 25), (3, 31)]}
+        # The DataFrame result carries the frame as data.
+        main = [r for r in ex.results if r.is_main_result]
+        assert len(main) == 1 and "<table" in main[0].html
+        assert main[0].data is not None
+        assert json.dumps(main[0].data)  # JSON all the way down
+        assert "sales" in json.dumps(main[0].data)
+
+        saved = sbx.files.read("/home/user/sales.png", format="bytes")
+        assert bytes(saved[:8]) == b"\x89PNG\r\n\x1a\n" and len(saved) > 1000
+    finally:
+        sbx.kill()
+
+
+def test_errors(sbx):
+    ex = sbx.run_code("x = 1\n1 / 0")
+    assert ex.error.name == "ZeroDivisionError"
+    assert "division by zero" in ex.error.value
+    assert "ZeroDivisionError" in ex.error.traceback
+    seen = []
+    ex = sbx.run_code("def f(:\n  pass", on_error=seen.append)
+    assert ex.error.name == "SyntaxError"
+    assert [e.name for e in seen] == ["SyntaxError"]
+    # The state from before the error is kept.
+    assert sbx.run_code("x + 1").text == "2"
+
+
+def test_streaming_while_the_cell_runs(sbx):
+    seen = []
+    stamp = lambda kind: lambda m: seen.append((kind, m, time.monotonic()))  # noqa: E731
+    start = time.monotonic()
+    ex = sbx.run_code(
+        "import sys, time\n"
+        "print('out', flush=True)\n"
+        "time.sleep(0.8)\n"
+        "print('err', file=sys.stderr, flush=True)\n"
+        "display(42)\n"
+        "time.sleep(0.8)\n"
+        "'done'",
+        on_stdout=stamp("stdout"), on_stderr=stamp("stderr"), on_result=stamp("result"))
+    end = time.monotonic()
+    kinds = [k for k, _, _ in seen]
+    assert kinds == ["stdout", "stderr", "result", "result"], kinds
+    assert seen[0][1].line == "out\n" and seen[0][1].error is False
+    assert seen[1][1].line == "err\n" and seen[1][1].error is True
+    # E2B's text of a string result is the string, without its quotes.
+    assert seen[2][1].text == "42" and seen[3][1].text == "done"
+    # Each callback came when its output was made, not at the end.
+    assert seen[0][2] - start < end - start - 1.2
+    assert seen[1][2] - seen[0][2] > 0.6
+    assert end - seen[2][2] > 0.6
+    assert ex.logs.stdout == ["out\n"] and ex.logs.stderr == ["err\n"]
+
+
+def test_envs(gateway):
+    sbx = Sandbox.create(envs={"TEAM": "data"})
+    try:
+        get = "import os\n(os.environ.get('TEAM'), os.environ.get('RUN'))"
+        assert sbx.run_code(get, envs={"RUN": "one"}).text == "('data', 'one')"
+        # A run's envs are its own.
+        assert sbx.run_code(get).text == "('data', None)"
+        assert sbx.commands.run("echo $TEAM $RUN", envs={"RUN": "cmd"}).stdout == "data cmd\n"
+    finally:
+        sbx.kill()
+
+
+def test_code_contexts(sbx):
+    sbx.run_code("shared = 'default context'")
+    ctx = sbx.create_code_context(cwd="/tmp")
+    assert ctx.language == "python" and ctx.cwd == "/tmp"
+    ex = sbx.run_code("import os\nprint(os.getcwd())\nshared", context=ctx)
+    assert ex.logs.stdout == ["/tmp\n"]
+    assert ex.error.name == "NameError"
+    assert ctx.id in [c.id for c in sbx.list_code_contexts()]
+    sbx.run_code("mine = 1", context=ctx)
+    sbx.restart_code_context(ctx)
+    assert sbx.run_code("mine", context=ctx).error.name == "NameError"
+    sbx.remove_code_context(ctx.id)
+    assert ctx.id not in [c.id for c in sbx.list_code_contexts()]
+    with pytest.raises(NotFoundException):
+        sbx.run_code("1", context=ctx)
+    with pytest.raises(InvalidArgumentException):
+        sbx.run_code("1", language="python", context=ctx)
+    # The default context was untouched by all of it.
+    assert sbx.run_code("shared").text == "default context"
+    assert sbx.run_code("1 + 1", language="python").text == "2"
+
+
+def test_commands(sbx):
+    r = sbx.commands.run("echo hi; echo oops >&2; id -un; pwd", cwd="/tmp")
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "hi\nuser\n/tmp\n", "oops\n")
+
+    with pytest.raises(CommandExitException) as failed:
+        sbx.commands.run("echo partial; exit 3")
+    assert failed.value.exit_code == 3 and failed.value.stdout == "partial\n"
+
+    chunks = []
+    r = sbx.commands.run("for i in 1 2 3; do echo $i; sleep 0.2; done",
+                         on_stdout=lambda s: chunks.append((s, time.monotonic())))
+    assert "".join(c for c, _ in chunks) == "1\n2\n3\n" and len(chunks) == 3
+    assert chunks[-1][1] - chunks[0][1] > 0.3
+
+    bg = sbx.commands.run("read line; echo got $line; sleep 30", background=True, stdin=True)
+    assert bg.pid in [p.pid for p in sbx.commands.list()]
+    sbx.commands.send_stdin(bg.pid, "hello\n")
+    time.sleep(0.5)
+    assert sbx.commands.kill(bg.pid) is True
+    with pytest.raises(CommandExitException) as killed:
+        bg.wait()
+    assert killed.value.stdout == "got hello\n"
+    assert bg.pid not in [p.pid for p in sbx.commands.list()]
+    assert sbx.commands.kill(bg.pid) is False
+
+    waited = sbx.commands.run("sleep 0.3; echo later", background=True)
+    assert waited.wait().stdout == "later\n"
+
+
+def test_command_timeout_raises_timeout(sbx):
+    start = time.monotonic()
+    with pytest.raises(TimeoutException) as caught:
+        sbx.commands.run("echo started; sleep 10", timeout=2)
+    assert 1.5 < time.monotonic() - start < 6
+    assert "timeout" in str(caught.value)
+    # The command was killed with its deadline, not left running.
+    deadline = time.monotonic() + 5
+    while [p for p in sbx.commands.list() if "sleep 10" in " ".join(p.args)]:
+        assert time.monotonic() < deadline, "the command outlived its timeout"
+        time.sleep(0.1)
+    assert sbx.commands.run("pgrep -x sleep || echo none").stdout == "none\n"
+
+
+def test_lifecycle(gateway):
+    sbx = Sandbox.create(timeout=900, metadata={"suite": "python-sdk"})
+    try:
+        end = sbx.get_info().end_at
+        assert 890 < (end - datetime.datetime.now(datetime.timezone.utc)).total_seconds() <= 900
+        # connect sends its default 300 s: a lifetime is never shortened by it.
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.run_code("21 * 2").text == "42"
+        assert sbx.get_info().end_at >= end
+        # ... but lengthened when asked for longer.
+        Sandbox.connect(sbx.sandbox_id, timeout=1200)
+        left = (sbx.get_info().end_at - datetime.datetime.now(datetime.timezone.utc))
+        assert 1190 < left.total_seconds() <= 1200
+        # set_timeout sets it, shorter too.
+        sbx.set_timeout(60)
+        left = (sbx.get_info().end_at - datetime.datetime.now(datetime.timezone.utc))
+        assert 50 < left.total_seconds() <= 60
+
+        listed = Sandbox.list(query=SandboxQuery(metadata={"suite": "python-sdk"})).next_items()
+        assert [s.sandbox_id for s in listed] == [sbx.sandbox_id]
+        assert listed[0].metadata == {"suite": "python-sdk"}
+        assert Sandbox.list(query=SandboxQuery(metadata={"suite": "other"})).next_items() == []
+        assert sbx.is_running() is True
+    finally:
+        assert sbx.kill() is True
+    assert sbx.is_running() is False
+    assert Sandbox.kill(sbx.sandbox_id) is False
+    with pytest.raises(SandboxException):
+        Sandbox.connect(sbx.sandbox_id)
+
+
+def test_a_sandbox_ends_at_its_timeout(gateway):
+    sbx = Sandbox.create(timeout=2)
+    time.sleep(3)
+    assert sbx.is_running() is False
+    with pytest.raises(NotFoundException):
+        sbx.get_info()
+
+
+def test_requests_for_what_glovebox_lacks_name_it(gateway):
+    with pytest.raises(SandboxException) as caught:
+        Sandbox.create(lifecycle={"on_timeout": "pause"})
+    assert "400" in str(caught.value) and "autoPause" in str(caught.value)
+    with pytest.raises(SandboxException) as caught:
+        Sandbox.create(lifecycle={"on_timeout": "pause", "auto_resume": True})
+    assert "autoPause" in str(caught.value) or "autoResume" in str(caught.value)
+    with pytest.raises(SandboxException) as caught:
+        Sandbox.create(network={"allow_out": ["1.1.1.1"]})
+    assert "network.allowOut" in str(caught.value)
+    with pytest.raises(SandboxException) as caught:
+        Sandbox.create("no-such-template")
+    assert "404" in str(caught.value) or "not found" in str(caught.value)
+
+
+def test_files(sbx):
+    sbx.files.write_files([{"path": "/home/user/a.txt", "data": "A"},
+                           {"path": "/home/user/d/b.bin", "data": b"\x00\x01"}])
+    assert sbx.files.read("/home/user/a.txt") == "A"
+    assert bytes(sbx.files.read("/home/user/d/b.bin", format="bytes")) == b"\x00\x01"
+    assert {e.name for e in sbx.files.list("/home/user")} >= {"a.txt", "d"}
+    assert sbx.files.exists("/home/user/a.txt") and not sbx.files.exists("/home/user/nope")
+    assert sbx.files.get_info("/home/user/d").type.value == "dir"
+    assert sbx.files.make_dir("/home/user/e") is True
+    assert sbx.files.make_dir("/home/user/e") is False
+    sbx.files.rename("/home/user/a.txt", "/home/user/e/a.txt")
+    assert sbx.run_code("open('/home/user/e/a.txt').read()").text == "A"
+    sbx.files.remove("/home/user/e")
+    assert not sbx.files.exists("/home/user/e/a.txt")
+    with pytest.raises(NotFoundException):
+        sbx.files.read("/home/user/nope")
+    # What code writes is there for files.read, and the other way round.
+    sbx.run_code("open('/home/user/made.txt', 'w').write('by code')")
+    assert sbx.files.read("/home/user/made.txt") == "by code"
+
+
+def test_preinstalled_packages_and_pip(sbx):
+    ex = sbx.run_code(
+        "import seaborn, scipy, sklearn, openpyxl, requests, bs4, sympy, plotly, xlrd\n"
+        "import numpy, pandas, matplotlib\n"
+        "print('ok')")
+    assert ex.error is None, ex.error
+    assert ex.logs.stdout == ["ok\n"]
+    # The tutorial's own call: what is preinstalled is "already satisfied".
+    ex = sbx.run_code(
+        "import subprocess\n"
+        "r = subprocess.run(['pip', 'install', 'pandas', 'matplotlib', 'seaborn'],\n"
+        "                   capture_output=True, text=True)\n"
+        "print(r.returncode)\nprint(r.stdout + r.stderr)")
+    code, out = ex.logs.stdout[0].split("\n", 1)
+    assert code == "0", out
+    assert "externally-managed" not in out
+    # A package that is not here fails, saying why.
+    with pytest.raises(CommandExitException) as caught:
+        sbx.commands.run("pip install glovebox-no-such-package")
+    assert "no network" in caught.value.stderr
+    assert "externally-managed" not in caught.value.stderr + caught.value.stdout
+
+
+def test_unsupported_calls_say_so(sbx):
+    with pytest.raises(SandboxException) as caught:
+        sbx.pause()
+    assert "not supported" in str(caught.value)
+    with pytest.raises(SandboxException) as caught:
+        sbx.create_snapshot()
+    assert "not supported" in str(caught.value)
+    # The sandbox carries on after each refusal.
+    assert sbx.run_code("1").text == "1"
+
+
+def test_generated_token_is_an_e2b_key(gateway):
+    assert gateway.token.startswith("e2b_")
+    sbx = Sandbox.create(api_key=gateway.token)
+    sbx.kill()
+    with pytest.raises(AuthenticationException):
+        Sandbox.create(api_key="e2b_" + "0" * 40)
+
+
+def test_an_operator_token_of_another_form():
+    gw = start_gateway(token="operator-chosen-token")
+    try:
+        point_sdk_at(gw, gw.token)
+        # The SDK refuses it before sending anything...
+        with pytest.raises(AuthenticationException) as caught:
+            Sandbox.create()
+        assert "e2b_" in str(caught.value)
+        assert "E2B_VALIDATE_API_KEY=false" in gw.read_log()
+        # ...unless told not to check the form.
+        os.environ["E2B_VALIDATE_API_KEY"] = "false"
+        sbx = Sandbox.create()
+        assert sbx.run_code("6 * 7").text == "42"
+        sbx.kill()
+    finally:
+        gw.stop()
+
+
+def test_strict_refusal_of_internet_requests():
+    gw = start_gateway("--e2b-refuse-internet", token=None)
+    try:
+        point_sdk_at(gw, generated_token(gw))
+        with pytest.raises(SandboxException) as caught:
+            Sandbox.create()
+        assert "400" in str(caught.value) and "allow_internet_access" in str(caught.value)
+        sbx = Sandbox.create(allow_internet_access=False)
+        assert sbx.get_info().allow_internet_access is False
+        sbx.kill()
+    finally:
+        gw.stop()
+
+
+def raw(gw, path, body, headers=None, connect=False):
+    """POSTs body as the SDK would, on the control plane or a sandbox's."""
+    data = json.dumps(body).encode()
+    if connect:
+        data = bytes([0]) + len(data).to_bytes(4, "big") + data
+    req = urllib.request.Request(gw.base + "/e2b" + path, data=data, method="POST")
+    req.add_header("X-API-Key", gw.token)
+    req.add_header("Content-Type", "application/connect+json" if connect else "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_null_is_the_same_as_absent(gateway):
+    """Every optional field of every /e2b and envd route may be null."""
+    status, body = raw(gateway, "/sandboxes", {
+        "templateID": "code-interpreter-v1", "timeout": None, "metadata": None, "envVars": None,
+        "autoPause": None, "autoResume": None, "mcp": None, "network": None,
+        "volumeMounts": None, "secure": None, "allow_internet_access": None})
+    assert status == 201, body
+    created = json.loads(body)
+    sid, token = created["sandboxID"], created["envdAccessToken"]
+    jupyter = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token}
+    envd = dict(jupyter, **{"E2b-Sandbox-Port": "49983"})
+    try:
+        status, body = raw(gateway, "/execute", {"code": "6 * 7", "context_id": None,
+                                                 "language": None, "env_vars": None}, jupyter)
+        assert status == 200 and b'"text":"42"' in body, body
+        status, body = raw(gateway, "/contexts", {"language": None, "cwd": None}, jupyter)
+        assert status == 200 and json.loads(body)["cwd"] == "/home/user", body
+        status, body = raw(gateway, "/process.Process/Start",
+                           {"process": {"cmd": "/bin/echo", "args": ["hi"], "envs": None,
+                                        "cwd": None}, "stdin": None, "tag": None},
+                           envd, connect=True)
+        assert status == 200 and b"aGkK" in body, body  # "hi\n"
+        status, body = raw(gateway, "/filesystem.Filesystem/ListDir",
+                           {"path": "/home/user", "depth": None}, envd)
+        assert status == 200 and b"entries" in body, body
+        status, body = raw(gateway, f"/sandboxes/{sid}/timeout", {"timeout": None})
+        assert status == 204, body
+        status, body = raw(gateway, f"/sandboxes/{sid}/connect", {"timeout": None})
+        assert status == 200, body
+    finally:
+        Sandbox.kill(sid)
+
+
+def test_async_sandbox(gateway):
+    async def agent():
+        sbx = await AsyncSandbox.create()
+        try:
+            seen = []
+            ex = await sbx.run_code("import time\nprint('a', flush=True)\ntime.sleep(0.5)\n"
+                                    "print('b')\n1 + 1",
+                                    on_stdout=lambda m: seen.append((m.line, time.monotonic())))
+            assert ex.text == "2"
+            assert [line for line, _ in seen] == ["a\n", "b\n"]
+            assert seen[1][1] - seen[0][1] > 0.3
+            await sbx.files.write("/home/user/x.csv", "a\n1\n")
+            assert await sbx.files.read("/home/user/x.csv") == "a\n1\n"
+            r = await sbx.commands.run("cat /home/user/x.csv | wc -l")
+            assert r.stdout == "2\n"
+            with pytest.raises(TimeoutException):
+                await sbx.commands.run("sleep 10", timeout=1)
+            ctx = await sbx.create_code_context()
+            assert (await sbx.run_code("ex", context=ctx)).error.name == "NameError"
+            info = await sbx.get_info()
+            assert info.sandbox_id == sbx.sandbox_id
+            await sbx.set_timeout(120)
+            same = await AsyncSandbox.connect(sbx.sandbox_id)
+            assert (await same.run_code("'same'")).text == "same"
+        finally:
+            assert await sbx.kill() is True
+        assert await sbx.is_running() is False
+
+    asyncio.run(agent())
