@@ -4,7 +4,7 @@ talked to over ZMQ directly (jupyter_client). Prints a Markdown table and
 writes it, with the raw numbers, to $GLOVEBOX_BUILD/bench/.
 
 usage: /usr/bin/python3 bench/compare.py [--quick] [--only NAME,...]
-  NAMES: start, roundtrip, stdout, png, concurrent, density, cpu
+  NAMES: start, e2b, roundtrip, stdout, png, concurrent, density, cpu
   --quick: fewer repetitions and a density of 60 (a smoke run)
 Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once."""
 import argparse
@@ -98,6 +98,54 @@ def bench_start(n):
     row("start to first result, warm pool (p50 / p99)",
         f"{ms(statistics.median(warm))} / {ms(pct(warm, 99))}",
         f"{ms(med['js'])} (no pool)", "", ratio(statistics.median(warm), med["js"]))
+
+
+# ---- 1b. the E2B Python SDK's first steps ---------------------------------------
+
+SDK = os.environ.get("E2B_PYTHON_SDK",
+                     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "e2b-python",
+                                  "site"))
+
+
+def sdk_first_steps(server, n, pool=0):
+    """Sandbox.create() and the first run_code(), timed by the SDK's own
+    process (bench/e2b_python.py), which needs the SDK first on its path."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(SDK), E2B_VALIDATE_API_KEY="false")
+    cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "e2b_python.py"),
+           server.base, server.token, str(n)] + ([str(pool)] if pool else [])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode:
+        raise RuntimeError("bench/e2b_python.py failed: " + done.stderr[-2000:])
+    return json.loads(done.stdout)
+
+
+def bench_e2b(n):
+    log("E2B Python SDK: create and first run_code")
+    results = {}
+    for label, pool in (("cold", 0), ("pool", 2)):
+        gb = Glovebox(pool=pool or None)
+        try:
+            # Glovebox's own API on the same server, in the same run: the
+            # path without the SDK.
+            direct = []
+            for _ in range(n):
+                if pool:
+                    gb.wait_pool(pool)
+                took, kid = first_result(gb)
+                direct.append(took)
+                gb.delete_kernel(kid)
+            results[label] = dict(sdk_first_steps(gb, n, pool), direct=direct)
+        finally:
+            gb.stop()
+    RAW["e2b_python"] = results
+    for label, what in (("cold", "no pool"), ("pool", "warm pool of 2")):
+        r = results[label]
+        create, first = statistics.median(r["create"]), statistics.median(r["first_run"])
+        total = [a + b for a, b in zip(r["create"], r["first_run"])]
+        row(f"E2B Python SDK: create + first run_code, {what} (p50)",
+            f"{ms(create)} + {ms(first)} = {ms(statistics.median(total))}",
+            "(no E2B API)", f"REST + WebSocket {ms(statistics.median(r['direct']))}", None,
+            f"p95 total {ms(pct(total, 95))}")
 
 
 # ---- 2. round trip ---------------------------------------------------------------
@@ -379,7 +427,8 @@ def bench_cpu(n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="start,roundtrip,stdout,png,concurrent,density,cpu")
+    ap.add_argument("--only",
+                    default="start,e2b,roundtrip,stdout,png,concurrent,density,cpu")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -387,6 +436,7 @@ def main():
     os.makedirs(os.path.join(BUILD, "bench"), exist_ok=True)
     started = time.time()
     steps = [("start", lambda: bench_start(3 if q else 10)),
+             ("e2b", lambda: bench_e2b(3 if q else 10)),
              ("roundtrip", lambda: bench_roundtrip(100 if q else 500)),
              ("stdout", lambda: bench_stdout(10 if q else 50, 1 if q else 3)),
              ("png", lambda: bench_png(5 if q else 30)),

@@ -2,6 +2,7 @@
 
 #include "gateway/e2b.h"
 #include "gateway/api.h"
+#include "gateway/e2b_display.h"
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
@@ -249,6 +250,31 @@ static char **env_strv(json_t *env)
         return v;
 }
 
+/* What a Python context's kernel runs each time it starts: E2B's result
+ * formats (e2b_display.h), and a move to the context's directory. */
+static int context_startup(const struct e2b_context *c, struct kernel *k)
+{
+        const char *language = json_string_value(json_object_get(k->spec->spec, "language"));
+        const char *display = e2b_display_code();
+        json_t *dir = json_string(c->cwd);
+        char *cwd = json_dumps(dir, JSON_ENCODE_ANY), *code = NULL;
+        int rc = 0;
+
+        json_decref(dir);
+        if (!language || strcmp(language, "python") != 0)
+                goto out;
+        if (!display || !cwd || asprintf(&code, "%s__import__('os').chdir(%s)\n", display, cwd) < 0) {
+                code = NULL;
+                rc = -ENOMEM;
+                goto out;
+        }
+        rc = kernel_set_startup_code(k, code);
+out:
+        free(code);
+        free(cwd);
+        return rc;
+}
+
 /* Records k as a context of s. */
 static struct e2b_context *context_add(struct e2b_sandbox *s, struct kernel *k,
                                        const char *language, const char *cwd)
@@ -263,6 +289,10 @@ static struct e2b_context *context_add(struct e2b_sandbox *s, struct kernel *k,
         snprintf(c->language, sizeof(c->language), "%s", language);
         snprintf(c->cwd, sizeof(c->cwd), "%s", cwd && *cwd ? cwd : "/home/user");
         snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
+        if (context_startup(c, k) < 0) {
+                free(c);
+                return NULL;
+        }
         c->next = s->contexts;
         s->contexts = c;
         return c;
@@ -288,28 +318,6 @@ static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_ke
                 }
         }
         return c;
-}
-
-/* Moves a ready context's kernel to its working directory. */
-static void context_chdir(const struct e2b_context *c, struct kernel *k)
-{
-        json_t *code = json_pack("{s:s, s:b, s:b, s:{}, s:b}", "code", "", "silent", true,
-                                 "store_history", false, "user_expressions", "allow_stdin", false);
-        char *cwd = json_dumps(json_string(c->cwd), JSON_ENCODE_ANY);
-        char *line = NULL, *text;
-        size_t len = cwd ? strlen(cwd) + 64 : 0;
-
-        if (cwd && strcmp(c->cwd, "/home/user") != 0 && (line = malloc(len)) != NULL) {
-                snprintf(line, len, "import os as _gb_os; _gb_os.chdir(%s); del _gb_os", cwd);
-                json_object_set_new(code, "code", json_string(line));
-                text = json_dumps(code, JSON_COMPACT);
-                if (text)
-                        kernel_send_request(k, k->shell, "execute_request", text, NULL);
-                free(text);
-        }
-        free(line);
-        free(cwd);
-        json_decref(code);
 }
 
 static struct http_request *request_of(struct kernel_waiter *w)
@@ -357,7 +365,6 @@ static void on_context_ready(struct kernel_waiter *w, struct kernel *k, int stat
                 reply_text(r, 500, message ? message : "the context failed to start");
                 return;
         }
-        context_chdir(c, k);
         http_reply_json(r, 200, context_json(c));
 }
 

@@ -271,6 +271,35 @@ static int open_own_sockets(struct kernel *k)
         return rc;
 }
 
+/* Sends code as a silent execute_request on the gateway's own shell
+ * socket: no execution count, no history, no execute_input for clients. */
+static int send_silent(struct kernel *k, const char *code, char msg_id_out[JP_UUID_SIZE + 8])
+{
+        json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", true,
+                                    "store_history", false, "user_expressions", "allow_stdin",
+                                    false, "stop_on_error", true);
+        char *text = content ? json_dumps(content, JSON_COMPACT) : NULL;
+        int rc = text ? kernel_send_request(k, k->shell, "execute_request", text, msg_id_out)
+                      : -ENOMEM;
+
+        json_decref(content);
+        free(text);
+        return rc;
+}
+
+int kernel_set_startup_code(struct kernel *k, const char *code)
+{
+        char *copy = code ? strdup(code) : NULL;
+
+        if (code && !copy)
+                return -ENOMEM;
+        free(k->startup_code);
+        k->startup_code = copy;
+        if (copy && k->phase == KERNEL_READY && send_silent(k, copy, NULL) < 0)
+                klog_warn(k->id, "cannot send the startup code");
+        return 0;
+}
+
 static void become_ready(struct kernel *k)
 {
         loop_timer_stop(&k->probe_timer);
@@ -281,6 +310,10 @@ static void become_ready(struct kernel *k)
         set_state(k, "idle");
         kernel_touch(k);
         klog_info(k->id, "ready (%s, pid %d)", k->spec->name, k->pid);
+        /* Sent before anyone hears the kernel is ready, so before what they
+         * send; a restart needs it again. */
+        if (k->startup_code && send_silent(k, k->startup_code, NULL) < 0)
+                klog_warn(k->id, "cannot send the startup code");
         waiters_resolve(k, 0, NULL);
 }
 
@@ -473,6 +506,7 @@ static void kernel_free(struct kernel *k)
         sandbox_unref(&k->sandbox);
         jp_signer_destroy(&k->signer);
         jp_strv_free(k->env);
+        free(k->startup_code);
         free(k);
         if (all_gone && !kernels) {
                 void (*done)(void) = all_gone;
@@ -767,15 +801,8 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, stru
 
 int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w)
 {
-        json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", true,
-                                    "store_history", false, "user_expressions", "allow_stdin",
-                                    false, "stop_on_error", true);
-        char *text = content ? json_dumps(content, JSON_COMPACT) : NULL;
-        int rc = text ? kernel_send_request(k, k->shell, "execute_request", text, k->warmup_id)
-                      : -ENOMEM;
+        int rc = send_silent(k, code, k->warmup_id);
 
-        json_decref(content);
-        free(text);
         if (rc < 0) {
                 k->warmup_id[0] = '\0';
                 return rc;

@@ -69,6 +69,7 @@ struct kernel {
         bool warm;        /* pooled, ready and pre-imported: may be handed out */
         char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
         bool ever_ready;  /* false until the first start succeeds */
+        char *startup_code; /* run silently at every ready (start, restart), or NULL */
 
         /* the gateway's own sockets */
         struct zio *iopub;
@@ -115,6 +116,11 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,
 /* Runs code in a ready kernel without a trace in its history; w hears when
  * it has been run (500 if it failed or the kernel died). */
 int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w);
+/* Sets code (copied; NULL for none) to run silently, without a trace in the
+ * kernel's history, each time k becomes ready: after its start and after
+ * every restart, before the waiters hear of it. Run now too if k is ready.
+ * 0 or -ENOMEM. */
+int kernel_set_startup_code(struct kernel *k, const char *code);
 /* Pooled kernels of spec (starting ones too); *warm gets those ready to go. */
 size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);
 /* Hands a warm pooled kernel of spec over to the caller (visible from now
