@@ -219,6 +219,24 @@ static const struct jp_kernelspec *spec_for(const char *language)
         return NULL;
 }
 
+/* 400 for a context language no kernelspec serves, naming those that are. */
+static void reply_languages(struct http_request *r, const char *language)
+{
+        const struct jp_kernelspec_list *specs = kernels_specs();
+        char message[1024];
+        size_t n = (size_t)snprintf(message, sizeof(message),
+                                    "no kernel for language '%.32s' here; languages: ", language);
+
+        for (size_t i = 0; i < specs->count && n < sizeof(message); i++) {
+                const char *l =
+                    json_string_value(json_object_get(specs->items[i].spec, "language"));
+
+                n += (size_t)snprintf(message + n, sizeof(message) - n, "%s%s", i ? ", " : "",
+                                      l ? l : "?");
+        }
+        reply_text(r, 400, message);
+}
+
 static struct e2b_context *context_find(struct e2b_sandbox *s, const char *id)
 {
         for (struct e2b_context *c = s->contexts; c; c = c->next) {
@@ -613,6 +631,30 @@ static bool authorized_api(struct http_request *r)
         return header(r, "x-api-key:", key, sizeof(key)) && token_matches(key, cfg->token);
 }
 
+/* E2B's features that Glovebox lacks, named in the 400 each gets: top-level
+ * routes (snapshots, templates...) and the actions on a sandbox. An SDK
+ * call that reaches one says what it cannot do, never "not found". */
+static const char *lacking(const char *route, const char *action)
+{
+        static const char *const top[] = {"snapshots", "templates", "volumes", "sandboxes/metrics",
+                                          "v2/sandboxes/metrics", "teams", "access-tokens",
+                                          "api-keys"};
+        static const char *const actions[] = {"pause",   "resume", "snapshots", "fork",
+                                              "network", "metrics", "logs",     "refreshes"};
+
+        for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+                size_t n = strlen(top[i]);
+
+                if (strncmp(route, top[i], n) == 0 && (route[n] == '\0' || route[n] == '/'))
+                        return top[i];
+        }
+        for (size_t i = 0; action && i < sizeof(actions) / sizeof(actions[0]); i++) {
+                if (strcmp(action, actions[i]) == 0)
+                        return actions[i];
+        }
+        return NULL;
+}
+
 static void control_plane(struct http_request *r, const char *route)
 {
         char id[64], rest[64];
@@ -621,6 +663,10 @@ static void control_plane(struct http_request *r, const char *route)
 
         if (!authorized_api(r)) {
                 e2b_reply_error(r, 401, "Invalid API key");
+                return;
+        }
+        if (lacking(route, NULL)) {
+                e2b_reply_error(r, 400, "%s: not supported by Glovebox", lacking(route, NULL));
                 return;
         }
         if (strcmp(route, "v2/sandboxes") == 0 || strcmp(route, "sandboxes") == 0) {
@@ -674,9 +720,8 @@ static void control_plane(struct http_request *r, const char *route)
                         http_reply_json(r, 200, created_json(s));
                 else
                         http_reply_empty(r, 204);
-        } else if (strcmp(rest, "pause") == 0 || strcmp(rest, "resume") == 0 ||
-                   strcmp(rest, "snapshots") == 0) {
-                e2b_reply_error(r, 400, "%s is not supported by Glovebox", rest);
+        } else if (lacking("", rest)) {
+                e2b_reply_error(r, 400, "%s: not supported by Glovebox", rest);
         } else {
                 e2b_reply_error(r, 404, "no route %s", route);
         }
@@ -744,6 +789,16 @@ out:
         json_decref(body);
 }
 
+static void on_context_restarted(struct kernel_waiter *w, struct kernel *k, int status,
+                                 const char *message)
+{
+        (void)k;
+        if (status)
+                reply_text(request_of(w), 500, message ? message : "the context failed to restart");
+        else
+                http_reply_empty(request_of(w), 204);
+}
+
 static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *route)
 {
         char id[64], action[32] = "";
@@ -773,7 +828,7 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                 for (c = s->contexts; c; c = c->next)
                         n++;
                 if (!spec)
-                        reply_text(r, 400, "no kernel for that language here");
+                        reply_languages(r, language);
                 else if (cwd && cwd[0] != '/')
                         reply_text(r, 400, "cwd must be an absolute path");
                 else if (n >= MAX_CONTEXTS)
@@ -794,8 +849,9 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
         }
         k = kernel_find(c->kernel_id);
         if (strcmp(action, "restart") == 0 && r->method == HTTP_POST && k) {
-                kernel_restart(k, NULL);
-                http_reply_empty(r, 204);
+                /* Answered once the context is ready again, as E2B's is. */
+                r->waiter.done = on_context_restarted;
+                kernel_restart(k, &r->waiter);
         } else if (!action[0] && r->method == HTTP_DELETE) {
                 if (k)
                         kernel_shutdown(k, NULL);

@@ -439,6 +439,10 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
 
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
+        if (json_object_get(req, "pty")) {
+                connect_error(r, -ENOSYS, "pseudo-terminals (pty) are not supported by Glovebox");
+                goto out;
+        }
         if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
                 connect_error(r, -EINVAL, "process.cmd must be a string, args an array, envs an "
                                           "object");
@@ -517,9 +521,20 @@ static unsigned selected_pid(json_t *req)
 
 static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        json_t *req = r->body.len ? parse_request(r->body.data, r->body.len) : json_object();
-        struct command *c = req ? command_by_pid(s, selected_pid(req)) : NULL;
+        static const char *const unary[] = {"List", "SendSignal", "SendInput", "CloseStdin"};
+        json_t *req = NULL;
+        struct command *c;
+        bool known = false;
 
+        for (size_t i = 0; i < sizeof(unary) / sizeof(unary[0]); i++)
+                known |= strcmp(method, unary[i]) == 0;
+        if (!known) {
+                connect_error(r, -ENOSYS, "process.Process/%s is not supported by Glovebox",
+                              method);
+                return;
+        }
+        req = r->body.len ? parse_request(r->body.data, r->body.len) : json_object();
+        c = req ? command_by_pid(s, selected_pid(req)) : NULL;
         if (!req) {
                 connect_error(r, -EINVAL, "the request is not JSON");
         } else if (strcmp(method, "List") == 0) {
@@ -565,8 +580,6 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                         http_reply_json(r, 200, json_object());
                 }
                 buf_free(&bytes);
-        } else {
-                connect_error(r, -ENOSYS, "process.Process/%s is not supported", method);
         }
         json_decref(req);
 }
@@ -635,7 +648,8 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
                 rc = files_remove(sb, full);
                 result = json_object();
         } else {
-                connect_error(r, -ENOSYS, "filesystem.Filesystem/%s is not supported", method);
+                connect_error(r, -ENOSYS, "filesystem.Filesystem/%s is not supported by Glovebox",
+                              method);
                 goto out;
         }
         if (rc < 0)

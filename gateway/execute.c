@@ -232,9 +232,9 @@ static void handle(struct execution *e, struct relay_msg *m)
                 e->idle = true;
         } else if (strcmp(m->msg_type, "execute_reply") == 0) {
                 e->replied = true;
-                /* The gateway answered for a kernel that died: no idle will
-                 * follow from it. */
-                if (e->kernel->phase != KERNEL_READY)
+                /* The gateway answered for a kernel that died (or was
+                 * restarted): no idle will follow from it. */
+                if (m->from_gateway)
                         e->idle = true;
         }
         json_decref(content);

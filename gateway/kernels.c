@@ -101,7 +101,7 @@ static void waiter_add(struct kernel *k, struct kernel_waiter *w)
 
 void kernel_when_ready(struct kernel *k, struct kernel_waiter *w)
 {
-        if (k->phase == KERNEL_READY) {
+        if (k->phase == KERNEL_READY && !k->startup_id[0]) {
                 w->kernel = NULL;
                 w->done(w, k, 0, NULL);
                 return;
@@ -295,8 +295,10 @@ int kernel_set_startup_code(struct kernel *k, const char *code)
                 return -ENOMEM;
         free(k->startup_code);
         k->startup_code = copy;
-        if (copy && k->phase == KERNEL_READY && send_silent(k, copy, NULL) < 0)
+        if (copy && k->phase == KERNEL_READY && send_silent(k, copy, k->startup_id) < 0) {
                 klog_warn(k->id, "cannot send the startup code");
+                k->startup_id[0] = '\0';
+        }
         return 0;
 }
 
@@ -310,10 +312,14 @@ static void become_ready(struct kernel *k)
         set_state(k, "idle");
         kernel_touch(k);
         klog_info(k->id, "ready (%s, pid %d)", k->spec->name, k->pid);
-        /* Sent before anyone hears the kernel is ready, so before what they
-         * send; a restart needs it again. */
-        if (k->startup_code && send_silent(k, k->startup_code, NULL) < 0)
+        /* A restart needs it again; the waiters hear once it has run. */
+        k->startup_id[0] = '\0';
+        if (k->startup_code && send_silent(k, k->startup_code, k->startup_id) == 0)
+                return;
+        if (k->startup_code) {
                 klog_warn(k->id, "cannot send the startup code");
+                k->startup_id[0] = '\0';
+        }
         waiters_resolve(k, 0, NULL);
 }
 
@@ -351,10 +357,25 @@ static int decode_from_kernel(struct kernel *k, enum jp_channel channel,
         return rc;
 }
 
+/* Whether a silent execution's reply says it ran; logs why not. */
+static bool reply_ok(struct kernel *k, const struct jp_msg *msg, const char *what)
+{
+        json_t *content = json_loadb((const char *)msg->content.ptr, msg->content.len, 0, NULL);
+        const char *status = json_string_value(json_object_get(content, "status"));
+        bool ok = status && strcmp(status, "ok") == 0;
+
+        if (!ok)
+                klog_warn(k->id, "%s: %s", what,
+                          json_string_value(json_object_get(content, "evalue")) ?: "?");
+        json_decref(content);
+        return ok;
+}
+
 static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes)
 {
         struct kernel *k = arg;
         char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
+        char parent_id[JP_MSG_ID_SIZE], parent_type[JP_MSG_TYPE_SIZE];
         struct jp_msg msg;
 
         if (decode_from_kernel(k, z == k->shell ? JP_SHELL : JP_CONTROL, frames, nframes, &msg) < 0)
@@ -364,18 +385,20 @@ static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
         if (strcmp(msg_type, "kernel_info_reply") == 0) {
                 k->probe_replied = true;
                 probe_check(k);
-        } else if (strcmp(msg_type, "execute_reply") == 0 && k->warmup_id[0] &&
-                   jp_header_fields(msg.parent_header, msg_id, msg_type) == 0 &&
-                   strcmp(msg_id, k->warmup_id) == 0) {
-                json_t *content =
-                    json_loadb((const char *)msg.content.ptr, msg.content.len, 0, NULL);
-                const char *status = json_string_value(json_object_get(content, "status"));
-                bool ok = status && strcmp(status, "ok") == 0;
+                return;
+        }
+        if (strcmp(msg_type, "execute_reply") != 0 ||
+            jp_header_fields(msg.parent_header, parent_id, parent_type) < 0)
+                return;
+        if (k->startup_id[0] && strcmp(parent_id, k->startup_id) == 0) {
+                /* A failed startup code is logged; the kernel stays usable. */
+                reply_ok(k, &msg, "the startup code failed");
+                k->startup_id[0] = '\0';
+                if (k->phase == KERNEL_READY)
+                        waiters_resolve(k, 0, NULL);
+        } else if (k->warmup_id[0] && strcmp(parent_id, k->warmup_id) == 0) {
+                bool ok = reply_ok(k, &msg, "the pool's pre-import failed");
 
-                if (!ok)
-                        klog_warn(k->id, "the pool's pre-import failed: %s",
-                                  json_string_value(json_object_get(content, "evalue")) ?: "?");
-                json_decref(content);
                 k->warmup_id[0] = '\0';
                 waiters_resolve(k, ok ? 0 : 500, ok ? NULL : "the pre-import failed");
         }

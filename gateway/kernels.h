@@ -70,6 +70,7 @@ struct kernel {
         char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
         bool ever_ready;  /* false until the first start succeeds */
         char *startup_code; /* run silently at every ready (start, restart), or NULL */
+        char startup_id[JP_UUID_SIZE + 8]; /* its execute_request while it runs */
 
         /* the gateway's own sockets */
         struct zio *iopub;
@@ -118,8 +119,9 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,
 int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w);
 /* Sets code (copied; NULL for none) to run silently, without a trace in the
  * kernel's history, each time k becomes ready: after its start and after
- * every restart, before the waiters hear of it. Run now too if k is ready.
- * 0 or -ENOMEM. */
+ * every restart. Waiters (kernel_when_ready) hear that k is ready only once
+ * it has run, so nothing a client sends overtakes it. Run now too if k is
+ * ready. 0 or -ENOMEM. */
 int kernel_set_startup_code(struct kernel *k, const char *code);
 /* Pooled kernels of spec (starting ones too); *warm gets those ready to go. */
 size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);

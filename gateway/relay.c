@@ -105,6 +105,8 @@ struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
                 msg.content =
                     (struct jp_bytes){(const uint8_t *)content_text, strlen(content_text)};
                 m = relay_msg_new(&msg, NULL);
+                if (m)
+                        m->from_gateway = true;
         }
         json_decref(header);
         free(header_text);

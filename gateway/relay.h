@@ -34,6 +34,7 @@ struct relay_msg {
         size_t size;       /* bytes of the parts */
         uint8_t *data;     /* the parts, copied (a kept content excepted), after the struct */
         bool kept;
+        bool from_gateway; /* made by relay_msg_make, not sent by the kernel */
         zmq_msg_t content_frame; /* the content as ZMQ received it, when kept */
         /* per format: the frame without the content, and where it goes */
         struct buf envelope[RELAY_FORMATS];

@@ -300,14 +300,75 @@ def test_preinstalled_packages_and_pip(sbx):
 
 
 def test_unsupported_calls_say_so(sbx):
-    with pytest.raises(SandboxException) as caught:
-        sbx.pause()
-    assert "not supported" in str(caught.value)
-    with pytest.raises(SandboxException) as caught:
-        sbx.create_snapshot()
-    assert "not supported" in str(caught.value)
-    # The sandbox carries on after each refusal.
+    """What Glovebox lacks is refused by name, never "not found"; the sandbox
+    carries on after each refusal."""
+    from e2b import PtySize
+    calls = {
+        "pause": sbx.pause,
+        "beta_pause": sbx.beta_pause,
+        "create_snapshot": sbx.create_snapshot,
+        "list_snapshots": lambda: Sandbox.list_snapshots().next_items(),
+        "fork": sbx.fork,
+        "get_metrics": sbx.get_metrics,
+        "update_network": lambda: sbx.update_network({"deny_out": ["0.0.0.0/0"]}),
+        "files.watch_dir": lambda: sbx.files.watch_dir("/home/user"),
+        "pty.create": lambda: sbx.pty.create(PtySize(24, 80)),
+        "commands.connect": lambda: sbx.commands.connect(
+            sbx.commands.run("sleep 5", background=True).pid),
+        "create_code_context(language='r')": lambda: sbx.create_code_context(language="r"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(SandboxException) as caught:
+            call()
+        message = str(caught.value)
+        assert "not supported" in message or "languages: python" in message, (name, message)
+        assert not isinstance(caught.value, NotFoundException), (name, message)
     assert sbx.run_code("1").text == "1"
+
+
+def test_contexts_keep_charts_and_cwd_across_restarts(sbx):
+    ctx = sbx.create_code_context(cwd="/tmp")
+    plot = "import matplotlib.pyplot as plt, os\nplt.bar(['a', 'b'], [3, 5])\nplt.show()\nos.getcwd()"
+    for _ in range(2):
+        ex = sbx.run_code(plot, context=ctx)
+        assert ex.text == "/tmp"
+        chart = [r.chart for r in ex.results if r.chart]
+        assert len(chart) == 1 and chart[0].type.value == "bar"
+        assert [(e.label, e.value) for e in chart[0].elements] == [("a", 3), ("b", 5)]
+        sbx.restart_code_context(ctx)
+    # A kernel that dies ends its run at once, and is restarted with them too.
+    start = time.monotonic()
+    ex = sbx.run_code("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", context=ctx)
+    assert ex.error.name == "KernelDied" and time.monotonic() - start < 5
+    deadline = time.monotonic() + 30
+    while True:
+        ex = sbx.run_code(plot, context=ctx)
+        if ex.error is None or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert ex.text == "/tmp" and [r.chart.type.value for r in ex.results if r.chart] == ["bar"]
+
+
+def test_a_pooled_sandbox_is_the_same_to_the_sdk():
+    gw = start_gateway("--pool", "python3=1", token=None)
+    try:
+        point_sdk_at(gw, generated_token(gw))
+        deadline = time.monotonic() + 60
+        while True:
+            status, body, _ = gw.request("GET", "/api/status",
+                                         token=generated_token(gw))
+            if body["pool"]["kernelspecs"]["python3"]["ready"] == 1:
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.1)
+        sbx = Sandbox.create()
+        ex = sbx.run_code("import pandas as pd\npd.DataFrame({'a': [1, 2]})")
+        assert ex.results[0].data == {"a": [1, 2]}
+        status, body, _ = gw.request("GET", "/api/status", token=generated_token(gw))
+        assert body["pool"]["kernelspecs"]["python3"]["taken"] == 1, body
+        sbx.kill()
+    finally:
+        gw.stop()
 
 
 def test_generated_token_is_an_e2b_key(gateway):

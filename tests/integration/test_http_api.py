@@ -213,10 +213,20 @@ def test_e2b_with_curl(gateway, e2b_sandbox):
     status, err, _ = gateway.request("POST", "/e2b/v2/sandboxes", {"autoPause": True}, token="",
                                      headers={"X-API-KEY": gateway.token})
     assert status == 400 and "not supported" in err["message"]
+    # Internet access is granted within the network policy, which is none.
+    status, made, _ = gateway.request("POST", "/e2b/v2/sandboxes",
+                                      {"allow_internet_access": True}, token="",
+                                      headers={"X-API-KEY": gateway.token})
+    assert status == 201, made
+    status, info, _ = gateway.request("GET", f"/e2b/sandboxes/{made['sandboxID']}", token="",
+                                      headers={"X-API-KEY": gateway.token})
+    assert status == 200 and info["allowInternetAccess"] is False
+    gateway.request("DELETE", f"/e2b/sandboxes/{made['sandboxID']}", token="",
+                    headers={"X-API-KEY": gateway.token})
     status, err, _ = gateway.request("POST", "/e2b/v2/sandboxes",
-                                     {"allow_internet_access": True}, token="",
+                                     {"network": {"allowOut": ["1.1.1.1"]}}, token="",
                                      headers={"X-API-KEY": gateway.token})
-    assert status == 400 and "network" in err["message"]
+    assert status == 400 and "network.allowOut" in err["message"]
 
 
 def test_e2b_files_no_escape(gateway, e2b_sandbox):
