@@ -63,30 +63,11 @@ static const struct {
         {ELOOP, "invalid_argument", 400},     {EACCES, "permission_denied", 403},
         {EPERM, "permission_denied", 403},    {EROFS, "permission_denied", 403},
         {ENOSPC, "resource_exhausted", 429},  {ESRCH, "not_found", 404},
-        {ENOSYS, "unimplemented", 501},
+        {ENOSYS, "unimplemented", 501},       {ETIMEDOUT, "deadline_exceeded", 504},
 };
 
-static void connect_error(struct http_request *r, int error, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static void connect_error(struct http_request *r, int error, const char *fmt, ...)
-{
-        const char *code = "internal";
-        int status = 500;
-        char message[1024];
-        va_list ap;
-
-        for (size_t i = 0; i < sizeof(connect_codes) / sizeof(connect_codes[0]); i++) {
-                if (connect_codes[i].error == -error) {
-                        code = connect_codes[i].code;
-                        status = connect_codes[i].status;
-                }
-        }
-        va_start(ap, fmt);
-        vsnprintf(message, sizeof(message), fmt, ap);
-        va_end(ap);
-        http_reply_json(r, status, json_pack("{s:s, s:s}", "code", code, "message", message));
-}
+static void connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 
 /* One envelope: a flags byte, a big-endian length, the JSON. */
 static void write_frame(struct http_request *r, unsigned char flags, json_t *msg)
@@ -108,6 +89,43 @@ static void write_frame(struct http_request *r, unsigned char flags, json_t *msg
                 log_warn("a command's client is too far behind; output dropped");
 out:
         free(text);
+}
+
+/* A unary call's error: an HTTP status and {"code", "message"}. A
+ * streaming call's (stream true): 200, then an end-of-stream frame with
+ * the error, which is where Connect clients look for it. */
+static void reply_connect_error(struct http_request *r, bool stream, int error,
+                                const char *message)
+{
+        const char *code = "internal";
+        int status = 500;
+        json_t *body;
+
+        for (size_t i = 0; i < sizeof(connect_codes) / sizeof(connect_codes[0]); i++) {
+                if (connect_codes[i].error == -error) {
+                        code = connect_codes[i].code;
+                        status = connect_codes[i].status;
+                }
+        }
+        body = json_pack("{s:s, s:s}", "code", code, "message", message);
+        if (!stream) {
+                http_reply_json(r, status, body);
+                return;
+        }
+        http_stream_start(r, 200, CONNECT_JSON);
+        write_frame(r, 2, json_pack("{s:o}", "error", body));
+        http_stream_end(r);
+}
+
+static void connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
+{
+        char message[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+        reply_connect_error(r, stream, error, message);
 }
 
 /* A request's JSON object, nulls dropped (null means absent); NULL if it
@@ -290,13 +308,11 @@ static void let_go(struct command *c)
 }
 
 /* Ends the stream with a Connect error, as envd does. */
-static void end_with_error(struct command *c, const char *code, const char *message)
+static void end_with_error(struct command *c, int error, const char *message)
 {
         if (!c->r)
                 return;
-        http_stream_start(c->r, 200, CONNECT_JSON);
-        write_frame(c->r, 2, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
-                                       message));
+        reply_connect_error(c->r, true, error, message);
         let_go(c);
 }
 
@@ -371,7 +387,7 @@ static void on_failed(void *ctx, const struct hostmsg_failed *m)
         struct command *c = ctx;
 
         /* envd answers a command it cannot run with invalid_argument. */
-        end_with_error(c, "invalid_argument", m->message);
+        end_with_error(c, -EINVAL, m->message);
         command_free(c);
 }
 
@@ -410,7 +426,7 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
 
         log_info("command %u reached its timeout; killing it", c->pid);
         drain(c);
-        end_with_error(c, "deadline_exceeded", "the command ran past its timeout and was killed");
+        end_with_error(c, -ETIMEDOUT, "the command ran past its timeout and was killed");
         host_stop(c->id);
 }
 
@@ -440,23 +456,23 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
         if (json_object_get(req, "pty")) {
-                connect_error(r, -ENOSYS, "pseudo-terminals (pty) are not supported by Glovebox");
+                connect_error(r, true, -ENOSYS, "pseudo-terminals (pty) are not supported by Glovebox");
                 goto out;
         }
         if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
-                connect_error(r, -EINVAL, "process.cmd must be a string, args an array, envs an "
+                connect_error(r, true, -EINVAL, "process.cmd must be a string, args an array, envs an "
                                           "object");
                 goto out;
         }
         if (count >= MAX_COMMANDS) {
-                connect_error(r, -ENOSPC, "too many commands in this sandbox");
+                connect_error(r, true, -ENOSPC, "too many commands in this sandbox");
                 goto out;
         }
         c = calloc(1, sizeof(*c));
         start.argv = calloc(nargs + 2, sizeof(char *));
         env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
         if (!c || !start.argv || !env || jp_uuid4(c->id) < 0) {
-                connect_error(r, -ENOMEM, "out of memory");
+                connect_error(r, true, -ENOMEM, "out of memory");
                 goto out;
         }
         c->fds[0] = c->fds[1] = c->fds[2] = -1;
@@ -493,7 +509,7 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
                 commands = c->next;
                 r->ctx = NULL;
                 r->cleanup = NULL;
-                connect_error(r, -EIO, "cannot reach the kernel-host");
+                connect_error(r, true, -EIO, "cannot reach the kernel-host");
                 json_decref(c->config);
                 free(c->tag);
                 free(c);
@@ -529,14 +545,16 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
         for (size_t i = 0; i < sizeof(unary) / sizeof(unary[0]); i++)
                 known |= strcmp(method, unary[i]) == 0;
         if (!known) {
-                connect_error(r, -ENOSYS, "process.Process/%s is not supported by Glovebox",
-                              method);
+                /* Connect and StreamInput are streams: the error goes in one. */
+                connect_error(r, strcmp(method, "Connect") == 0 ||
+                                         strcmp(method, "StreamInput") == 0,
+                              -ENOSYS, "process.Process/%s is not supported by Glovebox", method);
                 return;
         }
         req = r->body.len ? parse_request(r->body.data, r->body.len) : json_object();
         c = req ? command_by_pid(s, selected_pid(req)) : NULL;
         if (!req) {
-                connect_error(r, -EINVAL, "the request is not JSON");
+                connect_error(r, false, -EINVAL, "the request is not JSON");
         } else if (strcmp(method, "List") == 0) {
                 json_t *list = json_array();
 
@@ -553,7 +571,7 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                 }
                 http_reply_json(r, 200, json_pack("{s:o}", "processes", list));
         } else if (!c) {
-                connect_error(r, -ESRCH, "process with pid %u not found", selected_pid(req));
+                connect_error(r, false, -ESRCH, "process with pid %u not found", selected_pid(req));
         } else if (strcmp(method, "SendSignal") == 0) {
                 const char *sig = json_string_value(json_object_get(req, "signal"));
 
@@ -569,13 +587,13 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
 
                 buf_init(&bytes, MAX_ENVELOPE);
                 if (c->fds[0] < 0) {
-                        connect_error(r, -EINVAL, "stdin of %u is closed", c->pid);
+                        connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
                 } else if (strcmp(method, "CloseStdin") == 0) {
                         close_fd(c, 0);
                         http_reply_json(r, 200, json_object());
                 } else if (!data || decode_base64(data, &bytes) < 0 ||
                            (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
-                        connect_error(r, -EINVAL, "cannot write to the process's stdin");
+                        connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
                 } else {
                         http_reply_json(r, 200, json_object());
                 }
@@ -605,21 +623,32 @@ void envd_forget(struct e2b_sandbox *s)
 
 static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        json_t *req = parse_request(r->body.data, r->body.len);
-        const char *path = json_string_value(json_object_get(req, "path"));
+        static const char *const unary[] = {"ListDir", "Stat", "MakeDir", "Move", "Remove"};
         char full[PATH_MAX], other[PATH_MAX];
         struct sandbox *sb = e2b_box(s);
-        json_t *result = NULL;
+        json_t *req = NULL, *result = NULL;
+        const char *path;
+        bool known = false;
         int rc;
 
+        for (size_t i = 0; i < sizeof(unary) / sizeof(unary[0]); i++)
+                known |= strcmp(method, unary[i]) == 0;
+        if (!known) {
+                /* WatchDir is a stream: the error goes in one. */
+                connect_error(r, strcmp(method, "WatchDir") == 0, -ENOSYS,
+                              "filesystem.Filesystem/%s is not supported by Glovebox", method);
+                return;
+        }
+        req = parse_request(r->body.data, r->body.len);
+        path = json_string_value(json_object_get(req, "path"));
         if (!req) {
-                connect_error(r, -EINVAL, "the request is not a JSON object");
+                connect_error(r, false, -EINVAL, "the request is not a JSON object");
                 goto out;
         }
         if (strcmp(method, "Move") == 0)
                 path = json_string_value(json_object_get(req, "source"));
         if (!path || files_normalize(path, full, sizeof(full)) < 0) {
-                connect_error(r, -EINVAL, "a path is needed");
+                connect_error(r, false, -EINVAL, "a path is needed");
                 goto out;
         }
         if (strcmp(method, "ListDir") == 0) {
@@ -644,16 +673,12 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
                         rc = files_rename(sb, full, other);
                 if (rc == 0 && files_stat(sb, other, &result) == 0)
                         result = json_pack("{s:o}", "entry", result);
-        } else if (strcmp(method, "Remove") == 0) {
+        } else {
                 rc = files_remove(sb, full);
                 result = json_object();
-        } else {
-                connect_error(r, -ENOSYS, "filesystem.Filesystem/%s is not supported by Glovebox",
-                              method);
-                goto out;
         }
         if (rc < 0)
-                connect_error(r, rc, "%s: %s", full, strerror(-rc));
+                connect_error(r, false, rc, "%s: %s", full, strerror(-rc));
         else
                 http_reply_json(r, 200, result ? result : json_object());
         if (rc < 0)

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { startGlovebox } from '../glovebox.mjs'
 
 let gateway
-let Sandbox, CommandExitError, SandboxError, NotFoundError
+let Sandbox, CommandExitError, SandboxError, NotFoundError, TimeoutError
 
 before(async () => {
   gateway = await startGlovebox()
@@ -15,7 +15,8 @@ before(async () => {
   process.env.E2B_API_URL = `${gateway.url}e2b`
   process.env.E2B_SANDBOX_URL = `${gateway.url}e2b`
   process.env.E2B_API_KEY = gateway.token
-  ;({ Sandbox, CommandExitError, SandboxError, NotFoundError } = await import('@e2b/code-interpreter'))
+  ;({ Sandbox, CommandExitError, SandboxError, NotFoundError, TimeoutError } =
+    await import('@e2b/code-interpreter'))
 })
 
 after(async () => {
@@ -172,6 +173,70 @@ test('no path leads out of the sandbox', async () => {
     // Writes through a planted link land inside too, or fail.
     await sbx.runCode('os.symlink("/etc", "/home/user/etc-link")')
     await assert.rejects(sbx.files.write('/home/user/etc-link/passwd', 'x'))
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('charts, DataFrame data, commands in the background, lifetimes', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 900_000 })
+  try {
+    assert.equal((await sbx.getInfo()).allowInternetAccess, false, 'no network, said truthfully')
+    let ex = await sbx.runCode('import matplotlib.pyplot as plt\nplt.bar(["a", "b"], [3, 5])\n' +
+      'plt.title("T")\nplt.show()')
+    const chart = ex.results.find((r) => r.chart).chart
+    assert.equal(chart.type, 'bar')
+    assert.equal(chart.title, 'T')
+    assert.deepEqual(chart.elements.map((e) => [e.label, e.value]), [['a', 3], ['b', 5]])
+    ex = await sbx.runCode('import pandas as pd\npd.DataFrame({"x": [1, 2]})')
+    assert.deepEqual(ex.results[0].data, { x: [1, 2] })
+
+    const ctx = await sbx.createCodeContext({ cwd: '/tmp' })
+    await sbx.runCode('v = 1', { context: ctx })
+    await sbx.restartCodeContext(ctx)
+    ex = await sbx.runCode('import os\nos.getcwd()', { context: ctx })
+    assert.equal(ex.text, '/tmp', 'the context keeps its directory across a restart')
+
+    const bg = await sbx.commands.run('read x; echo got $x; sleep 30', { background: true, stdin: true })
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid))
+    await sbx.commands.sendStdin(bg.pid, 'hi\n')
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    assert.equal(await sbx.commands.kill(bg.pid), true)
+    await assert.rejects(bg.wait(), (err) => err instanceof CommandExitError && err.stdout === 'got hi\n')
+    await assert.rejects(sbx.commands.run('sleep 10', { timeoutMs: 1000 }),
+      (err) => err instanceof TimeoutError)
+
+    // connect never shortens a lifetime; setTimeout sets it.
+    const end = (await sbx.getInfo()).endAt
+    await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 })
+    assert.ok((await sbx.getInfo()).endAt >= end)
+    await sbx.setTimeout(60_000)
+    assert.ok((await sbx.getInfo()).endAt - Date.now() < 61_000)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('what Glovebox lacks is refused by name', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const calls = {
+      pause: () => sbx.pause(),
+      createSnapshot: () => sbx.createSnapshot(),
+      getMetrics: () => sbx.getMetrics(),
+      watchDir: () => sbx.files.watchDir('/home/user', () => {}),
+      'pty.create': () => sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }),
+      'commands.connect': async () => sbx.commands.connect(
+        (await sbx.commands.run('sleep 5', { background: true })).pid),
+      'runCode(language: js)': () => sbx.runCode('1', { language: 'js' })
+    }
+    for (const [name, call] of Object.entries(calls)) {
+      await assert.rejects(call(), (err) => {
+        assert.match(err.message, /not supported|No context for language/, name)
+        return true
+      })
+    }
+    assert.equal((await sbx.runCode('1 + 1')).text, '2', 'the sandbox carries on')
   } finally {
     await sbx.kill()
   }
