@@ -132,8 +132,9 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                 /* What the sandbox has, whatever was asked: no network
                  * (see create_refusal), and death at its timeout. */
                 json_object_set_new(o, "allowInternetAccess", json_false());
-                json_object_set_new(o, "lifecycle", json_pack("{s:s, s:b}", "onTimeout", "kill",
-                                                              "autoResume", false));
+                json_object_set_new(
+                    o, "lifecycle",
+                    json_pack("{s:s, s:b}", "onTimeout", "kill", "autoResume", false));
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
@@ -268,8 +269,20 @@ static char **env_strv(json_t *env)
         return v;
 }
 
+/* pip installs into the user's site directory (the system's is read-only);
+ * Python puts that on sys.path only if it existed at start. Made now, and
+ * put where Python would (before the system's), a package pip installs is
+ * importable at once, as it is in E2B's sandboxes. */
+static const char user_site_code[] =
+    "(lambda os, site, sys: (os.makedirs(site.getusersitepackages(), exist_ok=True),"
+    " site.getusersitepackages() in sys.path or sys.path.insert(min([i for i, p in"
+    " enumerate(sys.path) if p in site.getsitepackages()] or [len(sys.path)]),"
+    " site.getusersitepackages())))(__import__('os'), __import__('site'),"
+    " __import__('sys'))\n";
+
 /* What a Python context's kernel runs each time it starts: E2B's result
- * formats (e2b_display.h), and a move to the context's directory. */
+ * formats (e2b_display.h), the user's site directory, and a move to the
+ * context's directory. */
 static int context_startup(const struct e2b_context *c, struct kernel *k)
 {
         const char *language = json_string_value(json_object_get(k->spec->spec, "language"));
@@ -281,7 +294,8 @@ static int context_startup(const struct e2b_context *c, struct kernel *k)
         json_decref(dir);
         if (!language || strcmp(language, "python") != 0)
                 goto out;
-        if (!display || !cwd || asprintf(&code, "%s__import__('os').chdir(%s)\n", display, cwd) < 0) {
+        if (!display || !cwd ||
+            asprintf(&code, "%s%s__import__('os').chdir(%s)\n", display, user_site_code, cwd) < 0) {
                 code = NULL;
                 rc = -ENOMEM;
                 goto out;
@@ -451,8 +465,8 @@ static const char *create_refusal(json_t *body)
         if (json_is_true(json_object_get(body, "autoPause")))
                 return "autoPause (lifecycle onTimeout 'pause') is not supported: Glovebox "
                        "cannot pause sandboxes";
-        if (resume && !(json_is_object(resume) &&
-                        json_is_false(json_object_get(resume, "enabled"))))
+        if (resume &&
+            !(json_is_object(resume) && json_is_false(json_object_get(resume, "enabled"))))
                 return "autoResume.enabled is not supported: Glovebox cannot pause sandboxes";
         if (json_array_size(json_object_get(body, "volumeMounts")) > 0)
                 return "volumeMounts are not supported";
@@ -636,11 +650,11 @@ static bool authorized_api(struct http_request *r)
  * call that reaches one says what it cannot do, never "not found". */
 static const char *lacking(const char *route, const char *action)
 {
-        static const char *const top[] = {"snapshots", "templates", "volumes", "sandboxes/metrics",
-                                          "v2/sandboxes/metrics", "teams", "access-tokens",
-                                          "api-keys"};
-        static const char *const actions[] = {"pause",   "resume", "snapshots", "fork",
-                                              "network", "metrics", "logs",     "refreshes"};
+        static const char *const top[] = {
+            "snapshots", "templates",     "volumes", "sandboxes/metrics", "v2/sandboxes/metrics",
+            "teams",     "access-tokens", "api-keys"};
+        static const char *const actions[] = {"pause",   "resume",  "snapshots", "fork",
+                                              "network", "metrics", "logs",      "refreshes"};
 
         for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
                 size_t n = strlen(top[i]);

@@ -12,7 +12,8 @@ KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pand
  python3-seaborn python3-scipy python3-sklearn python3-openpyxl python3-xlrd python3-requests
  python3-bs4 python3-sympy python3-plotly python3-aiohttp python3-gensim python3-imageio
  python3-nltk python3-numba python3-opencv python3-docx python3-skimage python3-soundfile
- python3-xarray python3-pil python3-joblib python3-tz python3-urllib3"
+ python3-xarray python3-pil python3-joblib python3-tz python3-urllib3 python3-pip
+ python3-setuptools"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -8,6 +8,7 @@ import base64
 import datetime
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -297,6 +298,29 @@ def test_preinstalled_packages_and_pip(sbx):
         sbx.commands.run("pip install glovebox-no-such-package")
     assert "no network" in caught.value.stderr
     assert "externally-managed" not in caught.value.stderr + caught.value.stdout
+
+
+def test_pip_installs_into_the_sandbox(sbx):
+    """What pip installs lands in the sandbox's own writable home, is
+    importable at once in the running context, and nowhere else (a package
+    built from local files: no network needed)."""
+    sbx.files.write("/home/user/pkg/pyproject.toml",
+                    '[build-system]\nrequires = ["setuptools"]\n'
+                    'build-backend = "setuptools.build_meta"\n'
+                    '[project]\nname = "gbdemo"\nversion = "1.0"\n')
+    sbx.files.write("/home/user/pkg/gbdemo.py", "ANSWER = 42\n")
+    r = sbx.commands.run("pip install --no-index --no-build-isolation /home/user/pkg",
+                         timeout=120)
+    assert "Successfully installed gbdemo-1.0" in r.stdout
+    ex = sbx.run_code("import gbdemo\ngbdemo.ANSWER, gbdemo.__file__")
+    assert ex.error is None, ex.error
+    assert re.fullmatch(r"\(42, '/home/user/\.local/lib/python3\.\d+/site-packages/gbdemo\.py'\)",
+                        ex.text), ex.text
+    other = Sandbox.create()
+    try:
+        assert other.run_code("import gbdemo").error.name == "ModuleNotFoundError"
+    finally:
+        other.kill()
 
 
 def test_unsupported_calls_say_so(sbx):
