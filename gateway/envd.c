@@ -456,12 +456,13 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
         if (json_object_get(req, "pty")) {
-                connect_error(r, true, -ENOSYS, "pseudo-terminals (pty) are not supported by Glovebox");
+                connect_error(r, true, -ENOSYS,
+                              "pseudo-terminals (pty) are not supported by Glovebox");
                 goto out;
         }
         if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
-                connect_error(r, true, -EINVAL, "process.cmd must be a string, args an array, envs an "
-                                          "object");
+                connect_error(r, true, -EINVAL,
+                              "process.cmd must be a string, args an array, envs an object");
                 goto out;
         }
         if (count >= MAX_COMMANDS) {
