@@ -250,6 +250,13 @@ def test_requests_for_what_glovebox_lacks_name_it(gateway):
     with pytest.raises(SandboxException) as caught:
         Sandbox.create("no-such-template")
     assert "404" in str(caught.value) or "not found" in str(caught.value)
+    # On the wire: what this SDK always sends is fine; asking for more is not.
+    status, body = raw(gateway, "/sandboxes", {"autoResume": {"enabled": True}})
+    assert status == 400 and b"autoResume.enabled" in body, body
+    status, body = raw(gateway, "/sandboxes", {"autoPause": False, "autoResume": {"enabled": False},
+                                               "allow_internet_access": True, "secure": True})
+    assert status == 201, body
+    Sandbox.kill(json.loads(body)["sandboxID"])
 
 
 def test_files(sbx):
