@@ -83,9 +83,8 @@ static void reply_text(struct http_request *r, int status, const char *message)
 
 bool e2b_key_form(const char *key)
 {
-        size_t hex = strspn(key + (strncmp(key, "e2b_", 4) == 0 ? 4 : 0), "0123456789abcdef");
-
-        return strncmp(key, "e2b_", 4) == 0 && hex > 0 && key[4 + hex] == '\0';
+        return strncmp(key, "e2b_", 4) == 0 && key[4] &&
+               key[4 + strspn(key + 4, "0123456789abcdef")] == '\0';
 }
 
 static struct e2b_sandbox *find(const char *id)
@@ -438,6 +437,20 @@ static bool string_map(json_t *v, size_t max)
         return true;
 }
 
+/* A lifetime in seconds from body's "timeout" (dflt when absent); false
+ * after replying 400 when it is not a number within the server's maximum. */
+static bool timeout_of(struct http_request *r, json_t *body, double dflt, double *seconds)
+{
+        json_t *timeout = json_object_get(body, "timeout");
+        double max = kernels_config()->e2b_max_timeout;
+
+        *seconds = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : dflt;
+        if (!timeout || (isfinite(*seconds) && *seconds > 0 && *seconds <= max))
+                return true;
+        e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds", max);
+        return false;
+}
+
 /* What a create request asks for that Glovebox cannot give, as a message
  * naming the field; NULL when it can be served. The Python SDK always sends
  * allow_internet_access (true by default), "autoPause": false and
@@ -479,7 +492,7 @@ static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
         json_t *body = api_parse_body(r);
-        json_t *template, *timeout, *metadata, *env;
+        json_t *template, *metadata, *env;
         const struct jp_kernelspec *spec = NULL;
         const char *tid, *refusal;
         struct hostmsg_limits limits;
@@ -491,7 +504,6 @@ static void create_sandbox(struct http_request *r)
         if (!body)
                 return;
         template = json_object_get(body, "templateID");
-        timeout = json_object_get(body, "timeout");
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
@@ -500,13 +512,11 @@ static void create_sandbox(struct http_request *r)
                 spec = jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
         else
                 spec = jp_kernelspec_find(kernels_specs(), tid);
-        ttl = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : 300;
         refusal = create_refusal(body);
         if (!spec) {
                 e2b_reply_error(r, 404, "template '%.64s' not found", tid);
-        } else if (!isfinite(ttl) || ttl <= 0 || ttl > cfg->e2b_max_timeout) {
-                e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds",
-                                cfg->e2b_max_timeout);
+        } else if (!timeout_of(r, body, 300, &ttl)) {
+                /* answered */
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
         } else if (refusal) {
@@ -645,28 +655,34 @@ static bool authorized_api(struct http_request *r)
         return header(r, "x-api-key:", key, sizeof(key)) && token_matches(key, cfg->token);
 }
 
-/* E2B's features that Glovebox lacks, named in the 400 each gets: top-level
- * routes (snapshots, templates...) and the actions on a sandbox. An SDK
- * call that reaches one says what it cannot do, never "not found". */
-static const char *lacking(const char *route, const char *action)
+/* E2B's features that Glovebox lacks, named in the 400 each gets, so that
+ * an SDK call reaching one says what it cannot do, never "not found": the
+ * top-level routes, and the actions on a sandbox. */
+static const char *lacking_route(const char *route)
 {
-        static const char *const top[] = {
-            "snapshots", "templates",     "volumes", "sandboxes/metrics", "v2/sandboxes/metrics",
-            "teams",     "access-tokens", "api-keys"};
+        static const char *const routes[] = {"snapshots",     "templates",  "volumes",
+                                             "sandboxes/metrics", "v2/sandboxes/metrics", "teams",
+                                             "access-tokens", "api-keys"};
+
+        for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+                size_t n = strlen(routes[i]);
+
+                if (strncmp(route, routes[i], n) == 0 && (route[n] == '\0' || route[n] == '/'))
+                        return routes[i];
+        }
+        return NULL;
+}
+
+static bool lacking_action(const char *action)
+{
         static const char *const actions[] = {"pause",   "resume",  "snapshots", "fork",
                                               "network", "metrics", "logs",      "refreshes"};
 
-        for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
-                size_t n = strlen(top[i]);
-
-                if (strncmp(route, top[i], n) == 0 && (route[n] == '\0' || route[n] == '/'))
-                        return top[i];
-        }
-        for (size_t i = 0; action && i < sizeof(actions) / sizeof(actions[0]); i++) {
+        for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
                 if (strcmp(action, actions[i]) == 0)
-                        return actions[i];
+                        return true;
         }
-        return NULL;
+        return false;
 }
 
 static void control_plane(struct http_request *r, const char *route)
@@ -679,8 +695,8 @@ static void control_plane(struct http_request *r, const char *route)
                 e2b_reply_error(r, 401, "Invalid API key");
                 return;
         }
-        if (lacking(route, NULL)) {
-                e2b_reply_error(r, 400, "%s: not supported by Glovebox", lacking(route, NULL));
+        if (lacking_route(route)) {
+                e2b_reply_error(r, 400, "%s: not supported by Glovebox", lacking_route(route));
                 return;
         }
         if (strcmp(route, "v2/sandboxes") == 0 || strcmp(route, "sandboxes") == 0) {
@@ -710,31 +726,24 @@ static void control_plane(struct http_request *r, const char *route)
                 http_reply_empty(r, 204);
         } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0) &&
                    r->method == HTTP_POST) {
-                body = api_parse_body(r);
-                if (!body)
-                        return;
-                if (json_object_get(body, "timeout")) {
-                        json_t *timeout = json_object_get(body, "timeout");
-                        double t = json_is_number(timeout) ? json_number_value(timeout) : NAN;
+                double t;
 
-                        if (!isfinite(t) || t <= 0 || t > kernels_config()->e2b_max_timeout) {
-                                e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds",
-                                                kernels_config()->e2b_max_timeout);
-                                json_decref(body);
-                                return;
-                        }
-                        /* setTimeout sets the lifetime; a connect only ever
-                         * extends it, as E2B's does (the Python SDK sends
-                         * its default 300 s on every connect). */
-                        if (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at)
-                                set_timeout(s, t);
+                body = api_parse_body(r);
+                if (!body || !timeout_of(r, body, 0, &t)) {
+                        json_decref(body);
+                        return;
                 }
                 json_decref(body);
+                /* setTimeout sets the lifetime; a connect only ever extends
+                 * it, as E2B's does (the Python SDK sends its default 300 s
+                 * on every connect). Without a timeout, nothing changes. */
+                if (t > 0 && (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at))
+                        set_timeout(s, t);
                 if (strcmp(rest, "connect") == 0)
                         http_reply_json(r, 200, created_json(s));
                 else
                         http_reply_empty(r, 204);
-        } else if (lacking("", rest)) {
+        } else if (lacking_action(rest)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", rest);
         } else {
                 e2b_reply_error(r, 404, "no route %s", route);
