@@ -676,13 +676,10 @@ static const char *lacking_route(const char *route)
 static bool lacking_action(const char *action)
 {
         static const char *const actions[] = {"pause",   "resume",  "snapshots", "fork",
-                                              "network", "metrics", "logs",      "refreshes"};
+                                              "network", "metrics", "logs",      "refreshes",
+                                              NULL};
 
-        for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
-                if (strcmp(action, actions[i]) == 0)
-                        return true;
-        }
-        return false;
+        return jp_strv_contains(actions, action);
 }
 
 static void control_plane(struct http_request *r, const char *route)

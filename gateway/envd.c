@@ -538,14 +538,12 @@ static unsigned selected_pid(json_t *req)
 
 static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        static const char *const unary[] = {"List", "SendSignal", "SendInput", "CloseStdin"};
+        static const char *const unary[] = {"List", "SendSignal", "SendInput", "CloseStdin",
+                                            NULL};
         json_t *req = NULL;
         struct command *c;
-        bool known = false;
 
-        for (size_t i = 0; i < sizeof(unary) / sizeof(unary[0]); i++)
-                known |= strcmp(method, unary[i]) == 0;
-        if (!known) {
+        if (!jp_strv_contains(unary, method)) {
                 /* Connect and StreamInput are streams: the error goes in one. */
                 connect_error(r, strcmp(method, "Connect") == 0 ||
                                          strcmp(method, "StreamInput") == 0,
@@ -624,17 +622,14 @@ void envd_forget(struct e2b_sandbox *s)
 
 static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        static const char *const unary[] = {"ListDir", "Stat", "MakeDir", "Move", "Remove"};
+        static const char *const unary[] = {"ListDir", "Stat", "MakeDir", "Move", "Remove", NULL};
         char full[PATH_MAX], other[PATH_MAX];
         struct sandbox *sb = e2b_box(s);
         json_t *req = NULL, *result = NULL;
         const char *path;
-        bool known = false;
         int rc;
 
-        for (size_t i = 0; i < sizeof(unary) / sizeof(unary[0]); i++)
-                known |= strcmp(method, unary[i]) == 0;
-        if (!known) {
+        if (!jp_strv_contains(unary, method)) {
                 /* WatchDir is a stream: the error goes in one. */
                 connect_error(r, strcmp(method, "WatchDir") == 0, -ENOSYS,
                               "filesystem.Filesystem/%s is not supported by Glovebox", method);

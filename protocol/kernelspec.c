@@ -20,6 +20,15 @@ void jp_strv_free(char **v)
         free(v);
 }
 
+bool jp_strv_contains(const char *const *v, const char *s)
+{
+        for (; v && *v; v++) {
+                if (strcmp(*v, s) == 0)
+                        return true;
+        }
+        return false;
+}
+
 static int strv_push(char ***v, size_t *n, const char *s)
 {
         char **grown = realloc(*v, (*n + 2) * sizeof(char *));

@@ -32,6 +32,8 @@ struct jp_kernelspec_list {
  * Returns a NULL-terminated array the caller frees with jp_strv_free. */
 char **jp_kernelspec_search_path(const char *extra);
 void jp_strv_free(char **v);
+/* Whether the NULL-terminated v holds s. */
+bool jp_strv_contains(const char *const *v, const char *s);
 
 /* Loads every valid kernelspec under the directories of path (the first of
  * a name wins); invalid ones are skipped with a warning. 0 or -ENOMEM. */

@@ -296,6 +296,17 @@ static void test_search_path(void)
         jp_strv_free(v);
 }
 
+static void test_strv_contains(void)
+{
+        static const char *const v[] = {"List", "SendSignal", NULL};
+
+        ok(jp_strv_contains(v, "List") && jp_strv_contains(v, "SendSignal"), "strv: members found");
+        ok(!jp_strv_contains(v, "list") && !jp_strv_contains(v, "Lis") &&
+               !jp_strv_contains(v, ""),
+           "strv: exact, case-sensitive matches only");
+        ok(!jp_strv_contains(NULL, "List"), "strv: a NULL list holds nothing");
+}
+
 int main(void)
 {
         /* Skipped kernelspecs are logged as warnings; keep the TAP log clean. */
@@ -307,6 +318,7 @@ int main(void)
         test_parse();
         test_names();
         test_search_path();
+        test_strv_contains();
         if (tmpdir_remove(root) < 0)
                 diag("could not remove %s", root);
         return done_testing();
