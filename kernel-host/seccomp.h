@@ -7,10 +7,12 @@
 #include <linux/filter.h>
 
 /* Builds the filter into *prog (the caller keeps it for the process's
- * lifetime). 0 or -errno. */
+ * lifetime): a small ceiling for system calls newer than the policy, then
+ * libseccomp's program. 0 or -errno. */
 int seccomp_policy_build(struct sock_fprog *prog);
-/* Writes the filter in libseccomp's pseudo-filter-code form to fd, for the
- * golden test and for people reading it. */
+/* Writes the filter in libseccomp's pseudo-filter-code form to fd (the
+ * ceiling first, in the same notation), for the golden test and for people
+ * reading it. */
 int seccomp_policy_export_pfc(int fd);
 
 #endif
