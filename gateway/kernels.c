@@ -9,12 +9,14 @@
 #include "protocol/wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PROBE_INTERVAL_MS 500.0
 #define MAX_KERNEL_ENV    128 /* variables of a kernel: its kernelspec's and a request's */
@@ -523,6 +525,8 @@ static void kernel_free(struct kernel *k)
                 session_destroy(&s, 1001, "kernel shut down");
         }
         close_own_sockets(k);
+        if (k->ipc_root_fd >= 0)
+                close(k->ipc_root_fd);
         loop_timer_stop(&k->deadline_timer);
         loop_timer_stop(&k->grace_timer);
         sandbox_waiter_cancel(&k->sandbox_wait);
@@ -550,6 +554,49 @@ static void finish(struct kernel *k, int status, const char *message)
         kernel_free(k);
 }
 
+/* Sets where the kernel's sockets are as the gateway reaches them. A
+ * sandboxed kernel's are in its sandbox's own /run/kernel, a tmpfs mounted
+ * nowhere on the host, so the kernel-host gives a path relative to the
+ * sandbox's root and we go through our descriptor of that root
+ * (/proc/self/fd/N/...). The kernel keeps its own copy of the descriptor
+ * while any socket may use the path, so that the number never names
+ * something else under them. When the path changes (the kernel restarted in
+ * a new sandbox), every client session's sockets move too. */
+static int set_ipc_prefix(struct kernel *k, const char *reported)
+{
+        char prefix[sizeof(k->ipc_prefix)];
+        int old_fd = k->ipc_root_fd, fd = -1;
+        bool moved;
+
+        if (reported[0] == '/') {
+                snprintf(prefix, sizeof(prefix), "%s", reported);
+        } else {
+                if (!k->sandbox || k->sandbox->root_fd < 0)
+                        return -ENOENT;
+                if (old_fd >= 0 && strcmp(k->ipc_sandbox, k->sandbox->id) == 0)
+                        fd = old_fd;
+                else
+                        fd = fcntl(k->sandbox->root_fd, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0)
+                        return -errno;
+                if ((size_t)snprintf(prefix, sizeof(prefix), "/proc/self/fd/%d/%s", fd, reported) >=
+                    sizeof(prefix)) {
+                        if (fd != old_fd)
+                                close(fd);
+                        return -ENAMETOOLONG;
+                }
+        }
+        moved = k->ipc_prefix[0] && strcmp(prefix, k->ipc_prefix) != 0;
+        snprintf(k->ipc_prefix, sizeof(k->ipc_prefix), "%s", prefix);
+        snprintf(k->ipc_sandbox, sizeof(k->ipc_sandbox), "%s", fd >= 0 ? k->sandbox->id : "");
+        k->ipc_root_fd = fd;
+        if (moved)
+                session_reconnect_all(k);
+        if (old_fd >= 0 && old_fd != fd)
+                close(old_fd);
+        return 0;
+}
+
 static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
 {
         struct kernel *k = ctx;
@@ -557,12 +604,11 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
         for (size_t i = 0; i < nfds; i++)
                 close(fds[i]);
         k->pid = m->pid;
-        snprintf(k->ipc_prefix, sizeof(k->ipc_prefix), "%s", m->ipc_prefix);
         if (k->phase == KERNEL_STOPPING) {
                 host_stop(k->id);
                 return;
         }
-        if (open_own_sockets(k) < 0) {
+        if (set_ipc_prefix(k, m->ipc_prefix) < 0 || open_own_sockets(k) < 0) {
                 snprintf(k->reason, sizeof(k->reason), "cannot connect to the kernel's sockets");
                 host_stop(k->id);
                 return;
@@ -646,17 +692,19 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
         struct kernel *k = ctx;
 
         k->running = false;
-        if (strcmp(m->reason, "host-lost") == 0) {
-                /* Nothing can start again: tell the clients and let go. */
-                snprintf(k->reason, sizeof(k->reason), "the kernel-host process died");
-                kernel_broadcast_status(k, "dead");
-                k->phase = KERNEL_STOPPING;
-        }
         k->oom = strcmp(m->reason, "out-of-memory") == 0;
         if (k->oom)
                 snprintf(k->reason, sizeof(k->reason),
                          "out of memory: the kernel used more than its limit of %llu MiB",
                          (unsigned long long)k->limits.memory_mb);
+        else if (strcmp(m->reason, "host-lost") == 0)
+                /* Its sandbox died with the kernel-host; it restarts in a new
+                 * one, on the kernel-host that replaced it, if there is one. */
+                snprintf(k->reason, sizeof(k->reason),
+                         "the kernel-host died, and the kernel's sandbox with it");
+        else if (strcmp(m->reason, "sandbox-died") == 0)
+                snprintf(k->reason, sizeof(k->reason),
+                         "the kernel's sandbox died (its init process was killed)");
         else if (k->reason[0] == '\0' || k->phase == KERNEL_READY)
                 /* Keep a reason set before the exit (e.g. a start timeout). */
                 snprintf(
@@ -784,6 +832,7 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
                 goto fail;
         k->spec = spec;
         k->pooled = pooled;
+        k->ipc_root_fd = -1;
         k->limits = sandbox ? sandbox->limits : *limits;
         /* In a given sandbox (an E2B sandbox's contexts), or one of its own. */
         if (sandbox)

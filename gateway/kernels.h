@@ -58,7 +58,9 @@ struct kernel {
         struct jp_signer *signer;
         char **env; /* "NAME=value" for every (re)start */
         struct hostmsg_limits limits;
-        char ipc_prefix[PATH_MAX];
+        char ipc_prefix[PATH_MAX]; /* where its sockets are, as the gateway reaches them */
+        int ipc_root_fd;           /* a sandbox root that ipc_prefix goes through, or -1 */
+        char ipc_sandbox[JP_UUID_SIZE]; /* the sandbox of ipc_root_fd */
         int pid;
         bool running; /* the kernel-host was asked to start it and it has not ended */
         struct sandbox *sandbox;

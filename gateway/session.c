@@ -213,6 +213,23 @@ void session_connect_all(struct kernel *k)
         }
 }
 
+void session_reconnect_all(struct kernel *k)
+{
+        struct session *s = k->sessions;
+
+        while (s) {
+                struct session *next = s->next;
+
+                for (int i = 0; i < 3; i++)
+                        zio_close(&s->sockets[i]);
+                /* May end the session (an HTTP execution): last. */
+                session_fail_pending(s, "KernelRestarted",
+                                     "the kernel restarted before this request reached it");
+                s = next;
+        }
+        session_connect_all(k);
+}
+
 void session_attach(struct session *s, struct session_sink *sink)
 {
         struct session_sink *old = s->sink;

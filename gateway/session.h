@@ -54,6 +54,10 @@ void session_detach(struct session *s, struct session_sink *sink);
 int session_send(struct session *s, struct jp_msg *msg);
 /* Connects sessions opened before the kernel's sockets existed. */
 void session_connect_all(struct kernel *k);
+/* The kernel's sockets moved (it restarted in a new sandbox): every
+ * session's sockets reconnect to the new ones, and executions sent to the
+ * old ones, which no kernel will answer, are answered with an error. */
+void session_reconnect_all(struct kernel *k);
 /* The next message for the sink (the caller owns the reference), or NULL.
  * After drops it is first a stderr stream message saying how many. */
 struct relay_msg *session_next(struct session *s);

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 static const char *const controller_names[CGROUP_CONTROLLERS] = {"memory", "pids", "cpu"};
@@ -335,46 +338,200 @@ uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg)
         return at ? strtoull(at + 9, NULL, 10) : 0;
 }
 
-static void kill_members(const char *dir)
+/* SIGKILLs every process listed in dir's cgroup.procs but spare (0: none).
+ * Returns how many were listed, or -errno. A list read while processes
+ * fork may miss the newest: callers repeat until the group is empty. */
+static int kill_members(const char *dir, pid_t spare)
 {
-        char path[PATH_MAX + 32], pids[65536];
+        char path[PATH_MAX + 32];
+        FILE *f;
+        long pid;
+        int n = 0;
 
         snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-        if (read_file(path, pids, sizeof(pids)) <= 0)
-                return;
-        for (char *line = pids, *next; line && *line; line = next) {
-                char *end;
-                long pid;
-
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = '\0';
-                pid = strtol(line, &end, 10);
-                if (*end == '\0' && pid > 1)
-                        kill((pid_t)pid, SIGKILL);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        while (fscanf(f, "%ld", &pid) == 1) {
+                if (pid <= 1 || pid == spare)
+                        continue;
+                kill((pid_t)pid, SIGKILL);
+                n++;
         }
+        fclose(f);
+        return n;
+}
+
+/* Kills the whole subtree of dir: at once with cgroup.kill (cgroup v2,
+ * Linux 5.14 and later), else one listed process at a time. */
+static void kill_group(const char *dir)
+{
+        if (write_file(dir, "cgroup.kill", "1") < 0)
+                kill_members(dir, 0);
+}
+
+/* Removes dir after its child groups, killing whatever is left in them;
+ * our groups are at most a few levels deep, so depth bounds the recursion.
+ * Counts removed groups in *removed. 0 or -errno. */
+static int remove_group(const char *dir, int depth, unsigned *removed)
+{
+        char child[PATH_MAX];
+        struct dirent *de;
+        DIR *d;
+        int rc = 0;
+
+        if (depth > 4)
+                return -ELOOP;
+        d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(d)) != NULL) {
+                if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
+                    strcmp(de->d_name, "..") == 0)
+                        continue;
+                if ((size_t)snprintf(child, sizeof(child), "%s/%s", dir, de->d_name) >=
+                    sizeof(child))
+                        continue;
+                remove_group(child, depth + 1, removed);
+        }
+        closedir(d);
+        /* A killed process leaves its group a moment after the signal. */
+        for (int tries = 0; rmdir(dir) < 0; tries++) {
+                if (errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY || tries >= 500) {
+                        rc = -errno;
+                        log_warn("cannot remove cgroup %s: %s", dir, strerror(errno));
+                        return rc;
+                }
+                kill_group(dir);
+                usleep(1000);
+        }
+        if (removed)
+                (*removed)++;
+        return 0;
+}
+
+/* Calls fn once for each distinct directory of cg: several controllers
+ * may share one directory of the unified (v2) hierarchy. */
+static void for_each_dir(struct kernel_cgroup *cg, void (*fn)(char *dir, void *arg), void *arg)
+{
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                bool seen = false;
+
+                for (int d = 0; d < c; d++)
+                        seen = seen || (cg->dirs[d][0] && strcmp(cg->dirs[d], cg->dirs[c]) == 0);
+                if (cg->dirs[c][0] && !seen)
+                        fn(cg->dirs[c], arg);
+        }
+}
+
+int cgroup_create_child(const struct kernel_cgroup *parent, const char *name,
+                        struct kernel_cgroup *child, char *err, size_t errlen)
+{
+        int rc = 0;
+
+        memset(child, 0, sizeof(*child));
+        for (int c = 0; rc == 0 && c < CGROUP_CONTROLLERS; c++) {
+                if (!parent->dirs[c][0])
+                        continue;
+                if ((size_t)snprintf(child->dirs[c], sizeof(child->dirs[c]), "%s/%s",
+                                     parent->dirs[c], name) >= sizeof(child->dirs[c])) {
+                        rc = -ENAMETOOLONG;
+                } else if (mkdir(child->dirs[c], 0755) < 0 && errno != EEXIST) {
+                        rc = -errno;
+                }
+                if (rc < 0) {
+                        snprintf(err, errlen, "mkdir %s: %s", child->dirs[c], strerror(-rc));
+                        child->dirs[c][0] = '\0';
+                }
+        }
+        if (rc < 0)
+                cgroup_destroy(child);
+        return rc;
+}
+
+struct kill_args {
+        pid_t spare;
+        int listed;
+};
+
+static void kill_dir(char *dir, void *arg)
+{
+        struct kill_args *a = arg;
+        int n = kill_members(dir, a->spare);
+
+        if (n > 0)
+                a->listed += n;
+}
+
+int cgroup_kill(struct kernel_cgroup *cg, pid_t spare)
+{
+        struct kill_args a = {spare, 0};
+
+        for_each_dir(cg, kill_dir, &a);
+        return a.listed;
+}
+
+static void remove_if_empty(char *dir, void *arg)
+{
+        int *rc = arg;
+
+        if (rmdir(dir) == 0 || errno == ENOENT)
+                dir[0] = '\0';
+        else if (*rc == 0)
+                *rc = -errno;
+}
+
+int cgroup_remove_if_empty(struct kernel_cgroup *cg)
+{
+        int rc = 0;
+
+        for_each_dir(cg, remove_if_empty, &rc);
+        return rc;
+}
+
+static void destroy_dir(char *dir, void *arg)
+{
+        remove_group(dir, 0, NULL);
 }
 
 void cgroup_destroy(struct kernel_cgroup *cg)
 {
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                char *dir = cg->dirs[c];
+        for_each_dir(cg, destroy_dir, NULL);
+        memset(cg, 0, sizeof(*cg));
+}
 
-                if (!dir[0])
-                        continue;
-                /* Several controllers may share one v2 directory. */
-                for (int tries = 0; rmdir(dir) < 0 && errno == EBUSY && tries < 100; tries++) {
-                        kill_members(dir);
-                        usleep(1000);
-                }
-                if (access(dir, F_OK) == 0)
-                        log_warn("cannot remove cgroup %s: %s", dir, strerror(errno));
-                for (int d = c + 1; d < CGROUP_CONTROLLERS; d++) {
-                        if (strcmp(cg->dirs[d], dir) == 0)
-                                cg->dirs[d][0] = '\0';
-                }
-                dir[0] = '\0';
+const char *cgroup_parent(enum cgroup_controller c)
+{
+        return hierarchies[c].parent;
+}
+
+int cgroup_remove_stale(const char *dir, unsigned *removed)
+{
+        const char *base = strrchr(dir, '/');
+        struct statfs fs;
+        struct stat st;
+        size_t digits;
+
+        /* The path comes from a record a dead kernel-host left: only a
+         * glovebox-<pid> group in a cgroup filesystem is ever touched. */
+        if (!base || strncmp(base + 1, "glovebox-", 9) != 0)
+                return -EINVAL;
+        digits = strspn(base + 10, "0123456789");
+        if (digits == 0 || base[10 + digits] != '\0' || strstr(dir, "/../") ||
+            strstr(dir, "/./"))
+                return -EINVAL;
+        if (lstat(dir, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode) || statfs(dir, &fs) < 0 ||
+            (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC))
+                return -EINVAL;
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                if (strcmp(hierarchies[c].parent, dir) == 0)
+                        return -EBUSY; /* our own */
         }
+        return remove_group(dir, 0, removed);
 }
 
 void cgroup_shutdown(void)

@@ -296,6 +296,53 @@ static int plan_dev(struct rootfs *p)
         return rc;
 }
 
+/* Host-wide /proc files a kernel has no use for and a tenant could use to
+ * watch its neighbours (interrupt and timer counts, allocator state:
+ * side channels) or to survey the host (kernel symbols, configuration,
+ * command line, memory map, modules), masked as container runtimes mask
+ * them: an empty file bound over each. What programs do read (loadavg,
+ * meminfo, stat, cpuinfo, uptime, vmstat, the per-process files) stays:
+ * psutil, top, free and Python's os.cpu_count need it. */
+static const char *const proc_masked_files[] = {
+        "kcore",      "keys",      "key-users",  "timer_list",  "timer_stats",  "sched_debug",
+        "latency_stats", "sysrq-trigger", "kallsyms", "kmsg",   "kpagecount",   "kpageflags",
+        "kpagecgroup", "config.gz", "cmdline",   "bootconfig",  "iomem",        "ioports",
+        "modules",    "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo",    "buddyinfo",
+        "interrupts", "softirqs",  "mtrr",       "dma",         "misc",         "devices",
+        "consoles",   "locks",
+};
+/* Directories of the same kind, hidden under an empty read-only tmpfs. */
+static const char *const proc_masked_dirs[] = {"acpi", "asound", "bus", "driver", "fs", "irq",
+                                                "scsi"};
+
+static int plan_proc_masks(struct rootfs *p)
+{
+        char path[64], step[64];
+        struct stat st;
+        int rc = 0;
+
+        /* The sandbox's /proc shows what the host's does: mask what exists. */
+        for (size_t i = 0; rc == 0 && i < sizeof(proc_masked_files) / sizeof(proc_masked_files[0]);
+             i++) {
+                snprintf(path, sizeof(path), "/proc/%s", proc_masked_files[i]);
+                if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                snprintf(step, sizeof(step), "mask %s", path);
+                rc = add_op(p, OP_BIND, path, "/dev/null", NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NOEXEC | locked_flags("/dev/null"), 0, step);
+        }
+        for (size_t i = 0; rc == 0 && i < sizeof(proc_masked_dirs) / sizeof(proc_masked_dirs[0]);
+             i++) {
+                snprintf(path, sizeof(path), "/proc/%s", proc_masked_dirs[i]);
+                if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                snprintf(step, sizeof(step), "mask %s", path);
+                rc = add_op(p, OP_TMPFS, path, NULL, "size=4k,nr_inodes=1,mode=0555",
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, step);
+        }
+        return rc;
+}
+
 int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
 {
         static const char *const top_level[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64",
@@ -330,6 +377,8 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 rc = add_op(p, OP_BIND, "/proc/sys", NULL, NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "read-only /proc/sys");
         if (rc == 0)
+                rc = plan_proc_masks(p);
+        if (rc == 0)
                 rc = plan_dev(p);
         snprintf(options, sizeof(options), "mode=1777,size=%llum", params->disk_mb);
         if (rc == 0)
@@ -350,11 +399,16 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 rc = add_op(p, OP_DIR, "/run", NULL, NULL, 0, 0, "mkdir /run");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, ROOTFS_RUN_DIR, NULL, NULL, 0, 0, "mkdir " ROOTFS_RUN_DIR);
-        /* Only this sandbox's sockets and connection files. */
+        /* Only the kernels' sockets and connection files: a tmpfs of its
+         * own, tiny in bytes and in inodes, so that the one directory the
+         * sandbox's user may write outside its disk limit cannot fill
+         * anything, and no host directory is shared. The kernel-host and
+         * the gateway reach it through the sandbox's root. */
+        snprintf(options, sizeof(options), "mode=0700,uid=%d,gid=%d,%s", ROOTFS_USER_UID,
+                 ROOTFS_USER_UID, ROOTFS_RUN_TMPFS);
         if (rc == 0)
-                rc = add_op(p, OP_BIND, ROOTFS_RUN_DIR, params->ipc_dir, NULL,
-                            MS_NOSUID | MS_NODEV | MS_NOEXEC | locked_flags(params->ipc_dir),
-                            OP_WRITABLE, "bind " ROOTFS_RUN_DIR);
+                rc = add_op(p, OP_TMPFS, ROOTFS_RUN_DIR, NULL, options,
+                            MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "tmpfs " ROOTFS_RUN_DIR);
         /* Kernelspec directories outside /usr; last, so that no tmpfs above
          * (such as /tmp) hides them. */
         for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
@@ -267,6 +268,13 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
          * files cannot be created by an unmapped id. */
         if (args->ids->privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
                 child_fail(sync_fd, "become sandbox root", errno);
+        /* The sandbox dies with the kernel-host, however it dies (killed
+         * with SIGKILL it cleans nothing up): init's death ends the pid
+         * namespace. Set after the id change above, which clears it; a
+         * kernel-host gone before this line shows as the end of sync_fd
+         * below. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                child_fail(sync_fd, "parent death signal", errno);
         /* Now in the sandbox's cgroup: its cgroup namespace hides the rest. */
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(sync_fd, "unshare cgroup namespace", errno);
@@ -294,6 +302,8 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         do {
                 n = read(sync_fd, &go, 1);
         } while (n < 0 && errno == EINTR);
+        if (n != 1)
+                _exit(127); /* the kernel-host is gone */
         /* init keeps no privilege: no capabilities, undumpable (so no
          * process here can read its memory), not even its own socket. */
         drop_capabilities();
@@ -386,12 +396,18 @@ static void close_handles(struct sandbox *sb)
         if (sb->root_fd >= 0)
                 close(sb->root_fd);
         sb->root_fd = -1;
+        if (sb->run_fd >= 0)
+                close(sb->run_fd);
+        sb->run_fd = -1;
 }
 
 /* Opens the sandbox's namespaces (to start processes in it) and its root
  * (for the gateway's file access), while init still lets us. */
 static int open_handles(pid_t pid, struct sandbox *sb)
 {
+        const struct open_how run_how = {
+                .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
         char path[64];
 
         for (int i = 0; i < SANDBOX_NAMESPACES; i++) {
@@ -402,15 +418,22 @@ static int open_handles(pid_t pid, struct sandbox *sb)
         }
         snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
         sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        return sb->root_fd < 0 ? -errno : 0;
+        if (sb->root_fd < 0)
+                return -errno;
+        /* Resolved once, now, while init is the only process inside, and
+         * never through a symlink: what we write there later goes by this
+         * descriptor, whatever the sandbox's processes do to names. */
+        sb->run_fd = (int)syscall(SYS_openat2, sb->root_fd, ROOTFS_RUN_DIR + 1, &run_how,
+                                  sizeof(run_how));
+        return sb->run_fd < 0 ? -errno : 0;
 }
 
-int sandbox_create(const char *root_dir, const char *ipc_dir, const char *cgroup_name,
+int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
                    const struct sandbox_ids *ids, struct sandbox *sb,
                    struct hostmsg_failed *fail)
 {
-        const struct rootfs_params params = {root_dir, ipc_dir, limits->disk_mb, ro_paths};
+        const struct rootfs_params params = {root_dir, limits->disk_mb, ro_paths};
         struct create_args args = {NULL, root_dir, ids};
         struct rootfs *rootfs = NULL;
         struct report report;
@@ -424,6 +447,7 @@ int sandbox_create(const char *root_dir, const char *ipc_dir, const char *cgroup
         for (int i = 0; i < SANDBOX_NAMESPACES; i++)
                 sb->ns_fds[i] = -1;
         sb->root_fd = -1;
+        sb->run_fd = -1;
         sb->ids = *ids;
         sb->limits = *limits;
         rc = rootfs_plan(&params, &rootfs);
@@ -512,6 +536,50 @@ out:
         return rc;
 }
 
+/* In the watcher, as the sandbox's root: writes a kernel's connection file
+ * into the sandbox's /run/kernel, owned by its user, readable by nobody
+ * else. The host's root writes nothing there: the directory is the
+ * sandbox user's, so a name in it may have been made to point anywhere,
+ * and even a sandbox's root only ever reaches the sandbox's own files. By
+ * descriptor, never following a name: what was at the name (a stale file,
+ * a planted symlink) is removed first, the file is created exclusively and
+ * given away through its own descriptor. Async-signal-safe; -1 with errno
+ * on failure. */
+static int write_connection_file(int dir_fd, const char *name, const char *text)
+{
+        size_t len = strlen(text), done = 0;
+        int fd, saved;
+
+        if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
+                return -1;
+        fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -1;
+        if (fchown(fd, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
+                goto fail;
+        while (done < len) {
+                ssize_t n = write(fd, text + done, len - done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        goto fail;
+                done += (size_t)n;
+        }
+        if (close(fd) < 0) {
+                fd = -1;
+                goto fail;
+        }
+        return 0;
+fail:
+        saved = errno ? errno : EIO;
+        if (fd >= 0)
+                close(fd);
+        unlinkat(dir_fd, name, 0); /* nothing half-written */
+        errno = saved;
+        return -1;
+}
+
 /* The watcher: joins the sandbox like nsenter, forks the process, reports
  * its start and its end on report_fd. */
 static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
@@ -527,17 +595,18 @@ static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
         pid_t pid;
         ssize_t n;
 
-        /* The cgroup first, while we still are root on the host; the
-         * process inherits it. */
+        /* The process's own group first, while we still are root on the
+         * host; the process inherits it, and so does all it starts. */
         for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                const char *dir = ex->cgroup->dirs[c];
                 char path[PATH_MAX + 16];
                 int fd;
 
-                if (!sb->cgroup.dirs[c][0])
+                if (!dir[0])
                         continue;
-                /* The path is short of PATH_MAX: built by cgroup_create. */
-                memcpy(path, sb->cgroup.dirs[c], strlen(sb->cgroup.dirs[c]));
-                memcpy(path + strlen(sb->cgroup.dirs[c]), "/cgroup.procs", 14);
+                /* The path is short of PATH_MAX: built by cgroup_create_child. */
+                memcpy(path, dir, strlen(dir));
+                memcpy(path + strlen(dir), "/cgroup.procs", 14);
                 fd = open(path, O_WRONLY | O_CLOEXEC);
                 if (fd < 0 || write(fd, "0", 1) != 1)
                         child_fail(report_fd, "join cgroup", errno);
@@ -551,6 +620,8 @@ static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
         }
         if (sb->ids.privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
                 child_fail(report_fd, "become sandbox root", errno);
+        if (ex->conn_name && write_connection_file(sb->run_fd, ex->conn_name, ex->conn_text) < 0)
+                child_fail(report_fd, "connection-file", errno);
         if (pipe2(exec_pipe, O_CLOEXEC) < 0)
                 child_fail(report_fd, "pipe", errno);
         /* Forked after setns(pid): the process lives in the sandbox's pid
@@ -658,6 +729,37 @@ void sandbox_kill(const struct sandbox *sb)
          * every process left in it. */
         if (sb->init_pid > 0)
                 kill(sb->init_pid, SIGKILL);
+}
+
+bool sandbox_dying(const struct sandbox *sb)
+{
+        char path[64], text[1024];
+        unsigned long flags = 0;
+        const char *p;
+        char state = 0;
+        ssize_t n;
+        int fd;
+
+        if (sb->init_pid <= 0)
+                return true;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)sb->init_pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return true;
+        n = read(fd, text, sizeof(text) - 1);
+        close(fd);
+        if (n <= 0)
+                return true;
+        text[n] = '\0';
+        /* "pid (comm) state ppid pgrp session tty tpgid flags ...": the
+         * name may hold anything, so fields count from its last ')'. */
+        p = strrchr(text, ')');
+        if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+                return false;
+        /* PF_EXITING is set as init starts to exit, before its pid
+         * namespace kills the rest: a process that died of that is seen
+         * with init already dying, even before init is a zombie. */
+        return state == 'Z' || state == 'X' || (flags & 0x4) != 0;
 }
 
 uint64_t sandbox_oom_kills(const struct sandbox *sb)

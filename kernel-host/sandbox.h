@@ -33,6 +33,7 @@ struct sandbox {
         pid_t init_pid; /* host pid of the sandbox's init */
         int ns_fds[SANDBOX_NAMESPACES]; /* its namespaces, to start processes in */
         int root_fd;    /* its root directory (O_PATH), for the gateway's file access */
+        int run_fd;     /* its ROOTFS_RUN_DIR (O_PATH): connection files are written here */
         struct kernel_cgroup cgroup;
         struct sandbox_ids ids;
         struct hostmsg_limits limits;
@@ -44,6 +45,11 @@ struct sandbox_exec {
         char *const *envp;
         const char *cwd; /* inside the sandbox */
         int stdio[3];    /* descriptors for 0, 1, 2; -1 for /dev/null */
+        const struct kernel_cgroup *cgroup; /* the process's own group, in the sandbox's */
+        /* A kernel's connection file, written into ROOTFS_RUN_DIR as name
+         * (NULL: none) by the sandbox's root, owned by its user. */
+        const char *conn_name;
+        const char *conn_text;
 };
 
 /* A process started in a sandbox. */
@@ -59,10 +65,10 @@ int sandbox_init(void);
  * copy, so that its /proc/1/cmdline names no host path. */
 void sandbox_set_title_area(char *start, size_t len);
 
-/* Makes a sandbox whose root is mounted on root_dir and whose /run/kernel
- * is ipc_dir, in a new cgroup named cgroup_name. On failure nothing is left
- * and fail says which step failed, with which errno. */
-int sandbox_create(const char *root_dir, const char *ipc_dir, const char *cgroup_name,
+/* Makes a sandbox whose root is mounted on root_dir, in a new cgroup named
+ * cgroup_name. Its init dies with the calling process. On failure nothing
+ * is left and fail says which step failed, with which errno. */
+int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
                    const struct sandbox_ids *ids, struct sandbox *sb,
                    struct hostmsg_failed *fail);
@@ -74,6 +80,9 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
 int sandbox_process_status(struct sandbox_process *proc, int watcher_status);
 /* Kills the sandbox's init, and so every process in it. */
 void sandbox_kill(const struct sandbox *sb);
+/* Whether the sandbox's init is dead or on its way out (its pid namespace
+ * then kills every process in it): true while it has not been reaped. */
+bool sandbox_dying(const struct sandbox *sb);
 /* How many processes the memory limit has killed so far. */
 uint64_t sandbox_oom_kills(const struct sandbox *sb);
 /* After init was reaped: removes the cgroup. */

@@ -13,11 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define IPC_DIR  "ipc"  /* sockets and connection files; /run/kernel inside */
+#define IPC_DIR  "ipc"  /* without a sandbox: sockets and connection files */
 #define ROOT_DIR "root" /* the sandbox's root mount point */
 
 /* As root, sandbox n runs as host ids ID_BASE + id_offset + 2n (its root)
@@ -30,12 +31,14 @@ struct box {
         struct box *next;
         char id[JP_UUID_SIZE];
         char run_dir[PATH_MAX];
-        char ipc_dir[PATH_MAX + 8];
+        char ipc_dir[PATH_MAX + 8]; /* without a sandbox: where the sockets are */
+        int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
         bool sandboxed;
         struct sandbox sandbox;
         int slot;
         uint64_t oom_seen;  /* out-of-memory kills already reported */
         bool init_alive;
+        bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
         int procs;          /* processes not yet reaped */
 };
 
@@ -46,7 +49,8 @@ struct proc {
         pid_t reap;   /* what we wait for: the watcher, or the process itself */
         pid_t pid;    /* the process, leader of its group */
         struct sandbox_process sp;
-        char conn_file[PATH_MAX + 32]; /* a kernel's, removed when it ends */
+        struct kernel_cgroup cgroup; /* its own, within the sandbox's */
+        bool kernel;                 /* its files (connection, sockets) go when it ends */
 };
 
 static const char *runtime;
@@ -270,6 +274,13 @@ static void box_home(const struct box *b, char *out, size_t size)
                 snprintf(out, size, "%s/" ROOT_DIR ROOTFS_HOME, b->run_dir);
 }
 
+/* The directory of the box's sockets and connection files: the sandbox's
+ * /run/kernel, or ipc_dir without a sandbox. */
+static int box_ipc_fd(const struct box *b)
+{
+        return b->sandboxed ? b->sandbox.run_fd : b->plain_ipc_fd;
+}
+
 int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
                          int *root_fd, struct hostmsg_failed *fail)
 {
@@ -288,6 +299,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 return -ENOMEM;
         }
         b->slot = -1;
+        b->plain_ipc_fd = -1;
         b->sandboxed = req->sandbox;
         snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
         /* Short names keep socket paths far below their 108-byte limit. */
@@ -295,8 +307,11 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         snprintf(b->ipc_dir, sizeof(b->ipc_dir), "%s/" IPC_DIR, b->run_dir);
         snprintf(root, sizeof(root), "%s/" ROOT_DIR, b->run_dir);
         /* Searchable by all: the sandbox's setup runs as an unprivileged
-         * host id and must reach its mount points; nothing is listable. */
-        if (mkdir(b->run_dir, 0711) < 0 || mkdir(b->ipc_dir, 0700) < 0 || mkdir(root, 0755) < 0) {
+         * host id and must reach its mount points; nothing is listable. A
+         * sandbox keeps its sockets in a tmpfs of its own, so only a plain
+         * box has a host directory for them. */
+        if (mkdir(b->run_dir, 0711) < 0 || (!b->sandboxed && mkdir(b->ipc_dir, 0700) < 0) ||
+            mkdir(root, 0755) < 0) {
                 rc = -errno;
                 fail_set(fail, b->id, "run-dir", errno, NULL);
                 goto fail;
@@ -314,14 +329,19 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 ids.setup_gid = ids.setup_uid;
                 ids.user_gid = ids.user_uid;
         }
-        if (chown(b->ipc_dir, ids.user_uid, ids.user_gid) < 0) {
-                rc = -errno;
-                fail_set(fail, b->id, "run-dir", errno, NULL);
-                goto fail;
+        if (!b->sandboxed) {
+                /* Just made by us in our own directory: nobody else can have
+                 * swapped it for a symlink. */
+                b->plain_ipc_fd = open(b->ipc_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (b->plain_ipc_fd < 0) {
+                        rc = -errno;
+                        fail_set(fail, b->id, "run-dir", errno, NULL);
+                        goto fail;
+                }
         }
         if (b->sandboxed) {
-                rc = sandbox_create(root, b->ipc_dir, b->id, &req->limits, req->ro_paths, &ids,
-                                    &b->sandbox, fail);
+                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, &ids, &b->sandbox,
+                                    fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;
@@ -360,17 +380,29 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         boxes = b;
         return 0;
 fail:
+        if (b->plain_ipc_fd >= 0)
+                close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
         free(b);
         return rc;
 }
 
-/* Frees a box whose init and processes are all gone. */
-static void box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
+/* Tells the gateway that nothing can start in b any more. */
+static void report_gone(struct box *b, void (*report)(enum hostmsg_type, json_t *))
 {
         struct hostmsg_exit ex = {.exit_code = 0};
 
+        b->gone_reported = true;
+        snprintf(ex.id, sizeof(ex.id), "%s", b->id);
+        snprintf(ex.reason, sizeof(ex.reason), "exited");
+        if (report)
+                report(HOSTMSG_SANDBOX_GONE, hostmsg_exit_encode(&ex));
+}
+
+/* Frees a box whose init and processes are all gone. */
+static void box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
+{
         for (struct box **link = &boxes; *link; link = &(*link)->next) {
                 if (*link == b) {
                         *link = b->next;
@@ -379,13 +411,13 @@ static void box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         }
         if (b->sandboxed)
                 sandbox_destroy(&b->sandbox);
+        if (b->plain_ipc_fd >= 0)
+                close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
-        snprintf(ex.id, sizeof(ex.id), "%s", b->id);
-        snprintf(ex.reason, sizeof(ex.reason), "exited");
         log_info("sandbox %.8s removed", b->id);
-        if (report)
-                report(HOSTMSG_SANDBOX_GONE, hostmsg_exit_encode(&ex));
+        if (!b->gone_reported)
+                report_gone(b, report);
         free(b);
 }
 
@@ -407,35 +439,44 @@ int spawn_sandbox_destroy(const char *id)
         return 0;
 }
 
-/* Writes the kernel's connection file, readable by the sandbox's user
- * only. Its sockets are named after the kernel's id (its first 8
- * characters: short, so paths stay far below the 108-byte limit), the same
- * across restarts, so that clients' sockets reconnect by themselves. */
-static int write_connection(const struct box *b, const struct hostmsg_start *req,
-                            struct proc *p, char *inside, size_t inside_size, char *prefix,
-                            size_t prefix_size)
+/* The kernel's connection file, and its name in the box's ipc directory.
+ * Its sockets are named after the kernel's id (its first 8 characters:
+ * short, so paths stay far below the 108-byte limit), the same across
+ * restarts, so that clients' sockets reconnect by themselves. In a sandbox
+ * the prefix given to the gateway is relative to the sandbox's root (the
+ * gateway reaches it through its descriptor of that root). */
+static void prepare_connection(const struct box *b, const struct hostmsg_start *req,
+                               struct jp_connection *conn, char *name, size_t name_size,
+                               char *inside, size_t inside_size, char *prefix, size_t prefix_size)
 {
-        struct jp_connection conn = {.transport = "ipc", .signature_scheme = "hmac-sha256"};
-        const char *name = req->id;
-        struct stat st;
-        int rc;
-
-        snprintf(p->conn_file, sizeof(p->conn_file), "%s/%.8s.json", b->ipc_dir, name);
-        snprintf(prefix, prefix_size, "%s/%.8s", b->ipc_dir, name);
+        *conn = (struct jp_connection){.transport = "ipc", .signature_scheme = "hmac-sha256"};
+        snprintf(name, name_size, "%.8s.json", req->id);
         if (b->sandboxed) {
-                snprintf(conn.ip, sizeof(conn.ip), ROOTFS_RUN_DIR "/%.8s", name);
-                snprintf(inside, inside_size, ROOTFS_RUN_DIR "/%.8s.json", name);
+                snprintf(conn->ip, sizeof(conn->ip), ROOTFS_RUN_DIR "/%.8s", req->id);
+                snprintf(inside, inside_size, ROOTFS_RUN_DIR "/%s", name);
+                snprintf(prefix, prefix_size, "%s", conn->ip + 1);
         } else {
-                snprintf(conn.ip, sizeof(conn.ip), "%s", prefix);
-                snprintf(inside, inside_size, "%s", p->conn_file);
+                snprintf(conn->ip, sizeof(conn->ip), "%s/%.8s", b->ipc_dir, req->id);
+                snprintf(inside, inside_size, "%s/%s", b->ipc_dir, name);
+                snprintf(prefix, prefix_size, "%s", conn->ip);
         }
-        snprintf(conn.key, sizeof(conn.key), "%s", req->key);
+        snprintf(conn->key, sizeof(conn->key), "%s", req->key);
         for (int i = 0; i < JP_CHANNEL_COUNT; i++)
-                conn.ports[i] = HOSTMSG_PORT(i);
-        rc = jp_connection_write(&conn, p->conn_file);
-        if (rc == 0 && stat(b->ipc_dir, &st) == 0 && chown(p->conn_file, st.st_uid, st.st_gid) < 0)
-                rc = -errno;
-        return rc;
+                conn->ports[i] = HOSTMSG_PORT(i);
+}
+
+/* Removes a kernel's connection file and the sockets it left (a killed
+ * kernel cannot remove them itself), so they do not fill /run/kernel. */
+static void remove_kernel_files(const struct box *b, const char *id)
+{
+        char name[32];
+
+        snprintf(name, sizeof(name), "%.8s.json", id);
+        unlinkat(box_ipc_fd(b), name, 0);
+        for (int i = 0; i < JP_CHANNEL_COUNT; i++) {
+                snprintf(name, sizeof(name), "%.8s-%d", id, HOSTMSG_PORT(i));
+                unlinkat(box_ipc_fd(b), name, 0);
+        }
 }
 
 /* What a plain child reports through its sync pipe when a step fails. */
@@ -456,7 +497,8 @@ static __attribute__((noreturn)) void plain_fail(int fd, const char *step, int e
 }
 
 static __attribute__((noreturn)) void child_exec(char **argv, char **envp, const char *cwd,
-                                                 const int stdio[3], int null_fd, int sync_fd)
+                                                 const int stdio[3], int null_fd, int sync_fd,
+                                                 pid_t parent)
 {
         sigset_t none;
 
@@ -464,6 +506,12 @@ static __attribute__((noreturn)) void child_exec(char **argv, char **envp, const
         sigprocmask(SIG_SETMASK, &none, NULL);
         for (int sig = 1; sig < NSIG; sig++)
                 signal(sig, SIG_DFL);
+        /* It dies with us, as a sandbox does with its init; a parent gone
+         * before this line shows as a new parent. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                plain_fail(sync_fd, "parent death signal", errno);
+        if (getppid() != parent)
+                plain_fail(sync_fd, "parent death signal", ESRCH);
         /* Its own session and process group, so an interrupt reaches the
          * process and whatever it started, and nothing else. */
         if (setsid() < 0)
@@ -491,7 +539,7 @@ static int start_plain(struct proc *p, char **argv, char **envp, const char *cwd
         int sync[2] = {-1, -1};
         int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         ssize_t got;
-        pid_t pid;
+        pid_t pid, parent;
         int rc;
 
         if (null_fd < 0 || pipe2(sync, O_CLOEXEC) < 0) {
@@ -499,6 +547,7 @@ static int start_plain(struct proc *p, char **argv, char **envp, const char *cwd
                 fail_set(fail, p->id, "pipe", errno, NULL);
                 goto out;
         }
+        parent = getpid();
         pid = fork();
         if (pid < 0) {
                 rc = -errno;
@@ -506,7 +555,7 @@ static int start_plain(struct proc *p, char **argv, char **envp, const char *cwd
                 goto out;
         }
         if (pid == 0)
-                child_exec(argv, envp, cwd, stdio, null_fd, sync[1]);
+                child_exec(argv, envp, cwd, stdio, null_fd, sync[1], parent);
         close(sync[1]);
         sync[1] = -1;
         /* EOF means execve succeeded (the pipe closed on exec). */
@@ -546,8 +595,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 size_t *nfds, struct hostmsg_failed *fail)
 {
         struct box *b = box_find(req->sandbox_id);
-        char inside[PATH_MAX + 32], home[PATH_MAX + 32];
-        char **argv = NULL, **envp = NULL;
+        char inside[PATH_MAX + 32], home[PATH_MAX + 32], conn_name[32];
+        char **argv = NULL, **envp = NULL, *conn_text = NULL;
         int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
         int stdio[3] = {-1, -1, -1};
         struct proc *p = NULL;
@@ -556,7 +605,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
 
         *nfds = 0;
         memset(started, 0, sizeof(*started));
-        if (!b || (b->sandboxed && !b->init_alive)) {
+        if (!b || b->gone_reported ||
+            (b->sandboxed && (!b->init_alive || sandbox_dying(&b->sandbox)))) {
                 fail_set(fail, req->id, "find sandbox", ESRCH, NULL);
                 return -ESRCH;
         }
@@ -572,13 +622,26 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
         p->sp.status_fd = -1;
         snprintf(p->id, sizeof(p->id), "%s", req->id);
         p->box = b;
+        p->kernel = req->kernel;
         box_home(b, home, sizeof(home));
         cwd = req->cwd[0] ? req->cwd : home;
         if (!b->sandboxed && req->cwd[0])
                 cwd = home; /* without a sandbox, paths inside mean nothing */
         if (req->kernel) {
-                rc = write_connection(b, req, p, inside, sizeof(inside),
-                                      started->ipc_prefix, sizeof(started->ipc_prefix));
+                struct jp_connection conn;
+
+                prepare_connection(b, req, &conn, conn_name, sizeof(conn_name), inside,
+                                   sizeof(inside), started->ipc_prefix,
+                                   sizeof(started->ipc_prefix));
+                /* In a sandbox its root writes the file (sandbox_exec);
+                 * without one the directory and the kernel are ours. */
+                if (b->sandboxed) {
+                        conn_text = jp_connection_dump(&conn);
+                        rc = conn_text ? 0 : -ENOMEM;
+                } else {
+                        rc = jp_connection_write_at(&conn, b->plain_ipc_fd, conn_name,
+                                                    (uid_t)-1, (gid_t)-1);
+                }
                 if (rc < 0) {
                         fail_set(fail, req->id, "connection-file", -rc, NULL);
                         goto fail;
@@ -607,8 +670,23 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 goto fail;
         }
         if (b->sandboxed) {
-                struct sandbox_exec ex = {argv, envp, cwd, {stdio[0], stdio[1], stdio[2]}};
+                struct sandbox_exec ex = {argv,
+                                          envp,
+                                          cwd,
+                                          {stdio[0], stdio[1], stdio[2]},
+                                          &p->cgroup,
+                                          req->kernel ? conn_name : NULL,
+                                          conn_text};
+                char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
 
+                /* A group of its own: what it starts, even in a new session,
+                 * can be killed with it. */
+                snprintf(name, sizeof(name), "p-%s", req->id);
+                rc = cgroup_create_child(&b->sandbox.cgroup, name, &p->cgroup, err, sizeof(err));
+                if (rc < 0) {
+                        fail_set(fail, req->id, "cgroup", -rc, err);
+                        goto fail;
+                }
                 rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", req->id);
                 p->pid = p->sp.pid;
@@ -634,15 +712,18 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
         procs = p;
         free_strv(argv);
         free_strv(envp);
+        free(conn_text);
         return 0;
 fail:
         for (int i = 0; i < 3; i++)
                 close_pair(pipes[i]);
-        if (p->conn_file[0])
-                unlink(p->conn_file);
+        if (req->kernel)
+                remove_kernel_files(b, req->id);
+        cgroup_destroy(&p->cgroup);
         free(p);
         free_strv(argv);
         free_strv(envp);
+        free(conn_text);
         return rc;
 }
 
@@ -657,7 +738,16 @@ int spawn_signal(const char *id, int sig)
 
 int spawn_stop(const char *id)
 {
-        return spawn_signal(id, SIGKILL);
+        struct proc *p = proc_find(id);
+
+        if (!p)
+                return -ESRCH;
+        kill(-p->pid, SIGKILL);
+        /* And what left the process group with setsid: all in its cgroup
+         * but the watcher, which is to report the exit. */
+        if (p->box->sandboxed)
+                cgroup_kill(&p->cgroup, p->reap);
+        return 0;
 }
 
 static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_type, json_t *))
@@ -669,11 +759,21 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
 
         if (b->sandboxed) {
                 status = sandbox_process_status(&p->sp, status);
-                /* A SIGKILL while the group's kill counter moved: the memory
-                 * limit did it. */
+                /* A SIGKILL while a kill counter moved: the memory limit did
+                 * it. cgroup v1 counts a kill in the victim's own group, v2
+                 * in the sandbox's (its groups have no memory files). */
                 ooms = sandbox_oom_kills(&b->sandbox);
-                oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && ooms > b->oom_seen;
+                oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
+                      (ooms > b->oom_seen || cgroup_oom_kills(&p->cgroup) > 0);
                 b->oom_seen = ooms;
+                /* A kernel leaves nothing behind, not even what it started in
+                 * a session of its own; a command's background processes live
+                 * on (as E2B's do), and its group with them until the sandbox
+                 * goes. */
+                if (p->kernel)
+                        cgroup_destroy(&p->cgroup);
+                else
+                        cgroup_remove_if_empty(&p->cgroup);
         } else {
                 kill(-p->pid, SIGKILL); /* stragglers of its group */
         }
@@ -685,11 +785,14 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
                 ex.exit_code = WEXITSTATUS(status);
         }
         snprintf(ex.reason, sizeof(ex.reason), "%s",
-                 oom ? "out-of-memory" : WIFSIGNALED(status) ? "signaled" : "exited");
+                 oom                 ? "out-of-memory"
+                 : b->gone_reported  ? "sandbox-died"
+                 : WIFSIGNALED(status) ? "signaled"
+                                       : "exited");
         log_debug("process %.8s ended: %s (code %d, signal %d)", p->id, ex.reason, ex.exit_code,
                   ex.signal);
-        if (p->conn_file[0])
-                unlink(p->conn_file);
+        if (p->kernel)
+                remove_kernel_files(b, p->id);
         for (struct proc **link = &procs; *link; link = &(*link)->next) {
                 if (*link == p) {
                         *link = p->next;
@@ -708,6 +811,12 @@ void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t 
                 if (p->reap == pid) {
                         struct box *b = p->box;
 
+                        /* It may have died because its sandbox's init did:
+                         * then the gateway hears first that the sandbox is
+                         * gone, and starts the next one in a new sandbox. */
+                        if (b->sandboxed && !b->gone_reported &&
+                            (!b->init_alive || sandbox_dying(&b->sandbox)))
+                                report_gone(b, report);
                         proc_exited(p, status, report);
                         if (!b->init_alive && b->procs == 0)
                                 box_free(b, report);
@@ -717,10 +826,12 @@ void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t 
         for (struct box *b = boxes; b; b = b->next) {
                 if (b->sandboxed && b->sandbox.init_pid == pid) {
                         /* Its processes die with it; each is reported as its
-                         * watcher is reaped. */
+                         * watcher is reaped, after the sandbox itself. */
                         b->init_alive = false;
                         if (b->procs == 0)
                                 box_free(b, report);
+                        else if (!b->gone_reported)
+                                report_gone(b, report);
                         return;
                 }
         }

@@ -114,14 +114,12 @@ int jp_connection_read(const char *path, struct jp_connection *out, char *err, s
         return jp_connection_parse(data, len, out, err, errlen);
 }
 
-int jp_connection_write(const struct jp_connection *conn, const char *path)
+static json_t *connection_json(const struct jp_connection *conn)
 {
         json_t *root = json_object();
-        int fd = -1;
-        int rc = -ENOMEM;
 
         if (!root)
-                return -ENOMEM;
+                return NULL;
         for (int i = 0; i < JP_CHANNEL_COUNT; i++)
                 json_object_set_new(root, port_keys[i], json_integer(conn->ports[i]));
         json_object_set_new(root, "ip", json_string(conn->ip));
@@ -129,6 +127,36 @@ int jp_connection_write(const struct jp_connection *conn, const char *path)
         json_object_set_new(root, "transport", json_string(conn->transport));
         json_object_set_new(root, "signature_scheme", json_string(conn->signature_scheme));
         json_object_set_new(root, "kernel_name", json_string(conn->kernel_name));
+        return root;
+}
+
+char *jp_connection_dump(const struct jp_connection *conn)
+{
+        json_t *root = connection_json(conn);
+        char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+
+        json_decref(root);
+        return text;
+}
+
+/* Writes root to fd and closes fd. */
+static int dump_and_close(json_t *root, int fd)
+{
+        int rc = json_dumpfd(root, fd, JSON_INDENT(1) | JSON_SORT_KEYS) == 0 ? 0 : -EIO;
+
+        if (close(fd) < 0 && rc == 0)
+                rc = -errno;
+        return rc;
+}
+
+int jp_connection_write(const struct jp_connection *conn, const char *path)
+{
+        json_t *root = connection_json(conn);
+        int fd = -1;
+        int rc = -ENOMEM;
+
+        if (!root)
+                return -ENOMEM;
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 rc = -errno;
@@ -141,9 +169,46 @@ int jp_connection_write(const struct jp_connection *conn, const char *path)
                 close(fd);
                 goto out;
         }
-        rc = json_dumpfd(root, fd, JSON_INDENT(1) | JSON_SORT_KEYS) == 0 ? 0 : -EIO;
-        if (close(fd) < 0 && rc == 0)
+        rc = dump_and_close(root, fd);
+out:
+        json_decref(root);
+        return rc;
+}
+
+int jp_connection_write_at(const struct jp_connection *conn, int dirfd, const char *name,
+                           uid_t uid, gid_t gid)
+{
+        json_t *root = connection_json(conn);
+        int fd = -1;
+        int rc = -ENOMEM;
+
+        if (!root)
+                return -ENOMEM;
+        if (strchr(name, '/') || strcmp(name, "..") == 0 || strcmp(name, ".") == 0) {
+                rc = -EINVAL;
+                goto out;
+        }
+        /* unlinkat removes a symlink itself, never its target. */
+        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
                 rc = -errno;
+                goto out;
+        }
+        fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                rc = -errno;
+                goto out;
+        }
+        /* By descriptor: whatever the name points at by now, this is the
+         * file we created. Given away before the key is in it. */
+        if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0) {
+                rc = -errno;
+                close(fd);
+                unlinkat(dirfd, name, 0);
+                goto out;
+        }
+        rc = dump_and_close(root, fd);
+        if (rc < 0)
+                unlinkat(dirfd, name, 0); /* no half-written file left */
 out:
         json_decref(root);
         return rc;

@@ -36,7 +36,7 @@ enum hostmsg_type {
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
-        HOSTMSG_SANDBOX_GONE = 102,   /* struct hostmsg_exit (of the sandbox's init) */
+        HOSTMSG_SANDBOX_GONE = 102,   /* struct hostmsg_exit: nothing more starts in it */
         HOSTMSG_STARTED = 103,        /* struct hostmsg_started (+ a command's stdio fds) */
         HOSTMSG_START_FAILED = 104,   /* struct hostmsg_failed */
         HOSTMSG_EXITED = 105,         /* struct hostmsg_exit */
@@ -80,7 +80,10 @@ struct hostmsg_start {
 struct hostmsg_started {
         char id[JP_UUID_SIZE];
         int pid;                   /* host pid of the process */
-        char ipc_prefix[PATH_MAX]; /* kernels: the sockets are <prefix>-<port> (host path) */
+        /* kernels: the sockets are <prefix>-<port>; in a sandbox a path
+         * relative to the sandbox's root (the root_fd of SANDBOX_READY), else
+         * an absolute host path */
+        char ipc_prefix[PATH_MAX];
 };
 
 struct hostmsg_failed {
@@ -100,7 +103,10 @@ struct hostmsg_exit {
         int pid;
         int exit_code; /* -1 when killed by a signal */
         int signal;    /* 0 when it exited */
-        char reason[32]; /* "exited", "signaled", "out-of-memory" */
+        /* "exited", "signaled", "out-of-memory", "sandbox-died" (its
+         * sandbox's init died, and the sandbox was reported gone first);
+         * the gateway itself makes "host-lost" */
+        char reason[32];
 };
 
 /* Sends one message, with up to HOSTMSG_MAX_FDS descriptors (SCM_RIGHTS);

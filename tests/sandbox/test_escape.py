@@ -442,3 +442,199 @@ def test_nothing_remains_on_the_host():
     with open("/proc/self/mountinfo") as f:
         assert runtime[0] not in f.read()
     assert sandbox_uid_processes(host_pid) == []
+
+
+SYSCALL_HELPER = """
+import ctypes, errno, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *[a if isinstance(a, bytes) else ctypes.c_long(a) for a in args])
+    return 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()]
+"""
+
+
+def test_unknown_system_calls_fail_closed(gateway, kernel):
+    # Calls newer than the policy (libseccomp cannot even name them) are
+    # refused as a kernel without them would refuse them, not passed on.
+    code = SYSCALL_HELPER + """
+res = {'statmount': call(457, 0, 0, 0, 0), 'listmount': call(458, 0, 0, 0, 0),
+       'lsm_list_modules': call(461, 0, 0, 0), 'open_tree_attr': call(467, -100, 0, 0, 0, 0),
+       'file_getattr': call(468, -100, 0, 0, 0, 0), 'far_above': call(0x3fffffff)}
+open('/home/user/mode', 'w').close()
+ok = {'fchmodat2': call(452, -100, b'/home/user/mode', 0o640, 0),
+      'futex_wake': call(454, 0, 0, 0, 0), 'getpid': call(39)}
+print(repr((res, ok, oct(os.stat('/home/user/mode').st_mode & 0o777))))
+"""
+    _, stdout, _ = run(gateway, kernel, code)
+    res, ok, mode = eval(stdout)
+    assert res == {k: "ENOSYS" for k in res}, res
+    # Positive control: calls at or below the highest reviewed number reach
+    # the kernel (fchmodat2, 452, works; futex_wake, 454, checks its args).
+    assert ok["fchmodat2"] == "ok" and mode == "0o640", (ok, mode)
+    assert ok["futex_wake"] in ("EINVAL", "EFAULT") and ok["getpid"] == "ok", ok
+
+
+def test_vsock_and_cachestat_denied(gateway, kernel):
+    code = SYSCALL_HELPER + """
+res = {}
+for name, family, kind in (('vsock', 40, socket.SOCK_STREAM), ('vsock_dgram', 40, socket.SOCK_DGRAM),
+                           ('unix', socket.AF_UNIX, socket.SOCK_STREAM),
+                           ('inet', socket.AF_INET, socket.SOCK_STREAM)):
+    try:
+        socket.socket(family, kind).close(); res[name] = 'ok'
+    except OSError as e:
+        res[name] = errno.errorcode[e.errno]
+fd = os.open('/usr/bin/python3', os.O_RDONLY)
+res['cachestat'] = call(451, fd, 0, 0, 0, 0)
+res['mincore_like_read'] = len(os.pread(fd, 4, 0))
+print(repr(res))
+"""
+    _, stdout, _ = run(gateway, kernel, code)
+    res = eval(stdout)
+    # vsock is not network-namespaced (it reaches the hypervisor of a VM).
+    assert res["vsock"] == "EPERM" and res["vsock_dgram"] == "EPERM", res
+    # Page-cache residency of files shared with the host and every sandbox.
+    assert res["cachestat"] == "EPERM", res
+    # Positive control: other socket families and reading the file work.
+    assert res["unix"] == "ok" and res["inet"] == "ok" and res["mincore_like_read"] == 4, res
+
+
+# Masked as runc and Docker mask them, and more that no notebook reads.
+MASKED_PROC_FILES = ["kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
+                     "latency_stats", "sysrq-trigger", "kallsyms", "kmsg", "kpagecount",
+                     "kpageflags", "kpagecgroup", "config.gz", "cmdline", "bootconfig", "iomem",
+                     "ioports", "modules", "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo",
+                     "buddyinfo", "interrupts", "softirqs", "mtrr", "dma", "misc", "devices",
+                     "consoles", "locks"]
+MASKED_PROC_DIRS = ["acpi", "asound", "bus", "driver", "fs", "irq", "scsi"]
+VISIBLE_PROC_FILES = ["loadavg", "meminfo", "stat", "cpuinfo", "uptime", "vmstat", "version",
+                      "self/status", "self/mountinfo"]
+
+
+def test_host_wide_proc_files_masked(gateway, kernel):
+    files = [f for f in MASKED_PROC_FILES if os.path.isfile(f"/proc/{f}")]
+    dirs = [d for d in MASKED_PROC_DIRS if os.path.isdir(f"/proc/{d}")]
+    assert "kallsyms" in files and "interrupts" in files, "this host's /proc lacks them"
+    code = f"""
+import os
+out = {{}}
+for f in {files!r} + {VISIBLE_PROC_FILES!r}:
+    try:
+        with open('/proc/' + f, 'rb') as fh:
+            out[f] = len(fh.read(1 << 20))
+    except OSError as e:
+        out[f] = e.strerror
+for d in {dirs!r}:
+    out[d] = os.listdir('/proc/' + d)
+out['cpu_count'] = os.cpu_count()
+print(repr(out))
+"""
+    _, stdout, _ = run(gateway, kernel, code)
+    out = eval(stdout)
+    # Each reads as empty (a file) or lists nothing (a directory).
+    assert {f: out[f] for f in files} == {f: 0 for f in files}, out
+    assert {d: out[d] for d in dirs} == {d: [] for d in dirs}, out
+    # Positive control: what programs read stays, with content.
+    assert all(isinstance(out[f], int) and out[f] > 0 for f in VISIBLE_PROC_FILES), out
+    assert out["cpu_count"] >= 1
+
+
+RUN_KERNEL_FILL = r"""
+import errno, os
+def fill(path):
+    written = 0
+    try:
+        with open(path, 'wb', buffering=0) as f:
+            while written < 64 << 20:
+                written += f.write(b'x' * 4096)
+    except OSError as e:
+        return written, errno.errorcode[e.errno]
+    return written, None
+results = [fill('/run/kernel/fill%d' % i) for i in range(4)]
+for i in range(4):
+    os.unlink('/run/kernel/fill%d' % i)
+files, error = 0, None
+try:
+    while files < 5000:
+        open('/run/kernel/f%d' % files, 'w').close()
+        files += 1
+except OSError as e:
+    error = errno.errorcode[e.errno]
+for i in range(files):
+    os.unlink('/run/kernel/f%d' % i)
+st = os.statvfs('/run/kernel')
+mount = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/run/kernel'][0]
+print(repr((results, files, error, st.f_blocks * st.f_frsize, st.f_files,
+            mount[mount.index('-') + 1], sorted(os.listdir('/run/kernel')))))
+"""
+
+
+def test_run_kernel_is_a_tiny_tmpfs(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 16})
+    try:
+        content, stdout, _ = run(gateway, kid, RUN_KERNEL_FILL, timeout=120)
+        results, files, error, size, inodes, fstype, listing = eval(stdout.strip())
+        assert fstype == "tmpfs" and size == 256 * 1024 and inodes == 256, (fstype, size, inodes)
+        # At the bound: 256 KiB in all (less the connection file's page),
+        # 256 inodes (less the root, the connection file and 5 sockets).
+        written = sum(n for n, _ in results)
+        assert all(err == "ENOSPC" for _, err in results), results
+        assert 200 * 1024 <= written <= 256 * 1024, written
+        assert error == "ENOSPC" and 240 <= files <= 256 - 7, (files, error)
+        assert listing == sorted([f"{kid[:8]}.json"] + [f"{kid[:8]}-{i}" for i in range(1, 6)])
+        # Positive control: the kernel still answers, and restarts (its new
+        # connection file and sockets fit again).
+        assert value(gateway, kid, "6 * 7") == 42
+        status, _, _ = gateway.request("POST", f"/api/kernels/{kid}/restart")
+        assert status == 200
+        assert value(gateway, kid, "'x' in dir()") is False
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+PLANT_AND_SURVIVE = r"""
+import os, subprocess
+name = '/run/kernel/{short}.json'
+os.unlink(name)
+os.symlink({canary!r}, name)
+open('/home/user/inside', 'w').write('inside')
+# Leaves the kernel's process group: kill(-pgid) does not reach it.
+survivor = subprocess.Popen(['sleep', '1000'], start_new_session=True)
+print(repr((survivor.pid, os.getpgid(survivor.pid) != os.getpgid(0))))
+"""
+
+
+def test_restart_is_not_fooled_by_what_the_kernel_left(gateway, kernel):
+    canary = f"/tmp/glovebox-canary-{uuid.uuid4().hex}"
+    with open(canary, "w") as f:
+        f.write("host file")
+    os.chmod(canary, 0o644)
+    try:
+        _, stdout, _ = run(gateway, kernel, PLANT_AND_SURVIVE.format(short=kernel[:8],
+                                                                     canary=canary))
+        survivor, escaped = eval(stdout)
+        assert escaped
+        status, _, _ = gateway.request("POST", f"/api/kernels/{kernel}/restart")
+        assert status == 200
+        # The restart wrote a fresh connection file (never through the
+        # planted symlink) and killed what had left the process group.
+        code = f"""
+import os
+st = os.lstat('/run/kernel/{kernel[:8]}.json')
+alive = [int(p) for p in os.listdir('/proc') if p.isdigit() and
+         open('/proc/%s/cmdline' % p, 'rb').read().startswith(b'sleep')]
+print(repr((oct(st.st_mode), st.st_uid, alive, open('/home/user/inside').read())))
+"""
+        _, stdout, _ = run(gateway, kernel, code)
+        mode, uid, alive, inside = eval(stdout)
+        assert mode == "0o100600" and uid == 1000, (mode, uid)
+        assert survivor not in alive and alive == [], alive
+        st = os.stat(canary)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 0, 0o644)
+        with open(canary) as f:
+            assert f.read() == "host file"
+        # Positive control: the sandbox (its files) stayed across the restart.
+        assert inside == "inside"
+    finally:
+        os.unlink(canary)

@@ -105,6 +105,46 @@ static void test_write_read(void)
         is_int(jp_connection_write(&c, path), -ENOENT, "a missing directory");
 }
 
+/* jp_connection_write_at: the form for a directory someone else owns. */
+static void test_write_at(void)
+{
+        struct jp_connection c = sample(), back;
+        char path[256], target[256];
+        struct stat st;
+        int dir = open(tmpdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ok(dir >= 0, "open the directory");
+        path_in_tmp(target, sizeof(target), "victim");
+        ok(write_file(target, "untouched", 9, 0644) == 0, "a file someone wants to reach");
+        path_in_tmp(path, sizeof(path), "planted.json");
+        ok(symlink(target, path) == 0, "a symlink planted at the name");
+        is_int(jp_connection_write_at(&c, dir, "planted.json", (uid_t)-1, (gid_t)-1), 0,
+               "writing at the name succeeds");
+        ok(lstat(path, &st) == 0 && S_ISREG(st.st_mode), "the name is a regular file now");
+        is_int(st.st_mode & 07777, 0600, "of mode 0600");
+        ok(stat(target, &st) == 0 && st.st_size == 9 && (st.st_mode & 07777) == 0644,
+           "the symlink's target is untouched");
+        is_int(jp_connection_read(path, &back, err, sizeof(err)), 0, "the file reads back (%s)",
+               err);
+        is_str(back.key, c.key, "with its key");
+
+        /* The owner is set through the descriptor (as root: to another id). */
+        if (geteuid() == 0) {
+                is_int(jp_connection_write_at(&c, dir, "owned.json", 4242, 4343), 0,
+                       "written for another owner");
+                path_in_tmp(path, sizeof(path), "owned.json");
+                ok(stat(path, &st) == 0 && st.st_uid == 4242 && st.st_gid == 4343,
+                   "owned by 4242:4343 (%u:%u)", (unsigned)st.st_uid, (unsigned)st.st_gid);
+        } else {
+                diag("not root: giving a file away is not tried");
+        }
+        is_int(jp_connection_write_at(&c, dir, "../escape.json", (uid_t)-1, (gid_t)-1), -EINVAL,
+               "a name with a slash is refused");
+        is_int(jp_connection_write_at(&c, dir, "..", (uid_t)-1, (gid_t)-1), -EINVAL,
+               "\"..\" is refused");
+        close(dir);
+}
+
 static void test_read_errors(void)
 {
         struct jp_connection c;
@@ -251,6 +291,7 @@ int main(void)
         if (!mkdtemp(tmpdir))
                 BAIL_OUT("mkdtemp: %s", strerror(errno));
         test_write_read();
+        test_write_at();
         test_read_errors();
         test_parse();
         test_endpoint();
