@@ -54,6 +54,9 @@ static const struct option_def options[] = {
             "do not restart kernels that die"),
         OPT("max-restarts", OPT_INT, max_restarts, 0, 100, "5",
             "automatic restarts of a kernel before it is left dead"),
+        OPT("max-host-restarts", OPT_INT, max_host_restarts, 0, 1000, "5",
+            "new kernel-hosts started after one died (its kernels restart on the new one); "
+            "past that glovebox exits with status 1, for a supervisor to restart it"),
         OPT("memory-mb", OPT_INT, memory_mb, 16, 1 << 24, "1024", "default memory limit per kernel"),
         OPT("max-memory-mb", OPT_INT, max_memory_mb, 16, 1 << 24, "8192",
             "largest memory limit a request may ask for"),

@@ -24,6 +24,7 @@ struct config {
         double shutdown_grace;
         bool no_autorestart;
         int64_t max_restarts;
+        int64_t max_host_restarts;
         /* limits per kernel: default and server maximum */
         int64_t memory_mb, max_memory_mb;
         double cpus, max_cpus;

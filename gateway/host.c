@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,15 @@
 static int host_fd = -1;
 static pid_t host_pid = -1;
 static struct loop_watch *host_watch;
+
+/* What a new kernel-host is started with, kept for a replacement. */
+static struct {
+        char program[PATH_MAX];
+        char runtime_dir[PATH_MAX];
+        char log_level[16];
+        int max_restarts; /* replacements allowed after a kernel-host died */
+        int restarts;
+} spawn_args;
 
 static int find_program(char *out, size_t size)
 {
@@ -47,18 +58,20 @@ static int find_program(char *out, size_t size)
         return -ENOENT;
 }
 
-int host_spawn(const char *runtime_dir, const char *log_level)
+/* Forks and execs the kernel-host. Also runs when the gateway has threads
+ * (a replacement): the child makes only async-signal-safe calls. */
+static int start_process(void)
 {
-        char program[PATH_MAX];
+        char *argv[] = {spawn_args.program, (char *)"--runtime-dir", spawn_args.runtime_dir,
+                        (char *)"--log-level", spawn_args.log_level, NULL};
+        /* Nothing of our environment (tokens, secrets) goes further. */
+        char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        sigset_t none;
         int sv[2];
         pid_t pid;
-        int rc = find_program(program, sizeof(program));
+        int rc;
 
-        if (rc < 0) {
-                log_error("cannot find " HOST_PROGRAM " beside glovebox or in %s",
-                          GLOVEBOX_LIBEXECDIR);
-                return rc;
-        }
+        sigemptyset(&none);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
         pid = fork();
@@ -69,16 +82,17 @@ int host_spawn(const char *runtime_dir, const char *log_level)
                 return rc;
         }
         if (pid == 0) {
-                char *argv[] = {program,       "--runtime-dir", (char *)runtime_dir, "--log-level",
-                                (char *)log_level, NULL};
-
-                /* Nothing of our environment (tokens, secrets) goes further. */
-                char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-
-                /* dup2 clears close-on-exec on the copy at HOST_FD. */
-                if (dup2(sv[1], HOST_FD) < 0)
+                /* Our blocked signals (SIGTERM, SIGINT: read by signalfd)
+                 * would stay blocked across execve. */
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                /* dup2 clears close-on-exec on the copy at HOST_FD; a
+                 * descriptor already there keeps it unless told. */
+                if (sv[1] == HOST_FD ? fcntl(HOST_FD, F_SETFD, 0) < 0 : dup2(sv[1], HOST_FD) < 0)
                         _exit(127);
-                execve(program, argv, envp);
+                /* Only the link: not a listening socket or any other
+                 * descriptor the loop made without close-on-exec. */
+                syscall(SYS_close_range, HOST_FD + 1, ~0u, 0);
+                execve(spawn_args.program, argv, envp);
                 _exit(127);
         }
         close(sv[1]);
@@ -86,6 +100,21 @@ int host_spawn(const char *runtime_dir, const char *log_level)
         host_pid = pid;
         fcntl(host_fd, F_SETFL, fcntl(host_fd, F_GETFL) | O_NONBLOCK);
         return 0;
+}
+
+int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
+{
+        int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
+
+        if (rc < 0) {
+                log_error("cannot find " HOST_PROGRAM " beside glovebox or in %s",
+                          GLOVEBOX_LIBEXECDIR);
+                return rc;
+        }
+        snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
+        snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
+        spawn_args.max_restarts = max_restarts;
+        return start_process();
 }
 
 /* Who asked for what: reports are routed back by id. */
@@ -217,23 +246,104 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
         return rc;
 }
 
-/* The kernel-host died: every object still waiting hears it is gone. */
+/* The kernel-host died: every object that was waiting for it hears it
+ * is gone. Those that ask the new kernel-host for something meanwhile (a
+ * kernel restarting) are listeners of the new one, not told. */
 static void lose_everything(void)
 {
-        while (listeners) {
-                struct listener *l = listeners;
-                struct hostmsg_exit ex = {.exit_code = -1, .signal = SIGKILL};
+        struct listener *lost = listeners;
 
-                snprintf(ex.id, sizeof(ex.id), "%s", l->id);
-                snprintf(ex.reason, sizeof(ex.reason), "host-lost");
-                listeners = l->next;
-                if (l->sandbox)
-                        l->sandbox->gone(l->ctx, &ex);
-                else
-                        l->process->exited(l->ctx, &ex);
-                free(l);
+        listeners = NULL;
+        /* Sandboxes first: a kernel that hears of its own death next
+         * restarts in a new sandbox, not in its dead one. */
+        for (int pass = 0; pass < 2; pass++) {
+                struct listener **link = &lost;
+
+                while (*link) {
+                        struct listener *l = *link;
+                        struct hostmsg_exit ex = {.exit_code = -1, .signal = SIGKILL};
+
+                        if ((pass == 0) != (l->sandbox != NULL)) {
+                                link = &l->next;
+                                continue;
+                        }
+                        *link = l->next;
+                        snprintf(ex.id, sizeof(ex.id), "%s", l->id);
+                        snprintf(ex.reason, sizeof(ex.reason), "host-lost");
+                        if (l->sandbox)
+                                l->sandbox->gone(l->ctx, &ex);
+                        else
+                                l->process->exited(l->ctx, &ex);
+                        free(l);
+                }
         }
-        if (on_lost)
+}
+
+static void on_link(void *arg);
+
+/* Waits for the kernel-host to exit, at most timeout_ms, then kills it. */
+static int reap(int timeout_ms)
+{
+        struct timespec start, now;
+        int status = 0;
+
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                pid_t r = waitpid(host_pid, &status, WNOHANG);
+
+                if (r == host_pid || (r < 0 && errno != EINTR))
+                        break;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
+                    timeout_ms) {
+                        log_warn("kernel-host did not exit in time; killing it");
+                        kill(host_pid, SIGKILL);
+                        waitpid(host_pid, &status, 0);
+                        break;
+                }
+                usleep(10000);
+        }
+        host_pid = -1;
+        return status;
+}
+
+/* The link broke: the kernel-host died (or closed it, which it does only
+ * when exiting). Its sandboxes died with it. A new one takes over, within
+ * --max-host-restarts, and then every kernel that waited for the old one
+ * hears that it died (and restarts on the new one); past that limit the
+ * gateway must not run on without one: on_lost ends it. */
+static void host_lost(void)
+{
+        pid_t pid = host_pid;
+        int status;
+        bool replaced = false;
+
+        loop_unwatch(&host_watch);
+        close(host_fd);
+        host_fd = -1;
+        status = reap(2000);
+        if (WIFSIGNALED(status))
+                log_error("the kernel-host (pid %d) died: killed by signal %d", (int)pid,
+                          WTERMSIG(status));
+        else
+                log_error("the kernel-host (pid %d) exited with status %d", (int)pid,
+                          WEXITSTATUS(status));
+        if (spawn_args.restarts < spawn_args.max_restarts) {
+                spawn_args.restarts++;
+                if (start_process() == 0 &&
+                    loop_watch_fd(host_fd, on_link, NULL, &host_watch) == 0) {
+                        replaced = true;
+                        log_warn("started a new kernel-host (pid %d; %d of %d replacements)",
+                                 (int)host_pid, spawn_args.restarts, spawn_args.max_restarts);
+                } else {
+                        log_error("cannot start a new kernel-host");
+                }
+        } else {
+                log_error("no new kernel-host: --max-host-restarts (%d) reached",
+                          spawn_args.max_restarts);
+        }
+        lose_everything();
+        if (!replaced && on_lost)
                 on_lost();
 }
 
@@ -253,15 +363,19 @@ static void on_link(void *arg)
                         continue;
                 }
                 if (rc < 0) {
-                        log_error("the kernel-host is gone (%s)", strerror(-rc));
-                        loop_unwatch(&host_watch);
-                        lose_everything();
+                        log_error("the link to the kernel-host broke (%s)", strerror(-rc));
+                        host_lost();
                         return;
                 }
                 if (dispatch(type, body, fds, nfds) < 0)
                         log_error("unexpected message %d from the kernel-host dropped", (int)type);
                 json_decref(body);
         }
+}
+
+bool host_running(void)
+{
+        return host_fd >= 0;
 }
 
 int host_attach(void (*lost)(void))
@@ -272,7 +386,7 @@ int host_attach(void (*lost)(void))
 
 static int send_json(enum hostmsg_type type, json_t *body)
 {
-        int rc = body ? hostmsg_send(host_fd, type, body, NULL, 0) : -ENOMEM;
+        int rc = !body ? -ENOMEM : host_fd < 0 ? -EPIPE : hostmsg_send(host_fd, type, body, NULL, 0);
 
         json_decref(body);
         return rc;
@@ -326,9 +440,6 @@ int host_stop(const char *id)
 
 void host_close(int timeout_ms)
 {
-        struct timespec start, now;
-        int status;
-
         loop_unwatch(&host_watch);
         if (host_fd >= 0) {
                 /* The loop's watch holds a duplicate of the descriptor;
@@ -337,23 +448,6 @@ void host_close(int timeout_ms)
                 close(host_fd);
                 host_fd = -1;
         }
-        if (host_pid <= 0)
-                return;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (;;) {
-                pid_t r = waitpid(host_pid, &status, WNOHANG);
-
-                if (r == host_pid || (r < 0 && errno != EINTR))
-                        break;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
-                    timeout_ms) {
-                        log_warn("kernel-host did not exit in time; killing it");
-                        kill(host_pid, SIGKILL);
-                        waitpid(host_pid, &status, 0);
-                        break;
-                }
-                usleep(10000);
-        }
-        host_pid = -1;
+        if (host_pid > 0)
+                reap(timeout_ms);
 }

@@ -6,6 +6,7 @@
 
 #include "protocol/hostmsg.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct host_sandbox_ops {
@@ -24,12 +25,17 @@ struct host_process_ops {
 };
 
 /* Forks and execs glovebox-kernel-host (found beside our own executable,
- * else in the libexec directory). Must run before any thread or ZMQ context
- * exists. Returns 0 or -errno. */
-int host_spawn(const char *runtime_dir, const char *log_level);
-/* Starts delivering reports (needs the loop); lost() runs if the
- * kernel-host dies, after every object heard that it is gone. */
+ * else in the libexec directory). Runs before any thread or ZMQ context
+ * exists, so that the kernel-host inherits none. If it dies, a new one is
+ * started, at most max_restarts times. Returns 0 or -errno. */
+int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts);
+/* Starts delivering reports (needs the loop). If the kernel-host dies,
+ * every object waiting for a report hears that it is gone ("host-lost"),
+ * after a new kernel-host has started; lost() runs when none could be. */
 int host_attach(void (*lost)(void));
+
+/* Whether a kernel-host is there to ask (false once it died for good). */
+bool host_running(void);
 
 int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
                         void *ctx);

@@ -663,7 +663,9 @@ static void handle_death(struct kernel *k)
         fail_all_pending(k, k->oom ? "KernelOutOfMemory" : "KernelDied", k->reason);
         set_state(k, "dead");
         kernel_broadcast_status(k, "dead");
-        retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts;
+        /* Without a kernel-host (it died and no new one could start)
+         * nothing can restart. */
+        retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts && host_running();
         if (!retry) {
                 k->phase = KERNEL_DEAD;
                 waiters_resolve(k, 500, k->reason);
@@ -1145,7 +1147,7 @@ int kernels_init(const struct config *config, const struct jp_kernelspec_list *l
         }
         if (cfg->cull_idle_timeout > 0)
                 loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
-        return host_attach(NULL);
+        return 0;
 }
 
 static void on_all_gone_timeout(lws_sorted_usec_list_t *sul)

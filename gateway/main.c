@@ -16,33 +16,55 @@
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #define SHUTDOWN_TIMEOUT_MS 10000.0
+/* After the kernel-host died for good: time for clients to read that their
+ * kernels died before the gateway exits. */
+#define HOST_LOST_GRACE_MS 1000.0
+/* In the runtime directory: held (shared) by the gateway and its
+ * kernel-host while they run, so that a later start can tell a dead run's
+ * directory from a live one. */
+#define RUNTIME_LOCK ".lock"
 
 static struct {
         struct config cfg;
         struct jp_kernelspec_list specs;
         char runtime_dir[PATH_MAX];
+        int lock_fd;
         int sigfd;
         struct loop_watch *sigwatch;
         volatile int stop; /* the loop ends once this is set */
         int shutting_down;
-} gw = {.sigfd = -1};
+        int exit_code;
+        lws_sorted_usec_list_t host_lost_timer;
+} gw = {.sigfd = -1, .lock_fd = -1};
 
 static void on_all_kernels_gone(void)
 {
         gw.stop = 1;
         lws_cancel_service(loop_context());
+}
+
+static void shut_down(void)
+{
+        gw.shutting_down = 1;
+        e2b_shutdown();
+        pool_stop();
+        kernels_shutdown_all(SHUTDOWN_TIMEOUT_MS, on_all_kernels_gone);
 }
 
 static void on_signal(void *arg)
@@ -55,13 +77,28 @@ static void on_signal(void *arg)
                         gw.stop = 1;
                         continue;
                 }
-                gw.shutting_down = 1;
                 log_info("received %s: shutting down %zu kernel(s)", strsignal((int)si.ssi_signo),
                          kernels_count());
-                e2b_shutdown();
-                pool_stop();
-                kernels_shutdown_all(SHUTDOWN_TIMEOUT_MS, on_all_kernels_gone);
+                shut_down();
         }
+}
+
+static void on_host_lost_grace(lws_sorted_usec_list_t *sul)
+{
+        if (!gw.shutting_down)
+                shut_down();
+}
+
+/* No kernel-host, and no new one may start: a gateway that cannot run a
+ * kernel must not look healthy. It exits non-zero, for a supervisor to
+ * start it afresh, once clients had a moment to read that their kernels
+ * died. */
+static void on_host_lost(void)
+{
+        log_error("exiting: no kernel-host to run kernels (status 1, for a supervisor to "
+                  "restart glovebox)");
+        gw.exit_code = 1;
+        loop_timer_start(&gw.host_lost_timer, on_host_lost_grace, HOST_LOST_GRACE_MS);
 }
 
 /* Kernels hold several descriptors each (ZMQ sockets); use all we may. */
@@ -73,6 +110,58 @@ static void raise_fd_limit(void)
                 rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
                 setrlimit(RLIMIT_NOFILE, &rl);
         }
+}
+
+/* Marks the runtime directory as this live run's: a lock held as long as
+ * we run (and our kernel-host, which takes its own), that a later start
+ * takes to know the run is over. Made under another name and renamed, so
+ * that it never exists unlocked. */
+static int lock_runtime_dir(void)
+{
+        char tmp[PATH_MAX + 32], path[PATH_MAX + 32];
+        int rc = 0;
+
+        snprintf(tmp, sizeof(tmp), "%s/" RUNTIME_LOCK ".new", gw.runtime_dir);
+        snprintf(path, sizeof(path), "%s/" RUNTIME_LOCK, gw.runtime_dir);
+        gw.lock_fd = open(tmp, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (gw.lock_fd < 0 || flock(gw.lock_fd, LOCK_SH) < 0 || rename(tmp, path) < 0) {
+                rc = -errno;
+                log_error("cannot lock %s: %s", gw.runtime_dir, strerror(errno));
+        }
+        return rc;
+}
+
+/* Removes the runtime directory at exit, when the kernel-host emptied it.
+ * If it could not (it died), the lock stays, unheld once we are gone: the
+ * next start removes what is left. */
+static void remove_runtime_dir(void)
+{
+        char path[PATH_MAX + 32];
+        struct dirent *de;
+        bool others = false;
+        DIR *d;
+
+        if (!gw.runtime_dir[0])
+                return;
+        d = opendir(gw.runtime_dir);
+        while (d && (de = readdir(d)) != NULL) {
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+                    strcmp(de->d_name, RUNTIME_LOCK) != 0)
+                        others = true;
+        }
+        if (d)
+                closedir(d);
+        if (others) {
+                log_warn("%s is not empty: the next start removes what is left", gw.runtime_dir);
+        } else {
+                snprintf(path, sizeof(path), "%s/" RUNTIME_LOCK, gw.runtime_dir);
+                unlink(path);
+                if (rmdir(gw.runtime_dir) < 0)
+                        log_warn("cannot remove %s: %s", gw.runtime_dir, strerror(errno));
+        }
+        if (gw.lock_fd >= 0)
+                close(gw.lock_fd);
+        gw.lock_fd = -1;
 }
 
 static int make_runtime_dir(void)
@@ -92,7 +181,7 @@ static int make_runtime_dir(void)
          * kernel's directory inside: searchable, not listable. */
         if (chmod(gw.runtime_dir, 0711) < 0)
                 return -errno;
-        return 0;
+        return lock_runtime_dir();
 }
 
 static int discover_kernelspecs(void)
@@ -160,7 +249,7 @@ int main(int argc, char **argv)
         if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 || page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
-        if (host_spawn(gw.runtime_dir, gw.cfg.log_level) < 0) {
+        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;
         }
@@ -173,7 +262,8 @@ int main(int argc, char **argv)
         if (!ctx || gw.sigfd < 0)
                 goto out;
         loop_set_context(ctx);
-        if (kernels_init(&gw.cfg, &gw.specs) < 0 || pool_init(&gw.cfg, &gw.specs) < 0 ||
+        if (kernels_init(&gw.cfg, &gw.specs) < 0 || host_attach(on_host_lost) < 0 ||
+            pool_init(&gw.cfg, &gw.specs) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
         print_url();
@@ -181,7 +271,7 @@ int main(int argc, char **argv)
                 if (lws_service(ctx, 0) < 0)
                         break;
         }
-        rc = 0;
+        rc = gw.exit_code;
 out:
         page_close();
         host_close(5000);
@@ -193,8 +283,7 @@ out:
         zio_shutdown();
         if (gw.sigfd >= 0)
                 close(gw.sigfd);
-        if (gw.runtime_dir[0] && rmdir(gw.runtime_dir) < 0)
-                log_warn("cannot remove %s: %s", gw.runtime_dir, strerror(errno));
+        remove_runtime_dir();
         jp_kernelspec_list_free(&gw.specs);
         config_free(&gw.cfg);
         log_info("stopped");

@@ -7,10 +7,12 @@
  * poll loop over that socket and a signalfd for SIGCHLD. It never parses
  * network input, which is why it is the only process that builds sandboxes.
  * When the gateway goes away it kills every kernel it started, removes their
- * files and exits. */
+ * files and exits; its sandboxes die with it however it dies, and what a
+ * dead one left is removed by the next (leftovers.h). */
 #include "autoconf.h"
 
 #include "kernel-host/cgroup.h"
+#include "kernel-host/leftovers.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
@@ -241,6 +243,11 @@ int main(int argc, char **argv)
         if (spawn_init(runtime_dir) < 0)
                 return 1;
         cgroup_init();
+        /* Before the first sandbox: a predecessor's directories would be in
+         * the way of ours. */
+        if (leftovers_remove(runtime_dir) < 0)
+                return 1;
+        leftovers_record_write();
 
         while (!host.stopping) {
                 struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};
@@ -262,6 +269,7 @@ int main(int argc, char **argv)
 out:
         spawn_stop_all(report);
         cgroup_shutdown();
+        leftovers_record_remove();
         close(host.sigfd);
         return rc;
 }

@@ -183,13 +183,18 @@ def test_bad_flags_are_refused():
     binary = start_gateway.__globals__["BINARY"]
     for args in (["--memory-mb", "lots"], ["--listen", "nowhere"], ["--sandbox", "maybe"],
                  ["--certfile", "/x.pem"], ["--token", "short"], ["--no-such-flag"],
-                 ["--memory-mb", "9000", "--max-memory-mb", "8192"]):
+                 ["--memory-mb", "9000", "--max-memory-mb", "8192"],
+                 ["--max-host-restarts", "-1"], ["--max-host-restarts", "1001"]):
         out = subprocess.run([binary, *args, "--check-config"], capture_output=True, text=True)
         assert out.returncode == 2, args
         assert out.stderr.startswith("glovebox: "), out.stderr
     out = subprocess.run([binary, "--check-config", "--token", "long-enough"],
                          capture_output=True, text=True)
     assert out.returncode == 0
+    for bound in ("0", "1000"):
+        out = subprocess.run([binary, "--check-config", "--max-host-restarts", bound],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, (bound, out.stderr)
 
 
 def test_config_file(tmp_path):
