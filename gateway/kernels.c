@@ -664,8 +664,10 @@ static void handle_death(struct kernel *k)
         set_state(k, "dead");
         kernel_broadcast_status(k, "dead");
         /* Without a kernel-host (it died and no new one could start)
-         * nothing can restart. */
-        retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts && host_running();
+         * nothing can restart; nor can a kernel in a sandbox it shares (an
+         * E2B sandbox's context) once that sandbox is gone. */
+        retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts && host_running() &&
+                !(k->sandbox && !k->owns_sandbox && k->sandbox->phase == SANDBOX_GONE);
         if (!retry) {
                 k->phase = KERNEL_DEAD;
                 waiters_resolve(k, 500, k->reason);
