@@ -69,7 +69,8 @@ def service():
     env_dir = make_variable("sysconfdir") + "/glovebox"
     os.makedirs(env_dir)
     with open(env_dir + "/glovebox.env", "w") as f:
-        f.write(f"GLOVEBOX_TOKEN={TOKEN}\nGLOVEBOX_ARGS=--listen 127.0.0.1:{PORT}\n")
+        f.write(f"GLOVEBOX_TOKEN={TOKEN}\nGLOVEBOX_ARGS=--listen 127.0.0.1:{PORT} "
+                "--max-kernels 50\n")
     os.makedirs("/run/systemd/system/glovebox.service.d", exist_ok=True)
     with open("/run/systemd/system/glovebox.service.d/uml.conf", "w") as f:
         f.write("[Unit]\nDefaultDependencies=no\n")
@@ -85,7 +86,9 @@ def test_service_runs_in_its_delegated_group(service):
     assert show("Delegate") == "yes"
     assert show("ControlGroup") == "/system.slice/glovebox.service"
     main = int(show("MainPID"))
-    assert cmdline(main).startswith(make_variable("bindir") + "/glovebox ")
+    # The flags of GLOVEBOX_ARGS arrive as separate arguments.
+    assert cmdline(main) == (f"{make_variable('bindir')}/glovebox --runtime-dir /run/glovebox "
+                             f"--listen 127.0.0.1:{PORT} --max-kernels 50 ")
     # The token is in the environment, not on the command line.
     assert TOKEN not in cmdline(main)
     with open(f"/proc/{main}/environ", "rb") as f:
