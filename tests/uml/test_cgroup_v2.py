@@ -17,7 +17,7 @@ from gbclient import start_gateway
 
 pytestmark = only_in_guest
 
-LIMITS = {"memory_mb": 128, "pids": 64, "cpus": 0.5}
+LIMITS = {"memory_mb": 128, "pids": 32, "cpus": 0.5}
 WANTED = {"cpu", "memory", "pids"}
 SLICE = CGROUP_ROOT + "/system.slice"
 SERVICE = SLICE + "/glovebox.service"
@@ -43,7 +43,7 @@ def check_kernel_group(gw, kernel_id, parent):
     assert read(group + "/memory.max") == str(128 * 1024 * 1024)
     if os.path.exists(group + "/memory.swap.max"):
         assert read(group + "/memory.swap.max") == "0"
-    assert read(group + "/pids.max") == "64"
+    assert read(group + "/pids.max") == "32"
     assert read(group + "/cpu.max") == "50000 100000"
     # The sandbox's cgroup namespace shows the kernel its own group as the root.
     assert value(gw, kernel_id, "open('/proc/self/cgroup').read()") == "0::/\n"
@@ -81,7 +81,7 @@ def test_root_pids_limit(root_gateway):
     started, error = eval(stdout)
     assert error == errno.EAGAIN, (content, stdout)
     # The kernel, its threads and the sandbox's init count too.
-    assert 10 < started < 64, started
+    assert 5 < started < 32, started
     # The group refused them, not some rlimit.
     assert events() > refused
     # Positive control: with the children gone, fork works again.

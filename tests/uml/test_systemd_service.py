@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not in_guest() or read("/proc/1/comm") != "syste
 TOKEN = "uml-service-token-4f1c"
 PORT = 8888
 SERVICE = CGROUP_ROOT + "/system.slice/glovebox.service"
-LIMITS = {"memory_mb": 128, "pids": 64, "cpus": 0.5}
+LIMITS = {"memory_mb": 128, "pids": 32, "cpus": 0.5}
 
 
 def systemctl(*args, check=True):
@@ -106,7 +106,7 @@ def test_service_sandboxes_kernels_with_limits(service):
     assert len(hosts) == 1, hosts
     group = kernel_group(f"{SERVICE}/{hosts[0]}", kid)
     assert read(group + "/memory.max") == str(128 * 1024 * 1024)
-    assert read(group + "/pids.max") == "64"
+    assert read(group + "/pids.max") == "32"
     assert read(group + "/cpu.max") == "50000 100000"
     # The unit's hardening left the sandbox whole.
     status = value(service, kid, "open('/proc/self/status').read()")
