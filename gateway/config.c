@@ -112,7 +112,8 @@ static const struct option_def options[] = {
         OPT("pool-min-available-mb", OPT_INT, pool_min_available_mb, 0, 1 << 30, "1024",
             "below this much available memory the pool stops refilling and shrinks"),
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
-            "directory of the web page (default: the one installed or in the source tree)"),
+            "directory of the web page (default: the source tree's when run from the build tree, "
+            "else the installed one)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
         OPT("check-config", OPT_FLAG, check_config, 0, 0, NULL,
             "validate the configuration and exit"),

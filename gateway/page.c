@@ -6,8 +6,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -38,9 +41,29 @@ static int open_dir(const char *path)
         return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* Does this glovebox run from the build tree it was built in? */
+static bool in_build_tree(void)
+{
+        char self[PATH_MAX], build[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+
+        if (n <= 0 || !realpath(GLOVEBOX_BUILDDIR, build))
+                return false;
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        if (slash)
+                *slash = '\0';
+        return strcmp(self, build) == 0;
+}
+
 int page_init(const struct config *cfg)
 {
+        /* From its build tree, glovebox serves the source tree's page, so
+         * that an edit shows at the next reload; installed, it serves the
+         * installed copy, even where the source tree it came from remains. */
         const char *candidates[] = {GLOVEBOX_SRCDIR "/static", GLOVEBOX_DATADIR "/static"};
+        const size_t first = in_build_tree() ? 0 : 1;
 
         if (*cfg->static_dir) {
                 static_fd = open_dir(cfg->static_dir);
@@ -51,7 +74,7 @@ int page_init(const struct config *cfg)
                 log_info("web page from %s", cfg->static_dir);
                 return 0;
         }
-        for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+        for (size_t i = first; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
                 static_fd = open_dir(candidates[i]);
                 if (static_fd >= 0) {
                         log_info("web page from %s", candidates[i]);

@@ -147,21 +147,23 @@ static int own_dir(const char *controller, char *out, size_t size)
         return 0;
 }
 
-/* cgroup v2 lets a group delegate a controller to its children only when
- * the group itself holds no processes: move ours into a leaf first. */
-static int v2_enable(const char *own, const char *controller)
-{
-        char text[64], leaf[PATH_MAX + 32], procs[PATH_MAX + 16], pids[65536];
-        int rc;
+/* The unified (v2) hierarchy is one directory for all its controllers, so
+ * what we change in our own group there is recorded once, here, and undone
+ * at exit: a delegated group (a systemd service, a container) is then left
+ * as we found it, and whoever starts next in it can. */
+static struct {
+        char own[PATH_MAX];               /* our group at start */
+        char leaf[PATH_MAX + 32];         /* the leaf we moved own's processes into, or "" */
+        bool enabled[CGROUP_CONTROLLERS]; /* turned on in own's subtree_control by us */
+} unified;
 
-        snprintf(text, sizeof(text), "+%s", controller);
-        rc = write_file(own, "cgroup.subtree_control", text);
-        if (rc != -EBUSY)
-                return rc;
-        snprintf(leaf, sizeof(leaf), "%s/glovebox-supervisor", own);
-        if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
-                return -errno;
-        snprintf(procs, sizeof(procs), "%s/cgroup.procs", own);
+/* Moves every process listed in from's cgroup.procs into to. One that
+ * exits meanwhile is skipped. */
+static int move_processes(const char *from, const char *to)
+{
+        char procs[PATH_MAX + 16], pids[65536];
+
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", from);
         if (read_file(procs, pids, sizeof(pids)) < 0)
                 return -EIO;
         for (char *line = pids, *next; line && *line; line = next) {
@@ -169,23 +171,84 @@ static int v2_enable(const char *own, const char *controller)
                 if (next)
                         *next++ = '\0';
                 if (*line)
-                        write_file(leaf, "cgroup.procs", line);
+                        write_file(to, "cgroup.procs", line);
         }
-        return write_file(own, "cgroup.subtree_control", text);
+        return 0;
 }
 
-static void init_controller(enum cgroup_controller c, const char *unified_own,
-                            const char *unified_controllers)
+/* cgroup v2 lets a group hand a controller down to its children only when
+ * the group itself holds no processes (the no-internal-process rule; only
+ * the root is exempt): a service's group holds its main process, so ours
+ * and any others move into a leaf first. A controller some other process
+ * already turned on is theirs, and stays on at exit. */
+static int v2_enable(enum cgroup_controller c)
+{
+        const char *name = controller_names[c];
+        char text[64], path[PATH_MAX + 32], current[1024];
+        int rc;
+
+        snprintf(path, sizeof(path), "%s/cgroup.subtree_control", unified.own);
+        if (read_file(path, current, sizeof(current)) >= 0 && list_has(current, name, ' '))
+                return 0;
+        snprintf(text, sizeof(text), "+%s", name);
+        rc = write_file(unified.own, "cgroup.subtree_control", text);
+        if (rc == -EBUSY) {
+                snprintf(unified.leaf, sizeof(unified.leaf), "%s/glovebox-supervisor", unified.own);
+                if (mkdir(unified.leaf, 0755) < 0 && errno != EEXIST) {
+                        rc = -errno;
+                        unified.leaf[0] = '\0';
+                        return rc;
+                }
+                rc = move_processes(unified.own, unified.leaf);
+                if (rc == 0)
+                        rc = write_file(unified.own, "cgroup.subtree_control", text);
+        }
+        if (rc == 0)
+                unified.enabled[c] = true;
+        return rc;
+}
+
+/* Undoes v2_enable once our parent groups are gone: the controllers we
+ * turned on go off (the kernel refuses while a group beneath still uses
+ * one, say another gateway's: then it stays, and our processes stay in the
+ * leaf), then the processes in the leaf go back to our group, and the leaf
+ * goes. */
+static void v2_restore(void)
+{
+        char text[64];
+        bool all_off = true;
+
+        for (int c = CGROUP_CONTROLLERS - 1; c >= 0; c--) {
+                if (!unified.enabled[c])
+                        continue;
+                snprintf(text, sizeof(text), "-%s", controller_names[c]);
+                if (write_file(unified.own, "cgroup.subtree_control", text) < 0) {
+                        log_debug("%s stays on in %s: still in use", controller_names[c],
+                                  unified.own);
+                        all_off = false;
+                        continue;
+                }
+                unified.enabled[c] = false;
+        }
+        if (!all_off || !unified.leaf[0])
+                return;
+        move_processes(unified.leaf, unified.own);
+        if (rmdir(unified.leaf) < 0)
+                log_warn("cannot remove cgroup %s: %s", unified.leaf, strerror(errno));
+        unified.leaf[0] = '\0';
+}
+
+static void init_controller(enum cgroup_controller c, bool have_v2, const char *unified_controllers)
 {
         struct hierarchy *h = &hierarchies[c];
         const char *name = controller_names[c];
         char own[PATH_MAX];
         int rc;
 
-        h->v2 = unified_own && list_has(unified_controllers, name, ' ');
+        h->v2 = have_v2 && list_has(unified_controllers, name, ' ');
         if (h->v2) {
-                snprintf(own, sizeof(own), "%s", unified_own);
-                rc = v2_enable(own, name);
+                snprintf(own, sizeof(own), "%s", unified.own);
+                rc = v2_enable(c);
         } else {
                 rc = own_dir(name, own, sizeof(own));
         }
@@ -211,16 +274,16 @@ static void init_controller(enum cgroup_controller c, const char *unified_own,
 
 void cgroup_init(void)
 {
-        char unified[PATH_MAX], controllers[1024] = "", path[PATH_MAX + 32];
-        bool have_v2 = own_dir(NULL, unified, sizeof(unified)) == 0;
+        char controllers[1024] = "", path[PATH_MAX + 32];
+        bool have_v2 = own_dir(NULL, unified.own, sizeof(unified.own)) == 0;
 
         if (have_v2) {
-                snprintf(path, sizeof(path), "%s/cgroup.controllers", unified);
+                snprintf(path, sizeof(path), "%s/cgroup.controllers", unified.own);
                 if (read_file(path, controllers, sizeof(controllers)) < 0)
                         have_v2 = false;
         }
         for (int c = 0; c < CGROUP_CONTROLLERS; c++)
-                init_controller((enum cgroup_controller)c, have_v2 ? unified : NULL, controllers);
+                init_controller((enum cgroup_controller)c, have_v2, controllers);
 }
 
 bool cgroup_complete(void)
@@ -547,4 +610,5 @@ void cgroup_shutdown(void)
                 }
                 h->parent[0] = '\0';
         }
+        v2_restore();
 }

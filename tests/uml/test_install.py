@@ -1,0 +1,109 @@
+"""make install, checked: what a DESTDIR install holds (tests/uml/run makes
+one in build/uml/destdir before it boots the guest), and the installed
+gateway run at its prefix, where it must use its installed kernel-host and
+page, not the build tree's. Runs inside the guest: there the prefix can be
+covered by the DESTDIR copy without touching the host."""
+import os
+import re
+import signal
+import subprocess
+import urllib.request
+
+import pytest
+
+from umllib import kernel_host_pid, only_in_guest, value
+from gbclient import BUILD, Gateway
+
+pytestmark = only_in_guest
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DESTDIR = os.path.join(os.path.abspath(BUILD), "uml", "destdir")
+STATIC = sorted(os.listdir(os.path.join(SRC, "static")))
+
+
+def make_variable(name, depth=0):
+    """A directory variable of the build's Makefile, expanded as make would."""
+    with open(os.path.join(BUILD, "Makefile")) as f:
+        for line in f:
+            m = re.match(rf"{name} = (.*)$", line.rstrip("\n"))
+            if m:
+                assert depth < 10
+                return re.sub(r"\$[({](\w+)[)}]", lambda v: make_variable(v.group(1), depth + 1),
+                              m.group(1).strip())
+    raise KeyError(name)
+
+
+PREFIX = make_variable("prefix")
+
+
+def test_install_puts_everything_in_the_usual_places():
+    installed = sorted(os.path.relpath(os.path.join(d, f), DESTDIR + PREFIX)
+                       for d, _, files in os.walk(DESTDIR) for f in files)
+    assert installed == sorted(["bin/glovebox", "libexec/glovebox/glovebox-kernel-host",
+                                "lib/systemd/system/glovebox.service"] +
+                               [f"share/glovebox/static/{f}" for f in STATIC])
+    for program in ("bin/glovebox", "libexec/glovebox/glovebox-kernel-host"):
+        assert os.access(os.path.join(DESTDIR + PREFIX, program), os.X_OK), program
+    for f in STATIC:
+        with open(os.path.join(SRC, "static", f), "rb") as a, \
+                open(os.path.join(DESTDIR + PREFIX, "share/glovebox/static", f), "rb") as b:
+            assert a.read() == b.read(), f
+
+
+def unit_settings():
+    path = os.path.join(DESTDIR + make_variable("systemdsystemunitdir"), "glovebox.service")
+    settings = {}
+    with open(path) as f:
+        for line in f:
+            if "=" in line and not line.startswith("#"):
+                key, val = line.rstrip("\n").split("=", 1)
+                settings.setdefault(key, []).append(val)
+    return settings
+
+
+def test_systemd_unit():
+    s = unit_settings()
+    exec_start = s["ExecStart"][0].split()
+    assert exec_start[0] == make_variable("bindir") + "/glovebox"
+    # The token comes from the environment file, never the command line.
+    assert not any("token" in arg for arg in exec_start), exec_start
+    assert s["EnvironmentFile"] == [make_variable("sysconfdir") + "/glovebox/glovebox.env"]
+    assert s["Delegate"] == ["yes"] and s["KillMode"] == ["mixed"]
+    assert s["Restart"] == ["on-failure"]
+    # What would break the sandbox (the unit's comment says why).
+    for key in ("ProtectControlGroups", "ProtectKernelTunables", "ProtectKernelLogs",
+                "ProtectProc", "RestrictNamespaces", "PrivateUsers", "CapabilityBoundingSet",
+                "SystemCallFilter", "MemoryDenyWriteExecute", "DynamicUser", "User"):
+        assert key not in s, key
+
+
+@pytest.fixture
+def installed():
+    """The DESTDIR install, seen at its prefix."""
+    subprocess.run(["mount", "--bind", DESTDIR + PREFIX, PREFIX], check=True)
+    yield PREFIX
+    subprocess.run(["umount", PREFIX], check=True)
+
+
+def test_systemd_unit_verifies(installed):
+    """systemd's own check of the installed unit: its keys, sections and
+    the programs it starts."""
+    path = make_variable("systemdsystemunitdir") + "/glovebox.service"
+    out = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True)
+    assert out.returncode == 0 and (out.stdout + out.stderr).strip() == "", out
+
+
+def test_installed_gateway_uses_installed_files(installed):
+    libexec = make_variable("libexecdir") + "/glovebox/glovebox-kernel-host"
+    static = make_variable("pkgdatadir") + "/static"
+    gw = Gateway(make_variable("bindir") + "/glovebox")
+    try:
+        assert f"web page from {static}\n" in gw.read_log()
+        assert os.readlink(f"/proc/{kernel_host_pid(gw)}/exe") == libexec
+        with urllib.request.urlopen(gw.base + "/", timeout=30) as resp, \
+                open(os.path.join(static, "index.html"), "rb") as f:
+            assert resp.read() == f.read()
+        kid = gw.start_kernel()
+        assert value(gw, kid, "6 * 7") == 42
+    finally:
+        assert gw.stop(signal.SIGTERM) == 0, gw.read_log()
