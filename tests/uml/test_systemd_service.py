@@ -104,7 +104,9 @@ def test_service_sandboxes_kernels_with_limits(service):
     hosts = [e.name for e in os.scandir(SERVICE) if e.name.startswith("glovebox-") and
              e.name != "glovebox-supervisor"]
     assert len(hosts) == 1, hosts
-    group = kernel_group(f"{SERVICE}/{hosts[0]}", kid)
+    # The limits are on the kernel's sandbox group; the kernel runs in a
+    # group of its own inside it.
+    group = os.path.dirname(kernel_group(f"{SERVICE}/{hosts[0]}", kid))
     assert read(group + "/memory.max") == str(128 * 1024 * 1024)
     assert read(group + "/pids.max") == "32"
     assert read(group + "/cpu.max") == "50000 100000"
