@@ -77,6 +77,11 @@ enum http_origin_kind {
 /* Classifies the request's Origin; an allowed one is copied to out (for
  * the CORS headers) when out is given. */
 enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size);
+/* The Host check of every route and WebSocket upgrade (see hostcheck.h).
+ * When it fails, name gets the refused name for the message. */
+bool http_host_allowed(struct lws *wsi, char *name, size_t size);
+/* Logs a refused Host, at most once a minute. */
+void http_log_refused_host(const char *name);
 /* The token check of every route and WebSocket upgrade. */
 bool http_authorized(struct lws *wsi);
 /* Copies the request path below the base URL into out (no leading '/').
