@@ -44,9 +44,9 @@ static const struct option_def options[] = {
         OPT("allow-origin", OPT_STRING, allow_origin, 0, 0, "",
             "origins allowed for CORS and WebSocket upgrades ('*' or comma-separated)"),
         OPT("allow-host", OPT_STRING, allow_host, 0, 0, "",
-            "names clients may reach the gateway by, besides localhost, IP addresses and the "
-            "--listen host (comma-separated; '*': any, which gives up the defence against DNS "
-            "rebinding)"),
+            "names clients may reach the gateway by (the Host header), besides localhost, "
+            "loopback addresses, the --listen host and, listening beyond loopback, any IP "
+            "address; comma-separated; '*': any (no defence against DNS rebinding)"),
         OPT("max-connections", OPT_INT, max_connections, 1, 1000000, "4096",
             "client connections at once; past it a new one is answered 503"),
         OPT("max-connections-per-address", OPT_INT, max_connections_per_address, 1, 1000000,
