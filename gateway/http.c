@@ -117,7 +117,7 @@ bool http_host_allowed(struct lws *wsi, char *name, size_t size)
 enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size)
 {
         const char *allowed = kernels_config()->allow_origin;
-        char origin[HOSTCHECK_MAX + 16], host[HOSTCHECK_MAX];
+        char origin[HTTP_ORIGIN_MAX], host[HOSTCHECK_MAX];
         int len = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN);
         const char *o, *p;
         size_t olen;

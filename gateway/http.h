@@ -5,6 +5,7 @@
 #ifndef GLOVEBOX_HTTP_H
 #define GLOVEBOX_HTTP_H
 
+#include "gateway/hostcheck.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "protocol/buf.h"
@@ -15,6 +16,8 @@
 #include <stdbool.h>
 
 #define HTTP_PATH_MAX 2048
+/* Longest Origin read: a scheme, a host name (hostcheck.h) and a port. */
+#define HTTP_ORIGIN_MAX (HOSTCHECK_MAX + 16)
 
 enum http_method { HTTP_GET, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_OPTIONS, HTTP_HEAD,
                    HTTP_OTHER };
@@ -41,7 +44,7 @@ struct http_request {
         int status;
         const char *content_type;
         char location[HTTP_PATH_MAX];
-        char cors_origin[256]; /* echoed in Access-Control-Allow-Origin when set */
+        char cors_origin[HTTP_ORIGIN_MAX]; /* echoed in Access-Control-Allow-Origin when set */
         char next_token[32];   /* E2B's paging: an X-Next-Token header when set */
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
