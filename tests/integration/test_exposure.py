@@ -192,6 +192,40 @@ def test_listening_beyond_loopback_takes_addresses_not_names():
         gw.stop()
 
 
+def test_ipv6_loopback_names_and_caps():
+    """Listening on [::1]: Host "[::1]:port" is the gateway's own; an IPv6
+    client is counted by its /64."""
+    port = free_port()
+    gw = start_gateway("--listen", f"[::1]:{port}", "--max-connections-per-address", "1")
+    gw.port = port
+    try:
+        auth = [("Authorization", f"token {gw.token}")]
+
+        def ask(host):
+            s = socket.create_connection(("::1", port), timeout=10)
+            request(s, "GET", "/api", [("Host", host)] + auth)
+            return s, read_response(s)
+
+        first, (status, _, _, _) = ask(f"[::1]:{port}")
+        assert status == 200
+        second, (status, body, _, _) = ask(f"localhost:{port}")
+        assert status == 429 and "::/64" in body["message"], (status, body)
+        second.close()
+        first.close()
+        deadline = time.monotonic() + 10
+        while True:
+            s, (status, body, _, _) = ask(f"evil.example:{port}")
+            s.close()
+            if status != 429:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert status == 403, (status, body)
+        assert "http://[::1]:" in gw.url_line
+    finally:
+        gw.stop()
+
+
 def test_an_origin_too_long_to_read_is_not_taken_for_none():
     """An Origin longer than the gateway reads (a page on a long domain name)
     used to count as no Origin at all: let through, WebSocket included."""
