@@ -54,8 +54,9 @@ static const struct option_def options[] = {
             "client connections at once from one address (an IPv6 /64); past it a new one is "
             "answered 429"),
         OPT("unauthenticated-timeout", OPT_DOUBLE, unauthenticated_timeout, 0.1, 3600, "10",
-            "seconds a new connection has to make a request with the token (or for a page "
-            "file) before it is closed; TLS handshake and headers included"),
+            "seconds a new connection has to make a request with credentials before it is "
+            "closed, TLS handshake and headers included (a request for a page file starts them "
+            "again)"),
         OPT("kernelspec-path", OPT_STRING, kernelspec_path, 0, 0, "",
             "extra kernelspec directories (':'-separated), searched first"),
         OPT("default-kernel", OPT_STRING, default_kernel, 0, 0, "python3",

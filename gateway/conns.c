@@ -154,8 +154,8 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
         struct conn *c = lws_container_of(sul, struct conn, deadline);
 
         /* Debug only: under a flood this would be a line per connection. */
-        log_debug("closing a connection from %s: no request let through within %g s", c->addr->text,
-                  conns.cfg->unauthenticated_timeout);
+        log_debug("closing a connection from %s: no request with credentials within %g s",
+                  c->addr->text, conns.cfg->unauthenticated_timeout);
         /* Not lws_set_timeout(): lws moves a connection's one timeout
          * itself as a request comes in, which would undo this. A socket
          * shut down both ways reads as hung up, and lws closes it in
@@ -268,6 +268,15 @@ void conns_admitted(struct lws *wsi)
                 c->admitted = true;
                 loop_timer_stop(&c->deadline);
         }
+}
+
+void conns_public(struct lws *wsi)
+{
+        struct conn *c = find(wsi);
+
+        if (c && !c->admitted && !c->refusal)
+                loop_timer_start(&c->deadline, on_deadline,
+                                 conns.cfg->unauthenticated_timeout * 1000.0);
 }
 
 void conns_free(void)

@@ -1,8 +1,8 @@
 /* Client connections: counted per client address and in total, so that
  * one client cannot take every connection (and descriptor) the gateway
- * has; and a deadline for a connection until it makes a request it may
- * make, so that a client without the token cannot hold one open (a slow
- * TLS handshake, slow headers). */
+ * has; and a deadline for a connection until it makes a request with
+ * credentials, so that a client without the token cannot hold one open (a
+ * slow TLS handshake, slow headers, refused requests one after another). */
 #ifndef GLOVEBOX_CONNS_H
 #define GLOVEBOX_CONNS_H
 
@@ -25,9 +25,14 @@ void conns_closed(struct lws *wsi);
  * refused with (429: its address is at --max-connections-per-address; 503:
  * the gateway is at --max-connections), with a message in msg. */
 int conns_refusal(struct lws *wsi, char *msg, size_t size);
-/* A request on wsi's connection was let through (a right token, or a
- * public file): its deadline ends. */
+/* A request on wsi's connection carried credentials (the token, E2B's
+ * API key, a sandbox's access token): its deadline ends. */
 void conns_admitted(struct lws *wsi);
+/* A request on wsi's connection was served without credentials (one of
+ * the page's public files): its deadline starts again, so that a browser
+ * fetching the page keeps its connection, while requests that are refused
+ * never extend it. */
+void conns_public(struct lws *wsi);
 /* Forgets every connection (at exit). */
 void conns_free(void);
 

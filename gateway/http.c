@@ -569,6 +569,9 @@ static bool admit(struct lws *wsi, struct http_request *r)
                         http_reply_error(r, 400, "The page's files take no request body");
                         return false;
                 }
+                /* Served without credentials: the connection's deadline
+                 * starts again rather than ends (conns.h). */
+                conns_public(wsi);
                 return true;
         }
         if (origin == HTTP_ORIGIN_DENIED) {
@@ -585,12 +588,13 @@ static bool admit(struct lws *wsi, struct http_request *r)
         }
         /* The E2B routes take the token as E2B's API key, or a sandbox's
          * own access token. */
-        if (strncmp(r->path, "e2b/", 4) == 0)
-                return e2b_admit(r);
-        if (!http_authorized(wsi)) {
-                http_reply_error(r, 401, "Missing or wrong token");
+        if (strncmp(r->path, "e2b/", 4) == 0 ? !e2b_admit(r) : !http_authorized(wsi)) {
+                if (!r->responded)
+                        http_reply_error(r, 401, "Missing or wrong token");
                 return false;
         }
+        /* With credentials: the connection's deadline ends (conns.h). */
+        conns_admitted(wsi);
         return true;
 }
 
@@ -633,8 +637,6 @@ static int begin(struct lws *wsi, struct http_request *r)
                 stop_reading(r);
                 return 0;
         }
-        /* Let through: the connection's deadline ends (conns.h). */
-        conns_admitted(wsi);
         api_prepare(r);
         if (!r->responded && !r->body_fn && content_length > cfg->max_body_bytes)
                 http_reply_error(r, 413, "Request body larger than %lld bytes",

@@ -401,6 +401,17 @@ def test_connections_that_never_authenticate_are_closed_at_the_deadline():
             answers += 1
             time.sleep(0.4)
         assert 1 <= answers <= 4 and time.monotonic() - t0 < 3, (answers, time.monotonic() - t0)
+        # The page's public files, fetched one after another as a browser
+        # does: each starts the deadline again; once they stop, it ends.
+        s = connect(gw)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:
+            request(s, "GET", "/", host)
+            assert read_response(s)[0] == 200
+            time.sleep(0.5)
+        took = closed_within(s, 5)
+        assert took is not None and 0.3 < took < 3, took
+        s.close()
         # A positive control: a connection that sent the token lives on
         # past the deadline, for its next request.
         s = connect(gw)
