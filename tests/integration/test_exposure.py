@@ -539,6 +539,14 @@ def test_bad_token_files_are_refused(tmp_path):
         out = check(*args)
         assert out.returncode == 2 and says in out.stderr, (args, out.stderr)
     assert check("--token-file", str(good)).returncode == 0
+    # A token is 8 to 256 printable characters: at the bounds and past them.
+    for token, code in (("a" * 8, 0), ("a" * 7, 2), ("a" * 256, 0), ("a" * 257, 2),
+                        ("has space", 2)):
+        bound = tmp_path / "bound"
+        bound.write_text(token + "\n")
+        bound.chmod(0o600)
+        out = check("--token-file", str(bound))
+        assert out.returncode == code, (len(token), out.stderr)
     good.chmod(0o644)
     out = check("--token-file", str(good))
     assert out.returncode == 0 and "readable or writable by every user" in out.stderr
