@@ -159,9 +159,12 @@ void http_log_refused_host(const char *name)
         if (now - last < 60)
                 return;
         last = now;
-        log_warn("refused a request for Host %s: not a name this gateway serves under (a DNS "
-                 "rebinding page?); if it is yours, start with --allow-host %s",
-                 name, name);
+        if (name[0] == '(')
+                log_warn("refused a request with a malformed Host");
+        else
+                log_warn("refused a request for Host %s: not a name this gateway serves under "
+                         "(a DNS rebinding page?); if it is yours, start with --allow-host %s",
+                         name, name);
 }
 
 bool http_authorized(struct lws *wsi)
