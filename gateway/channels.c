@@ -1,6 +1,8 @@
 #include "autoconf.h"
 
 #include "gateway/channels.h"
+#include "gateway/conns.h"
+#include "gateway/hostcheck.h"
 #include "gateway/http.h"
 #include "gateway/kernels.h"
 #include "protocol/log.h"
@@ -28,10 +30,26 @@ static struct kernel *kernel_of_path(const char *path)
         return kernel_find(id);
 }
 
+/* The same checks, in the same order, as an HTTP request's (http.c); a
+ * refused upgrade gets a JSON error and the connection closes. */
 int channels_confirm_upgrade(struct lws *wsi)
 {
-        char path[HTTP_PATH_MAX];
+        char path[HTTP_PATH_MAX], message[256], name[HOSTCHECK_MAX];
+        int status = conns_refusal(wsi, message, sizeof(message));
 
+        if (status) {
+                http_write_error_now(wsi, status, message);
+                return 1;
+        }
+        if (!http_host_allowed(wsi, name, sizeof(name))) {
+                http_log_refused_host(name);
+                snprintf(message, sizeof(message),
+                         "Host %s is not a name this gateway serves under (the operator may "
+                         "allow it with --allow-host)",
+                         name);
+                http_write_error_now(wsi, 403, message);
+                return 1;
+        }
         if (http_route_path(wsi, path, sizeof(path)) < 0 || !kernel_of_path(path)) {
                 http_write_error_now(wsi, 404, "No such kernel");
                 return 1;
@@ -44,6 +62,7 @@ int channels_confirm_upgrade(struct lws *wsi)
                 http_write_error_now(wsi, 403, "Origin not allowed");
                 return 1;
         }
+        conns_admitted(wsi);
         return 0;
 }
 

@@ -1,9 +1,11 @@
 #include "autoconf.h"
 
 #include "gateway/config.h"
+#include "gateway/hostcheck.h"
 #include "protocol/ids.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -11,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* OPT_LIST: repeatable, each value appended (a NULL-terminated char **). */
 enum option_type { OPT_STRING, OPT_INT, OPT_DOUBLE, OPT_FLAG, OPT_LIST };
@@ -29,13 +33,30 @@ struct option_def {
 static const struct option_def options[] = {
         OPT("listen", OPT_STRING, listen, 0, 0, "127.0.0.1:8888", "address and port to serve on"),
         OPT("token", OPT_STRING, token, 0, 0, NULL,
-            "API token (or GLOVEBOX_TOKEN); a random one is generated and printed if unset"),
+            "API token; every user of this machine sees it in ps: prefer --token-file or "
+            "GLOVEBOX_TOKEN (without any, a random one is generated and printed)"),
+        OPT("token-file", OPT_STRING, token_file, 0, 0, "",
+            "read the API token from this file (its first line; keep the file private)"),
         OPT("no-auth", OPT_FLAG, no_auth, 0, 0, NULL,
             "serve without a token; allowed on loopback addresses only, for clients that "
             "cannot send one"),
         OPT("base-url", OPT_STRING, base_url, 0, 0, "/", "URL prefix of every route"),
         OPT("allow-origin", OPT_STRING, allow_origin, 0, 0, "",
             "origins allowed for CORS and WebSocket upgrades ('*' or comma-separated)"),
+        OPT("allow-host", OPT_STRING, allow_host, 0, 0, "",
+            "names clients may reach the gateway by (the Host header), besides localhost, "
+            "loopback addresses, the --listen host and, listening beyond loopback, any IP "
+            "address; comma-separated; '*': any (no defence against DNS rebinding)"),
+        OPT("max-connections", OPT_INT, max_connections, 1, 1000000, "4096",
+            "client connections at once; past it a new one is answered 503"),
+        OPT("max-connections-per-address", OPT_INT, max_connections_per_address, 1, 1000000,
+            "512",
+            "client connections at once from one address (an IPv6 /64); past it a new one is "
+            "answered 429"),
+        OPT("unauthenticated-timeout", OPT_DOUBLE, unauthenticated_timeout, 0.1, 3600, "10",
+            "seconds a new connection has to make a request with credentials before it is "
+            "closed, TLS handshake and headers included (a request for a page file starts them "
+            "again)"),
         OPT("kernelspec-path", OPT_STRING, kernelspec_path, 0, 0, "",
             "extra kernelspec directories (':'-separated), searched first"),
         OPT("default-kernel", OPT_STRING, default_kernel, 0, 0, "python3",
@@ -249,6 +270,8 @@ static int load_file(struct config *cfg, const char *path)
                 rc = set_option(cfg, o, s);
                 if (rc < 0)
                         break;
+                if (o->offset == offsetof(struct config, token))
+                        cfg->token_source = CONFIG_TOKEN_CONFIG;
         }
         json_decref(root);
         return rc;
@@ -331,6 +354,117 @@ static int normalise_base_url(struct config *cfg)
         return 0;
 }
 
+/* A token travels in headers and URLs: printable ASCII without spaces,
+ * and short enough for the buffers the headers are read into. */
+static bool token_invalid(const char *token)
+{
+        size_t len = strlen(token);
+
+        if (len < CONFIG_TOKEN_MIN || len > CONFIG_TOKEN_MAX) {
+                fprintf(stderr, "glovebox: the token must be %d to %d characters\n",
+                        CONFIG_TOKEN_MIN, CONFIG_TOKEN_MAX);
+                return true;
+        }
+        for (size_t i = 0; i < len; i++) {
+                if (token[i] <= ' ' || token[i] > '~') {
+                        fprintf(stderr, "glovebox: the token must be printable ASCII without "
+                                        "spaces\n");
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* --token-file: the token is the file's first line, spaces around it
+ * ignored. A file keeps the token out of ps, where --token shows it to
+ * every user of the machine. */
+static int read_token_file(struct config *cfg)
+{
+        /* More than a token and its line end is not a token file. */
+        char text[CONFIG_TOKEN_MAX + 64];
+        const char *path = cfg->token_file;
+        size_t start = 0, end;
+        struct stat st;
+        ssize_t n;
+        int rc = -EINVAL;
+        int fd;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                fprintf(stderr, "glovebox: --token-file %s: %s\n", path, strerror(errno));
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                fprintf(stderr, "glovebox: --token-file %s: not a regular file\n", path);
+                goto out;
+        }
+        n = read(fd, text, sizeof(text) - 1);
+        if (n < 0) {
+                fprintf(stderr, "glovebox: --token-file %s: %s\n", path, strerror(errno));
+                goto out;
+        }
+        text[n] = '\0';
+        end = strcspn(text, "\r\n");
+        if (text[end] == '\0' && (size_t)n == sizeof(text) - 1) {
+                fprintf(stderr, "glovebox: --token-file %s: the first line is longer than a "
+                                "token (%d characters at most)\n", path, CONFIG_TOKEN_MAX);
+                goto out;
+        }
+        while (start < end && (text[start] == ' ' || text[start] == '\t'))
+                start++;
+        while (end > start && (text[end - 1] == ' ' || text[end - 1] == '\t'))
+                end--;
+        text[end] = '\0';
+        if (end == start) {
+                fprintf(stderr, "glovebox: --token-file %s: no token in its first line\n", path);
+                goto out;
+        }
+        if (st.st_mode & (S_IROTH | S_IWOTH))
+                fprintf(stderr, "glovebox: warning: --token-file %s is readable or writable by "
+                                "every user (chmod o-rw)\n", path);
+        rc = set_option(cfg, find_option("token", 5), text + start);
+        if (rc == 0)
+                cfg->token_source = CONFIG_TOKEN_FILE;
+out:
+        /* The token is in the configuration now; no copy stays on the stack. */
+        explicit_bzero(text, sizeof(text));
+        close(fd);
+        return rc;
+}
+
+/* Every --allow-host entry must be a host name (a port is ignored), or '*'. */
+static int validate_allow_host(const char *list)
+{
+        const char *p = list;
+
+        while (*p) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+                char entry[HOSTCHECK_MAX], name[HOSTCHECK_MAX];
+
+                while (n && *p == ' ') {
+                        p++;
+                        n--;
+                }
+                while (n && p[n - 1] == ' ')
+                        n--;
+                if (n >= sizeof(entry))
+                        goto bad;
+                memcpy(entry, p, n);
+                entry[n] = '\0';
+                if (strcmp(entry, "*") != 0 && hostcheck_name(entry, name, sizeof(name)) < 0)
+                        goto bad;
+                if (!comma)
+                        break;
+                p = comma + 1;
+                continue;
+bad:
+                fprintf(stderr, "glovebox: --allow-host: '%.*s' is not a host name\n", (int)n, p);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static int validate(struct config *cfg)
 {
         if (parse_listen(cfg) < 0)
@@ -354,10 +488,21 @@ static int validate(struct config *cfg)
                 fprintf(stderr, "glovebox: --certfile and --keyfile go together\n");
                 return -EINVAL;
         }
-        if (cfg->token && strlen(cfg->token) < 8) {
-                fprintf(stderr, "glovebox: --token must be at least 8 characters\n");
-                return -EINVAL;
+        if (*cfg->token_file) {
+                if (cfg->token_source == CONFIG_TOKEN_ARGV ||
+                    cfg->token_source == CONFIG_TOKEN_CONFIG) {
+                        fprintf(stderr, "glovebox: give the token once: --token or --token-file\n");
+                        return -EINVAL;
+                }
+                if (read_token_file(cfg) < 0)
+                        return -EINVAL;
         }
+        if (cfg->token && token_invalid(cfg->token))
+                return -EINVAL;
+        if (cfg->no_auth)
+                cfg->token_source = CONFIG_TOKEN_NONE;
+        if (validate_allow_host(cfg->allow_host) < 0)
+                return -EINVAL;
         if (!cfg->token && !cfg->no_auth) {
                 /* E2B's form, "e2b_" and hex digits, so that the E2B SDKs
                  * (the Python one checks the form before sending) take the
@@ -367,7 +512,7 @@ static int validate(struct config *cfg)
                 if (jp_random_hex(token + 4, 24) < 0)
                         return -EIO;
                 cfg->token = strdup(token);
-                cfg->token_generated = true;
+                cfg->token_source = CONFIG_TOKEN_GENERATED;
                 if (!cfg->token)
                         return -ENOMEM;
         }
@@ -384,8 +529,11 @@ int config_load(struct config *cfg, int argc, char **argv)
                 if (options[i].dflt && set_option(cfg, &options[i], options[i].dflt) < 0)
                         return -EINVAL;
         }
-        if (env_token && *env_token && set_option(cfg, find_option("token", 5), env_token) < 0)
-                return -EINVAL;
+        if (env_token && *env_token) {
+                if (set_option(cfg, find_option("token", 5), env_token) < 0)
+                        return -EINVAL;
+                cfg->token_source = CONFIG_TOKEN_ENV;
+        }
         /* A --config file first, so the command line overrides it. */
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
@@ -436,6 +584,8 @@ int config_load(struct config *cfg, int argc, char **argv)
                 }
                 if (rc < 0)
                         return rc;
+                if (o->offset == offsetof(struct config, token))
+                        cfg->token_source = CONFIG_TOKEN_ARGV;
         }
         return validate(cfg);
 }

@@ -7,13 +7,33 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A token's length, in characters. */
+#define CONFIG_TOKEN_MIN 8
+#define CONFIG_TOKEN_MAX 256
+
+/* Where the token came from: what the start-up line may show and what to
+ * warn about depend on it. */
+enum config_token_source {
+        CONFIG_TOKEN_NONE,      /* --no-auth */
+        CONFIG_TOKEN_GENERATED, /* made up at start: printed, as nobody else knows it */
+        CONFIG_TOKEN_ENV,       /* GLOVEBOX_TOKEN */
+        CONFIG_TOKEN_FILE,      /* --token-file */
+        CONFIG_TOKEN_CONFIG,    /* "token" in the --config file */
+        CONFIG_TOKEN_ARGV,      /* --token: visible in ps */
+};
+
 struct config {
         /* network and auth */
         char *listen;          /* HOST:PORT */
         char *token;
+        char *token_file;      /* the token's file, read by config_load */
         bool no_auth;
         char *base_url;        /* normalised: starts and ends with '/' */
         char *allow_origin;    /* '*' or a comma-separated list */
+        char *allow_host;      /* names accepted in Host: '*' or a comma-separated list */
+        int64_t max_connections;
+        int64_t max_connections_per_address;
+        double unauthenticated_timeout; /* seconds from accept to a request let through */
         /* kernels */
         char *kernelspec_path;
         char *default_kernel;
@@ -63,7 +83,7 @@ struct config {
         /* derived by config_load */
         char host[256];
         int port;
-        bool token_generated;
+        enum config_token_source token_source;
 };
 
 /* Fills cfg from defaults, GLOVEBOX_TOKEN, --config FILE and argv, then

@@ -910,6 +910,18 @@ static bool sandbox_plane(struct http_request *r, char *port, size_t size)
         return header(r, "e2b-sandbox-port:", port, size);
 }
 
+bool e2b_admit(struct http_request *r)
+{
+        char port[16];
+
+        if (sandbox_plane(r, port, sizeof(port)))
+                return e2b_sandbox_of(r) != NULL;
+        if (authorized_api(r))
+                return true;
+        e2b_reply_error(r, 401, "Invalid API key");
+        return false;
+}
+
 void e2b_prepare(struct http_request *r)
 {
         const char *route = r->path + 4;

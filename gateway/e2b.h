@@ -24,6 +24,11 @@
 
 struct e2b_sandbox;
 
+/* At the headers of an /e2b request, before any of its body is read: true
+ * when it carries the credentials of its plane (the API key, or the named
+ * sandbox's access token); false after replying 401 (or 502 for a sandbox
+ * that is gone). */
+bool e2b_admit(struct http_request *r);
 /* At the headers of an /e2b request: may take the body as it comes. */
 void e2b_prepare(struct http_request *r);
 /* Once the body is read. */

@@ -2,6 +2,9 @@
 
 #include "gateway/http.h"
 #include "gateway/api.h"
+#include "gateway/conns.h"
+#include "gateway/e2b.h"
+#include "gateway/hostcheck.h"
 #include "gateway/page.h"
 #include "protocol/log.h"
 
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *status_phrase(int status)
@@ -43,6 +47,8 @@ static const char *status_phrase(int status)
                 return "Payload Too Large";
         case 415:
                 return "Unsupported Media Type";
+        case 429:
+                return "Too Many Requests";
         case 500:
                 return "Internal Server Error";
         case 503:
@@ -65,21 +71,65 @@ static bool token_equal(const char *given, size_t len, const char *expected)
         return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
 }
 
+/* The authority the client addressed: Host, or HTTP/2's :authority.
+ * Returns its length; 0 when there is none; -E2BIG when it is longer than
+ * any host name. */
+static int request_authority(struct lws *wsi, char *out, size_t size)
+{
+        static const enum lws_token_indexes tokens[] = {WSI_TOKEN_HOST,
+                                                        WSI_TOKEN_HTTP_COLON_AUTHORITY};
+
+        for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+                int len = lws_hdr_total_length(wsi, tokens[i]);
+
+                if (len <= 0)
+                        continue;
+                if ((size_t)len >= size || lws_hdr_copy(wsi, out, (int)size, tokens[i]) != len)
+                        return -E2BIG;
+                return len;
+        }
+        out[0] = '\0';
+        return 0;
+}
+
+bool http_host_allowed(struct lws *wsi, char *name, size_t size)
+{
+        const struct config *cfg = kernels_config();
+        char authority[HOSTCHECK_MAX];
+        int len = request_authority(wsi, authority, sizeof(authority));
+
+        name[0] = '\0';
+        /* Browsers always send Host; a request without one (HTTP/1.0) is
+         * not a page's, so not what this check is about. */
+        if (len == 0)
+                return true;
+        if (len > 0 && hostcheck_allowed(authority, cfg->host, cfg->allow_host))
+                return true;
+        if (len < 0 || hostcheck_name(authority, name, size) < 0)
+                snprintf(name, size, "(malformed)");
+        return false;
+}
+
 /* A page elsewhere must not drive kernels with the user's credentials: an
  * Origin, when present, must be the gateway's own or one --allow-origin
- * names ('*' for any). */
+ * names ('*' for any). "The gateway's own" is only as good as the Host
+ * check before it: a rebound name's page is its own origin. */
 enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size)
 {
         const char *allowed = kernels_config()->allow_origin;
-        char origin[256], host[256];
+        char origin[HTTP_ORIGIN_MAX], host[HOSTCHECK_MAX];
+        int len = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN);
         const char *o, *p;
         size_t olen;
 
-        if (lws_hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN) <= 0)
+        if (len <= 0)
                 return HTTP_ORIGIN_NONE;
+        /* An Origin too long to read is still an Origin: never "none". */
+        if ((size_t)len >= sizeof(origin) ||
+            lws_hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN) != len)
+                return HTTP_ORIGIN_DENIED;
         o = strstr(origin, "://");
-        if (o && lws_hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST) > 0 &&
-            strcasecmp(o + 3, host) == 0)
+        if (o && request_authority(wsi, host, sizeof(host)) > 0 && strcasecmp(o + 3, host) == 0)
                 return HTTP_ORIGIN_SAME;
         olen = strlen(origin);
         for (p = allowed; *p;) {
@@ -98,6 +148,23 @@ enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size)
                 p = comma ? comma + 1 : p + n;
         }
         return HTTP_ORIGIN_DENIED;
+}
+
+void http_log_refused_host(const char *name)
+{
+        static time_t last;
+        time_t now = time(NULL);
+
+        /* A page can send these as fast as it likes: one line a minute. */
+        if (now - last < 60)
+                return;
+        last = now;
+        if (name[0] == '(')
+                log_warn("refused a request with a malformed Host");
+        else
+                log_warn("refused a request for Host %s: not a name this gateway serves under "
+                         "(a DNS rebinding page?); if it is yours, start with --allow-host %s",
+                         name, name);
 }
 
 bool http_authorized(struct lws *wsi)
@@ -452,10 +519,91 @@ static enum http_method method_of(struct lws *wsi)
         }
 }
 
+/* A request answered before its body is read (refused, or an error
+ * found in its headers) never has its body read: the connection closes
+ * once the answer is written. So nobody without the token can make the
+ * gateway take in bytes, or hold a connection by sending them slowly. */
+static void stop_reading(struct http_request *r)
+{
+        if (r->reading_body) {
+                r->close_after = true;
+                r->reading_body = false;
+        }
+}
+
+/* Everything about a request that its headers decide, in this order:
+ * the connection's caps, the Host (DNS rebinding), the base URL, the
+ * Origin, then the credentials of its route. Returns true when the
+ * request may go on; false after replying. */
+static bool admit(struct lws *wsi, struct http_request *r)
+{
+        enum http_origin_kind origin;
+        char message[256], name[HOSTCHECK_MAX];
+        int status = conns_refusal(wsi, message, sizeof(message));
+
+        if (status) {
+                http_reply_error(r, status, "%s", message);
+                /* The next request would be refused the same way. */
+                r->close_after = true;
+                return false;
+        }
+        if (!http_host_allowed(wsi, name, sizeof(name))) {
+                http_log_refused_host(name);
+                http_reply_error(r, 403,
+                                 "Host %s is not a name this gateway serves under (the "
+                                 "operator may allow it with --allow-host)",
+                                 name);
+                return false;
+        }
+        origin = http_origin(wsi, r->cors_origin, sizeof(r->cors_origin));
+        if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
+                http_reply_error(r, 404, "Not found");
+                return false;
+        }
+        if (page_route(r->path)) {
+                /* The page's files are public, whatever the Origin (a
+                 * sandboxed output frame fetches frame.js with "Origin:
+                 * null"); they are fetched, never sent anything. */
+                if (r->method != HTTP_GET) {
+                        http_reply_error(r, 405, "Use GET on the page's files");
+                        return false;
+                }
+                if (r->reading_body) {
+                        http_reply_error(r, 400, "The page's files take no request body");
+                        return false;
+                }
+                /* Served without credentials: the connection's deadline
+                 * starts again rather than ends (conns.h). */
+                conns_public(wsi);
+                return true;
+        }
+        if (origin == HTTP_ORIGIN_DENIED) {
+                http_reply_error(r, 403,
+                                 "Cross-origin request from a page --allow-origin does not name");
+                return false;
+        }
+        if (r->method == HTTP_OPTIONS) {
+                /* A preflight carries no credentials; it only learns the
+                 * rules. Answered here, it is not let through: a
+                 * connection needs a request with credentials for that. */
+                http_reply_empty(r, 204);
+                return false;
+        }
+        /* The E2B routes take the token as E2B's API key, or a sandbox's
+         * own access token. */
+        if (strncmp(r->path, "e2b/", 4) == 0 ? !e2b_admit(r) : !http_authorized(wsi)) {
+                if (!r->responded)
+                        http_reply_error(r, 401, "Missing or wrong token");
+                return false;
+        }
+        /* With credentials: the connection's deadline ends (conns.h). */
+        conns_admitted(wsi);
+        return true;
+}
+
 static int begin(struct lws *wsi, struct http_request *r)
 {
         const struct config *cfg = kernels_config();
-        enum http_origin_kind origin;
         char length[32];
         long long content_length = 0;
 
@@ -463,12 +611,17 @@ static int begin(struct lws *wsi, struct http_request *r)
         r->wsi = wsi;
         r->method = method_of(wsi);
         buf_init(&r->body, (size_t)cfg->max_body_bytes);
-        if (lws_hdr_copy(wsi, length, sizeof(length), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
+        if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
                 char *end;
 
-                content_length = strtoll(length, &end, 10);
-                if (*end || content_length < 0)
-                        content_length = -1;
+                /* One too long to copy is no length we would take either. */
+                content_length = -1;
+                if (lws_hdr_copy(wsi, length, sizeof(length), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
+                        errno = 0;
+                        content_length = strtoll(length, &end, 10);
+                        if (errno || *end || end == length || content_length < 0)
+                                content_length = -1;
+                }
         }
         /* lws 4.1 hands chunked bodies over undecoded: we decode them, and
          * since lws then expects more body, such a connection is not reused. */
@@ -481,35 +634,20 @@ static int begin(struct lws *wsi, struct http_request *r)
         }
         /* Until the body is read (or refused), the connection is mid-request. */
         r->reading_body = content_length != 0 || r->chunked;
-        origin = http_origin(wsi, r->cors_origin, sizeof(r->cors_origin));
-        if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
-                http_reply_error(r, 404, "Not found");
-        } else if (origin == HTTP_ORIGIN_DENIED && !page_route(r->path)) {
-                /* (The page's files are public; a sandboxed output frame
-                 * fetches frame.js with "Origin: null".) */
-                http_reply_error(r, 403,
-                                 "Cross-origin request from a page --allow-origin does "
-                                 "not name");
-        } else if (r->method == HTTP_OPTIONS) {
-                /* A preflight carries no credentials; it only learns the rules. */
-                http_reply_empty(r, 204);
-        } else if (strncmp(r->path, "e2b/", 4) != 0 && !page_route(r->path) &&
-                   !http_authorized(wsi)) {
-                /* (The E2B routes check their own credentials; the page
-                 * asks for the token itself.) */
-                http_reply_error(r, 401, "Missing or wrong token");
-        } else if (content_length < 0) {
-                http_reply_error(r, 400, "Bad Content-Length");
-        } else {
-                api_prepare(r);
-                if (r->responded)
-                        return 0;
-                if (!r->body_fn && content_length > cfg->max_body_bytes)
-                        http_reply_error(r, 413, "Request body larger than %lld bytes",
-                                         (long long)cfg->max_body_bytes);
-                else if (!r->reading_body)
-                        api_handle(r);
+        if (!admit(wsi, r) || content_length < 0) {
+                if (!r->responded)
+                        http_reply_error(r, 400, "Bad Content-Length");
+                stop_reading(r);
+                return 0;
         }
+        api_prepare(r);
+        if (!r->responded && !r->body_fn && content_length > cfg->max_body_bytes)
+                http_reply_error(r, 413, "Request body larger than %lld bytes",
+                                 (long long)cfg->max_body_bytes);
+        if (r->responded)
+                stop_reading(r);
+        else if (!r->reading_body)
+                api_handle(r);
         return 0;
 }
 

@@ -5,6 +5,7 @@
 #ifndef GLOVEBOX_HTTP_H
 #define GLOVEBOX_HTTP_H
 
+#include "gateway/hostcheck.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "protocol/buf.h"
@@ -15,6 +16,8 @@
 #include <stdbool.h>
 
 #define HTTP_PATH_MAX 2048
+/* Longest Origin read: a scheme, a host name (hostcheck.h) and a port. */
+#define HTTP_ORIGIN_MAX (HOSTCHECK_MAX + 16)
 
 enum http_method { HTTP_GET, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_OPTIONS, HTTP_HEAD,
                    HTTP_OTHER };
@@ -41,7 +44,7 @@ struct http_request {
         int status;
         const char *content_type;
         char location[HTTP_PATH_MAX];
-        char cors_origin[256]; /* echoed in Access-Control-Allow-Origin when set */
+        char cors_origin[HTTP_ORIGIN_MAX]; /* echoed in Access-Control-Allow-Origin when set */
         char next_token[32];   /* E2B's paging: an X-Next-Token header when set */
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
@@ -77,6 +80,11 @@ enum http_origin_kind {
 /* Classifies the request's Origin; an allowed one is copied to out (for
  * the CORS headers) when out is given. */
 enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size);
+/* The Host check of every route and WebSocket upgrade (see hostcheck.h).
+ * When it fails, name gets the refused name for the message. */
+bool http_host_allowed(struct lws *wsi, char *name, size_t size);
+/* Logs a refused Host, at most once a minute. */
+void http_log_refused_host(const char *name);
 /* The token check of every route and WebSocket upgrade. */
 bool http_authorized(struct lws *wsi);
 /* Copies the request path below the base URL into out (no leading '/').

@@ -5,6 +5,7 @@
 #include "autoconf.h"
 
 #include "gateway/config.h"
+#include "gateway/conns.h"
 #include "gateway/e2b.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
@@ -199,19 +200,75 @@ static int discover_kernelspecs(void)
         return 0;
 }
 
+/* The one line that says where the gateway serves, on stdout. It carries
+ * the token only when the gateway made the token up: then nobody else
+ * knows it. A token the operator gave (--token-file, GLOVEBOX_TOKEN,
+ * --config, --token) is never printed, so that stdout kept by a service
+ * manager (systemd's journal, docker logs) holds no token the operator
+ * chose to keep in a file. The log, on stderr, never holds it. */
 static void print_url(void)
 {
-        const char *host = strcmp(gw.cfg.host, "0.0.0.0") == 0 ? "127.0.0.1" : gw.cfg.host;
-        const char *lb = strchr(host, ':') ? "[" : "", *rb = strchr(host, ':') ? "]" : "";
+        const char *host = gw.cfg.host;
         const char *scheme = *gw.cfg.certfile ? "https" : "http";
+        const char *lb, *rb;
 
-        if (gw.cfg.no_auth)
-                printf("Glovebox is serving at %s://%s%s%s:%d%s\n", scheme, lb, host, rb,
-                       gw.cfg.port, gw.cfg.base_url);
-        else
+        /* A wildcard address is not one to connect to. */
+        if (strcmp(host, "0.0.0.0") == 0)
+                host = "127.0.0.1";
+        else if (strcmp(host, "::") == 0)
+                host = "::1";
+        lb = strchr(host, ':') ? "[" : "";
+        rb = strchr(host, ':') ? "]" : "";
+        if (gw.cfg.token_source == CONFIG_TOKEN_GENERATED)
                 printf("Glovebox is serving at %s://%s%s%s:%d%s?token=%s\n", scheme, lb, host, rb,
                        gw.cfg.port, gw.cfg.base_url, gw.cfg.token);
+        else
+                printf("Glovebox is serving at %s://%s%s%s:%d%s\n", scheme, lb, host, rb,
+                       gw.cfg.port, gw.cfg.base_url);
         fflush(stdout);
+}
+
+/* --token shows in /proc/PID/cmdline, which every user of the machine can
+ * read (ps). Overwriting the value in place blanks it there from now on;
+ * it was visible from the exec until this point, and stays in the shell's
+ * history, so --token-file is still what to use. */
+static void blank_token_argument(int argc, char **argv)
+{
+        for (int i = 1; i < argc; i++) {
+                char *value = NULL;
+
+                if (strcmp(argv[i], "--token") == 0 && i + 1 < argc)
+                        value = argv[++i];
+                else if (strncmp(argv[i], "--token=", 8) == 0)
+                        value = argv[i] + 8;
+                if (value)
+                        memset(value, 'x', strlen(value));
+        }
+}
+
+static void say_where_the_token_is(void)
+{
+        switch (gw.cfg.token_source) {
+        case CONFIG_TOKEN_ARGV:
+                log_warn("--token is visible to every user of this machine (ps) until the "
+                         "gateway starts, and in shell history: give it with --token-file or "
+                         "GLOVEBOX_TOKEN instead");
+                break;
+        case CONFIG_TOKEN_FILE:
+                log_info("token: the one in --token-file %s (not printed)", gw.cfg.token_file);
+                break;
+        case CONFIG_TOKEN_ENV:
+                log_info("token: the one in GLOVEBOX_TOKEN (not printed)");
+                break;
+        case CONFIG_TOKEN_CONFIG:
+                log_info("token: the one in the --config file (not printed)");
+                break;
+        case CONFIG_TOKEN_GENERATED:
+                log_info("token: generated, printed once on stdout in the URL");
+                break;
+        case CONFIG_TOKEN_NONE:
+                break;
+        }
 }
 
 int main(int argc, char **argv)
@@ -221,6 +278,7 @@ int main(int argc, char **argv)
         int rc;
 
         rc = config_load(&gw.cfg, argc, argv);
+        blank_token_argument(argc, argv);
         if (rc != 0) {
                 config_free(&gw.cfg);
                 return rc > 0 ? 0 : 2;
@@ -240,6 +298,7 @@ int main(int argc, char **argv)
         if (gw.cfg.no_auth)
                 log_warn("--no-auth: anyone who can reach %s:%d can run code", gw.cfg.host,
                          gw.cfg.port);
+        say_where_the_token_is();
         if (gw.cfg.token && !e2b_key_form(gw.cfg.token))
                 log_info("the token is not of E2B's form (e2b_ and hex digits): the E2B Python "
                          "SDK sends it only with E2B_VALIDATE_API_KEY=false");
@@ -258,6 +317,7 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGINT);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         gw.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        conns_init(&gw.cfg);
         ctx = server_create(&gw.cfg);
         if (!ctx || gw.sigfd < 0)
                 goto out;
@@ -278,6 +338,8 @@ out:
         kernels_free_all();
         pool_free();
         loop_unwatch(&gw.sigwatch);
+        /* Before the context: the connections' timers are its. */
+        conns_free();
         if (ctx)
                 lws_context_destroy(ctx);
         zio_shutdown();

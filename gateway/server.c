@@ -2,6 +2,7 @@
 
 #include "gateway/server.h"
 #include "gateway/channels.h"
+#include "gateway/conns.h"
 #include "gateway/http.h"
 #include "gateway/loop.h"
 #include "protocol/log.h"
@@ -22,6 +23,14 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         struct http_or_ws *conn = user;
 
         switch (reason) {
+        case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+                /* Nonzero closes the connection at once. */
+                return conns_accepted(wsi) < 0 ? -1 : 0;
+        case LWS_CALLBACK_WSI_DESTROY:
+                /* lws sends every wsi's end here (protocol 0), raw files
+                 * and WebSocket ones included. */
+                conns_closed(wsi);
+                return 0;
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
                 return channels_confirm_upgrade(wsi);
         case LWS_CALLBACK_HTTP:

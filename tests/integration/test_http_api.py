@@ -89,12 +89,15 @@ def test_abandoned_call_interrupts_the_cell(gateway, kernel):
     import socket
     body = json.dumps({"code": "import time\nprint('go', flush=True)\ntime.sleep(60)"})
     sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=30)
-    sock.sendall((f"POST /api/kernels/{kernel}/execute HTTP/1.1\r\nHost: x\r\n"
+    sock.sendall((f"POST /api/kernels/{kernel}/execute HTTP/1.1\r\n"
+                  f"Host: 127.0.0.1:{gateway.port}\r\n"
                   f"Authorization: token {gateway.token}\r\nContent-Length: {len(body)}\r\n\r\n"
                   + body).encode())
     seen = b""
     while b"stdout" not in seen:
-        seen += sock.recv(4096)
+        piece = sock.recv(4096)
+        assert piece, seen  # closed before the cell printed
+        seen += piece
     sock.close()  # the client goes away mid-cell
     start = time.time()
     lines = run(gateway, kernel, "print('free')")
