@@ -4,9 +4,11 @@
 #include "gateway/http.h"
 #include "gateway/kernels.h"
 #include "protocol/log.h"
+#include "protocol/request.h"
 #include "protocol/wsjson.h"
 #include "protocol/wsv1.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,31 +128,70 @@ static bool type_allowed(const char *msg_type)
         return false;
 }
 
-/* Answers a message the allow-list refuses, in the cell that sent it. */
-static void refuse_type(struct channel_conn *c, const struct jp_msg *msg, const char *msg_type)
+/* Delivers a message the gateway makes in the parent of a client's
+ * message (header, its JSON) to that client alone. */
+static void deliver_made(struct channel_conn *c, enum jp_channel channel, const char *msg_type,
+                         const char *parent, json_t *content)
 {
-        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
-        char text[256];
-        json_t *content;
-        struct relay_msg *m = NULL;
+        struct relay_msg *m = content ? relay_msg_make(channel, msg_type, parent, content) : NULL;
 
-        snprintf(text, sizeof(text),
-                 "[glovebox] message type %s is not allowed by this gateway "
-                 "(--allowed-message-types)\n",
-                 msg_type);
-        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-        if (content && parent)
-                m = relay_msg_make(JP_IOPUB, "stream", parent, content);
         if (m)
                 session_deliver(c->session, m);
         relay_msg_unref(&m);
         json_decref(content);
+}
+
+/* Answers a request that no kernel will answer, so that its client does not
+ * wait for ever: an error reply (and for a cell, its error output), then
+ * the idle status clients wait for to call a request done. */
+static void answer_error(struct channel_conn *c, const struct jp_msg *msg,
+                         const struct jp_request *req, const char *ename, const char *evalue)
+{
+        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
+        bool cell = strcmp(req->msg_type, "execute_request") == 0;
+        char line[JP_REQUEST_REASON_SIZE + 64];
+
+        if (!parent)
+                return;
+        snprintf(line, sizeof(line), "%s: %s", ename, evalue);
+        if (cell)
+                deliver_made(c, JP_IOPUB, "error", parent,
+                             json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue,
+                                       "traceback", line));
+        deliver_made(c, msg->channel, req->reply_type, parent,
+                     cell ? json_pack("{s:s, s:s, s:s, s:[s], s:n}", "status", "error", "ename",
+                                      ename, "evalue", evalue, "traceback", line,
+                                      "execution_count")
+                          : json_pack("{s:s, s:s, s:s, s:[s]}", "status", "error", "ename", ename,
+                                      "evalue", evalue, "traceback", line));
+        deliver_made(c, JP_IOPUB, "status", parent,
+                     json_pack("{s:s}", "execution_state", "idle"));
         free(parent);
+}
+
+/* Answers a message the allow-list refuses, in the cell that sent it. */
+static void refuse_type(struct channel_conn *c, const struct jp_msg *msg,
+                        const struct jp_request *req)
+{
+        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
+        char text[256];
+
+        snprintf(text, sizeof(text),
+                 "[glovebox] message type %s is not allowed by this gateway "
+                 "(--allowed-message-types)\n",
+                 req->msg_type);
+        if (parent)
+                deliver_made(c, JP_IOPUB, "stream", parent,
+                             json_pack("{s:s, s:s}", "name", "stderr", "text", text));
+        free(parent);
+        answer_error(c, msg, req, "MessageTypeNotAllowed",
+                     "this message type is not allowed by the gateway (--allowed-message-types)");
 }
 
 static void handle_frame(struct channel_conn *c)
 {
-        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
+        struct kernel *k = c->session->kernel;
+        struct jp_request req;
         struct jp_msg msg;
         char err[160] = "";
         int rc;
@@ -163,27 +204,47 @@ static void handle_frame(struct channel_conn *c)
                 if (rc < 0)
                         snprintf(err, sizeof(err), "not a v1 kernel message");
         } else {
+                /* (A message without a channel goes to shell, as DESIGN.md
+                 * and Jupyter Server read it; it is then checked like any.) */
                 rc = jp_wsjson_decode((const uint8_t *)c->rx.data, c->rx.len, c->rx_binary, &msg,
                                       err, sizeof(err));
         }
-        if (rc < 0) {
-                klog_warn(c->session->kernel->id, "closing a client that sent a bad frame: %s",
-                          err);
-                close_later(c, LWS_CLOSE_STATUS_INVALID_PAYLOAD, err);
-                return;
+        /* What a kernel would drop without a word is settled here: a
+         * message it cannot read closes the connection, a request it cannot
+         * serve gets an error reply. */
+        if (rc == 0) {
+                rc = jp_request_check(&msg, c->format == RELAY_V1, &req);
+                if (rc == -EBADMSG)
+                        snprintf(err, sizeof(err), "%s", req.reason);
         }
-        if (*kernels_config()->allowed_message_types &&
-            (jp_header_fields(msg.header, msg_id, msg_type) < 0 || !type_allowed(msg_type))) {
-                klog_warn(c->session->kernel->id, "refused a %s message from a client",
-                          msg_type[0] ? msg_type : "malformed");
-                refuse_type(c, &msg, msg_type[0] ? msg_type : "(unknown)");
-                jp_msg_release(&msg);
-                return;
+        if (rc == -EBADMSG || rc == -ENOMEM) {
+                klog_warn_limited(&k->log_bad_frame, k->id,
+                                  "closing a client that sent a bad frame: %s",
+                                  err[0] ? err : "out of memory");
+                close_later(c, LWS_CLOSE_STATUS_INVALID_PAYLOAD, err[0] ? err : "out of memory");
+                goto out;
         }
+        if (rc == -EPROTO) {
+                klog_warn_limited(&k->log_refused, k->id, "refused a %s message from a client: %s",
+                                  req.msg_type, req.reason);
+                answer_error(c, &msg, &req, req.ename, req.reason);
+                goto out;
+        }
+        if (*kernels_config()->allowed_message_types && !type_allowed(req.msg_type)) {
+                klog_warn_limited(&k->log_refused, k->id, "refused a %s message from a client",
+                                  req.msg_type);
+                refuse_type(c, &msg, &req);
+                goto out;
+        }
+        if (req.content)
+                msg.content = (struct jp_bytes){(const uint8_t *)req.content, strlen(req.content)};
         rc = session_send(c->session, &msg);
         if (rc < 0)
-                klog_warn(c->session->kernel->id, "could not pass a %s message to the kernel: %s",
-                          jp_channel_name(msg.channel), strerror(-rc));
+                klog_warn_limited(&k->log_send_failed, k->id,
+                                  "could not pass a %s message to the kernel: %s",
+                                  jp_channel_name(msg.channel), strerror(-rc));
+out:
+        jp_request_release(&req);
         jp_msg_release(&msg);
 }
 

@@ -111,6 +111,9 @@ static const struct option_def options[] = {
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
             "directory of the web page (default: the one installed or in the source tree)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
+        OPT("log-rate-limit", OPT_INT, log_rate_limit, 0, 1000000, "10",
+            "lines a second of one repeated warning per kernel (bad signatures, bad client "
+            "frames); the rest are counted and summarised (0: no limit)"),
         OPT("check-config", OPT_FLAG, check_config, 0, 0, NULL,
             "validate the configuration and exit"),
 };

@@ -57,6 +57,7 @@ struct config {
         /* misc */
         char *static_dir;
         char *log_level;
+        int64_t log_rate_limit; /* lines a second of one repeated warning, per kernel */
         bool check_config;
 
         /* derived by config_load */

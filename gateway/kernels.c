@@ -351,8 +351,10 @@ static int decode_from_kernel(struct kernel *k, enum jp_channel channel,
         rc = jp_wire_decode(frames, nframes, k->signer, msg);
         if (rc < 0) {
                 k->bad_signatures++;
-                klog_warn(k->id, "dropped a %s message: %s", jp_channel_name(channel),
-                          rc == -EACCES ? "bad signature" : "malformed");
+                /* A kernel's code can send these as fast as it likes. */
+                klog_warn_limited(&k->log_bad_message, k->id, "dropped a %s message: %s",
+                                  jp_channel_name(channel),
+                                  rc == -EACCES ? "bad signature" : "malformed");
         }
         return rc;
 }
@@ -487,7 +489,8 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
                 return;
         m = relay_msg_new(&msg, z);
         if (!m) {
-                klog_warn(k->id, "dropped an iopub message without msg_id/msg_type");
+                klog_warn_limited(&k->log_bad_message, k->id,
+                                  "dropped an iopub message without msg_id/msg_type");
                 return;
         }
         kernel_touch(k);
@@ -530,6 +533,14 @@ static void kernel_free(struct kernel *k)
         jp_signer_destroy(&k->signer);
         jp_strv_free(k->env);
         free(k->startup_code);
+        {
+                struct log_limit *limits[] = {&k->log_bad_message, &k->log_bad_frame,
+                                              &k->log_refused,     &k->log_send_failed,
+                                              &k->log_slow_client, &k->log_evicted};
+
+                for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+                        log_limit_release(limits[i]);
+        }
         free(k);
         if (all_gone && !kernels) {
                 void (*done)(void) = all_gone;

@@ -12,6 +12,7 @@
 #include "protocol/hostmsg.h"
 #include "protocol/ids.h"
 #include "protocol/kernelspec.h"
+#include "protocol/log.h"
 #include "protocol/sign.h"
 
 #include <jansson.h>
@@ -94,6 +95,10 @@ struct kernel {
         struct kernel_waiter *waiters;
         struct kernel_waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;
+        /* Warnings that the kernel or its clients can repeat at will, at
+         * most --log-rate-limit lines a second each (protocol/log.h). */
+        struct log_limit log_bad_message, log_bad_frame, log_refused, log_send_failed,
+            log_slow_client, log_evicted;
 };
 
 int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *specs);

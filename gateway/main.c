@@ -75,6 +75,16 @@ static void raise_fd_limit(void)
         }
 }
 
+static lws_sorted_usec_list_t log_flush_timer;
+
+/* Rate-limited warnings (protocol/log.h) say how many lines they held back
+ * once a flood stops, not only when the next line comes. */
+static void on_log_flush(lws_sorted_usec_list_t *sul)
+{
+        log_limit_flush_due();
+        loop_timer_start(sul, on_log_flush, 1000.0);
+}
+
 static int make_runtime_dir(void)
 {
         if ((size_t)snprintf(gw.runtime_dir, sizeof(gw.runtime_dir), "%s/glovebox-XXXXXX",
@@ -176,6 +186,8 @@ int main(int argc, char **argv)
         if (kernels_init(&gw.cfg, &gw.specs) < 0 || pool_init(&gw.cfg, &gw.specs) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
+        log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;
+        loop_timer_start(&log_flush_timer, on_log_flush, 1000.0);
         print_url();
         while (!gw.stop) {
                 if (lws_service(ctx, 0) < 0)
@@ -183,6 +195,7 @@ int main(int argc, char **argv)
         }
         rc = 0;
 out:
+        loop_timer_stop(&log_flush_timer);
         page_close();
         host_close(5000);
         kernels_free_all();

@@ -119,14 +119,16 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
                 /* Never relayed: a kernel's code can read its own key, but
                  * nothing else can forge a message to this client. */
                 k->bad_signatures++;
-                klog_warn(k->id, "dropped a %s message: %s", jp_channel_name(msg.channel),
-                          rc == -EACCES ? "bad signature" : "malformed");
+                klog_warn_limited(&k->log_bad_message, k->id, "dropped a %s message: %s",
+                                  jp_channel_name(msg.channel),
+                                  rc == -EACCES ? "bad signature" : "malformed");
                 return;
         }
         m = relay_msg_new(&msg, z);
         if (!m) {
-                klog_warn(k->id, "dropped a %s message without msg_id/msg_type",
-                          jp_channel_name(msg.channel));
+                klog_warn_limited(&k->log_bad_message, k->id,
+                                  "dropped a %s message without msg_id/msg_type",
+                                  jp_channel_name(msg.channel));
                 return;
         }
         kernel_touch(k);
