@@ -93,6 +93,9 @@ static const struct option_def options[] = {
             "outputs kept per client session while it is disconnected (messages)"),
         OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
             "seconds a disconnected client session is kept for its reconnect"),
+        OPT("max-lingering-sessions", OPT_INT, max_lingering_sessions, 0, 4096, "16",
+            "disconnected client sessions kept per kernel for their reconnect; past it the one "
+            "disconnected longest is evicted (its client is told if it comes back)"),
         OPT("keep-running-on-disconnect", OPT_FLAG, keep_running_on_disconnect, 0, 0, NULL,
             "let a cell run on when the client of an HTTP execution goes away (default: "
             "interrupt it)"),

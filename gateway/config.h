@@ -47,6 +47,7 @@ struct config {
         int64_t replay_bytes;
         int64_t replay_messages;
         double session_linger;
+        int64_t max_lingering_sessions; /* per kernel; past it the oldest is evicted */
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
         bool e2b_refuse_internet;        /* allow_internet_access: true is a 400, not "no network" */

@@ -33,6 +33,7 @@ struct kernel;
 struct session;
 
 #define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
+#define KERNEL_EVICTED_IDS 256 /* evicted session ids remembered per kernel */
 
 /* Someone (an HTTP request) waiting for a kernel to become ready, or to be
  * gone. done() runs once, with 0 or an HTTP status and a message. */
@@ -92,6 +93,11 @@ struct kernel {
         } rate;
 
         struct session *sessions;
+        /* Hashes of the ids of the sessions last evicted for
+         * --max-lingering-sessions (a ring), so that a client that comes
+         * back is told. */
+        uint64_t evicted_sessions[KERNEL_EVICTED_IDS];
+        unsigned evicted_next;
         struct kernel_waiter *waiters;
         struct kernel_waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;

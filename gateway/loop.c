@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct loop_watch {
@@ -115,4 +116,12 @@ void loop_timer_start(lws_sorted_usec_list_t *timer, sul_cb_t fn, double delay_m
 void loop_timer_stop(lws_sorted_usec_list_t *timer)
 {
         lws_sul_cancel(timer);
+}
+
+double loop_now(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

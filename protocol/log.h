@@ -81,6 +81,7 @@ void log_limit_release(struct log_limit *l);
                         log_write_limited((l), (level), (kid), __VA_ARGS__);                       \
         } while (0)
 
+#define klog_info_limited(l, kid, ...) LOG_LIMITED((l), LOG_LEVEL_INFO, (kid), __VA_ARGS__)
 #define log_warn_limited(l, ...)       LOG_LIMITED((l), LOG_LEVEL_WARN, NULL, __VA_ARGS__)
 #define klog_warn_limited(l, kid, ...) LOG_LIMITED((l), LOG_LEVEL_WARN, (kid), __VA_ARGS__)
 

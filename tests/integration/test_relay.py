@@ -121,3 +121,61 @@ def test_hundreds_of_client_sessions(gateway, kernel):
         assert [m["content"]["text"] for m in outputs_of(outputs, "stream")] == ["still here\n"]
     finally:
         ch.close()
+
+
+def test_lingering_sessions_are_bounded_and_the_evicted_are_told():
+    # Clients that connect with a fresh session_id each time and never come
+    # back: each such session lingers with three sockets (six descriptors
+    # here, three in the kernel). Past --max-lingering-sessions the one
+    # that waited longest goes.
+    import os
+    import uuid
+    bound = 8
+    gw = start_gateway("--max-lingering-sessions", str(bound), "--session-linger", "600")
+    try:
+        kernel = gw.start_kernel()
+
+        def fds():
+            return len(os.listdir(f"/proc/{gw.proc.pid}/fd"))
+
+        first = gw.connect(kernel, session_id="first-" + uuid.uuid4().hex)
+        first.execute("1")
+        first.close()
+        base = fds()
+        # (200: the first is among the last 256 evicted, whose ids each
+        # kernel remembers.)
+        ids = [uuid.uuid4().hex for _ in range(200)]
+        for sid in ids:
+            gw.connect(kernel, session_id=sid).close()
+        # Closing is asynchronous (ZMQ's I/O thread): poll for the count.
+        allowed = base + bound * 6 + 16
+        deadline = time.time() + 20
+        while fds() > allowed and time.time() < deadline:
+            time.sleep(0.1)
+        grown = fds() - base
+        assert fds() <= allowed, f"{grown} descriptors more after 200 sessions"
+        # The kernel answers a new client at once.
+        reader = gw.connect(kernel)
+        reply, outputs = reader.execute("print('published')")
+        assert reply["content"]["status"] == "ok"
+        reader.close()
+        # The newest lingering session kept what was published meanwhile...
+        last = gw.connect(kernel, session_id=ids[-1])
+        got = []
+        while "published\n" not in got:
+            m = last.recv(timeout=30)
+            if m["msg_type"] == "stream":
+                got.append(m["content"]["text"])
+                assert "was closed while its client was away" not in m["content"]["text"]
+        last.close()
+        # ...and the evicted first one is told, in-band, when it comes back.
+        again = gw.connect(kernel, session_id=first.session)
+        m = again.recv(timeout=30)
+        while m["msg_type"] != "stream":
+            m = again.recv(timeout=30)
+        assert m["content"]["name"] == "stderr"
+        assert "was closed while its client was away" in m["content"]["text"]
+        assert "--max-lingering-sessions" in m["content"]["text"]
+        again.close()
+    finally:
+        gw.stop()
