@@ -64,10 +64,24 @@ static void close_later(struct channel_conn *c, int code, const char *reason)
         lws_callback_on_writable(c->wsi);
 }
 
+/* A message cut off mid-frame goes back to the head of the session's
+ * queue, so that the next connection of the session gets it whole. */
+static void requeue_sending(struct channel_conn *c)
+{
+        if (c->sending && c->session)
+                outbox_unpop(&c->session->outbox, c->sending);
+        else
+                relay_msg_unref(&c->sending);
+        c->sending = NULL;
+}
+
 static void conn_closing(struct session_sink *sink, int code, const char *reason)
 {
         struct channel_conn *c = lws_container_of(sink, struct channel_conn, sink);
 
+        /* (The session is being replaced or destroyed: a replacement gets
+         * the message; a destroyed session drops it with its queue.) */
+        requeue_sending(c);
         c->session = NULL;
         close_later(c, code, reason);
 }
@@ -270,19 +284,22 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
         return 0;
 }
 
-/* A frame is copied out of its message (envelope and content, from where
- * they lie) into this buffer and written in one piece: one frame per
- * message, as every Jupyter client expects. Kept between writes up to
- * SCRATCH_KEEP bytes so that its pages stay warm. */
-#define SCRATCH_KEEP (8 << 20)
+/* A message is written as one WebSocket message (every Jupyter client
+ * expects one per kernel message) but in fragments of WRITE_PIECE bytes,
+ * copied straight from where its parts lie, and only while the socket takes
+ * them: a client that stops reading holds its queue (bounded by the
+ * session's outbox) and one piece in libwebsockets, never a copy of a whole
+ * large frame, and costs the loop nothing until its socket is writable
+ * again. After WRITE_TURN bytes a connection yields to the rest of the
+ * loop (other clients, the kernels' sockets); it is more than a turn brings
+ * in, so that a client that reads keeps up. */
+#define WRITE_PIECE (256 * 1024)
+#define WRITE_TURN  (16 * 1024 * 1024) /* twice what a kernel's socket gives per turn (zio.c) */
 
 static int on_writeable(struct channel_conn *c)
 {
-        static struct buf scratch = {.max = (size_t)1 << 40};
-        struct relay_msg *m;
-        size_t len;
-        bool binary;
-        int rc;
+        static uint8_t piece[LWS_PRE + WRITE_PIECE];
+        size_t written = 0;
 
         if (c->closing) {
                 lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
@@ -291,25 +308,38 @@ static int on_writeable(struct channel_conn *c)
         }
         if (!c->session)
                 return 0;
-        m = session_next(c->session);
-        if (!m)
-                return 0;
-        scratch.len = 0;
-        rc = relay_msg_frame(m, c->format, &len, &binary);
-        if (rc == 0)
-                rc = buf_reserve(&scratch, LWS_PRE + len);
-        if (rc == 0) {
-                relay_msg_frame_copy(m, c->format, (uint8_t *)scratch.data + LWS_PRE);
-                if (lws_write(c->wsi, (uint8_t *)scratch.data + LWS_PRE, len,
-                              binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < (int)len)
-                        rc = -1;
+        while (written < WRITE_TURN) {
+                size_t n;
+                int flags;
+
+                if (!c->sending) {
+                        c->sending = session_next(c->session);
+                        if (!c->sending)
+                                break;
+                        c->frame_sent = 0;
+                        if (relay_msg_frame(c->sending, c->format, &c->frame_len,
+                                            &c->frame_binary) < 0)
+                                return -1;
+                }
+                n = c->frame_len - c->frame_sent;
+                if (n > WRITE_PIECE)
+                        n = WRITE_PIECE;
+                relay_msg_frame_copy(c->sending, c->format, c->frame_sent, n, piece + LWS_PRE);
+                flags = c->frame_sent > 0 ? LWS_WRITE_CONTINUATION
+                        : c->frame_binary ? LWS_WRITE_BINARY
+                                          : LWS_WRITE_TEXT;
+                if (c->frame_sent + n < c->frame_len)
+                        flags |= LWS_WRITE_NO_FIN;
+                if (lws_write(c->wsi, piece + LWS_PRE, n, (enum lws_write_protocol)flags) < (int)n)
+                        return -1;
+                c->frame_sent += n;
+                written += n;
+                if (c->frame_sent == c->frame_len)
+                        relay_msg_unref(&c->sending);
+                if (lws_send_pipe_choked(c->wsi))
+                        break;
         }
-        relay_msg_unref(&m);
-        if (scratch.cap > SCRATCH_KEEP)
-                buf_free(&scratch);
-        if (rc < 0)
-                return -1;
-        if (c->session->outbox.count || c->session->outbox.dropped)
+        if (c->sending || c->session->outbox.count || c->session->outbox.dropped)
                 lws_callback_on_writable(c->wsi);
         return 0;
 }
@@ -325,6 +355,7 @@ int channels_callback(struct lws *wsi, enum lws_callback_reasons reason, struct 
         case LWS_CALLBACK_SERVER_WRITEABLE:
                 return on_writeable(c);
         case LWS_CALLBACK_CLOSED:
+                requeue_sending(c);
                 if (c->session)
                         session_detach(c->session, &c->sink);
                 c->session = NULL;

@@ -91,6 +91,9 @@ static const struct option_def options[] = {
             "outputs kept per client session while it is away (bytes, plus one message)"),
         OPT("replay-messages", OPT_INT, replay_messages, 0, 10000000, "100000",
             "outputs kept per client session while it is disconnected (messages)"),
+        OPT("stream-buffer-bytes", OPT_INT, stream_buffer_bytes, 4096, 1LL << 34, "67108864",
+            "output of an HTTP execution (/execute) waiting for a slow client, plus one line; "
+            "past it output lines are dropped and the client is told how many"),
         OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
             "seconds a disconnected client session is kept for its reconnect"),
         OPT("max-lingering-sessions", OPT_INT, max_lingering_sessions, 0, 4096, "16",

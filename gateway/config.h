@@ -46,6 +46,7 @@ struct config {
         int64_t max_body_bytes;
         int64_t replay_bytes;
         int64_t replay_messages;
+        int64_t stream_buffer_bytes; /* an HTTP execution's output waiting for its client */
         double session_linger;
         int64_t max_lingering_sessions; /* per kernel; past it the oldest is evicted */
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */

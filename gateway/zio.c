@@ -77,26 +77,45 @@ static int recv_message(void *sock, zmq_msg_t *msgs, size_t max)
         return (int)n;
 }
 
+static void on_pump(lws_sorted_usec_list_t *sul);
+
+/* What one socket may take in per turn of the loop. A kernel can print
+ * faster than the gateway relays: draining its socket to the end would
+ * then never end, and no client (nor any other kernel) would be served
+ * meanwhile. The rest waits for the next turn. */
+#define DRAIN_TURN_MESSAGES 256
+#define DRAIN_TURN_BYTES    (8 * 1024 * 1024)
+
 static void drain(struct zio *z)
 {
         zmq_msg_t msgs[JP_WIRE_MAX_FRAMES];
         struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        size_t taken = 0, bytes = 0;
         int n;
 
         if (z->receiving)
                 return;
         z->receiving = 1;
         for (;;) {
+                if (taken >= DRAIN_TURN_MESSAGES || bytes >= DRAIN_TURN_BYTES) {
+                        /* ZMQ_FD is edge-triggered: without this nobody
+                         * would come back for what is left. */
+                        loop_timer_start(&z->pump, on_pump, 0);
+                        break;
+                }
                 n = recv_message(z->sock, msgs, JP_WIRE_MAX_FRAMES);
                 if (n == 0)
                         break;
+                taken++;
                 if (n < 0) {
                         log_warn("dropped a ZMQ message with too many frames");
                         continue;
                 }
-                for (int i = 0; i < n; i++)
+                for (int i = 0; i < n; i++) {
                         frames[i] =
                             (struct jp_bytes){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
+                        bytes += frames[i].len;
+                }
                 z->held = msgs;
                 z->nheld = n;
                 z->fn(z->arg, z, frames, (size_t)n);

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "protocol/message.h"
+#include "protocol/wsjson.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -231,4 +232,85 @@ int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
         if (header_fields_scanned(header, msg_id, msg_type) == 0)
                 return 0;
         return header_fields_parsed(header, msg_id, msg_type);
+}
+
+/* A JSON string token at p, checked: returns what follows its closing
+ * quote, or NULL when it is not a well-formed string. */
+static const char *checked_string(const char *p, const char *end)
+{
+        static const char hex[] = "0123456789abcdefABCDEF";
+        const char *start = p + 1;
+
+        if (p >= end || *p != '"')
+                return NULL;
+        for (p++; p < end && *p != '"'; p++) {
+                unsigned char c = (unsigned char)*p;
+
+                if (c < 0x20)
+                        return NULL;
+                if (c != '\\')
+                        continue;
+                if (++p >= end)
+                        return NULL;
+                if (*p == 'u') {
+                        /* (memchr within the 22 digits: a NUL is none.) */
+                        if (end - p < 5 || !memchr(hex, p[1], 22) || !memchr(hex, p[2], 22) ||
+                            !memchr(hex, p[3], 22) || !memchr(hex, p[4], 22))
+                                return NULL;
+                        p += 4;
+                } else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+                        return NULL;
+                }
+        }
+        if (p >= end)
+                return NULL;
+        if (!jp_utf8_valid((const uint8_t *)start, (size_t)(p - start)))
+                return NULL;
+        return p + 1;
+}
+
+int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_bytes *token)
+{
+        const char *p = (const char *)object.ptr, *end = p + object.len;
+        size_t keylen = strlen(key);
+        bool found = false;
+
+        p = skip_ws(p, end);
+        if (p >= end || *p != '{')
+                return -EBADMSG;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '}')
+                return -ENOENT;
+        for (;;) {
+                const char *k, *value;
+                size_t klen;
+
+                p = plain_string(p, end, &k, &klen);
+                if (!p)
+                        return -EBADMSG;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':')
+                        return -EBADMSG;
+                value = skip_ws(p + 1, end);
+                if (klen == keylen && memcmp(k, key, klen) == 0) {
+                        p = checked_string(value, end);
+                        if (!p)
+                                return -EBADMSG;
+                        *token = (struct jp_bytes){(const uint8_t *)value, (size_t)(p - value)};
+                        found = true;
+                } else {
+                        p = skip_value(value, end);
+                        if (!p)
+                                return -EBADMSG;
+                }
+                p = skip_ws(p, end);
+                if (p < end && *p == ',') {
+                        p = skip_ws(p + 1, end);
+                        continue;
+                }
+                if (p >= end || *p != '}')
+                        return -EBADMSG;
+                break;
+        }
+        return found ? 0 : -ENOENT;
 }

@@ -179,3 +179,120 @@ def test_lingering_sessions_are_bounded_and_the_evicted_are_told():
         again.close()
     finally:
         gw.stop()
+
+
+def got_lines(lines):
+    return [line for line in lines if line["type"] == "stdout"]
+
+
+def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
+    """While a kernel prints 128 MiB, one WebSocket client and the /execute
+    client read nothing: the gateway holds what the configured buffers
+    allow (and gives it back), a WebSocket client that reads gets every
+    byte without a long silence, another kernel answers as usual, and the
+    /execute client is told in-band how many lines it lost."""
+    import json
+    import re
+    import socket
+    import statistics
+    mib = 1 << 20
+    gw = start_gateway("--replay-bytes", str(8 * mib), "--max-message-bytes", str(4 * mib),
+                       "--stream-buffer-bytes", str(8 * mib), "--session-linger", "60")
+    try:
+        kernel, other = gw.start_kernel(), gw.start_kernel()
+        stalled = gw.connect(kernel)
+        stalled.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader, probe = gw.connect(kernel), gw.connect(other)
+        probe.execute("pass")
+        base = rss_kb(gw.proc.pid)
+        peak, stop = [base], threading.Event()
+        seen = {"msgs": 0, "bytes": 0, "gap": 0.0, "idle": False}
+        rtts = []
+        marker = "# paced print 128"
+
+        def watch():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                time.sleep(0.02)
+
+        def read():
+            run_id, last = None, None
+            while not seen["idle"]:
+                m = reader.recv(timeout=120)
+                now = time.time()
+                if m["msg_type"] == "execute_input" and marker in m["content"]["code"]:
+                    run_id, last = m["parent_header"]["msg_id"], now
+                if run_id is None or m["parent_header"].get("msg_id") != run_id:
+                    continue
+                seen["gap"] = max(seen["gap"], now - last)
+                last = now
+                if m["msg_type"] == "stream":
+                    seen["msgs"] += 1
+                    seen["bytes"] += len(m["content"]["text"])
+                elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    seen["idle"] = True
+
+        def probing():
+            while not stop.is_set():
+                t = time.time()
+                probe.execute("pass")
+                rtts.append(time.time() - t)
+
+        threads = [threading.Thread(target=f) for f in (watch, read, probing)]
+        for t in threads:
+            t.start()
+        # The /execute client sends its cell and then reads nothing.
+        body = json.dumps({"code": f"{marker}\nimport sys, time\nc = 'y' * (1 << 20)\n"
+                                   "for _ in range(128):\n"
+                                   "    sys.stdout.write(c); sys.stdout.flush(); time.sleep(0.02)"})
+        http = socket.socket()
+        http.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        http.connect(("127.0.0.1", gw.port))
+        http.sendall((f"POST /api/kernels/{kernel}/execute HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: token {gw.token}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        threads[1].join(300)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        # Now it reads, to the end.
+        http.settimeout(60)
+        raw = b""
+        while True:
+            piece = http.recv(1 << 20)
+            if not piece:
+                break
+            raw += piece
+        http.close()
+        lines = [json.loads(line) for line in raw.split(b"\r\n\r\n", 1)[1].splitlines()]
+
+        print(f"RSS +{(peak[0] - base) // 1024} MiB, reader gap {seen['gap']:.2f} s, "
+              f"other kernel p50 {statistics.median(rtts) * 1000:.1f} ms, "
+              f"/execute got {len(got_lines(lines))} of {seen['msgs']} lines")
+        assert seen["idle"] and seen["bytes"] == 128 * mib, seen
+        assert seen["gap"] < 2.0, f"the reading client waited {seen['gap']:.1f} s for a frame"
+        assert statistics.median(rtts) < 0.1, f"other kernel: p50 {statistics.median(rtts):.3f} s"
+        got = got_lines(lines)
+        notices = [line["text"] for line in lines
+                   if line["type"] == "stderr" and "were dropped" in line["text"]]
+        assert lines[-1]["type"] == "end_of_execution"
+        assert len(notices) >= 1, "the /execute client is told what it lost"
+        dropped = sum(int(re.search(r"(\d+) output lines", n).group(1)) for n in notices)
+        assert dropped > 0 and len(got) + dropped == seen["msgs"], (len(got), dropped, seen)
+        # What the stalled clients cost: the session's backlog (8 + 4 MiB)
+        # and a message being written (4 MiB), the /execute stream's buffer
+        # (8 MiB and a line), pieces in flight; not the 128 MiB.
+        grown = (peak[0] - base) // 1024
+        assert grown < 48, f"RSS grew by {grown} MiB"
+        # And it is given back: a stalled session's backlog goes with it.
+        stalled.close()
+        reader.close()
+        gw.request("DELETE", f"/api/kernels/{kernel}")
+        deadline = time.time() + 10
+        while rss_kb(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
+            time.sleep(0.1)
+        kept = (rss_kb(gw.proc.pid) - base) // 1024
+        assert kept < 16, f"{kept} MiB kept after the kernel is gone"
+        probe.close()
+    finally:
+        gw.stop()
