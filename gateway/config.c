@@ -94,6 +94,9 @@ static const struct option_def options[] = {
         OPT("stream-buffer-bytes", OPT_INT, stream_buffer_bytes, 4096, 1LL << 34, "67108864",
             "output of an HTTP execution (/execute) waiting for a slow client, plus one line; "
             "past it output lines are dropped and the client is told how many"),
+        OPT("iopub-queue-bytes", OPT_INT, iopub_queue_bytes, 4096, 1LL << 34, "67108864",
+            "a kernel's outputs received and not yet relayed, when it writes faster than the "
+            "gateway relays (plus one message); past it the oldest are dropped and clients told"),
         OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
             "seconds a disconnected client session is kept for its reconnect"),
         OPT("max-lingering-sessions", OPT_INT, max_lingering_sessions, 0, 4096, "16",

@@ -46,7 +46,8 @@ struct config {
         int64_t max_body_bytes;
         int64_t replay_bytes;
         int64_t replay_messages;
-        int64_t stream_buffer_bytes; /* an HTTP execution's output waiting for its client */
+        int64_t stream_buffer_bytes;
+        int64_t iopub_queue_bytes;   /* a kernel's iopub taken in and not yet relayed */ /* an HTTP execution's output waiting for its client */
         double session_linger;
         int64_t max_lingering_sessions; /* per kernel; past it the oldest is evicted */
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */

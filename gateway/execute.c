@@ -141,9 +141,13 @@ static int write_stream_fast(struct execution *e, const struct relay_msg *m)
         bool err;
         int rc;
 
-        if (jp_json_string_token(m->msg.content, "name", &name) < 0 ||
-            jp_json_string_token(m->msg.content, "text", &text) < 0)
+        static const char *const keys[2] = {"name", "text"};
+        struct jp_bytes tokens[2];
+
+        if (jp_json_string_tokens(m->msg.content, keys, tokens, 2) < 0)
                 return -EBADMSG;
+        name = tokens[0];
+        text = tokens[1];
         if (!e->r)
                 return 0;
         err = name.len == 8 && memcmp(name.ptr, "\"stderr\"", 8) == 0;

@@ -101,10 +101,14 @@ struct kernel {
         struct kernel_waiter *waiters;
         struct kernel_waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;
+        /* iopub messages dropped from the socket's queue (--iopub-queue-bytes)
+         * since clients were last told, and the parent of the first */
+        uint64_t iopub_dropped;
+        char *iopub_dropped_parent;
         /* Warnings that the kernel or its clients can repeat at will, at
          * most --log-rate-limit lines a second each (protocol/log.h). */
         struct log_limit log_bad_message, log_bad_frame, log_refused, log_send_failed,
-            log_slow_client, log_evicted;
+            log_slow_client, log_evicted, log_iopub_dropped;
 };
 
 int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *specs);

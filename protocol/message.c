@@ -234,18 +234,26 @@ int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
         return header_fields_parsed(header, msg_id, msg_type);
 }
 
-/* A JSON string token at p, checked: returns what follows its closing
- * quote, or NULL when it is not a well-formed string. */
+/* A JSON string token at p, checked (escapes, control characters, UTF-8,
+ * in one pass): returns what follows its closing quote, or NULL when it is
+ * not a well-formed string. */
 static const char *checked_string(const char *p, const char *end)
 {
         static const char hex[] = "0123456789abcdefABCDEF";
-        const char *start = p + 1;
 
         if (p >= end || *p != '"')
                 return NULL;
         for (p++; p < end && *p != '"'; p++) {
                 unsigned char c = (unsigned char)*p;
 
+                if (c >= 0x80) {
+                        size_t n = jp_utf8_sequence((const uint8_t *)p, (size_t)(end - p));
+
+                        if (n == 0)
+                                return NULL;
+                        p += n - 1;
+                        continue;
+                }
                 if (c < 0x20)
                         return NULL;
                 if (c != '\\')
@@ -262,19 +270,18 @@ static const char *checked_string(const char *p, const char *end)
                         return NULL;
                 }
         }
-        if (p >= end)
-                return NULL;
-        if (!jp_utf8_valid((const uint8_t *)start, (size_t)(p - start)))
-                return NULL;
-        return p + 1;
+        return p < end ? p + 1 : NULL;
 }
 
-int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_bytes *token)
+int jp_json_string_tokens(struct jp_bytes object, const char *const *keys, struct jp_bytes *tokens,
+                          size_t n)
 {
         const char *p = (const char *)object.ptr, *end = p + object.len;
-        size_t keylen = strlen(key);
-        bool found = false;
+        size_t found = 0;
+        bool seen[8] = {false};
 
+        if (n > sizeof(seen) / sizeof(seen[0]))
+                return -EINVAL;
         p = skip_ws(p, end);
         if (p >= end || *p != '{')
                 return -EBADMSG;
@@ -283,7 +290,7 @@ int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_byte
                 return -ENOENT;
         for (;;) {
                 const char *k, *value;
-                size_t klen;
+                size_t klen, i;
 
                 p = plain_string(p, end, &k, &klen);
                 if (!p)
@@ -292,12 +299,17 @@ int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_byte
                 if (p >= end || *p != ':')
                         return -EBADMSG;
                 value = skip_ws(p + 1, end);
-                if (klen == keylen && memcmp(k, key, klen) == 0) {
+                for (i = 0; i < n; i++) {
+                        if (strlen(keys[i]) == klen && memcmp(k, keys[i], klen) == 0)
+                                break;
+                }
+                if (i < n) {
                         p = checked_string(value, end);
                         if (!p)
                                 return -EBADMSG;
-                        *token = (struct jp_bytes){(const uint8_t *)value, (size_t)(p - value)};
-                        found = true;
+                        tokens[i] = (struct jp_bytes){(const uint8_t *)value, (size_t)(p - value)};
+                        found += !seen[i];
+                        seen[i] = true;
                 } else {
                         p = skip_value(value, end);
                         if (!p)
@@ -312,5 +324,10 @@ int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_byte
                         return -EBADMSG;
                 break;
         }
-        return found ? 0 : -ENOENT;
+        return found == n ? 0 : -ENOENT;
+}
+
+int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_bytes *token)
+{
+        return jp_json_string_tokens(object, &key, token, 1);
 }

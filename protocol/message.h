@@ -67,5 +67,9 @@ int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
  * duplicate keys the last counts, as in jansson. 0, -ENOENT when the key
  * is absent, or -EBADMSG when the scan is unsure (the caller then parses). */
 int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_bytes *token);
+/* The same for n keys in one pass over the object (tokens[i] for keys[i]);
+ * -ENOENT when any is absent. */
+int jp_json_string_tokens(struct jp_bytes object, const char *const *keys, struct jp_bytes *tokens,
+                          size_t n);
 
 #endif

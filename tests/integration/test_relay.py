@@ -296,3 +296,50 @@ def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
         probe.close()
     finally:
         gw.stop()
+
+
+def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_told():
+    """A kernel that writes faster than the gateway relays: what waits is
+    --iopub-queue-bytes (plus one message), not whatever ZMQ would hold;
+    the rest is dropped, and every client is told how much."""
+    import re
+    mib = 1 << 20
+    # (The smallest queue: at most one message waits, so a turn of the
+    # loop that finds two drops one.)
+    gw = start_gateway("--iopub-queue-bytes", "4096", "--replay-bytes", str(64 * mib))
+    try:
+        kernel = gw.start_kernel()
+        ch = gw.connect(kernel)
+        base = rss_kb(gw.proc.pid)
+        peak, stop = [base], threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                time.sleep(0.01)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            # 2,000 messages of 64 KiB as fast as ipykernel sends them.
+            reply, outputs = ch.execute(
+                "import sys\nc = 'z' * (64 * 1024)\nfor _ in range(2000):\n"
+                "    sys.stdout.write(c); sys.stdout.flush()", timeout=300)
+        finally:
+            stop.set()
+            watcher.join()
+        assert reply["content"]["status"] == "ok"
+        streams = outputs_of(outputs, "stream")
+        got = [m for m in streams if m["content"]["text"].startswith("z")]
+        notices = [m["content"]["text"] for m in streams
+                   if "output messages were dropped" in m["content"]["text"]]
+        dropped = sum(int(re.search(r"(\d+) output messages", n).group(1)) for n in notices)
+        print(f"got {len(got)}, dropped {dropped} in {len(notices)} notices, "
+              f"RSS +{(peak[0] - base) // 1024} MiB")
+        assert dropped > 0, "the kernel outran the gateway: some were dropped"
+        assert all("--iopub-queue-bytes" in n for n in notices)
+        # Every message is either relayed or counted.
+        assert len(got) + dropped == 2000, (len(got), dropped)
+        ch.close()
+    finally:
+        gw.stop()

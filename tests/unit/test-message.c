@@ -205,6 +205,28 @@ static void test_string_token(void)
         is_int(token("[\"text\"]", "text", t, sizeof(t)), -EBADMSG, "not an object");
         is_int(token("{\"t\\u0065xt\":\"x\"}", "text", t, sizeof(t)), -EBADMSG,
                "an escaped key: unsure");
+        {
+                static const char json[] = "{\"name\": \"stderr\", \"text\": \"oops\"}";
+                static const char *const keys[2] = {"name", "text"};
+                struct jp_bytes got[2] = {{0}};
+                struct jp_bytes obj = {(const uint8_t *)json, sizeof(json) - 1};
+
+                is_int(jp_json_string_tokens(obj, keys, got, 2), 0, "two keys in one pass");
+                is_mem(got[0].ptr, got[0].len, "\"stderr\"", 8, "the first");
+                is_mem(got[1].ptr, got[1].len, "\"oops\"", 6, "the second");
+                obj.len = 18; /* {"name": "stderr", */
+                is_int(jp_json_string_tokens(obj, keys, got, 2), -EBADMSG, "cut short: unsure");
+        }
+        {
+                static const char json[] = "{\"name\": \"stdout\"}";
+                static const char *const keys[2] = {"name", "text"};
+                struct jp_bytes got[2];
+
+                is_int(jp_json_string_tokens((struct jp_bytes){(const uint8_t *)json,
+                                                               sizeof(json) - 1},
+                                             keys, got, 2),
+                       -ENOENT, "one of two absent");
+        }
 }
 
 int main(void)
