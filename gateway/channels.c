@@ -205,7 +205,7 @@ static void refuse_type(struct channel_conn *c, const struct jp_msg *msg,
 static void handle_frame(struct channel_conn *c)
 {
         struct kernel *k = c->session->kernel;
-        struct jp_request req;
+        struct jp_request req = {.content = NULL}; /* released on every path */
         struct jp_msg msg;
         char err[160] = "";
         int rc;

@@ -261,7 +261,10 @@ static int open_own_sockets(struct kernel *k)
         snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_IOPUB));
         rc = zio_open(ZMQ_SUB, endpoint, NULL, max, on_iopub, k, &k->iopub);
         if (rc == 0)
-                zio_set_queue(k->iopub, (size_t)cfg->iopub_queue_bytes, on_iopub_dropped);
+                /* Plus one message of the largest size, which must pass
+                 * whole even right after another. */
+                zio_set_queue(k->iopub, (size_t)(cfg->iopub_queue_bytes + cfg->max_message_bytes),
+                              on_iopub_dropped);
         snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_SHELL));
         if (rc == 0)
                 rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->shell);

@@ -206,10 +206,15 @@ def test_config_file(tmp_path):
 
 
 FLOOD_BAD_SIGNATURES = """
+import time
 k = get_ipython().kernel
 for i in range(5000):
     # Signed with nothing: every one fails the gateway's HMAC check.
     k.iopub_socket.send_multipart([b'flood', b'<IDS|MSG>', b'0' * 64, b'{}', b'{}', b'{}', b'{}'])
+    if i % 500 == 499:
+        # (Still thousands a second, but never past the PUB socket's own
+        # queue of 1,000, which would drop some before the gateway saw them.)
+        time.sleep(0.02)
 """
 
 

@@ -304,9 +304,10 @@ def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_
     the rest is dropped, and every client is told how much."""
     import re
     mib = 1 << 20
-    # (The smallest queue: at most one message waits, so a turn of the
-    # loop that finds two drops one.)
-    gw = start_gateway("--iopub-queue-bytes", "4096", "--replay-bytes", str(64 * mib))
+    # (The smallest queue, 4 KiB plus one message of at most 128 KiB: about
+    # two 64 KiB messages wait, so a turn of the loop that finds more drops.)
+    gw = start_gateway("--iopub-queue-bytes", "4096", "--max-message-bytes", str(128 * 1024),
+                       "--replay-bytes", str(64 * mib))
     try:
         kernel = gw.start_kernel()
         ch = gw.connect(kernel)
