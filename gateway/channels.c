@@ -174,12 +174,10 @@ static void answer_error(struct channel_conn *c, const struct jp_msg *msg,
                                        "traceback", line));
         deliver_made(c, msg->channel, req->reply_type, parent,
                      cell ? json_pack("{s:s, s:s, s:s, s:[s], s:n}", "status", "error", "ename",
-                                      ename, "evalue", evalue, "traceback", line,
-                                      "execution_count")
+                                      ename, "evalue", evalue, "traceback", line, "execution_count")
                           : json_pack("{s:s, s:s, s:s, s:[s]}", "status", "error", "ename", ename,
                                       "evalue", evalue, "traceback", line));
-        deliver_made(c, JP_IOPUB, "status", parent,
-                     json_pack("{s:s}", "execution_state", "idle"));
+        deliver_made(c, JP_IOPUB, "status", parent, json_pack("{s:s}", "execution_state", "idle"));
         free(parent);
 }
 

@@ -178,7 +178,8 @@ static void write_line(struct execution *e, json_t *line)
 static void write_error_as(struct execution *e, enum line_kind kind, const char *name,
                            const char *value, const char *traceback)
 {
-        write_line_as(e, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value",
+        write_line_as(e,
+                      json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value",
                                 value, "traceback", traceback ? traceback : ""),
                       kind);
 }

@@ -500,9 +500,9 @@ static void on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nf
                                                             frames[i + 3].len, 0, NULL);
 
                                 free(k->iopub_dropped_parent);
-                                k->iopub_dropped_parent =
-                                    json_is_object(parent) ? json_dumps(parent, JSON_COMPACT)
-                                                           : NULL;
+                                k->iopub_dropped_parent = json_is_object(parent)
+                                                              ? json_dumps(parent, JSON_COMPACT)
+                                                              : NULL;
                                 json_decref(parent);
                                 break;
                         }
@@ -526,8 +526,8 @@ static void tell_iopub_dropped(struct kernel *k)
                  "waiting.\n",
                  (unsigned long long)k->iopub_dropped, (long long)cfg->iopub_queue_bytes);
         content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-        notice = content ? relay_msg_make(JP_IOPUB, "stream", k->iopub_dropped_parent, content)
-                         : NULL;
+        notice =
+            content ? relay_msg_make(JP_IOPUB, "stream", k->iopub_dropped_parent, content) : NULL;
         if (notice)
                 deliver_all(k, notice);
         relay_msg_unref(&notice);
@@ -596,9 +596,9 @@ static void kernel_free(struct kernel *k)
         free(k->startup_code);
         free(k->iopub_dropped_parent);
         {
-                struct log_limit *limits[] = {&k->log_bad_message, &k->log_bad_frame,
-                                              &k->log_refused,     &k->log_send_failed,
-                                              &k->log_slow_client, &k->log_evicted,
+                struct log_limit *limits[] = {&k->log_bad_message,  &k->log_bad_frame,
+                                              &k->log_refused,      &k->log_send_failed,
+                                              &k->log_slow_client,  &k->log_evicted,
                                               &k->log_iopub_dropped};
 
                 for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)

@@ -72,9 +72,12 @@ static void queue_take_in(struct zio *z)
         struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
         int n;
 
-        while ((n = recv_message(z->sock, msgs, JP_WIRE_MAX_FRAMES)) != 0) {
+        for (;;) {
                 struct held_msg *h;
 
+                n = recv_message(z->sock, msgs, JP_WIRE_MAX_FRAMES);
+                if (n == 0)
+                        break;
                 if (n < 0)
                         continue;
                 h = malloc(sizeof(*h) + (size_t)n * sizeof(zmq_msg_t));
@@ -279,8 +282,7 @@ static void on_readable(void *arg)
 
         /* Reading ZMQ_EVENTS also processes the socket's pending commands,
          * which is what re-arms the edge-triggered descriptor. */
-        if ((zmq_getsockopt(z->sock, ZMQ_EVENTS, &events, &len) == 0 &&
-             (events & ZMQ_POLLIN)) ||
+        if ((zmq_getsockopt(z->sock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) ||
             z->queue_head)
                 drain(z);
 }

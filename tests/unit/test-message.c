@@ -169,8 +169,8 @@ static void test_header_fields(void)
 static int token(const char *json, const char *key, char *out, size_t size)
 {
         struct jp_bytes t = {0};
-        int rc = jp_json_string_token((struct jp_bytes){(const uint8_t *)json, strlen(json)}, key,
-                                      &t);
+        int rc =
+            jp_json_string_token((struct jp_bytes){(const uint8_t *)json, strlen(json)}, key, &t);
 
         snprintf(out, size, "%.*s", (int)t.len, (const char *)t.ptr);
         return rc;
@@ -222,10 +222,10 @@ static void test_string_token(void)
                 static const char *const keys[2] = {"name", "text"};
                 struct jp_bytes got[2];
 
-                is_int(jp_json_string_tokens((struct jp_bytes){(const uint8_t *)json,
-                                                               sizeof(json) - 1},
-                                             keys, got, 2),
-                       -ENOENT, "one of two absent");
+                is_int(
+                    jp_json_string_tokens(
+                        (struct jp_bytes){(const uint8_t *)json, sizeof(json) - 1}, keys, got, 2),
+                    -ENOENT, "one of two absent");
         }
 }
 

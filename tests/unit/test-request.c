@@ -72,8 +72,8 @@ static void test_passes(void)
 {
         struct jp_request r;
 
-        is_int(check(HEADER("execute_request"), "{\"code\":\"1\",\"silent\":false}", true, &r),
-               0, "a complete execute_request passes");
+        is_int(check(HEADER("execute_request"), "{\"code\":\"1\",\"silent\":false}", true, &r), 0,
+               "a complete execute_request passes");
         ok(r.content == NULL, "unchanged");
         is_int(check(HEADER("execute_request"), "{\"code\":\"1\"}", false, &r), 0,
                "an execute_request without silent passes");
@@ -86,9 +86,9 @@ static void test_passes(void)
         is_int(check(HEADER("input_reply"), "{\"value\":\"x\"}", true, &r), 0, "input_reply");
         is_int(check(HEADER("complete_request"), "{\"code\":\"x\",\"cursor_pos\":1}", true, &r), 0,
                "a complete complete_request");
-        is_int(check(HEADER("execute_request"), "{\"code\":\"a\\u0000b\",\"silent\":true}", true,
-                     &r),
-               0, "code with a NUL character (Python reads it)");
+        is_int(
+            check(HEADER("execute_request"), "{\"code\":\"a\\u0000b\",\"silent\":true}", true, &r),
+            0, "code with a NUL character (Python reads it)");
 }
 
 int main(void)
