@@ -235,7 +235,10 @@ static void drain(struct zio *z)
                         break;
                 taken++;
                 if (n < 0) {
-                        log_warn("dropped a ZMQ message with too many frames");
+                        static struct log_limit too_many;
+
+                        /* (A kernel can send these as fast as it likes.) */
+                        log_warn_limited(&too_many, "dropped a ZMQ message with too many frames");
                         continue;
                 }
                 for (int i = 0; i < n; i++) {
