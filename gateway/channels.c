@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 /* Finds the kernel of ".../api/kernels/{id}/channels"; NULL if none. */
 static struct kernel *kernel_of_path(const char *path)
@@ -283,21 +286,51 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
 }
 
 /* A message is written as one WebSocket message (every Jupyter client
- * expects one per kernel message) but in fragments of WRITE_PIECE bytes,
- * copied straight from where its parts lie, and only while the socket takes
- * them: a client that stops reading holds its queue (bounded by the
- * session's outbox) and one piece in libwebsockets, never a copy of a whole
- * large frame, and costs the loop nothing until its socket is writable
- * again. After WRITE_TURN bytes a connection yields to the rest of the
+ * expects one per kernel message), copied straight from where its parts lie,
+ * and only while the socket takes it: a client that stops reading holds its
+ * queue (bounded by the session's outbox) and at most one fragment that
+ * libwebsockets keeps of what the socket did not take, never more, and costs
+ * the loop nothing until its socket is writable again. A large frame goes in
+ * two fragments of at most WRITE_PIECE_MAX (more for frames beyond twice
+ * that), or in what the socket has room for if that is more: clients that
+ * gather fragments by appending (Python's websocket-client, tornado) pay a
+ * copy of everything before each one, so few and large is what they read
+ * fastest. After WRITE_TURN bytes a connection yields to the rest of the
  * loop (other clients, the kernels' sockets); it is more than a turn brings
- * in, so that a client that reads keeps up. */
-#define WRITE_PIECE (256 * 1024)
-#define WRITE_TURN  (16 * 1024 * 1024) /* twice what a kernel's socket gives per turn (zio.c) */
+ * in, so that a client that reads keeps up. The copy is made in one buffer
+ * shared by all connections and kept between writes (up to SCRATCH_KEEP,
+ * one largest fragment): fresh pages for every large fragment cost more
+ * than the copy itself. */
+#define WRITE_PIECE_MIN (256 * 1024)
+#define WRITE_PIECE_MAX (16 * 1024 * 1024)
+#define WRITE_TURN      (16 * 1024 * 1024) /* twice what a kernel's socket gives per turn (zio.c) */
+#define SCRATCH_KEEP    WRITE_PIECE_MAX
+
+/* Bytes the connection's socket can take now, within the bounds. */
+static size_t piece_size(struct lws *wsi)
+{
+        int fd = lws_get_socket_fd(wsi), sndbuf = 0, queued = 0;
+        socklen_t len = sizeof(sndbuf);
+        size_t room;
+
+        /* (Under TLS the socket carries records, not our bytes.) */
+        if (fd < 0 || lws_is_ssl(wsi) || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) < 0 ||
+            ioctl(fd, SIOCOUTQ, &queued) < 0)
+                return WRITE_PIECE_MIN;
+        /* Linux reports twice the payload it holds (the rest is its own
+         * bookkeeping). */
+        room = sndbuf / 2 > queued ? (size_t)(sndbuf / 2 - queued) : 0;
+        if (room < WRITE_PIECE_MIN)
+                return WRITE_PIECE_MIN;
+        return room > WRITE_PIECE_MAX ? WRITE_PIECE_MAX : room;
+}
 
 static int on_writeable(struct channel_conn *c)
 {
-        static uint8_t piece[LWS_PRE + WRITE_PIECE];
+        static struct buf scratch = {.max = LWS_PRE + WRITE_PIECE_MAX};
         size_t written = 0;
+        uint8_t *piece;
+        int rc = 0;
 
         if (c->closing) {
                 lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
@@ -320,16 +353,32 @@ static int on_writeable(struct channel_conn *c)
                                 return -1;
                 }
                 n = c->frame_len - c->frame_sent;
-                if (n > WRITE_PIECE)
-                        n = WRITE_PIECE;
-                relay_msg_frame_copy(c->sending, c->format, c->frame_sent, n, piece + LWS_PRE);
+                if (n > WRITE_PIECE_MIN) {
+                        /* Two fragments a frame, up to frames of twice
+                         * WRITE_PIECE_MAX: each fragment costs the clients
+                         * that append them a copy of all before it. */
+                        size_t room = piece_size(c->wsi), half = (c->frame_len + 1) / 2;
+
+                        if (room < half)
+                                room = half < WRITE_PIECE_MAX ? half : WRITE_PIECE_MAX;
+                        if (n > room)
+                                n = room;
+                }
+                scratch.len = 0;
+                rc = buf_reserve(&scratch, LWS_PRE + n);
+                if (rc < 0)
+                        break;
+                piece = (uint8_t *)scratch.data + LWS_PRE;
+                relay_msg_frame_copy(c->sending, c->format, c->frame_sent, n, piece);
                 flags = c->frame_sent > 0 ? LWS_WRITE_CONTINUATION
                         : c->frame_binary ? LWS_WRITE_BINARY
                                           : LWS_WRITE_TEXT;
                 if (c->frame_sent + n < c->frame_len)
                         flags |= LWS_WRITE_NO_FIN;
-                if (lws_write(c->wsi, piece + LWS_PRE, n, (enum lws_write_protocol)flags) < (int)n)
-                        return -1;
+                if (lws_write(c->wsi, piece, n, (enum lws_write_protocol)flags) < (int)n) {
+                        rc = -1;
+                        break;
+                }
                 c->frame_sent += n;
                 written += n;
                 if (c->frame_sent == c->frame_len)
@@ -337,6 +386,10 @@ static int on_writeable(struct channel_conn *c)
                 if (lws_send_pipe_choked(c->wsi))
                         break;
         }
+        if (scratch.cap > SCRATCH_KEEP)
+                buf_free(&scratch);
+        if (rc < 0)
+                return -1;
         if (c->sending || c->session->outbox.count || c->session->outbox.dropped)
                 lws_callback_on_writable(c->wsi);
         return 0;
