@@ -304,7 +304,9 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
 #define WRITE_PIECE_MIN (256 * 1024)
 #define WRITE_PIECE_MAX (16 * 1024 * 1024)
 #define WRITE_TURN      (16 * 1024 * 1024) /* twice what a kernel's socket gives per turn (zio.c) */
-#define SCRATCH_KEEP    WRITE_PIECE_MAX
+/* (A buf doubles as it grows: a largest fragment with its headroom gets
+ * twice its size, of which only what is written is ever touched.) */
+#define SCRATCH_KEEP    (2 * WRITE_PIECE_MAX)
 
 /* Bytes the connection's socket can take now, within the bounds. */
 static size_t piece_size(struct lws *wsi)
