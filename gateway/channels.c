@@ -6,13 +6,18 @@
 #include "gateway/http.h"
 #include "gateway/kernels.h"
 #include "protocol/log.h"
+#include "protocol/request.h"
 #include "protocol/wsjson.h"
 #include "protocol/wsv1.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 /* Finds the kernel of ".../api/kernels/{id}/channels"; NULL if none. */
 static struct kernel *kernel_of_path(const char *path)
@@ -81,10 +86,24 @@ static void close_later(struct channel_conn *c, int code, const char *reason)
         lws_callback_on_writable(c->wsi);
 }
 
+/* A message cut off mid-frame goes back to the head of the session's
+ * queue, so that the next connection of the session gets it whole. */
+static void requeue_sending(struct channel_conn *c)
+{
+        if (c->sending && c->session)
+                outbox_unpop(&c->session->outbox, c->sending);
+        else
+                relay_msg_unref(&c->sending);
+        c->sending = NULL;
+}
+
 static void conn_closing(struct session_sink *sink, int code, const char *reason)
 {
         struct channel_conn *c = lws_container_of(sink, struct channel_conn, sink);
 
+        /* (The session is being replaced or destroyed: a replacement gets
+         * the message; a destroyed session drops it with its queue.) */
+        requeue_sending(c);
         c->session = NULL;
         close_later(c, code, reason);
 }
@@ -145,31 +164,68 @@ static bool type_allowed(const char *msg_type)
         return false;
 }
 
-/* Answers a message the allow-list refuses, in the cell that sent it. */
-static void refuse_type(struct channel_conn *c, const struct jp_msg *msg, const char *msg_type)
+/* Delivers a message the gateway makes in the parent of a client's
+ * message (header, its JSON) to that client alone. */
+static void deliver_made(struct channel_conn *c, enum jp_channel channel, const char *msg_type,
+                         const char *parent, json_t *content)
 {
-        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
-        char text[256];
-        json_t *content;
-        struct relay_msg *m = NULL;
+        struct relay_msg *m = content ? relay_msg_make(channel, msg_type, parent, content) : NULL;
 
-        snprintf(text, sizeof(text),
-                 "[glovebox] message type %s is not allowed by this gateway "
-                 "(--allowed-message-types)\n",
-                 msg_type);
-        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-        if (content && parent)
-                m = relay_msg_make(JP_IOPUB, "stream", parent, content);
         if (m)
                 session_deliver(c->session, m);
         relay_msg_unref(&m);
         json_decref(content);
+}
+
+/* Answers a request that no kernel will answer, so that its client does not
+ * wait for ever: an error reply (and for a cell, its error output), then
+ * the idle status clients wait for to call a request done. */
+static void answer_error(struct channel_conn *c, const struct jp_msg *msg,
+                         const struct jp_request *req, const char *ename, const char *evalue)
+{
+        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
+        bool cell = strcmp(req->msg_type, "execute_request") == 0;
+        char line[JP_REQUEST_REASON_SIZE + 64];
+
+        if (!parent)
+                return;
+        snprintf(line, sizeof(line), "%s: %s", ename, evalue);
+        if (cell)
+                deliver_made(c, JP_IOPUB, "error", parent,
+                             json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue,
+                                       "traceback", line));
+        deliver_made(c, msg->channel, req->reply_type, parent,
+                     cell ? json_pack("{s:s, s:s, s:s, s:[s], s:n}", "status", "error", "ename",
+                                      ename, "evalue", evalue, "traceback", line, "execution_count")
+                          : json_pack("{s:s, s:s, s:s, s:[s]}", "status", "error", "ename", ename,
+                                      "evalue", evalue, "traceback", line));
+        deliver_made(c, JP_IOPUB, "status", parent, json_pack("{s:s}", "execution_state", "idle"));
         free(parent);
+}
+
+/* Answers a message the allow-list refuses, in the cell that sent it. */
+static void refuse_type(struct channel_conn *c, const struct jp_msg *msg,
+                        const struct jp_request *req)
+{
+        char *parent = strndup((const char *)msg->header.ptr, msg->header.len);
+        char text[256];
+
+        snprintf(text, sizeof(text),
+                 "[glovebox] message type %s is not allowed by this gateway "
+                 "(--allowed-message-types)\n",
+                 req->msg_type);
+        if (parent)
+                deliver_made(c, JP_IOPUB, "stream", parent,
+                             json_pack("{s:s, s:s}", "name", "stderr", "text", text));
+        free(parent);
+        answer_error(c, msg, req, "MessageTypeNotAllowed",
+                     "this message type is not allowed by the gateway (--allowed-message-types)");
 }
 
 static void handle_frame(struct channel_conn *c)
 {
-        char msg_id[JP_MSG_ID_SIZE], msg_type[JP_MSG_TYPE_SIZE];
+        struct kernel *k = c->session->kernel;
+        struct jp_request req = {.content = NULL}; /* released on every path */
         struct jp_msg msg;
         char err[160] = "";
         int rc;
@@ -182,27 +238,47 @@ static void handle_frame(struct channel_conn *c)
                 if (rc < 0)
                         snprintf(err, sizeof(err), "not a v1 kernel message");
         } else {
+                /* (A message without a channel goes to shell, as DESIGN.md
+                 * and Jupyter Server read it; it is then checked like any.) */
                 rc = jp_wsjson_decode((const uint8_t *)c->rx.data, c->rx.len, c->rx_binary, &msg,
                                       err, sizeof(err));
         }
-        if (rc < 0) {
-                klog_warn(c->session->kernel->id, "closing a client that sent a bad frame: %s",
-                          err);
-                close_later(c, LWS_CLOSE_STATUS_INVALID_PAYLOAD, err);
-                return;
+        /* What a kernel would drop without a word is settled here: a
+         * message it cannot read closes the connection, a request it cannot
+         * serve gets an error reply. */
+        if (rc == 0) {
+                rc = jp_request_check(&msg, c->format == RELAY_V1, &req);
+                if (rc == -EBADMSG)
+                        snprintf(err, sizeof(err), "%s", req.reason);
         }
-        if (*kernels_config()->allowed_message_types &&
-            (jp_header_fields(msg.header, msg_id, msg_type) < 0 || !type_allowed(msg_type))) {
-                klog_warn(c->session->kernel->id, "refused a %s message from a client",
-                          msg_type[0] ? msg_type : "malformed");
-                refuse_type(c, &msg, msg_type[0] ? msg_type : "(unknown)");
-                jp_msg_release(&msg);
-                return;
+        if (rc == -EBADMSG || rc == -ENOMEM) {
+                klog_warn_limited(&k->log_bad_frame, k->id,
+                                  "closing a client that sent a bad frame: %s",
+                                  err[0] ? err : "out of memory");
+                close_later(c, LWS_CLOSE_STATUS_INVALID_PAYLOAD, err[0] ? err : "out of memory");
+                goto out;
         }
+        if (rc == -EPROTO) {
+                klog_warn_limited(&k->log_refused, k->id, "refused a %s message from a client: %s",
+                                  req.msg_type, req.reason);
+                answer_error(c, &msg, &req, req.ename, req.reason);
+                goto out;
+        }
+        if (*kernels_config()->allowed_message_types && !type_allowed(req.msg_type)) {
+                klog_warn_limited(&k->log_refused, k->id, "refused a %s message from a client",
+                                  req.msg_type);
+                refuse_type(c, &msg, &req);
+                goto out;
+        }
+        if (req.content)
+                msg.content = (struct jp_bytes){(const uint8_t *)req.content, strlen(req.content)};
         rc = session_send(c->session, &msg);
         if (rc < 0)
-                klog_warn(c->session->kernel->id, "could not pass a %s message to the kernel: %s",
-                          jp_channel_name(msg.channel), strerror(-rc));
+                klog_warn_limited(&k->log_send_failed, k->id,
+                                  "could not pass a %s message to the kernel: %s",
+                                  jp_channel_name(msg.channel), strerror(-rc));
+out:
+        jp_request_release(&req);
         jp_msg_release(&msg);
 }
 
@@ -228,19 +304,54 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
         return 0;
 }
 
-/* A frame is copied out of its message (envelope and content, from where
- * they lie) into this buffer and written in one piece: one frame per
- * message, as every Jupyter client expects. Kept between writes up to
- * SCRATCH_KEEP bytes so that its pages stay warm. */
-#define SCRATCH_KEEP (8 << 20)
+/* A message is written as one WebSocket message (every Jupyter client
+ * expects one per kernel message), copied straight from where its parts lie,
+ * and only while the socket takes it: a client that stops reading holds its
+ * queue (bounded by the session's outbox) and at most one fragment that
+ * libwebsockets keeps of what the socket did not take, never more, and costs
+ * the loop nothing until its socket is writable again. A large frame goes in
+ * two fragments of at most WRITE_PIECE_MAX (more for frames beyond twice
+ * that), or in what the socket has room for if that is more: clients that
+ * gather fragments by appending (Python's websocket-client, tornado) pay a
+ * copy of everything before each one, so few and large is what they read
+ * fastest. After WRITE_TURN bytes a connection yields to the rest of the
+ * loop (other clients, the kernels' sockets); it is more than a turn brings
+ * in, so that a client that reads keeps up. The copy is made in one buffer
+ * shared by all connections and kept between writes (up to SCRATCH_KEEP,
+ * one largest fragment): fresh pages for every large fragment cost more
+ * than the copy itself. */
+#define WRITE_PIECE_MIN (256 * 1024)
+#define WRITE_PIECE_MAX (16 * 1024 * 1024)
+#define WRITE_TURN      (16 * 1024 * 1024) /* twice what a kernel's socket gives per turn (zio.c) */
+/* (A buf doubles as it grows: a largest fragment with its headroom gets
+ * twice its size, of which only what is written is ever touched.) */
+#define SCRATCH_KEEP    (2 * WRITE_PIECE_MAX)
+
+/* Bytes the connection's socket can take now, within the bounds. */
+static size_t piece_size(struct lws *wsi)
+{
+        int fd = lws_get_socket_fd(wsi), sndbuf = 0, queued = 0;
+        socklen_t len = sizeof(sndbuf);
+        size_t room;
+
+        /* (Under TLS the socket carries records, not our bytes.) */
+        if (fd < 0 || lws_is_ssl(wsi) || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) < 0 ||
+            ioctl(fd, SIOCOUTQ, &queued) < 0)
+                return WRITE_PIECE_MIN;
+        /* Linux reports twice the payload it holds (the rest is its own
+         * bookkeeping). */
+        room = sndbuf / 2 > queued ? (size_t)(sndbuf / 2 - queued) : 0;
+        if (room < WRITE_PIECE_MIN)
+                return WRITE_PIECE_MIN;
+        return room > WRITE_PIECE_MAX ? WRITE_PIECE_MAX : room;
+}
 
 static int on_writeable(struct channel_conn *c)
 {
-        static struct buf scratch = {.max = (size_t)1 << 40};
-        struct relay_msg *m;
-        size_t len;
-        bool binary;
-        int rc;
+        static struct buf scratch = {.max = LWS_PRE + WRITE_PIECE_MAX};
+        size_t written = 0;
+        uint8_t *piece;
+        int rc = 0;
 
         if (c->closing) {
                 lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
@@ -249,25 +360,58 @@ static int on_writeable(struct channel_conn *c)
         }
         if (!c->session)
                 return 0;
-        m = session_next(c->session);
-        if (!m)
-                return 0;
-        scratch.len = 0;
-        rc = relay_msg_frame(m, c->format, &len, &binary);
-        if (rc == 0)
-                rc = buf_reserve(&scratch, LWS_PRE + len);
-        if (rc == 0) {
-                relay_msg_frame_copy(m, c->format, (uint8_t *)scratch.data + LWS_PRE);
-                if (lws_write(c->wsi, (uint8_t *)scratch.data + LWS_PRE, len,
-                              binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) < (int)len)
+        while (written < WRITE_TURN) {
+                size_t n;
+                int flags;
+
+                if (!c->sending) {
+                        c->sending = session_next(c->session);
+                        if (!c->sending)
+                                break;
+                        c->frame_sent = 0;
+                        if (relay_msg_frame(c->sending, c->format, &c->frame_len,
+                                            &c->frame_binary) < 0)
+                                return -1;
+                }
+                n = c->frame_len - c->frame_sent;
+                if (n > WRITE_PIECE_MIN) {
+                        /* Two fragments a frame, up to frames of twice
+                         * WRITE_PIECE_MAX: each fragment costs the clients
+                         * that append them a copy of all before it. */
+                        size_t room = piece_size(c->wsi), half = (c->frame_len + 1) / 2;
+
+                        if (room < half)
+                                room = half < WRITE_PIECE_MAX ? half : WRITE_PIECE_MAX;
+                        if (n > room)
+                                n = room;
+                }
+                scratch.len = 0;
+                rc = buf_reserve(&scratch, LWS_PRE + n);
+                if (rc < 0)
+                        break;
+                piece = (uint8_t *)scratch.data + LWS_PRE;
+                relay_msg_frame_copy(c->sending, c->format, c->frame_sent, n, piece);
+                flags = c->frame_sent > 0 ? LWS_WRITE_CONTINUATION
+                        : c->frame_binary ? LWS_WRITE_BINARY
+                                          : LWS_WRITE_TEXT;
+                if (c->frame_sent + n < c->frame_len)
+                        flags |= LWS_WRITE_NO_FIN;
+                if (lws_write(c->wsi, piece, n, (enum lws_write_protocol)flags) < (int)n) {
                         rc = -1;
+                        break;
+                }
+                c->frame_sent += n;
+                written += n;
+                if (c->frame_sent == c->frame_len)
+                        relay_msg_unref(&c->sending);
+                if (lws_send_pipe_choked(c->wsi))
+                        break;
         }
-        relay_msg_unref(&m);
         if (scratch.cap > SCRATCH_KEEP)
                 buf_free(&scratch);
         if (rc < 0)
                 return -1;
-        if (c->session->outbox.count || c->session->outbox.dropped)
+        if (c->sending || c->session->outbox.count || c->session->outbox.dropped)
                 lws_callback_on_writable(c->wsi);
         return 0;
 }
@@ -283,6 +427,7 @@ int channels_callback(struct lws *wsi, enum lws_callback_reasons reason, struct 
         case LWS_CALLBACK_SERVER_WRITEABLE:
                 return on_writeable(c);
         case LWS_CALLBACK_CLOSED:
+                requeue_sending(c);
                 if (c->session)
                         session_detach(c->session, &c->sink);
                 c->session = NULL;

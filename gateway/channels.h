@@ -19,6 +19,10 @@ struct channel_conn {
         struct buf rx;
         bool rx_binary;
         bool rx_oversized; /* past --max-message-bytes: discarding to its end */
+        /* The message being written, in pieces, and how far. */
+        struct relay_msg *sending;
+        size_t frame_len, frame_sent;
+        bool frame_binary;
         bool closing;
         int close_code;
         char close_reason[100];

@@ -115,8 +115,17 @@ static const struct option_def options[] = {
             "outputs kept per client session while it is away (bytes, plus one message)"),
         OPT("replay-messages", OPT_INT, replay_messages, 0, 10000000, "100000",
             "outputs kept per client session while it is disconnected (messages)"),
+        OPT("stream-buffer-bytes", OPT_INT, stream_buffer_bytes, 4096, 1LL << 34, "67108864",
+            "output of an HTTP execution (/execute) waiting for a slow client, plus one line; "
+            "past it output lines are dropped and the client is told how many"),
+        OPT("iopub-queue-bytes", OPT_INT, iopub_queue_bytes, 4096, 1LL << 34, "67108864",
+            "a kernel's outputs received and not yet relayed, when it writes faster than the "
+            "gateway relays (plus one message); past it the oldest are dropped and clients told"),
         OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
             "seconds a disconnected client session is kept for its reconnect"),
+        OPT("max-lingering-sessions", OPT_INT, max_lingering_sessions, 0, 4096, "16",
+            "disconnected client sessions kept per kernel for their reconnect; past it the one "
+            "disconnected longest is evicted (its client is told if it comes back)"),
         OPT("keep-running-on-disconnect", OPT_FLAG, keep_running_on_disconnect, 0, 0, NULL,
             "let a cell run on when the client of an HTTP execution goes away (default: "
             "interrupt it)"),
@@ -136,6 +145,9 @@ static const struct option_def options[] = {
             "directory of the web page (default: the source tree's when run from the build tree, "
             "else the installed one)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
+        OPT("log-rate-limit", OPT_INT, log_rate_limit, 0, 1000000, "10",
+            "lines a second of one repeated warning per kernel (bad signatures, bad client "
+            "frames); the rest are counted and summarised (0: no limit)"),
         OPT("check-config", OPT_FLAG, check_config, 0, 0, NULL,
             "validate the configuration and exit"),
 };

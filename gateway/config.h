@@ -67,7 +67,10 @@ struct config {
         int64_t max_body_bytes;
         int64_t replay_bytes;
         int64_t replay_messages;
+        int64_t stream_buffer_bytes;
+        int64_t iopub_queue_bytes;   /* a kernel's iopub taken in and not yet relayed */ /* an HTTP execution's output waiting for its client */
         double session_linger;
+        int64_t max_lingering_sessions; /* per kernel; past it the oldest is evicted */
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
         bool e2b_refuse_internet;        /* allow_internet_access: true is a 400, not "no network" */
@@ -78,6 +81,7 @@ struct config {
         /* misc */
         char *static_dir;
         char *log_level;
+        int64_t log_rate_limit; /* lines a second of one repeated warning, per kernel */
         bool check_config;
 
         /* derived by config_load */

@@ -85,8 +85,14 @@ static void write_frame(struct http_request *r, unsigned char flags, json_t *msg
         head[2] = (unsigned char)(len >> 16);
         head[3] = (unsigned char)(len >> 8);
         head[4] = (unsigned char)len;
-        if (http_stream_write(r, head, 5) < 0 || http_stream_write(r, text, len) < 0)
-                log_warn("a command's client is too far behind; output dropped");
+        /* Both or neither: a head without its JSON would break the
+         * framing of everything after it. */
+        if (http_stream_pending(r) + 5 + len > r->out.max || http_stream_write(r, head, 5) < 0 ||
+            http_stream_write(r, text, len) < 0) {
+                static struct log_limit too_far;
+
+                log_warn_limited(&too_far, "a command's client is too far behind; output dropped");
+        }
 out:
         free(text);
 }

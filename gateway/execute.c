@@ -28,31 +28,166 @@ struct execution {
         lws_sorted_usec_list_t deadline, grace, keepalive, release;
         bool replied, idle, timed_out, done, wrote;
         bool released; /* the session is gone; freed once the request is too */
+        /* Output lines a slow client lost since it was last told. */
+        uint64_t dropped_lines, dropped_bytes;
 };
 
 /* ---- lines ---------------------------------------------------------------- */
 
-static void write_line(struct execution *e, json_t *line)
+/* How a line may be treated when the client reads more slowly than the
+ * kernel writes. Outputs (stdout, stderr, displays, keepalives) are dropped
+ * past --stream-buffer-bytes, counted, and the client told; the lines that
+ * say how the cell went (its count, main result, error) only past the
+ * stream's hard limit; the last lines never. */
+enum line_kind { LINE_OUTPUT, LINE_KEY, LINE_FINAL };
+
+static int put_line(struct execution *e, json_t *line, enum line_kind kind);
+
+/* Tells the client how much output it lost, once it has caught up (or at
+ * the end, regardless). */
+static void tell_dropped(struct execution *e, bool at_end)
+{
+        char text[384], when[JP_TIMESTAMP_SIZE];
+        json_t *line;
+
+        if (!e->dropped_lines)
+                return;
+        /* Once half the buffer has drained: said once per spell of drops,
+         * not after every line that fits again. */
+        if (!at_end &&
+            http_stream_pending(e->r) > (size_t)kernels_config()->stream_buffer_bytes / 2)
+                return;
+        snprintf(text, sizeof(text),
+                 "[glovebox] %llu output lines (%llu bytes) were dropped here: this client read "
+                 "more slowly than the kernel wrote, and %lld bytes (--stream-buffer-bytes) "
+                 "were already waiting for it.\n",
+                 (unsigned long long)e->dropped_lines, (unsigned long long)e->dropped_bytes,
+                 (long long)kernels_config()->stream_buffer_bytes);
+        jp_timestamp_now(when);
+        line = json_pack("{s:s, s:s, s:s}", "type", "stderr", "text", text, "timestamp", when);
+        if (put_line(e, line, at_end ? LINE_FINAL : LINE_KEY) == 0)
+                e->dropped_lines = e->dropped_bytes = 0;
+}
+
+/* Queues a line of len bytes, its newline included; 0, or -E2BIG when
+ * dropped. */
+static int put_text(struct execution *e, const char *text, size_t len, enum line_kind kind)
+{
+        int rc;
+
+        if (kind == LINE_OUTPUT && http_stream_pending(e->r) > 0 &&
+            http_stream_pending(e->r) + len > (size_t)kernels_config()->stream_buffer_bytes)
+                rc = -E2BIG;
+        else if (kind == LINE_FINAL)
+                rc = http_stream_write_always(e->r, text, len);
+        else
+                rc = http_stream_write(e->r, text, len);
+        if (rc < 0) {
+                e->dropped_lines++;
+                e->dropped_bytes += len;
+                static struct log_limit no_kernel;
+
+                klog_warn_limited(e->kernel ? &e->kernel->log_slow_client : &no_kernel,
+                                  e->kernel ? e->kernel->id : NULL,
+                                  "an execution's client is too far behind; output dropped");
+        }
+        return rc;
+}
+
+/* Queues line (taken over) with its newline; 0, or -E2BIG when dropped. */
+static int put_line(struct execution *e, json_t *line, enum line_kind kind)
 {
         char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+        size_t len = text ? strlen(text) : 0;
+        char *grown = text ? realloc(text, len + 2) : NULL;
+        int rc = -ENOMEM;
 
         json_decref(line);
-        if (!text || !e->r)
+        if (!grown)
                 goto out;
+        text = grown;
         /* No blank line ever: the E2B SDK parses every line as JSON. */
-        if (http_stream_write(e->r, text, strlen(text)) < 0 ||
-            http_stream_write(e->r, "\n", 1) < 0)
-                log_warn("an execution's client is too far behind; outputs dropped");
-        e->wrote = true;
+        text[len++] = '\n';
+        text[len] = '\0';
+        rc = put_text(e, text, len, kind);
 out:
-        free(text);
+        free(grown ? grown : text);
+        return rc;
+}
+
+static void write_line_as(struct execution *e, json_t *line, enum line_kind kind)
+{
+        if (!e->r) {
+                json_decref(line);
+                return;
+        }
+        if (kind != LINE_FINAL)
+                tell_dropped(e, false);
+        put_line(e, line, kind);
+        e->wrote = true;
+}
+
+/* A stream message's line, spliced from the kernel's JSON: its text is
+ * already a JSON string (checked by jp_json_string_token), so the content
+ * of a large output is neither parsed nor encoded again, the bulk of the
+ * gateway's work for an /execute client. Returns -EBADMSG when the content
+ * needs the general way. */
+static int write_stream_fast(struct execution *e, const struct relay_msg *m)
+{
+        static const char head[] = "{\"type\":\"std", tail[] = ",\"timestamp\":\"";
+        char when[JP_TIMESTAMP_SIZE];
+        struct jp_bytes name, text;
+        struct buf line;
+        bool err;
+        int rc;
+
+        static const char *const keys[2] = {"name", "text"};
+        struct jp_bytes tokens[2];
+
+        if (jp_json_string_tokens(m->msg.content, keys, tokens, 2) < 0)
+                return -EBADMSG;
+        name = tokens[0];
+        text = tokens[1];
+        if (!e->r)
+                return 0;
+        err = name.len == 8 && memcmp(name.ptr, "\"stderr\"", 8) == 0;
+        jp_timestamp_now(when);
+        tell_dropped(e, false);
+        buf_init(&line, SIZE_MAX);
+        rc = buf_reserve(&line, text.len + 96);
+        if (rc == 0)
+                rc = buf_printf(&line, "%s%s\",\"text\":", head, err ? "err" : "out");
+        if (rc == 0)
+                rc = buf_append(&line, text.ptr, text.len);
+        if (rc == 0)
+                rc = buf_printf(&line, "%s%s\"}\n", tail, when);
+        if (rc == 0)
+                put_text(e, line.data, line.len, LINE_OUTPUT);
+        buf_free(&line);
+        e->wrote = true;
+        return 0;
+}
+
+static void write_line(struct execution *e, json_t *line)
+{
+        write_line_as(e, line, LINE_KEY);
+}
+
+/* An error line: the kernel's (a key line), or the gateway's own about how
+ * the run ended (small, never dropped). */
+static void write_error_as(struct execution *e, enum line_kind kind, const char *name,
+                           const char *value, const char *traceback)
+{
+        write_line_as(e,
+                      json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value",
+                                value, "traceback", traceback ? traceback : ""),
+                      kind);
 }
 
 static void write_error(struct execution *e, const char *name, const char *value,
                         const char *traceback)
 {
-        write_line(e, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name, "value",
-                                value, "traceback", traceback ? traceback : ""));
+        write_error_as(e, LINE_FINAL, name, value, traceback);
 }
 
 /* E2B's flat keys for the MIME types of a display bundle; anything else
@@ -162,7 +297,9 @@ static void finish(struct execution *e)
                 snprintf(value, sizeof(value), "Execution timed out after %g s", e->timeout_s);
                 write_error(e, "TimeoutError", value, NULL);
         }
-        write_line(e, json_pack("{s:s}", "type", "end_of_execution"));
+        if (e->r)
+                tell_dropped(e, true);
+        write_line_as(e, json_pack("{s:s}", "type", "end_of_execution"), LINE_FINAL);
         if (e->r)
                 http_stream_end(e->r);
         wind_down(e);
@@ -198,6 +335,8 @@ static void handle(struct execution *e, struct relay_msg *m)
         if (jp_header_fields(m->msg.parent_header, parent, type) < 0 ||
             strcmp(parent, e->msg_id) != 0)
                 return;
+        if (strcmp(m->msg_type, "stream") == 0 && write_stream_fast(e, m) == 0)
+                return;
         content = json_loadb((const char *)m->msg.content.ptr, m->msg.content.len, 0, NULL);
         if (!content)
                 return;
@@ -210,20 +349,24 @@ static void handle(struct execution *e, struct relay_msg *m)
                 const char *name = json_string_value(json_object_get(content, "name"));
 
                 jp_timestamp_now(when);
-                write_line(e, json_pack("{s:s, s:O, s:s}", "type",
+                write_line_as(e,
+                              json_pack("{s:s, s:O, s:s}", "type",
                                         name && strcmp(name, "stderr") == 0 ? "stderr" : "stdout",
                                         "text", json_object_get(content, "text"), "timestamp",
-                                        when));
+                                        when),
+                              LINE_OUTPUT);
         } else if (strcmp(m->msg_type, "execute_result") == 0 ||
                    strcmp(m->msg_type, "display_data") == 0) {
-                write_line(e, result_line(json_object_get(content, "data"),
-                                          strcmp(m->msg_type, "execute_result") == 0));
+                bool main_result = strcmp(m->msg_type, "execute_result") == 0;
+
+                write_line_as(e, result_line(json_object_get(content, "data"), main_result),
+                              main_result ? LINE_KEY : LINE_OUTPUT);
         } else if (strcmp(m->msg_type, "error") == 0 && !e->timed_out) {
                 char *tb = join_traceback(json_object_get(content, "traceback"));
                 const char *name = json_string_value(json_object_get(content, "ename"));
                 const char *value = json_string_value(json_object_get(content, "evalue"));
 
-                write_error(e, name ? name : "Error", value ? value : "", tb);
+                write_error_as(e, LINE_KEY, name ? name : "Error", value ? value : "", tb);
                 free(tb);
         } else if (strcmp(m->msg_type, "status") == 0 &&
                    json_is_string(json_object_get(content, "execution_state")) &&
@@ -339,7 +482,7 @@ static void on_keepalive(lws_sorted_usec_list_t *sul)
         struct execution *e = lws_container_of(sul, struct execution, keepalive);
 
         if (!e->wrote)
-                write_line(e, json_pack("{s:s}", "type", "keepalive"));
+                write_line_as(e, json_pack("{s:s}", "type", "keepalive"), LINE_OUTPUT);
         e->wrote = false;
         loop_timer_start(&e->keepalive, on_keepalive, KEEPALIVE_MS);
 }
@@ -419,6 +562,10 @@ void execute_start(struct http_request *r, struct kernel *k, const char *code, j
         r->cleanup = on_request_gone;
         /* Headers at once: clients time out waiting for them otherwise. */
         http_stream_start(r, 200, "application/x-ndjson");
+        /* Outputs are dropped past --stream-buffer-bytes; a key line (a
+         * result, an error: at most a message each) still fits after them. */
+        http_stream_set_limit(r, (size_t)(kernels_config()->stream_buffer_bytes +
+                                          2 * kernels_config()->max_message_bytes));
         e->session = session_open(k, NULL);
         if (!e->session) {
                 write_error(e, "ExecutionFailed", "cannot open a session to the kernel", NULL);

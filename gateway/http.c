@@ -250,15 +250,47 @@ void http_stream_start(struct http_request *r, int status, const char *content_t
         lws_callback_on_writable(r->wsi);
 }
 
+size_t http_stream_pending(const struct http_request *r)
+{
+        return r->out.len - r->out_at;
+}
+
+void http_stream_set_limit(struct http_request *r, size_t max)
+{
+        r->out.max = max;
+}
+
 int http_stream_write(struct http_request *r, const void *data, size_t len)
 {
         int rc;
 
         if (!r->streaming || r->stream_ended)
                 return -EPIPE;
+        if (http_stream_pending(r) + len > r->out.max)
+                return -E2BIG;
+        /* What was written is dropped from the front once it is most of
+         * the buffer: each byte moves at most once, where moving the rest
+         * after every piece cost the loop quadratic time behind a slow
+         * client. */
+        if (r->out_at && (r->out_at >= r->out.len / 2 || r->out.len + len > r->out.max)) {
+                memmove(r->out.data, r->out.data + r->out_at, r->out.len - r->out_at);
+                r->out.len -= r->out_at;
+                r->out_at = 0;
+        }
         rc = buf_append(&r->out, data, len);
         if (rc == 0)
                 lws_callback_on_writable(r->wsi);
+        return rc;
+}
+
+int http_stream_write_always(struct http_request *r, const void *data, size_t len)
+{
+        size_t max = r->out.max;
+        int rc;
+
+        r->out.max = SIZE_MAX;
+        rc = http_stream_write(r, data, len);
+        r->out.max = max;
         return rc;
 }
 
@@ -277,6 +309,68 @@ void http_reply_fd(struct http_request *r, int status, const char *content_type,
         r->stream_fd = fd;
         r->stream_left = len;
         r->stream_ended = true;
+}
+
+/* Ends a streamed response that has been written whole. */
+static int stream_finished(struct lws *wsi, struct http_request *r)
+{
+        bool close_after = r->close_after || r->stream_fd < 0;
+
+        request_reset(r);
+        if (close_after)
+                return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* Bytes of a produced stream one request writes per writable callback
+ * before the rest of the loop gets its turn: more than a kernel's socket
+ * brings in per turn (zio.c), so that a client that reads keeps up. */
+#define STREAM_TURN (16 * 1024 * 1024)
+
+/* Writes produced bytes while the client takes them (at most STREAM_TURN
+ * at a time), so lws never holds more than a piece of ours. */
+static int stream_out_step(struct lws *wsi, struct http_request *r)
+{
+        static unsigned char piece[LWS_PRE + STREAM_PIECE];
+        size_t written = 0;
+
+        for (;;) {
+                size_t n = http_stream_pending(r);
+                bool last;
+
+                if (n > STREAM_PIECE)
+                        n = STREAM_PIECE;
+                last = r->stream_ended && http_stream_pending(r) == n;
+                if (!n && !last)
+                        break;
+                if (n)
+                        memcpy(piece + LWS_PRE, r->out.data + r->out_at, n);
+                r->out_at += n;
+                if (lws_write(wsi, piece + LWS_PRE, n,
+                              last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
+                        return -1;
+                if (last)
+                        return stream_finished(wsi, r);
+                written += n;
+                if (written >= STREAM_TURN || lws_send_pipe_choked(wsi))
+                        break;
+        }
+        if (r->out_at == r->out.len) {
+                /* Drained: a burst's buffer is given back rather than kept
+                 * for the rest of a long run. */
+                size_t max = r->out.max;
+
+                r->out_at = 0;
+                if (r->out.cap > STREAM_PIECE) {
+                        buf_free(&r->out);
+                        buf_init(&r->out, max);
+                } else {
+                        buf_reset(&r->out);
+                }
+        } else {
+                lws_callback_on_writable(wsi);
+        }
+        return 0;
 }
 
 /* Writes the next piece of a streamed response. Returns what the lws
@@ -318,28 +412,14 @@ static int stream_step(struct lws *wsi, struct http_request *r)
                 r->stream_left -= n;
                 last = r->stream_left == 0;
         } else {
-                n = r->out.len < STREAM_PIECE ? r->out.len : STREAM_PIECE;
-                if (n) {
-                        memcpy(piece + LWS_PRE, r->out.data, n);
-                        /* Small pieces: shifting the rest down is cheap enough. */
-                        memmove(r->out.data, r->out.data + n, r->out.len - n);
-                        r->out.len -= n;
-                }
-                last = r->stream_ended && r->out.len == 0;
+                return stream_out_step(wsi, r);
         }
         if ((n || last) && lws_write(wsi, piece + LWS_PRE, n,
                                      last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
                 return -1;
-        if (last) {
-                bool close_after = r->close_after || r->stream_fd < 0;
-
-                request_reset(r);
-                if (close_after)
-                        return -1;
-                return lws_http_transaction_completed(wsi) ? -1 : 0;
-        }
-        if (r->out.len || r->stream_fd >= 0)
-                lws_callback_on_writable(wsi);
+        if (last)
+                return stream_finished(wsi, r);
+        lws_callback_on_writable(wsi);
         return 0;
 }
 

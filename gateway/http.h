@@ -56,7 +56,8 @@ struct http_request {
         bool stream_ended;
         int stream_fd;       /* a file sent as the body, or -1 */
         uint64_t stream_left; /* its bytes still to send */
-        struct buf out;      /* produced and not yet written */
+        struct buf out;      /* produced; the bytes from out_at on are not yet written */
+        size_t out_at;
 
         /* What the handler keeps with the request; cleanup(r) runs once
          * when the request ends, however it ends (a closed connection
@@ -101,8 +102,17 @@ void http_reply_bytes(struct http_request *r, int status, const char *content_ty
 /* Starts a streamed response: status and headers go out at once (without
  * a length: the body ends when the connection closes). */
 void http_stream_start(struct http_request *r, int status, const char *content_type);
-/* Queues body bytes; -E2BIG when the client is too far behind. */
+/* Queues body bytes; -E2BIG when the client is too far behind (more than
+ * the stream's limit would be waiting for it). */
 int http_stream_write(struct http_request *r, const void *data, size_t len);
+/* Queues a few closing bytes even past the limit (an end line must not be
+ * lost to a slow client). */
+int http_stream_write_always(struct http_request *r, const void *data, size_t len);
+/* Bytes queued and not yet written to the client. */
+size_t http_stream_pending(const struct http_request *r);
+/* Sets how many bytes may wait for the client (default: twice
+ * --max-message-bytes). */
+void http_stream_set_limit(struct http_request *r, size_t max);
 /* Ends the streamed body once everything queued is written. */
 void http_stream_end(struct http_request *r);
 /* Replies with len bytes read from fd (taken over, closed at the end), in

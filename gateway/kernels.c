@@ -32,6 +32,7 @@ static lws_sorted_usec_list_t all_gone_timer;
 
 static void launch(struct kernel *k);
 static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
+static void on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nframes);
 static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
 
 const struct config *kernels_config(void)
@@ -261,6 +262,11 @@ static int open_own_sockets(struct kernel *k)
 
         snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_IOPUB));
         rc = zio_open(ZMQ_SUB, endpoint, NULL, max, on_iopub, k, &k->iopub);
+        if (rc == 0)
+                /* Plus one message of the largest size, which must pass
+                 * whole even right after another. */
+                zio_set_queue(k->iopub, (size_t)(cfg->iopub_queue_bytes + cfg->max_message_bytes),
+                              on_iopub_dropped);
         snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_SHELL));
         if (rc == 0)
                 rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->shell);
@@ -353,8 +359,10 @@ static int decode_from_kernel(struct kernel *k, enum jp_channel channel,
         rc = jp_wire_decode(frames, nframes, k->signer, msg);
         if (rc < 0) {
                 k->bad_signatures++;
-                klog_warn(k->id, "dropped a %s message: %s", jp_channel_name(channel),
-                          rc == -EACCES ? "bad signature" : "malformed");
+                /* A kernel's code can send these as fast as it likes. */
+                klog_warn_limited(&k->log_bad_message, k->id, "dropped a %s message: %s",
+                                  jp_channel_name(channel),
+                                  rc == -EACCES ? "bad signature" : "malformed");
         }
         return rc;
 }
@@ -479,17 +487,73 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
         return over;
 }
 
+/* A message dropped, unread, from the iopub queue: the kernel writes faster
+ * than the gateway relays. Counted; the parent of the first is kept (if it
+ * is a JSON object) so that the notice lands in that cell. */
+static void on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nframes)
+{
+        struct kernel *k = arg;
+
+        if (k->iopub_dropped++ == 0) {
+                for (size_t i = 0; i + 3 < nframes; i++) {
+                        if (frames[i].len == JP_WIRE_DELIMITER_LEN &&
+                            memcmp(frames[i].ptr, JP_WIRE_DELIMITER, JP_WIRE_DELIMITER_LEN) == 0) {
+                                json_t *parent = json_loadb((const char *)frames[i + 3].ptr,
+                                                            frames[i + 3].len, 0, NULL);
+
+                                free(k->iopub_dropped_parent);
+                                k->iopub_dropped_parent = json_is_object(parent)
+                                                              ? json_dumps(parent, JSON_COMPACT)
+                                                              : NULL;
+                                json_decref(parent);
+                                break;
+                        }
+                }
+        }
+        klog_warn_limited(&k->log_iopub_dropped, k->id,
+                          "dropped an iopub message: the kernel writes faster than the gateway "
+                          "relays (--iopub-queue-bytes)");
+}
+
+/* Tells every client how many outputs were dropped before the next one. */
+static void tell_iopub_dropped(struct kernel *k)
+{
+        char text[384];
+        json_t *content;
+        struct relay_msg *notice;
+
+        snprintf(text, sizeof(text),
+                 "[glovebox] %llu output messages were dropped: the kernel wrote faster than "
+                 "the gateway could relay, and %lld bytes (--iopub-queue-bytes) were already "
+                 "waiting.\n",
+                 (unsigned long long)k->iopub_dropped, (long long)cfg->iopub_queue_bytes);
+        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
+        notice =
+            content ? relay_msg_make(JP_IOPUB, "stream", k->iopub_dropped_parent, content) : NULL;
+        if (notice)
+                deliver_all(k, notice);
+        relay_msg_unref(&notice);
+        json_decref(content);
+        free(k->iopub_dropped_parent);
+        k->iopub_dropped_parent = NULL;
+        k->iopub_dropped = 0;
+}
+
 static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes)
 {
         struct kernel *k = arg;
         struct relay_msg *m;
         struct jp_msg msg;
 
+        if (k->iopub_dropped)
+                tell_iopub_dropped(k);
+
         if (decode_from_kernel(k, JP_IOPUB, frames, nframes, &msg) < 0)
                 return;
         m = relay_msg_new(&msg, z);
         if (!m) {
-                klog_warn(k->id, "dropped an iopub message without msg_id/msg_type");
+                klog_warn_limited(&k->log_bad_message, k->id,
+                                  "dropped an iopub message without msg_id/msg_type");
                 return;
         }
         kernel_touch(k);
@@ -534,6 +598,16 @@ static void kernel_free(struct kernel *k)
         jp_signer_destroy(&k->signer);
         jp_strv_free(k->env);
         free(k->startup_code);
+        free(k->iopub_dropped_parent);
+        {
+                struct log_limit *limits[] = {&k->log_bad_message,  &k->log_bad_frame,
+                                              &k->log_refused,      &k->log_send_failed,
+                                              &k->log_slow_client,  &k->log_evicted,
+                                              &k->log_iopub_dropped};
+
+                for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+                        log_limit_release(limits[i]);
+        }
         free(k);
         if (all_gone && !kernels) {
                 void (*done)(void) = all_gone;

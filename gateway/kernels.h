@@ -12,6 +12,7 @@
 #include "protocol/hostmsg.h"
 #include "protocol/ids.h"
 #include "protocol/kernelspec.h"
+#include "protocol/log.h"
 #include "protocol/sign.h"
 
 #include <jansson.h>
@@ -32,6 +33,7 @@ struct kernel;
 struct session;
 
 #define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
+#define KERNEL_EVICTED_IDS 256 /* evicted session ids remembered per kernel */
 
 /* Someone (an HTTP request) waiting for a kernel to become ready, or to be
  * gone. done() runs once, with 0 or an HTTP status and a message. */
@@ -93,9 +95,22 @@ struct kernel {
         } rate;
 
         struct session *sessions;
+        /* Hashes of the ids of the sessions last evicted for
+         * --max-lingering-sessions (a ring), so that a client that comes
+         * back is told. */
+        uint64_t evicted_sessions[KERNEL_EVICTED_IDS];
+        unsigned evicted_next;
         struct kernel_waiter *waiters;
         struct kernel_waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;
+        /* iopub messages dropped from the socket's queue (--iopub-queue-bytes)
+         * since clients were last told, and the parent of the first */
+        uint64_t iopub_dropped;
+        char *iopub_dropped_parent;
+        /* Warnings that the kernel or its clients can repeat at will, at
+         * most --log-rate-limit lines a second each (protocol/log.h). */
+        struct log_limit log_bad_message, log_bad_frame, log_refused, log_send_failed,
+            log_slow_client, log_evicted, log_iopub_dropped;
 };
 
 int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *specs);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct loop_watch {
@@ -109,10 +110,24 @@ void loop_unwatch(struct loop_watch **wp)
 
 void loop_timer_start(lws_sorted_usec_list_t *timer, sul_cb_t fn, double delay_ms)
 {
-        lws_sul_schedule(loop_ctx, 0, timer, fn, (lws_usec_t)(delay_ms * 1000.0));
+        lws_usec_t us = (lws_usec_t)(delay_ms * 1000.0);
+
+        /* lws reads a timer due in 0 us as no timer at all when it picks
+         * how long to wait: the loop then sleeps until some descriptor
+         * wakes it (measured: 70-160 ms between turns of a busy kernel's
+         * queue). 1 us is the next turn indeed. */
+        lws_sul_schedule(loop_ctx, 0, timer, fn, us > 0 ? us : 1);
 }
 
 void loop_timer_stop(lws_sorted_usec_list_t *timer)
 {
         lws_sul_cancel(timer);
+}
+
+double loop_now(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

@@ -27,5 +27,7 @@ void loop_unwatch(struct loop_watch **w);
  * Scheduling an already-scheduled timer moves it. */
 void loop_timer_start(lws_sorted_usec_list_t *timer, sul_cb_t fn, double delay_ms);
 void loop_timer_stop(lws_sorted_usec_list_t *timer);
+/* Monotonic seconds, for ordering and ages. */
+double loop_now(void);
 
 #endif

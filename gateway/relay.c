@@ -164,7 +164,8 @@ int relay_msg_frame(struct relay_msg *m, enum relay_format format, size_t *len, 
         return 0;
 }
 
-void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, uint8_t *out)
+void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, size_t from,
+                          size_t len, uint8_t *out)
 {
         const struct buf *b = &m->envelope[format];
         size_t at = m->content_at[format];
@@ -174,10 +175,18 @@ void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, u
             {(const uint8_t *)b->data + at, b->len - at},
         };
 
-        for (size_t i = 0; i < 3; i++) {
-                if (pieces[i].len)
-                        memcpy(out, pieces[i].ptr, pieces[i].len);
-                out += pieces[i].len;
+        for (size_t i = 0; i < 3 && len > 0; i++) {
+                size_t n;
+
+                if (from >= pieces[i].len) {
+                        from -= pieces[i].len;
+                        continue;
+                }
+                n = pieces[i].len - from < len ? pieces[i].len - from : len;
+                memcpy(out, pieces[i].ptr + from, n);
+                out += n;
+                len -= n;
+                from = 0;
         }
 }
 
@@ -199,7 +208,7 @@ static struct relay_msg *ring_take(struct outbox *o)
         return m;
 }
 
-int outbox_push(struct outbox *o, struct relay_msg *m)
+static int ring_make_room(struct outbox *o)
 {
         if (o->count == o->cap) {
                 size_t cap = o->cap ? o->cap * 2 : 16;
@@ -214,6 +223,26 @@ int outbox_push(struct outbox *o, struct relay_msg *m)
                 o->head = 0;
                 o->cap = cap;
         }
+        return 0;
+}
+
+int outbox_unpop(struct outbox *o, struct relay_msg *m)
+{
+        if (ring_make_room(o) < 0) {
+                relay_msg_unref(&m);
+                return -ENOMEM;
+        }
+        o->head = (o->head + o->cap - 1) % o->cap;
+        o->ring[o->head] = m;
+        o->count++;
+        o->bytes += m->size;
+        return 0;
+}
+
+int outbox_push(struct outbox *o, struct relay_msg *m)
+{
+        if (ring_make_room(o) < 0)
+                return -ENOMEM;
         o->ring[(o->head + o->count) % o->cap] = relay_msg_ref(m);
         o->count++;
         o->bytes += m->size;

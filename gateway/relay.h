@@ -58,8 +58,11 @@ void relay_msg_unref(struct relay_msg **m);
 /* The length of m's WebSocket frame in format, and whether it is binary.
  * 0 or -ENOMEM. */
 int relay_msg_frame(struct relay_msg *m, enum relay_format format, size_t *len, bool *binary);
-/* Copies that frame (its length from relay_msg_frame) to out. */
-void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, uint8_t *out);
+/* Copies len bytes of that frame, from byte from on (within the length
+ * relay_msg_frame gave), to out: a frame is written in pieces, so that no
+ * copy of a whole large frame is ever made. */
+void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, size_t from,
+                          size_t len, uint8_t *out);
 
 /* A bounded FIFO of messages. Past either maximum the oldest are dropped
  * (and counted), but never the newest, so one large message still passes. */
@@ -75,6 +78,10 @@ struct outbox {
 void outbox_init(struct outbox *o, size_t max_bytes, size_t max_count);
 /* Adds a reference to m at the tail; 0 or -ENOMEM. */
 int outbox_push(struct outbox *o, struct relay_msg *m);
+/* Puts m (the caller's reference, taken over) back at the head: a message
+ * whose writing was cut off goes out again, whole, to the next sink. 0 or
+ * -ENOMEM (then m is released). */
+int outbox_unpop(struct outbox *o, struct relay_msg *m);
 /* Removes the head and hands its reference to the caller; NULL if empty. */
 struct relay_msg *outbox_pop(struct outbox *o);
 /* Returns how many messages were dropped since the last call and the

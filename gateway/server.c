@@ -81,10 +81,14 @@ static void lws_log(int level, const char *line)
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
                 len--;
         snprintf(text, sizeof(text), "%.*s", (int)len, line);
+        /* Clients can make libwebsockets complain at will (bad handshakes,
+         * broken frames): limited like any repeated warning. */
+        static struct log_limit errors, warnings;
+
         if (level & LLL_ERR)
-                log_error("lws: %s", text);
+                LOG_LIMITED(&errors, LOG_LEVEL_ERROR, NULL, "lws: %s", text);
         else
-                log_warn("lws: %s", text);
+                log_warn_limited(&warnings, "lws: %s", text);
 }
 
 struct lws_context *server_create(const struct config *cfg)

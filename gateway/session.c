@@ -119,14 +119,16 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
                 /* Never relayed: a kernel's code can read its own key, but
                  * nothing else can forge a message to this client. */
                 k->bad_signatures++;
-                klog_warn(k->id, "dropped a %s message: %s", jp_channel_name(msg.channel),
-                          rc == -EACCES ? "bad signature" : "malformed");
+                klog_warn_limited(&k->log_bad_message, k->id, "dropped a %s message: %s",
+                                  jp_channel_name(msg.channel),
+                                  rc == -EACCES ? "bad signature" : "malformed");
                 return;
         }
         m = relay_msg_new(&msg, z);
         if (!m) {
-                klog_warn(k->id, "dropped a %s message without msg_id/msg_type",
-                          jp_channel_name(msg.channel));
+                klog_warn_limited(&k->log_bad_message, k->id,
+                                  "dropped a %s message without msg_id/msg_type",
+                                  jp_channel_name(msg.channel));
                 return;
         }
         kernel_touch(k);
@@ -160,6 +162,83 @@ static void on_linger_expired(lws_sorted_usec_list_t *sul)
 
         klog_debug(s->kernel->id, "session %.8s expired", s->id);
         session_destroy(&s, 1001, "session expired");
+}
+
+/* 64-bit FNV-1a of a session id, never 0 (an empty slot): evicted ids are
+ * remembered by hash, 8 bytes each instead of 128. */
+static uint64_t id_hash(const char *id)
+{
+        uint64_t h = 14695981039346656037ULL;
+
+        for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+                h = (h ^ *p) * 1099511628211ULL;
+        return h ? h : 1;
+}
+
+/* Was id evicted (and not yet told)? Forgets it: the client is told once. */
+static bool evicted_take(struct kernel *k, const char *id)
+{
+        uint64_t h = id_hash(id);
+
+        for (unsigned i = 0; i < KERNEL_EVICTED_IDS; i++) {
+                if (k->evicted_sessions[i] == h) {
+                        k->evicted_sessions[i] = 0;
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* Queues, for the client that comes back to an evicted session, what
+ * happened to it: its queued outputs are gone. */
+static void tell_evicted(struct session *s)
+{
+        char text[512];
+        json_t *content;
+        struct relay_msg *m;
+
+        snprintf(text, sizeof(text),
+                 "[glovebox] this session (%.64s) was closed while its client was away: more "
+                 "than %lld disconnected sessions of this kernel were waiting for their clients "
+                 "(--max-lingering-sessions) and it had waited longest. Outputs published "
+                 "meanwhile were not kept.\n",
+                 s->id, (long long)kernels_config()->max_lingering_sessions);
+        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
+        m = content ? relay_msg_make(JP_IOPUB, "stream", NULL, content) : NULL;
+        if (m)
+                session_deliver(s, m);
+        relay_msg_unref(&m);
+        json_decref(content);
+}
+
+/* Every lingering session holds three sockets (six descriptors here, three
+ * in the kernel, whose own limit is a few thousand): past the bound the one
+ * that has waited longest goes, so that clients that never come back (a
+ * fresh session_id for each connect) cannot exhaust either side. */
+static void evict_lingering(struct kernel *k, const struct session *keep)
+{
+        const int64_t max = kernels_config()->max_lingering_sessions;
+
+        for (;;) {
+                struct session *oldest = NULL;
+                int64_t lingering = 0;
+
+                for (struct session *s = k->sessions; s; s = s->next) {
+                        if (s->sink || s->private)
+                                continue;
+                        lingering++;
+                        if (s != keep && (!oldest || s->detached_at < oldest->detached_at))
+                                oldest = s;
+                }
+                if (lingering <= max || !oldest)
+                        return;
+                klog_info_limited(&k->log_evicted, k->id,
+                                  "evicted lingering session %.8s (--max-lingering-sessions)",
+                                  oldest->id);
+                k->evicted_sessions[k->evicted_next] = id_hash(oldest->id);
+                k->evicted_next = (k->evicted_next + 1) % KERNEL_EVICTED_IDS;
+                session_destroy(&oldest, 1001, "session evicted");
+        }
 }
 
 struct session *session_open(struct kernel *k, const char *id)
@@ -202,6 +281,8 @@ struct session *session_open(struct kernel *k, const char *id)
         }
         s->next = k->sessions;
         k->sessions = s;
+        if (evicted_take(k, s->id))
+                tell_evicted(s);
         return s;
 }
 
@@ -256,9 +337,14 @@ void session_detach(struct session *s, struct session_sink *sink)
                 return;
         s->sink = NULL;
         s->kernel->connections--;
+        s->detached_at = loop_now();
         /* On the next turn of the loop: the sink may still be in use. */
         loop_timer_start(&s->linger_timer, on_linger_expired,
-                         s->private ? 0 : kernels_config()->session_linger * 1000.0);
+                         s->private || kernels_config()->max_lingering_sessions == 0
+                             ? 0
+                             : kernels_config()->session_linger * 1000.0);
+        if (!s->private)
+                evict_lingering(s->kernel, s);
 }
 
 int session_send(struct session *s, struct jp_msg *msg)

@@ -4,7 +4,9 @@
  * of messages for it. At most one sink (a WebSocket connection) drains the
  * queue; while none is attached the queue keeps filling, bounded, and a
  * sink that attaches later with the same session_id gets every message in
- * order. A detached session lingers for --session-linger seconds. */
+ * order. A detached session lingers for --session-linger seconds; at most
+ * --max-lingering-sessions of a kernel do, the oldest evicted first (its
+ * client, should it come back, is told). */
 #ifndef GLOVEBOX_SESSION_H
 #define GLOVEBOX_SESSION_H
 
@@ -37,6 +39,7 @@ struct session {
         struct session_sink *sink;
         lws_sorted_usec_list_t linger_timer;
         bool private;                 /* not resumable: ends when its sink detaches */
+        double detached_at;           /* monotonic seconds; the oldest lingering is evicted first */
         struct pending_exec *pending; /* newest first */
         size_t npending;
 };

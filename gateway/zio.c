@@ -9,6 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A message taken in and not yet handed over (a socket with a queue). */
+struct held_msg {
+        struct held_msg *next;
+        size_t nframes, bytes;
+        zmq_msg_t frames[];
+};
+
 struct zio {
         void *sock;
         struct loop_watch *watch;
@@ -18,7 +25,93 @@ struct zio {
         int receiving;   /* guards against re-entry from fn */
         zmq_msg_t *held; /* the frames fn is looking at (zio_take) */
         int nheld;
+        /* the socket's own queue (zio_set_queue), when queue_max > 0 */
+        size_t queue_max, queue_bytes;
+        struct held_msg *queue_head, *queue_tail;
+        zio_drop_fn on_drop;
 };
+
+static int recv_message(void *sock, zmq_msg_t *msgs, size_t max);
+
+static void held_free(struct held_msg *h)
+{
+        for (size_t i = 0; i < h->nframes; i++)
+                zmq_msg_close(&h->frames[i]);
+        free(h);
+}
+
+static void queue_clear(struct zio *z)
+{
+        while (z->queue_head) {
+                struct held_msg *h = z->queue_head;
+
+                z->queue_head = h->next;
+                held_free(h);
+        }
+        z->queue_tail = NULL;
+        z->queue_bytes = 0;
+}
+
+void zio_set_queue(struct zio *z, size_t max_bytes, zio_drop_fn on_drop)
+{
+        z->queue_max = max_bytes;
+        z->on_drop = on_drop;
+}
+
+static void views_of(zmq_msg_t *msgs, size_t n, struct jp_bytes *frames)
+{
+        for (size_t i = 0; i < n; i++)
+                frames[i] = (struct jp_bytes){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
+}
+
+/* Takes in every message ZMQ holds for z (their frames are moved, not
+ * copied), dropping the oldest past the bound. */
+static void queue_take_in(struct zio *z)
+{
+        zmq_msg_t msgs[JP_WIRE_MAX_FRAMES];
+        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        int n;
+
+        for (;;) {
+                struct held_msg *h;
+
+                n = recv_message(z->sock, msgs, JP_WIRE_MAX_FRAMES);
+                if (n == 0)
+                        break;
+                if (n < 0)
+                        continue;
+                h = malloc(sizeof(*h) + (size_t)n * sizeof(zmq_msg_t));
+                if (!h) {
+                        for (int i = 0; i < n; i++)
+                                zmq_msg_close(&msgs[i]);
+                        continue;
+                }
+                h->next = NULL;
+                h->nframes = (size_t)n;
+                h->bytes = 0;
+                for (int i = 0; i < n; i++) {
+                        zmq_msg_init(&h->frames[i]);
+                        zmq_msg_move(&h->frames[i], &msgs[i]);
+                        h->bytes += zmq_msg_size(&h->frames[i]);
+                }
+                if (z->queue_tail)
+                        z->queue_tail->next = h;
+                else
+                        z->queue_head = h;
+                z->queue_tail = h;
+                z->queue_bytes += h->bytes;
+                while (z->queue_bytes > z->queue_max && z->queue_head != h) {
+                        struct held_msg *old = z->queue_head;
+
+                        z->queue_head = old->next;
+                        z->queue_bytes -= old->bytes;
+                        views_of(old->frames, old->nframes, frames);
+                        if (z->on_drop)
+                                z->on_drop(z->arg, frames, old->nframes);
+                        held_free(old);
+                }
+        }
+}
 
 #define ZIO_MAX_SOCKETS 65536
 
@@ -77,26 +170,82 @@ static int recv_message(void *sock, zmq_msg_t *msgs, size_t max)
         return (int)n;
 }
 
+static void on_pump(lws_sorted_usec_list_t *sul);
+
+/* What one socket may take in per turn of the loop. A kernel can print
+ * faster than the gateway relays: draining its socket to the end would
+ * then never end, and no client (nor any other kernel) would be served
+ * meanwhile. The rest waits for the next turn. */
+#define DRAIN_TURN_MESSAGES 256
+#define DRAIN_TURN_BYTES    (8 * 1024 * 1024)
+
+/* A socket with a queue: everything in, a turn's worth out. */
+static void drain_queue(struct zio *z)
+{
+        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        size_t taken = 0, bytes = 0;
+
+        queue_take_in(z);
+        while (z->queue_head && taken < DRAIN_TURN_MESSAGES && bytes < DRAIN_TURN_BYTES) {
+                struct held_msg *h = z->queue_head;
+
+                z->queue_head = h->next;
+                if (!z->queue_head)
+                        z->queue_tail = NULL;
+                z->queue_bytes -= h->bytes;
+                taken++;
+                bytes += h->bytes;
+                views_of(h->frames, h->nframes, frames);
+                z->held = h->frames;
+                z->nheld = (int)h->nframes;
+                z->fn(z->arg, z, frames, h->nframes);
+                z->held = NULL;
+                z->nheld = 0;
+                held_free(h);
+                if (!z->sock)
+                        return;
+        }
+        if (z->queue_head)
+                loop_timer_start(&z->pump, on_pump, 0);
+}
+
 static void drain(struct zio *z)
 {
         zmq_msg_t msgs[JP_WIRE_MAX_FRAMES];
         struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        size_t taken = 0, bytes = 0;
         int n;
 
         if (z->receiving)
                 return;
         z->receiving = 1;
+        if (z->queue_max) {
+                drain_queue(z);
+                goto out;
+        }
         for (;;) {
+                if (taken >= DRAIN_TURN_MESSAGES || bytes >= DRAIN_TURN_BYTES) {
+                        /* ZMQ_FD is edge-triggered: without this nobody
+                         * would come back for what is left. */
+                        loop_timer_start(&z->pump, on_pump, 0);
+                        break;
+                }
                 n = recv_message(z->sock, msgs, JP_WIRE_MAX_FRAMES);
                 if (n == 0)
                         break;
+                taken++;
                 if (n < 0) {
-                        log_warn("dropped a ZMQ message with too many frames");
+                        static struct log_limit too_many;
+
+                        /* (A kernel can send these as fast as it likes.) */
+                        log_warn_limited(&too_many, "dropped a ZMQ message with too many frames");
                         continue;
                 }
-                for (int i = 0; i < n; i++)
+                for (int i = 0; i < n; i++) {
                         frames[i] =
                             (struct jp_bytes){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
+                        bytes += frames[i].len;
+                }
                 z->held = msgs;
                 z->nheld = n;
                 z->fn(z->arg, z, frames, (size_t)n);
@@ -108,9 +257,12 @@ static void drain(struct zio *z)
                 if (!z->sock)
                         break;
         }
+out:
         z->receiving = 0;
-        if (!z->sock)
+        if (!z->sock) {
+                queue_clear(z);
                 free(z);
+        }
 }
 
 int zio_take(struct zio *z, const void *data, zmq_msg_t *out)
@@ -133,7 +285,8 @@ static void on_readable(void *arg)
 
         /* Reading ZMQ_EVENTS also processes the socket's pending commands,
          * which is what re-arms the edge-triggered descriptor. */
-        if (zmq_getsockopt(z->sock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN))
+        if ((zmq_getsockopt(z->sock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN)) ||
+            z->queue_head)
                 drain(z);
 }
 
@@ -223,8 +376,10 @@ void zio_close(struct zio **zp)
         zmq_close(z->sock);
         z->sock = NULL;
         /* Inside its own handler the drain loop frees it on the way out. */
-        if (!z->receiving)
+        if (!z->receiving) {
+                queue_clear(z);
                 free(z);
+        }
         *zp = NULL;
 }
 

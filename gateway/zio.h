@@ -21,6 +21,14 @@ typedef void (*zio_fn)(void *arg, struct zio *z, const struct jp_bytes *frames, 
  * Returns 0 or -errno. */
 int zio_open(int type, const char *endpoint, const char *identity, long long max_frame_bytes,
              zio_fn fn, void *arg, struct zio **out);
+/* A message dropped from a socket's queue, its frames valid during the call. */
+typedef void (*zio_drop_fn)(void *arg, const struct jp_bytes *frames, size_t nframes);
+/* Gives z a queue of its own: every turn of the loop takes in all that ZMQ
+ * holds for it, and hands fn a turn's worth. Past max_bytes waiting, the
+ * oldest messages are dropped (never the newest), each told to on_drop. A
+ * producer faster than the gateway then costs max_bytes, not whatever
+ * ZMQ's own queue (bounded in messages only) would hold. */
+void zio_set_queue(struct zio *z, size_t max_bytes, zio_drop_fn on_drop);
 /* Sends frames as one message without blocking; -EAGAIN when the queue is
  * full. */
 int zio_send(struct zio *z, const struct jp_bytes *frames, size_t nframes);

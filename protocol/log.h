@@ -6,6 +6,9 @@
 #ifndef GLOVEBOX_LOG_H
 #define GLOVEBOX_LOG_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 enum log_level {
         LOG_LEVEL_DEBUG = 0,
         LOG_LEVEL_INFO = 1,
@@ -38,5 +41,48 @@ void log_write(enum log_level level, const char *kernel_id, const char *fmt, ...
 #define klog_info(kid, ...)  LOG_AT(LOG_LEVEL_INFO, (kid), __VA_ARGS__)
 #define klog_warn(kid, ...)  LOG_AT(LOG_LEVEL_WARN, (kid), __VA_ARGS__)
 #define klog_error(kid, ...) LOG_AT(LOG_LEVEL_ERROR, (kid), __VA_ARGS__)
+
+
+/* A line that something outside the gateway can repeat at will (a kernel
+ * sending bad signatures, a client sending bad frames) is written through a
+ * log_limit: at most log_limit_per_second lines of it per second (per
+ * kernel, when the limit sits in the kernel), the rest counted and
+ * summarised as "N more lines like ... suppressed", so that nobody can
+ * flood the log. A limit is zeroed to start and registers itself on its
+ * first suppressed line until log_limit_release (before its memory goes). */
+struct log_limit {
+        double window_start; /* monotonic seconds */
+        uint32_t lines;      /* written in this window */
+        uint64_t suppressed; /* not written since the last summary */
+        const char *fmt;     /* the format of its lines (a literal), for the summary */
+        enum log_level level;
+        char kernel_id[40];
+        struct log_limit *next; /* in the list of limits with a summary due */
+        bool listed;
+};
+
+extern uint32_t log_limit_per_second; /* 0: no limit */
+
+/* Admits a line at now (monotonic seconds): true to write it. Before an
+ * admitted line, *summary gets how many lines were suppressed since the
+ * last summary (to be said first). No output; for tests and the macros. */
+bool log_limit_admit(struct log_limit *l, double now, uint64_t *summary);
+void log_write_limited(struct log_limit *l, enum log_level level, const char *kernel_id,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Writes the summaries of limits whose window has ended (call about once a
+ * second), so a flood that stops is still counted. */
+void log_limit_flush_due(void);
+/* Writes l's summary if one is due and forgets it. */
+void log_limit_release(struct log_limit *l);
+
+#define LOG_LIMITED(l, level, kid, ...)                                                            \
+        do {                                                                                       \
+                if ((level) >= log_threshold)                                                      \
+                        log_write_limited((l), (level), (kid), __VA_ARGS__);                       \
+        } while (0)
+
+#define klog_info_limited(l, kid, ...) LOG_LIMITED((l), LOG_LEVEL_INFO, (kid), __VA_ARGS__)
+#define log_warn_limited(l, ...)       LOG_LIMITED((l), LOG_LEVEL_WARN, NULL, __VA_ARGS__)
+#define klog_warn_limited(l, kid, ...) LOG_LIMITED((l), LOG_LEVEL_WARN, (kid), __VA_ARGS__)
 
 #endif

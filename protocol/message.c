@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "protocol/message.h"
+#include "protocol/wsjson.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -231,4 +232,102 @@ int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
         if (header_fields_scanned(header, msg_id, msg_type) == 0)
                 return 0;
         return header_fields_parsed(header, msg_id, msg_type);
+}
+
+/* A JSON string token at p, checked (escapes, control characters, UTF-8,
+ * in one pass): returns what follows its closing quote, or NULL when it is
+ * not a well-formed string. */
+static const char *checked_string(const char *p, const char *end)
+{
+        static const char hex[] = "0123456789abcdefABCDEF";
+
+        if (p >= end || *p != '"')
+                return NULL;
+        for (p++; p < end && *p != '"'; p++) {
+                unsigned char c = (unsigned char)*p;
+
+                if (c >= 0x80) {
+                        size_t n = jp_utf8_sequence((const uint8_t *)p, (size_t)(end - p));
+
+                        if (n == 0)
+                                return NULL;
+                        p += n - 1;
+                        continue;
+                }
+                if (c < 0x20)
+                        return NULL;
+                if (c != '\\')
+                        continue;
+                if (++p >= end)
+                        return NULL;
+                if (*p == 'u') {
+                        /* (memchr within the 22 digits: a NUL is none.) */
+                        if (end - p < 5 || !memchr(hex, p[1], 22) || !memchr(hex, p[2], 22) ||
+                            !memchr(hex, p[3], 22) || !memchr(hex, p[4], 22))
+                                return NULL;
+                        p += 4;
+                } else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+                        return NULL;
+                }
+        }
+        return p < end ? p + 1 : NULL;
+}
+
+int jp_json_string_tokens(struct jp_bytes object, const char *const *keys, struct jp_bytes *tokens,
+                          size_t n)
+{
+        const char *p = (const char *)object.ptr, *end = p + object.len;
+        size_t found = 0;
+        bool seen[8] = {false};
+
+        if (n > sizeof(seen) / sizeof(seen[0]))
+                return -EINVAL;
+        p = skip_ws(p, end);
+        if (p >= end || *p != '{')
+                return -EBADMSG;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '}')
+                return -ENOENT;
+        for (;;) {
+                const char *k, *value;
+                size_t klen, i;
+
+                p = plain_string(p, end, &k, &klen);
+                if (!p)
+                        return -EBADMSG;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':')
+                        return -EBADMSG;
+                value = skip_ws(p + 1, end);
+                for (i = 0; i < n; i++) {
+                        if (strlen(keys[i]) == klen && memcmp(k, keys[i], klen) == 0)
+                                break;
+                }
+                if (i < n) {
+                        p = checked_string(value, end);
+                        if (!p)
+                                return -EBADMSG;
+                        tokens[i] = (struct jp_bytes){(const uint8_t *)value, (size_t)(p - value)};
+                        found += !seen[i];
+                        seen[i] = true;
+                } else {
+                        p = skip_value(value, end);
+                        if (!p)
+                                return -EBADMSG;
+                }
+                p = skip_ws(p, end);
+                if (p < end && *p == ',') {
+                        p = skip_ws(p + 1, end);
+                        continue;
+                }
+                if (p >= end || *p != '}')
+                        return -EBADMSG;
+                break;
+        }
+        return found == n ? 0 : -ENOENT;
+}
+
+int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_bytes *token)
+{
+        return jp_json_string_tokens(object, &key, token, 1);
 }

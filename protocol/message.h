@@ -60,4 +60,16 @@ int jp_channel_parse(const char *name, size_t len, enum jp_channel *out);
 int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
                      char msg_type[JP_MSG_TYPE_SIZE]);
 
+/* Finds the string value of key (a plain key, no escapes) at the top level
+ * of a JSON object without parsing it: *token gets the string as it is in
+ * the JSON, quotes included, ready to be copied into other JSON. The token
+ * is checked (valid escapes, no raw control characters, UTF-8); with
+ * duplicate keys the last counts, as in jansson. 0, -ENOENT when the key
+ * is absent, or -EBADMSG when the scan is unsure (the caller then parses). */
+int jp_json_string_token(struct jp_bytes object, const char *key, struct jp_bytes *token);
+/* The same for n keys in one pass over the object (tokens[i] for keys[i]);
+ * -ENOENT when any is absent. */
+int jp_json_string_tokens(struct jp_bytes object, const char *const *keys, struct jp_bytes *tokens,
+                          size_t n);
+
 #endif

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the well-formed UTF-8 sequence at p, or 0 when it is not one. */
-static size_t utf8_sequence(const uint8_t *p, size_t left)
+size_t jp_utf8_sequence(const uint8_t *p, size_t left)
 {
         uint8_t c = p[0];
         size_t n;
@@ -48,7 +47,7 @@ bool jp_utf8_valid(const uint8_t *data, size_t len)
         size_t i = 0;
 
         while (i < len) {
-                size_t n = utf8_sequence(data + i, len - i);
+                size_t n = jp_utf8_sequence(data + i, len - i);
 
                 if (n == 0)
                         return false;
@@ -64,7 +63,7 @@ static int utf8_repair(const uint8_t *data, size_t len, struct buf *out)
         int rc = 0;
 
         while (rc == 0 && i < len) {
-                size_t n = utf8_sequence(data + i, len - i);
+                size_t n = jp_utf8_sequence(data + i, len - i);
 
                 if (n == 0) {
                         rc = buf_append(out, "\xef\xbf\xbd", 3);

@@ -37,6 +37,9 @@ int jp_wsjson_encode(const struct jp_msg *msg, const char *msg_id, const char *m
 int jp_wsjson_encode_envelope(const struct jp_msg *msg, const char *msg_id, const char *msg_type,
                               struct buf *out, bool *binary, size_t *content_at);
 
+/* Length of the well-formed UTF-8 sequence at p (left bytes there), or 0
+ * when it is not one. */
+size_t jp_utf8_sequence(const uint8_t *p, size_t left);
 /* True when data is well-formed UTF-8. */
 bool jp_utf8_valid(const uint8_t *data, size_t len);
 

@@ -301,7 +301,32 @@ def header_seeds():
     write("fuzz-header", "truncated", b'{"msg_id":"i","msg_type":"t"')
 
 
+def string_token_seeds():
+    """fuzz-string-token: stream contents as ipykernel sends them, and the
+    shapes the scan must get right or leave to jansson."""
+    write("fuzz-string-token", "stdout", b'{"name": "stdout", "text": "hello\\n"}')
+    write("fuzz-string-token", "escapes",
+          b'{"name":"stderr","text":"\\u001b[31mred\\u001b[0m \\"q\\" caf\xc3\xa9\\t"}')
+    write("fuzz-string-token", "nested-duplicate",
+          b'{"x":{"text":"in"},"text":"a","name":"stdout","text":"b"}')
+    write("fuzz-string-token", "escaped-key", b'{"n\\u0061me":"stdout","text":"x"}')
+    write("fuzz-string-token", "not-utf8", b'{"name":"stdout","text":"\xff"}')
+
+
+def request_seeds():
+    """fuzz-request: a flag byte, a header, 0xff, a content."""
+    header = b'{"msg_id":"m","msg_type":"execute_request","session":"s"}'
+    write("fuzz-request", "execute", b"\x00" + header + b"\xff" + b'{"code":"1","silent":false}')
+    write("fuzz-request", "execute-no-silent", b"\x01" + header + b"\xff" + b'{"code":"1"}')
+    write("fuzz-request", "code-42", b"\x00" + header + b"\xff" + b'{"code":42}')
+    write("fuzz-request", "unknown", b'\x01{"msg_id":"m","msg_type":"bogus_request"}\xff{}')
+    write("fuzz-request", "no-type", b'\x00{"msg_id":"m"}\xff{}')
+    write("fuzz-request", "bad-json", b"\x01{not json\xff{}")
+
+
 def main():
+    string_token_seeds()
+    request_seeds()
     header_seeds()
     wire_seeds()
     wsjson_seeds()

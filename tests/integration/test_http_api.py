@@ -245,3 +245,54 @@ def test_e2b_files_no_escape(gateway, e2b_sandbox):
     status, body, _ = e2b(gateway, "POST", "/filesystem.Filesystem/Stat", sb, "49983",
                           {"path": "/home/user/x/../../../../etc/shadow"})
     assert status == 404 and body["code"] == "not_found"
+
+
+ALLOCATE_1_GIB = "x = bytearray(1 << 30)\nx[::4096] = b'a' * (len(x) // 4096)"
+
+
+def test_runs_on_a_kernel_that_dies_of_oom_end_at_once():
+    """Every run pending on a kernel that dies ends, within about a second,
+    with the reason and end_of_execution: on Glovebox's route (the run that
+    allocated, and one queued behind it) and on E2B's."""
+    import threading
+    from gbclient import start_gateway
+    gw = start_gateway("--memory-mb", "128")
+    try:
+        kid = gw.start_kernel(name="python3", limits={"memory_mb": 128})
+        results = {}
+
+        def call(name, path, body, headers=None):
+            t0 = time.time()
+            lines = [(line, at - t0) for line, at in stream(gw, path, body, headers)]
+            results[name] = lines
+
+        runs = [threading.Thread(target=call, args=("oom", f"/api/kernels/{kid}/execute",
+                                                    {"code": ALLOCATE_1_GIB, "timeout": 60}))]
+        runs[0].start()
+        time.sleep(0.05)
+        runs.append(threading.Thread(target=call, args=(
+            "queued", f"/api/kernels/{kid}/execute", {"code": "print('queued')"})))
+        runs[1].start()
+        for t in runs:
+            t.join(60)
+        status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 120}, token="",
+                                   headers={"X-API-KEY": gw.token})
+        assert status == 201, sb
+        call("e2b", "/e2b/execute", {"code": ALLOCATE_1_GIB}, {
+            "E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
+            "X-Access-Token": sb["envdAccessToken"], "Authorization": ""})
+        for name in ("oom", "queued", "e2b"):
+            lines = results[name]
+            types = [line["type"] for line, _ in lines]
+            assert types[-2:] == ["error", "end_of_execution"], (name, types)
+            error = lines[-2][0]
+            assert error["name"] == "KernelOutOfMemory", (name, error)
+            assert "128 MiB" in error["value"], (name, error)
+            assert "keepalive" not in types, (name, types)
+            # Filling 128 MiB takes the kernel a fraction of a second; the
+            # gateway hears of the kill and answers at once, not at a
+            # timeout (before: only keepalives until one).
+            assert lines[-1][1] < 3.0, (name, lines[-1][1])
+            assert lines[-1][1] - lines[-2][1] < 0.5, (name, lines)
+    finally:
+        gw.stop()

@@ -208,3 +208,49 @@ def test_config_file(tmp_path):
         assert status == 403
     finally:
         gw.stop()
+
+
+FLOOD_BAD_SIGNATURES = """
+import time
+k = get_ipython().kernel
+for i in range(5000):
+    # Signed with nothing: every one fails the gateway's HMAC check.
+    k.iopub_socket.send_multipart([b'flood', b'<IDS|MSG>', b'0' * 64, b'{}', b'{}', b'{}', b'{}'])
+    if i % 500 == 499:
+        # (Still thousands a second, but never past the PUB socket's own
+        # queue of 1,000, which would drop some before the gateway saw them.)
+        time.sleep(0.02)
+"""
+
+
+def test_a_kernel_cannot_flood_the_log():
+    import re
+    gw = start_gateway("--log-rate-limit", "10")
+    try:
+        kid = gw.start_kernel()
+        ch = gw.connect(kid)
+        started = time.time()
+        reply, _ = ch.execute(FLOOD_BAD_SIGNATURES, timeout=120)
+        assert reply["content"]["status"] == "ok"
+        # Every one of the 5,000 is either a line or counted in a summary
+        # (written within about a second of the flood's end).
+        deadline, written, suppressed = time.time() + 10, 0, 0
+        while time.time() < deadline:
+            log = gw.read_log()
+            written = len(re.findall(r"dropped a iopub message: bad signature", log))
+            suppressed = sum(int(n) for n in re.findall(
+                r"(\d+) more lines like \"dropped a %s message: %s\" suppressed", log))
+            if written + suppressed >= 5000:
+                break
+            time.sleep(0.2)
+        took = time.time() - started
+        assert written + suppressed == 5000, (written, suppressed)
+        # At most 10 a second (plus the window the flood began in).
+        assert written <= 10 * (int(took) + 2), (written, took)
+        assert suppressed >= 5000 - 10 * (int(took) + 2)
+        # The kernel and the relay are fine.
+        reply, outputs = ch.execute("print('after')")
+        assert stdout_of(outputs) == "after\n"
+        ch.close()
+    finally:
+        gw.stop()

@@ -2,12 +2,13 @@
 buffers both ways, display updates, lenient input, large messages."""
 import json
 import struct
+import time
 import uuid
 
 import pytest
 import websocket
 
-from gbclient import V1, decode_json_binary, encode_v1, outputs_of, stdout_of
+from gbclient import V1, decode_json_binary, decode_v1, encode_v1, outputs_of, stdout_of
 
 ECHO_TARGET = """
 def _echo_target(comm, open_msg):
@@ -206,3 +207,92 @@ def test_base_url():
                 f"ws://127.0.0.1:{gw.port}/api/kernels/{model['id']}/channels?token={gw.token}")
     finally:
         gw.stop()
+
+
+def close_or_reply(ch, msg_id, timeout=20):
+    """('close', code, reason) or ('reply', reply, idle seen) for msg_id."""
+    reply, idle, deadline = None, False, time.time() + timeout
+    while time.time() < deadline:
+        ch.ws.settimeout(deadline - time.time())
+        opcode, data = ch.ws.recv_data(control_frame=True)
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return ("close", struct.unpack(">H", data[:2])[0], data[2:].decode())
+        if opcode not in (websocket.ABNF.OPCODE_TEXT, websocket.ABNF.OPCODE_BINARY):
+            continue
+        m = decode_v1(data) if ch.v1 else json.loads(data)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        # (Shell and iopub travel apart: the idle may come first.)
+        if m["channel"] == "shell":
+            reply = m
+        elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            idle = True
+        if reply and idle:
+            return ("reply", reply, True)
+    raise AssertionError(f"no answer at all to {msg_id}")
+
+
+def test_messages_no_kernel_answers_get_an_answer(gateway, kernel):
+    """Each of these used to get nothing back: the kernel drops them."""
+    def header(msg_type="execute_request"):
+        return {"msg_id": uuid.uuid4().hex, "msg_type": msg_type, "username": "t",
+                "session": "s", "date": "2026-01-01T00:00:00Z", "version": "5.3"}
+
+    refused = {
+        "no content": ({}, None),
+        "no code": ({}, {"silent": False}),
+        "code 42": ({}, {"code": 42, "silent": False}),
+        "unknown type": ({"msg_type": "bogus_request"}, {}),
+    }
+    for name, (hdr_over, content) in refused.items():
+        ch = gateway.connect(kernel)
+        h = header()
+        h.update(hdr_over)
+        msg = {"header": h, "parent_header": {}, "metadata": {}, "channel": "shell"}
+        if content is not None:
+            msg["content"] = content
+        ch.ws.send(json.dumps(msg))
+        kind, reply, _ = close_or_reply(ch, h["msg_id"])
+        assert kind == "reply", (name, kind, reply)
+        want = "bogus_reply" if name == "unknown type" else "execute_reply"
+        assert reply["msg_type"] == want, name
+        assert reply["content"]["status"] == "error", name
+        assert reply["content"]["ename"] in ("BadRequest", "UnknownMessageType"), name
+        ch.close()
+
+    # No channel means shell (DESIGN.md, as Jupyter Server reads it): an
+    # execute_request without one, and without silent (which the spec
+    # defaults and ipykernel requires), runs.
+    ch = gateway.connect(kernel)
+    h = header()
+    ch.ws.send(json.dumps({"header": h, "parent_header": {}, "metadata": {},
+                           "content": {"code": "print('ran')"}}))
+    kind, reply, _ = close_or_reply(ch, h["msg_id"])
+    assert (kind, reply["content"]["status"]) == ("reply", "ok")
+    ch.close()
+
+    # A header without msg_type cannot be answered: 1007 and the reason.
+    ch = gateway.connect(kernel)
+    h = header()
+    del h["msg_type"]
+    ch.ws.send(json.dumps({"header": h, "content": {}, "channel": "shell"}))
+    kind, code, reason = close_or_reply(ch, h["msg_id"])
+    assert (kind, code) == ("close", 1007) and "msg_type" in reason, (kind, code, reason)
+
+    # v1: a header that is not JSON, likewise.
+    ch = gateway.connect(kernel, subprotocol=V1)
+    ch.ws.send_binary(encode_v1("shell", [b"{not json", b"{}", b"{}", b'{"code": "1"}']))
+    kind, code, reason = close_or_reply(ch, "none")
+    assert (kind, code) == ("close", 1007) and "header is not a JSON object" in reason, reason
+
+    # v1: an execute_request whose code is not a string is refused, not dropped.
+    ch = gateway.connect(kernel, subprotocol=V1)
+    h = header()
+    ch.ws.send_binary(encode_v1("shell", [json.dumps(p).encode()
+                                          for p in (h, {}, {}, {"code": 42, "silent": False})]))
+    kind, reply, _ = close_or_reply(ch, h["msg_id"])
+    assert kind == "reply" and reply["content"]["ename"] == "BadRequest", reply
+    # And the kernel still answers a good one on the same connection.
+    reply, outputs = ch.execute("6 * 7")
+    assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+    ch.close()

@@ -121,3 +121,226 @@ def test_hundreds_of_client_sessions(gateway, kernel):
         assert [m["content"]["text"] for m in outputs_of(outputs, "stream")] == ["still here\n"]
     finally:
         ch.close()
+
+
+def test_lingering_sessions_are_bounded_and_the_evicted_are_told():
+    # Clients that connect with a fresh session_id each time and never come
+    # back: each such session lingers with three sockets (six descriptors
+    # here, three in the kernel). Past --max-lingering-sessions the one
+    # that waited longest goes.
+    import os
+    import uuid
+    bound = 8
+    gw = start_gateway("--max-lingering-sessions", str(bound), "--session-linger", "600")
+    try:
+        kernel = gw.start_kernel()
+
+        def fds():
+            return len(os.listdir(f"/proc/{gw.proc.pid}/fd"))
+
+        first = gw.connect(kernel, session_id="first-" + uuid.uuid4().hex)
+        first.execute("1")
+        first.close()
+        base = fds()
+        # (200: the first is among the last 256 evicted, whose ids each
+        # kernel remembers.)
+        ids = [uuid.uuid4().hex for _ in range(200)]
+        for sid in ids:
+            gw.connect(kernel, session_id=sid).close()
+        # Closing is asynchronous (ZMQ's I/O thread): poll for the count.
+        allowed = base + bound * 6 + 16
+        deadline = time.time() + 20
+        while fds() > allowed and time.time() < deadline:
+            time.sleep(0.1)
+        grown = fds() - base
+        assert fds() <= allowed, f"{grown} descriptors more after 200 sessions"
+        # The kernel answers a new client at once.
+        reader = gw.connect(kernel)
+        reply, outputs = reader.execute("print('published')")
+        assert reply["content"]["status"] == "ok"
+        reader.close()
+        # The newest lingering session kept what was published meanwhile...
+        last = gw.connect(kernel, session_id=ids[-1])
+        got = []
+        while "published\n" not in got:
+            m = last.recv(timeout=30)
+            if m["msg_type"] == "stream":
+                got.append(m["content"]["text"])
+                assert "was closed while its client was away" not in m["content"]["text"]
+        last.close()
+        # ...and the evicted first one is told, in-band, when it comes back.
+        again = gw.connect(kernel, session_id=first.session)
+        m = again.recv(timeout=30)
+        while m["msg_type"] != "stream":
+            m = again.recv(timeout=30)
+        assert m["content"]["name"] == "stderr"
+        assert "was closed while its client was away" in m["content"]["text"]
+        assert "--max-lingering-sessions" in m["content"]["text"]
+        again.close()
+    finally:
+        gw.stop()
+
+
+def got_lines(lines):
+    return [line for line in lines if line["type"] == "stdout"]
+
+
+def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
+    """While a kernel prints 128 MiB, one WebSocket client and the /execute
+    client read nothing: the gateway holds what the configured buffers
+    allow (and gives it back), a WebSocket client that reads gets every
+    byte without a long silence, another kernel answers as usual, and the
+    /execute client is told in-band how many lines it lost."""
+    import json
+    import re
+    import socket
+    import statistics
+    mib = 1 << 20
+    gw = start_gateway("--replay-bytes", str(8 * mib), "--max-message-bytes", str(4 * mib),
+                       "--stream-buffer-bytes", str(8 * mib), "--session-linger", "60")
+    try:
+        kernel, other = gw.start_kernel(), gw.start_kernel()
+        stalled = gw.connect(kernel)
+        stalled.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader, probe = gw.connect(kernel), gw.connect(other)
+        probe.execute("pass")
+        base = rss_kb(gw.proc.pid)
+        peak, stop = [base], threading.Event()
+        seen = {"msgs": 0, "bytes": 0, "gap": 0.0, "idle": False}
+        rtts = []
+        marker = "# paced print 128"
+
+        def watch():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                time.sleep(0.02)
+
+        def read():
+            run_id, last = None, None
+            while not seen["idle"]:
+                m = reader.recv(timeout=120)
+                now = time.time()
+                if m["msg_type"] == "execute_input" and marker in m["content"]["code"]:
+                    run_id, last = m["parent_header"]["msg_id"], now
+                if run_id is None or m["parent_header"].get("msg_id") != run_id:
+                    continue
+                seen["gap"] = max(seen["gap"], now - last)
+                last = now
+                if m["msg_type"] == "stream":
+                    seen["msgs"] += 1
+                    seen["bytes"] += len(m["content"]["text"])
+                elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    seen["idle"] = True
+
+        def probing():
+            while not stop.is_set():
+                t = time.time()
+                probe.execute("pass")
+                rtts.append(time.time() - t)
+
+        threads = [threading.Thread(target=f) for f in (watch, read, probing)]
+        for t in threads:
+            t.start()
+        # The /execute client sends its cell and then reads nothing.
+        body = json.dumps({"code": f"{marker}\nimport sys, time\nc = 'y' * (1 << 20)\n"
+                                   "for _ in range(128):\n"
+                                   "    sys.stdout.write(c); sys.stdout.flush(); time.sleep(0.02)"})
+        http = socket.socket()
+        http.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        http.connect(("127.0.0.1", gw.port))
+        http.sendall((f"POST /api/kernels/{kernel}/execute HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: token {gw.token}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        threads[1].join(300)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        # Now it reads, to the end.
+        http.settimeout(60)
+        raw = b""
+        while True:
+            piece = http.recv(1 << 20)
+            if not piece:
+                break
+            raw += piece
+        http.close()
+        lines = [json.loads(line) for line in raw.split(b"\r\n\r\n", 1)[1].splitlines()]
+
+        print(f"RSS +{(peak[0] - base) // 1024} MiB, reader gap {seen['gap']:.2f} s, "
+              f"other kernel p50 {statistics.median(rtts) * 1000:.1f} ms, "
+              f"/execute got {len(got_lines(lines))} of {seen['msgs']} lines")
+        assert seen["idle"] and seen["bytes"] == 128 * mib, seen
+        assert seen["gap"] < 2.0, f"the reading client waited {seen['gap']:.1f} s for a frame"
+        assert statistics.median(rtts) < 0.1, f"other kernel: p50 {statistics.median(rtts):.3f} s"
+        got = got_lines(lines)
+        notices = [line["text"] for line in lines
+                   if line["type"] == "stderr" and "were dropped" in line["text"]]
+        assert lines[-1]["type"] == "end_of_execution"
+        assert len(notices) >= 1, "the /execute client is told what it lost"
+        dropped = sum(int(re.search(r"(\d+) output lines", n).group(1)) for n in notices)
+        assert dropped > 0 and len(got) + dropped == seen["msgs"], (len(got), dropped, seen)
+        # What the stalled clients cost: the session's backlog (8 + 4 MiB)
+        # and a message being written (4 MiB), the /execute stream's buffer
+        # (8 MiB and a line), pieces in flight; not the 128 MiB.
+        grown = (peak[0] - base) // 1024
+        assert grown < 48, f"RSS grew by {grown} MiB"
+        # And it is given back: a stalled session's backlog goes with it.
+        stalled.close()
+        reader.close()
+        gw.request("DELETE", f"/api/kernels/{kernel}")
+        deadline = time.time() + 10
+        while rss_kb(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
+            time.sleep(0.1)
+        kept = (rss_kb(gw.proc.pid) - base) // 1024
+        assert kept < 16, f"{kept} MiB kept after the kernel is gone"
+        probe.close()
+    finally:
+        gw.stop()
+
+
+def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_told():
+    """A kernel that writes faster than the gateway relays: what waits is
+    --iopub-queue-bytes (plus one message), not whatever ZMQ would hold;
+    the rest is dropped, and every client is told how much."""
+    import re
+    mib = 1 << 20
+    # (The smallest queue, 4 KiB plus one message of at most 128 KiB: about
+    # two 64 KiB messages wait, so a turn of the loop that finds more drops.)
+    gw = start_gateway("--iopub-queue-bytes", "4096", "--max-message-bytes", str(128 * 1024),
+                       "--replay-bytes", str(64 * mib))
+    try:
+        kernel = gw.start_kernel()
+        ch = gw.connect(kernel)
+        base = rss_kb(gw.proc.pid)
+        peak, stop = [base], threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                time.sleep(0.01)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            # 2,000 messages of 64 KiB as fast as ipykernel sends them.
+            reply, outputs = ch.execute(
+                "import sys\nc = 'z' * (64 * 1024)\nfor _ in range(2000):\n"
+                "    sys.stdout.write(c); sys.stdout.flush()", timeout=300)
+        finally:
+            stop.set()
+            watcher.join()
+        assert reply["content"]["status"] == "ok"
+        streams = outputs_of(outputs, "stream")
+        got = [m for m in streams if m["content"]["text"].startswith("z")]
+        notices = [m["content"]["text"] for m in streams
+                   if "output messages were dropped" in m["content"]["text"]]
+        dropped = sum(int(re.search(r"(\d+) output messages", n).group(1)) for n in notices)
+        print(f"got {len(got)}, dropped {dropped} in {len(notices)} notices, "
+              f"RSS +{(peak[0] - base) // 1024} MiB")
+        assert dropped > 0, "the kernel outran the gateway: some were dropped"
+        assert all("--iopub-queue-bytes" in n for n in notices)
+        # Every message is either relayed or counted.
+        assert len(got) + dropped == 2000, (len(got), dropped)
+        ch.close()
+    finally:
+        gw.stop()

@@ -5,6 +5,7 @@
 #include "tests/unit/tap.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 static void test_channels(void)
 {
@@ -165,10 +166,74 @@ static void test_header_fields(void)
         }
 }
 
+static int token(const char *json, const char *key, char *out, size_t size)
+{
+        struct jp_bytes t = {0};
+        int rc =
+            jp_json_string_token((struct jp_bytes){(const uint8_t *)json, strlen(json)}, key, &t);
+
+        snprintf(out, size, "%.*s", (int)t.len, (const char *)t.ptr);
+        return rc;
+}
+
+static void test_string_token(void)
+{
+        char t[256];
+
+        is_int(token("{\"name\": \"stdout\", \"text\": \"hi\\n\"}", "text", t, sizeof(t)), 0,
+               "ipykernel's stream content");
+        is_str(t, "\"hi\\n\"", "the token keeps its quotes and escapes");
+        is_int(token("{\"a\":{\"text\":\"inner\"},\"b\":[1,\"}\"],\"text\":\"x\"}", "text", t,
+                     sizeof(t)),
+               0, "nested values are skipped, not searched");
+        is_str(t, "\"x\"", "the top-level one is found");
+        is_int(token("{\"text\":\"a\",\"text\":\"b\"}", "text", t, sizeof(t)), 0, "duplicates");
+        is_str(t, "\"b\"", "the last counts, as in jansson");
+        is_int(token("{\"text\":\"\\u00e9\\\"\\/\\b\\f\\r\\t\"}", "text", t, sizeof(t)), 0,
+               "every valid escape");
+        is_int(token("{\"text\":\"caf\xc3\xa9\"}", "text", t, sizeof(t)), 0, "UTF-8");
+        is_int(token("{\"name\":\"stdout\"}", "text", t, sizeof(t)), -ENOENT, "absent");
+        is_int(token("{}", "text", t, sizeof(t)), -ENOENT, "an empty object");
+        is_int(token("{\"text\":\"\\x\"}", "text", t, sizeof(t)), -EBADMSG, "a bad escape");
+        is_int(token("{\"text\":\"\\u12G4\"}", "text", t, sizeof(t)), -EBADMSG, "a bad \\u");
+        is_int(token("{\"text\":\"\\u12\"}", "text", t, sizeof(t)), -EBADMSG, "a short \\u");
+        is_int(token("{\"text\":\"a\nb\"}", "text", t, sizeof(t)), -EBADMSG,
+               "a raw control character");
+        is_int(token("{\"text\":\"\xff\"}", "text", t, sizeof(t)), -EBADMSG, "bytes not UTF-8");
+        is_int(token("{\"text\":42}", "text", t, sizeof(t)), -EBADMSG, "not a string: unsure");
+        is_int(token("{\"text\":\"open", "text", t, sizeof(t)), -EBADMSG, "cut off");
+        is_int(token("[\"text\"]", "text", t, sizeof(t)), -EBADMSG, "not an object");
+        is_int(token("{\"t\\u0065xt\":\"x\"}", "text", t, sizeof(t)), -EBADMSG,
+               "an escaped key: unsure");
+        {
+                static const char json[] = "{\"name\": \"stderr\", \"text\": \"oops\"}";
+                static const char *const keys[2] = {"name", "text"};
+                struct jp_bytes got[2] = {{0}};
+                struct jp_bytes obj = {(const uint8_t *)json, sizeof(json) - 1};
+
+                is_int(jp_json_string_tokens(obj, keys, got, 2), 0, "two keys in one pass");
+                is_mem(got[0].ptr, got[0].len, "\"stderr\"", 8, "the first");
+                is_mem(got[1].ptr, got[1].len, "\"oops\"", 6, "the second");
+                obj.len = 18; /* {"name": "stderr", */
+                is_int(jp_json_string_tokens(obj, keys, got, 2), -EBADMSG, "cut short: unsure");
+        }
+        {
+                static const char json[] = "{\"name\": \"stdout\"}";
+                static const char *const keys[2] = {"name", "text"};
+                struct jp_bytes got[2];
+
+                is_int(
+                    jp_json_string_tokens(
+                        (struct jp_bytes){(const uint8_t *)json, sizeof(json) - 1}, keys, got, 2),
+                    -ENOENT, "one of two absent");
+        }
+}
+
 int main(void)
 {
         test_channels();
         test_msg_init_release();
         test_header_fields();
+        test_string_token();
         return done_testing();
 }
