@@ -346,7 +346,7 @@ def test_unsupported_calls_say_so(sbx):
         "pty.create": lambda: sbx.pty.create(PtySize(24, 80)),
         "commands.connect": lambda: sbx.commands.connect(
             sbx.commands.run("sleep 5", background=True).pid),
-        "create_code_context(language='r')": lambda: sbx.create_code_context(language="r"),
+        "create_code_context(language='java')": lambda: sbx.create_code_context(language="java"),
     }
     for name, call in calls.items():
         with pytest.raises(SandboxException) as caught:
