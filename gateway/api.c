@@ -360,8 +360,11 @@ static void kernel_action(struct http_request *r, const struct route *rt)
                         http_reply_error(r, 405, "Use GET or DELETE on a kernel");
                 }
         } else if (strcmp(action, "interrupt") == 0 && r->method == HTTP_POST) {
-                kernel_interrupt(k);
-                http_reply_empty(r, 204);
+                if (kernel_interrupt(k) == -EAGAIN)
+                        http_reply_error(r, 409, "Kernel is %s, not running a cell: nothing to "
+                                         "interrupt", k->execution_state);
+                else
+                        http_reply_empty(r, 204);
         } else if (strcmp(action, "restart") == 0 && r->method == HTTP_POST) {
                 r->waiter.done = on_restarted;
                 kernel_restart(k, &r->waiter);

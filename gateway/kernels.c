@@ -1008,13 +1008,19 @@ void kernels_default_limits(struct hostmsg_limits *out)
                                        (uint32_t)cfg->pids, (uint64_t)cfg->disk_mb};
 }
 
-void kernel_interrupt(struct kernel *k)
+int kernel_interrupt(struct kernel *k)
 {
+        /* Only a ready kernel has a cell to stop. One still starting (or
+         * restarting) has not installed its SIGINT handler yet: the signal
+         * would kill it and cost a restart. */
+        if (k->phase != KERNEL_READY) {
+                klog_info(k->id, "interrupt refused: the kernel is not ready");
+                return -EAGAIN;
+        }
         klog_info(k->id, "interrupt");
         if (k->spec->interrupt_by_message)
-                kernel_send_request(k, k->control, "interrupt_request", "{}", NULL);
-        else if (k->running)
-                host_signal(k->id, SIGINT);
+                return kernel_send_request(k, k->control, "interrupt_request", "{}", NULL);
+        return host_signal(k->id, SIGINT);
 }
 
 static void on_grace_expired(lws_sorted_usec_list_t *sul)

@@ -156,7 +156,9 @@ int kernel_env_append(json_t *obj, char ***env, size_t *n, char *err, size_t err
 /* w hears when k is ready: now if it is, else when it gets there (or
  * dies, or is deleted). */
 void kernel_when_ready(struct kernel *k, struct kernel_waiter *w);
-void kernel_interrupt(struct kernel *k);
+/* Interrupts a ready kernel's cell; -EAGAIN (and nothing sent) while it is
+ * starting or restarting. */
+int kernel_interrupt(struct kernel *k);
 /* Restarts k; w hears when it is ready again. */
 void kernel_restart(struct kernel *k, struct kernel_waiter *w);
 /* Deletes k: invisible at once, gone when its process has exited (w hears). */

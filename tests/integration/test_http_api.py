@@ -296,3 +296,51 @@ def test_runs_on_a_kernel_that_dies_of_oom_end_at_once():
             assert lines[-1][1] - lines[-2][1] < 0.5, (name, lines)
     finally:
         gw.stop()
+
+
+def test_interrupts_while_a_kernel_restarts_are_refused_not_fatal(gateway, kernel):
+    """An interrupt of a kernel that is still starting would kill it (its
+    SIGINT handler is not in place yet): refused with 409 instead, and the
+    restart costs nothing more."""
+    import threading
+    restarted = {}
+    t = threading.Thread(target=lambda: restarted.update(
+        reply=gateway.request("POST", f"/api/kernels/{kernel}/restart")))
+    t.start()
+    statuses = []
+    while t.is_alive():
+        status, body, _ = gateway.request("POST", f"/api/kernels/{kernel}/interrupt")
+        statuses.append(status)
+        if status == 409:
+            assert "nothing to interrupt" in body["message"]
+        time.sleep(0.005)
+    t.join()
+    assert restarted["reply"][0] == 200, restarted
+    assert 409 in statuses, statuses
+    status, model, _ = gateway.request("GET", f"/api/kernels/{kernel}")
+    assert "reason" not in model, model
+    assert f"[{kernel[:8]}] died" not in gateway.read_log()
+    # Ready again, an interrupt is taken.
+    status, _, _ = gateway.request("POST", f"/api/kernels/{kernel}/interrupt")
+    assert status == 204
+
+
+def test_a_death_during_a_cell_disarms_its_timeout(gateway, kernel):
+    """The run ends at the death; its timeout must not later interrupt and
+    restart the freshly restarted kernel, nor wipe the death's reason."""
+    lines = [line for line, _ in stream(gateway, f"/api/kernels/{kernel}/execute", {
+        "code": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "timeout": 2})]
+    assert [line["type"] for line in lines][-2:] == ["error", "end_of_execution"], lines
+    assert lines[-2]["name"] == "KernelDied"
+    deadline = time.time() + 30
+    while True:
+        status, model, _ = gateway.request("GET", f"/api/kernels/{kernel}")
+        if model["execution_state"] == "idle" or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    time.sleep(3)  # past the cell's timeout of 2 s
+    log = gateway.read_log()
+    assert log.count(f"[{kernel[:8]}] restarting automatically") == 1, log[-3000:]
+    assert f"[{kernel[:8]}] execution did not stop" not in log
+    status, model, _ = gateway.request("GET", f"/api/kernels/{kernel}")
+    assert model["execution_state"] == "idle" and "signal 9" in model.get("reason", ""), model
