@@ -266,10 +266,13 @@ def test_runs_on_a_kernel_that_dies_of_oom_end_at_once():
             lines = [(line, at - t0) for line, at in stream(gw, path, body, headers)]
             results[name] = lines
 
-        runs = [threading.Thread(target=call, args=("oom", f"/api/kernels/{kid}/execute",
-                                                    {"code": ALLOCATE_1_GIB, "timeout": 60}))]
+        # The cell waits a second before it allocates, so that the second
+        # run is surely queued behind it (sent after the death, it would
+        # rightly run on the restarted kernel).
+        runs = [threading.Thread(target=call, args=("oom", f"/api/kernels/{kid}/execute", {
+            "code": "import time\ntime.sleep(1)\n" + ALLOCATE_1_GIB, "timeout": 60}))]
         runs[0].start()
-        time.sleep(0.05)
+        time.sleep(0.3)
         runs.append(threading.Thread(target=call, args=(
             "queued", f"/api/kernels/{kid}/execute", {"code": "print('queued')"})))
         runs[1].start()

@@ -248,7 +248,7 @@ def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
         http = socket.socket()
         http.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         http.connect(("127.0.0.1", gw.port))
-        http.sendall((f"POST /api/kernels/{kernel}/execute HTTP/1.1\r\nHost: x\r\n"
+        http.sendall((f"POST /api/kernels/{kernel}/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       f"Authorization: token {gw.token}\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
         threads[1].join(300)
