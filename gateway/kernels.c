@@ -461,7 +461,6 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
                (cfg->iopub_data_rate_limit > 0 && bytes / window > cfg->iopub_data_rate_limit);
         if (over && !k->rate.exceeded) {
                 char text[512];
-                json_t *content;
                 struct relay_msg *notice;
 
                 snprintf(text, sizeof(text),
@@ -473,13 +472,10 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
                 char *parent =
                     strndup((const char *)m->msg.parent_header.ptr, m->msg.parent_header.len);
 
-                content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-                notice =
-                    content && parent ? relay_msg_make(JP_IOPUB, "stream", parent, content) : NULL;
+                notice = parent ? relay_msg_notice(parent, text) : NULL;
                 if (notice)
                         deliver_all(k, notice);
                 relay_msg_unref(&notice);
-                json_decref(content);
                 free(parent);
                 klog_warn(k->id, "iopub rate exceeded; holding outputs back");
         }
@@ -519,7 +515,6 @@ static void on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nf
 static void tell_iopub_dropped(struct kernel *k)
 {
         char text[384];
-        json_t *content;
         struct relay_msg *notice;
 
         snprintf(text, sizeof(text),
@@ -527,13 +522,10 @@ static void tell_iopub_dropped(struct kernel *k)
                  "the gateway could relay, and %lld bytes (--iopub-queue-bytes) were already "
                  "waiting.\n",
                  (unsigned long long)k->iopub_dropped, (long long)cfg->iopub_queue_bytes);
-        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-        notice =
-            content ? relay_msg_make(JP_IOPUB, "stream", k->iopub_dropped_parent, content) : NULL;
+        notice = relay_msg_notice(k->iopub_dropped_parent, text);
         if (notice)
                 deliver_all(k, notice);
         relay_msg_unref(&notice);
-        json_decref(content);
         free(k->iopub_dropped_parent);
         k->iopub_dropped_parent = NULL;
         k->iopub_dropped = 0;

@@ -53,6 +53,10 @@ struct relay_msg *relay_msg_new(const struct jp_msg *msg, struct zio *from);
  * ("{}" when NULL) and content (borrowed). NULL when out of memory. */
 struct relay_msg *relay_msg_make(enum jp_channel channel, const char *msg_type,
                                  const char *parent_header, json_t *content);
+/* A notice of the gateway's own for clients: a stderr stream message with
+ * text, in the cell of parent_header (NULL or "": none). NULL when out of
+ * memory. */
+struct relay_msg *relay_msg_notice(const char *parent_header, const char *text);
 struct relay_msg *relay_msg_ref(struct relay_msg *m);
 void relay_msg_unref(struct relay_msg **m);
 /* The length of m's WebSocket frame in format, and whether it is binary.

@@ -194,7 +194,6 @@ static bool evicted_take(struct kernel *k, const char *id)
 static void tell_evicted(struct session *s)
 {
         char text[512];
-        json_t *content;
         struct relay_msg *m;
 
         snprintf(text, sizeof(text),
@@ -203,12 +202,10 @@ static void tell_evicted(struct session *s)
                  "(--max-lingering-sessions) and it had waited longest. Outputs published "
                  "meanwhile were not kept.\n",
                  s->id, (long long)kernels_config()->max_lingering_sessions);
-        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-        m = content ? relay_msg_make(JP_IOPUB, "stream", NULL, content) : NULL;
+        m = relay_msg_notice(NULL, text);
         if (m)
                 session_deliver(s, m);
         relay_msg_unref(&m);
-        json_decref(content);
 }
 
 /* Every lingering session holds three sockets (six descriptors here, three
@@ -384,7 +381,6 @@ struct relay_msg *session_next(struct session *s)
         uint64_t dropped = outbox_take_dropped(&s->outbox, &parent);
         struct relay_msg *notice = NULL;
         char text[256];
-        json_t *content;
 
         if (dropped == 0)
                 return outbox_pop(&s->outbox);
@@ -394,11 +390,7 @@ struct relay_msg *session_next(struct session *s)
                  "[glovebox] %llu output messages were dropped: the client was disconnected or "
                  "too slow and the replay buffer was full.\n",
                  (unsigned long long)dropped);
-        content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
-        if (content)
-                notice = relay_msg_make(JP_IOPUB, "stream", parent && *parent ? parent : NULL,
-                                        content);
-        json_decref(content);
+        notice = relay_msg_notice(parent, text);
         free(parent);
         return notice ? notice : outbox_pop(&s->outbox);
 }

@@ -33,21 +33,31 @@ static struct {
         char record[32];
 } own = {-1, -1, ""};
 
+/* A listing of the directory open at fd (which stays the caller's), from
+ * its start: the duplicate shares fd's offset, which an earlier listing
+ * left at the end. NULL if it cannot be read. */
+static DIR *open_dir_at(int fd)
+{
+        int copy = dup(fd);
+        DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
+
+        if (!d && copy >= 0)
+                close(copy);
+        if (d)
+                rewinddir(d);
+        return d;
+}
+
 /* Removes everything beneath dirfd, counting directories and sockets.
  * Never follows a symlink: each directory is opened O_NOFOLLOW from its
  * parent's descriptor. */
 static void remove_tree(int dirfd, struct tally *t, int depth)
 {
-        int fd = dup(dirfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = open_dir_at(dirfd);
         struct dirent *de;
 
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        if (!d)
                 return;
-        }
-        rewinddir(d);
         while ((de = readdir(d)) != NULL) {
                 int sub;
 
@@ -117,18 +127,11 @@ static unsigned clean_runtime(int dirfd, bool ours, struct tally *t)
         unsigned records = 0;
 
         for (int pass = 0; pass < 2; pass++) {
-                int fd = dup(dirfd);
-                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+                DIR *d = open_dir_at(dirfd);
                 struct dirent *de;
 
-                if (!d) {
-                        if (fd >= 0)
-                                close(fd);
+                if (!d)
                         return records;
-                }
-                /* The duplicate shares dirfd's offset, at the end after a
-                 * pass. */
-                rewinddir(d);
                 while ((de = readdir(d)) != NULL) {
                         const char *name = de->d_name;
                         int sub;
@@ -177,16 +180,11 @@ static bool runtime_name(const char *name)
  * with a lock nobody holds. */
 static void clean_siblings(int parent_fd, const char *ours, struct tally *t)
 {
-        int fd = dup(parent_fd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        DIR *d = open_dir_at(parent_fd);
         struct dirent *de;
 
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        if (!d)
                 return;
-        }
-        rewinddir(d);
         while ((de = readdir(d)) != NULL) {
                 struct stat st;
                 int dir_fd, lock_fd = -1;

@@ -321,26 +321,34 @@ def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_
 
         watcher = threading.Thread(target=watch)
         watcher.start()
+        # Whether the kernel outruns the gateway in a given run depends on
+        # how the two cores are shared: up to three runs, until one does.
+        # Every run must account for every message.
+        dropped = 0
         try:
-            # 2,000 messages of 64 KiB as fast as ipykernel sends them.
-            reply, outputs = ch.execute(
-                "import sys\nc = 'z' * (64 * 1024)\nfor _ in range(2000):\n"
-                "    sys.stdout.write(c); sys.stdout.flush()", timeout=300)
+            for _ in range(3):
+                # 2,000 messages of 64 KiB as fast as ipykernel sends them.
+                reply, outputs = ch.execute(
+                    "import sys\nc = 'z' * (64 * 1024)\nfor _ in range(2000):\n"
+                    "    sys.stdout.write(c); sys.stdout.flush()", timeout=300)
+                assert reply["content"]["status"] == "ok"
+                streams = outputs_of(outputs, "stream")
+                got = [m for m in streams if m["content"]["text"].startswith("z")]
+                notices = [m["content"]["text"] for m in streams
+                           if "output messages were dropped" in m["content"]["text"]]
+                dropped = sum(int(re.search(r"(\d+) output messages", n).group(1))
+                              for n in notices)
+                print(f"got {len(got)}, dropped {dropped} in {len(notices)} notices, "
+                      f"RSS +{(peak[0] - base) // 1024} MiB")
+                assert all("--iopub-queue-bytes" in n for n in notices)
+                # Every message is either relayed or counted.
+                assert len(got) + dropped == 2000, (len(got), dropped)
+                if dropped:
+                    break
         finally:
             stop.set()
             watcher.join()
-        assert reply["content"]["status"] == "ok"
-        streams = outputs_of(outputs, "stream")
-        got = [m for m in streams if m["content"]["text"].startswith("z")]
-        notices = [m["content"]["text"] for m in streams
-                   if "output messages were dropped" in m["content"]["text"]]
-        dropped = sum(int(re.search(r"(\d+) output messages", n).group(1)) for n in notices)
-        print(f"got {len(got)}, dropped {dropped} in {len(notices)} notices, "
-              f"RSS +{(peak[0] - base) // 1024} MiB")
-        assert dropped > 0, "the kernel outran the gateway: some were dropped"
-        assert all("--iopub-queue-bytes" in n for n in notices)
-        # Every message is either relayed or counted.
-        assert len(got) + dropped == 2000, (len(got), dropped)
+        assert dropped > 0, "the kernel never outran the gateway in three runs"
         ch.close()
     finally:
         gw.stop()
