@@ -2,6 +2,8 @@
 for byte (their content is not copied on the way, see gateway/relay.h), and
 a client that stops reading costs bounded memory, not the gateway's."""
 import hashlib
+import os
+import signal
 import threading
 import time
 
@@ -321,34 +323,44 @@ def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_
 
         watcher = threading.Thread(target=watch)
         watcher.start()
-        # Whether the kernel outruns the gateway in a given run depends on
-        # how the two cores are shared: up to three runs, until one does.
-        # Every run must account for every message.
-        dropped = 0
+        # The kernel outruns the gateway for certain: the gateway is stopped
+        # (SIGSTOP) while the kernel writes 500 messages of 64 KiB, fewer than
+        # ZMQ's own queues hold (1,000), so none is lost before the gateway;
+        # once it runs again, its first turns find 32 MiB waiting.
+        result = {}
+
+        def run():
+            result["reply"], result["outputs"] = ch.execute(
+                "import sys, time\ntime.sleep(1.5)\nc = 'z' * (64 * 1024)\n"
+                "for _ in range(500):\n    sys.stdout.write(c); sys.stdout.flush()",
+                timeout=300)
+
+        runner = threading.Thread(target=run)
         try:
-            for _ in range(3):
-                # 2,000 messages of 64 KiB as fast as ipykernel sends them.
-                reply, outputs = ch.execute(
-                    "import sys\nc = 'z' * (64 * 1024)\nfor _ in range(2000):\n"
-                    "    sys.stdout.write(c); sys.stdout.flush()", timeout=300)
-                assert reply["content"]["status"] == "ok"
-                streams = outputs_of(outputs, "stream")
-                got = [m for m in streams if m["content"]["text"].startswith("z")]
-                notices = [m["content"]["text"] for m in streams
-                           if "output messages were dropped" in m["content"]["text"]]
-                dropped = sum(int(re.search(r"(\d+) output messages", n).group(1))
-                              for n in notices)
-                print(f"got {len(got)}, dropped {dropped} in {len(notices)} notices, "
-                      f"RSS +{(peak[0] - base) // 1024} MiB")
-                assert all("--iopub-queue-bytes" in n for n in notices)
-                # Every message is either relayed or counted.
-                assert len(got) + dropped == 2000, (len(got), dropped)
-                if dropped:
-                    break
+            runner.start()
+            time.sleep(0.7)  # the request is on its way to the kernel
+            os.kill(gw.proc.pid, signal.SIGSTOP)
+            try:
+                time.sleep(4)
+            finally:
+                os.kill(gw.proc.pid, signal.SIGCONT)
+            runner.join(300)
         finally:
             stop.set()
             watcher.join()
-        assert dropped > 0, "the kernel never outran the gateway in three runs"
+        reply, outputs = result["reply"], result["outputs"]
+        assert reply["content"]["status"] == "ok"
+        streams = outputs_of(outputs, "stream")
+        got = [m for m in streams if m["content"]["text"].startswith("z")]
+        notices = [m["content"]["text"] for m in streams
+                   if "output messages were dropped" in m["content"]["text"]]
+        dropped = sum(int(re.search(r"(\d+) output messages", n).group(1)) for n in notices)
+        print(f"got {len(got)}, dropped {dropped} in {len(notices)} notices, "
+              f"RSS +{(peak[0] - base) // 1024} MiB")
+        assert dropped > 0, "the kernel outran the gateway: some were dropped"
+        assert all("--iopub-queue-bytes" in n for n in notices)
+        # Every message is either relayed or counted.
+        assert len(got) + dropped == 500, (len(got), dropped)
         ch.close()
     finally:
         gw.stop()
