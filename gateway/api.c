@@ -2,6 +2,7 @@
 
 #include "gateway/api.h"
 #include "gateway/e2b.h"
+#include "gateway/egress.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/kernels.h"
@@ -265,6 +266,21 @@ json_t *api_parse_body(struct http_request *r)
         return body;
 }
 
+/* A kernel with egress: in a sandbox of its own made with it (never a
+ * pooled one, which has none). */
+static int start_networked(const struct jp_kernelspec *ks, char *const *env,
+                           const struct hostmsg_limits *limits, const struct hostmsg_network *net,
+                           struct kernel_waiter *w, struct kernel **out)
+{
+        struct sandbox *sb = NULL;
+        int rc = sandbox_new_networked(limits, kernels_ro_paths(), true, net, &sb);
+
+        if (rc == 0)
+                rc = kernel_start(ks, env, limits, sb, w, out);
+        sandbox_unref(&sb);
+        return rc;
+}
+
 int api_start_kernel(struct http_request *r, json_t *request,
                      void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
                      struct kernel **out)
@@ -272,6 +288,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
         const struct config *cfg = kernels_config();
         const struct jp_kernelspec *ks;
         struct hostmsg_limits limits;
+        struct hostmsg_network net = {0};
         char err[256];
         char **env = NULL;
         size_t nenv = 0;
@@ -300,6 +317,15 @@ int api_start_kernel(struct http_request *r, json_t *request,
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
+        if (egress_kernel_request(json_object_get(request, "network"), &net, err, sizeof(err)) <
+            0) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
+                http_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
+                goto out;
+        }
         env = calloc(1, sizeof(char *));
         rc = env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
                  : -ENOMEM;
@@ -313,11 +339,13 @@ int api_start_kernel(struct http_request *r, json_t *request,
         /* The pool's kernels have the kernelspec's environment and the
          * default limits: a request asking for nothing else gets one. */
         if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) &&
-            (*out = pool_take(ks)) != NULL) {
+            !net.enabled && (*out = pool_take(ks)) != NULL) {
                 kernel_when_ready(*out, &r->waiter);
                 goto out;
         }
-        if (rc == 0)
+        if (rc == 0 && net.enabled)
+                rc = start_networked(ks, env, &limits, &net, &r->waiter, out);
+        else if (rc == 0)
                 rc = kernel_start(ks, env, &limits, NULL, &r->waiter, out);
         if (rc == -EAGAIN)
                 http_reply_error(r, 403, "Kernel limit of %lld reached",
@@ -327,6 +355,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
         else if (rc < 0)
                 http_reply_error(r, 500, "Cannot start a kernel: %s", strerror(-rc));
 out:
+        egress_network_clear(&net);
         jp_strv_free(env);
         return rc;
 }

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/config.h"
+#include "gateway/egress.h"
 #include "gateway/hostcheck.h"
 #include "protocol/ids.h"
 
@@ -134,6 +135,21 @@ static const struct option_def options[] = {
         OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,
             "answer 400 to an E2B sandbox request for internet access (default: accept it and "
             "give the sandbox what the network policy allows, which is no network)"),
+        OPT("egress-allow", OPT_LIST, egress_allow, 0, 0, NULL,
+            "what sandboxes may ever reach, when a request asks for egress: IPv4 addresses, CIDR "
+            "blocks and domain names (with their subdomains), comma-separated (repeatable; "
+            "default none: no sandbox has any network)"),
+        OPT("egress-deny", OPT_LIST, egress_deny, 0, 0, NULL,
+            "what sandboxes never reach, whatever is allowed (same form; repeatable). Loopback, "
+            "link-local (169.254.169.254 too) and this host's addresses are denied unless "
+            "--egress-allow names them"),
+        OPT("egress-dns", OPT_STRING, egress_dns, 0, 0, "",
+            "resolver the sandboxes' own resolver asks about allowed domains: IPv4[#PORT] "
+            "(default: the first IPv4 nameserver of /etc/resolv.conf)"),
+        OPT("egress-rate-kib", OPT_INT, egress_rate_kib, 0, 1 << 30, "10240",
+            "bandwidth cap of a sandbox with egress, KiB/s each way (0: none)"),
+        OPT("egress-max-connections", OPT_INT, egress_max_connections, 0, 1 << 20, "256",
+            "connections a sandbox with egress may have open at once (0: no cap)"),
         OPT("pool", OPT_LIST, pool, 0, 0, NULL,
             "NAME=N: keep N started, idle kernels of kernelspec NAME ready (repeatable)"),
         OPT("pool-preimport", OPT_LIST, pool_preimport, 0, 0, NULL,
@@ -514,6 +530,8 @@ static int validate(struct config *cfg)
         if (cfg->no_auth)
                 cfg->token_source = CONFIG_TOKEN_NONE;
         if (validate_allow_host(cfg->allow_host) < 0)
+                return -EINVAL;
+        if (egress_configure(cfg) < 0)
                 return -EINVAL;
         if (!cfg->token && !cfg->no_auth) {
                 /* E2B's form, "e2b_" and hex digits, so that the E2B SDKs

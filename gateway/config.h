@@ -74,6 +74,12 @@ struct config {
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
         bool e2b_refuse_internet;        /* allow_internet_access: true is a 400, not "no network" */
+        /* egress (gateway/egress.h) */
+        char **egress_allow; /* comma-separated rules per entry; none: no egress at all */
+        char **egress_deny;
+        char *egress_dns;    /* upstream resolver for domain rules; "": /etc/resolv.conf's */
+        int64_t egress_rate_kib;
+        int64_t egress_max_connections;
         /* the warm pool */
         char **pool;           /* "NAME=N" entries */
         char **pool_preimport; /* "NAME=CODE" entries */

@@ -3,6 +3,7 @@
 #include "gateway/e2b.h"
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
+#include "gateway/egress.h"
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
@@ -128,9 +129,12 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                       "envdVersion", E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt",
                       s->started_at, "endAt", end, "state", "running");
         if (o) {
-                /* What the sandbox has, whatever was asked: no network
-                 * (see create_refusal), and death at its timeout. */
-                json_object_set_new(o, "allowInternetAccess", json_false());
+                /* What the sandbox has, whatever was asked: its egress
+                 * (see create_network), and death at its timeout. */
+                json_object_set_new(o, "allowInternetAccess",
+                                    json_boolean(s->box->network.enabled));
+                if (s->box->network.enabled)
+                        json_object_set_new(o, "network", egress_describe(&s->box->network));
                 json_object_set_new(
                     o, "lifecycle",
                     json_pack("{s:s, s:b}", "onTimeout", "kill", "autoResume", false));
@@ -456,23 +460,28 @@ static bool timeout_of(struct http_request *r, json_t *body, double dflt, double
  * allow_internet_access (true by default), "autoPause": false and
  * "autoResume": {"enabled": false}: those are requests for nothing Glovebox
  * lacks. Internet access is granted "within the operator's network policy",
- * which is no network: the sandbox's info says allowInternetAccess false,
- * unless the operator chose --e2b-refuse-internet. */
+ * which without --egress-allow is no network: the sandbox's info says
+ * allowInternetAccess false, unless the operator chose
+ * --e2b-refuse-internet. With an egress policy, create_network decides. */
 static const char *create_refusal(json_t *body)
 {
         json_t *net = json_object_get(body, "network");
         json_t *resume = json_object_get(body, "autoResume");
 
-        if (json_is_true(json_object_get(body, "allow_internet_access")) &&
+        if (json_is_true(json_object_get(body, "allow_internet_access")) && !egress_enabled() &&
             kernels_config()->e2b_refuse_internet)
                 return "allow_internet_access: this Glovebox refuses requests for internet "
                        "access (its sandboxes have no network); create with "
                        "allow_internet_access false";
         if (net && !json_is_object(net))
                 return "network must be an object";
-        if (json_array_size(json_object_get(net, "allowOut")) > 0 ||
-            json_object_size(json_object_get(net, "rules")) > 0 ||
-            json_object_get(net, "egressProxy"))
+        if (egress_enabled() && (json_object_size(json_object_get(net, "rules")) > 0 ||
+                                 json_object_get(net, "egressProxy")))
+                return "network.rules and egressProxy are not supported: Glovebox filters "
+                       "egress by address and name (network.allowOut, network.denyOut)";
+        if (!egress_enabled() && (json_array_size(json_object_get(net, "allowOut")) > 0 ||
+                                  json_object_size(json_object_get(net, "rules")) > 0 ||
+                                  json_object_get(net, "egressProxy")))
                 return "network.allowOut, rules and egressProxy are not supported: Glovebox "
                        "sandboxes have no network (loopback only)";
         if (json_is_true(json_object_get(body, "autoPause")))
@@ -488,6 +497,53 @@ static const char *create_refusal(json_t *body)
         return NULL;
 }
 
+/* The egress an E2B create asks for, within the operator's policy:
+ * allow_internet_access (the SDKs send true unless told otherwise) gives
+ * all the operator allows, network.allowOut narrows it and network.denyOut
+ * adds denials. In E2B allowOut wins over denyOut and "deny 0.0.0.0/0"
+ * means "only allowOut": that entry is read so, every other denial wins.
+ * Without an operator policy nothing is enabled (create_refusal has the
+ * old answers). 0 (net->enabled says whether) or -EINVAL with err. */
+static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
+{
+        json_t *jnet = json_object_get(body, "network");
+        json_t *allow = json_object_get(jnet, "allowOut");
+        json_t *deny = json_object_get(jnet, "denyOut");
+        bool internet = json_is_true(json_object_get(body, "allow_internet_access"));
+        bool only_allowed = false;
+        json_t *denials = json_array();
+        size_t i;
+        json_t *v;
+        int rc = 0;
+
+        memset(net, 0, sizeof(*net));
+        if (!denials)
+                return -ENOMEM;
+        if (!egress_enabled())
+                goto out;
+        if (deny && !json_is_array(deny)) {
+                snprintf(err, errlen, "network.denyOut must be an array");
+                rc = -EINVAL;
+                goto out;
+        }
+        json_array_foreach(deny, i, v) {
+                if (json_is_string(v) && strcmp(json_string_value(v), "0.0.0.0/0") == 0)
+                        only_allowed = true;
+                else
+                        json_array_append(denials, v);
+        }
+        if (json_array_size(allow) == 0) {
+                /* No list: everything the operator allows, if asked for. */
+                if (!internet || only_allowed)
+                        goto out;
+                allow = NULL;
+        }
+        rc = egress_request(allow, denials, "network", net, err, errlen);
+out:
+        json_decref(denials);
+        return rc;
+}
+
 static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
@@ -496,8 +552,10 @@ static void create_sandbox(struct http_request *r)
         const struct jp_kernelspec *spec = NULL;
         const char *tid, *refusal;
         struct hostmsg_limits limits;
+        struct hostmsg_network net = {0};
         struct e2b_sandbox *s = NULL;
         struct kernel *pooled;
+        char err[256];
         double ttl;
         int rc;
 
@@ -521,6 +579,10 @@ static void create_sandbox(struct http_request *r)
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
+        } else if (create_network(body, &net, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+        } else if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
+                e2b_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
         } else {
                 kernels_default_limits(&limits);
                 s = calloc(1, sizeof(*s));
@@ -536,7 +598,7 @@ static void create_sandbox(struct http_request *r)
                 jp_timestamp_now(s->started_at);
                 /* Without envVars, the default context can be a pooled
                  * kernel, and the sandbox its sandbox. */
-                pooled = json_object_size(s->env) == 0 ? pool_take(spec) : NULL;
+                pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->next = sandboxes;
@@ -552,7 +614,8 @@ static void create_sandbox(struct http_request *r)
                         }
                         goto out;
                 }
-                rc = sandbox_new(&limits, NULL, strcmp(cfg->sandbox, "none") != 0, &s->box);
+                rc = sandbox_new_networked(&limits, NULL, strcmp(cfg->sandbox, "none") != 0, &net,
+                                           &s->box);
                 if (rc == 0) {
                         s->next = sandboxes;
                         sandboxes = s;
@@ -572,6 +635,7 @@ static void create_sandbox(struct http_request *r)
                 }
         }
 out:
+        egress_network_clear(&net);
         json_decref(body);
 }
 

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels.h"
+#include "gateway/egress.h"
 #include "gateway/host.h"
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
@@ -38,6 +39,11 @@ static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
 const struct config *kernels_config(void)
 {
         return cfg;
+}
+
+char *const *kernels_ro_paths(void)
+{
+        return ro_paths;
 }
 
 const struct jp_kernelspec_list *kernels_specs(void)
@@ -1101,6 +1107,9 @@ json_t *kernel_model(const struct kernel *k)
          * automatic restart it explains the lost state. */
         if (model && k->last_death[0])
                 json_object_set_new(model, "reason", json_string(k->last_death));
+        /* Egress, when its sandbox has any (gateway/egress.h). */
+        if (model && k->sandbox && k->sandbox->network.enabled)
+                json_object_set_new(model, "network", egress_describe(&k->sandbox->network));
         return model;
 }
 

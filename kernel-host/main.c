@@ -13,6 +13,7 @@
 
 #include "kernel-host/cgroup.h"
 #include "kernel-host/leftovers.h"
+#include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
@@ -248,6 +249,8 @@ int main(int argc, char **argv)
         if (leftovers_remove(runtime_dir) < 0)
                 return 1;
         leftovers_record_write();
+        if (geteuid() == 0)
+                net_init();
 
         while (!host.stopping) {
                 struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};

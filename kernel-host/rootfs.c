@@ -217,7 +217,7 @@ static int plan_tools(struct rootfs *p)
         return rc;
 }
 
-static int plan_etc(struct rootfs *p)
+static int plan_etc(struct rootfs *p, const char *resolv_conf)
 {
         char path[PATH_MAX];
         struct dirent *de;
@@ -237,7 +237,7 @@ static int plan_etc(struct rootfs *p)
                 rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL, nsswitch_file, 0, 0,
                             "write /etc/nsswitch.conf");
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, "", 0, 0,
+                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, resolv_conf ? resolv_conf : "", 0, 0,
                             "write /etc/resolv.conf");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
@@ -364,7 +364,7 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         for (size_t i = 0; rc == 0 && i < sizeof(top_level) / sizeof(top_level[0]); i++)
                 rc = add_host_path(p, top_level[i]);
         if (rc == 0)
-                rc = plan_etc(p);
+                rc = plan_etc(p, params->resolv_conf);
         if (rc == 0)
                 rc = plan_tools(p);
         if (rc == 0)

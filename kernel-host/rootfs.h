@@ -27,6 +27,7 @@ struct rootfs_params {
         const char *root;      /* the empty host directory the new root is mounted on */
         unsigned long long disk_mb;
         char *const *ro_paths; /* more host paths, bound read-only at the same path */
+        const char *resolv_conf; /* /etc/resolv.conf (NULL: empty, no resolver) */
 };
 
 /* Plans every step; the caller frees the plan. 0 or -errno. */

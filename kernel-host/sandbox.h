@@ -28,6 +28,7 @@ struct sandbox_ids {
 };
 
 #define SANDBOX_NAMESPACES 7
+#define SANDBOX_NS_NET     3 /* its index in ns_fds */
 
 struct sandbox {
         pid_t init_pid; /* host pid of the sandbox's init */
@@ -70,6 +71,7 @@ void sandbox_set_title_area(char *start, size_t len);
  * is left and fail says which step failed, with which errno. */
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
+                   const char *resolv_conf,
                    const struct sandbox_ids *ids, struct sandbox *sb,
                    struct hostmsg_failed *fail);
 /* Starts a process in sb. On failure fail names the step. */
