@@ -154,6 +154,8 @@ static const char passwd_file[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 static const char group_file[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 static const char hosts_file[] = "127.0.0.1\tlocalhost glovebox\n::1\tlocalhost ip6-localhost\n";
 static const char nsswitch_file[] = "passwd: files\ngroup: files\nhosts: files\n";
+/* With egress (kernel-host/net.h): names are asked of its resolver too. */
+static const char nsswitch_dns_file[] = "passwd: files\ngroup: files\nhosts: files dns\n";
 /* Login shells (E2B's commands run in one) keep the PATH the sandbox gave
  * them, with its tools first; Debian's profile would replace it. */
 static const char profile_file[] =
@@ -234,7 +236,8 @@ static int plan_etc(struct rootfs *p, const char *resolv_conf)
                 rc = add_op(p, OP_FILE, "/etc/hostname", NULL, "glovebox\n", 0, 0,
                             "write /etc/hostname");
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL, nsswitch_file, 0, 0,
+                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL,
+                            resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
                             "write /etc/nsswitch.conf");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, resolv_conf ? resolv_conf : "", 0, 0,
