@@ -217,16 +217,15 @@ int egress_request(json_t *allow_out, json_t *deny_out, const char *field,
         if (allow_out && !json_is_null(allow_out)) {
                 for (size_t i = 0; i < asked.count; i++) {
                         bool within = false;
-                        char text[EGRESS_MAX_DOMAIN + 8];
 
                         for (size_t j = 0; j < operator_allow.count && !within; j++)
                                 within = egress_rule_within(&asked.rules[i], &operator_allow.rules[j]);
                         if (!within) {
-                                egress_rule_format(&asked.rules[i], text, sizeof(text));
+                                /* As the request wrote it. */
                                 snprintf(err, errlen,
-                                         "%s.allowOut: '%s' is outside the operator's egress "
+                                         "%s.allowOut: '%.64s' is outside the operator's egress "
                                          "policy (--egress-allow)",
-                                         field, text);
+                                         field, json_string_value(json_array_get(allow_out, i)));
                                 return -EINVAL;
                         }
                 }
