@@ -87,6 +87,8 @@ int egress_rule_parse(const char *text, struct egress_rule *out)
                 return -EAFNOSUPPORT;
         /* A name whose last label is all digits is an address (or nothing). */
         last_dot = strrchr(text, '.');
+        if (last_dot && !last_dot[1])
+                numeric = false; /* "example.com.": a name's trailing dot */
         for (const char *p = last_dot ? last_dot + 1 : text; *p && *p != '/'; p++) {
                 if (*p < '0' || *p > '9')
                         numeric = false;
