@@ -38,6 +38,14 @@
 #define RESOLVER_WAIT_MS 2000
 
 static struct net_egress *active;
+
+static double now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 static unsigned next_slot;
 static bool next_slot_set;
 
@@ -230,6 +238,7 @@ void net_init(void)
 int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
                 struct hostmsg_failed *fail)
 {
+        double start = now_ms();
         struct script s;
         char path[96];
         int rc = -EAGAIN;
@@ -302,6 +311,7 @@ int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
                 return rc;
         }
         snprintf(resolv, resolv_size, "nameserver %s\n", ne->host_addr);
+        ne->setup_ms = now_ms() - start;
         return 0;
 }
 
@@ -576,6 +586,7 @@ static int wait_resolver(const struct net_egress *ne)
 int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_t init_pid,
                int netns_fd, struct hostmsg_failed *fail)
 {
+        double start = now_ms();
         int rc = configure_inside(ne, init_pid, netns_fd);
 
         if (rc < 0) {
@@ -596,8 +607,9 @@ int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_
                 fail_set(fail, "resolver", -rc, NULL);
                 return rc;
         }
-        log_info("sandbox network %s: %s, resolver %s", ne->ifname, ne->sandbox_addr,
-                 ne->host_addr);
+        ne->setup_ms += now_ms() - start;
+        log_info("sandbox network %s: %s, resolver %s, set up in %.1f ms", ne->ifname,
+                 ne->sandbox_addr, ne->host_addr, ne->setup_ms);
         return 0;
 }
 
