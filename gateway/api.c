@@ -338,8 +338,8 @@ int api_start_kernel(struct http_request *r, json_t *request,
         r->waiter.done = done;
         /* The pool's kernels have the kernelspec's environment and the
          * default limits: a request asking for nothing else gets one. */
-        if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) &&
-            !net.enabled && (*out = pool_take(ks)) != NULL) {
+        if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) && !net.enabled &&
+            (*out = pool_take(ks)) != NULL) {
                 kernel_when_ready(*out, &r->waiter);
                 goto out;
         }

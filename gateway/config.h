@@ -77,7 +77,7 @@ struct config {
         /* egress (gateway/egress.h) */
         char **egress_allow; /* comma-separated rules per entry; none: no egress at all */
         char **egress_deny;
-        char *egress_dns;    /* upstream resolver for domain rules; "": /etc/resolv.conf's */
+        char *egress_dns; /* upstream resolver for domain rules; "": /etc/resolv.conf's */
         int64_t egress_rate_kib;
         int64_t egress_max_connections;
         /* the warm pool */

@@ -184,10 +184,10 @@ static int request_list(json_t *a, const char *field, const char *name, struct r
                 if (rc < 0) {
                         snprintf(err, errlen, "%s.%s[%zu]: %s%.64s%s", field, name, i,
                                  rc == -EAFNOSUPPORT ? "IPv6 is not supported yet: '" : "'",
-                                 s ? s : "", rc == -EAFNOSUPPORT
-                                                 ? "'"
-                                                 : "' is not an IPv4 address, CIDR block or "
-                                                   "domain name");
+                                 s ? s : "",
+                                 rc == -EAFNOSUPPORT ? "'"
+                                                     : "' is not an IPv4 address, CIDR block or "
+                                                       "domain name");
                         return -EINVAL;
                 }
                 list->count++;
@@ -219,7 +219,8 @@ int egress_request(json_t *allow_out, json_t *deny_out, const char *field,
                         bool within = false;
 
                         for (size_t j = 0; j < operator_allow.count && !within; j++)
-                                within = egress_rule_within(&asked.rules[i], &operator_allow.rules[j]);
+                                within =
+                                    egress_rule_within(&asked.rules[i], &operator_allow.rules[j]);
                         if (!within) {
                                 /* As the request wrote it. */
                                 snprintf(err, errlen,
@@ -240,9 +241,8 @@ int egress_request(json_t *allow_out, json_t *deny_out, const char *field,
          * would answer the more specific name); blocks stay, the firewall's
          * deny set wins over them. */
         for (size_t i = 0; rc == 0 && i < allow->count; i++) {
-                if (allow->rules[i].is_domain &&
-                    (denied_by(&allow->rules[i], &operator_deny) ||
-                     denied_by(&allow->rules[i], &denied)))
+                if (allow->rules[i].is_domain && (denied_by(&allow->rules[i], &operator_deny) ||
+                                                  denied_by(&allow->rules[i], &denied)))
                         continue;
                 rc = add_text(&net->allow, &nallow, &allow->rules[i]);
         }
@@ -271,8 +271,9 @@ int egress_kernel_request(json_t *network, struct hostmsg_network *net, char *er
         if (json_is_true(network))
                 return egress_request(NULL, NULL, "network", net, err, errlen);
         if (!json_is_object(network)) {
-                snprintf(err, errlen, "\"network\" must be true, false or an object "
-                                      "{\"allowOut\", \"denyOut\"}");
+                snprintf(err, errlen,
+                         "\"network\" must be true, false or an object "
+                         "{\"allowOut\", \"denyOut\"}");
                 return -EINVAL;
         }
         json_object_foreach(network, key, v) {

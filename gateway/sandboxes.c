@@ -85,9 +85,8 @@ int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool
         return sandbox_new_networked(limits, ro_paths, confined, NULL, out);
 }
 
-int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
-                          bool confined, const struct hostmsg_network *network,
-                          struct sandbox **out)
+int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
+                          const struct hostmsg_network *network, struct sandbox **out)
 {
         struct hostmsg_sandbox req = {.limits = *limits, .ro_paths = (char **)ro_paths,
                                       .sandbox = confined};

@@ -43,9 +43,8 @@ struct sandbox {
 int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
                 struct sandbox **out);
 /* The same, with egress (gateway/egress.h): network is copied. */
-int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
-                          bool confined, const struct hostmsg_network *network,
-                          struct sandbox **out);
+int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
+                          const struct hostmsg_network *network, struct sandbox **out);
 /* Calls w->ready when sb is ready (now, if it already is, or has failed). */
 void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);
 void sandbox_waiter_cancel(struct sandbox_waiter *w);

@@ -24,17 +24,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IP_TOOL       "/usr/sbin/ip"
-#define NFT_TOOL      "/usr/sbin/nft"
-#define DNSMASQ_TOOL  "/usr/sbin/dnsmasq"
-#define TABLE_PREFIX  "glovebox_gbe"
+#define IP_TOOL      "/usr/sbin/ip"
+#define NFT_TOOL     "/usr/sbin/nft"
+#define DNSMASQ_TOOL "/usr/sbin/dnsmasq"
+#define TABLE_PREFIX "glovebox_gbe"
 /* 100.127.0.0/16, carved into /30s: slot n is 100.127.0.0 + 4n, the host
  * end +1, the sandbox +2. Shared address space (RFC 6598) that a host's
  * own networks rarely use; sandboxes never reach each other through it. */
-#define SUBNET_BASE   0x647f0000u
-#define SUBNET_PREFIX 16
-#define MAX_SLOTS     16383
-#define SCRIPT_MAX    (64 * 1024)
+#define SUBNET_BASE      0x647f0000u
+#define SUBNET_PREFIX    16
+#define MAX_SLOTS        16383
+#define SCRIPT_MAX       (64 * 1024)
 #define RESOLVER_WAIT_MS 2000
 
 static struct net_egress *active;
@@ -136,8 +136,7 @@ static int run_batch(const char *tool, const char *script, int netns_fd)
         char *const ip_argv[] = {IP_TOOL, "-batch", "-", NULL};
         char *const nft_argv[] = {NFT_TOOL, "-f", "-", NULL};
 
-        return run_tool(strcmp(tool, IP_TOOL) == 0 ? ip_argv : nft_argv, script, netns_fd, NULL,
-                        0);
+        return run_tool(strcmp(tool, IP_TOOL) == 0 ? ip_argv : nft_argv, script, netns_fd, NULL, 0);
 }
 
 /* ---- scripts ------------------------------------------------------------------ */
@@ -197,7 +196,8 @@ void net_init(void)
                                 *end = '\0';
                         if (sscanf(line, "table inet " TABLE_PREFIX "%u", &slot) == 1) {
                                 char ifname[IF_NAMESIZE + 1];
-                                char *const del[] = {NFT_TOOL, "delete", "table", "inet", name, NULL};
+                                char *const del[] = {NFT_TOOL, "delete", "table",
+                                                     "inet",   name,     NULL};
 
                                 snprintf(ifname, sizeof(ifname), "gbe%u", slot);
                                 snprintf(name, sizeof(name), TABLE_PREFIX "%u", slot);
@@ -261,8 +261,8 @@ int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
          * only if we made the pair. */
         for (int tries = 0; tries < 64 && rc < 0; tries++) {
                 unsigned slot = next_slot;
-                char *const add_argv[] = {IP_TOOL, "link", "add", ne->ifname, "type", "veth",
-                                          "peer", "name", ne->peer, NULL};
+                char *const add_argv[] = {IP_TOOL, "link", "add",  ne->ifname, "type",
+                                          "veth",  "peer", "name", ne->peer,   NULL};
 
                 next_slot = (next_slot + 1) % MAX_SLOTS;
                 snprintf(ne->ifname, sizeof(ne->ifname), "gbe%u", slot);
@@ -364,8 +364,8 @@ static size_t builtin_denied(struct egress_rule *out, size_t max)
                                 continue;
                         out[n].is_domain = false;
                         out[n].prefix = 32;
-                        out[n].addr =
-                            ntohl(((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr);
+                        out[n].addr = ntohl(((const struct sockaddr_in *)(const void *)i->ifa_addr)
+                                                ->sin_addr.s_addr);
                         n++;
                 }
                 freeifaddrs(ifs);
@@ -417,8 +417,7 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
         add(&s, "chain forward { type filter hook forward priority filter - 1; policy accept;\n");
         /* Inbound never: only answers to what the sandbox opened. */
         if (policy->rate_kib)
-                add(&s,
-                    "oifname \"%s\" limit rate over %u kbytes/second burst %u kbytes drop\n",
+                add(&s, "oifname \"%s\" limit rate over %u kbytes/second burst %u kbytes drop\n",
                     ne->ifname, policy->rate_kib, policy->rate_kib < 64 ? 64 : policy->rate_kib);
         add(&s,
             "oifname \"%s\" ct state established,related accept\n"
@@ -429,8 +428,8 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
             "ip daddr @builtin ip daddr != @except reject\n",
             ne->ifname, ne->ifname, ne->ifname);
         if (policy->rate_kib)
-                add(&s, "limit rate over %u kbytes/second burst %u kbytes drop\n",
-                    policy->rate_kib, policy->rate_kib < 64 ? 64 : policy->rate_kib);
+                add(&s, "limit rate over %u kbytes/second burst %u kbytes drop\n", policy->rate_kib,
+                    policy->rate_kib < 64 ? 64 : policy->rate_kib);
         add(&s, "ct state established,related accept\n");
         if (policy->max_connections)
                 add(&s, "ct state new ct count over %u reject\n", policy->max_connections);

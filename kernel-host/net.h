@@ -26,10 +26,10 @@
 
 struct net_egress {
         struct net_egress *next;
-        int slot;          /* -1: no network */
-        pid_t keeper;      /* the resolver's pid namespace init; 0: none */
-        char ifname[16];   /* host end of the pair */
-        char peer[16];     /* sandbox end, until it moves into the sandbox */
+        int slot;        /* -1: no network */
+        pid_t keeper;    /* the resolver's pid namespace init; 0: none */
+        char ifname[16]; /* host end of the pair */
+        char peer[16];   /* sandbox end, until it moves into the sandbox */
         char table[32];
         char host_addr[16];
         char sandbox_addr[16];

@@ -240,8 +240,8 @@ static int plan_etc(struct rootfs *p, const char *resolv_conf)
                             resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
                             "write /etc/nsswitch.conf");
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, resolv_conf ? resolv_conf : "", 0, 0,
-                            "write /etc/resolv.conf");
+                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, resolv_conf ? resolv_conf : "", 0,
+                            0, "write /etc/resolv.conf");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
                             "write /etc/profile");

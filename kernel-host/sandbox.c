@@ -430,8 +430,7 @@ static int open_handles(pid_t pid, struct sandbox *sb)
 
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const char *resolv_conf,
-                   const struct sandbox_ids *ids, struct sandbox *sb,
+                   const char *resolv_conf, const struct sandbox_ids *ids, struct sandbox *sb,
                    struct hostmsg_failed *fail)
 {
         const struct rootfs_params params = {root_dir, limits->disk_mb, ro_paths, resolv_conf};

@@ -71,8 +71,7 @@ void sandbox_set_title_area(char *start, size_t len);
  * is left and fail says which step failed, with which errno. */
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const char *resolv_conf,
-                   const struct sandbox_ids *ids, struct sandbox *sb,
+                   const char *resolv_conf, const struct sandbox_ids *ids, struct sandbox *sb,
                    struct hostmsg_failed *fail);
 /* Starts a process in sb. On failure fail names the step. */
 int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,

@@ -279,7 +279,8 @@ static bool dns_valid(const char *dns)
         if (hash) {
                 size_t digits = strspn(hash + 1, "0123456789");
 
-                if (digits == 0 || digits > 5 || hash[1 + digits] || strtol(hash + 1, NULL, 10) > 65535)
+                if (digits == 0 || digits > 5 || hash[1 + digits] ||
+                    strtol(hash + 1, NULL, 10) > 65535)
                         return false;
         }
         return true;
@@ -300,8 +301,8 @@ static int network_decode(json_t *o, struct hostmsg_network *n)
                 rc = get_int(o, "rate_kib", 0, 1 << 30, &rate);
         if (rc == 0)
                 rc = get_int(o, "max_connections", 0, 1 << 20, &conns);
-        if (rc == 0 && (!rules_valid(n->allow) || !rules_valid(n->deny) ||
-                        (n->dns[0] && !dns_valid(n->dns))))
+        if (rc == 0 &&
+            (!rules_valid(n->allow) || !rules_valid(n->deny) || (n->dns[0] && !dns_valid(n->dns))))
                 rc = -EBADMSG;
         n->rate_kib = (uint32_t)rate;
         n->max_connections = (uint32_t)conns;
@@ -311,11 +312,11 @@ static int network_decode(json_t *o, struct hostmsg_network *n)
 
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
 {
-        json_t *o = json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
-                         "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
-                         (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
-                         "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
-                         strv_encode(m->ro_paths), "sandbox", m->sandbox);
+        json_t *o = json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id",
+                              m->sandbox_id, "limits", "memory_mb", (json_int_t)m->limits.memory_mb,
+                              "cpu_millis", (json_int_t)m->limits.cpu_millis, "pids",
+                              (json_int_t)m->limits.pids, "disk_mb", (json_int_t)m->limits.disk_mb,
+                              "ro_paths", strv_encode(m->ro_paths), "sandbox", m->sandbox);
 
         if (o && m->network.enabled)
                 json_object_set_new(o, "network", network_encode(&m->network));

@@ -54,11 +54,11 @@ struct hostmsg_limits {
 /* A sandbox's egress, already within the operator's policy (the gateway
  * checked the request against it): rules as protocol/egress.h words. */
 struct hostmsg_network {
-        bool enabled;       /* false: no network at all (loopback only) */
-        char **allow;       /* NULL-terminated; owned after decoding */
-        char **deny;        /* always wins over allow */
-        char dns[64];       /* upstream resolver "A.B.C.D" or "A.B.C.D#PORT" */
-        uint32_t rate_kib;  /* KiB/s each way; 0: no cap */
+        bool enabled;             /* false: no network at all (loopback only) */
+        char **allow;             /* NULL-terminated; owned after decoding */
+        char **deny;              /* always wins over allow */
+        char dns[64];             /* upstream resolver "A.B.C.D" or "A.B.C.D#PORT" */
+        uint32_t rate_kib;        /* KiB/s each way; 0: no cap */
         uint32_t max_connections; /* at once; 0: no cap */
 };
 
