@@ -277,6 +277,9 @@ static int start_networked(const struct jp_kernelspec *ks, char *const *env,
 
         if (rc == 0)
                 rc = kernel_start(ks, env, limits, sb, w, out);
+        /* Its own, as any kernel's: a new one (with the same egress) if it dies. */
+        if (rc == 0)
+                (*out)->owns_sandbox = true;
         sandbox_unref(&sb);
         return rc;
 }

@@ -855,16 +855,22 @@ static void on_sandbox_ready(struct sandbox_waiter *w, struct sandbox *sb, const
  * its sandbox gets a fresh one if the old one is gone. */
 static void launch(struct kernel *k)
 {
+        struct hostmsg_network network = {0};
         int rc;
 
         k->phase = KERNEL_STARTING;
         k->reason[0] = '\0';
         loop_timer_start(&k->deadline_timer, on_deadline, cfg->kernel_start_timeout * 1000.0);
-        if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox)
+        if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox) {
+                /* The new one gets the same egress (none if out of memory). */
+                if (k->sandbox->network.enabled)
+                        egress_network_copy(&k->sandbox->network, &network);
                 sandbox_unref(&k->sandbox);
+        }
         if (!k->sandbox) {
-                rc = sandbox_new(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
-                                 &k->sandbox);
+                rc = sandbox_new_networked(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
+                                           &network, &k->sandbox);
+                egress_network_clear(&network);
                 if (rc < 0) {
                         snprintf(k->reason, sizeof(k->reason), "cannot ask for a sandbox: %s",
                                  strerror(-rc));

@@ -179,6 +179,26 @@ static void fail_set(struct hostmsg_failed *fail, const char *step, int error, c
 
 /* ---- leftovers --------------------------------------------------------------- */
 
+/* Whether pid is a running kernel-host (a table's owner, by its name). */
+static bool kernel_host_alive(int pid)
+{
+        char path[64], comm[32] = "";
+        ssize_t n;
+        int fd;
+
+        if (pid <= 0)
+                return false;
+        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, comm, sizeof(comm) - 1);
+        close(fd);
+        if (n > 0)
+                comm[n] = '\0';
+        return strncmp(comm, "glovebox-kernel", 15) == 0;
+}
+
 void net_init(void)
 {
         char *const list_tables[] = {NFT_TOOL, "list", "tables", NULL};
@@ -191,18 +211,30 @@ void net_init(void)
                         char *end = strchr(line, '\n');
                         char name[64];
                         unsigned slot;
+                        int owner;
 
                         if (end)
                                 *end = '\0';
-                        if (sscanf(line, "table inet " TABLE_PREFIX "%u", &slot) == 1) {
+                        owner = -1; /* unnamed: an older version's, dead */
+                        if (sscanf(line, "table inet " TABLE_PREFIX "%u_%d", &slot, &owner) >= 1) {
                                 char ifname[IF_NAMESIZE + 1];
                                 char *const del[] = {NFT_TOOL, "delete", "table",
                                                      "inet",   name,     NULL};
+                                char *const del_link[] = {IP_TOOL, "link", "del", ifname, NULL};
+                                bool dead = !kernel_host_alive(owner);
 
                                 snprintf(ifname, sizeof(ifname), "gbe%u", slot);
-                                snprintf(name, sizeof(name), TABLE_PREFIX "%u", slot);
-                                /* A live sandbox's table has its link. */
-                                if (if_nametoindex(ifname) == 0 &&
+                                if (owner < 0)
+                                        snprintf(name, sizeof(name), TABLE_PREFIX "%u", slot);
+                                else
+                                        snprintf(name, sizeof(name), TABLE_PREFIX "%u_%d", slot,
+                                                 owner);
+                                /* A dead kernel-host's sandbox may linger a
+                                 * moment (its namespace goes asynchronously):
+                                 * its pair goes now. */
+                                if (dead && if_nametoindex(ifname))
+                                        run_tool(del_link, NULL, -1, NULL, 0);
+                                if ((dead || if_nametoindex(ifname) == 0) &&
                                     run_tool(del, NULL, -1, NULL, 0) == 0)
                                         removed++;
                         }
@@ -277,7 +309,8 @@ int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
                 fail_set(fail, "veth pair", -rc, NULL);
                 return rc;
         }
-        snprintf(ne->table, sizeof(ne->table), TABLE_PREFIX "%d", ne->slot);
+        /* Named with its owner, for a successor to tell ours from a live one's. */
+        snprintf(ne->table, sizeof(ne->table), TABLE_PREFIX "%d_%d", ne->slot, (int)getpid());
         addr_text(SUBNET_BASE + 4u * (unsigned)ne->slot + 1, ne->host_addr, sizeof(ne->host_addr));
         addr_text(SUBNET_BASE + 4u * (unsigned)ne->slot + 2, ne->sandbox_addr,
                   sizeof(ne->sandbox_addr));
@@ -500,7 +533,8 @@ static __attribute__((noreturn)) void keeper_main(char *const argv[])
         _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
-#define MAX_RESOLVER_ARGS (16 + 3 * EGRESS_MAX_RULES)
+/* 12 fixed, a denied name each (up to 2 lists), 2 per allowed name, 2 last. */
+#define MAX_RESOLVER_ARGS (16 + 4 * EGRESS_MAX_RULES)
 
 static int start_resolver(struct net_egress *ne, const struct hostmsg_network *policy)
 {
@@ -524,11 +558,11 @@ static int start_resolver(struct net_egress *ne, const struct hostmsg_network *p
         ARG("--group=nogroup");
         ARG("--pid-file=");
         ARG("--filter-AAAA");
-        for (size_t i = 0; policy->deny && policy->deny[i] && n + 1 < MAX_RESOLVER_ARGS; i++) {
+        for (size_t i = 0; policy->deny && policy->deny[i] && n + 4 < MAX_RESOLVER_ARGS; i++) {
                 if (egress_rule_parse(policy->deny[i], &rule) == 0 && rule.is_domain)
                         ARG("--address=/%s/", rule.domain);
         }
-        for (size_t i = 0; policy->allow && policy->allow[i] && n + 2 < MAX_RESOLVER_ARGS; i++) {
+        for (size_t i = 0; policy->allow && policy->allow[i] && n + 5 < MAX_RESOLVER_ARGS; i++) {
                 if (egress_rule_parse(policy->allow[i], &rule) < 0)
                         continue;
                 if (!rule.is_domain) {
@@ -547,6 +581,10 @@ static int start_resolver(struct net_egress *ne, const struct hostmsg_network *p
                 ARG("--server=%s", policy->dns);
         else
                 ARG("--address=/#/");
+        /* An allowed name must not bring a private address within reach
+         * (DNS rebinding): such answers are dropped. A service on a private
+         * network is allowed by its address block instead. */
+        ARG("--stop-dns-rebind");
 #undef ARG
         argv[n] = NULL;
         pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
@@ -597,6 +635,7 @@ int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_
                 fail_set(fail, "nft rules", -rc, NULL);
                 return rc;
         }
+        ne->table_loaded = true;
         rc = start_resolver(ne, policy);
         if (rc == 0)
                 rc = wait_resolver(ne);
@@ -625,8 +664,9 @@ void net_release(struct net_egress *ne)
                         ;
                 ne->keeper = 0;
         }
-        if (ne->table[0])
+        if (ne->table_loaded)
                 run_tool(del_table, NULL, -1, NULL, 0);
+        ne->table_loaded = false;
         /* Gone with the sandbox's namespace, unless it never got there. */
         if (if_nametoindex(ne->ifname))
                 run_tool(del_link, NULL, -1, NULL, 0);

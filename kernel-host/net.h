@@ -34,6 +34,7 @@ struct net_egress {
         char host_addr[16];
         char sandbox_addr[16];
         double setup_ms; /* spent in net_prepare and net_attach, for the log */
+        bool table_loaded;
 };
 
 /* Removes what killed kernel-hosts left: tables whose link is gone, pairs

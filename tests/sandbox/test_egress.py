@@ -32,7 +32,7 @@ RATE_KIB = 256
 MAX_CONNECTIONS = 4
 
 EGRESS_ARGS = ["--egress-allow", "198.18.0.0/15,public.gbtest",
-               "--egress-allow", "private.gbtest,other.gbtest",
+               "--egress-allow", "private.gbtest,other.gbtest,metadata.gbtest,hostself.gbtest",
                "--egress-deny", "198.18.2.0/24",
                "--egress-dns", testnet.DNS,
                "--egress-rate-kib", str(RATE_KIB),
@@ -121,7 +121,8 @@ def test_operator_policy_reaches_allowed_refuses_denied(gateway):
     kid = model["id"]
     try:
         assert model["network"]["allowOut"] == ["198.18.0.0/15", "public.gbtest",
-                                                "private.gbtest", "other.gbtest"]
+                                                "private.gbtest", "other.gbtest",
+                                                "metadata.gbtest", "hostself.gbtest"]
         assert model["network"]["denyOut"] == ["198.18.2.0/24"]
         r = probe(gateway, kid,
                   urls=[f"http://{PUBLIC}/", f"http://{PUBLIC_OTHER}/", "http://public.gbtest/",
@@ -150,10 +151,19 @@ def test_host_and_metadata_unreachable(gateway, net):
     try:
         # Within the allowed 198.18.0.0/15, yet this host's own address.
         r = probe(gateway, kid, urls=[f"http://{HOST_PUBLIC}/", f"http://{METADATA}/",
-                                      f"http://{PUBLIC}/"])
+                                      f"http://{PUBLIC}/", "http://hostself.gbtest/",
+                                      "http://metadata.gbtest/"],
+                  names=["hostself.gbtest", "metadata.gbtest"])
         assert r["get"][f"http://{PUBLIC}/"] == "public"
         assert r["get"][f"http://{HOST_PUBLIC}/"] == "ConnectionRefusedError"
         assert r["get"][f"http://{METADATA}/"] == "ConnectionRefusedError"
+        # Allowed names answering with those addresses: the host's own is
+        # pinned and still refused; a link-local answer is dropped by the
+        # resolver (DNS rebinding protection), so the name does not resolve.
+        assert r["dns"]["hostself.gbtest"] == HOST_PUBLIC
+        assert r["get"]["http://hostself.gbtest/"] == "ConnectionRefusedError"
+        assert r["dns"]["metadata.gbtest"] == "gaierror"
+        assert r["get"]["http://metadata.gbtest/"] == "gaierror"
         # The gateway itself, on loopback and on the sandbox's own link.
         content, stdout, _ = run(gateway, kid, f"""
 import socket
@@ -306,26 +316,40 @@ def test_everything_removed_when_the_sandbox_ends(gateway):
 
 
 def test_killed_kernel_host_leaves_nothing(net):
-    """SIGKILL to the kernel-host: the resolver dies with it (its pid
+    """SIGKILL to the kernel-host: its resolver dies with it (its pid
     namespace), the pair with the sandbox, and the table is removed by the
-    next kernel-host (the gateway starts one at once)."""
+    next kernel-host (the gateway starts one at once, and the kernel starts
+    again there, in a new sandbox with the same egress)."""
     settle()
     gw = start_gateway(*EGRESS_ARGS)
     try:
-        before_tables = tables()
-        start(gw, True)
-        assert resolvers(gw)
-        assert len(tables()) == len(before_tables) + 1
+        kid = start(gw, True)["id"]
+        old_links, old_tables, old_resolvers = host_links(), tables(), resolvers(gw)
+        assert len(old_links) == 1 and len(old_tables) == 1 and len(old_resolvers) == 1
         host_pid = int(subprocess.run(["pgrep", "-P", str(gw.proc.pid), "-f", "kernel-host"],
                                       capture_output=True, text=True).stdout.split()[0])
         os.kill(host_pid, 9)
+
+        def old_gone():
+            return (not set(old_links) & set(host_links())
+                    and not set(old_tables) & set(tables())
+                    and not set(old_resolvers) & set(resolvers(gw)))
         for _ in range(200):
-            if not resolvers(gw) and not host_links() and tables() == before_tables:
+            if old_gone():
                 break
             time.sleep(0.05)
-        assert not resolvers(gw)
-        assert not host_links()
-        assert tables() == before_tables
+        assert old_gone(), (host_links(), tables(), resolvers(gw))
         assert "network leftovers" in gw.read_log()
+        # The kernel is back, with egress, on the new kernel-host.
+        for _ in range(600):
+            status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+            if model.get("execution_state") == "idle" and len(host_links()) == 1:
+                break
+            time.sleep(0.1)
+        assert model["network"]["allowOut"][0] == "198.18.0.0/15"
+        r = probe(gw, kid, urls=[f"http://{PUBLIC}/"])
+        assert r["get"][f"http://{PUBLIC}/"] == "public"
+        stop(gw, kid)
+        settle()
     finally:
         gw.stop()
