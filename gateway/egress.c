@@ -53,8 +53,8 @@ static int parse_list(const char *option, const char *text, struct rule_list *li
                 if (rc < 0) {
                         fprintf(stderr, "glovebox: --%s: '%s' is %s\n", option, item,
                                 rc == -EAFNOSUPPORT ? "IPv6, not supported yet"
-                                                    : "neither an IPv4 address or CIDR block nor "
-                                                      "a domain name");
+                                                    : "not an IPv4 address, CIDR block or "
+                                                      "domain name");
                         return -EINVAL;
                 }
                 list->count++;

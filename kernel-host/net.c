@@ -457,9 +457,11 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
             "oifname \"%s\" drop\n"
             "iifname != \"%s\" accept\n"
             "meta nfproto ipv6 reject\n"
+            /* Its own address only: nothing else is masqueraded. */
+            "ip saddr != %s drop\n"
             "ip daddr @deny reject\n"
             "ip daddr @builtin ip daddr != @except reject\n",
-            ne->ifname, ne->ifname, ne->ifname);
+            ne->ifname, ne->ifname, ne->ifname, ne->sandbox_addr);
         if (policy->rate_kib)
                 add(&s, "limit rate over %u kbytes/second burst %u kbytes drop\n", policy->rate_kib,
                     policy->rate_kib < 64 ? 64 : policy->rate_kib);
