@@ -75,6 +75,10 @@ static int parse_domain(const char *text, struct egress_rule *out)
         if (label == 0 || text[len - 1] == '-')
                 return -EINVAL;
         out->domain[len] = '\0';
+        /* An all-digit last label is no name (RFC 3696), and would read as
+         * an address once written without its trailing dot. */
+        if (strspn(out->domain + len - label, "0123456789") == label)
+                return -EINVAL;
         return 0;
 }
 

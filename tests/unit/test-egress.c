@@ -47,6 +47,8 @@ static void test_parse(void)
         check_parse("a;reject", -EINVAL, NULL);
         check_parse("x\"}", -EINVAL, NULL);
         check_parse("a/b", -EINVAL, NULL);
+        check_parse("203.", -EINVAL, NULL); /* found by fuzz-egress */
+        check_parse("example.123", -EINVAL, NULL);
         check_parse("/4#inet#t#s", -EINVAL, NULL);
 }
 
