@@ -39,6 +39,8 @@
 
 static struct net_egress *active;
 
+static int start_resolver(struct net_egress *ne, const struct hostmsg_network *policy);
+
 static double now_ms(void)
 {
         struct timespec ts;
@@ -267,8 +269,8 @@ void net_init(void)
 
 /* ---- one sandbox -------------------------------------------------------------- */
 
-int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
-                struct hostmsg_failed *fail)
+int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, char *resolv,
+                size_t resolv_size, struct hostmsg_failed *fail)
 {
         double start = now_ms();
         struct script s;
@@ -341,6 +343,13 @@ int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
         rc = run_batch(IP_TOOL, s.text, -1);
         if (rc < 0) {
                 fail_set(fail, "host address", -rc, NULL);
+                return rc;
+        }
+        /* Started now, to come up while the sandbox is made: nothing asks it
+         * anything before net_attach, which waits for it. */
+        rc = start_resolver(ne, policy);
+        if (rc < 0) {
+                fail_set(fail, "resolver", -rc, NULL);
                 return rc;
         }
         snprintf(resolv, resolv_size, "nameserver %s\n", ne->host_addr);
@@ -638,9 +647,7 @@ int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_
                 return rc;
         }
         ne->table_loaded = true;
-        rc = start_resolver(ne, policy);
-        if (rc == 0)
-                rc = wait_resolver(ne);
+        rc = wait_resolver(ne);
         if (rc < 0) {
                 if (rc == -ECHILD)
                         ne->keeper = 0; /* reaped above */

@@ -40,13 +40,14 @@ struct net_egress {
 /* Removes what killed kernel-hosts left: tables whose link is gone, pairs
  * that never reached a sandbox. Logs; never fails. */
 void net_init(void);
-/* Claims a slot and makes the pair; fills resolv (the sandbox's
- * /etc/resolv.conf). 0 or -errno with fail filled. */
-int net_prepare(struct net_egress *ne, char *resolv, size_t resolv_size,
-                struct hostmsg_failed *fail);
+/* Claims a slot, makes the pair and starts the resolver for policy; fills
+ * resolv (the sandbox's /etc/resolv.conf). 0 or -errno with fail filled;
+ * net_release still needed. */
+int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, char *resolv,
+                size_t resolv_size, struct hostmsg_failed *fail);
 /* After the sandbox exists: moves the pair's end into its network
- * namespace (netns_fd; init_pid names it to ip), loads the rules, starts
- * the resolver. 0 or -errno with fail filled; net_release still needed. */
+ * namespace (netns_fd; init_pid names it to ip), loads the rules, waits
+ * for the resolver. 0 or -errno with fail filled; net_release still needed. */
 int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_t init_pid,
                int netns_fd, struct hostmsg_failed *fail);
 /* Stops the resolver, removes the table and the pair. Idempotent. */

@@ -351,7 +351,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 goto fail;
         }
         if (req->network.enabled) {
-                rc = net_prepare(&b->net, resolv, sizeof(resolv), fail);
+                rc = net_prepare(&b->net, &req->network, resolv, sizeof(resolv), fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;
