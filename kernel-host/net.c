@@ -83,6 +83,8 @@ static int run_tool(char *const argv[], const char *input, int netns_fd, char *o
                         _exit(126);
                 if (dup2(in[0], 0) < 0 || dup2(res[1], 1) < 0)
                         _exit(126);
+                /* Not even the gateway's link: a tool gets stdio only. */
+                syscall(SYS_close_range, 3u, ~0u, 0u);
                 execve(argv[0], argv, envp);
                 _exit(127);
         }
@@ -520,6 +522,10 @@ static __attribute__((noreturn)) void keeper_main(char *const argv[])
         pid_t pid;
 
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        /* It lives as long as its sandbox: holding the kernel-host's
+         * descriptors (other sandboxes' namespaces, the gateway's link)
+         * would keep them alive too. */
+        syscall(SYS_close_range, 3u, ~0u, 0u);
         pid = fork();
         if (pid < 0)
                 _exit(1);
@@ -532,8 +538,9 @@ static __attribute__((noreturn)) void keeper_main(char *const argv[])
                 if (null_fd >= 0) {
                         dup2(null_fd, 0);
                         dup2(null_fd, 1);
+                        if (null_fd > 2)
+                                close(null_fd);
                 }
-                syscall(SYS_close_range, 3u, ~0u, 0u);
                 execve(argv[0], argv, envp);
                 _exit(127);
         }
