@@ -225,6 +225,9 @@ bad:
                 fprintf(stderr, "glovebox: --%s takes no value (or true/false)\n", o->name);
         else if (o->type == OPT_STRING || o->type == OPT_LIST)
                 fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
+        else if (o->type == OPT_INT)
+                fprintf(stderr, "glovebox: --%s must be a whole number from %.0f to %.0f, not '%s'\n",
+                        o->name, o->min, o->max, value);
         else
                 fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",
                         o->name, o->min, o->max, value);
@@ -310,6 +313,7 @@ void config_print_help(const char *program)
         printf("  %-28s %s\n  %-28s %s\n", "--config FILE",
                "read options from a JSON object (keys are option names)", "--help",
                "show this help");
+        printf("  %-28s %s\n", "--version", "print the version and exit");
 }
 
 /* Splits HOST:PORT (IPv6 hosts in brackets). */
@@ -565,6 +569,10 @@ int config_load(struct config *cfg, int argc, char **argv)
 
                 if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
                         config_print_help(argv[0]);
+                        return 1;
+                }
+                if (strcmp(arg, "--version") == 0) {
+                        printf("glovebox %s\n", PACKAGE_VERSION);
                         return 1;
                 }
                 if (strcmp(arg, "--config") == 0) {

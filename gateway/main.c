@@ -251,6 +251,9 @@ static void print_url(void)
         else
                 printf("Glovebox is serving at %s://%s%s%s:%d%s\n", scheme, lb, host, rb,
                        gw.cfg.port, gw.cfg.base_url);
+        /* On a terminal, a person started it: say how to stop it. */
+        if (isatty(STDOUT_FILENO))
+                printf("Press Ctrl+C to stop it (the kernels and their files go with it).\n");
         fflush(stdout);
 }
 
