@@ -226,7 +226,8 @@ bad:
         else if (o->type == OPT_STRING || o->type == OPT_LIST)
                 fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
         else if (o->type == OPT_INT)
-                fprintf(stderr, "glovebox: --%s must be a whole number from %.0f to %.0f, not '%s'\n",
+                fprintf(stderr,
+                        "glovebox: --%s must be a whole number from %.0f to %.0f, not '%s'\n",
                         o->name, o->min, o->max, value);
         else
                 fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",

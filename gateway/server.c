@@ -125,8 +125,7 @@ static int listen_address(const struct config *cfg, char *numeric, size_t size)
         rc = getnameinfo(pick->ai_addr, pick->ai_addrlen, numeric, (socklen_t)size, NULL, 0,
                          NI_NUMERICHOST);
         fd = socket(pick->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (rc != 0 || fd < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        if (rc != 0 || fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
             bind(fd, pick->ai_addr, pick->ai_addrlen) < 0)
                 err = rc != 0 ? EINVAL : errno;
         if (fd >= 0)
@@ -137,8 +136,8 @@ static int listen_address(const struct config *cfg, char *numeric, size_t size)
                           "port: stop it or choose another with --listen HOST:PORT)",
                           cfg->listen);
         else if (err == EADDRNOTAVAIL)
-                log_error("cannot listen on %s: %s is not an address of this machine",
-                          cfg->listen, numeric);
+                log_error("cannot listen on %s: %s is not an address of this machine", cfg->listen,
+                          numeric);
         else if (err)
                 log_error("cannot listen on %s: %s", cfg->listen, strerror(err));
         return err ? -1 : 0;
