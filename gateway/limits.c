@@ -25,8 +25,7 @@ int limits_refusal(json_t *requested, unsigned controllers, char *err, size_t er
         for (size_t i = 0; i < NLIMITS; i++) {
                 enum hostmsg_controller needs = limits[i].controller;
 
-                if (!json_object_get(requested, limits[i].name) || !needs ||
-                    (controllers & needs))
+                if (!json_object_get(requested, limits[i].name) || !needs || (controllers & needs))
                         continue;
                 snprintf(err, errlen,
                          "%s limit needs the cgroup %s controller, which this host does not "

@@ -82,7 +82,8 @@ static void test_one_hierarchy(void)
         is_int(cgroup_create_child(&sandbox, "p-1", &process, err, sizeof(err)), 0,
                "v2: process group");
         is_uint(process.ndirs, 1, "v2: the process's group is one directory");
-        ok(strstr(process.dirs[0], "/glovebox-1/sandbox-1/p-1") != NULL, "v2: inside the sandbox's");
+        ok(strstr(process.dirs[0], "/glovebox-1/sandbox-1/p-1") != NULL,
+           "v2: inside the sandbox's");
         make_procs(sandbox.dirs[0]);
         is_int(cgroup_attach(&sandbox, 4242), 0, "v2: attach");
         {
