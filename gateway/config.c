@@ -90,6 +90,9 @@ static const struct option_def options[] = {
             "default writable disk per kernel (/home/user and /tmp)"),
         OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
             "largest disk limit a request may ask for"),
+        OPT("allow-unenforced-limits", OPT_FLAG, allow_unenforced_limits, 0, 0, NULL,
+            "accept a request for a memory, cpus or pids limit that this host's cgroups cannot "
+            "enforce (default: 400; the kernel model lists what is not enforced)"),
         OPT("cull-idle-timeout", OPT_DOUBLE, cull_idle_timeout, 0, 1e9, "0",
             "shut down kernels idle this many seconds (0: never)"),
         OPT("cull-interval", OPT_DOUBLE, cull_interval, 1, 86400, "300",
