@@ -3,9 +3,11 @@
 #include "gateway/api.h"
 #include "gateway/e2b.h"
 #include "gateway/egress.h"
+#include "gateway/host.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/kernels.h"
+#include "gateway/limits.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -327,6 +329,13 @@ int api_start_kernel(struct http_request *r, json_t *request,
         }
         if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
                 http_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
+                goto out;
+        }
+        /* Without a sandbox nothing is enforced, as the operator chose. */
+        if (!cfg->allow_unenforced_limits && strcmp(cfg->sandbox, "none") != 0 &&
+            limits_refusal(json_object_get(request, "limits"), host_controllers(), err,
+                           sizeof(err)) < 0) {
+                http_reply_error(r, 400, "%s", err);
                 goto out;
         }
         env = calloc(1, sizeof(char *));

@@ -3,6 +3,7 @@
 #include "gateway/kernels.h"
 #include "gateway/egress.h"
 #include "gateway/host.h"
+#include "gateway/limits.h"
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
@@ -1102,7 +1103,7 @@ void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
 json_t *kernel_model(const struct kernel *k)
 {
         char last_activity[JP_TIMESTAMP_SIZE];
-        json_t *model;
+        json_t *model, *not_enforced;
 
         jp_timestamp_format(&k->last_activity, last_activity);
         model = json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", k->id, "name", k->spec->name,
@@ -1116,6 +1117,11 @@ json_t *kernel_model(const struct kernel *k)
         /* Egress, when its sandbox has any (gateway/egress.h). */
         if (model && k->sandbox && k->sandbox->network.enabled)
                 json_object_set_new(model, "network", egress_describe(&k->sandbox->network));
+        /* Limits this host cannot enforce, if any (README, limits). */
+        not_enforced = limits_not_enforced(host_controllers(), strcmp(cfg->sandbox, "none") != 0);
+        if (model && json_array_size(not_enforced))
+                json_object_set(model, "limits_not_enforced", not_enforced);
+        json_decref(not_enforced);
         return model;
 }
 
