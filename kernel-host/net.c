@@ -245,7 +245,7 @@ void net_init(void)
                         line = end ? end + 1 : NULL;
                 }
         }
-        /* A sandbox end still here never reached its sandbox: its
+        /* A sandbox end still here never reached its sandbox, if its
          * kernel-host died in between. */
         if (access(IP_TOOL, X_OK) == 0 && run_tool(list_links, NULL, -1, out, sizeof(out)) == 0) {
                 for (char *line = out; line && *line;) {
@@ -255,7 +255,14 @@ void net_init(void)
 
                         if (end)
                                 *end = '\0';
-                        if (sscanf(line, "%u: gbi%u", &index, &slot) == 2) {
+                        const char *alias = strstr(line, " alias kh");
+                        int owner;
+
+                        /* Only a dead kernel-host's: a live one's pair waits
+                         * here while its sandbox is made. */
+                        if (sscanf(line, "%u: gbi%u", &index, &slot) == 2 && alias &&
+                            sscanf(alias, " alias kh%d", &owner) == 1 &&
+                            !kernel_host_alive(owner)) {
                                 char *const del[] = {IP_TOOL, "link", "del", ifname, NULL};
 
                                 snprintf(ifname, sizeof(ifname), "gbi%u", slot);
@@ -341,6 +348,9 @@ int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, cha
         close(fd);
         s.len = 0;
         s.overflow = false;
+        /* The owner's pid, for a successor to tell a dead one's pair. */
+        add(&s, "link set %s alias kh%d\nlink set %s alias kh%d\n", ne->ifname, (int)getpid(),
+            ne->peer, (int)getpid());
         add(&s, "addr add %s/30 dev %s\nlink set %s up\n", ne->host_addr, ne->ifname, ne->ifname);
         rc = run_batch(IP_TOOL, s.text, -1);
         if (rc < 0) {
