@@ -17,6 +17,23 @@ from gbclient import start_gateway  # noqa: E402
 import testnet  # noqa: E402
 
 
+def sandbox_times(log):
+    """From the log: the time from each kernel's "starting" to its sandbox's
+    "ready", in order (the starts are sequential)."""
+    def ms(stamp):
+        h, m, s = stamp.split(":")
+        return (int(h) * 3600 + int(m) * 60 + float(s)) * 1000
+    out, started = [], None
+    for line in log.splitlines():
+        if re.match(r"^\S+ glovebox info  \[\w+\] starting ", line):
+            started = ms(line.split()[0])
+        elif " sandbox " in line and line.rstrip().endswith(")") and " ready (init pid" in line \
+                and started is not None:
+            out.append(ms(line.split()[0]) - started)
+            started = None
+    return out
+
+
 def timed_start(gw, network):
     body = {"name": "python3"}
     if network:
@@ -39,15 +56,23 @@ def main():
         timed_start(gw, False)
         timed_start(gw, True)
         times = {False: [], True: []}
+        skip = len(sandbox_times(gw.read_log()))
         for _ in range(n):
             for network in (False, True):
                 times[network].append(timed_start(gw, network))
+        made = sandbox_times(gw.read_log())[skip:]
+        sandbox = {False: made[0::2], True: made[1::2]}
         med = {k: statistics.median(v) * 1000 for k, v in times.items()}
         setup = [float(m) for m in re.findall(r"set up in ([0-9.]+) ms", gw.read_log())]
         print(f"kernel start (POST /api/kernels until ready), median of {n}:")
         print(f"  no network       {med[False]:7.1f} ms")
         print(f"  network: true    {med[True]:7.1f} ms")
         print(f"  difference       {med[True] - med[False]:+7.1f} ms")
+        sb = {k: statistics.median(v) for k, v in sandbox.items()}
+        print(f"sandbox made (kernel start asked to sandbox ready), median of {n}:")
+        print(f"  no network       {sb[False]:7.1f} ms")
+        print(f"  network: true    {sb[True]:7.1f} ms")
+        print(f"  difference       {sb[True] - sb[False]:+7.1f} ms")
         print(f"kernel-host network set-up (veth, nft, dnsmasq), median of {len(setup)}: "
               f"{statistics.median(setup):.1f} ms (min {min(setup):.1f}, max {max(setup):.1f})")
     finally:
