@@ -110,7 +110,7 @@ int egress_configure(const struct config *cfg)
                 if (strlen(cfg->egress_dns) >= sizeof(upstream_dns) ||
                     egress_rule_parse(addr, &r) < 0 || r.is_domain || r.prefix != 32 ||
                     (hash && (strspn(hash + 1, "0123456789") != strlen(hash + 1) || !hash[1] ||
-                              strlen(hash + 1) > 5 || atol(hash + 1) > 65535))) {
+                              strlen(hash + 1) > 5 || strtol(hash + 1, NULL, 10) > 65535))) {
                         fprintf(stderr, "glovebox: --egress-dns must be an IPv4 address, "
                                         "optionally with #PORT\n");
                         return -EINVAL;

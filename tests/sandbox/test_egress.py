@@ -353,3 +353,18 @@ def test_killed_kernel_host_leaves_nothing(net):
         settle()
     finally:
         gw.stop()
+
+
+def test_gateway_stop_leaves_nothing(net):
+    """A gateway stopped with a kernel that has egress: the kernel-host
+    removes its resolver, table and pair as it exits."""
+    settle()
+    gw = start_gateway(*EGRESS_ARGS)
+    try:
+        start(gw, True)
+        assert host_links() and tables() and resolvers(gw)
+    finally:
+        gw.stop()
+    assert not host_links()
+    assert not tables()
+    assert not resolvers(gw)
