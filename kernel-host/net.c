@@ -31,11 +31,12 @@
 /* 100.127.0.0/16, carved into /30s: slot n is 100.127.0.0 + 4n, the host
  * end +1, the sandbox +2. Shared address space (RFC 6598) that a host's
  * own networks rarely use; sandboxes never reach each other through it. */
-#define SUBNET_BASE      0x647f0000u
-#define SUBNET_PREFIX    16
-#define MAX_SLOTS        16383
-#define SCRIPT_MAX       (64 * 1024)
-#define RESOLVER_WAIT_MS 2000
+#define SUBNET_BASE            0x647f0000u
+#define SUBNET_PREFIX          16
+#define MAX_SLOTS              16383
+#define SCRIPT_MAX             (64 * 1024)
+#define RESOLVER_WAIT_MS       2000
+#define DNS_PACKETS_PER_SECOND 200 /* from a sandbox to its resolver */
 
 static struct net_egress *active;
 
@@ -462,12 +463,14 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
         add_elements(&s, allow, nallow);
         /* Filled by the resolver: the addresses its answers gave. */
         add(&s, " }\nset pinned { type ipv4_addr; }\n");
-        /* The host itself: only the resolver, on the pair's address. */
+        /* The host itself: only the resolver, on the pair's address, at a
+         * rate no lookup needs (a flood would reach the upstream resolver). */
         add(&s,
             "chain input { type filter hook input priority filter - 1; policy accept;\n"
-            "iifname \"%s\" ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n"
+            "iifname \"%s\" ip daddr %s meta l4proto { tcp, udp } th dport 53 "
+            "limit rate %u/second burst %u packets accept\n"
             "iifname \"%s\" reject\n}\n",
-            ne->ifname, ne->host_addr, ne->ifname);
+            ne->ifname, ne->host_addr, DNS_PACKETS_PER_SECOND, DNS_PACKETS_PER_SECOND, ne->ifname);
         add(&s, "chain forward { type filter hook forward priority filter - 1; policy accept;\n");
         /* Inbound never: only answers to what the sandbox opened. */
         if (policy->rate_kib)
