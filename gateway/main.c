@@ -13,6 +13,7 @@
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/server.h"
+#include "gateway/templates.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
@@ -332,7 +333,8 @@ int main(int argc, char **argv)
         return_large_buffers();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
-        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 || page_init(&gw.cfg) < 0)
+        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
+            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
@@ -376,6 +378,7 @@ out:
         if (gw.sigfd >= 0)
                 close(gw.sigfd);
         remove_runtime_dir();
+        templates_free();
         jp_kernelspec_list_free(&gw.specs);
         config_free(&gw.cfg);
         log_info("stopped");
