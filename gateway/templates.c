@@ -352,8 +352,11 @@ const struct jp_kernelspec *templates_kernel(const struct template *t, const cha
         } else {
                 snprintf(name, sizeof(name), "%s-%s", t->name, kernel);
                 ks = jp_kernelspec_find(specs, name);
+                /* Or a kernelspec of the gateway's that names t. */
+                if (!ks)
+                        ks = jp_kernelspec_find(specs, kernel);
                 /* Or the kernel's own name, when it is the default one. */
-                if (!ks) {
+                if (!ks || strcmp(ks->template_name, t->name) != 0) {
                         ks = jp_kernelspec_find(specs, t->name);
                         if (ks && strcmp(strrchr(ks->dir, '/') + 1, kernel) != 0)
                                 ks = NULL;

@@ -583,7 +583,16 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
          * mount points are in its base already. */
         for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {
                 if (tpl) {
-                        rc = add_host_path_parts(p, params->ro_paths[i], HOST_BIND);
+                        struct stat st;
+                        bool dir = lstat(params->ro_paths[i], &st) == 0 && S_ISDIR(st.st_mode);
+
+                        /* Made again where a mount above (/tmp) hides the
+                         * base's: a directory already there is left as
+                         * it is. */
+                        rc = add_parents(p, params->ro_paths[i]);
+                        if (rc == 0)
+                                rc = add_host_path_parts(p, params->ro_paths[i],
+                                                         dir ? HOST_POINT | HOST_BIND : HOST_BIND);
                         continue;
                 }
                 if (strncmp(params->ro_paths[i], "/usr/", 5) == 0)

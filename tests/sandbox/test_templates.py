@@ -1,0 +1,302 @@
+"""Templates (--template NAME=DIR): a directory tree as the sandbox's root,
+read-only and shared, under a writable upper layer of each sandbox's own on
+its size-limited tmpfs; and the host's /usr plus read-only directories
+(NAME=host:DIR). A real gateway, real kernels, real sandboxes.
+
+The tree is made from the host's own Python and ipykernel, hard-linked
+(cp -al: seconds, where debootstrap takes minutes and needs the network);
+GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR runs the same checks on a tree that
+debootstrap made (see the README's Templates for the command)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import run, value
+from gbclient import start_gateway
+
+MARKER = "only-in-the-template-7c1e"
+
+
+def make_tree(root):
+    """A root filesystem with the host's Python and ipykernel, and what
+    only this template has: /etc/template-marker, a /opt/shared its user
+    (uid 1000) owns, a world-writable /usr/local/lib."""
+    usr = os.path.join(root, "usr")
+    os.makedirs(os.path.join(usr, "lib"))
+    os.makedirs(os.path.join(usr, "share"))
+    for src, dst in [("/usr/bin", "usr/bin"), ("/usr/lib64", "usr/lib64"),
+                     ("/usr/lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"),
+                     ("/usr/lib/python3", "usr/lib/python3"),
+                     ("/usr/lib/python3.11", "usr/lib/python3.11"),
+                     ("/usr/share/jupyter", "usr/share/jupyter")]:
+        subprocess.run(["cp", "-al", src, os.path.join(root, dst)], check=True)
+    # Only the Python kernel works in this tree.
+    kernels = os.path.join(usr, "share", "jupyter", "kernels")
+    for name in os.listdir(kernels):
+        if name != "python3":
+            shutil.rmtree(os.path.join(kernels, name))
+    for link, target in [("bin", "usr/bin"), ("sbin", "usr/bin"), ("lib", "usr/lib"),
+                         ("lib64", "usr/lib64")]:
+        os.symlink(target, os.path.join(root, link))
+    for d in ["etc", "home", "run", "proc", "dev", "tmp", "opt/shared", "usr/local/lib"]:
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    os.chmod(os.path.join(root, "usr/local/lib"), 0o1777)
+    os.chown(os.path.join(root, "opt/shared"), 1000, 1000)
+    shutil.copy("/etc/ld.so.cache", os.path.join(root, "etc"))
+    with open(os.path.join(root, "etc", "template-marker"), "w") as f:
+        f.write(MARKER)
+
+
+def snapshot(root):
+    """Every name under the tree's writable places, to show nothing lands there."""
+    names = []
+    for d in ["opt", "usr/local", "etc", "home", "tmp", "root"]:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, d)):
+            names += [os.path.join(dirpath, n) for n in dirnames + filenames]
+    return sorted(names)
+
+
+@pytest.fixture(scope="module")
+def tree():
+    given = os.environ.get("GLOVEBOX_DEBOOTSTRAP_TEMPLATE")
+    if given:
+        yield given
+        return
+    root = tempfile.mkdtemp(prefix="glovebox-template-")
+    os.chmod(root, 0o755)
+    make_tree(root)
+    yield root
+    shutil.rmtree(root)
+
+
+@pytest.fixture(scope="module")
+def extra():
+    """A directory for the host form: the host's /usr plus this, read-only."""
+    root = tempfile.mkdtemp(prefix="glovebox-extra-")
+    os.chmod(root, 0o755)
+    with open(os.path.join(root, "data.txt"), "w") as f:
+        f.write("extra data")
+    yield root
+    shutil.rmtree(root)
+
+
+@pytest.fixture(scope="module")
+def specs():
+    """A kernelspec of the gateway's own that runs in the template, with env."""
+    root = tempfile.mkdtemp(prefix="glovebox-tplspecs-")
+    os.chmod(root, 0o755)
+    spec = os.path.join(root, "tplenv")
+    os.mkdir(spec)
+    with open(os.path.join(spec, "kernel.json"), "w") as f:
+        json.dump({"argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                   "display_name": "Python in tpl", "language": "python",
+                   "env": {"FROM_TEMPLATE_SPEC": "spec-env-value"},
+                   "metadata": {"glovebox": {"template": "tpl"}}}, f)
+    yield root
+    shutil.rmtree(root)
+
+
+@pytest.fixture(scope="module")
+def gateway(tree, extra, specs):
+    gw = start_gateway("--template", f"tpl={tree}", "--template", f"extra=host:{extra}",
+                       "--kernelspec-path", specs)
+    yield gw
+    gw.stop()
+
+
+def start(gw, **body):
+    status, model, _ = gw.request("POST", "/api/kernels", body)
+    assert status == 201, model
+    return model["id"]
+
+
+def stop(gw, kid):
+    status, _, _ = gw.request("DELETE", f"/api/kernels/{kid}")
+    assert status == 204
+
+
+def check(gw, kid, code):
+    content, stdout, outputs = run(gw, kid, code)
+    assert content["status"] == "ok", (content, outputs)
+    return stdout
+
+
+def write_error(gw, kid, path):
+    """The errno's name of creating path in the sandbox, or None if it worked."""
+    out = check(gw, kid, (
+        "import errno\n"
+        "try:\n"
+        f"    open({path!r}, 'w').close()\n"
+        "    print('None')\n"
+        "except OSError as e:\n"
+        "    print(errno.errorcode[e.errno])\n"))
+    name = out.split()[-1]
+    return None if name == "None" else name
+
+
+def test_template_is_listed_and_runs_in_its_tree(gateway, tree):
+    status, body, _ = gateway.request("GET", "/api/kernelspecs")
+    assert status == 200
+    assert body["kernelspecs"]["tpl"]["spec"]["language"] == "python"
+    assert "extra" in body["kernelspecs"]
+    kid = start(gateway, template="tpl")
+    try:
+        assert value(gateway, kid, "open('/etc/template-marker').read()") == MARKER
+        # The tree's own files, as the image's owners: its root is the
+        # sandbox's root, its 1000 the sandbox's user.
+        assert value(gateway, kid, "__import__('os').stat('/opt/shared').st_uid") == 1000
+        assert value(gateway, kid, "__import__('os').stat('/usr/bin').st_uid") == 0
+        assert value(gateway, kid, "__import__('os').getuid()") == 1000
+        assert value(gateway, kid, "__import__('sys').executable") == "/usr/bin/python3"
+    finally:
+        stop(gateway, kid)
+    # A sandbox without the template does not have the tree.
+    kid = start(gateway)
+    try:
+        assert not value(gateway, kid, "__import__('os').path.exists('/etc/template-marker')")
+    finally:
+        stop(gateway, kid)
+    # By name too: the template's default kernel has its name.
+    kid = start(gateway, name="tpl")
+    try:
+        assert value(gateway, kid, "open('/etc/template-marker').read()") == MARKER
+    finally:
+        stop(gateway, kid)
+
+
+def test_writes_stay_in_the_sandbox_and_vanish_with_it(gateway, tree):
+    before = snapshot(tree)
+    kid = start(gateway, template="tpl")
+    try:
+        out = check(gateway, kid, (
+            "import os, subprocess\n"
+            "open('/opt/shared/made-here', 'w').write('x')\n"
+            "open('/usr/local/lib/lib-made-here', 'w').write('y')\n"
+            "os.makedirs('/home/user/pkg')\n"
+            "open('/home/user/pkg/pyproject.toml', 'w').write(\n"
+            "    '[build-system]\\nrequires = [\"setuptools\"]\\n'\n"
+            "    'build-backend = \"setuptools.build_meta\"\\n'\n"
+            "    '[project]\\nname = \"gbtpl\"\\nversion = \"1.0\"\\n')\n"
+            "open('/home/user/pkg/gbtpl.py', 'w').write('ANSWER = 42\\n')\n"
+            "r = subprocess.run(['pip', 'install', '--user', '--no-index',\n"
+            "                    '--no-build-isolation', '/home/user/pkg'],\n"
+            "                   capture_output=True, text=True)\n"
+            "print(r.returncode, r.stdout[-300:], r.stderr[-600:])\n"
+            "print(open('/opt/shared/made-here').read() + open('/usr/local/lib/lib-made-here').read())\n"))
+        assert out.startswith("0 "), out
+        assert "Successfully installed gbtpl-1.0" in out
+        assert out.rstrip().endswith("xy"), out
+        assert value(gateway, kid, "__import__('subprocess').run(['python3', '-c', "
+                                   "'import gbtpl; print(gbtpl.ANSWER)'], capture_output=True,"
+                                   " text=True).stdout") == "42\n"
+        # What the image does not let its user write stays read-only.
+        assert write_error(gateway, kid, "/usr/bin/made-here") == "EACCES"
+        # Nothing reached the host's tree.
+        assert snapshot(tree) == before
+    finally:
+        stop(gateway, kid)
+    assert snapshot(tree) == before
+    kid = start(gateway, template="tpl")
+    try:
+        assert value(gateway, kid, "[__import__('os').path.exists(p) for p in "
+                                   "['/opt/shared/made-here', '/usr/local/lib/lib-made-here', "
+                                   "'/home/user/pkg']]") == [False, False, False]
+    finally:
+        stop(gateway, kid)
+
+
+def test_two_sandboxes_of_a_template_do_not_share_writes(gateway):
+    a = start(gateway, template="tpl")
+    b = start(gateway, template="tpl")
+    try:
+        check(gateway, a, "open('/opt/shared/from-a', 'w').write('a')")
+        check(gateway, b, "open('/opt/shared/from-b', 'w').write('b')")
+        assert value(gateway, a, "sorted(__import__('os').listdir('/opt/shared'))") == ["from-a"]
+        assert value(gateway, b, "sorted(__import__('os').listdir('/opt/shared'))") == ["from-b"]
+    finally:
+        stop(gateway, a)
+        stop(gateway, b)
+
+
+def test_disk_limit_holds_for_every_write(gateway, tree):
+    """The upper layer, /home/user and /tmp share the sandbox's disk limit: a
+    write past it fails with ENOSPC in the sandbox, and nothing else does."""
+    before = snapshot(tree)
+    kid = start(gateway, template="tpl", limits={"disk_mb": 16})
+    try:
+        out = check(gateway, kid, (
+            "import errno\n"
+            "def fill(path, mb):\n"
+            "    try:\n"
+            "        with open(path, 'wb') as f:\n"
+            "            for _ in range(mb):\n"
+            "                f.write(b'\\0' * (1 << 20))\n"
+            "        return 'ok'\n"
+            "    except OSError as e:\n"
+            "        return errno.errorcode[e.errno]\n"
+            "print(fill('/usr/local/lib/big', 10), fill('/tmp/big', 10),"
+            " fill('/home/user/big', 10))\n"))
+        assert out.split() == ["ok", "ENOSPC", "ENOSPC"], out
+        # The sandbox carries on once space is freed.
+        check(gateway, kid, "__import__('os').remove('/usr/local/lib/big')\n"
+                            "open('/home/user/small', 'w').write('fits')")
+    finally:
+        stop(gateway, kid)
+    assert snapshot(tree) == before
+
+
+def test_unknown_template_is_404_naming_the_known_ones(gateway):
+    status, body, _ = gateway.request("POST", "/api/kernels", {"template": "nope"})
+    assert status == 404
+    assert "nope" in body["message"] and "tpl" in body["message"]
+    assert "extra" in body["message"]
+    status, body, _ = gateway.request("POST", "/api/kernels", {"template": "tpl",
+                                                                "name": "no-such-kernel"})
+    assert status == 404, body
+    status, body, _ = gateway.request("POST", "/api/kernels", {"template": 3})
+    assert status == 400, body
+
+
+def test_template_kernelspec_with_env(gateway):
+    """A kernelspec that names the template runs in it, with its env."""
+    for body in [{"name": "tplenv"}, {"template": "tpl", "name": "tplenv"}]:
+        status, model, _ = gateway.request("POST", "/api/kernels", body)
+        assert status == 201, model
+        kid = model["id"]
+        try:
+            env = value(gateway, kid, "dict(__import__('os').environ)")
+            assert env["FROM_TEMPLATE_SPEC"] == "spec-env-value"
+            assert value(gateway, kid, "open('/etc/template-marker').read()") == MARKER
+        finally:
+            stop(gateway, kid)
+
+
+def test_host_form_adds_read_only_directories(gateway, extra):
+    kid = start(gateway, template="extra")
+    try:
+        assert value(gateway, kid, f"open('{extra}/data.txt').read()") == "extra data"
+        assert write_error(gateway, kid, f"{extra}/new") in ("EROFS", "EACCES")
+        assert not value(gateway, kid, "__import__('os').path.exists('/etc/template-marker')")
+        # The host's /usr, as every sandbox has it.
+        assert value(gateway, kid, "__import__('os').path.exists('/usr/share/jupyter/kernels/ir')"
+                     ) == os.path.exists("/usr/share/jupyter/kernels/ir")
+    finally:
+        stop(gateway, kid)
+    assert os.listdir(extra) == ["data.txt"]
+
+
+def test_bad_templates_stop_the_gateway(tree, specs):
+    for args, said in [(["--template", "tpl=/nonexistent"], "not an absolute path"),
+                       (["--template", "tpl=relative"], "not an absolute path"),
+                       (["--template", "tpl=/etc"], "no usr directory"),
+                       (["--template", "tpl"], "NAME=DIR"),
+                       (["--template", f"a={tree}", "--template", f"a={tree}"], "given twice"),
+                       (["--kernelspec-path", specs], "names template tpl")]:
+        with pytest.raises(RuntimeError) as caught:
+            start_gateway(*args)
+        assert said in str(caught.value), (args, str(caught.value))
