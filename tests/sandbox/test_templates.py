@@ -5,51 +5,17 @@ its size-limited tmpfs; and the host's /usr plus read-only directories
 
 The tree is made from the host's own Python and ipykernel, hard-linked
 (cp -al: seconds, where debootstrap takes minutes and needs the network);
-GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR runs the same checks on a tree that
-debootstrap made (see the README's Templates for the command)."""
-import json
+with GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR, a tree debootstrap made (the
+README's Templates has the command) is checked too."""
 import os
 import shutil
-import subprocess
 import tempfile
 
 import pytest
 
 from conftest import run, value
 from gbclient import start_gateway
-
-MARKER = "only-in-the-template-7c1e"
-
-
-def make_tree(root):
-    """A root filesystem with the host's Python and ipykernel, and what
-    only this template has: /etc/template-marker, a /opt/shared its user
-    (uid 1000) owns, a world-writable /usr/local/lib."""
-    usr = os.path.join(root, "usr")
-    os.makedirs(os.path.join(usr, "lib"))
-    os.makedirs(os.path.join(usr, "share"))
-    for src, dst in [("/usr/bin", "usr/bin"), ("/usr/lib64", "usr/lib64"),
-                     ("/usr/lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"),
-                     ("/usr/lib/python3", "usr/lib/python3"),
-                     ("/usr/lib/python3.11", "usr/lib/python3.11"),
-                     ("/usr/share/jupyter", "usr/share/jupyter")]:
-        subprocess.run(["cp", "-al", src, os.path.join(root, dst)], check=True)
-    # Only the Python kernel works in this tree.
-    kernels = os.path.join(usr, "share", "jupyter", "kernels")
-    for name in os.listdir(kernels):
-        if name != "python3":
-            shutil.rmtree(os.path.join(kernels, name))
-    for link, target in [("bin", "usr/bin"), ("sbin", "usr/bin"), ("lib", "usr/lib"),
-                         ("lib64", "usr/lib64")]:
-        os.symlink(target, os.path.join(root, link))
-    for d in ["etc", "home", "run", "proc", "dev", "tmp", "opt/shared", "usr/local/lib"]:
-        os.makedirs(os.path.join(root, d), exist_ok=True)
-    os.chmod(os.path.join(root, "tmp"), 0o1777)
-    os.chmod(os.path.join(root, "usr/local/lib"), 0o1777)
-    os.chown(os.path.join(root, "opt/shared"), 1000, 1000)
-    shutil.copy("/etc/ld.so.cache", os.path.join(root, "etc"))
-    with open(os.path.join(root, "etc", "template-marker"), "w") as f:
-        f.write(MARKER)
+from gbtemplate import MARKER, make_tree, write_kernelspec
 
 
 def snapshot(root):
@@ -63,10 +29,6 @@ def snapshot(root):
 
 @pytest.fixture(scope="module")
 def tree():
-    given = os.environ.get("GLOVEBOX_DEBOOTSTRAP_TEMPLATE")
-    if given:
-        yield given
-        return
     root = tempfile.mkdtemp(prefix="glovebox-template-")
     os.chmod(root, 0o755)
     make_tree(root)
@@ -90,13 +52,7 @@ def specs():
     """A kernelspec of the gateway's own that runs in the template, with env."""
     root = tempfile.mkdtemp(prefix="glovebox-tplspecs-")
     os.chmod(root, 0o755)
-    spec = os.path.join(root, "tplenv")
-    os.mkdir(spec)
-    with open(os.path.join(spec, "kernel.json"), "w") as f:
-        json.dump({"argv": ["python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                   "display_name": "Python in tpl", "language": "python",
-                   "env": {"FROM_TEMPLATE_SPEC": "spec-env-value"},
-                   "metadata": {"glovebox": {"template": "tpl"}}}, f)
+    write_kernelspec(root, "tplenv", "tpl", {"FROM_TEMPLATE_SPEC": "spec-env-value"})
     yield root
     shutil.rmtree(root)
 
