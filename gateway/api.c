@@ -275,7 +275,7 @@ static int api_template_kernel(struct http_request *r, json_t *request,
         json_t *jtemplate = json_object_get(request, "template");
         json_t *jname = json_object_get(request, "name");
         const char *kernel = json_is_string(jname) ? json_string_value(jname) : NULL;
-        const struct template *t;
+        const struct sandbox_template *t;
 
         *ks = NULL;
         if (!jtemplate)

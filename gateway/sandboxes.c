@@ -92,9 +92,8 @@ int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
         int rc;
 
         *out = NULL;
-        if (template_root &&
-            (size_t)snprintf(req.template_root, sizeof(req.template_root), "%s", template_root) >=
-                sizeof(req.template_root))
+        if (template_root && (size_t)snprintf(req.template_root, sizeof(req.template_root), "%s",
+                                              template_root) >= sizeof(req.template_root))
                 return -ENAMETOOLONG;
         sb = calloc(1, sizeof(*sb));
         if (!sb)

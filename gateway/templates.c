@@ -14,7 +14,7 @@
 #define MAX_TEMPLATES 64
 #define HOST_PREFIX   "host:"
 
-struct template {
+struct sandbox_template {
         char name[JP_KERNELSPEC_NAME_SIZE];
         char root[PATH_MAX]; /* its tree; "" for the host's /usr */
         char **ro_paths;     /* bound read-only into each of its sandboxes */
@@ -22,7 +22,7 @@ struct template {
         char dflt[JP_KERNELSPEC_NAME_SIZE]; /* its default kernelspec's name */
 };
 
-static struct template *templates;
+static struct sandbox_template *templates;
 static size_t ntemplates;
 static const struct jp_kernelspec_list *all; /* every kernelspec, the templates' too */
 static char **host_ro_paths; /* a sandbox without a template: kernelspecs outside /usr */
@@ -65,7 +65,7 @@ static bool is_dir(const char *path)
 }
 
 /* NAME=host:DIR[:DIR...]: each DIR an existing directory. */
-static int parse_host_form(struct template *t, const char *dirs)
+static int parse_host_form(struct sandbox_template *t, const char *dirs)
 {
         char dir[PATH_MAX];
 
@@ -91,7 +91,7 @@ static int parse_host_form(struct template *t, const char *dirs)
 }
 
 /* NAME=DIR: a root filesystem tree, which must have a /usr. */
-static int parse_tree(struct template *t, const char *dir)
+static int parse_tree(struct sandbox_template *t, const char *dir)
 {
         char real[PATH_MAX], usr[PATH_MAX + 8];
 
@@ -103,19 +103,21 @@ static int parse_tree(struct template *t, const char *dir)
         snprintf(usr, sizeof(usr), "%s/usr", real);
         if (!is_dir(usr)) {
                 log_error("--template %s: %s has no usr directory: not a root filesystem "
-                          "(see the README's Templates)", t->name, real);
+                          "(see the README's Templates)",
+                          t->name, real);
                 return -EINVAL;
         }
         if (strcmp(real, "/") == 0 || !path_usable(real)) {
                 log_error("--template %s: %s cannot be a template's tree (the host's root, or "
-                          "a ',', ':' or '\\' in its path)", t->name, real);
+                          "a ',', ':' or '\\' in its path)",
+                          t->name, real);
                 return -EINVAL;
         }
         snprintf(t->root, sizeof(t->root), "%s", real);
         return 0;
 }
 
-static int parse_entry(const char *entry, struct template *t)
+static int parse_entry(const char *entry, struct sandbox_template *t)
 {
         const char *eq = strchr(entry, '=');
         size_t n = eq ? (size_t)(eq - entry) : 0;
@@ -142,7 +144,7 @@ static int parse_entry(const char *entry, struct template *t)
 
 /* A bare program name of a tree's kernelspec, looked up in the tree (as
  * the kernel-host would look it up on the host): its path inside. */
-static void resolve_in_tree(const struct template *t, json_t *spec)
+static void resolve_in_tree(const struct sandbox_template *t, json_t *spec)
 {
         static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
         json_t *argv = json_object_get(spec, "argv");
@@ -168,7 +170,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* Adds kernel (one of t's) to specs as name, marked as t's. */
-static int add_kernel(struct template *t, struct jp_kernelspec_list *specs,
+static int add_kernel(struct sandbox_template *t, struct jp_kernelspec_list *specs,
                       const struct jp_kernelspec *kernel, const char *name, size_t root_len)
 {
         const struct jp_kernelspec *taken = jp_kernelspec_find(specs, name);
@@ -194,7 +196,7 @@ static int add_kernel(struct template *t, struct jp_kernelspec_list *specs,
 }
 
 /* t's kernels: its tree's kernelspecs, or the host's that name no template. */
-static int add_kernels(struct template *t, const struct config *cfg,
+static int add_kernels(struct sandbox_template *t, const struct config *cfg,
                        struct jp_kernelspec_list *specs, size_t nhost)
 {
         struct jp_kernelspec_list found = {NULL, 0};
@@ -218,7 +220,8 @@ static int add_kernels(struct template *t, const struct config *cfg,
                 goto out;
         if (found.count == 0) {
                 log_warn("template %s has no kernelspec (in usr/share/jupyter/kernels or "
-                         "usr/local/share/jupyter/kernels of its tree)", t->name);
+                         "usr/local/share/jupyter/kernels of its tree)",
+                         t->name);
                 goto out;
         }
         qsort(found.items, found.count, sizeof(found.items[0]), by_name);
@@ -284,8 +287,8 @@ int templates_init(const struct config *cfg, struct jp_kernelspec_list *specs)
 
                 if (name[0] && !templates_find(name)) {
                         log_error("kernelspec %s (%s) names template %s, which is not given "
-                                  "(--template %s=DIR)", specs->items[i].name, specs->items[i].dir,
-                                  name, name);
+                                  "(--template %s=DIR)",
+                                  specs->items[i].name, specs->items[i].dir, name, name);
                         rc = -EINVAL;
                 }
         }
@@ -300,7 +303,8 @@ int templates_init(const struct config *cfg, struct jp_kernelspec_list *specs)
          * not see otherwise. */
         for (size_t i = 0; rc == 0 && i < specs->count; i++) {
                 const struct jp_kernelspec *ks = &specs->items[i];
-                struct template *t = (struct template *)templates_find(ks->template_name);
+                struct sandbox_template *t =
+                    (struct sandbox_template *)templates_find(ks->template_name);
 
                 if (ks->root_len)
                         continue; /* in a tree: there already */
@@ -332,7 +336,7 @@ void templates_free(void)
         nhost_ro = 0;
 }
 
-const struct template *templates_find(const char *name)
+const struct sandbox_template *templates_find(const char *name)
 {
         for (size_t i = 0; name && name[0] && i < ntemplates; i++) {
                 if (strcmp(templates[i].name, name) == 0)
@@ -341,7 +345,7 @@ const struct template *templates_find(const char *name)
         return NULL;
 }
 
-const struct jp_kernelspec *templates_kernel(const struct template *t, const char *kernel)
+const struct jp_kernelspec *templates_kernel(const struct sandbox_template *t, const char *kernel)
 {
         const struct jp_kernelspec_list *specs = all;
         char name[JP_KERNELSPEC_NAME_SIZE * 2 + 2];
@@ -373,7 +377,7 @@ const char *templates_names(void)
 int templates_sandbox_new(const struct jp_kernelspec *spec, const struct hostmsg_limits *limits,
                           bool confined, struct sandbox **out)
 {
-        const struct template *t = templates_find(spec->template_name);
+        const struct sandbox_template *t = templates_find(spec->template_name);
 
         if (!t)
                 return sandbox_new_in(limits, host_ro_paths, NULL, confined, out);

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct template;
+struct sandbox_template;
 
 /* Reads the templates of cfg, adds their kernelspecs to specs (whose
  * items move: call before anything keeps a pointer to one) and checks the
@@ -38,9 +38,9 @@ struct template;
 int templates_init(const struct config *cfg, struct jp_kernelspec_list *specs);
 void templates_free(void);
 /* The template called name, or NULL. */
-const struct template *templates_find(const char *name);
+const struct sandbox_template *templates_find(const char *name);
 /* The kernelspec of t called kernel (NULL: its default), or NULL. */
-const struct jp_kernelspec *templates_kernel(const struct template *t, const char *kernel);
+const struct jp_kernelspec *templates_kernel(const struct sandbox_template *t, const char *kernel);
 /* "a, b, c": every template's name, for messages; "" without any. */
 const char *templates_names(void);
 /* Asks for a new sandbox for kernels of spec: its template's root and

@@ -14,7 +14,7 @@
 int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *idmapped)
 {
         struct mount_attr attr = {
-                .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         };
         char path[64];
         int fd, userns = -1, rc;

@@ -14,15 +14,15 @@
 #include <unistd.h>
 
 enum op_kind {
-        OP_DIR,         /* mkdir target */
-        OP_FILE,        /* create target with data as its content */
-        OP_SYMLINK,     /* target -> source */
-        OP_TMPFS,       /* tmpfs on target, options in data */
-        OP_BIND,        /* bind source on target; read-only unless OP_WRITABLE */
-        OP_PROC,        /* a new proc on target */
-        OP_DEVPTS,      /* a private devpts on target */
-        OP_ATTACH,      /* the template's lower layer (a detached mount) on target */
-        OP_OVERLAY,     /* overlayfs on target, options in data */
+        OP_DIR,     /* mkdir target */
+        OP_FILE,    /* create target with data as its content */
+        OP_SYMLINK, /* target -> source */
+        OP_TMPFS,   /* tmpfs on target, options in data */
+        OP_BIND,    /* bind source on target; read-only unless OP_WRITABLE */
+        OP_PROC,    /* a new proc on target */
+        OP_DEVPTS,  /* a private devpts on target */
+        OP_ATTACH,  /* the template's lower layer (a detached mount) on target */
+        OP_OVERLAY, /* overlayfs on target, options in data */
 };
 
 #define OP_WRITABLE   1u /* bind stays writable */
@@ -41,7 +41,7 @@ struct mount_op {
 };
 
 struct rootfs {
-        char top[PATH_MAX];  /* the host directory the first tmpfs is mounted on */
+        char top[PATH_MAX]; /* the host directory the first tmpfs is mounted on */
         char top_options[128];
         char root[PATH_MAX]; /* what targets are relative to while planning; then the new root */
         bool writable_root;  /* a template's overlay: stays writable */
@@ -387,8 +387,7 @@ static int plan_host_base(struct rootfs *p)
  * that is the sandbox's user, so that the base, which lies over the tree,
  * changes nothing of what the image lets its user write (a world-writable
  * /opt stays so). The tree is the operator's: reading it is safe. */
-static int add_base_dir_as(struct rootfs *p, const char *target, const char *tree,
-                           const char *path)
+static int add_base_dir_as(struct rootfs *p, const char *target, const char *tree, const char *path)
 {
         char host[PATH_MAX * 2];
         unsigned long mode = 0755;
@@ -435,14 +434,13 @@ static int add_base_dirs(struct rootfs *p, const char *tree, const char *path)
  * /home/user and /tmp, bound into the root. */
 static int plan_template_base(struct rootfs *p, const struct rootfs_params *params)
 {
-        static const char *const points[] = {"/etc", "/proc", "/dev", "/tmp", ROOTFS_HOME,
-                                             ROOTFS_RUN_DIR};
+        static const char *const points[] = {"/etc", "/proc",     "/dev",
+                                             "/tmp", ROOTFS_HOME, ROOTFS_RUN_DIR};
         const char *tree = params->template_root;
         char data[PATH_MAX * 3 + 64], lower[PATH_MAX + 16];
         int rc;
 
-        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum",
-                 params->disk_mb);
+        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", params->disk_mb);
         rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "template layers");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/work", NULL, NULL, 0700, 0, "template layers");
@@ -459,7 +457,8 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
         for (size_t i = 0; rc == 0 && i < sizeof(points) / sizeof(points[0]); i++)
                 rc = add_base_dirs(p, tree, points[i]);
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
+                rc =
+                    add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/group", NULL, group_file, 0, 0, "write /etc/group");
         if (rc == 0)
@@ -561,8 +560,8 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         if (rc == 0)
                 rc = tpl ? add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
                                   OP_WRITABLE, "bind " ROOTFS_HOME)
-                         : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV,
-                                  0, "tmpfs " ROOTFS_HOME);
+                         : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV, 0,
+                                  "tmpfs " ROOTFS_HOME);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/run", NULL, NULL, 0, 0, "mkdir /run");
         if (rc == 0)

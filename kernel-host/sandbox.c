@@ -510,7 +510,8 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 }
                 if (!idmapped)
                         log_warn("template %s: its filesystem has no idmapped mounts; its "
-                                 "sandboxes can write only their home and /tmp", template_root);
+                                 "sandboxes can write only their home and /tmp",
+                                 template_root);
         }
         rc = overlay_send_go(sv[0], lower_fd);
         if (rc < 0) {

@@ -242,12 +242,12 @@ static void strv_clear(char ***v)
 
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
 {
-        json_t *body = json_pack(
-            "{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id, "limits",
-            "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
-            (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids, "disk_mb",
-            (json_int_t)m->limits.disk_mb, "ro_paths", strv_encode(m->ro_paths), "sandbox",
-            m->sandbox);
+        json_t *body =
+            json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
+                      "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
+                      (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
+                      "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
+                      strv_encode(m->ro_paths), "sandbox", m->sandbox);
 
         /* Only a template's sandbox says it. */
         if (body && m->template_root[0] &&

@@ -298,8 +298,8 @@ int jp_kernelspec_list_append(struct jp_kernelspec_list *list, const struct jp_k
         for (size_t i = 0; rc == 0 && copy.resources && ks->resources && ks->resources[i]; i++)
                 rc = strv_push(&copy.resources, &nres, ks->resources[i]);
         grown = rc == 0 && copy.spec && copy.resources
-                        ? realloc(list->items, (list->count + 1) * sizeof(*grown))
-                        : NULL;
+                    ? realloc(list->items, (list->count + 1) * sizeof(*grown))
+                    : NULL;
         if (!grown) {
                 kernelspec_clear(&copy);
                 return -ENOMEM;

@@ -94,7 +94,7 @@ static void test_sandbox(void)
         is_str(back.template_root, "/srv/templates/ds 1", "SANDBOX_CREATE: template_root");
         hostmsg_sandbox_clear(&back);
         {
-                static const char *const bad[] = {"relative", "/a:b", "/a,upperdir=/x",
+                static const char *const bad[] = {"relative",  "/a:b",  "/a,upperdir=/x",
                                                   "/a/../etc", "/a\\b", ""};
 
                 for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
