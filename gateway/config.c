@@ -92,7 +92,8 @@ static const struct option_def options[] = {
         OPT("max-pids", OPT_INT, max_pids, 8, 1 << 22, "1024",
             "largest process limit a request may ask for"),
         OPT("disk-mb", OPT_INT, disk_mb, 1, 1 << 24, "1024",
-            "default writable disk per kernel (/home/user and /tmp)"),
+            "default writable disk per kernel (/home/user and /tmp; a template's writable layer "
+            "shares it)"),
         OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
             "largest disk limit a request may ask for"),
         OPT("cull-idle-timeout", OPT_DOUBLE, cull_idle_timeout, 0, 1e9, "0",

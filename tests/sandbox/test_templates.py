@@ -7,6 +7,7 @@ The tree is made from the host's own Python and ipykernel, hard-linked
 (cp -al: seconds, where debootstrap takes minutes and needs the network);
 with GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR, a tree debootstrap made (the
 README's Templates has the command) is checked too."""
+import json
 import os
 import shutil
 import tempfile
@@ -256,3 +257,53 @@ def test_bad_templates_stop_the_gateway(tree, specs):
         with pytest.raises(RuntimeError) as caught:
             start_gateway(*args)
         assert said in str(caught.value), (args, str(caught.value))
+
+
+def test_templates_from_the_config_file(tree):
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump({"template": [f"fromfile={tree}"]}, f)
+        f.flush()
+        gw = start_gateway("--config", f.name)
+        try:
+            status, body, _ = gw.request("GET", "/api/kernelspecs")
+            assert "fromfile" in body["kernelspecs"], body
+            status, body, _ = gw.request("POST", "/api/kernels", {"template": "other"})
+            assert status == 404 and "fromfile" in body["message"], body
+        finally:
+            gw.stop()
+
+
+@pytest.mark.skipif(not os.environ.get("GLOVEBOX_DEBOOTSTRAP_TEMPLATE"),
+                    reason="GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR names a debootstrap tree")
+def test_a_debootstrap_template():
+    """The README's recipe: debootstrap --variant=minbase
+    --include=python3-ipykernel,python3-cffi-backend,libboost-regex1.74.0,python3-pip
+    bookworm DIR."""
+    root = os.environ["GLOVEBOX_DEBOOTSTRAP_TEMPLATE"]
+    gw = start_gateway("--template", f"deb={root}")
+    try:
+        kid = start(gw, template="deb")
+        try:
+            with open(os.path.join(root, "etc", "debian_version")) as f:
+                assert value(gw, kid, "open('/etc/debian_version').read()") == f.read()
+            out = check(gw, kid, (
+                "import os, subprocess\n"
+                "os.makedirs('/home/user/pkg')\n"
+                "open('/home/user/pkg/pyproject.toml', 'w').write(\n"
+                "    '[build-system]\\nrequires = [\"setuptools\"]\\n'\n"
+                "    'build-backend = \"setuptools.build_meta\"\\n'\n"
+                "    '[project]\\nname = \"gbdeb\"\\nversion = \"1.0\"\\n')\n"
+                "open('/home/user/pkg/gbdeb.py', 'w').write('ANSWER = 42\\n')\n"
+                "r = subprocess.run(['pip', 'install', '--user', '--no-index',\n"
+                "                    '--no-build-isolation', '/home/user/pkg'],\n"
+                "                   capture_output=True, text=True)\n"
+                "print(r.returncode, r.stdout[-300:], r.stderr[-600:])\n"))
+            assert out.startswith("0 ") and "Successfully installed gbdeb-1.0" in out, out
+            # The tree's root owns its files, as the sandbox's root.
+            assert value(gw, kid, "__import__('os').stat('/usr/bin/python3').st_uid") == 0
+            assert write_error(gw, kid, "/usr/lib/made-here") == "EACCES"
+        finally:
+            stop(gw, kid)
+        assert not os.path.exists(os.path.join(root, "home", "user", "pkg"))
+    finally:
+        gw.stop()
