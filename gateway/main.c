@@ -314,7 +314,18 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-level must be debug, info, warn or error\n");
                 return 2;
         }
+        /* Templates are checked too: their trees, and the kernelspecs
+         * that name them. */
+        if (gw.cfg.check_config && (discover_kernelspecs() < 0 ||
+                                    templates_init(&gw.cfg, &gw.specs) < 0)) {
+                templates_free();
+                jp_kernelspec_list_free(&gw.specs);
+                config_free(&gw.cfg);
+                return 2;
+        }
         if (gw.cfg.check_config) {
+                templates_free();
+                jp_kernelspec_list_free(&gw.specs);
                 printf("configuration is valid\n");
                 config_free(&gw.cfg);
                 return 0;

@@ -496,17 +496,19 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
                         rc = add_op(p, OP_DIR, "/lower", NULL, NULL, 0755, 0, "template layers");
                 if (rc == 0)
                         rc = add_op(p, OP_ATTACH, "/lower", NULL, NULL, 0, 0, "attach template");
-                snprintf(lower, sizeof(lower), "%s/lower", p->top);
+                snprintf(lower, sizeof(lower), "lower");
         } else {
                 snprintf(lower, sizeof(lower), "%s", tree);
         }
         /* userxattr: in a user namespace overlayfs keeps its own marks in
-         * user.* attributes (trusted.* ones need the host's root). */
-        snprintf(data, sizeof(data),
-                 "lowerdir=%s/base:%s,upperdir=%s/upper,workdir=%s/work,userxattr", p->top, lower,
-                 p->top, p->top);
+         * user.* attributes (trusted.* ones need the host's root). The
+         * layers are named relative to the tmpfs (the mount runs there):
+         * the options, which the sandbox reads in its mountinfo, then
+         * name no host directory of ours. */
+        snprintf(data, sizeof(data), "lowerdir=base:%s,upperdir=upper,workdir=work,userxattr",
+                 lower);
         if (rc == 0)
-                rc = add_op(p, OP_OVERLAY, "/root", NULL, data, MS_NOSUID | MS_NODEV, 0,
+                rc = add_op(p, OP_OVERLAY, "/root", p->top, data, MS_NOSUID | MS_NODEV, 0,
                             "overlay template");
         snprintf(p->root, sizeof(p->root), "%s/root", p->top);
         p->writable_root = true;
@@ -701,6 +703,9 @@ static int run_op(const struct mount_op *op, int lower_fd)
                 }
                 return move_mount(lower_fd, "", AT_FDCWD, op->target, MOVE_MOUNT_F_EMPTY_PATH);
         case OP_OVERLAY:
+                /* In the layers' directory (source): data names them from there. */
+                if (chdir(op->source) < 0)
+                        return -1;
                 return mount("overlay", op->target, "overlay", op->flags, op->data);
         case OP_BIND:
                 /* A bind of the target onto itself when no source is given. */

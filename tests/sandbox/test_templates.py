@@ -110,6 +110,11 @@ def test_template_is_listed_and_runs_in_its_tree(gateway, tree):
         assert value(gateway, kid, "__import__('os').stat('/usr/bin').st_uid") == 0
         assert value(gateway, kid, "__import__('os').getuid()") == 1000
         assert value(gateway, kid, "__import__('sys').executable") == "/usr/bin/python3"
+        # The overlay's options name no host directory of the gateway's.
+        mounts = value(gateway, kid, "open('/proc/self/mountinfo').read()")
+        root = [line for line in mounts.splitlines() if line.split()[4] == "/"]
+        assert len(root) == 1 and " overlay " in root[0], mounts
+        assert "lowerdir=base:lower,upperdir=upper,workdir=work" in root[0], root
     finally:
         stop(gateway, kid)
     # A sandbox without the template does not have the tree.
