@@ -312,3 +312,23 @@ def test_a_debootstrap_template():
         assert not os.path.exists(os.path.join(root, "home", "user", "pkg"))
     finally:
         gw.stop()
+
+
+def test_unprivileged_gateway_reads_its_template(tree):
+    """As an ordinary user there is no idmapped mount: the tree keeps the
+    host's owners (its root's files are nobody's inside), its files are
+    readable, and the sandbox writes its home and /tmp only."""
+    gw = start_gateway("--template", f"tpl={tree}",
+                       runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        kid = start(gw, template="tpl")
+        try:
+            assert value(gw, kid, "open('/etc/template-marker').read()") == MARKER
+            assert value(gw, kid, "__import__('os').stat('/usr/bin').st_uid") == 65534
+            assert write_error(gw, kid, "/home/user/mine") is None
+            assert write_error(gw, kid, "/tmp/mine") is None
+            assert write_error(gw, kid, "/opt/shared/mine") == "EACCES"
+        finally:
+            stop(gw, kid)
+    finally:
+        gw.stop()
