@@ -163,6 +163,20 @@ static void resolve_in_tree(const struct sandbox_template *t, json_t *spec)
         }
 }
 
+/* Sets metadata.glovebox.template in spec. 0 or -ENOMEM. */
+static int mark_template(json_t *spec, const char *name)
+{
+        json_t *metadata = json_object_get(spec, "metadata");
+        json_t *glovebox = json_object_get(metadata, "glovebox");
+
+        if (!json_is_object(glovebox)) {
+                glovebox = json_object();
+                if (json_object_set_new(metadata, "glovebox", glovebox) < 0)
+                        return -ENOMEM;
+        }
+        return json_object_set_new(glovebox, "template", json_string(name)) < 0 ? -ENOMEM : 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
         return strcmp(((const struct jp_kernelspec *)a)->name,
@@ -191,6 +205,9 @@ static int add_kernel(struct sandbox_template *t, struct jp_kernelspec_list *spe
         added->root_len = root_len;
         if (root_len)
                 resolve_in_tree(t, added->spec);
+        /* Clients see where it runs, as in a kernelspec that names it. */
+        if (mark_template(added->spec, t->name) < 0)
+                return -ENOMEM;
         log_info("kernelspec %s: %s in template %s", added->name, kernel->name, t->name);
         return 0;
 }
@@ -281,11 +298,15 @@ int templates_init(const struct config *cfg, struct jp_kernelspec_list *specs)
                 if (rc == 0)
                         ntemplates++;
         }
-        /* Kernelspecs that name a template: it must exist. */
+        /* Kernelspecs that name a template: it must exist, and a bare
+         * program name is the tree's. */
         for (size_t i = 0; rc == 0 && i < nhost; i++) {
                 const char *name = specs->items[i].template_name;
+                const struct sandbox_template *t = templates_find(name);
 
-                if (name[0] && !templates_find(name)) {
+                if (t && t->root[0])
+                        resolve_in_tree(t, specs->items[i].spec);
+                if (name[0] && !t) {
                         log_error("kernelspec %s (%s) names template %s, which is not given "
                                   "(--template %s=DIR)",
                                   specs->items[i].name, specs->items[i].dir, name, name);

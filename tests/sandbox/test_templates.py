@@ -100,6 +100,9 @@ def test_template_is_listed_and_runs_in_its_tree(gateway, tree):
     status, body, _ = gateway.request("GET", "/api/kernelspecs")
     assert status == 200
     assert body["kernelspecs"]["tpl"]["spec"]["language"] == "python"
+    assert body["kernelspecs"]["tpl"]["spec"]["metadata"]["glovebox"]["template"] == "tpl"
+    # The gateway's kernelspec naming the template: its bare program is the tree's.
+    assert body["kernelspecs"]["tplenv"]["spec"]["argv"][0] == "/usr/bin/python3"
     assert "extra" in body["kernelspecs"]
     kid = start(gateway, template="tpl")
     try:
