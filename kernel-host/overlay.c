@@ -22,8 +22,11 @@ int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *i
         *fd_out = -1;
         *idmapped = false;
         /* A clone, detached: it is attached nowhere in the host's tree, and
-         * its flags are ours to set, whatever the tree's own mount has. */
-        fd = open_tree(AT_FDCWD, tree, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+         * its flags are ours to set, whatever the tree's own mount has.
+         * Not recursive: what is mounted inside the tree (a /proc or /sys
+         * left from a chroot) stays out, as overlayfs leaves it out of a
+         * layer given by its path. */
+        fd = open_tree(AT_FDCWD, tree, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (fd < 0)
                 return -errno;
         snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sandbox_pid);
@@ -34,14 +37,14 @@ int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *i
         }
         attr.attr_set |= MOUNT_ATTR_IDMAP;
         attr.userns_fd = (__u64)userns;
-        if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) == 0) {
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) == 0) {
                 *idmapped = true;
         } else if (errno == EINVAL || errno == EPERM || errno == EOPNOTSUPP) {
                 /* A filesystem without idmapped mounts (or a tree holding
                  * such a mount): read-only all the same. */
                 attr.attr_set &= ~(__u64)MOUNT_ATTR_IDMAP;
                 attr.userns_fd = 0;
-                if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0) {
+                if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                         rc = -errno;
                         goto fail;
                 }

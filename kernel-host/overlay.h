@@ -21,8 +21,9 @@
 #include <sys/types.h>
 
 /* In the kernel-host, once the sandbox's id maps are written: opens a
- * detached, read-only, nosuid, nodev clone of tree (recursively), its
- * owners mapped through the user namespace of sandbox_pid. Where the
+ * detached, read-only, nosuid, nodev clone of tree's mount (not of what
+ * is mounted inside it), its owners mapped through the user namespace of
+ * sandbox_pid. Where the
  * tree's filesystem cannot be idmapped the clone keeps the host's owners
  * (*idmapped false): the sandbox can then write only its home and /tmp.
  * 0 with *fd_out set (the caller closes it), or -errno. */
