@@ -19,7 +19,6 @@ struct sandbox_template {
         char root[PATH_MAX]; /* its tree; "" for the host's /usr */
         char **ro_paths;     /* bound read-only into each of its sandboxes */
         size_t nro;
-        char dflt[JP_KERNELSPEC_NAME_SIZE]; /* its default kernelspec's name */
 };
 
 static struct sandbox_template *templates;
@@ -245,7 +244,6 @@ static int add_kernels(struct sandbox_template *t, const struct config *cfg,
         dflt = jp_kernelspec_find(&found, cfg->default_kernel);
         if (!dflt)
                 dflt = &found.items[0];
-        snprintf(t->dflt, sizeof(t->dflt), "%s", t->name);
         rc = add_kernel(t, specs, dflt, t->name, t->root[0] ? strlen(t->root) : 0);
         for (size_t i = 0; rc == 0 && i < found.count; i++) {
                 if (&found.items[i] == dflt)
@@ -373,7 +371,15 @@ const struct jp_kernelspec *templates_kernel(const struct sandbox_template *t, c
         const struct jp_kernelspec *ks;
 
         if (!kernel || !kernel[0] || strcmp(kernel, t->name) == 0) {
-                ks = t->dflt[0] ? jp_kernelspec_find(specs, t->dflt) : NULL;
+                /* Its default kernel has its name; a template without
+                 * kernels of its own has those that name it. */
+                ks = jp_kernelspec_find(specs, t->name);
+                if (ks && strcmp(ks->template_name, t->name) != 0)
+                        ks = NULL;
+                for (size_t i = 0; !ks && i < specs->count; i++) {
+                        if (strcmp(specs->items[i].template_name, t->name) == 0)
+                                ks = &specs->items[i];
+                }
         } else {
                 snprintf(name, sizeof(name), "%s-%s", t->name, kernel);
                 ks = jp_kernelspec_find(specs, name);

@@ -10,6 +10,7 @@ README's Templates has the command) is checked too."""
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -335,3 +336,22 @@ def test_unprivileged_gateway_reads_its_template(tree):
             stop(gw, kid)
     finally:
         gw.stop()
+
+
+def test_mounts_inside_the_tree_stay_out(gateway, tree):
+    """What is mounted inside the tree (a /proc or /sys left from a chroot)
+    is not part of the template: only the tree's own filesystem is."""
+    inner = os.path.join(tree, "mnt")
+    os.mkdir(inner)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", inner], check=True)
+    try:
+        with open(os.path.join(inner, "host-only"), "w") as f:
+            f.write("x")
+        kid = start(gateway, template="tpl")
+        try:
+            assert value(gateway, kid, "__import__('os').listdir('/mnt')") == []
+        finally:
+            stop(gateway, kid)
+    finally:
+        subprocess.run(["umount", inner], check=True)
+        os.rmdir(inner)
