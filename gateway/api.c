@@ -2,9 +2,11 @@
 
 #include "gateway/api.h"
 #include "gateway/e2b.h"
+#include "gateway/host.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/kernels.h"
+#include "gateway/limits.h"
 #include "gateway/templates.h"
 #include "protocol/log.h"
 
@@ -335,6 +337,13 @@ int api_start_kernel(struct http_request *r, json_t *request,
                 goto out;
         }
         if (parse_limits(json_object_get(request, "limits"), &limits, err, sizeof(err)) < 0) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        /* Without a sandbox nothing is enforced, as the operator chose. */
+        if (!cfg->allow_unenforced_limits && strcmp(cfg->sandbox, "none") != 0 &&
+            limits_refusal(json_object_get(request, "limits"), host_controllers(), err,
+                           sizeof(err)) < 0) {
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }

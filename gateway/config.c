@@ -96,6 +96,9 @@ static const struct option_def options[] = {
             "shares it)"),
         OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
             "largest disk limit a request may ask for"),
+        OPT("allow-unenforced-limits", OPT_FLAG, allow_unenforced_limits, 0, 0, NULL,
+            "accept a request for a memory, cpus or pids limit that this host's cgroups cannot "
+            "enforce (default: 400; the kernel model lists what is not enforced)"),
         OPT("cull-idle-timeout", OPT_DOUBLE, cull_idle_timeout, 0, 1e9, "0",
             "shut down kernels idle this many seconds (0: never)"),
         OPT("cull-interval", OPT_DOUBLE, cull_interval, 1, 86400, "300",
@@ -231,6 +234,10 @@ bad:
                 fprintf(stderr, "glovebox: --%s takes no value (or true/false)\n", o->name);
         else if (o->type == OPT_STRING || o->type == OPT_LIST)
                 fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
+        else if (o->type == OPT_INT)
+                fprintf(stderr,
+                        "glovebox: --%s must be a whole number from %.0f to %.0f, not '%s'\n",
+                        o->name, o->min, o->max, value);
         else
                 fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",
                         o->name, o->min, o->max, value);
@@ -316,6 +323,7 @@ void config_print_help(const char *program)
         printf("  %-28s %s\n  %-28s %s\n", "--config FILE",
                "read options from a JSON object (keys are option names)", "--help",
                "show this help");
+        printf("  %-28s %s\n", "--version", "print the version and exit");
 }
 
 /* Splits HOST:PORT (IPv6 hosts in brackets). */
@@ -571,6 +579,10 @@ int config_load(struct config *cfg, int argc, char **argv)
 
                 if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
                         config_print_help(argv[0]);
+                        return 1;
+                }
+                if (strcmp(arg, "--version") == 0) {
+                        printf("glovebox %s\n", PACKAGE_VERSION);
                         return 1;
                 }
                 if (strcmp(arg, "--config") == 0) {

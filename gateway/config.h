@@ -51,6 +51,7 @@ struct config {
         double cpus, max_cpus;
         int64_t pids, max_pids;
         int64_t disk_mb, max_disk_mb;
+        bool allow_unenforced_limits; /* accept limits the kernel-host cannot enforce */
         /* idle culling */
         double cull_idle_timeout;
         double cull_interval;

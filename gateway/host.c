@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 
 static int host_fd = -1;
 static pid_t host_pid = -1;
+static unsigned host_controller_bits; /* from the kernel-host's hello */
 static struct loop_watch *host_watch;
 
 /* What a new kernel-host is started with, kept for a replacement. */
@@ -102,6 +104,45 @@ static int start_process(void)
         return 0;
 }
 
+static void take_hello(json_t *body)
+{
+        struct hostmsg_hello hello;
+
+        if (hostmsg_hello_decode(body, &hello) < 0) {
+                log_error("malformed hello from the kernel-host: no limit counts as enforced");
+                hello.controllers = 0;
+        }
+        host_controller_bits = hello.controllers;
+}
+
+/* The kernel-host's first message says which limits it can enforce; every
+ * request for limits is checked against it, so none is served before. */
+static int wait_hello(int timeout_ms)
+{
+        struct pollfd p = {host_fd, POLLIN, 0};
+        enum hostmsg_type type;
+        json_t *body = NULL;
+        int rc;
+
+        do {
+                rc = poll(&p, 1, timeout_ms);
+        } while (rc < 0 && errno == EINTR);
+        if (rc == 0)
+                return -ETIMEDOUT;
+        rc = rc < 0 ? -errno : hostmsg_recv(host_fd, &type, &body, NULL, NULL);
+        if (rc == 0 && type != HOSTMSG_HELLO)
+                rc = -EBADMSG;
+        if (rc == 0)
+                take_hello(body);
+        json_decref(body);
+        return rc;
+}
+
+unsigned host_controllers(void)
+{
+        return host_controller_bits;
+}
+
 int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
 {
         int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
@@ -114,7 +155,13 @@ int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
         snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
         snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
         spawn_args.max_restarts = max_restarts;
-        return start_process();
+        rc = start_process();
+        if (rc == 0) {
+                rc = wait_hello(30000);
+                if (rc < 0)
+                        log_error("no hello from the kernel-host: %s", strerror(-rc));
+        }
+        return rc;
 }
 
 /* Who asked for what: reports are routed back by id. */
@@ -230,6 +277,11 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                         listener_remove(l);
                         ops->exited(ctx, &m.exit);
                 }
+                break;
+        case HOSTMSG_HELLO:
+                /* A replacement's: the same machine, but said again. */
+                take_hello(body);
+                rc = 0;
                 break;
         case HOSTMSG_STARTED:
                 rc = hostmsg_started_decode(body, &m.started);

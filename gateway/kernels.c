@@ -2,6 +2,7 @@
 
 #include "gateway/kernels.h"
 #include "gateway/host.h"
+#include "gateway/limits.h"
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
@@ -1092,7 +1093,7 @@ void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
 json_t *kernel_model(const struct kernel *k)
 {
         char last_activity[JP_TIMESTAMP_SIZE];
-        json_t *model;
+        json_t *model, *not_enforced;
 
         jp_timestamp_format(&k->last_activity, last_activity);
         model = json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", k->id, "name", k->spec->name,
@@ -1103,6 +1104,11 @@ json_t *kernel_model(const struct kernel *k)
          * automatic restart it explains the lost state. */
         if (model && k->last_death[0])
                 json_object_set_new(model, "reason", json_string(k->last_death));
+        /* Limits this host cannot enforce, if any (README, limits). */
+        not_enforced = limits_not_enforced(host_controllers(), strcmp(cfg->sandbox, "none") != 0);
+        if (model && json_array_size(not_enforced))
+                json_object_set(model, "limits_not_enforced", not_enforced);
+        json_decref(not_enforced);
         return model;
 }
 

@@ -9,6 +9,7 @@
 #include "gateway/e2b.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
+#include "gateway/limits.h"
 #include "gateway/loop.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
@@ -252,6 +253,9 @@ static void print_url(void)
         else
                 printf("Glovebox is serving at %s://%s%s%s:%d%s\n", scheme, lb, host, rb,
                        gw.cfg.port, gw.cfg.base_url);
+        /* On a terminal, a person started it: say how to stop it. */
+        if (isatty(STDOUT_FILENO))
+                printf("Press Ctrl+C to stop it (the kernels and their files go with it).\n");
         fflush(stdout);
 }
 
@@ -296,6 +300,34 @@ static void say_where_the_token_is(void)
         case CONFIG_TOKEN_NONE:
                 break;
         }
+}
+
+/* Once, at start: the default limits, which every kernel has, that the
+ * kernel-host cannot enforce. Requests are not refused for them, only for
+ * asking for such a limit by name. */
+static void warn_unenforced_defaults(void)
+{
+        json_t *list, *name;
+        char names[128] = "";
+        size_t i, len = 0;
+
+        if (strcmp(gw.cfg.sandbox, "none") == 0)
+                return; /* nothing is enforced, and that was said */
+        list = limits_not_enforced(host_controllers(), true);
+        json_array_foreach(list, i, name) {
+                len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+                                        json_string_value(name));
+                if (len >= sizeof(names))
+                        break;
+        }
+        if (json_array_size(list))
+                log_warn("default limits not enforced here (the kernel-host has no cgroup "
+                         "controller for them): %s; a request naming one gets %s",
+                         names,
+                         gw.cfg.allow_unenforced_limits
+                             ? "it unenforced (--allow-unenforced-limits)"
+                             : "400");
+        json_decref(list);
 }
 
 int main(int argc, char **argv)
@@ -352,6 +384,7 @@ int main(int argc, char **argv)
                 log_error("cannot start the kernel-host");
                 goto out;
         }
+        warn_unenforced_defaults();
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);

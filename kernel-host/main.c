@@ -47,6 +47,24 @@ static void report(enum hostmsg_type type, json_t *body)
         json_decref(body);
 }
 
+/* Tells the gateway which limits we can enforce: it refuses requests for
+ * the others. */
+static void say_hello(void)
+{
+        static const enum hostmsg_controller bits[CGROUP_CONTROLLERS] = {
+            [CGROUP_MEMORY] = HOSTMSG_CONTROLLER_MEMORY,
+            [CGROUP_PIDS] = HOSTMSG_CONTROLLER_PIDS,
+            [CGROUP_CPU] = HOSTMSG_CONTROLLER_CPU};
+        struct hostmsg_hello hello = {0};
+        unsigned usable = cgroup_controllers();
+
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                if (usable & (1u << c))
+                        hello.controllers |= bits[c];
+        }
+        report(HOSTMSG_HELLO, hostmsg_hello_encode(&hello));
+}
+
 static void handle_sandbox_create(json_t *body)
 {
         struct hostmsg_sandbox req;
@@ -243,6 +261,7 @@ int main(int argc, char **argv)
         if (spawn_init(runtime_dir) < 0)
                 return 1;
         cgroup_init();
+        say_hello();
         /* Before the first sandbox: a predecessor's directories would be in
          * the way of ours. */
         if (leftovers_remove(runtime_dir) < 0)

@@ -533,6 +533,12 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, "open namespaces", -rc);
                 goto kill;
         }
+        /* Its cgroup namespace is rooted at the sandbox's group now. */
+        rc = cgroup_hand_down(&sb->cgroup, pid);
+        if (rc < 0) {
+                fail_set(fail, "cgroup hand down", -rc);
+                goto kill;
+        }
         if (write(sv[0], "g", 1) != 1) {
                 rc = -errno;
                 fail_set(fail, "start init", errno);
@@ -619,8 +625,8 @@ static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
 
         /* The process's own group first, while we still are root on the
          * host; the process inherits it, and so does all it starts. */
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                const char *dir = ex->cgroup->dirs[c];
+        for (unsigned i = 0; i < ex->cgroup->ndirs; i++) {
+                const char *dir = ex->cgroup->dirs[i];
                 char path[PATH_MAX + 16];
                 int fd;
 

@@ -761,7 +761,8 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
                 status = sandbox_process_status(&p->sp, status);
                 /* A SIGKILL while a kill counter moved: the memory limit did
                  * it. cgroup v1 counts a kill in the victim's own group, v2
-                 * in the sandbox's (its groups have no memory files). */
+                 * in the sandbox's (and in the process's, after
+                 * cgroup_hand_down). */
                 ooms = sandbox_oom_kills(&b->sandbox);
                 oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
                       (ooms > b->oom_seen || cgroup_oom_kills(&p->cgroup) > 0);

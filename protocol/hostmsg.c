@@ -240,6 +240,61 @@ static void strv_clear(char ***v)
         *v = NULL;
 }
 
+static const struct {
+        enum hostmsg_controller bit;
+        const char *name;
+} controllers[] = {{HOSTMSG_CONTROLLER_MEMORY, "memory"},
+                   {HOSTMSG_CONTROLLER_PIDS, "pids"},
+                   {HOSTMSG_CONTROLLER_CPU, "cpu"}};
+
+#define NCONTROLLERS (sizeof(controllers) / sizeof(controllers[0]))
+
+const char *hostmsg_controller_name(enum hostmsg_controller c)
+{
+        for (size_t i = 0; i < NCONTROLLERS; i++) {
+                if (controllers[i].bit == c)
+                        return controllers[i].name;
+        }
+        return NULL;
+}
+
+json_t *hostmsg_hello_encode(const struct hostmsg_hello *m)
+{
+        json_t *list = json_array();
+
+        for (size_t i = 0; list && i < NCONTROLLERS; i++) {
+                if (m->controllers & controllers[i].bit)
+                        json_array_append_new(list, json_string(controllers[i].name));
+        }
+        return list ? json_pack("{s:o}", "controllers", list) : NULL;
+}
+
+/* Every name must be known and none repeated: a controller the gateway
+ * does not know of is one whose limit it cannot ask for. */
+int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m)
+{
+        json_t *list = json_object_get(body, "controllers");
+        json_t *v;
+        size_t i;
+
+        m->controllers = 0;
+        if (!json_is_array(list) || json_array_size(list) > NCONTROLLERS)
+                return -EBADMSG;
+        json_array_foreach(list, i, v) {
+                const char *name = json_string_value(v);
+                size_t k = 0;
+
+                while (name && k < NCONTROLLERS && strcmp(controllers[k].name, name) != 0)
+                        k++;
+                if (!name || k == NCONTROLLERS || (m->controllers & controllers[k].bit)) {
+                        m->controllers = 0;
+                        return -EBADMSG;
+                }
+                m->controllers |= controllers[k].bit;
+        }
+        return 0;
+}
+
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
 {
         json_t *body =

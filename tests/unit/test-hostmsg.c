@@ -996,6 +996,48 @@ static void test_reply_validation(void)
 #undef CHECK
 }
 
+/* HELLO: the controllers the kernel-host can use, each at most once, none
+ * unknown (the gateway must not believe a limit enforced that is not). */
+static void test_hello(void)
+{
+        struct hostmsg_hello m = {HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU}, back;
+        struct {
+                const char *text;
+                int rc;
+                unsigned controllers;
+        } cases[] = {
+            {"{\"controllers\": []}", 0, 0},
+            {"{\"controllers\": [\"pids\"]}", 0, HOSTMSG_CONTROLLER_PIDS},
+            {"{\"controllers\": [\"cpu\", \"memory\", \"pids\"]}", 0,
+             HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_PIDS | HOSTMSG_CONTROLLER_CPU},
+            {"{\"controllers\": [\"cpu\", \"cpu\"]}", -EBADMSG, 0},
+            {"{\"controllers\": [\"io\"]}", -EBADMSG, 0},
+            {"{\"controllers\": [\"cpu\", \"memory\", \"pids\", \"io\"]}", -EBADMSG, 0},
+            {"{\"controllers\": [1]}", -EBADMSG, 0},
+            {"{\"controllers\": \"cpu\"}", -EBADMSG, 0},
+            {"{}", -EBADMSG, 0},
+        };
+        json_t *body = transfer(HOSTMSG_HELLO, hostmsg_hello_encode(&m), "HELLO");
+
+        memset(&back, 0x5a, sizeof(back));
+        is_int(hostmsg_hello_decode(body, &back), 0, "HELLO: decodes");
+        is_uint(back.controllers, HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU,
+                "HELLO: memory and cpu, not pids");
+        json_decref(body);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                body = json_loads(cases[i].text, 0, NULL);
+                if (!body)
+                        BAIL_OUT("json_loads %s", cases[i].text);
+                back.controllers = 99;
+                is_int(hostmsg_hello_decode(body, &back), cases[i].rc, "HELLO %s", cases[i].text);
+                is_uint(back.controllers, cases[i].controllers, "HELLO %s: controllers",
+                        cases[i].text);
+                json_decref(body);
+        }
+        is_str(hostmsg_controller_name(HOSTMSG_CONTROLLER_CPU), "cpu", "cpu's name");
+        ok(hostmsg_controller_name((enum hostmsg_controller)8) == NULL, "no name for bit 8");
+}
+
 int main(void)
 {
         /* A write into a pipe without readers must fail with EPIPE, not
@@ -1012,6 +1054,7 @@ int main(void)
         test_sandbox_validation();
         test_start_validation();
         test_reply_validation();
+        test_hello();
         close(sock[0]);
         close(sock[1]);
         return done_testing();
