@@ -355,3 +355,30 @@ def test_mounts_inside_the_tree_stay_out(gateway, tree):
     finally:
         subprocess.run(["umount", inner], check=True)
         os.rmdir(inner)
+
+
+def test_a_tree_without_kernelspecs_runs_those_that_name_it(tree):
+    """An image with no kernelspec of its own (an OCI image with ipykernel
+    installed by pip): the operator's kernelspec that names the template is
+    its default kernel, for {"template"} as for E2B."""
+    kernels = os.path.join(tree, "usr", "share", "jupyter", "kernels")
+    specs = tempfile.mkdtemp(prefix="glovebox-barespecs-")
+    os.chmod(specs, 0o755)
+    write_kernelspec(specs, "bare-python", "bare", {"FROM_BARE": "1"})
+    os.rename(kernels, kernels + ".off")
+    try:
+        gw = start_gateway("--template", f"bare={tree}", "--kernelspec-path", specs)
+    finally:
+        os.rename(kernels + ".off", kernels)
+    try:
+        status, body, _ = gw.request("GET", "/api/kernelspecs")
+        assert "bare" not in body["kernelspecs"] and "bare-python" in body["kernelspecs"]
+        kid = start(gw, template="bare")
+        try:
+            assert value(gw, kid, "open('/etc/template-marker').read()") == MARKER
+            assert value(gw, kid, "__import__('os').environ['FROM_BARE']") == "1"
+        finally:
+            stop(gw, kid)
+    finally:
+        gw.stop()
+        shutil.rmtree(specs)
