@@ -348,8 +348,8 @@ int main(int argc, char **argv)
         }
         /* Templates are checked too: their trees, and the kernelspecs
          * that name them. */
-        if (gw.cfg.check_config && (discover_kernelspecs() < 0 ||
-                                    templates_init(&gw.cfg, &gw.specs) < 0)) {
+        if (gw.cfg.check_config &&
+            (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0)) {
                 templates_free();
                 jp_kernelspec_list_free(&gw.specs);
                 config_free(&gw.cfg);
