@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -382,3 +383,25 @@ def test_a_tree_without_kernelspecs_runs_those_that_name_it(tree):
     finally:
         gw.stop()
         shutil.rmtree(specs)
+
+
+def test_a_template_has_a_warm_pool(tree):
+    """--pool NAME=N keeps a template's sandboxes ready like any kernelspec's."""
+    gw = start_gateway("--template", f"tpl={tree}", "--pool", "tpl=1")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            status, body, _ = gw.request("GET", "/api/status")
+            if body["pool"]["kernelspecs"]["tpl"]["ready"] == 1:
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.2)
+        kid = start(gw, template="tpl")
+        try:
+            status, body, _ = gw.request("GET", "/api/status")
+            assert body["pool"]["kernelspecs"]["tpl"]["taken"] == 1, body
+            assert value(gw, kid, "open('/etc/template-marker').read()") == MARKER
+        finally:
+            stop(gw, kid)
+    finally:
+        gw.stop()
