@@ -6,6 +6,7 @@
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
+#include "gateway/templates.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -24,7 +25,6 @@
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
-static char **ro_paths; /* kernelspec directories every sandbox sees */
 static struct kernel *kernels;
 static char gateway_session[JP_UUID_SIZE];
 static void (*all_gone)(void);
@@ -815,7 +815,9 @@ static void start_process(struct kernel *k)
 
         snprintf(req.id, sizeof(req.id), "%s", k->id);
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", k->sandbox->id);
-        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s", k->spec->dir);
+        /* As its sandbox sees it: a template's tree is its root. */
+        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s",
+                 k->spec->dir + k->spec->root_len);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
         req.env = k->env;
         /* The kernelspec's argv (validated strings), borrowed. */
@@ -858,8 +860,8 @@ static void launch(struct kernel *k)
         if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox)
                 sandbox_unref(&k->sandbox);
         if (!k->sandbox) {
-                rc = sandbox_new(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
-                                 &k->sandbox);
+                rc = templates_sandbox_new(k->spec, &k->limits, strcmp(cfg->sandbox, "none") != 0,
+                                           &k->sandbox);
                 if (rc < 0) {
                         snprintf(k->reason, sizeof(k->reason), "cannot ask for a sandbox: %s",
                                  strerror(-rc));
@@ -1214,17 +1216,6 @@ int kernels_init(const struct config *config, const struct jp_kernelspec_list *l
         specs = list;
         if (jp_uuid4(gateway_session) < 0)
                 return -EIO;
-        /* Kernelspecs outside /usr are bound into every sandbox. */
-        ro_paths = calloc(list->count + 1, sizeof(char *));
-        if (!ro_paths)
-                return -ENOMEM;
-        for (size_t i = 0, n = 0; i < list->count; i++) {
-                if (strncmp(list->items[i].dir, "/usr/", 5) == 0)
-                        continue;
-                ro_paths[n] = strdup(list->items[i].dir);
-                if (!ro_paths[n++])
-                        return -ENOMEM;
-        }
         if (cfg->cull_idle_timeout > 0)
                 loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
         return 0;
@@ -1265,6 +1256,4 @@ void kernels_free_all(void)
         all_gone = NULL;
         while (kernels)
                 kernel_free(kernels);
-        jp_strv_free(ro_paths);
-        ro_paths = NULL;
 }

@@ -340,8 +340,8 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 }
         }
         if (b->sandboxed) {
-                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, &ids, &b->sandbox,
-                                    fail);
+                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, req->template_root,
+                                    &ids, &b->sandbox, fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;
