@@ -8,6 +8,7 @@
 #include "gateway/pool.h"
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
+#include "gateway/templates.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -275,7 +276,7 @@ static int start_networked(const struct jp_kernelspec *ks, char *const *env,
                            struct kernel_waiter *w, struct kernel **out)
 {
         struct sandbox *sb = NULL;
-        int rc = sandbox_new_networked(limits, kernels_ro_paths(), true, net, &sb);
+        int rc = templates_sandbox_new(ks, limits, true, net, &sb);
 
         if (rc == 0)
                 rc = kernel_start(ks, env, limits, sb, w, out);
@@ -284,6 +285,40 @@ static int start_networked(const struct jp_kernelspec *ks, char *const *env,
                 (*out)->owns_sandbox = true;
         sandbox_unref(&sb);
         return rc;
+}
+
+/* {"template": NAME} (and "name", a kernel of it): *ks its kernelspec, or
+ * NULL without "template". -errno once answered (400, or 404 naming the
+ * templates there are). */
+static int api_template_kernel(struct http_request *r, json_t *request,
+                               const struct jp_kernelspec **ks)
+{
+        json_t *jtemplate = json_object_get(request, "template");
+        json_t *jname = json_object_get(request, "name");
+        const char *kernel = json_is_string(jname) ? json_string_value(jname) : NULL;
+        const struct sandbox_template *t;
+
+        *ks = NULL;
+        if (!jtemplate)
+                return 0;
+        if (!json_is_string(jtemplate)) {
+                http_reply_error(r, 400, "\"template\" must be a string");
+                return -EINVAL;
+        }
+        t = templates_find(json_string_value(jtemplate));
+        if (!t) {
+                http_reply_error(r, 404, "No such template: %.64s; templates: %s",
+                                 json_string_value(jtemplate),
+                                 templates_names()[0] ? templates_names() : "none");
+                return -ENOENT;
+        }
+        *ks = templates_kernel(t, kernel);
+        if (!*ks) {
+                http_reply_error(r, 404, "Template %s has no kernel %.64s",
+                                 json_string_value(jtemplate), kernel ? kernel : "at all");
+                return -ENOENT;
+        }
+        return 0;
 }
 
 int api_start_kernel(struct http_request *r, json_t *request,
@@ -309,7 +344,10 @@ int api_start_kernel(struct http_request *r, json_t *request,
         }
         name = json_is_string(jname) && json_string_length(jname) ? json_string_value(jname)
                                                                   : cfg->default_kernel;
-        ks = jp_kernelspec_find(kernels_specs(), name);
+        if (api_template_kernel(r, request, &ks) < 0)
+                goto out;
+        if (!ks)
+                ks = jp_kernelspec_find(kernels_specs(), name);
         if (!ks) {
                 http_reply_error(r, 404, "No such kernel spec: %.64s", name);
                 goto out;

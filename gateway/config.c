@@ -66,6 +66,11 @@ static const struct option_def options[] = {
             "where per-kernel directories (sockets, connection files) are created"),
         OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
             "'full' (default) or 'none' (developers only: kernels run unconfined)"),
+        OPT("template", OPT_LIST, templates, 0, 0, NULL,
+            "NAME=DIR: a root filesystem tree (debootstrap, an OCI image's layers) that "
+            "sandboxes of template NAME see under a writable layer of their own; "
+            "NAME=host:DIR[:DIR...]: the host's /usr plus those directories, read-only "
+            "(repeatable; see the README's Templates)"),
         OPT("max-kernels", OPT_INT, max_kernels, 1, 100000, "1000",
             "most kernels at once, starting ones included"),
         OPT("kernel-start-timeout", OPT_DOUBLE, kernel_start_timeout, 1, 3600, "60",
@@ -88,7 +93,8 @@ static const struct option_def options[] = {
         OPT("max-pids", OPT_INT, max_pids, 8, 1 << 22, "1024",
             "largest process limit a request may ask for"),
         OPT("disk-mb", OPT_INT, disk_mb, 1, 1 << 24, "1024",
-            "default writable disk per kernel (/home/user and /tmp)"),
+            "default writable disk per kernel (/home/user and /tmp; a template's writable layer "
+            "shares it)"),
         OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
             "largest disk limit a request may ask for"),
         OPT("allow-unenforced-limits", OPT_FLAG, allow_unenforced_limits, 0, 0, NULL,

@@ -39,6 +39,7 @@ struct config {
         char *default_kernel;
         char *runtime_dir;
         char *sandbox;         /* "full" or "none" */
+        char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;
         double kernel_start_timeout;
         double shutdown_grace;

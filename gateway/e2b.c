@@ -8,6 +8,7 @@
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "gateway/pool.h"
+#include "gateway/templates.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -41,6 +42,7 @@ struct e2b_sandbox {
         char template_id[64];
         json_t *metadata;
         json_t *env;
+        const struct jp_kernelspec *spec; /* of its first context: its template's */
         struct sandbox *box;
         char started_at[JP_TIMESTAMP_SIZE];
         time_t end_at;
@@ -205,11 +207,11 @@ static void set_timeout(struct e2b_sandbox *s, double seconds)
 
 /* ---- contexts --------------------------------------------------------------- */
 
-static const struct jp_kernelspec *spec_for(const char *language)
+/* A kernel for a context of s in language: one of its template's. */
+static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const char *language)
 {
         const struct jp_kernelspec_list *specs = kernels_specs();
-        const struct jp_kernelspec *dflt =
-            jp_kernelspec_find(specs, kernels_config()->default_kernel);
+        const struct jp_kernelspec *dflt = s->spec;
 
         if (!language || !*language || strcmp(language, "python") == 0)
                 return dflt;
@@ -217,6 +219,8 @@ static const struct jp_kernelspec *spec_for(const char *language)
                 const char *l =
                     json_string_value(json_object_get(specs->items[i].spec, "language"));
 
+                if (!templates_same(&specs->items[i], s->spec))
+                        continue;
                 if (l && strcasecmp(l, language) == 0)
                         return &specs->items[i];
         }
@@ -338,11 +342,32 @@ static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_ke
                                        const char *language, const char *cwd,
                                        struct kernel_waiter *w, int *err)
 {
-        char **env = env_strv(s->env);
+        char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
         struct e2b_context *c = NULL;
+        char reason[256];
+        size_t nenv = 0;
         struct kernel *k;
 
-        *err = env ? kernel_start(spec, env, &s->box->limits, s->box, w, &k) : -ENOMEM;
+        /* The kernelspec's env first, as POST /api/kernels has it, then
+         * the sandbox's envVars (checked when it was created). */
+        *err = env && sandbox_env ? kernel_env_append(json_object_get(spec->spec, "env"), &env,
+                                                      &nenv, reason, sizeof(reason))
+                                  : -ENOMEM;
+        for (size_t i = 0; *err == 0 && sandbox_env[i]; i++) {
+                char **grown = realloc(env, (nenv + 2) * sizeof(char *));
+
+                if (!grown) {
+                        *err = -ENOMEM;
+                        break;
+                }
+                env = grown;
+                env[nenv++] = sandbox_env[i];
+                env[nenv] = NULL;
+                sandbox_env[i] = NULL;
+        }
+        jp_strv_free(sandbox_env);
+        if (*err == 0)
+                *err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
         jp_strv_free(env);
         if (*err == 0) {
                 c = context_add(s, k, language, cwd);
@@ -565,14 +590,19 @@ static void create_sandbox(struct http_request *r)
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
-        /* The E2B templates an agent asks for by default, or a kernelspec. */
+        /* The E2B templates an agent asks for by default, or a kernelspec
+         * (a template's default kernel has the template's name). */
         if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
                 spec = jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
+        else if (templates_find(tid))
+                spec = templates_kernel(templates_find(tid), NULL);
         else
                 spec = jp_kernelspec_find(kernels_specs(), tid);
         refusal = create_refusal(body);
         if (!spec) {
-                e2b_reply_error(r, 404, "template '%.64s' not found", tid);
+                e2b_reply_error(r, 404, "template '%.64s' not found; templates: %s%s%s", tid,
+                                DEFAULT_TEMPLATE, templates_names()[0] ? ", " : "",
+                                templates_names());
         } else if (!timeout_of(r, body, 300, &ttl)) {
                 /* answered */
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
@@ -593,6 +623,7 @@ static void create_sandbox(struct http_request *r)
                 }
                 memcpy(s->id, "gb", 2);
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
+                s->spec = spec;
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
@@ -614,7 +645,7 @@ static void create_sandbox(struct http_request *r)
                         }
                         goto out;
                 }
-                rc = sandbox_new_networked(&limits, NULL, strcmp(cfg->sandbox, "none") != 0, &net,
+                rc = templates_sandbox_new(spec, &limits, strcmp(cfg->sandbox, "none") != 0, &net,
                                            &s->box);
                 if (rc == 0) {
                         s->next = sandboxes;
@@ -908,7 +939,7 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                         return;
                 language = json_string_value(json_object_get(body, "language"));
                 cwd = json_string_value(json_object_get(body, "cwd"));
-                spec = spec_for(language);
+                spec = spec_for(s, language);
                 for (c = s->contexts; c; c = c->next)
                         n++;
                 if (!spec)

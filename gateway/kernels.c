@@ -7,6 +7,7 @@
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
+#include "gateway/templates.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -25,7 +26,6 @@
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
-static char **ro_paths; /* kernelspec directories every sandbox sees */
 static struct kernel *kernels;
 static char gateway_session[JP_UUID_SIZE];
 static void (*all_gone)(void);
@@ -40,11 +40,6 @@ static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
 const struct config *kernels_config(void)
 {
         return cfg;
-}
-
-char *const *kernels_ro_paths(void)
-{
-        return ro_paths;
 }
 
 const struct jp_kernelspec_list *kernels_specs(void)
@@ -821,7 +816,9 @@ static void start_process(struct kernel *k)
 
         snprintf(req.id, sizeof(req.id), "%s", k->id);
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", k->sandbox->id);
-        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s", k->spec->dir);
+        /* As its sandbox sees it: a template's tree is its root. */
+        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s",
+                 k->spec->dir + k->spec->root_len);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
         req.env = k->env;
         /* The kernelspec's argv (validated strings), borrowed. */
@@ -869,7 +866,7 @@ static void launch(struct kernel *k)
                 sandbox_unref(&k->sandbox);
         }
         if (!k->sandbox) {
-                rc = sandbox_new_networked(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
+                rc = templates_sandbox_new(k->spec, &k->limits, strcmp(cfg->sandbox, "none") != 0,
                                            &network, &k->sandbox);
                 egress_network_clear(&network);
                 if (rc < 0) {
@@ -1229,17 +1226,6 @@ int kernels_init(const struct config *config, const struct jp_kernelspec_list *l
         specs = list;
         if (jp_uuid4(gateway_session) < 0)
                 return -EIO;
-        /* Kernelspecs outside /usr are bound into every sandbox. */
-        ro_paths = calloc(list->count + 1, sizeof(char *));
-        if (!ro_paths)
-                return -ENOMEM;
-        for (size_t i = 0, n = 0; i < list->count; i++) {
-                if (strncmp(list->items[i].dir, "/usr/", 5) == 0)
-                        continue;
-                ro_paths[n] = strdup(list->items[i].dir);
-                if (!ro_paths[n++])
-                        return -ENOMEM;
-        }
         if (cfg->cull_idle_timeout > 0)
                 loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
         return 0;
@@ -1280,6 +1266,4 @@ void kernels_free_all(void)
         all_gone = NULL;
         while (kernels)
                 kernel_free(kernels);
-        jp_strv_free(ro_paths);
-        ro_paths = NULL;
 }

@@ -116,8 +116,6 @@ struct kernel {
 int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *specs);
 const struct config *kernels_config(void);
 const struct jp_kernelspec_list *kernels_specs(void);
-/* Kernelspec directories every sandbox binds (NULL-terminated, or NULL). */
-char *const *kernels_ro_paths(void);
 
 /* A kernel clients may see (deleted ones are invisible); NULL if none. */
 struct kernel *kernel_find(const char *id);

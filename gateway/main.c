@@ -14,6 +14,7 @@
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/server.h"
+#include "gateway/templates.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
@@ -345,7 +346,18 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-level must be debug, info, warn or error\n");
                 return 2;
         }
+        /* Templates are checked too: their trees, and the kernelspecs
+         * that name them. */
+        if (gw.cfg.check_config &&
+            (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0)) {
+                templates_free();
+                jp_kernelspec_list_free(&gw.specs);
+                config_free(&gw.cfg);
+                return 2;
+        }
         if (gw.cfg.check_config) {
+                templates_free();
+                jp_kernelspec_list_free(&gw.specs);
                 printf("configuration is valid\n");
                 config_free(&gw.cfg);
                 return 0;
@@ -364,7 +376,8 @@ int main(int argc, char **argv)
         return_large_buffers();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
-        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 || page_init(&gw.cfg) < 0)
+        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
+            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
@@ -409,6 +422,7 @@ out:
         if (gw.sigfd >= 0)
                 close(gw.sigfd);
         remove_runtime_dir();
+        templates_free();
         jp_kernelspec_list_free(&gw.specs);
         config_free(&gw.cfg);
         log_info("stopped");

@@ -357,7 +357,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                         goto fail;
         }
         if (b->sandboxed) {
-                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths,
+                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, req->template_root,
                                     req->network.enabled ? resolv : NULL, &ids, &b->sandbox, fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)

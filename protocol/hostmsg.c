@@ -367,20 +367,36 @@ int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m)
 
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
 {
-        json_t *o = json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id",
-                              m->sandbox_id, "limits", "memory_mb", (json_int_t)m->limits.memory_mb,
-                              "cpu_millis", (json_int_t)m->limits.cpu_millis, "pids",
-                              (json_int_t)m->limits.pids, "disk_mb", (json_int_t)m->limits.disk_mb,
-                              "ro_paths", strv_encode(m->ro_paths), "sandbox", m->sandbox);
+        json_t *body =
+            json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
+                      "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
+                      (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
+                      "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
+                      strv_encode(m->ro_paths), "sandbox", m->sandbox);
 
-        if (o && m->network.enabled)
-                json_object_set_new(o, "network", network_encode(&m->network));
-        return o;
+        /* Only a template's sandbox says it. */
+        if (body && m->template_root[0] &&
+            json_object_set_new(body, "template_root", json_string(m->template_root)) < 0) {
+                json_decref(body);
+                body = NULL;
+        }
+        if (body && m->network.enabled)
+                json_object_set_new(body, "network", network_encode(&m->network));
+        return body;
+}
+
+/* A template's tree: an absolute, plain path, without a character that
+ * overlayfs's options would read as a separator. */
+static bool template_root_valid(const char *path)
+{
+        return path[0] == '/' && !strstr(path, "/..") && !strpbrk(path, ",:\\\n") &&
+               strlen(path) < PATH_MAX;
 }
 
 int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
 {
         json_t *sandbox = json_object_get(body, "sandbox");
+        json_t *template = json_object_get(body, "template_root");
         int rc;
 
         memset(m, 0, sizeof(*m));
@@ -400,6 +416,13 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
                 rc = -EBADMSG;
         if (rc == 0 && json_object_get(body, "network"))
                 rc = network_decode(json_object_get(body, "network"), &m->network);
+        if (rc == 0 && template) {
+                if (!json_is_string(template) || !template_root_valid(json_string_value(template)))
+                        rc = -EBADMSG;
+                else
+                        snprintf(m->template_root, sizeof(m->template_root), "%s",
+                                 json_string_value(template));
+        }
         if (rc < 0) {
                 hostmsg_sandbox_clear(m);
                 return rc;

@@ -83,6 +83,9 @@ struct hostmsg_sandbox {
         struct hostmsg_network network;
         char **ro_paths; /* host paths bound read-only at the same path; owned after decoding */
         bool sandbox;    /* false: --sandbox=none, a plain directory */
+        /* A template's tree, the sandbox's root under an overlay; "" for
+         * the host's /usr. Absolute, without ',', ':' or '\\'. */
+        char template_root[PATH_MAX];
 };
 
 struct hostmsg_sandbox_ready {

@@ -522,3 +522,53 @@ def test_async_sandbox(gateway):
         assert await sbx.is_running() is False
 
     asyncio.run(agent())
+
+
+def test_templates_and_their_kernelspecs_select_the_sandbox_root():
+    """Sandbox.create(NAME) of a --template runs in its tree, contexts and
+    commands too; a kernelspec naming the template does the same with its
+    env, as it does over /api/kernels."""
+    import shutil
+    import tempfile
+    from gbtemplate import MARKER, make_tree, write_kernelspec
+
+    tree = tempfile.mkdtemp(prefix="glovebox-template-")
+    specs = tempfile.mkdtemp(prefix="glovebox-tplspecs-")
+    gw = None
+    try:
+        os.chmod(tree, 0o755)
+        os.chmod(specs, 0o755)
+        make_tree(tree)
+        write_kernelspec(specs, "tplenv", "tpl", {"FROM_TEMPLATE_SPEC": "spec-env-value"})
+        gw = start_gateway("--template", f"tpl={tree}", "--kernelspec-path", specs, token=None)
+        point_sdk_at(gw, generated_token(gw))
+        read = "open('/etc/template-marker').read()"
+        sbx = Sandbox.create("tpl")
+        try:
+            assert sbx.run_code(read).text == MARKER
+            assert sbx.commands.run("cat /etc/template-marker").stdout == MARKER
+            ctx = sbx.create_code_context()
+            assert sbx.run_code(read, context=ctx).text == MARKER
+            sbx.files.write("/opt/shared/note.txt", "mine")
+            assert sbx.commands.run("cat /opt/shared/note.txt").stdout == "mine"
+        finally:
+            sbx.kill()
+        env = "__import__('os').environ.get('FROM_TEMPLATE_SPEC')"
+        sbx = Sandbox.create("tplenv")
+        try:
+            assert sbx.run_code(read).text == MARKER
+            assert sbx.run_code(env).text == "spec-env-value"
+            ctx = sbx.create_code_context()
+            assert sbx.run_code(env, context=ctx).text == "spec-env-value"
+            # The other sandbox's write went with it.
+            assert not sbx.files.exists("/opt/shared/note.txt")
+        finally:
+            sbx.kill()
+        with pytest.raises(SandboxException) as caught:
+            Sandbox.create("no-such-template")
+        assert "tpl" in str(caught.value)
+    finally:
+        if gw:
+            gw.stop()
+        shutil.rmtree(tree)
+        shutil.rmtree(specs)

@@ -80,10 +80,34 @@ static void test_sandbox(void)
         for (size_t i = 0; i < n && i < 3; i++)
                 is_str(back.ro_paths[i], ro_paths[i], "SANDBOX_CREATE: ro_paths[%zu]", i);
         is_int(back.sandbox, true, "SANDBOX_CREATE: sandbox");
+        is_str(back.template_root, "", "SANDBOX_CREATE: no template");
         hostmsg_sandbox_clear(&back);
         ok(back.ro_paths == NULL, "SANDBOX_CREATE: clear releases ro_paths");
         hostmsg_sandbox_clear(&back);
         json_decref(body);
+
+        /* A template's tree; paths overlayfs would misread are refused. */
+        snprintf(m.template_root, sizeof(m.template_root), "/srv/templates/ds 1");
+        body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m),
+                        "SANDBOX_CREATE with a template");
+        is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE with a template: decodes");
+        is_str(back.template_root, "/srv/templates/ds 1", "SANDBOX_CREATE: template_root");
+        hostmsg_sandbox_clear(&back);
+        {
+                static const char *const bad[] = {"relative",  "/a:b",  "/a,upperdir=/x",
+                                                  "/a/../etc", "/a\\b", ""};
+
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                        json_object_set_new(body, "template_root", json_string(bad[i]));
+                        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                               "SANDBOX_CREATE: template_root \"%s\" refused", bad[i]);
+                }
+                json_object_set_new(body, "template_root", json_integer(1));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: template_root a number refused");
+        }
+        json_decref(body);
+        m.template_root[0] = '\0';
 
         /* --sandbox=none, and a caller with no paths to bind. */
         m.sandbox = false;
