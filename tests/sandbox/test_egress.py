@@ -368,3 +368,32 @@ def test_gateway_stop_leaves_nothing(net):
     assert not host_links()
     assert not tables()
     assert not resolvers(gw)
+
+
+def test_template_sandbox_with_egress(net):
+    """A template's sandbox (--template) gets egress the same way: its
+    /etc/resolv.conf names its resolver."""
+    import shutil
+    import tempfile
+    from gbtemplate import make_tree
+    tree = tempfile.mkdtemp(prefix="glovebox-template-")
+    os.chmod(tree, 0o755)
+    make_tree(tree)
+    settle()
+    gw = start_gateway(*EGRESS_ARGS, "--template", f"tpl={tree}")
+    try:
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"template": "tpl", "network": {"allowOut": ["public.gbtest"]}})
+        assert status == 201, model
+        r = probe(gw, model["id"], urls=["http://public.gbtest/", f"http://{PUBLIC_OTHER}/"],
+                  names=["other.gbtest"])
+        assert r["get"]["http://public.gbtest/"] == "public"
+        assert r["get"][f"http://{PUBLIC_OTHER}/"] == "ConnectionRefusedError"
+        assert r["dns"]["other.gbtest"] == "gaierror"
+        content, stdout, _ = run(gw, model["id"], "print(open('/etc/template-marker').read())")
+        assert "only-in-the-template" in stdout
+        stop(gw, model["id"])
+        settle()
+    finally:
+        gw.stop()
+        shutil.rmtree(tree)
