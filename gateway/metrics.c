@@ -172,8 +172,7 @@ static int append_labels(struct buf *out, const struct metrics_family *f,
                         rc = buf_append_str(out, "\"");
         }
         if (rc == 0 && extra_name)
-                rc = buf_printf(out, "%s%s=\"%s\"", f->nlabels ? "," : "", extra_name,
-                                extra_value);
+                rc = buf_printf(out, "%s%s=\"%s\"", f->nlabels ? "," : "", extra_name, extra_value);
         if (rc == 0)
                 rc = buf_append_str(out, "}");
         return rc;
@@ -265,9 +264,9 @@ static const double execution_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 FAMILY(http_requests, "glovebox_http_requests_total", METRICS_COUNTER,
        "HTTP requests answered, by route class and status code", "route", "status");
 FAMILY0(ws_opened, "glovebox_websocket_connections_opened_total", METRICS_COUNTER,
-       "Kernel channel WebSocket connections opened");
+        "Kernel channel WebSocket connections opened");
 FAMILY0(ws_closed, "glovebox_websocket_connections_closed_total", METRICS_COUNTER,
-       "Kernel channel WebSocket connections closed");
+        "Kernel channel WebSocket connections closed");
 FAMILY(ws_frames, "glovebox_websocket_frames_total", METRICS_COUNTER,
        "WebSocket frames, by direction (in: from clients)", "direction");
 FAMILY(ws_bytes, "glovebox_websocket_frame_bytes_total", METRICS_COUNTER,
@@ -288,16 +287,15 @@ FAMILY(kernel_restarts, "glovebox_kernel_restarts_total", METRICS_COUNTER,
        "Kernel restarts, by kernelspec and kind (automatic after a death, or requested)",
        "kernelspec", "kind");
 FAMILY0(host_restarts, "glovebox_kernel_host_restarts_total", METRICS_COUNTER,
-       "Kernel-hosts started to replace one that died");
+        "Kernel-hosts started to replace one that died");
 FAMILY(executions, "glovebox_executions_total", METRICS_COUNTER,
-       "Executions (execute_request to execute_reply), by tenant and outcome", "tenant",
-       "outcome");
+       "Executions (execute_request to execute_reply), by tenant and outcome", "tenant", "outcome");
 FAMILY(tenant_seconds, "glovebox_tenant_execution_seconds_total", METRICS_COUNTER,
        "Seconds of execution, by tenant", "tenant");
 FAMILY(tenant_code_bytes, "glovebox_tenant_code_bytes_total", METRICS_COUNTER,
        "Bytes of code sent for execution, by tenant", "tenant");
 FAMILY0(dropped, "glovebox_metrics_series_dropped_total", METRICS_COUNTER,
-       "Label sets not counted because their family had too many series");
+        "Label sets not counted because their family had too many series");
 
 static struct metrics_family execution_seconds = {
     .name = "glovebox_execution_duration_seconds",
@@ -310,10 +308,10 @@ static struct metrics_family execution_seconds = {
 };
 
 static struct metrics_family *const families[] = {
-    &http_requests, &ws_opened,       &ws_closed,         &ws_frames,       &ws_bytes,
-    &relayed_messages, &relayed_bytes, &kernel_starts,    &kernel_failures, &kernel_deaths,
-    &kernel_ooms,   &kernel_restarts, &host_restarts,     &executions,      &execution_seconds,
-    &tenant_seconds, &tenant_code_bytes, &dropped,
+    &http_requests,    &ws_opened,         &ws_closed,     &ws_frames,       &ws_bytes,
+    &relayed_messages, &relayed_bytes,     &kernel_starts, &kernel_failures, &kernel_deaths,
+    &kernel_ooms,      &kernel_restarts,   &host_restarts, &executions,      &execution_seconds,
+    &tenant_seconds,   &tenant_code_bytes, &dropped,
 };
 
 const char *metrics_route_class(const char *path, bool sandbox_plane)

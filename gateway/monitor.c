@@ -21,9 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define METRICS_MAX_BYTES (16 * 1024 * 1024) /* a scrape's text, at most */
-#define POOL_SHORT_SECONDS 60.0 /* a pool below target this long is unhealthy */
-#define CPU_SAMPLES 256         /* sandboxes whose last CPU sample is remembered */
+#define METRICS_MAX_BYTES  (16 * 1024 * 1024) /* a scrape's text, at most */
+#define POOL_SHORT_SECONDS 60.0               /* a pool below target this long is unhealthy */
+#define CPU_SAMPLES        256                /* sandboxes whose last CPU sample is remembered */
 
 /* ---- reading small files ------------------------------------------------- */
 
@@ -132,8 +132,7 @@ static int find_mount(const char *controller, char *point, size_t psize, char *r
 /* The directory of the cgroup of controller ("" for the unified
  * hierarchy) that the sandbox's init is in. It must end in the sandbox's
  * id: the kernel-host names it so, and a recycled pid is refused. */
-static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char *out,
-                          size_t size)
+static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char *out, size_t size)
 {
         char path[64], text[4096], point[PATH_MAX], root[PATH_MAX];
         const char *cg = NULL, *base;
@@ -321,8 +320,8 @@ int monitor_sandbox_usage(struct sandbox *sb, struct sandbox_usage *out)
         out->cpu_count = (int)((sb->limits.cpu_millis + 999) / 1000);
         if (out->cpu_count < 1)
                 out->cpu_count = 1;
-        out->mem_total = sb->limits.memory_mb ? sb->limits.memory_mb * 1024 * 1024
-                                              : meminfo_bytes("MemTotal");
+        out->mem_total =
+            sb->limits.memory_mb ? sb->limits.memory_mb * 1024 * 1024 : meminfo_bytes("MemTotal");
         /* cgroup v2 where the unified hierarchy has the controller, v1 else. */
         if (sandbox_cgroup(sb, "", dir, sizeof(dir)) == 0 &&
             read_u64(dir, "memory.current", &usage) == 0) {
@@ -354,8 +353,8 @@ json_t *monitor_usage_json(const struct sandbox_usage *u)
                          "cpuUsedPct", round(u->cpu_used_pct * 100) / 100, "memUsed",
                          (json_int_t)u->mem_used, "memCache", (json_int_t)u->mem_cache, "memTotal",
                          (json_int_t)u->mem_total, "diskUsed", (json_int_t)u->disk_used,
-                         "diskTotal", (json_int_t)u->disk_total, "timestamp", when,
-                         "timestampUnix", (json_int_t)u->timestamp.tv_sec);
+                         "diskTotal", (json_int_t)u->disk_total, "timestamp", when, "timestampUnix",
+                         (json_int_t)u->timestamp.tv_sec);
 }
 
 void monitor_kernel_metrics(struct http_request *r, struct kernel *k)
@@ -466,9 +465,9 @@ void monitor_health(struct http_request *r)
                                            : json_string(pass[i] ? "ok" : "failing"));
         }
         json_decref(pool);
-        http_reply_json(r, healthy ? 200 : 503,
-                        json_pack("{s:s, s:o}", "status", healthy ? "ok" : "unhealthy", "checks",
-                                  checks));
+        http_reply_json(
+            r, healthy ? 200 : 503,
+            json_pack("{s:s, s:o}", "status", healthy ? "ok" : "unhealthy", "checks", checks));
 }
 
 /* ---- /metrics ------------------------------------------------------------- */
@@ -535,8 +534,8 @@ static struct metrics_family healthy_gauge = {
 };
 
 static struct metrics_family *const gauges[] = {
-    &kernels_gauge, &connections_gauge, &tenant_kernels, &pool_gauge, &pool_taken,
-    &pool_failed,   &pool_paused,       &memory_available, &host_up, &healthy_gauge,
+    &kernels_gauge, &connections_gauge, &tenant_kernels,   &pool_gauge, &pool_taken,
+    &pool_failed,   &pool_paused,       &memory_available, &host_up,    &healthy_gauge,
 };
 
 static void collect(void)

@@ -85,8 +85,8 @@ static void test_histogram(void)
 
 static void test_series_cap(void)
 {
-        struct metrics_family f = {.name = "c", .help = "h", .type = METRICS_COUNTER,
-                                   .labels = {"v"}, .nlabels = 1};
+        struct metrics_family f = {
+            .name = "c", .help = "h", .type = METRICS_COUNTER, .labels = {"v"}, .nlabels = 1};
         char value[32];
         int made = 0;
 
@@ -104,15 +104,14 @@ static void test_route_classes(void)
         is_str(metrics_route_class("api/kernels", false), "kernels", "kernel list");
         is_str(metrics_route_class("api/kernels/0b8e2f9e-3cbd-4f2c-9e3e-0f1a2b3c4d5e", false),
                "kernels", "a kernel, id not kept");
-        is_str(metrics_route_class("api/kernels/0b8e2f9e-3cbd-4f2c-9e3e-0f1a2b3c4d5e/execute",
-                                   false),
-               "execute", "execute");
+        is_str(
+            metrics_route_class("api/kernels/0b8e2f9e-3cbd-4f2c-9e3e-0f1a2b3c4d5e/execute", false),
+            "execute", "execute");
         is_str(metrics_route_class("api/kernels/0b8e2f9e-3cbd-4f2c-9e3e-0f1a2b3c4d5e/files/a/b",
                                    false),
                "files", "files");
         is_str(metrics_route_class("api/sessions/abc", false), "sessions", "sessions");
-        is_str(metrics_route_class("api/kernelspecs/python3", false), "kernelspecs",
-               "kernelspecs");
+        is_str(metrics_route_class("api/kernelspecs/python3", false), "kernelspecs", "kernelspecs");
         is_str(metrics_route_class("kernelspecs/python3/logo-64x64.png", false), "kernelspecs",
                "kernelspec resources");
         is_str(metrics_route_class("e2b/sandboxes", false), "e2b", "E2B control plane");
