@@ -676,9 +676,8 @@ static const char *lacking_route(const char *route)
 
 static bool lacking_action(const char *action)
 {
-        static const char *const actions[] = {"pause",   "resume",  "snapshots", "fork",
-                                              "network", "logs",    "refreshes",
-                                              NULL};
+        static const char *const actions[] = {"pause",   "resume", "snapshots", "fork",
+                                              "network", "logs",   "refreshes", NULL};
 
         return jp_strv_contains(actions, action);
 }

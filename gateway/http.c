@@ -240,8 +240,8 @@ static void request_reset(struct http_request *r)
 static void count_request(const struct http_request *r, int status)
 {
         char port[16];
-        bool sandbox_plane = r->wsi && lws_hdr_custom_copy(r->wsi, port, sizeof(port),
-                                                           "e2b-sandbox-port:", 17) > 0;
+        bool sandbox_plane =
+            r->wsi && lws_hdr_custom_copy(r->wsi, port, sizeof(port), "e2b-sandbox-port:", 17) > 0;
 
         metrics_http_request(metrics_route_class(r->path, sandbox_plane), status);
 }

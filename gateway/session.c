@@ -408,8 +408,8 @@ int session_send(struct session *s, struct jp_msg *msg)
         kernel_touch(s->kernel);
         rc = kernel_send(s->kernel, z, msg);
         if (rc == 0)
-                metrics_relayed(true, msg->header.len + msg->parent_header.len +
-                                          msg->metadata.len + msg->content.len);
+                metrics_relayed(true, msg->header.len + msg->parent_header.len + msg->metadata.len +
+                                          msg->content.len);
         if (rc == 0 && msg->channel == JP_SHELL &&
             jp_header_fields(msg->header, msg_id, msg_type) == 0 &&
             strcmp(msg_type, "execute_request") == 0)

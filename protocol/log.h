@@ -55,7 +55,6 @@ void log_write(enum log_level level, const char *kernel_id, const char *fmt, ...
 #define klog_warn(kid, ...)  LOG_AT(LOG_LEVEL_WARN, (kid), __VA_ARGS__)
 #define klog_error(kid, ...) LOG_AT(LOG_LEVEL_ERROR, (kid), __VA_ARGS__)
 
-
 /* The audit line of one execution, written whatever the level: who ran
  * how much code in which kernel, for how long, and how it ended. Never the
  * code, its output or a token. In JSON its fields are members: "event":

@@ -101,7 +101,8 @@ static void test_json(void)
         if (!line || !audit)
                 diag("%s", out);
         is_str(json_string_value(json_object_get(line, "message")),
-               "a \"quoted\" word,\na newline and a \\ backslash", "the message, escaped and whole");
+               "a \"quoted\" word,\na newline and a \\ backslash",
+               "the message, escaped and whole");
         is_str(json_string_value(json_object_get(line, "level")), "info", "its level");
         is_str(json_string_value(json_object_get(line, "kernel")), "0123456789abcdef",
                "its kernel");
