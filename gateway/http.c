@@ -578,6 +578,8 @@ int http_write_error_now(struct lws *wsi, int status, const char *message)
         unsigned char *body = malloc(LWS_PRE + len + 1);
         int rc = -1;
 
+        /* Only refused WebSocket upgrades are answered this way. */
+        metrics_http_request("channels", status);
         if (body && text) {
                 memcpy(body + LWS_PRE, text, len);
                 rc = write_response(wsi, NULL, status, "application/json", body + LWS_PRE, len);
