@@ -281,3 +281,19 @@ def test_health_needs_memory_above_the_pool_minimum():
         assert body["checks"]["kernel_host"] == "ok"
     finally:
         g.stop()
+
+
+def test_a_refused_websocket_upgrade_is_counted(gw):
+    import websocket
+    before, _, _ = scrape(gw)
+    kid = gw.start_kernel()
+    try:
+        with pytest.raises(websocket.WebSocketBadStatusException):
+            gw.connect(kid, token="wrong-token-xxxxxxxx")
+        after, _, _ = scrape(gw)
+        assert value(after, "glovebox_http_requests_total", route="channels", status="401") - value(
+            before, "glovebox_http_requests_total", route="channels", status="401") == 1
+        assert value(after, "glovebox_websocket_connections_opened_total") == value(
+            before, "glovebox_websocket_connections_opened_total")
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
