@@ -473,6 +473,8 @@ void session_destroy(struct session **sp, int code, const char *reason)
                 struct pending_exec *p = s->pending;
 
                 s->pending = p->next;
+                /* Nobody will hear its reply: it still has its audit line. */
+                pending_done(s, p, "aborted");
                 pending_free(p);
         }
         free(s);
