@@ -241,6 +241,9 @@ def test_health_turns_503_while_the_kernel_host_is_stopped():
                         "checks": {"kernel_host": "ok", "pool": "ok", "memory": "ok"}}
         os.kill(host, signal.SIGSTOP)
         try:
+            # A stop takes effect when the process is next scheduled.
+            assert wait_for(lambda: open(f"/proc/{host}/stat").read().rsplit(")", 1)[1].split()[0]
+                            in ("T", "t"), timeout=10)
             # Without the token: only the names of the failing checks.
             status, body, _ = g.request("GET", "/api/health", token="")
             assert status == 503, body
