@@ -4,6 +4,7 @@
 #include "gateway/e2b.h"
 #include "gateway/egress.h"
 #include "gateway/host.h"
+#include "gateway/monitor.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/kernels.h"
@@ -449,6 +450,8 @@ static void kernel_action(struct http_request *r, const struct route *rt)
                 kernel_restart(k, &r->waiter);
         } else if (strcmp(action, "execute") == 0 && r->method == HTTP_POST) {
                 api_execute(r, k);
+        } else if (strcmp(action, "metrics") == 0 && r->method == HTTP_GET) {
+                monitor_kernel_metrics(r, k);
         } else if (strcmp(action, "channels") == 0) {
                 http_reply_error(r, 400, "This route needs a WebSocket upgrade");
         } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0) {
@@ -496,7 +499,9 @@ void api_handle(struct http_request *r)
         if (api_files_handle(r))
                 return;
         if (split_path(r->path, &rt) < 0 || !is(&rt, 0, "api")) {
-                if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
+                if (rt.n == 1 && is(&rt, 0, "metrics") && r->method == HTTP_GET)
+                        monitor_metrics(r);
+                else if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
                         get_kernelspec_resource(r, rt.seg[1], rt.seg[2]);
                 else
                         http_reply_error(r, 404, "No route %s", r->path);
@@ -506,6 +511,8 @@ void api_handle(struct http_request *r)
                 http_reply_json(r, 200, json_pack("{s:s}", "version", PACKAGE_VERSION));
         } else if (rt.n == 2 && is(&rt, 1, "status") && r->method == HTTP_GET) {
                 get_status(r);
+        } else if (rt.n == 2 && is(&rt, 1, "health") && r->method == HTTP_GET) {
+                monitor_health(r);
         } else if (rt.n == 2 && is(&rt, 1, "kernelspecs") && r->method == HTTP_GET) {
                 get_kernelspecs(r);
         } else if (rt.n == 3 && is(&rt, 1, "kernelspecs") && r->method == HTTP_GET) {

@@ -170,6 +170,8 @@ static const struct option_def options[] = {
             "directory of the web page (default: the source tree's when run from the build tree, "
             "else the installed one)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
+        OPT("log-format", OPT_STRING, log_format, 0, 0, "text",
+            "text, or json: one JSON object a line (time, level, component, message)"),
         OPT("log-rate-limit", OPT_INT, log_rate_limit, 0, 1000000, "10",
             "lines a second of one repeated warning per kernel (bad signatures, bad client "
             "frames); the rest are counted and summarised (0: no limit)"),

@@ -89,6 +89,7 @@ struct config {
         /* misc */
         char *static_dir;
         char *log_level;
+        char *log_format; /* "text" or "json" */
         int64_t log_rate_limit; /* lines a second of one repeated warning, per kernel */
         bool check_config;
 

@@ -7,6 +7,7 @@
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
+#include "gateway/monitor.h"
 #include "gateway/pool.h"
 #include "gateway/templates.h"
 #include "protocol/ids.h"
@@ -770,11 +771,22 @@ static const char *lacking_route(const char *route)
 
 static bool lacking_action(const char *action)
 {
-        static const char *const actions[] = {"pause",   "resume",  "snapshots", "fork",
-                                              "network", "metrics", "logs",      "refreshes",
-                                              NULL};
+        static const char *const actions[] = {"pause",   "resume", "snapshots", "fork",
+                                              "network", "logs",   "refreshes", NULL};
 
         return jp_strv_contains(actions, action);
+}
+
+/* getMetrics: E2B keeps a series of samples; Glovebox answers the one
+ * taken now (a list of one), whatever start and end ask for. */
+static void sandbox_metrics(struct http_request *r, struct e2b_sandbox *s)
+{
+        struct sandbox_usage u;
+
+        if (monitor_sandbox_usage(s->box, &u) < 0)
+                http_reply_json(r, 200, json_array());
+        else
+                http_reply_json(r, 200, json_pack("[o]", monitor_usage_json(&u)));
 }
 
 static void control_plane(struct http_request *r, const char *route)
@@ -835,6 +847,8 @@ static void control_plane(struct http_request *r, const char *route)
                         http_reply_json(r, 200, created_json(s));
                 else
                         http_reply_empty(r, 204);
+        } else if (strcmp(rest, "metrics") == 0 && r->method == HTTP_GET) {
+                sandbox_metrics(r, s);
         } else if (lacking_action(rest)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", rest);
         } else {

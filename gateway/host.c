@@ -2,6 +2,7 @@
 
 #include "gateway/host.h"
 #include "gateway/loop.h"
+#include "gateway/metrics.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -67,7 +68,9 @@ static int start_process(void)
         char *argv[] = {spawn_args.program, (char *)"--runtime-dir", spawn_args.runtime_dir,
                         (char *)"--log-level", spawn_args.log_level, NULL};
         /* Nothing of our environment (tokens, secrets) goes further. */
-        char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                        log_format == LOG_FORMAT_JSON ? (char *)"GLOVEBOX_LOG_FORMAT=json" : NULL,
+                        NULL};
         sigset_t none;
         int sv[2];
         pid_t pid;
@@ -385,6 +388,7 @@ static void host_lost(void)
                 if (start_process() == 0 &&
                     loop_watch_fd(host_fd, on_link, NULL, &host_watch) == 0) {
                         replaced = true;
+                        metrics_kernel_host_restarted();
                         log_warn("started a new kernel-host (pid %d; %d of %d replacements)",
                                  (int)host_pid, spawn_args.restarts, spawn_args.max_restarts);
                 } else {
@@ -428,6 +432,11 @@ static void on_link(void *arg)
 bool host_running(void)
 {
         return host_fd >= 0;
+}
+
+int host_process_id(void)
+{
+        return host_fd >= 0 ? (int)host_pid : -1;
 }
 
 int host_attach(void (*lost)(void))

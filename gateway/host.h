@@ -41,6 +41,8 @@ unsigned host_controllers(void);
 
 /* Whether a kernel-host is there to ask (false once it died for good). */
 bool host_running(void);
+/* The running kernel-host's pid, or -1. */
+int host_process_id(void);
 
 int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
                         void *ctx);

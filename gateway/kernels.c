@@ -5,6 +5,7 @@
 #include "gateway/host.h"
 #include "gateway/limits.h"
 #include "gateway/loop.h"
+#include "gateway/metrics.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
 #include "gateway/templates.h"
@@ -317,6 +318,8 @@ static void become_ready(struct kernel *k)
         loop_timer_stop(&k->probe_timer);
         loop_timer_stop(&k->deadline_timer);
         k->phase = KERNEL_READY;
+        if (!k->ever_ready)
+                metrics_kernel_started(k->spec->name);
         k->ever_ready = true;
         k->reason[0] = '\0';
         set_state(k, "idle");
@@ -551,6 +554,7 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
                 return;
         }
         kernel_touch(k);
+        metrics_relayed(false, m->size);
         if (strcmp(m->msg_type, "status") == 0)
                 track_status(k, &msg);
         if (k->phase == KERNEL_CONNECTING) {
@@ -716,6 +720,7 @@ static void handle_death(struct kernel *k)
                 char message[HOSTMSG_ERROR_SIZE + 64];
 
                 snprintf(message, sizeof(message), "Kernel failed to start: %s", k->reason);
+                metrics_kernel_start_failed(k->spec->name);
                 finish(k, 500, message);
                 return;
         }
@@ -726,6 +731,7 @@ static void handle_death(struct kernel *k)
                 return;
         }
         klog_warn(k->id, "died: %s", k->reason);
+        metrics_kernel_died(k->spec->name, k->oom);
         snprintf(k->last_death, sizeof(k->last_death), "%s", k->reason);
         /* Whoever waits for an execution hears why it ended. */
         fail_all_pending(k, k->oom ? "KernelOutOfMemory" : "KernelDied", k->reason);
@@ -742,6 +748,7 @@ static void handle_death(struct kernel *k)
                 return;
         }
         k->restarts++;
+        metrics_kernel_restarted(k->spec->name, true);
         klog_info(k->id, "restarting automatically (%d of %lld)", k->restarts,
                   (long long)cfg->max_restarts);
         set_state(k, "restarting");
@@ -1049,6 +1056,7 @@ void kernel_restart(struct kernel *k, struct kernel_waiter *w)
 {
         waiter_add(k, w);
         klog_info(k->id, "restart requested");
+        metrics_kernel_restarted(k->spec->name, false);
         k->restarts = 0;
         k->last_death[0] = '\0';
         /* No "restarting" status here: Jupyter clients read it as an

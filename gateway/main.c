@@ -346,6 +346,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-level must be debug, info, warn or error\n");
                 return 2;
         }
+        if (log_format_parse(gw.cfg.log_format, &log_format) < 0) {
+                fprintf(stderr, "glovebox: --log-format must be text or json\n");
+                return 2;
+        }
         /* Templates are checked too: their trees, and the kernelspecs
          * that name them. */
         if (gw.cfg.check_config &&
