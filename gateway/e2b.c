@@ -47,6 +47,7 @@ struct e2b_sandbox {
         struct sandbox *box;
         char started_at[JP_TIMESTAMP_SIZE];
         time_t end_at;
+        double lifetime; /* asked for at create; counted again from ready */
         lws_sorted_usec_list_t ttl;
         struct e2b_context *contexts;
         bool ready; /* its default context answered; listed from then on */
@@ -448,6 +449,9 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
                 return;
         }
         s->ready = true;
+        /* The lifetime asked for is the client's from the answer on: a
+         * start slowed by a busy host does not eat into it. */
+        set_timeout(s, s->lifetime);
         http_reply_json(r, 201, created_json(s));
 }
 
@@ -628,6 +632,10 @@ static void create_sandbox(struct http_request *r)
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
+                /* Its timer starts once it is ready (on_created); a start
+                 * that fails or hangs past --kernel-start-timeout ends it. */
+                s->lifetime = ttl;
+                s->end_at = time(NULL) + (time_t)ttl;
                 /* Without envVars, the default context can be a pooled
                  * kernel, and the sandbox its sandbox. */
                 pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
@@ -635,7 +643,6 @@ static void create_sandbox(struct http_request *r)
                         s->box = sandbox_ref(pooled->sandbox);
                         s->next = sandboxes;
                         sandboxes = s;
-                        set_timeout(s, ttl);
                         r->waiter.done = on_created;
                         if (context_add(s, pooled, "python", NULL)) {
                                 kernel_when_ready(pooled, &r->waiter);
@@ -651,7 +658,6 @@ static void create_sandbox(struct http_request *r)
                 if (rc == 0) {
                         s->next = sandboxes;
                         sandboxes = s;
-                        set_timeout(s, ttl);
                         r->waiter.done = on_created;
                         if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
                                 sandbox_kill(s);
