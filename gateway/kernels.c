@@ -419,11 +419,21 @@ static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
         }
 }
 
-/* Picks execution_state out of a status message's content. */
+/* Picks execution_state out of a status message's content. The busy/idle
+ * pair around a kernel_info_request is skipped: those of the gateway's own
+ * start-up probes (several may be answered after the kernel is ready) made
+ * a just-started kernel look busy, and none says anything of work. */
 static void track_status(struct kernel *k, const struct jp_msg *msg)
 {
-        json_t *content = json_loadb((const char *)msg->content.ptr, msg->content.len, 0, NULL);
-        const char *state = json_string_value(json_object_get(content, "execution_state"));
+        char parent_id[JP_MSG_ID_SIZE], parent_type[JP_MSG_TYPE_SIZE];
+        json_t *content;
+        const char *state;
+
+        if (jp_header_fields(msg->parent_header, parent_id, parent_type) == 0 &&
+            strcmp(parent_type, "kernel_info_request") == 0)
+                return;
+        content = json_loadb((const char *)msg->content.ptr, msg->content.len, 0, NULL);
+        state = json_string_value(json_object_get(content, "execution_state"));
 
         if (state && k->phase == KERNEL_READY &&
             (strcmp(state, "idle") == 0 || strcmp(state, "busy") == 0))

@@ -322,13 +322,28 @@ def test_kernel_death_reported(gateway):
     gateway.request("DELETE", f"/api/kernels/{kid}")
 
 
-def kernel_processes():
+def kernel_processes(ancestor=None):
+    """Pids of ipykernels, only those below ancestor when given (other
+    gateways on the machine start and stop their own meanwhile)."""
     out = subprocess.run(["pgrep", "-f", "ipykernel_launcher"], capture_output=True, text=True)
-    return set(out.stdout.split())
+    pids = set(out.stdout.split())
+    if ancestor is None:
+        return pids
+
+    def below(pid):
+        while pid not in ("0", "1"):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    pid = f.read().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                return False
+            if pid == str(ancestor):
+                return True
+        return False
+    return {p for p in pids if below(p)}
 
 
 def test_sigterm_leaves_nothing_behind():
-    before = kernel_processes()
     gw = start_gateway()
     kids = [gw.start_kernel() for _ in range(2)]
     ch = gw.connect(kids[0])
@@ -339,7 +354,7 @@ def test_sigterm_leaves_nothing_behind():
         args = f.read().split(b"\0")
     runtime = args[args.index(b"--runtime-dir") + 1].decode()
     assert os.path.isdir(runtime) and os.listdir(runtime)
-    started = kernel_processes() - before
+    started = kernel_processes(gw.proc.pid)
     assert len(started) >= 2
     assert gw.stop(signal.SIGTERM) == 0
     assert not (kernel_processes() & started)
