@@ -570,14 +570,17 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     saveNotebook();
   }
 
+  // The run time, from the kernel's "busy" to its reply, kept in the cell's
+  // metadata as JupyterLab does.
   function showTiming (cell) {
-    const start = Date.parse(cell.started || cell.sent);
-    const end = Date.parse(cell.ended || new Date().toISOString());
+    const times = cell.metadata.execution || {};
+    const start = Date.parse(cell.started || cell.sent || times['iopub.status.busy']);
+    const end = Date.parse(cell.ended || times['shell.execute_reply']);
     if (!(end >= start)) return;
     const s = (end - start) / 1000;
     cell.timing.textContent = s < 10 ? `${s.toFixed(s < 1 ? 2 : 1)} s` : s < 120 ? `${Math.round(s)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
     cell.timing.title = `Ran in ${s.toFixed(3)} s, finished ${new Date(end).toLocaleTimeString()}`;
-    cell.metadata.execution = { 'iopub.status.busy': cell.started || cell.sent, 'shell.execute_reply': cell.ended };
+    cell.metadata.execution = { 'iopub.status.busy': new Date(start).toISOString(), 'shell.execute_reply': new Date(end).toISOString() };
   }
 
   // The cells still waiting when the kernel restarts or dies will get no
@@ -657,7 +660,6 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
       outputsData: [],
       textShown: 0
     };
-    delete cell.metadata.execution;
     cell.input = el('textarea', {
       class: 'source',
       spellcheck: 'false',
@@ -684,7 +686,7 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
             cellButton('down', '↓', 'Move down', () => moveCell(cell, 1)),
             cell.typeButton,
             el('span', { class: 'gap' }),
-            cellButton('delete', '🗑', 'Delete cell (D, D; Z undoes)', () => deleteCell(cell)))),
+            cellButton('delete', '✕', 'Delete cell (D, D; Z undoes)', () => deleteCell(cell)))),
         cell.outputs,
         el('div', { class: 'outputs-bar' }, cell.toggle)));
     cell.input.addEventListener('keydown', (ev) => onKey(cell, ev));
@@ -699,6 +701,7 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     cell.view.addEventListener('dblclick', () => { editMarkdownCell(cell); cell.input.focus(); });
     setType(cell, data.type === 'markdown' ? 'markdown' : 'code');
     setCount(cell, data.count ?? null);
+    if (cell.metadata.execution) showTiming(cell);
     for (const o of data.outputs || []) addOutput(cell, o, null, true);
     // `after`: a cell, 'first', or nothing for the end.
     const at = after === 'first' ? 0 : after ? state.cells.indexOf(after) + 1 : state.cells.length;
@@ -919,6 +922,7 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     cell.sent = new Date().toISOString();
     cell.timing.textContent = '';
     cell.timing.title = '';
+    delete cell.metadata.execution;
     setCount(cell, '*');
     setRunning(cell, true);
     const id = send('shell', 'execute_request', {
@@ -1600,8 +1604,8 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     if (!cells.length) cells = [{ source: '' }];
     for (const c of cells) makeCell(c);
     ui.notebookName.value = name.replace(/\.ipynb$/, '');
-    renderNotebookList();
     if (!doc) saveNotebook(true);
+    renderNotebookList();
     localStorage.setItem(storeKey('last-notebook'), name);
     if (channel) channel.postMessage({ type: 'hello', notebook: name, tab: state.tab });
   }
