@@ -828,29 +828,45 @@ test('a wrong or missing token: the page asks, with a clear message', { timeout:
   await fresh.ctx.close()
 })
 
+// The README's pictures: build/browser/page-{light,dark,phone}.png.
+async function tour (p) {
+  const first = p.locator('textarea.source').first()
+  await first.fill('# A notebook in a sandbox\nPlots, DataFrames and tracebacks from a **Python kernel** that has no network and its own `/home/user`.')
+  await first.press('Escape')
+  await p.keyboard.press('m')
+  await p.keyboard.press('b')
+}
+
 test('light and dark, wide and phone-width: screenshots', { timeout: 2 * T }, async () => {
   for (const colorScheme of ['light', 'dark']) {
     const { ctx, p } = await newPage({ colorScheme })
-    await p.goto(`${pageUrl}?token=${token}`)
+    await p.goto(`${pageUrl}?token=${token}&notebook=Tour.ipynb`)
     await idle(p)
-    await run('import numpy as np\nprint("numpy", np.__version__, "in a sandbox")', { p })
-    await run('import matplotlib.pyplot as plt\nx = np.linspace(0, 6, 200)\nplt.figure(figsize=(6, 2.4))\nplt.plot(x, np.sin(x)); plt.plot(x, np.cos(x)); plt.show()', { p })
+    await tour(p)
+    await run('import numpy as np\n\ndef wave(x, k=1):\n    """A sine, k times as fast."""\n    return np.sin(k * x)  # vectorised\n\nprint("numpy", np.__version__, "in a sandbox")', { p })
+    await run('import matplotlib.pyplot as plt\nx = np.linspace(0, 6, 200)\nplt.figure(figsize=(6, 2.4))\nplt.plot(x, wave(x)); plt.plot(x, wave(x, 2)); plt.show()', { p })
     await run('import pandas as pd\npd.DataFrame({"kernel": ["python3"], "sandboxed": [True]})', { p })
     await run('1 / 0', { p })
     await p.evaluate(() => { document.activeElement.blur(); window.scrollTo(0, 0) })
     const bg = await p.evaluate(() => getComputedStyle(document.body).backgroundColor)
     const dark = bg.match(/\d+/g).slice(0, 3).reduce((a, b) => a + Number(b), 0) < 200
     assert.equal(dark, colorScheme === 'dark', `background ${bg} follows the ${colorScheme} setting`)
+    await p.setViewportSize({ width: 1280, height: 1000 })
     await p.screenshot({ path: path.join(shots, `page-${colorScheme}.png`) })
+    const id = await p.locator('#kernel-select').inputValue()
     await ctx.close()
+    await api('DELETE', `api/kernels/${id}`)
   }
   const { ctx, p } = await newPage({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true })
-  await p.goto(`${pageUrl}?token=${token}`)
+  await p.goto(`${pageUrl}?token=${token}&notebook=Phone.ipynb`)
   await idle(p)
-  await run('print("hello from a phone")', { p })
+  await tour(p)
+  await run('import numpy as np\nprint("hello from a phone:", np.arange(5) ** 2)', { p })
+  await run('import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 2.4)); plt.plot(np.sin(np.linspace(0, 6, 100))); plt.show()', { p })
+  await p.evaluate(() => { document.activeElement.blur(); window.scrollTo(0, 0) })
   const widths = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth])
   assert.ok(widths[0] <= widths[1], `no sideways scrolling at phone width (${widths})`)
-  await p.screenshot({ path: path.join(shots, 'page-phone.png'), fullPage: true })
+  await p.screenshot({ path: path.join(shots, 'page-phone.png') })
   await ctx.close()
 })
 
