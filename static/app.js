@@ -414,6 +414,20 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
       state.retries = 0;
       setConnection('connected');
       flushOutbox();
+      // The kernel's answer brings a fresh "busy" then "idle": the pill
+      // shows the kernel's state now, not the list's from a moment ago.
+      request('kernel_info_request', {}).then((info) => {
+        const lang = info && info.language_info;
+        if (!lang || !lang.name || state.ws !== ws) return;
+        if (lang.name !== state.language) {
+          state.language = lang.name;
+          for (const c of state.cells) drawSource(c);
+        }
+        if (JSON.stringify(state.metadata.language_info) !== JSON.stringify(lang)) {
+          state.metadata.language_info = lang;
+          saveNotebook();
+        }
+      });
     };
     ws.onmessage = (ev) => {
       if (state.ws !== ws || typeof ev.data !== 'string') return;
