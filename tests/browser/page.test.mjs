@@ -366,6 +366,7 @@ test('a kernel that runs out of memory: the error, the reason, then idle again',
 
 test('New kernel and Shut down from the page; Shut down names the files it deletes', { timeout: T }, async () => {
   const before = (await api('GET', 'api/kernels')).map((k) => k.id)
+  before.push(await page.locator('#kernel-select').inputValue())
   await page.click('#start')
   await page.waitForFunction((old) => {
     const v = document.getElementById('kernel-select').value
