@@ -3,7 +3,7 @@
 // format). Plain JavaScript modules, no build step. Kernel output is never
 // put into this page as markup: text is text, images are <img> from data:
 // URLs, Markdown is built from DOM nodes, HTML goes to a sandboxed frame.
-import { el, ansi, markdown } from './render.js';
+import { el, ansi, markdown, mimeElement, joined, carriageReturns } from './render.js';
 import { highlight } from './highlight.js';
 import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
 
@@ -691,18 +691,17 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     cell.toggle = cellButton('output-toggle quiet', '', '', () => { cell.expanded = !cell.expanded; checkLong(cell); });
     cell.typeButton = cellButton('type', 'M↓', '', () => { setType(cell, cell.type === 'code' ? 'markdown' : 'code'); if (cell.type === 'markdown') editMarkdownCell(cell); touched(cell); });
     const run = cellButton('run', '▶', 'Run (Shift+Enter)', () => { select(cell); runCell(cell); });
+    // The delete button sits at the far end, away from ▶ (in the prompt).
+    cell.editorRow = el('div', { class: 'editor-row' }, cell.editor, cell.view,
+      el('div', { class: 'cell-actions' },
+        cellButton('up', '↑', 'Move up', () => moveCell(cell, -1)),
+        cellButton('down', '↓', 'Move down', () => moveCell(cell, 1)),
+        cell.typeButton,
+        el('span', { class: 'gap' }),
+        cellButton('delete', '✕', 'Delete cell (D, D; Z undoes)', () => deleteCell(cell))));
     cell.el = el('div', { class: 'cell', tabindex: '-1' },
       el('div', { class: 'prompt' }, cell.countEl, run, cell.timing),
-      el('div', { class: 'cell-body' },
-        el('div', { class: 'editor-row' }, cell.editor, cell.view,
-          el('div', { class: 'cell-actions' },
-            cellButton('up', '↑', 'Move up', () => moveCell(cell, -1)),
-            cellButton('down', '↓', 'Move down', () => moveCell(cell, 1)),
-            cell.typeButton,
-            el('span', { class: 'gap' }),
-            cellButton('delete', '✕', 'Delete cell (D, D; Z undoes)', () => deleteCell(cell)))),
-        cell.outputs,
-        el('div', { class: 'outputs-bar' }, cell.toggle)));
+      el('div', { class: 'cell-body' }, cell.editorRow, cell.outputs, el('div', { class: 'outputs-bar' }, cell.toggle)));
     cell.input.addEventListener('keydown', (ev) => onKey(cell, ev));
     cell.input.addEventListener('input', () => {
       autosize(cell.input);
@@ -961,7 +960,7 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
 
   function clearAllOutputs () {
     for (const c of state.cells) {
-      if (state.cells.length && c.type === 'code' && !c.el.classList.contains('running')) {
+      if (c.type === 'code' && !c.el.classList.contains('running')) {
         clearOutputs(c, false);
         setCount(c, null);
         c.timing.textContent = '';
@@ -1035,7 +1034,7 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     cell.popup = list;
     cell.popupState = { index: 0, start, end };
     list.firstChild.classList.add('active');
-    cell.editor.after(list);
+    cell.editorRow.after(list);
   }
 
   function accept (cell, text, start, end) {
@@ -1085,7 +1084,7 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
       el('pre', {}, ansi(text)),
       cellButton('close quiet', '✕', 'Close (Esc)', () => closePopups(cell)));
     cell.tooltip = tip;
-    cell.editor.after(tip);
+    cell.editorRow.after(tip);
     if (!rich) setTimeout(() => { if (cell.tooltip === tip) closePopups(cell); }, 2500);
   }
 
@@ -1164,15 +1163,6 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     }
   }
 
-  function carriageReturns (text) {
-    return text.replace(/\r\n/g, '\n').split('\n').map((line) => {
-      const parts = line.split('\r');
-      let out = '';
-      for (const p of parts) out = p + out.slice(p.length);
-      return line.endsWith('\r') ? `${out}\r` : out;
-    }).join('\n');
-  }
-
   function updateDisplay (c) {
     const displayId = c.transient && c.transient.display_id;
     const entries = displayId && state.displays.get(displayId);
@@ -1208,51 +1198,6 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     cell.toggle.title = cell.expanded ? 'Show the output in a scrolling box' : 'Show every line of the output';
     // A streaming output that was followed to its end stays followed.
     if (long && !cell.expanded && (atBottom || cell.el.classList.contains('running'))) box.scrollTop = box.scrollHeight;
-  }
-
-  const MIME_ORDER = ['text/html', 'text/markdown', 'image/svg+xml', 'image/png', 'image/jpeg',
-    'application/json', 'text/plain'];
-
-  function mimeElement (data, metadata) {
-    const type = MIME_ORDER.find((t) => t in data) || Object.keys(data).find((t) => t.startsWith('text/'));
-    if (!type) return el('pre', { class: 'hint', text: `(no way to show ${Object.keys(data).join(', ') || 'empty output'})` });
-    const value = data[type];
-    const meta = metadata[type] || {};
-    switch (type) {
-      case 'text/html':
-        return htmlFrame(joined(value));
-      case 'text/markdown':
-        return markdown(joined(value));
-      case 'image/svg+xml':
-        return image(`data:image/svg+xml;charset=utf-8,${encodeURIComponent(joined(value))}`, meta, 'svg');
-      case 'image/png':
-      case 'image/jpeg':
-        return image(`data:${type};base64,${joined(value).replace(/\s+/g, '')}`, meta, '');
-      case 'application/json':
-        return el('div', { class: 'json' }, el('pre', { text: JSON.stringify(value, null, 2) }));
-      default:
-        return el('pre', {}, ansi(joined(value)));
-    }
-  }
-
-  function joined (v) {
-    return Array.isArray(v) ? v.join('') : String(v);
-  }
-
-  function image (src, meta, cls) {
-    const img = el('img', { src, alt: 'output image', class: cls });
-    if (meta.width) img.width = meta.width;
-    if (meta.height) img.height = meta.height;
-    return img;
-  }
-
-  // A kernel's HTML runs in frame.html: an opaque origin (sandboxed by the
-  // iframe attribute and by that file's own CSP), so it can reach neither
-  // this page nor the token.
-  function htmlFrame (html) {
-    const frame = el('iframe', { sandbox: 'allow-scripts', src: 'static/frame.html', title: 'HTML output', loading: 'eager' });
-    frame.gloveboxHtml = html;
-    return frame;
   }
 
   // Messages from the frames: "ready" (send the HTML) and their height.

@@ -14,6 +14,63 @@ export function el (tag, props, ...children) {
   return e;
 }
 
+// ---- a kernel's outputs by MIME type ------------------------------------
+
+const MIME_ORDER = ['text/html', 'text/markdown', 'image/svg+xml', 'image/png', 'image/jpeg',
+  'application/json', 'text/plain'];
+
+export function mimeElement (data, metadata) {
+  const type = MIME_ORDER.find((t) => t in data) || Object.keys(data).find((t) => t.startsWith('text/'));
+  if (!type) return el('pre', { class: 'hint', text: `(no way to show ${Object.keys(data).join(', ') || 'empty output'})` });
+  const value = data[type];
+  const meta = metadata[type] || {};
+  switch (type) {
+    case 'text/html':
+      return htmlFrame(joined(value));
+    case 'text/markdown':
+      return markdown(joined(value));
+    case 'image/svg+xml':
+      return image(`data:image/svg+xml;charset=utf-8,${encodeURIComponent(joined(value))}`, meta, 'svg');
+    case 'image/png':
+    case 'image/jpeg':
+      return image(`data:${type};base64,${joined(value).replace(/\s+/g, '')}`, meta, '');
+    case 'application/json':
+      return el('div', { class: 'json' }, el('pre', { text: JSON.stringify(value, null, 2) }));
+    default:
+      return el('pre', {}, ansi(joined(value)));
+  }
+}
+
+export function joined (v) {
+  return Array.isArray(v) ? v.join('') : String(v);
+}
+
+function image (src, meta, cls) {
+  const img = el('img', { src, alt: 'output image', class: cls });
+  if (meta.width) img.width = meta.width;
+  if (meta.height) img.height = meta.height;
+  return img;
+}
+
+// A kernel's HTML runs in frame.html: an opaque origin (sandboxed by the
+// iframe attribute and by that file's own CSP), so it can reach neither
+// this page nor the token.
+function htmlFrame (html) {
+  const frame = el('iframe', { sandbox: 'allow-scripts', src: 'static/frame.html', title: 'HTML output', loading: 'eager' });
+  frame.gloveboxHtml = html;
+  return frame;
+}
+
+// A carriage return rewrites its line, as in a terminal (progress bars).
+export function carriageReturns (text) {
+  return text.replace(/\r\n/g, '\n').split('\n').map((line) => {
+    const parts = line.split('\r');
+    let out = '';
+    for (const p of parts) out = p + out.slice(p.length);
+    return line.endsWith('\r') ? `${out}\r` : out;
+  }).join('\n');
+}
+
 // ---- ANSI escapes: colours and bold become classes; every other escape
 // sequence is dropped, never shown. ---------------------------------------
 

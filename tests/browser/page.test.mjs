@@ -647,6 +647,12 @@ test('Tab completes from the kernel, Shift+Tab shows the signature', { timeout: 
   await p.keyboard.type('\ncollections.de')
   await p.keyboard.press('Tab')
   await p.locator('.completions li').first().waitFor()
+  const [rowBottom, listTop, listWidth, rowWidth] = await p.evaluate(() => {
+    const list = document.querySelector('.completions')
+    const row = list.previousElementSibling.getBoundingClientRect()
+    return [row.bottom, list.getBoundingClientRect().top, list.getBoundingClientRect().width, row.width]
+  })
+  assert.ok(listTop >= rowBottom - 1 && listWidth >= rowWidth - 2, 'the list sits under the editor, as wide as it')
   const items = await p.locator('.completions li').allInnerTexts()
   assert.ok(items.includes('defaultdict') && items.includes('deque'), items.join(' '))
   while (await p.locator('.completions li.active').innerText() !== 'deque') await p.keyboard.press('ArrowDown')
