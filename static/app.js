@@ -1678,6 +1678,13 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
     if (nb) openFile(nb);
     else upload(files);
   });
+  // Ctrl+S, as in Jupyter: the notebook is saved (in this browser) now.
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key !== 's' || !(ev.ctrlKey || ev.metaKey) || ev.altKey || ev.shiftKey) return;
+    ev.preventDefault();
+    saveNotebook(true);
+    notice(`Saved "${state.name}" in this browser.`, ['Download', downloadNotebook]);
+  });
   $('confirm-form').addEventListener('submit', () => { ui.confirmDialog.returnValue = 'ok'; });
   $('confirm-cancel').addEventListener('click', () => ui.confirmDialog.close('cancel'));
 
@@ -1717,8 +1724,11 @@ import { parseIpynb, toIpynb, boundedOutputs, newCellId } from './notebook.js';
   function init () {
     const params = new URL(location.href).searchParams;
     loadNotebook(cleanName(params.get('notebook') || localStorage.getItem(storeKey('last-notebook')) || 'Untitled.ipynb'));
-    select(state.cells[0], 'edit');
-    state.cells[0].input.setSelectionRange(0, 0);
+    // The first cell, its start in view: a code cell to type in, a
+    // Markdown cell shown rendered.
+    const first = state.cells[0];
+    select(first, first.type === 'code' ? 'edit' : 'command');
+    first.input.setSelectionRange(0, 0);
     updateUrl();
     renderKernels();
     refreshFiles();

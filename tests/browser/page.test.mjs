@@ -527,6 +527,7 @@ test('.ipynb: download with outputs, open by the file picker and by a drop', { t
   await idle(p)
   assert.equal(await p.locator('#notebook-name').inputValue(), 'opened')
   assert.equal(await p.locator('.markdown-view h2').innerText(), 'From a file')
+  assert.ok(await p.locator('.markdown-view h2').isVisible(), 'a first Markdown cell is shown rendered')
   assert.equal(await p.locator('.markdown-view b').count(), 0, 'raw HTML in Markdown stays text')
   assert.equal(await p.locator('.count').nth(1).innerText(), '[7]')
   assert.equal((await outputText(p.locator('.cell').nth(1))).trim(), 'old output')
