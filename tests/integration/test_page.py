@@ -40,7 +40,9 @@ def test_page_needs_no_token_and_carries_a_csp(gw):
     for name, type_ in [("app.js", "text/javascript"), ("style.css", "text/css"),
                         ("frame.html", "text/html"), ("frame.js", "text/javascript"),
                         ("favicon.svg", "image/svg+xml"), ("render.js", "text/javascript"),
-                        ("highlight.js", "text/javascript"), ("notebook.js", "text/javascript")]:
+                        ("highlight.js", "text/javascript"), ("notebook.js", "text/javascript"),
+                        ("shared.js", "text/javascript"), ("cells.js", "text/javascript"),
+                        ("document.js", "text/javascript")]:
         status, body, headers = fetch(gw, "GET", "/static/" + name)
         assert status == 200 and body, name
         assert headers["Content-Type"].startswith(type_), name
