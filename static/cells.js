@@ -14,6 +14,18 @@ export function setCount (cell, n) {
   cell.countEl.textContent = n === '*' ? '[*]' : n == null ? '[ ]' : `[${n}]`;
 }
 
+// A textarea's height follows its text, and its width: when the window or
+// the cell's tools change the width, wrapped lines change their number.
+const widths = new WeakMap();
+const resized = new ResizeObserver((entries) => {
+  for (const e of entries) {
+    const w = Math.round(e.contentRect.width);
+    if (widths.get(e.target) === w) continue;
+    widths.set(e.target, w);
+    autosize(e.target);
+  }
+});
+
 export function autosize (ta) {
   ta.style.height = 'auto';
   ta.style.height = `${ta.scrollHeight}px`;
@@ -97,6 +109,7 @@ export function makeCell (data, after) {
   cell.el = el('div', { class: 'cell', tabindex: '-1' },
     el('div', { class: 'prompt' }, cell.countEl, run, cell.timing),
     el('div', { class: 'cell-body' }, cell.editorRow, cell.outputs, el('div', { class: 'outputs-bar' }, cell.toggle)));
+  resized.observe(cell.input);
   cell.input.addEventListener('keydown', (ev) => onKey(cell, ev));
   cell.input.addEventListener('input', () => {
     autosize(cell.input);

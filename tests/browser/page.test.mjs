@@ -811,6 +811,17 @@ test('phone width: a compact header, wrapped code, the first cell not scrolled s
   await idle(p)
   const sideways = await p.locator('textarea.source').first().evaluate((t) => [t.scrollLeft, t.scrollWidth - t.clientWidth])
   assert.deepEqual(sideways, [0, 0], 'no sideways scroll in the editor')
+  // Every editor is as tall as its text, selected (tools shown) or not.
+  // A line that wraps only while the cell shows its tools (selected).
+  await run(`x = "${'y'.repeat(29)}"`, { p })
+  // (The text's own height: that of the coloured copy's contents, plus the
+  // editor's padding.)
+  const fits = await p.locator('textarea.source').evaluateAll((all) => all.filter((t) => t.value).map((t) => {
+    const range = document.createRange()
+    range.selectNodeContents(t.previousSibling)
+    return t.offsetHeight - Math.round(range.getBoundingClientRect().height) - 16
+  }))
+  assert.ok(fits.every((d) => Math.abs(d) <= 10), `editor heights fit their text, within half a line (${fits})`)
   const widths = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth])
   assert.ok(widths[0] <= widths[1], `no sideways scrolling of the page (${widths})`)
   const id = await kernel()
