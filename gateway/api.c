@@ -2,9 +2,14 @@
 
 #include "gateway/api.h"
 #include "gateway/e2b.h"
+#include "gateway/egress.h"
+#include "gateway/host.h"
+#include "gateway/monitor.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/kernels.h"
+#include "gateway/limits.h"
+#include "gateway/templates.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -265,6 +270,58 @@ json_t *api_parse_body(struct http_request *r)
         return body;
 }
 
+/* A kernel with egress: in a sandbox of its own made with it (never a
+ * pooled one, which has none). */
+static int start_networked(const struct jp_kernelspec *ks, char *const *env,
+                           const struct hostmsg_limits *limits, const struct hostmsg_network *net,
+                           struct kernel_waiter *w, struct kernel **out)
+{
+        struct sandbox *sb = NULL;
+        int rc = templates_sandbox_new(ks, limits, true, net, &sb);
+
+        if (rc == 0)
+                rc = kernel_start(ks, env, limits, sb, w, out);
+        /* Its own, as any kernel's: a new one (with the same egress) if it dies. */
+        if (rc == 0)
+                (*out)->owns_sandbox = true;
+        sandbox_unref(&sb);
+        return rc;
+}
+
+/* {"template": NAME} (and "name", a kernel of it): *ks its kernelspec, or
+ * NULL without "template". -errno once answered (400, or 404 naming the
+ * templates there are). */
+static int api_template_kernel(struct http_request *r, json_t *request,
+                               const struct jp_kernelspec **ks)
+{
+        json_t *jtemplate = json_object_get(request, "template");
+        json_t *jname = json_object_get(request, "name");
+        const char *kernel = json_is_string(jname) ? json_string_value(jname) : NULL;
+        const struct sandbox_template *t;
+
+        *ks = NULL;
+        if (!jtemplate)
+                return 0;
+        if (!json_is_string(jtemplate)) {
+                http_reply_error(r, 400, "\"template\" must be a string");
+                return -EINVAL;
+        }
+        t = templates_find(json_string_value(jtemplate));
+        if (!t) {
+                http_reply_error(r, 404, "No such template: %.64s; templates: %s",
+                                 json_string_value(jtemplate),
+                                 templates_names()[0] ? templates_names() : "none");
+                return -ENOENT;
+        }
+        *ks = templates_kernel(t, kernel);
+        if (!*ks) {
+                http_reply_error(r, 404, "Template %s has no kernel %.64s",
+                                 json_string_value(jtemplate), kernel ? kernel : "at all");
+                return -ENOENT;
+        }
+        return 0;
+}
+
 int api_start_kernel(struct http_request *r, json_t *request,
                      void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
                      struct kernel **out)
@@ -272,6 +329,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
         const struct config *cfg = kernels_config();
         const struct jp_kernelspec *ks;
         struct hostmsg_limits limits;
+        struct hostmsg_network net = {0};
         char err[256];
         char **env = NULL;
         size_t nenv = 0;
@@ -287,7 +345,10 @@ int api_start_kernel(struct http_request *r, json_t *request,
         }
         name = json_is_string(jname) && json_string_length(jname) ? json_string_value(jname)
                                                                   : cfg->default_kernel;
-        ks = jp_kernelspec_find(kernels_specs(), name);
+        if (api_template_kernel(r, request, &ks) < 0)
+                goto out;
+        if (!ks)
+                ks = jp_kernelspec_find(kernels_specs(), name);
         if (!ks) {
                 http_reply_error(r, 404, "No such kernel spec: %.64s", name);
                 goto out;
@@ -297,6 +358,22 @@ int api_start_kernel(struct http_request *r, json_t *request,
                 goto out;
         }
         if (parse_limits(json_object_get(request, "limits"), &limits, err, sizeof(err)) < 0) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        if (egress_kernel_request(json_object_get(request, "network"), &net, err, sizeof(err)) <
+            0) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
+                http_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
+                goto out;
+        }
+        /* Without a sandbox nothing is enforced, as the operator chose. */
+        if (!cfg->allow_unenforced_limits && strcmp(cfg->sandbox, "none") != 0 &&
+            limits_refusal(json_object_get(request, "limits"), host_controllers(), err,
+                           sizeof(err)) < 0) {
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
@@ -312,12 +389,14 @@ int api_start_kernel(struct http_request *r, json_t *request,
         r->waiter.done = done;
         /* The pool's kernels have the kernelspec's environment and the
          * default limits: a request asking for nothing else gets one. */
-        if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) &&
+        if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) && !net.enabled &&
             (*out = pool_take(ks)) != NULL) {
                 kernel_when_ready(*out, &r->waiter);
                 goto out;
         }
-        if (rc == 0)
+        if (rc == 0 && net.enabled)
+                rc = start_networked(ks, env, &limits, &net, &r->waiter, out);
+        else if (rc == 0)
                 rc = kernel_start(ks, env, &limits, NULL, &r->waiter, out);
         if (rc == -EAGAIN)
                 http_reply_error(r, 403, "Kernel limit of %lld reached",
@@ -327,6 +406,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
         else if (rc < 0)
                 http_reply_error(r, 500, "Cannot start a kernel: %s", strerror(-rc));
 out:
+        egress_network_clear(&net);
         jp_strv_free(env);
         return rc;
 }
@@ -370,6 +450,8 @@ static void kernel_action(struct http_request *r, const struct route *rt)
                 kernel_restart(k, &r->waiter);
         } else if (strcmp(action, "execute") == 0 && r->method == HTTP_POST) {
                 api_execute(r, k);
+        } else if (strcmp(action, "metrics") == 0 && r->method == HTTP_GET) {
+                monitor_kernel_metrics(r, k);
         } else if (strcmp(action, "channels") == 0) {
                 http_reply_error(r, 400, "This route needs a WebSocket upgrade");
         } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0) {
@@ -417,7 +499,9 @@ void api_handle(struct http_request *r)
         if (api_files_handle(r))
                 return;
         if (split_path(r->path, &rt) < 0 || !is(&rt, 0, "api")) {
-                if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
+                if (rt.n == 1 && is(&rt, 0, "metrics") && r->method == HTTP_GET)
+                        monitor_metrics(r);
+                else if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
                         get_kernelspec_resource(r, rt.seg[1], rt.seg[2]);
                 else
                         http_reply_error(r, 404, "No route %s", r->path);
@@ -427,6 +511,8 @@ void api_handle(struct http_request *r)
                 http_reply_json(r, 200, json_pack("{s:s}", "version", PACKAGE_VERSION));
         } else if (rt.n == 2 && is(&rt, 1, "status") && r->method == HTTP_GET) {
                 get_status(r);
+        } else if (rt.n == 2 && is(&rt, 1, "health") && r->method == HTTP_GET) {
+                monitor_health(r);
         } else if (rt.n == 2 && is(&rt, 1, "kernelspecs") && r->method == HTTP_GET) {
                 get_kernelspecs(r);
         } else if (rt.n == 3 && is(&rt, 1, "kernelspecs") && r->method == HTTP_GET) {

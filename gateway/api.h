@@ -21,7 +21,7 @@ void api_drop_nulls(json_t *v);
 /* The request body as a JSON object, nulls dropped; NULL after replying
  * 400. */
 json_t *api_parse_body(struct http_request *r);
-/* Starts a kernel as {"name"?, "env"?, "limits"?} in request asks; done
+/* Starts a kernel as {"name"?, "template"?, "env"?, "limits"?} in request asks; done
  * hears when it is ready. Returns 0, or a negative errno after replying
  * with the error. */
 int api_start_kernel(struct http_request *r, json_t *request,

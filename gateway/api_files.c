@@ -2,6 +2,8 @@
  * files of a kernel's sandbox.
  *   POST   /api/kernels/{id}/execute        {"code", "timeout"?} -> NDJSON
  *   GET    /api/kernels/{id}/files[/{path}] a file's bytes, or a directory's listing
+ *                                           {"path", "entries": [{"name", "type": "file"|"dir"|
+ *                                           "symlink", "path", "size", ...}]}
  *   PUT    /api/kernels/{id}/files/{path}   the body becomes the file
  *   DELETE /api/kernels/{id}/files/{path}
  * {path} is relative to /home/user; ?path= names any path instead. */
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -100,6 +103,33 @@ bool api_files_prepare(struct http_request *r)
         return true;
 }
 
+/* files_list gives envd's EntryInfo (protobuf JSON: "FILE_TYPE_FILE", a
+ * 64-bit size as a string). This route speaks the shape of its own PUT
+ * and of E2B's REST file routes: "file", "dir" or "symlink", sizes as
+ * numbers. */
+static void plain_entries(json_t *entries)
+{
+        static const char *const types[][2] = {{"FILE_TYPE_FILE", "file"},
+                                               {"FILE_TYPE_DIRECTORY", "dir"},
+                                               {"FILE_TYPE_SYMLINK", "symlink"}};
+        size_t i;
+        json_t *e;
+
+        json_array_foreach (entries, i, e) {
+                const char *type = json_string_value(json_object_get(e, "type"));
+                const char *size = json_string_value(json_object_get(e, "size"));
+
+                for (size_t t = 0; type && t < sizeof(types) / sizeof(types[0]); t++) {
+                        if (strcmp(type, types[t][0]) == 0) {
+                                json_object_set_new(e, "type", json_string(types[t][1]));
+                                break;
+                        }
+                }
+                if (size)
+                        json_object_set_new(e, "size", json_integer(strtoll(size, NULL, 10)));
+        }
+}
+
 static void download(struct http_request *r, struct sandbox *sb, const char *path)
 {
         struct stat st;
@@ -109,6 +139,7 @@ static void download(struct http_request *r, struct sandbox *sb, const char *pat
         if (rc == -EISDIR) {
                 rc = files_list(sb, path, 1, &entries);
                 if (rc == 0) {
+                        plain_entries(entries);
                         http_reply_json(r, 200, json_pack("{s:s, s:o}", "path", path, "entries",
                                                           entries));
                         return;

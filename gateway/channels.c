@@ -5,6 +5,7 @@
 #include "gateway/hostcheck.h"
 #include "gateway/http.h"
 #include "gateway/kernels.h"
+#include "gateway/metrics.h"
 #include "protocol/log.h"
 #include "protocol/request.h"
 #include "protocol/wsjson.h"
@@ -300,6 +301,7 @@ static int on_receive(struct channel_conn *c, void *in, size_t len)
                 close_later(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "message too large");
         else
                 handle_frame(c);
+        metrics_ws_frame(true, c->rx.len);
         buf_reset(&c->rx);
         return 0;
 }
@@ -402,8 +404,10 @@ static int on_writeable(struct channel_conn *c)
                 }
                 c->frame_sent += n;
                 written += n;
-                if (c->frame_sent == c->frame_len)
+                if (c->frame_sent == c->frame_len) {
+                        metrics_ws_frame(false, c->frame_len);
                         relay_msg_unref(&c->sending);
+                }
                 if (lws_send_pipe_choked(c->wsi))
                         break;
         }
@@ -421,12 +425,14 @@ int channels_callback(struct lws *wsi, enum lws_callback_reasons reason, struct 
 {
         switch (reason) {
         case LWS_CALLBACK_ESTABLISHED:
+                metrics_ws_opened();
                 return on_established(wsi, c, format);
         case LWS_CALLBACK_RECEIVE:
                 return on_receive(c, in, len);
         case LWS_CALLBACK_SERVER_WRITEABLE:
                 return on_writeable(c);
         case LWS_CALLBACK_CLOSED:
+                metrics_ws_closed();
                 requeue_sending(c);
                 if (c->session)
                         session_detach(c->session, &c->sink);

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/config.h"
+#include "gateway/egress.h"
 #include "gateway/hostcheck.h"
 #include "protocol/ids.h"
 
@@ -65,6 +66,11 @@ static const struct option_def options[] = {
             "where per-kernel directories (sockets, connection files) are created"),
         OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
             "'full' (default) or 'none' (developers only: kernels run unconfined)"),
+        OPT("template", OPT_LIST, templates, 0, 0, NULL,
+            "NAME=DIR: a root filesystem tree (debootstrap, an OCI image's layers) that "
+            "sandboxes of template NAME see under a writable layer of their own; "
+            "NAME=host:DIR[:DIR...]: the host's /usr plus those directories, read-only "
+            "(repeatable; see the README's Templates)"),
         OPT("max-kernels", OPT_INT, max_kernels, 1, 100000, "1000",
             "most kernels at once, starting ones included"),
         OPT("kernel-start-timeout", OPT_DOUBLE, kernel_start_timeout, 1, 3600, "60",
@@ -87,9 +93,13 @@ static const struct option_def options[] = {
         OPT("max-pids", OPT_INT, max_pids, 8, 1 << 22, "1024",
             "largest process limit a request may ask for"),
         OPT("disk-mb", OPT_INT, disk_mb, 1, 1 << 24, "1024",
-            "default writable disk per kernel (/home/user and /tmp)"),
+            "default writable disk per kernel (/home/user and /tmp; a template's writable layer "
+            "shares it)"),
         OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
             "largest disk limit a request may ask for"),
+        OPT("allow-unenforced-limits", OPT_FLAG, allow_unenforced_limits, 0, 0, NULL,
+            "accept a request for a memory, cpus or pids limit that this host's cgroups cannot "
+            "enforce (default: 400; the kernel model lists what is not enforced)"),
         OPT("cull-idle-timeout", OPT_DOUBLE, cull_idle_timeout, 0, 1e9, "0",
             "shut down kernels idle this many seconds (0: never)"),
         OPT("cull-interval", OPT_DOUBLE, cull_interval, 1, 86400, "300",
@@ -134,6 +144,21 @@ static const struct option_def options[] = {
         OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,
             "answer 400 to an E2B sandbox request for internet access (default: accept it and "
             "give the sandbox what the network policy allows, which is no network)"),
+        OPT("egress-allow", OPT_LIST, egress_allow, 0, 0, NULL,
+            "what sandboxes may ever reach, when a request asks for egress: IPv4 addresses, CIDR "
+            "blocks and domain names (with their subdomains), comma-separated (repeatable; "
+            "default none: no sandbox has any network)"),
+        OPT("egress-deny", OPT_LIST, egress_deny, 0, 0, NULL,
+            "what sandboxes never reach, whatever is allowed (same form; repeatable). Loopback, "
+            "link-local (169.254.169.254 too) and this host's addresses are denied unless "
+            "--egress-allow names them"),
+        OPT("egress-dns", OPT_STRING, egress_dns, 0, 0, "",
+            "resolver the sandboxes' own resolver asks about allowed domains: IPv4[#PORT] "
+            "(default: the first IPv4 nameserver of /etc/resolv.conf)"),
+        OPT("egress-rate-kib", OPT_INT, egress_rate_kib, 0, 1 << 30, "10240",
+            "bandwidth cap of a sandbox with egress, KiB/s each way (0: none)"),
+        OPT("egress-max-connections", OPT_INT, egress_max_connections, 0, 1 << 20, "256",
+            "connections a sandbox with egress may have open at once (0: no cap)"),
         OPT("pool", OPT_LIST, pool, 0, 0, NULL,
             "NAME=N: keep N started, idle kernels of kernelspec NAME ready (repeatable)"),
         OPT("pool-preimport", OPT_LIST, pool_preimport, 0, 0, NULL,
@@ -145,6 +170,8 @@ static const struct option_def options[] = {
             "directory of the web page (default: the source tree's when run from the build tree, "
             "else the installed one)"),
         OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
+        OPT("log-format", OPT_STRING, log_format, 0, 0, "text",
+            "text, or json: one JSON object a line (time, level, component, message)"),
         OPT("log-rate-limit", OPT_INT, log_rate_limit, 0, 1000000, "10",
             "lines a second of one repeated warning per kernel (bad signatures, bad client "
             "frames); the rest are counted and summarised (0: no limit)"),
@@ -225,6 +252,10 @@ bad:
                 fprintf(stderr, "glovebox: --%s takes no value (or true/false)\n", o->name);
         else if (o->type == OPT_STRING || o->type == OPT_LIST)
                 fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
+        else if (o->type == OPT_INT)
+                fprintf(stderr,
+                        "glovebox: --%s must be a whole number from %.0f to %.0f, not '%s'\n",
+                        o->name, o->min, o->max, value);
         else
                 fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",
                         o->name, o->min, o->max, value);
@@ -310,6 +341,7 @@ void config_print_help(const char *program)
         printf("  %-28s %s\n  %-28s %s\n", "--config FILE",
                "read options from a JSON object (keys are option names)", "--help",
                "show this help");
+        printf("  %-28s %s\n", "--version", "print the version and exit");
 }
 
 /* Splits HOST:PORT (IPv6 hosts in brackets). */
@@ -515,6 +547,8 @@ static int validate(struct config *cfg)
                 cfg->token_source = CONFIG_TOKEN_NONE;
         if (validate_allow_host(cfg->allow_host) < 0)
                 return -EINVAL;
+        if (egress_configure(cfg) < 0)
+                return -EINVAL;
         if (!cfg->token && !cfg->no_auth) {
                 /* E2B's form, "e2b_" and hex digits, so that the E2B SDKs
                  * (the Python one checks the form before sending) take the
@@ -565,6 +599,10 @@ int config_load(struct config *cfg, int argc, char **argv)
 
                 if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
                         config_print_help(argv[0]);
+                        return 1;
+                }
+                if (strcmp(arg, "--version") == 0) {
+                        printf("glovebox %s\n", PACKAGE_VERSION);
                         return 1;
                 }
                 if (strcmp(arg, "--config") == 0) {

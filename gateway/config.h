@@ -39,6 +39,7 @@ struct config {
         char *default_kernel;
         char *runtime_dir;
         char *sandbox;         /* "full" or "none" */
+        char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;
         double kernel_start_timeout;
         double shutdown_grace;
@@ -50,6 +51,7 @@ struct config {
         double cpus, max_cpus;
         int64_t pids, max_pids;
         int64_t disk_mb, max_disk_mb;
+        bool allow_unenforced_limits; /* accept limits the kernel-host cannot enforce */
         /* idle culling */
         double cull_idle_timeout;
         double cull_interval;
@@ -74,6 +76,12 @@ struct config {
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
         bool e2b_refuse_internet;        /* allow_internet_access: true is a 400, not "no network" */
+        /* egress (gateway/egress.h) */
+        char **egress_allow; /* comma-separated rules per entry; none: no egress at all */
+        char **egress_deny;
+        char *egress_dns; /* upstream resolver for domain rules; "": /etc/resolv.conf's */
+        int64_t egress_rate_kib;
+        int64_t egress_max_connections;
         /* the warm pool */
         char **pool;           /* "NAME=N" entries */
         char **pool_preimport; /* "NAME=CODE" entries */
@@ -81,6 +89,7 @@ struct config {
         /* misc */
         char *static_dir;
         char *log_level;
+        char *log_format; /* "text" or "json" */
         int64_t log_rate_limit; /* lines a second of one repeated warning, per kernel */
         bool check_config;
 

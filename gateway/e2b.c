@@ -3,10 +3,13 @@
 #include "gateway/e2b.h"
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
+#include "gateway/egress.h"
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
+#include "gateway/monitor.h"
 #include "gateway/pool.h"
+#include "gateway/templates.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -40,9 +43,11 @@ struct e2b_sandbox {
         char template_id[64];
         json_t *metadata;
         json_t *env;
+        const struct jp_kernelspec *spec; /* of its first context: its template's */
         struct sandbox *box;
         char started_at[JP_TIMESTAMP_SIZE];
         time_t end_at;
+        double lifetime; /* asked for at create; counted again from ready */
         lws_sorted_usec_list_t ttl;
         struct e2b_context *contexts;
         bool ready; /* its default context answered; listed from then on */
@@ -128,9 +133,12 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                       "envdVersion", E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt",
                       s->started_at, "endAt", end, "state", "running");
         if (o) {
-                /* What the sandbox has, whatever was asked: no network
-                 * (see create_refusal), and death at its timeout. */
-                json_object_set_new(o, "allowInternetAccess", json_false());
+                /* What the sandbox has, whatever was asked: its egress
+                 * (see create_network), and death at its timeout. */
+                json_object_set_new(o, "allowInternetAccess",
+                                    json_boolean(s->box->network.enabled));
+                if (s->box->network.enabled)
+                        json_object_set_new(o, "network", egress_describe(&s->box->network));
                 json_object_set_new(
                     o, "lifecycle",
                     json_pack("{s:s, s:b}", "onTimeout", "kill", "autoResume", false));
@@ -201,11 +209,11 @@ static void set_timeout(struct e2b_sandbox *s, double seconds)
 
 /* ---- contexts --------------------------------------------------------------- */
 
-static const struct jp_kernelspec *spec_for(const char *language)
+/* A kernel for a context of s in language: one of its template's. */
+static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const char *language)
 {
         const struct jp_kernelspec_list *specs = kernels_specs();
-        const struct jp_kernelspec *dflt =
-            jp_kernelspec_find(specs, kernels_config()->default_kernel);
+        const struct jp_kernelspec *dflt = s->spec;
 
         if (!language || !*language || strcmp(language, "python") == 0)
                 return dflt;
@@ -213,6 +221,8 @@ static const struct jp_kernelspec *spec_for(const char *language)
                 const char *l =
                     json_string_value(json_object_get(specs->items[i].spec, "language"));
 
+                if (!templates_same(&specs->items[i], s->spec))
+                        continue;
                 if (l && strcasecmp(l, language) == 0)
                         return &specs->items[i];
         }
@@ -334,11 +344,32 @@ static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_ke
                                        const char *language, const char *cwd,
                                        struct kernel_waiter *w, int *err)
 {
-        char **env = env_strv(s->env);
+        char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
         struct e2b_context *c = NULL;
+        char reason[256];
+        size_t nenv = 0;
         struct kernel *k;
 
-        *err = env ? kernel_start(spec, env, &s->box->limits, s->box, w, &k) : -ENOMEM;
+        /* The kernelspec's env first, as POST /api/kernels has it, then
+         * the sandbox's envVars (checked when it was created). */
+        *err = env && sandbox_env ? kernel_env_append(json_object_get(spec->spec, "env"), &env,
+                                                      &nenv, reason, sizeof(reason))
+                                  : -ENOMEM;
+        for (size_t i = 0; *err == 0 && sandbox_env[i]; i++) {
+                char **grown = realloc(env, (nenv + 2) * sizeof(char *));
+
+                if (!grown) {
+                        *err = -ENOMEM;
+                        break;
+                }
+                env = grown;
+                env[nenv++] = sandbox_env[i];
+                env[nenv] = NULL;
+                sandbox_env[i] = NULL;
+        }
+        jp_strv_free(sandbox_env);
+        if (*err == 0)
+                *err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
         jp_strv_free(env);
         if (*err == 0) {
                 c = context_add(s, k, language, cwd);
@@ -418,6 +449,9 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
                 return;
         }
         s->ready = true;
+        /* The lifetime asked for is the client's from the answer on: a
+         * start slowed by a busy host does not eat into it. */
+        set_timeout(s, s->lifetime);
         http_reply_json(r, 201, created_json(s));
 }
 
@@ -456,23 +490,28 @@ static bool timeout_of(struct http_request *r, json_t *body, double dflt, double
  * allow_internet_access (true by default), "autoPause": false and
  * "autoResume": {"enabled": false}: those are requests for nothing Glovebox
  * lacks. Internet access is granted "within the operator's network policy",
- * which is no network: the sandbox's info says allowInternetAccess false,
- * unless the operator chose --e2b-refuse-internet. */
+ * which without --egress-allow is no network: the sandbox's info says
+ * allowInternetAccess false, unless the operator chose
+ * --e2b-refuse-internet. With an egress policy, create_network decides. */
 static const char *create_refusal(json_t *body)
 {
         json_t *net = json_object_get(body, "network");
         json_t *resume = json_object_get(body, "autoResume");
 
-        if (json_is_true(json_object_get(body, "allow_internet_access")) &&
+        if (json_is_true(json_object_get(body, "allow_internet_access")) && !egress_enabled() &&
             kernels_config()->e2b_refuse_internet)
                 return "allow_internet_access: this Glovebox refuses requests for internet "
                        "access (its sandboxes have no network); create with "
                        "allow_internet_access false";
         if (net && !json_is_object(net))
                 return "network must be an object";
-        if (json_array_size(json_object_get(net, "allowOut")) > 0 ||
-            json_object_size(json_object_get(net, "rules")) > 0 ||
-            json_object_get(net, "egressProxy"))
+        if (egress_enabled() && (json_object_size(json_object_get(net, "rules")) > 0 ||
+                                 json_object_get(net, "egressProxy")))
+                return "network.rules and egressProxy are not supported: Glovebox filters "
+                       "egress by address and name (network.allowOut, network.denyOut)";
+        if (!egress_enabled() && (json_array_size(json_object_get(net, "allowOut")) > 0 ||
+                                  json_object_size(json_object_get(net, "rules")) > 0 ||
+                                  json_object_get(net, "egressProxy")))
                 return "network.allowOut, rules and egressProxy are not supported: Glovebox "
                        "sandboxes have no network (loopback only)";
         if (json_is_true(json_object_get(body, "autoPause")))
@@ -488,6 +527,53 @@ static const char *create_refusal(json_t *body)
         return NULL;
 }
 
+/* The egress an E2B create asks for, within the operator's policy:
+ * allow_internet_access (the SDKs send true unless told otherwise) gives
+ * all the operator allows, network.allowOut narrows it and network.denyOut
+ * adds denials. In E2B allowOut wins over denyOut and "deny 0.0.0.0/0"
+ * means "only allowOut": that entry is read so, every other denial wins.
+ * Without an operator policy nothing is enabled (create_refusal has the
+ * old answers). 0 (net->enabled says whether) or -EINVAL with err. */
+static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
+{
+        json_t *jnet = json_object_get(body, "network");
+        json_t *allow = json_object_get(jnet, "allowOut");
+        json_t *deny = json_object_get(jnet, "denyOut");
+        bool internet = json_is_true(json_object_get(body, "allow_internet_access"));
+        bool only_allowed = false;
+        json_t *denials = json_array();
+        size_t i;
+        json_t *v;
+        int rc = 0;
+
+        memset(net, 0, sizeof(*net));
+        if (!denials)
+                return -ENOMEM;
+        if (!egress_enabled())
+                goto out;
+        if (deny && !json_is_array(deny)) {
+                snprintf(err, errlen, "network.denyOut must be an array");
+                rc = -EINVAL;
+                goto out;
+        }
+        json_array_foreach(deny, i, v) {
+                if (json_is_string(v) && strcmp(json_string_value(v), "0.0.0.0/0") == 0)
+                        only_allowed = true;
+                else
+                        json_array_append(denials, v);
+        }
+        if (json_array_size(allow) == 0) {
+                /* No list: everything the operator allows, if asked for. */
+                if (!internet || only_allowed)
+                        goto out;
+                allow = NULL;
+        }
+        rc = egress_request(allow, denials, "network", net, err, errlen);
+out:
+        json_decref(denials);
+        return rc;
+}
+
 static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
@@ -496,8 +582,10 @@ static void create_sandbox(struct http_request *r)
         const struct jp_kernelspec *spec = NULL;
         const char *tid, *refusal;
         struct hostmsg_limits limits;
+        struct hostmsg_network net = {0};
         struct e2b_sandbox *s = NULL;
         struct kernel *pooled;
+        char err[256];
         double ttl;
         int rc;
 
@@ -507,20 +595,29 @@ static void create_sandbox(struct http_request *r)
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
-        /* The E2B templates an agent asks for by default, or a kernelspec. */
+        /* The E2B templates an agent asks for by default, or a kernelspec
+         * (a template's default kernel has the template's name). */
         if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
                 spec = jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
+        else if (templates_find(tid))
+                spec = templates_kernel(templates_find(tid), NULL);
         else
                 spec = jp_kernelspec_find(kernels_specs(), tid);
         refusal = create_refusal(body);
         if (!spec) {
-                e2b_reply_error(r, 404, "template '%.64s' not found", tid);
+                e2b_reply_error(r, 404, "template '%.64s' not found; templates: %s%s%s", tid,
+                                DEFAULT_TEMPLATE, templates_names()[0] ? ", " : "",
+                                templates_names());
         } else if (!timeout_of(r, body, 300, &ttl)) {
                 /* answered */
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
+        } else if (create_network(body, &net, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+        } else if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
+                e2b_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
         } else {
                 kernels_default_limits(&limits);
                 s = calloc(1, sizeof(*s));
@@ -531,17 +628,21 @@ static void create_sandbox(struct http_request *r)
                 }
                 memcpy(s->id, "gb", 2);
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
+                s->spec = spec;
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
+                /* Its timer starts once it is ready (on_created); a start
+                 * that fails or hangs past --kernel-start-timeout ends it. */
+                s->lifetime = ttl;
+                s->end_at = time(NULL) + (time_t)ttl;
                 /* Without envVars, the default context can be a pooled
                  * kernel, and the sandbox its sandbox. */
-                pooled = json_object_size(s->env) == 0 ? pool_take(spec) : NULL;
+                pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->next = sandboxes;
                         sandboxes = s;
-                        set_timeout(s, ttl);
                         r->waiter.done = on_created;
                         if (context_add(s, pooled, "python", NULL)) {
                                 kernel_when_ready(pooled, &r->waiter);
@@ -552,11 +653,11 @@ static void create_sandbox(struct http_request *r)
                         }
                         goto out;
                 }
-                rc = sandbox_new(&limits, NULL, strcmp(cfg->sandbox, "none") != 0, &s->box);
+                rc = templates_sandbox_new(spec, &limits, strcmp(cfg->sandbox, "none") != 0, &net,
+                                           &s->box);
                 if (rc == 0) {
                         s->next = sandboxes;
                         sandboxes = s;
-                        set_timeout(s, ttl);
                         r->waiter.done = on_created;
                         if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
                                 sandbox_kill(s);
@@ -572,6 +673,7 @@ static void create_sandbox(struct http_request *r)
                 }
         }
 out:
+        egress_network_clear(&net);
         json_decref(body);
 }
 
@@ -675,11 +777,22 @@ static const char *lacking_route(const char *route)
 
 static bool lacking_action(const char *action)
 {
-        static const char *const actions[] = {"pause",   "resume",  "snapshots", "fork",
-                                              "network", "metrics", "logs",      "refreshes",
-                                              NULL};
+        static const char *const actions[] = {"pause",   "resume", "snapshots", "fork",
+                                              "network", "logs",   "refreshes", NULL};
 
         return jp_strv_contains(actions, action);
+}
+
+/* getMetrics: E2B keeps a series of samples; Glovebox answers the one
+ * taken now (a list of one), whatever start and end ask for. */
+static void sandbox_metrics(struct http_request *r, struct e2b_sandbox *s)
+{
+        struct sandbox_usage u;
+
+        if (monitor_sandbox_usage(s->box, &u) < 0)
+                http_reply_json(r, 200, json_array());
+        else
+                http_reply_json(r, 200, json_pack("[o]", monitor_usage_json(&u)));
 }
 
 static void control_plane(struct http_request *r, const char *route)
@@ -740,6 +853,8 @@ static void control_plane(struct http_request *r, const char *route)
                         http_reply_json(r, 200, created_json(s));
                 else
                         http_reply_empty(r, 204);
+        } else if (strcmp(rest, "metrics") == 0 && r->method == HTTP_GET) {
+                sandbox_metrics(r, s);
         } else if (lacking_action(rest)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", rest);
         } else {
@@ -844,7 +959,7 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                         return;
                 language = json_string_value(json_object_get(body, "language"));
                 cwd = json_string_value(json_object_get(body, "cwd"));
-                spec = spec_for(language);
+                spec = spec_for(s, language);
                 for (c = s->contexts; c; c = c->next)
                         n++;
                 if (!spec)

@@ -502,6 +502,7 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
         struct execution *e = lws_container_of(sul, struct execution, deadline);
 
         e->timed_out = true;
+        session_mark_timed_out(e->session);
         klog_info(e->kernel->id, "execution timed out after %g s; interrupting", e->timeout_s);
         kernel_interrupt(e->kernel);
         loop_timer_start(&e->grace, on_grace, GRACE_MS);

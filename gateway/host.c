@@ -2,12 +2,14 @@
 
 #include "gateway/host.h"
 #include "gateway/loop.h"
+#include "gateway/metrics.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 
 static int host_fd = -1;
 static pid_t host_pid = -1;
+static unsigned host_controller_bits; /* from the kernel-host's hello */
 static struct loop_watch *host_watch;
 
 /* What a new kernel-host is started with, kept for a replacement. */
@@ -65,7 +68,9 @@ static int start_process(void)
         char *argv[] = {spawn_args.program, (char *)"--runtime-dir", spawn_args.runtime_dir,
                         (char *)"--log-level", spawn_args.log_level, NULL};
         /* Nothing of our environment (tokens, secrets) goes further. */
-        char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                        log_format == LOG_FORMAT_JSON ? (char *)"GLOVEBOX_LOG_FORMAT=json" : NULL,
+                        NULL};
         sigset_t none;
         int sv[2];
         pid_t pid;
@@ -102,6 +107,45 @@ static int start_process(void)
         return 0;
 }
 
+static void take_hello(json_t *body)
+{
+        struct hostmsg_hello hello;
+
+        if (hostmsg_hello_decode(body, &hello) < 0) {
+                log_error("malformed hello from the kernel-host: no limit counts as enforced");
+                hello.controllers = 0;
+        }
+        host_controller_bits = hello.controllers;
+}
+
+/* The kernel-host's first message says which limits it can enforce; every
+ * request for limits is checked against it, so none is served before. */
+static int wait_hello(int timeout_ms)
+{
+        struct pollfd p = {host_fd, POLLIN, 0};
+        enum hostmsg_type type;
+        json_t *body = NULL;
+        int rc;
+
+        do {
+                rc = poll(&p, 1, timeout_ms);
+        } while (rc < 0 && errno == EINTR);
+        if (rc == 0)
+                return -ETIMEDOUT;
+        rc = rc < 0 ? -errno : hostmsg_recv(host_fd, &type, &body, NULL, NULL);
+        if (rc == 0 && type != HOSTMSG_HELLO)
+                rc = -EBADMSG;
+        if (rc == 0)
+                take_hello(body);
+        json_decref(body);
+        return rc;
+}
+
+unsigned host_controllers(void)
+{
+        return host_controller_bits;
+}
+
 int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
 {
         int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
@@ -114,7 +158,13 @@ int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
         snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
         snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
         spawn_args.max_restarts = max_restarts;
-        return start_process();
+        rc = start_process();
+        if (rc == 0) {
+                rc = wait_hello(30000);
+                if (rc < 0)
+                        log_error("no hello from the kernel-host: %s", strerror(-rc));
+        }
+        return rc;
 }
 
 /* Who asked for what: reports are routed back by id. */
@@ -231,6 +281,11 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                         ops->exited(ctx, &m.exit);
                 }
                 break;
+        case HOSTMSG_HELLO:
+                /* A replacement's: the same machine, but said again. */
+                take_hello(body);
+                rc = 0;
+                break;
         case HOSTMSG_STARTED:
                 rc = hostmsg_started_decode(body, &m.started);
                 l = rc == 0 ? listener_find(m.started.id) : NULL;
@@ -333,6 +388,7 @@ static void host_lost(void)
                 if (start_process() == 0 &&
                     loop_watch_fd(host_fd, on_link, NULL, &host_watch) == 0) {
                         replaced = true;
+                        metrics_kernel_host_restarted();
                         log_warn("started a new kernel-host (pid %d; %d of %d replacements)",
                                  (int)host_pid, spawn_args.restarts, spawn_args.max_restarts);
                 } else {
@@ -376,6 +432,11 @@ static void on_link(void *arg)
 bool host_running(void)
 {
         return host_fd >= 0;
+}
+
+int host_process_id(void)
+{
+        return host_fd >= 0 ? (int)host_pid : -1;
 }
 
 int host_attach(void (*lost)(void))

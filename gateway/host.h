@@ -27,15 +27,22 @@ struct host_process_ops {
 /* Forks and execs glovebox-kernel-host (found beside our own executable,
  * else in the libexec directory). Runs before any thread or ZMQ context
  * exists, so that the kernel-host inherits none. If it dies, a new one is
- * started, at most max_restarts times. Returns 0 or -errno. */
+ * started, at most max_restarts times. Waits for its hello (which limits
+ * it can enforce). Returns 0 or -errno. */
 int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts);
 /* Starts delivering reports (needs the loop). If the kernel-host dies,
  * every object waiting for a report hears that it is gone ("host-lost"),
  * after a new kernel-host has started; lost() runs when none could be. */
 int host_attach(void (*lost)(void));
 
+/* The controllers of the limits the kernel-host can enforce (enum
+ * hostmsg_controller bits), as it said when it started. */
+unsigned host_controllers(void);
+
 /* Whether a kernel-host is there to ask (false once it died for good). */
 bool host_running(void);
+/* The running kernel-host's pid, or -1. */
+int host_process_id(void);
 
 int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
                         void *ctx);

@@ -5,6 +5,7 @@
 #include "gateway/conns.h"
 #include "gateway/e2b.h"
 #include "gateway/hostcheck.h"
+#include "gateway/metrics.h"
 #include "gateway/page.h"
 #include "protocol/log.h"
 
@@ -235,10 +236,21 @@ static void request_reset(struct http_request *r)
         r->stream_fd = -1;
 }
 
+/* Counts the answer by route class (never the path) and status. */
+static void count_request(const struct http_request *r, int status)
+{
+        char port[16];
+        bool sandbox_plane =
+            r->wsi && lws_hdr_custom_copy(r->wsi, port, sizeof(port), "e2b-sandbox-port:", 17) > 0;
+
+        metrics_http_request(metrics_route_class(r->path, sandbox_plane), status);
+}
+
 void http_stream_start(struct http_request *r, int status, const char *content_type)
 {
         if (r->responded)
                 return;
+        count_request(r, status);
         r->responded = true;
         r->streaming = true;
         r->status = status;
@@ -439,6 +451,7 @@ void http_reply_bytes(struct http_request *r, int status, const char *content_ty
                 buf_init(&r->response, SIZE_MAX);
                 (void)!buf_grow(&r->response, LWS_PRE, &pre);
         }
+        count_request(r, status);
         r->responded = true;
         r->status = status;
         r->content_type = content_type;
@@ -565,6 +578,8 @@ int http_write_error_now(struct lws *wsi, int status, const char *message)
         unsigned char *body = malloc(LWS_PRE + len + 1);
         int rc = -1;
 
+        /* Only refused WebSocket upgrades are answered this way. */
+        metrics_http_request("channels", status);
         if (body && text) {
                 memcpy(body + LWS_PRE, text, len);
                 rc = write_response(wsi, NULL, status, "application/json", body + LWS_PRE, len);
@@ -654,6 +669,13 @@ static bool admit(struct lws *wsi, struct http_request *r)
                 }
                 /* Served without credentials: the connection's deadline
                  * starts again rather than ends (conns.h). */
+                conns_public(wsi);
+                return true;
+        }
+        if (strcmp(r->path, "api/health") == 0 && r->method == HTTP_GET && !r->reading_body) {
+                /* Probes (Kubernetes, load balancers) carry no token: the
+                 * answer without one says only ok or unhealthy and which
+                 * checks fail (monitor.h). */
                 conns_public(wsi);
                 return true;
         }

@@ -119,7 +119,8 @@ void http_stream_end(struct http_request *r);
  * pieces as the client takes them. */
 void http_reply_fd(struct http_request *r, int status, const char *content_type, int fd,
                    uint64_t len);
-/* Writes a JSON error response at once (used to refuse an upgrade). */
+/* Writes a JSON error response at once (used to refuse an upgrade; counted
+ * as route class "channels"). */
 int http_write_error_now(struct lws *wsi, int status, const char *message);
 
 #endif

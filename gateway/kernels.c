@@ -1,10 +1,14 @@
 #include "autoconf.h"
 
 #include "gateway/kernels.h"
+#include "gateway/egress.h"
 #include "gateway/host.h"
+#include "gateway/limits.h"
 #include "gateway/loop.h"
+#include "gateway/metrics.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
+#include "gateway/templates.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -23,7 +27,6 @@
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
-static char **ro_paths; /* kernelspec directories every sandbox sees */
 static struct kernel *kernels;
 static char gateway_session[JP_UUID_SIZE];
 static void (*all_gone)(void);
@@ -315,6 +318,8 @@ static void become_ready(struct kernel *k)
         loop_timer_stop(&k->probe_timer);
         loop_timer_stop(&k->deadline_timer);
         k->phase = KERNEL_READY;
+        if (!k->ever_ready)
+                metrics_kernel_started(k->spec->name);
         k->ever_ready = true;
         k->reason[0] = '\0';
         set_state(k, "idle");
@@ -549,6 +554,7 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
                 return;
         }
         kernel_touch(k);
+        metrics_relayed(false, m->size);
         if (strcmp(m->msg_type, "status") == 0)
                 track_status(k, &msg);
         if (k->phase == KERNEL_CONNECTING) {
@@ -714,6 +720,7 @@ static void handle_death(struct kernel *k)
                 char message[HOSTMSG_ERROR_SIZE + 64];
 
                 snprintf(message, sizeof(message), "Kernel failed to start: %s", k->reason);
+                metrics_kernel_start_failed(k->spec->name);
                 finish(k, 500, message);
                 return;
         }
@@ -724,6 +731,7 @@ static void handle_death(struct kernel *k)
                 return;
         }
         klog_warn(k->id, "died: %s", k->reason);
+        metrics_kernel_died(k->spec->name, k->oom);
         snprintf(k->last_death, sizeof(k->last_death), "%s", k->reason);
         /* Whoever waits for an execution hears why it ended. */
         fail_all_pending(k, k->oom ? "KernelOutOfMemory" : "KernelDied", k->reason);
@@ -740,6 +748,7 @@ static void handle_death(struct kernel *k)
                 return;
         }
         k->restarts++;
+        metrics_kernel_restarted(k->spec->name, true);
         klog_info(k->id, "restarting automatically (%d of %lld)", k->restarts,
                   (long long)cfg->max_restarts);
         set_state(k, "restarting");
@@ -814,7 +823,9 @@ static void start_process(struct kernel *k)
 
         snprintf(req.id, sizeof(req.id), "%s", k->id);
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", k->sandbox->id);
-        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s", k->spec->dir);
+        /* As its sandbox sees it: a template's tree is its root. */
+        snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s",
+                 k->spec->dir + k->spec->root_len);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
         req.env = k->env;
         /* The kernelspec's argv (validated strings), borrowed. */
@@ -849,16 +860,22 @@ static void on_sandbox_ready(struct sandbox_waiter *w, struct sandbox *sb, const
  * its sandbox gets a fresh one if the old one is gone. */
 static void launch(struct kernel *k)
 {
+        struct hostmsg_network network = {0};
         int rc;
 
         k->phase = KERNEL_STARTING;
         k->reason[0] = '\0';
         loop_timer_start(&k->deadline_timer, on_deadline, cfg->kernel_start_timeout * 1000.0);
-        if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox)
+        if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox) {
+                /* The new one gets the same egress (none if out of memory). */
+                if (k->sandbox->network.enabled)
+                        egress_network_copy(&k->sandbox->network, &network);
                 sandbox_unref(&k->sandbox);
+        }
         if (!k->sandbox) {
-                rc = sandbox_new(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
-                                 &k->sandbox);
+                rc = templates_sandbox_new(k->spec, &k->limits, strcmp(cfg->sandbox, "none") != 0,
+                                           &network, &k->sandbox);
+                egress_network_clear(&network);
                 if (rc < 0) {
                         snprintf(k->reason, sizeof(k->reason), "cannot ask for a sandbox: %s",
                                  strerror(-rc));
@@ -1039,6 +1056,7 @@ void kernel_restart(struct kernel *k, struct kernel_waiter *w)
 {
         waiter_add(k, w);
         klog_info(k->id, "restart requested");
+        metrics_kernel_restarted(k->spec->name, false);
         k->restarts = 0;
         k->last_death[0] = '\0';
         /* No "restarting" status here: Jupyter clients read it as an
@@ -1090,7 +1108,7 @@ void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
 json_t *kernel_model(const struct kernel *k)
 {
         char last_activity[JP_TIMESTAMP_SIZE];
-        json_t *model;
+        json_t *model, *not_enforced;
 
         jp_timestamp_format(&k->last_activity, last_activity);
         model = json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", k->id, "name", k->spec->name,
@@ -1101,6 +1119,14 @@ json_t *kernel_model(const struct kernel *k)
          * automatic restart it explains the lost state. */
         if (model && k->last_death[0])
                 json_object_set_new(model, "reason", json_string(k->last_death));
+        /* Egress, when its sandbox has any (gateway/egress.h). */
+        if (model && k->sandbox && k->sandbox->network.enabled)
+                json_object_set_new(model, "network", egress_describe(&k->sandbox->network));
+        /* Limits this host cannot enforce, if any (README, limits). */
+        not_enforced = limits_not_enforced(host_controllers(), strcmp(cfg->sandbox, "none") != 0);
+        if (model && json_array_size(not_enforced))
+                json_object_set(model, "limits_not_enforced", not_enforced);
+        json_decref(not_enforced);
         return model;
 }
 
@@ -1208,17 +1234,6 @@ int kernels_init(const struct config *config, const struct jp_kernelspec_list *l
         specs = list;
         if (jp_uuid4(gateway_session) < 0)
                 return -EIO;
-        /* Kernelspecs outside /usr are bound into every sandbox. */
-        ro_paths = calloc(list->count + 1, sizeof(char *));
-        if (!ro_paths)
-                return -ENOMEM;
-        for (size_t i = 0, n = 0; i < list->count; i++) {
-                if (strncmp(list->items[i].dir, "/usr/", 5) == 0)
-                        continue;
-                ro_paths[n] = strdup(list->items[i].dir);
-                if (!ro_paths[n++])
-                        return -ENOMEM;
-        }
         if (cfg->cull_idle_timeout > 0)
                 loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
         return 0;
@@ -1259,6 +1274,4 @@ void kernels_free_all(void)
         all_gone = NULL;
         while (kernels)
                 kernel_free(kernels);
-        jp_strv_free(ro_paths);
-        ro_paths = NULL;
 }

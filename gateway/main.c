@@ -9,10 +9,12 @@
 #include "gateway/e2b.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
+#include "gateway/limits.h"
 #include "gateway/loop.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/server.h"
+#include "gateway/templates.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
@@ -251,6 +253,9 @@ static void print_url(void)
         else
                 printf("Glovebox is serving at %s://%s%s%s:%d%s\n", scheme, lb, host, rb,
                        gw.cfg.port, gw.cfg.base_url);
+        /* On a terminal, a person started it: say how to stop it. */
+        if (isatty(STDOUT_FILENO))
+                printf("Press Ctrl+C to stop it (the kernels and their files go with it).\n");
         fflush(stdout);
 }
 
@@ -297,6 +302,34 @@ static void say_where_the_token_is(void)
         }
 }
 
+/* Once, at start: the default limits, which every kernel has, that the
+ * kernel-host cannot enforce. Requests are not refused for them, only for
+ * asking for such a limit by name. */
+static void warn_unenforced_defaults(void)
+{
+        json_t *list, *name;
+        char names[128] = "";
+        size_t i, len = 0;
+
+        if (strcmp(gw.cfg.sandbox, "none") == 0)
+                return; /* nothing is enforced, and that was said */
+        list = limits_not_enforced(host_controllers(), true);
+        json_array_foreach(list, i, name) {
+                len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+                                        json_string_value(name));
+                if (len >= sizeof(names))
+                        break;
+        }
+        if (json_array_size(list))
+                log_warn("default limits not enforced here (the kernel-host has no cgroup "
+                         "controller for them): %s; a request naming one gets %s",
+                         names,
+                         gw.cfg.allow_unenforced_limits
+                             ? "it unenforced (--allow-unenforced-limits)"
+                             : "400");
+        json_decref(list);
+}
+
 int main(int argc, char **argv)
 {
         struct lws_context *ctx = NULL;
@@ -313,7 +346,22 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-level must be debug, info, warn or error\n");
                 return 2;
         }
+        if (log_format_parse(gw.cfg.log_format, &log_format) < 0) {
+                fprintf(stderr, "glovebox: --log-format must be text or json\n");
+                return 2;
+        }
+        /* Templates are checked too: their trees, and the kernelspecs
+         * that name them. */
+        if (gw.cfg.check_config &&
+            (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0)) {
+                templates_free();
+                jp_kernelspec_list_free(&gw.specs);
+                config_free(&gw.cfg);
+                return 2;
+        }
         if (gw.cfg.check_config) {
+                templates_free();
+                jp_kernelspec_list_free(&gw.specs);
                 printf("configuration is valid\n");
                 config_free(&gw.cfg);
                 return 0;
@@ -332,13 +380,15 @@ int main(int argc, char **argv)
         return_large_buffers();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
-        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 || page_init(&gw.cfg) < 0)
+        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
+            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;
         }
+        warn_unenforced_defaults();
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
@@ -376,6 +426,7 @@ out:
         if (gw.sigfd >= 0)
                 close(gw.sigfd);
         remove_runtime_dir();
+        templates_free();
         jp_kernelspec_list_free(&gw.specs);
         config_free(&gw.cfg);
         log_info("stopped");

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/sandboxes.h"
+#include "gateway/egress.h"
 #include "gateway/host.h"
 #include "protocol/log.h"
 
@@ -53,6 +54,7 @@ static void sandbox_free(struct sandbox *sb)
         }
         if (sb->root_fd >= 0)
                 close(sb->root_fd);
+        egress_network_clear(&sb->network);
         free(sb);
 }
 
@@ -80,12 +82,29 @@ static const struct host_sandbox_ops sandbox_ops = {on_ready, on_failed, on_gone
 int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
                 struct sandbox **out)
 {
+        return sandbox_new_in(limits, ro_paths, NULL, confined, out);
+}
+
+int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
+                   const char *template_root, bool confined, struct sandbox **out)
+{
+        return sandbox_new_networked(limits, ro_paths, template_root, confined, NULL, out);
+}
+
+int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
+                          const char *template_root, bool confined,
+                          const struct hostmsg_network *network, struct sandbox **out)
+{
         struct hostmsg_sandbox req = {.limits = *limits, .ro_paths = (char **)ro_paths,
                                       .sandbox = confined};
-        struct sandbox *sb = calloc(1, sizeof(*sb));
+        struct sandbox *sb;
         int rc;
 
         *out = NULL;
+        if (template_root && (size_t)snprintf(req.template_root, sizeof(req.template_root), "%s",
+                                              template_root) >= sizeof(req.template_root))
+                return -ENAMETOOLONG;
+        sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
         if (jp_uuid4(sb->id) < 0) {
@@ -95,9 +114,17 @@ int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool
         sb->limits = *limits;
         sb->refs = 1;
         sb->root_fd = -1;
+        if (network && network->enabled) {
+                if (egress_network_copy(network, &sb->network) < 0) {
+                        free(sb);
+                        return -ENOMEM;
+                }
+                req.network = *network;
+        }
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sb->id);
         rc = host_sandbox_create(&req, &sandbox_ops, sb);
         if (rc < 0) {
+                egress_network_clear(&sb->network);
                 free(sb);
                 return rc;
         }

@@ -27,6 +27,7 @@ struct sandbox {
         char id[JP_UUID_SIZE];
         enum sandbox_phase phase;
         struct hostmsg_limits limits;
+        struct hostmsg_network network; /* its egress (enabled false: none), owned */
         int init_pid;
         unsigned user_uid, user_gid; /* host ids owning what the gateway writes inside */
         char root[PATH_MAX];         /* host path of its root (informative) */
@@ -41,6 +42,14 @@ struct sandbox {
  * ro_paths (NULL-terminated, may be NULL) are bound read-only inside. */
 int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
                 struct sandbox **out);
+/* The same, with template_root's tree (NULL or "": none) as its root
+ * under an overlay (see gateway/templates.h). */
+int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
+                   const char *template_root, bool confined, struct sandbox **out);
+/* The same, with egress (gateway/egress.h; NULL: none): network is copied. */
+int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
+                          const char *template_root, bool confined,
+                          const struct hostmsg_network *network, struct sandbox **out);
 /* Calls w->ready when sb is ready (now, if it already is, or has failed). */
 void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);
 void sandbox_waiter_cancel(struct sandbox_waiter *w);

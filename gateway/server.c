@@ -8,7 +8,12 @@
 #include "protocol/log.h"
 #include "protocol/wsv1.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* Protocol 0 serves plain HTTP and, after an upgrade without a subprotocol,
  * the JSON WebSocket format, so its per-connection data holds both. */
@@ -91,15 +96,66 @@ static void lws_log(int level, const char *line)
                 log_warn_limited(&warnings, "lws: %s", text);
 }
 
+/* libwebsockets takes a numeric address or an interface name: given a host
+ * name it logs "DOESN'T EXIST" and serves nowhere, and a port in use shows
+ * only as its own errors. So the --listen host is resolved here (an IPv4
+ * address first, as "localhost" means to most clients), and a trial bind
+ * says in plain words why the gateway cannot listen before lws tries. */
+static int listen_address(const struct config *cfg, char *numeric, size_t size)
+{
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+        struct addrinfo *res, *ai, *pick;
+        char port[16];
+        int one = 1, err = 0, fd, rc;
+
+        snprintf(port, sizeof(port), "%d", cfg->port);
+        rc = getaddrinfo(cfg->host, port, &hints, &res);
+        if (rc != 0) {
+                log_error("cannot listen on %s: %s", cfg->listen,
+                          rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+                return -1;
+        }
+        pick = res;
+        for (ai = res; ai; ai = ai->ai_next) {
+                if (ai->ai_family == AF_INET) {
+                        pick = ai;
+                        break;
+                }
+        }
+        rc = getnameinfo(pick->ai_addr, pick->ai_addrlen, numeric, (socklen_t)size, NULL, 0,
+                         NI_NUMERICHOST);
+        fd = socket(pick->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (rc != 0 || fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(fd, pick->ai_addr, pick->ai_addrlen) < 0)
+                err = rc != 0 ? EINVAL : errno;
+        if (fd >= 0)
+                close(fd);
+        freeaddrinfo(res);
+        if (err == EADDRINUSE)
+                log_error("cannot listen on %s: address already in use (another server has that "
+                          "port: stop it or choose another with --listen HOST:PORT)",
+                          cfg->listen);
+        else if (err == EADDRNOTAVAIL)
+                log_error("cannot listen on %s: %s is not an address of this machine", cfg->listen,
+                          numeric);
+        else if (err)
+                log_error("cannot listen on %s: %s", cfg->listen, strerror(err));
+        return err ? -1 : 0;
+}
+
 struct lws_context *server_create(const struct config *cfg)
 {
         struct lws_context_creation_info info;
         struct lws_context *ctx;
+        char address[NI_MAXHOST];
+
+        if (listen_address(cfg, address, sizeof(address)) < 0)
+                return NULL;
 
         lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
         memset(&info, 0, sizeof(info));
         info.port = cfg->port;
-        info.iface = cfg->host;
+        info.iface = address;
         info.protocols = protocols;
         info.gid = (gid_t)-1;
         info.uid = (uid_t)-1;
@@ -110,7 +166,7 @@ struct lws_context *server_create(const struct config *cfg)
         info.max_http_header_pool = 4096;
         info.pt_serv_buf_size = 64 * 1024;
         info.timeout_secs = 120;
-        info.options = strchr(cfg->host, ':') ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6;
+        info.options = strchr(address, ':') ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6;
         if (*cfg->certfile) {
                 info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
                 info.ssl_cert_filepath = cfg->certfile;
@@ -118,6 +174,6 @@ struct lws_context *server_create(const struct config *cfg)
         }
         ctx = lws_create_context(&info);
         if (!ctx)
-                log_error("cannot listen on %s:%d", cfg->host, cfg->port);
+                log_error("cannot listen on %s", cfg->listen);
         return ctx;
 }

@@ -2,6 +2,7 @@
 
 #include "gateway/session.h"
 #include "gateway/loop.h"
+#include "gateway/metrics.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -11,6 +12,41 @@
 #include <string.h>
 
 static const enum jp_channel session_channels[3] = {JP_SHELL, JP_CONTROL, JP_STDIN};
+
+/* The bytes of an execute_request's code (its "code" string decoded). */
+static size_t code_bytes(struct jp_bytes content)
+{
+        struct jp_bytes token;
+        json_t *code;
+        size_t n;
+
+        if (jp_json_string_token(content, "code", &token) < 0 || token.len < 2)
+                return 0;
+        if (!memchr(token.ptr, '\\', token.len))
+                return token.len - 2;
+        code = json_loadb((const char *)token.ptr, token.len, JSON_DECODE_ANY, NULL);
+        n = json_string_length(code);
+        json_decref(code);
+        return n;
+}
+
+/* An execution ended: counted, timed, and one audit line (never its code). */
+static void pending_done(struct session *s, const struct pending_exec *p, const char *outcome)
+{
+        double seconds = loop_now() - p->sent_at;
+
+        if (p->timed_out)
+                outcome = "timeout";
+        /* Tenants do not exist yet: everything is the tenant "default"'s. */
+        metrics_execution("default", s->kernel->spec->name, seconds, outcome, p->code_bytes);
+        log_audit_execution("default", s->kernel->id, p->code_bytes, seconds, outcome);
+}
+
+void session_mark_timed_out(struct session *s)
+{
+        for (struct pending_exec *p = s ? s->pending : NULL; p; p = p->next)
+                p->timed_out = true;
+}
 
 static void pending_free(struct pending_exec *p)
 {
@@ -25,6 +61,8 @@ static void pending_add(struct session *s, const struct jp_msg *msg, const char 
         if (!p)
                 return;
         snprintf(p->msg_id, sizeof(p->msg_id), "%s", msg_id);
+        p->sent_at = loop_now();
+        p->code_bytes = code_bytes(msg->content);
         p->header = strndup((const char *)msg->header.ptr, msg->header.len);
         if (!p->header) {
                 free(p);
@@ -52,7 +90,16 @@ static void pending_remove(struct session *s, const struct jp_msg *reply)
         for (struct pending_exec **link = &s->pending; *link; link = &(*link)->next) {
                 if (strcmp((*link)->msg_id, msg_id) == 0) {
                         struct pending_exec *p = *link;
+                        struct jp_bytes status;
+                        char outcome[16] = "error";
 
+                        if (jp_json_string_token(reply->content, "status", &status) == 0 &&
+                            status.len < sizeof(outcome) && status.len >= 2)
+                                snprintf(outcome, sizeof(outcome), "%.*s", (int)status.len - 2,
+                                         (const char *)status.ptr + 1);
+                        if (strcmp(outcome, "ok") != 0 && strcmp(outcome, "aborted") != 0)
+                                snprintf(outcome, sizeof(outcome), "error");
+                        pending_done(s, p, outcome);
                         *link = p->next;
                         pending_free(p);
                         s->npending--;
@@ -81,6 +128,7 @@ void session_fail_pending(struct session *s, const char *ename, const char *eval
                 struct relay_msg *m;
 
                 list = p->next;
+                pending_done(s, p, strcmp(ename, "KernelRestarted") == 0 ? "aborted" : "error");
                 snprintf(line, sizeof(line), "%s: %s", ename, evalue);
                 error = json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue,
                                   "traceback", line);
@@ -132,6 +180,7 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
                 return;
         }
         kernel_touch(k);
+        metrics_relayed(false, m->size);
         if (msg.channel == JP_SHELL && strcmp(m->msg_type, "execute_reply") == 0)
                 pending_remove(s, &msg);
         session_deliver(s, m);
@@ -358,6 +407,9 @@ int session_send(struct session *s, struct jp_msg *msg)
                 return -ENOTCONN;
         kernel_touch(s->kernel);
         rc = kernel_send(s->kernel, z, msg);
+        if (rc == 0)
+                metrics_relayed(true, msg->header.len + msg->parent_header.len + msg->metadata.len +
+                                          msg->content.len);
         if (rc == 0 && msg->channel == JP_SHELL &&
             jp_header_fields(msg->header, msg_id, msg_type) == 0 &&
             strcmp(msg_type, "execute_request") == 0)
@@ -421,6 +473,8 @@ void session_destroy(struct session **sp, int code, const char *reason)
                 struct pending_exec *p = s->pending;
 
                 s->pending = p->next;
+                /* Nobody will hear its reply: it still has its audit line. */
+                pending_done(s, p, "aborted");
                 pending_free(p);
         }
         free(s);

@@ -25,6 +25,9 @@ struct pending_exec {
         struct pending_exec *next;
         char msg_id[JP_MSG_ID_SIZE];
         char *header; /* the request's header JSON, the parent of our answers */
+        double sent_at;    /* loop_now() when it went to the kernel */
+        size_t code_bytes; /* of its code, for the audit line */
+        bool timed_out;    /* its HTTP execution's deadline passed */
 };
 
 #define SESSION_MAX_PENDING 1024
@@ -70,6 +73,9 @@ void session_deliver(struct session *s, struct relay_msg *m);
  * (iopub error of ename/evalue, then an execute_reply with status error),
  * so no client waits forever. */
 void session_fail_pending(struct session *s, const char *ename, const char *evalue);
+/* The executions s is waiting for passed their deadline: their outcome is
+ * "timeout", whatever the reply says. s may be NULL. */
+void session_mark_timed_out(struct session *s);
 /* Tells the sink, closes the sockets, frees s and nulls *sp. */
 void session_destroy(struct session **sp, int code, const char *reason);
 

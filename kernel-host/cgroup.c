@@ -17,12 +17,21 @@
 
 static const char *const controller_names[CGROUP_CONTROLLERS] = {"memory", "pids", "cpu"};
 
+/* One entry per cgroup hierarchy in use, so that whatever is done to a
+ * kernel's group is done once per directory: cgroup v2 has one hierarchy
+ * for all its controllers, v1 one per controller (or per co-mounted set). */
 struct hierarchy {
         bool v2;
-        char parent[PATH_MAX]; /* glovebox-<pid> beneath our own group; "" if unusable */
+        unsigned controllers;  /* 1 << enum cgroup_controller, for each limited here */
+        char parent[PATH_MAX]; /* glovebox-<pid> beneath our own group */
 };
 
 static struct hierarchy hierarchies[CGROUP_CONTROLLERS];
+static unsigned nhierarchies;
+
+/* The leaf, within a sandbox's group, that holds its init on cgroup v2:
+ * see cgroup_hand_down. No process group is called that (theirs are p-). */
+#define INIT_LEAF "init"
 
 static int write_file(const char *dir, const char *file, const char *text)
 {
@@ -238,38 +247,85 @@ static void v2_restore(void)
         unified.leaf[0] = '\0';
 }
 
-static void init_controller(enum cgroup_controller c, bool have_v2, const char *unified_controllers)
+/* Registers parent as the hierarchy of controller c, making the directory
+ * the first time that parent is seen: the controllers of cgroup v2 all come
+ * to one entry. */
+static int hierarchy_add(enum cgroup_controller c, bool v2, const char *parent)
 {
-        struct hierarchy *h = &hierarchies[c];
+        unsigned i = 0;
+
+        while (i < nhierarchies && strcmp(hierarchies[i].parent, parent) != 0)
+                i++;
+        if (i == nhierarchies) {
+                if (i >= CGROUP_CONTROLLERS || strlen(parent) >= sizeof(hierarchies[i].parent))
+                        return -ENAMETOOLONG;
+                if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                hierarchies[i].v2 = v2;
+                hierarchies[i].controllers = 0;
+                memcpy(hierarchies[i].parent, parent, strlen(parent) + 1);
+                nhierarchies++;
+        }
+        hierarchies[i].controllers |= 1u << c;
+        return 0;
+}
+
+/* Drops the hierarchies left without a usable controller (a v2 parent
+ * whose controllers could all not be handed down), removing their
+ * directories. */
+static void hierarchies_prune(void)
+{
+        unsigned kept = 0;
+
+        for (unsigned i = 0; i < nhierarchies; i++) {
+                if (hierarchies[i].controllers == 0) {
+                        rmdir(hierarchies[i].parent);
+                        continue;
+                }
+                if (kept != i)
+                        hierarchies[kept] = hierarchies[i];
+                kept++;
+        }
+        nhierarchies = kept;
+}
+
+/* The index in hierarchies of controller c's, or -1 when c is unusable. */
+static int hierarchy_of(enum cgroup_controller c)
+{
+        for (unsigned i = 0; i < nhierarchies; i++) {
+                if (hierarchies[i].controllers & (1u << c))
+                        return (int)i;
+        }
+        return -1;
+}
+
+static int init_controller(enum cgroup_controller c, bool v2)
+{
         const char *name = controller_names[c];
-        char own[PATH_MAX];
+        char own[PATH_MAX], parent[PATH_MAX + 32], text[64];
         int rc;
 
-        h->v2 = have_v2 && list_has(unified_controllers, name, ' ');
-        if (h->v2) {
+        if (v2) {
                 snprintf(own, sizeof(own), "%s", unified.own);
                 rc = v2_enable(c);
         } else {
                 rc = own_dir(name, own, sizeof(own));
         }
-        if (rc == 0 && (size_t)snprintf(h->parent, sizeof(h->parent), "%s/glovebox-%d", own,
-                                        (int)getpid()) >= sizeof(h->parent))
+        if (rc == 0 && (size_t)snprintf(parent, sizeof(parent), "%s/glovebox-%d", own,
+                                        (int)getpid()) >= sizeof(parent))
                 rc = -ENAMETOOLONG;
-        if (rc == 0 && mkdir(h->parent, 0755) < 0 && errno != EEXIST)
-                rc = -errno;
-        if (rc == 0 && h->v2) {
-                char text[64];
-
+        if (rc == 0)
+                rc = hierarchy_add(c, v2, parent);
+        if (rc == 0 && v2) {
                 snprintf(text, sizeof(text), "+%s", name);
-                rc = write_file(h->parent, "cgroup.subtree_control", text);
+                rc = write_file(parent, "cgroup.subtree_control", text);
+                if (rc < 0)
+                        hierarchies[hierarchy_of(c)].controllers &= ~(1u << c);
         }
-        if (rc < 0) {
+        if (rc < 0)
                 log_warn("%s limits are not enforced: no usable %s cgroup (%s)", name, name,
                          strerror(-rc));
-                h->parent[0] = '\0';
-                return;
-        }
-        log_info("%s limits: cgroup v%d at %s", name, h->v2 ? 2 : 1, h->parent);
+        return rc;
 }
 
 void cgroup_init(void)
@@ -283,24 +339,37 @@ void cgroup_init(void)
                         have_v2 = false;
         }
         for (int c = 0; c < CGROUP_CONTROLLERS; c++)
-                init_controller((enum cgroup_controller)c, have_v2, controllers);
-}
+                init_controller((enum cgroup_controller)c,
+                                have_v2 && list_has(controllers, controller_names[c], ' '));
+        hierarchies_prune();
+        for (unsigned i = 0; i < nhierarchies; i++) {
+                const struct hierarchy *h = &hierarchies[i];
+                char names[64] = "";
+                size_t len = 0;
 
-bool cgroup_complete(void)
-{
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                if (!hierarchies[c].parent[0])
-                        return false;
+                for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                        if (h->controllers & (1u << c))
+                                len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+                                                        len ? " " : "", controller_names[c]);
+                }
+                log_info("limits of %s: cgroup v%d at %s", names, h->v2 ? 2 : 1, h->parent);
         }
-        return true;
 }
 
-static int set_limits(enum cgroup_controller c, const char *dir,
+unsigned cgroup_controllers(void)
+{
+        unsigned all = 0;
+
+        for (unsigned i = 0; i < nhierarchies; i++)
+                all |= hierarchies[i].controllers;
+        return all;
+}
+
+static int set_limits(enum cgroup_controller c, bool v2, const char *dir,
                       const struct hostmsg_limits *limits, char *err, size_t errlen)
 {
         char value[64];
         const char *file = NULL;
-        bool v2 = hierarchies[c].v2;
         int rc = 0;
 
         switch (c) {
@@ -343,25 +412,48 @@ static int set_limits(enum cgroup_controller c, const char *dir,
         return rc;
 }
 
-int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
-                  struct kernel_cgroup *cg, char *err, size_t errlen)
+/* Makes the group name inside each of the hierarchies' directories in
+ * parents (NULL: the hierarchies' parents themselves), one directory per
+ * hierarchy. On failure nothing is left and err says which directory. */
+static int make_groups(const struct kernel_cgroup *parents, const char *name,
+                       struct kernel_cgroup *cg, char *err, size_t errlen)
 {
+        unsigned n = parents ? parents->ndirs : nhierarchies;
         int rc = 0;
 
         memset(cg, 0, sizeof(*cg));
-        for (int c = 0; rc == 0 && c < CGROUP_CONTROLLERS; c++) {
-                const struct hierarchy *h = &hierarchies[c];
+        for (unsigned i = 0; rc == 0 && i < n; i++) {
+                const char *parent = parents ? parents->dirs[i] : hierarchies[i].parent;
 
-                if (!h->parent[0])
+                cg->ndirs = i + 1;
+                if (!parent[0])
                         continue;
-                snprintf(cg->dirs[c], sizeof(cg->dirs[c]), "%s/%s", h->parent, kernel_id);
-                if (mkdir(cg->dirs[c], 0755) < 0 && errno != EEXIST) {
+                if ((size_t)snprintf(cg->dirs[i], sizeof(cg->dirs[i]), "%s/%s", parent, name) >=
+                    sizeof(cg->dirs[i]))
+                        rc = -ENAMETOOLONG;
+                else if (mkdir(cg->dirs[i], 0755) < 0 && errno != EEXIST)
                         rc = -errno;
-                        snprintf(err, errlen, "mkdir %s: %s", cg->dirs[c], strerror(errno));
-                        cg->dirs[c][0] = '\0';
-                        break;
+                if (rc < 0) {
+                        snprintf(err, errlen, "mkdir %s: %s", cg->dirs[i], strerror(-rc));
+                        cg->dirs[i][0] = '\0';
                 }
-                rc = set_limits((enum cgroup_controller)c, cg->dirs[c], limits, err, errlen);
+        }
+        if (rc < 0)
+                cgroup_destroy(cg);
+        return rc;
+}
+
+int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
+                  struct kernel_cgroup *cg, char *err, size_t errlen)
+{
+        int rc = make_groups(NULL, kernel_id, cg, err, errlen);
+
+        for (unsigned i = 0; rc == 0 && i < cg->ndirs; i++) {
+                for (int c = 0; rc == 0 && c < CGROUP_CONTROLLERS; c++) {
+                        if (hierarchies[i].controllers & (1u << c))
+                                rc = set_limits((enum cgroup_controller)c, hierarchies[i].v2,
+                                                cg->dirs[i], limits, err, errlen);
+                }
         }
         if (rc < 0)
                 cgroup_destroy(cg);
@@ -373,28 +465,46 @@ int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid)
         char text[32];
 
         snprintf(text, sizeof(text), "%d", (int)pid);
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                int rc;
+        for (unsigned i = 0; i < cg->ndirs; i++) {
+                int rc = cg->dirs[i][0] ? write_file(cg->dirs[i], "cgroup.procs", text) : 0;
 
-                if (!cg->dirs[c][0])
-                        continue;
-                rc = write_file(cg->dirs[c], "cgroup.procs", text);
                 if (rc < 0)
                         return rc;
         }
         return 0;
 }
 
+int cgroup_hand_down(struct kernel_cgroup *cg, pid_t init)
+{
+        int i = hierarchy_of(CGROUP_MEMORY);
+        char leaf[PATH_MAX + 16], text[32];
+        int rc;
+
+        if (i < 0 || !hierarchies[i].v2 || !cg->dirs[i][0])
+                return 0;
+        if ((size_t)snprintf(leaf, sizeof(leaf), "%s/" INIT_LEAF, cg->dirs[i]) >= sizeof(leaf))
+                return -ENAMETOOLONG;
+        if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(text, sizeof(text), "%d", (int)init);
+        rc = write_file(leaf, "cgroup.procs", text);
+        if (rc == 0)
+                rc = write_file(cg->dirs[i], "cgroup.subtree_control", "+memory");
+        if (rc == 0)
+                cg->oom_groups = true;
+        return rc;
+}
+
 uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg)
 {
-        const char *dir = cg->dirs[CGROUP_MEMORY];
+        int i = hierarchy_of(CGROUP_MEMORY);
         char path[PATH_MAX + 32], text[4096];
         const char *at;
 
-        if (!dir[0])
+        if (i < 0 || (unsigned)i >= cg->ndirs || !cg->dirs[i][0])
                 return 0;
-        snprintf(path, sizeof(path), "%s/%s", dir,
-                 hierarchies[CGROUP_MEMORY].v2 ? "memory.events" : "memory.oom_control");
+        snprintf(path, sizeof(path), "%s/%s", cg->dirs[i],
+                 hierarchies[i].v2 ? "memory.events" : "memory.oom_control");
         if (read_file(path, text, sizeof(text)) < 0)
                 return 0;
         at = strstr(text, "oom_kill ");
@@ -475,99 +585,71 @@ static int remove_group(const char *dir, int depth, unsigned *removed)
         return 0;
 }
 
-/* Calls fn once for each distinct directory of cg: several controllers
- * may share one directory of the unified (v2) hierarchy. */
-static void for_each_dir(struct kernel_cgroup *cg, void (*fn)(char *dir, void *arg), void *arg)
-{
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                bool seen = false;
-
-                for (int d = 0; d < c; d++)
-                        seen = seen || (cg->dirs[d][0] && strcmp(cg->dirs[d], cg->dirs[c]) == 0);
-                if (cg->dirs[c][0] && !seen)
-                        fn(cg->dirs[c], arg);
-        }
-}
-
 int cgroup_create_child(const struct kernel_cgroup *parent, const char *name,
                         struct kernel_cgroup *child, char *err, size_t errlen)
 {
-        int rc = 0;
+        int i = hierarchy_of(CGROUP_MEMORY);
+        int rc = make_groups(parent, name, child, err, errlen);
 
-        memset(child, 0, sizeof(*child));
-        for (int c = 0; rc == 0 && c < CGROUP_CONTROLLERS; c++) {
-                if (!parent->dirs[c][0])
-                        continue;
-                if ((size_t)snprintf(child->dirs[c], sizeof(child->dirs[c]), "%s/%s",
-                                     parent->dirs[c], name) >= sizeof(child->dirs[c])) {
-                        rc = -ENAMETOOLONG;
-                } else if (mkdir(child->dirs[c], 0755) < 0 && errno != EEXIST) {
-                        rc = -errno;
-                }
+        /* The whole group goes when the memory limit kills one of its
+         * processes: a kernel with everything it started, not half of it
+         * (README, limits). */
+        if (rc == 0 && parent->oom_groups) {
+                rc = write_file(child->dirs[i], "memory.oom.group", "1");
                 if (rc < 0) {
-                        snprintf(err, errlen, "mkdir %s: %s", child->dirs[c], strerror(-rc));
-                        child->dirs[c][0] = '\0';
+                        snprintf(err, errlen, "writing %s/memory.oom.group: %s", child->dirs[i],
+                                 strerror(-rc));
+                        cgroup_destroy(child);
                 }
         }
-        if (rc < 0)
-                cgroup_destroy(child);
         return rc;
-}
-
-struct kill_args {
-        pid_t spare;
-        int listed;
-};
-
-static void kill_dir(char *dir, void *arg)
-{
-        struct kill_args *a = arg;
-        int n = kill_members(dir, a->spare);
-
-        if (n > 0)
-                a->listed += n;
 }
 
 int cgroup_kill(struct kernel_cgroup *cg, pid_t spare)
 {
-        struct kill_args a = {spare, 0};
+        int listed = 0;
 
-        for_each_dir(cg, kill_dir, &a);
-        return a.listed;
-}
+        for (unsigned i = 0; i < cg->ndirs; i++) {
+                int n = cg->dirs[i][0] ? kill_members(cg->dirs[i], spare) : 0;
 
-static void remove_if_empty(char *dir, void *arg)
-{
-        int *rc = arg;
-
-        if (rmdir(dir) == 0 || errno == ENOENT)
-                dir[0] = '\0';
-        else if (*rc == 0)
-                *rc = -errno;
+                if (n > 0)
+                        listed += n;
+        }
+        return listed;
 }
 
 int cgroup_remove_if_empty(struct kernel_cgroup *cg)
 {
         int rc = 0;
 
-        for_each_dir(cg, remove_if_empty, &rc);
+        for (unsigned i = 0; i < cg->ndirs; i++) {
+                if (!cg->dirs[i][0])
+                        continue;
+                if (rmdir(cg->dirs[i]) == 0 || errno == ENOENT)
+                        cg->dirs[i][0] = '\0';
+                else if (rc == 0)
+                        rc = -errno;
+        }
         return rc;
-}
-
-static void destroy_dir(char *dir, void *arg)
-{
-        remove_group(dir, 0, NULL);
 }
 
 void cgroup_destroy(struct kernel_cgroup *cg)
 {
-        for_each_dir(cg, destroy_dir, NULL);
+        for (unsigned i = 0; i < cg->ndirs; i++) {
+                if (cg->dirs[i][0])
+                        remove_group(cg->dirs[i], 0, NULL);
+        }
         memset(cg, 0, sizeof(*cg));
 }
 
-const char *cgroup_parent(enum cgroup_controller c)
+unsigned cgroup_parent_count(void)
 {
-        return hierarchies[c].parent;
+        return nhierarchies;
+}
+
+const char *cgroup_parent(unsigned i)
+{
+        return i < nhierarchies ? hierarchies[i].parent : "";
 }
 
 int cgroup_remove_stale(const char *dir, unsigned *removed)
@@ -590,8 +672,8 @@ int cgroup_remove_stale(const char *dir, unsigned *removed)
         if (!S_ISDIR(st.st_mode) || statfs(dir, &fs) < 0 ||
             (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC))
                 return -EINVAL;
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                if (strcmp(hierarchies[c].parent, dir) == 0)
+        for (unsigned i = 0; i < nhierarchies; i++) {
+                if (strcmp(hierarchies[i].parent, dir) == 0)
                         return -EBUSY; /* our own */
         }
         return remove_group(dir, 0, removed);
@@ -599,16 +681,11 @@ int cgroup_remove_stale(const char *dir, unsigned *removed)
 
 void cgroup_shutdown(void)
 {
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                struct hierarchy *h = &hierarchies[c];
-
-                if (h->parent[0] && rmdir(h->parent) < 0 && errno != ENOENT)
-                        log_warn("cannot remove cgroup %s: %s", h->parent, strerror(errno));
-                for (int d = c + 1; d < CGROUP_CONTROLLERS; d++) {
-                        if (strcmp(hierarchies[d].parent, h->parent) == 0)
-                                hierarchies[d].parent[0] = '\0';
-                }
-                h->parent[0] = '\0';
+        for (unsigned i = 0; i < nhierarchies; i++) {
+                if (rmdir(hierarchies[i].parent) < 0 && errno != ENOENT)
+                        log_warn("cannot remove cgroup %s: %s", hierarchies[i].parent,
+                                 strerror(errno));
         }
+        nhierarchies = 0;
         v2_restore();
 }

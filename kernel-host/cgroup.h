@@ -2,8 +2,9 @@
  * beneath the kernel-host's own cgroup of each controller: cgroup v2 where
  * the unified hierarchy has the controller, v1 otherwise (this is what a
  * delegated cgroup allows, and it keeps kernels accounted to whoever runs
- * Glovebox). A controller that cannot be used is logged once at start and
- * its limit is not enforced. */
+ * Glovebox). A controller that cannot be used is logged once at start,
+ * and the gateway hears which are (cgroup_controllers): it refuses requests
+ * for limits it cannot enforce. */
 #ifndef GLOVEBOX_CGROUP_H
 #define GLOVEBOX_CGROUP_H
 
@@ -16,14 +17,20 @@
 
 enum cgroup_controller { CGROUP_MEMORY, CGROUP_PIDS, CGROUP_CPU, CGROUP_CONTROLLERS };
 
+/* A sandbox's or a process's group: one directory in each hierarchy in use,
+ * in the order of cgroup_parent. cgroup v2 is one hierarchy whatever its
+ * controllers, so a group there is one directory, made, joined and removed
+ * once; on v1 each controller's hierarchy has its own. */
 struct kernel_cgroup {
-        char dirs[CGROUP_CONTROLLERS][PATH_MAX]; /* "" where the controller is unavailable */
+        char dirs[CGROUP_CONTROLLERS][PATH_MAX]; /* "" where none was made */
+        unsigned ndirs;
+        bool oom_groups; /* cgroup_hand_down done: children get memory.oom.group */
 };
 
 /* Finds the hierarchies and makes this kernel-host's parent groups. */
 void cgroup_init(void);
-/* True when every controller is usable. */
-bool cgroup_complete(void);
+/* The controllers whose limits are enforced: bit 1 << c for each. */
+unsigned cgroup_controllers(void);
 /* Makes the kernel's groups with limits; on failure nothing is left and
  * err says which file. */
 int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
@@ -31,10 +38,18 @@ int cgroup_create(const char *kernel_id, const struct hostmsg_limits *limits,
 int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid);
 /* How many processes the memory limit of the group has killed. */
 uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg);
+/* On cgroup v2, moves init (the sandbox's, already in its group and in a
+ * cgroup namespace rooted there) into a leaf of the group, so that the
+ * group can hand the memory controller down to its children: cgroup v2
+ * lets a group with processes of its own have no controllers in its
+ * subtree (the no-internal-process rule). Its process groups can then have
+ * memory.oom.group. Nothing to do on v1. 0 or -errno. */
+int cgroup_hand_down(struct kernel_cgroup *cg, pid_t init);
 /* Makes a group called name inside each of parent's, with no limits of
  * its own (parent's cover it): a process and whatever it starts live
- * there, so that they can be killed together, setsid or not. On failure
- * nothing is left and err says which directory. */
+ * there, so that they can be killed together, setsid or not, and after
+ * cgroup_hand_down an out-of-memory kill takes them all together. On
+ * failure nothing is left and err says which directory. */
 int cgroup_create_child(const struct kernel_cgroup *parent, const char *name,
                         struct kernel_cgroup *child, char *err, size_t errlen);
 /* SIGKILLs every process in the groups except spare (0: none); returns how
@@ -47,9 +62,11 @@ int cgroup_remove_if_empty(struct kernel_cgroup *cg);
 /* Kills anything left in the groups and their child groups, and removes
  * them all. */
 void cgroup_destroy(struct kernel_cgroup *cg);
-/* This kernel-host's parent group of controller c ("" if unusable): a
- * successor removes it if we die without doing so. */
-const char *cgroup_parent(enum cgroup_controller c);
+/* How many parent groups this kernel-host has (one per hierarchy in use),
+ * and the i-th ("" past them): a successor removes them if we die without
+ * doing so. */
+unsigned cgroup_parent_count(void);
+const char *cgroup_parent(unsigned i);
 /* Kills everything in a dead kernel-host's parent group and removes it
  * with every group beneath it, counting them in *removed. Only a
  * glovebox-<pid> directory of a cgroup filesystem is touched: -EINVAL for

@@ -262,13 +262,10 @@ int leftovers_record_write(void)
         int fd, rc = 0;
 
         text[0] = '\0';
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                const char *dir = cgroup_parent((enum cgroup_controller)c);
-                bool seen = false;
+        for (unsigned i = 0; i < cgroup_parent_count(); i++) {
+                const char *dir = cgroup_parent(i);
 
-                for (int d = 0; d < c; d++)
-                        seen = seen || strcmp(cgroup_parent((enum cgroup_controller)d), dir) == 0;
-                if (dir[0] && !seen && len + strlen(dir) + 2 < sizeof(text))
+                if (len + strlen(dir) + 2 < sizeof(text))
                         len += (size_t)snprintf(text + len, sizeof(text) - len, "%s\n", dir);
         }
         if (own.dir_fd < 0)

@@ -13,6 +13,7 @@
 
 #include "kernel-host/cgroup.h"
 #include "kernel-host/leftovers.h"
+#include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
@@ -45,6 +46,24 @@ static void report(enum hostmsg_type type, json_t *body)
         if (rc < 0 && !host.stopping)
                 log_warn("cannot report to the gateway: %s", strerror(-rc));
         json_decref(body);
+}
+
+/* Tells the gateway which limits we can enforce: it refuses requests for
+ * the others. */
+static void say_hello(void)
+{
+        static const enum hostmsg_controller bits[CGROUP_CONTROLLERS] = {
+            [CGROUP_MEMORY] = HOSTMSG_CONTROLLER_MEMORY,
+            [CGROUP_PIDS] = HOSTMSG_CONTROLLER_PIDS,
+            [CGROUP_CPU] = HOSTMSG_CONTROLLER_CPU};
+        struct hostmsg_hello hello = {0};
+        unsigned usable = cgroup_controllers();
+
+        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
+                if (usable & (1u << c))
+                        hello.controllers |= bits[c];
+        }
+        report(HOSTMSG_HELLO, hostmsg_hello_encode(&hello));
 }
 
 static void handle_sandbox_create(json_t *body)
@@ -243,11 +262,14 @@ int main(int argc, char **argv)
         if (spawn_init(runtime_dir) < 0)
                 return 1;
         cgroup_init();
+        say_hello();
         /* Before the first sandbox: a predecessor's directories would be in
          * the way of ours. */
         if (leftovers_remove(runtime_dir) < 0)
                 return 1;
         leftovers_record_write();
+        if (geteuid() == 0)
+                net_init();
 
         while (!host.stopping) {
                 struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};

@@ -14,23 +14,26 @@
 #include <unistd.h>
 
 enum op_kind {
-        OP_DIR,         /* mkdir target */
-        OP_FILE,        /* create target with data as its content */
-        OP_SYMLINK,     /* target -> source */
-        OP_TMPFS,       /* tmpfs on target, options in data */
-        OP_BIND,        /* bind source on target; read-only unless OP_WRITABLE */
-        OP_PROC,        /* a new proc on target */
-        OP_DEVPTS,      /* a private devpts on target */
+        OP_DIR,     /* mkdir target */
+        OP_FILE,    /* create target with data as its content */
+        OP_SYMLINK, /* target -> source */
+        OP_TMPFS,   /* tmpfs on target, options in data */
+        OP_BIND,    /* bind source on target; read-only unless OP_WRITABLE */
+        OP_PROC,    /* a new proc on target */
+        OP_DEVPTS,  /* a private devpts on target */
+        OP_ATTACH,  /* the template's lower layer (a detached mount) on target */
+        OP_OVERLAY, /* overlayfs on target, options in data */
 };
 
 #define OP_WRITABLE   1u /* bind stays writable */
 #define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */
 #define OP_EXECUTABLE 4u /* file is created with mode 0755 */
+#define OP_USER_OWNED 8u /* directory is given to the sandbox's user */
 
 struct mount_op {
         enum op_kind kind;
         unsigned options;
-        unsigned long flags; /* mount flags (tmpfs, proc) or remount flags (bind) */
+        unsigned long flags; /* mount flags (tmpfs, proc), remount flags (bind), mode (dir) */
         char *target;
         char *source;
         char *data;
@@ -38,7 +41,10 @@ struct mount_op {
 };
 
 struct rootfs {
-        char root[PATH_MAX];
+        char top[PATH_MAX]; /* the host directory the first tmpfs is mounted on */
+        char top_options[128];
+        char root[PATH_MAX]; /* what targets are relative to while planning; then the new root */
+        bool writable_root;  /* a template's overlay: stays writable */
         struct mount_op *ops;
         size_t nops, cap;
 };
@@ -108,31 +114,42 @@ static unsigned long locked_flags(const char *source)
         return flags;
 }
 
+#define HOST_POINT 1u /* make the mount point (or the symlink) */
+#define HOST_BIND  2u /* bind the host path on it */
+
 /* Adds a read-only bind of host path at the same path inside, creating
  * the mount point (a directory or an empty file) first. Symlinks are
- * recreated as symlinks. Missing paths are skipped. */
-static int add_host_path(struct rootfs *p, const char *path)
+ * recreated as symlinks. Missing paths are skipped. what: HOST_POINT,
+ * HOST_BIND or both (a template's mount points are made before its
+ * overlay is mounted, the binds after). */
+static int add_host_path_parts(struct rootfs *p, const char *path, unsigned what)
 {
         char step[64], link[PATH_MAX];
         struct stat st;
         ssize_t n;
-        int rc;
+        int rc = 0;
 
         if (lstat(path, &st) < 0)
                 return 0;
         snprintf(step, sizeof(step), "bind %s", path);
         if (S_ISLNK(st.st_mode)) {
                 n = readlink(path, link, sizeof(link) - 1);
-                if (n < 0)
+                if (n < 0 || !(what & HOST_POINT))
                         return 0;
                 link[n] = '\0';
                 return add_op(p, OP_SYMLINK, path, link, NULL, 0, 0, step);
         }
-        rc = add_op(p, S_ISDIR(st.st_mode) ? OP_DIR : OP_FILE, path, NULL, "", 0, 0, step);
-        if (rc == 0)
+        if (what & HOST_POINT)
+                rc = add_op(p, S_ISDIR(st.st_mode) ? OP_DIR : OP_FILE, path, NULL, "", 0, 0, step);
+        if (rc == 0 && (what & HOST_BIND))
                 rc = add_op(p, OP_BIND, path, path, NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(path), 0, step);
         return rc;
+}
+
+static int add_host_path(struct rootfs *p, const char *path)
+{
+        return add_host_path_parts(p, path, HOST_POINT | HOST_BIND);
 }
 
 /* Creates every missing directory of path (relative to the new root). */
@@ -154,6 +171,8 @@ static const char passwd_file[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 static const char group_file[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 static const char hosts_file[] = "127.0.0.1\tlocalhost glovebox\n::1\tlocalhost ip6-localhost\n";
 static const char nsswitch_file[] = "passwd: files\ngroup: files\nhosts: files\n";
+/* With egress (kernel-host/net.h): names are asked of its resolver too. */
+static const char nsswitch_dns_file[] = "passwd: files\ngroup: files\nhosts: files dns\n";
 /* Login shells (E2B's commands run in one) keep the PATH the sandbox gave
  * them, with its tools first; Debian's profile would replace it. */
 static const char profile_file[] =
@@ -217,7 +236,7 @@ static int plan_tools(struct rootfs *p)
         return rc;
 }
 
-static int plan_etc(struct rootfs *p)
+static int plan_etc(struct rootfs *p, const char *resolv_conf)
 {
         char path[PATH_MAX];
         struct dirent *de;
@@ -234,11 +253,12 @@ static int plan_etc(struct rootfs *p)
                 rc = add_op(p, OP_FILE, "/etc/hostname", NULL, "glovebox\n", 0, 0,
                             "write /etc/hostname");
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL, nsswitch_file, 0, 0,
+                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL,
+                            resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
                             "write /etc/nsswitch.conf");
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, "", 0, 0,
-                            "write /etc/resolv.conf");
+                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, resolv_conf ? resolv_conf : "", 0,
+                            0, "write /etc/resolv.conf");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
                             "write /etc/profile");
@@ -343,19 +363,14 @@ static int plan_proc_masks(struct rootfs *p)
         return rc;
 }
 
-int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
+/* The host's form: /usr and its merged links, a curated /etc, the tools,
+ * on the tmpfs root. */
+static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
 {
         static const char *const top_level[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64",
                                                 "/libx32"};
-        struct rootfs *p = calloc(1, sizeof(*p));
-        char options[128];
-        int rc;
+        int rc = add_op(p, OP_DIR, "/usr", NULL, NULL, 0, 0, "mkdir /usr");
 
-        *out = NULL;
-        if (!p)
-                return -ENOMEM;
-        snprintf(p->root, sizeof(p->root), "%s", params->root);
-        rc = add_op(p, OP_DIR, "/usr", NULL, NULL, 0, 0, "mkdir /usr");
         if (rc == 0)
                 rc = add_op(p, OP_BIND, "/usr", "/usr", NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags("/usr"), 0,
@@ -364,9 +379,160 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         for (size_t i = 0; rc == 0 && i < sizeof(top_level) / sizeof(top_level[0]); i++)
                 rc = add_host_path(p, top_level[i]);
         if (rc == 0)
-                rc = plan_etc(p);
+                rc = plan_etc(p, params->resolv_conf);
         if (rc == 0)
                 rc = plan_tools(p);
+        return rc;
+}
+
+/* A directory of a template's base layer (below): with the mode of the
+ * tree's own directory of that path, if it has one, and its owner where
+ * that is the sandbox's user, so that the base, which lies over the tree,
+ * changes nothing of what the image lets its user write (a world-writable
+ * /opt stays so). The tree is the operator's: reading it is safe. */
+static int add_base_dir_as(struct rootfs *p, const char *target, const char *tree, const char *path)
+{
+        char host[PATH_MAX * 2];
+        unsigned long mode = 0755;
+        unsigned options = 0;
+        struct stat st;
+
+        snprintf(host, sizeof(host), "%s%s", tree, path[0] ? path : "/");
+        if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode)) {
+                mode = st.st_mode & 07777;
+                if (st.st_uid == ROOTFS_USER_UID)
+                        options |= OP_USER_OWNED;
+        }
+        return add_op(p, OP_DIR, target, NULL, NULL, mode, options, "template base");
+}
+
+static int add_base_dir(struct rootfs *p, const char *tree, const char *path)
+{
+        return add_base_dir_as(p, path, tree, path);
+}
+
+/* Every directory of path (relative to the new root) in the base layer. */
+static int add_base_dirs(struct rootfs *p, const char *tree, const char *path)
+{
+        char partial[PATH_MAX];
+        int rc = 0;
+
+        for (const char *s = strchr(path + 1, '/'); rc == 0; s = strchr(s + 1, '/')) {
+                snprintf(partial, sizeof(partial), "%.*s", s ? (int)(s - path) : (int)strlen(path),
+                         path);
+                rc = add_base_dir(p, tree, partial);
+                if (!s)
+                        break;
+        }
+        return rc;
+}
+
+/* A template's root: on the sandbox's tmpfs (its disk limit: the one
+ * budget for everything it writes), an overlay whose lower layers are a
+ * small base of our own (the files and mount points a sandbox needs:
+ * passwd, hosts, the tools, /proc, /home/user, /run/kernel...) over the
+ * template's tree, and whose upper layer takes every write. Everything
+ * is made in the base before the overlay is mounted, so setting up never
+ * copies anything up, and the tree is never written. The tmpfs also holds
+ * /home/user and /tmp, bound into the root. */
+static int plan_template_base(struct rootfs *p, const struct rootfs_params *params)
+{
+        static const char *const points[] = {"/etc", "/proc",     "/dev",
+                                             "/tmp", ROOTFS_HOME, ROOTFS_RUN_DIR};
+        const char *tree = params->template_root;
+        char data[PATH_MAX * 3 + 64], lower[PATH_MAX + 16];
+        int rc;
+
+        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", params->disk_mb);
+        rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "template layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/work", NULL, NULL, 0700, 0, "template layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/root", NULL, NULL, 0755, 0, "template layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0700, OP_USER_OWNED, "template home");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 01777, 0, "template tmp");
+        /* The base, then what lies in it. */
+        if (rc == 0)
+                rc = add_base_dir_as(p, "/base", tree, "");
+        snprintf(p->root, sizeof(p->root), "%s/base", p->top);
+        for (size_t i = 0; rc == 0 && i < sizeof(points) / sizeof(points[0]); i++)
+                rc = add_base_dirs(p, tree, points[i]);
+        if (rc == 0)
+                rc =
+                    add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/group", NULL, group_file, 0, 0, "write /etc/group");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/hosts", NULL, hosts_file, 0, 0, "write /etc/hosts");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/hostname", NULL, "glovebox\n", 0, 0,
+                            "write /etc/hostname");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL,
+                            params->resolv_conf ? params->resolv_conf : "", 0, 0,
+                            "write /etc/resolv.conf");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
+                            "write /etc/profile");
+        if (rc == 0)
+                rc = add_base_dirs(p, tree, ROOTFS_TOOLS_DIR);
+        if (rc == 0)
+                rc = plan_tools(p);
+        /* Mount points of the host paths bound in later. */
+        for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {
+                const char *slash = strrchr(params->ro_paths[i], '/');
+                char parent[PATH_MAX];
+
+                snprintf(parent, sizeof(parent), "%.*s", (int)(slash - params->ro_paths[i]),
+                         params->ro_paths[i]);
+                if (parent[0])
+                        rc = add_base_dirs(p, tree, parent);
+                if (rc == 0)
+                        rc = add_host_path_parts(p, params->ro_paths[i], HOST_POINT);
+        }
+        snprintf(p->root, sizeof(p->root), "%s", p->top);
+        /* The tree: as root, the kernel-host's idmapped clone (overlay.h),
+         * attached here; unprivileged, the tree itself. */
+        if (params->lower_by_fd) {
+                if (rc == 0)
+                        rc = add_op(p, OP_DIR, "/lower", NULL, NULL, 0755, 0, "template layers");
+                if (rc == 0)
+                        rc = add_op(p, OP_ATTACH, "/lower", NULL, NULL, 0, 0, "attach template");
+                snprintf(lower, sizeof(lower), "lower");
+        } else {
+                snprintf(lower, sizeof(lower), "%s", tree);
+        }
+        /* userxattr: in a user namespace overlayfs keeps its own marks in
+         * user.* attributes (trusted.* ones need the host's root). The
+         * layers are named relative to the tmpfs (the mount runs there):
+         * the options, which the sandbox reads in its mountinfo, then
+         * name no host directory of ours. */
+        snprintf(data, sizeof(data), "lowerdir=base:%s,upperdir=upper,workdir=work,userxattr",
+                 lower);
+        if (rc == 0)
+                rc = add_op(p, OP_OVERLAY, "/root", p->top, data, MS_NOSUID | MS_NODEV, 0,
+                            "overlay template");
+        snprintf(p->root, sizeof(p->root), "%s/root", p->top);
+        p->writable_root = true;
+        return rc;
+}
+
+int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
+{
+        struct rootfs *p = calloc(1, sizeof(*p));
+        bool tpl = params->template_root && params->template_root[0];
+        char options[128], source[PATH_MAX + 16];
+        int rc;
+
+        *out = NULL;
+        if (!p)
+                return -ENOMEM;
+        snprintf(p->top, sizeof(p->top), "%s", params->root);
+        snprintf(p->top_options, sizeof(p->top_options), "%s", ROOTFS_TMPFS);
+        snprintf(p->root, sizeof(p->root), "%s", params->root);
+        rc = tpl ? plan_template_base(p, params) : plan_host_base(p, params);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/proc", NULL, NULL, 0, 0, "mkdir /proc");
         if (rc == 0)
@@ -383,18 +549,25 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         snprintf(options, sizeof(options), "mode=1777,size=%llum", params->disk_mb);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 0, 0, "mkdir /tmp");
+        /* A template's /tmp and home are on its layers' tmpfs: one limit. */
+        snprintf(source, sizeof(source), "%s/tmp", p->top);
         if (rc == 0)
-                rc = add_op(p, OP_TMPFS, "/tmp", NULL, options, MS_NOSUID | MS_NODEV, 0,
-                            "tmpfs /tmp");
+                rc = tpl ? add_op(p, OP_BIND, "/tmp", source, NULL, MS_NOSUID | MS_NODEV,
+                                  OP_WRITABLE, "bind /tmp")
+                         : add_op(p, OP_TMPFS, "/tmp", NULL, options, MS_NOSUID | MS_NODEV, 0,
+                                  "tmpfs /tmp");
         snprintf(options, sizeof(options), "mode=0700,uid=%d,gid=%d,size=%llum", ROOTFS_USER_UID,
                  ROOTFS_USER_UID, params->disk_mb);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0, 0, "mkdir /home");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "mkdir " ROOTFS_HOME);
+        snprintf(source, sizeof(source), "%s/home", p->top);
         if (rc == 0)
-                rc = add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV, 0,
-                            "tmpfs " ROOTFS_HOME);
+                rc = tpl ? add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
+                                  OP_WRITABLE, "bind " ROOTFS_HOME)
+                         : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV, 0,
+                                  "tmpfs " ROOTFS_HOME);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/run", NULL, NULL, 0, 0, "mkdir /run");
         if (rc == 0)
@@ -409,9 +582,24 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         if (rc == 0)
                 rc = add_op(p, OP_TMPFS, ROOTFS_RUN_DIR, NULL, options,
                             MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "tmpfs " ROOTFS_RUN_DIR);
-        /* Kernelspec directories outside /usr; last, so that no tmpfs above
-         * (such as /tmp) hides them. */
+        /* Kernelspec directories (outside /usr, which every sandbox but a
+         * template's has) and a template's extra directories; last, so
+         * that no tmpfs above (such as /tmp) hides them. A template's
+         * mount points are in its base already. */
         for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {
+                if (tpl) {
+                        struct stat st;
+                        bool dir = lstat(params->ro_paths[i], &st) == 0 && S_ISDIR(st.st_mode);
+
+                        /* Made again where a mount above (/tmp) hides the
+                         * base's: a directory already there is left as
+                         * it is. */
+                        rc = add_parents(p, params->ro_paths[i]);
+                        if (rc == 0)
+                                rc = add_host_path_parts(p, params->ro_paths[i],
+                                                         dir ? HOST_POINT | HOST_BIND : HOST_BIND);
+                        continue;
+                }
                 if (strncmp(params->ro_paths[i], "/usr/", 5) == 0)
                         continue;
                 rc = add_parents(p, params->ro_paths[i]);
@@ -424,6 +612,16 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         }
         *out = p;
         return 0;
+}
+
+const char *rootfs_root(const struct rootfs *p)
+{
+        return p->root;
+}
+
+bool rootfs_writable_root(const struct rootfs *p)
+{
+        return p->writable_root;
 }
 
 void rootfs_free(struct rootfs **pp)
@@ -468,13 +666,22 @@ static int write_all(int fd, const char *data, size_t len)
         return 0;
 }
 
-static int run_op(const struct mount_op *op)
+static int run_op(const struct mount_op *op, int lower_fd)
 {
         int fd;
 
         switch (op->kind) {
         case OP_DIR:
-                return mkdir(op->target, 0755) < 0 && errno != EEXIST ? -1 : 0;
+                if (mkdir(op->target, 0755) < 0)
+                        return errno == EEXIST ? 0 : -1;
+                /* A mode of its own (as the template's tree has it), made
+                 * exactly: not as the umask would leave it. */
+                if (op->flags && chmod(op->target, (mode_t)op->flags) < 0)
+                        return -1;
+                if ((op->options & OP_USER_OWNED) &&
+                    chown(op->target, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
+                        return -1;
+                return 0;
         case OP_FILE:
                 fd = open(op->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
                           (op->options & OP_EXECUTABLE) ? 0755 : 0644);
@@ -493,6 +700,17 @@ static int run_op(const struct mount_op *op)
                 return mount("proc", op->target, "proc", op->flags, NULL);
         case OP_DEVPTS:
                 return mount("devpts", op->target, "devpts", op->flags, op->data);
+        case OP_ATTACH:
+                if (lower_fd < 0) {
+                        errno = EBADF;
+                        return -1;
+                }
+                return move_mount(lower_fd, "", AT_FDCWD, op->target, MOVE_MOUNT_F_EMPTY_PATH);
+        case OP_OVERLAY:
+                /* In the layers' directory (source): data names them from there. */
+                if (chdir(op->source) < 0)
+                        return -1;
+                return mount("overlay", op->target, "overlay", op->flags, op->data);
         case OP_BIND:
                 /* A bind of the target onto itself when no source is given. */
                 if (mount(op->source ? op->source : op->target, op->target, NULL,
@@ -509,14 +727,14 @@ static int run_op(const struct mount_op *op)
         return -1;
 }
 
-int rootfs_apply(const struct rootfs *p, const char **step)
+int rootfs_apply(const struct rootfs *p, int lower_fd, const char **step)
 {
-        if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, ROOTFS_TMPFS) < 0) {
+        if (mount("tmpfs", p->top, "tmpfs", MS_NOSUID | MS_NODEV, p->top_options) < 0) {
                 *step = "tmpfs root";
                 return -1;
         }
         for (size_t i = 0; i < p->nops; i++) {
-                if (run_op(&p->ops[i]) < 0) {
+                if (run_op(&p->ops[i], lower_fd) < 0) {
                         *step = p->ops[i].step;
                         return -1;
                 }

@@ -4,11 +4,14 @@
  * its merged /bin, /lib* links, a curated /etc, kernelspec directories),
  * a new /proc with /proc/sys read-only and host-wide files masked, a
  * minimal /dev, size-limited tmpfs /tmp and /home/user, and a tiny tmpfs at
- * /run/kernel for the kernels' sockets and connection files. */
+ * /run/kernel for the kernels' sockets and connection files. A template's
+ * root is instead an overlay of its tree and a writable upper layer on
+ * one size-limited tmpfs that holds /home/user and /tmp too. */
 #ifndef GLOVEBOX_ROOTFS_H
 #define GLOVEBOX_ROOTFS_H
 
 #include <limits.h>
+#include <stdbool.h>
 
 #define ROOTFS_USER_UID 1000 /* "user" inside every sandbox */
 #define ROOTFS_RUN_DIR  "/run/kernel"
@@ -27,14 +30,24 @@ struct rootfs_params {
         const char *root;      /* the empty host directory the new root is mounted on */
         unsigned long long disk_mb;
         char *const *ro_paths; /* more host paths, bound read-only at the same path */
+        /* A template's tree (overlay.h), or NULL for the host's /usr. */
+        const char *template_root;
+        bool lower_by_fd; /* the tree comes as a detached mount to rootfs_apply */
+        const char *resolv_conf; /* /etc/resolv.conf (NULL: empty, no resolver) */
 };
 
 /* Plans every step; the caller frees the plan. 0 or -errno. */
 int rootfs_plan(const struct rootfs_params *params, struct rootfs **out);
 void rootfs_free(struct rootfs **rootfs);
+/* The directory that becomes the sandbox's root (pivot_root). */
+const char *rootfs_root(const struct rootfs *rootfs);
+/* Whether the root stays writable (a template's overlay) rather than
+ * being remounted read-only. */
+bool rootfs_writable_root(const struct rootfs *rootfs);
 /* In the child, inside a private mount namespace: mounts the new root and
- * applies every step. Async-signal-safe. On failure returns -1 with errno
- * set and *step naming the step. */
-int rootfs_apply(const struct rootfs *rootfs, const char **step);
+ * applies every step; lower_fd is the template's tree when lower_by_fd
+ * (else -1). Async-signal-safe. On failure returns -1 with errno set and
+ * *step naming the step. */
+int rootfs_apply(const struct rootfs *rootfs, int lower_fd, const char **step);
 
 #endif

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/sandbox.h"
+#include "kernel-host/overlay.h"
 #include "kernel-host/seccomp.h"
 #include "protocol/log.h"
 
@@ -252,13 +253,12 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
 {
         struct report ready;
         const char *step;
+        int lower_fd;
         char go;
         ssize_t n;
 
-        do {
-                n = read(sync_fd, &go, 1);
-        } while (n < 0 && errno == EINTR);
-        if (n != 1)
+        /* The go-ahead brings a template's tree along (overlay.h). */
+        if (overlay_recv_go(sync_fd, &lower_fd) < 0)
                 _exit(127);
         if (title_area && title_len > sizeof("glovebox-init")) {
                 memset(title_area, 0, title_len);
@@ -281,19 +281,24 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 child_fail(sync_fd, "make mounts private", errno);
-        if (rootfs_apply(args->rootfs, &step) < 0)
+        if (rootfs_apply(args->rootfs, lower_fd, &step) < 0)
                 child_fail(sync_fd, step, errno);
+        if (lower_fd >= 0)
+                close(lower_fd);
         if (sethostname("glovebox", 8) < 0)
                 child_fail(sync_fd, "sethostname", errno);
         if (loopback_up() < 0)
                 child_fail(sync_fd, "loopback up", errno);
         /* pivot_root(".", ".") stacks the old root under the new one; the
          * detach then drops the host's whole tree from this namespace. */
-        if (chdir(args->root_dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+        if (chdir(rootfs_root(args->rootfs)) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
                 child_fail(sync_fd, "pivot_root", errno);
         if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
                 child_fail(sync_fd, "detach old root", errno);
-        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+        /* A template's overlay stays writable: its upper layer is the
+         * sandbox's, on its size-limited tmpfs. */
+        if (!rootfs_writable_root(args->rootfs) &&
+            mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 child_fail(sync_fd, "read-only root", errno);
         report_init(&ready, REPORT_STARTED);
         report_send(sync_fd, &ready);
@@ -430,15 +435,21 @@ static int open_handles(pid_t pid, struct sandbox *sb)
 
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const struct sandbox_ids *ids, struct sandbox *sb,
-                   struct hostmsg_failed *fail)
+                   const char *template_root, const char *resolv_conf,
+                   const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail)
 {
-        const struct rootfs_params params = {root_dir, limits->disk_mb, ro_paths};
+        const struct rootfs_params params = {root_dir,
+                                             limits->disk_mb,
+                                             ro_paths,
+                                             template_root,
+                                             template_root && template_root[0] && ids->privileged,
+                                             resolv_conf};
         struct create_args args = {NULL, root_dir, ids};
         struct rootfs *rootfs = NULL;
         struct report report;
         char err[HOSTMSG_ERROR_SIZE];
         int sv[2] = {-1, -1};
+        int lower_fd = -1;
         pid_t pid = -1;
         int status;
         int rc;
@@ -493,9 +504,22 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, "cgroup attach", -rc);
                 goto kill;
         }
-        if (write(sv[0], "g", 1) != 1) {
-                rc = -errno;
-                fail_set(fail, "start child", errno);
+        if (params.lower_by_fd) {
+                bool idmapped;
+
+                rc = overlay_lower_open(template_root, pid, &lower_fd, &idmapped);
+                if (rc < 0) {
+                        fail_set(fail, "template tree", -rc);
+                        goto kill;
+                }
+                if (!idmapped)
+                        log_warn("template %s: its filesystem has no idmapped mounts; its "
+                                 "sandboxes can write only their home and /tmp",
+                                 template_root);
+        }
+        rc = overlay_send_go(sv[0], lower_fd);
+        if (rc < 0) {
+                fail_set(fail, "start child", -rc);
                 goto kill;
         }
         rc = wait_report(sv[0], &report, SETUP_TIMEOUT_MS);
@@ -513,6 +537,12 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, "open namespaces", -rc);
                 goto kill;
         }
+        /* Its cgroup namespace is rooted at the sandbox's group now. */
+        rc = cgroup_hand_down(&sb->cgroup, pid);
+        if (rc < 0) {
+                fail_set(fail, "cgroup hand down", -rc);
+                goto kill;
+        }
         if (write(sv[0], "g", 1) != 1) {
                 rc = -errno;
                 fail_set(fail, "start init", errno);
@@ -528,6 +558,8 @@ kill:
 fail:
         cgroup_destroy(&sb->cgroup);
 out:
+        if (lower_fd >= 0)
+                close(lower_fd);
         if (sv[0] >= 0)
                 close(sv[0]);
         if (sv[1] >= 0)
@@ -597,8 +629,8 @@ static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
 
         /* The process's own group first, while we still are root on the
          * host; the process inherits it, and so does all it starts. */
-        for (int c = 0; c < CGROUP_CONTROLLERS; c++) {
-                const char *dir = ex->cgroup->dirs[c];
+        for (unsigned i = 0; i < ex->cgroup->ndirs; i++) {
+                const char *dir = ex->cgroup->dirs[i];
                 char path[PATH_MAX + 16];
                 int fd;
 

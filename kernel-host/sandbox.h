@@ -28,6 +28,7 @@ struct sandbox_ids {
 };
 
 #define SANDBOX_NAMESPACES 7
+#define SANDBOX_NS_NET     3 /* its index in ns_fds */
 
 struct sandbox {
         pid_t init_pid; /* host pid of the sandbox's init */
@@ -66,12 +67,14 @@ int sandbox_init(void);
 void sandbox_set_title_area(char *start, size_t len);
 
 /* Makes a sandbox whose root is mounted on root_dir, in a new cgroup named
- * cgroup_name. Its init dies with the calling process. On failure nothing
- * is left and fail says which step failed, with which errno. */
+ * cgroup_name; its root is template_root's tree under an overlay when that
+ * is not NULL or "" (overlay.h). Its init dies with the calling process.
+ * On failure nothing is left and fail says which step failed, with which
+ * errno. */
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const struct sandbox_ids *ids, struct sandbox *sb,
-                   struct hostmsg_failed *fail);
+                   const char *template_root, const char *resolv_conf,
+                   const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail);
 /* Starts a process in sb. On failure fail names the step. */
 int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
                  struct sandbox_process *proc, struct hostmsg_failed *fail);

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/spawn.h"
+#include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/connfile.h"
 #include "protocol/log.h"
@@ -35,6 +36,7 @@ struct box {
         int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
         bool sandboxed;
         struct sandbox sandbox;
+        struct net_egress net; /* slot -1: no network */
         int slot;
         uint64_t oom_seen;  /* out-of-memory kills already reported */
         bool init_alive;
@@ -286,6 +288,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
 {
         struct sandbox_ids ids = {.user_uid = getuid(), .user_gid = getgid()};
         char root[PATH_MAX + 16], path[PATH_MAX + 32];
+        char resolv[64] = "";
         struct box *b;
         int rc;
 
@@ -299,6 +302,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 return -ENOMEM;
         }
         b->slot = -1;
+        b->net.slot = -1;
         b->plain_ipc_fd = -1;
         b->sandboxed = req->sandbox;
         snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
@@ -339,13 +343,39 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                         goto fail;
                 }
         }
+        if (req->network.enabled && (!b->sandboxed || geteuid() != 0)) {
+                rc = -EPERM;
+                fail_set(fail, b->id, "network", EPERM, NULL);
+                snprintf(fail->message, sizeof(fail->message),
+                         "egress needs a sandbox and a kernel-host running as root");
+                goto fail;
+        }
+        if (req->network.enabled) {
+                rc = net_prepare(&b->net, &req->network, resolv, sizeof(resolv), fail);
+                snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                if (rc < 0)
+                        goto fail;
+        }
         if (b->sandboxed) {
-                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, &ids, &b->sandbox,
-                                    fail);
+                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, req->template_root,
+                                    req->network.enabled ? resolv : NULL, &ids, &b->sandbox, fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;
                 b->init_alive = true;
+                if (req->network.enabled) {
+                        rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
+                                        b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
+                        snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                        if (rc < 0) {
+                                int status;
+
+                                sandbox_kill(&b->sandbox);
+                                waitpid(b->sandbox.init_pid, &status, 0);
+                                sandbox_destroy(&b->sandbox);
+                                goto fail;
+                        }
+                }
                 snprintf(ready->root, sizeof(ready->root), "/proc/%d/root",
                          (int)b->sandbox.init_pid);
                 *root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
@@ -380,6 +410,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         boxes = b;
         return 0;
 fail:
+        net_release(&b->net);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
@@ -411,6 +442,7 @@ static void box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         }
         if (b->sandboxed)
                 sandbox_destroy(&b->sandbox);
+        net_release(&b->net);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
@@ -761,7 +793,8 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
                 status = sandbox_process_status(&p->sp, status);
                 /* A SIGKILL while a kill counter moved: the memory limit did
                  * it. cgroup v1 counts a kill in the victim's own group, v2
-                 * in the sandbox's (its groups have no memory files). */
+                 * in the sandbox's (and in the process's, after
+                 * cgroup_hand_down). */
                 ooms = sandbox_oom_kills(&b->sandbox);
                 oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
                       (ooms > b->oom_seen || cgroup_oom_kills(&p->cgroup) > 0);
@@ -835,6 +868,7 @@ void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t 
                         return;
                 }
         }
+        net_reaped(pid);
 }
 
 void spawn_stop_all(void (*report)(enum hostmsg_type, json_t *))

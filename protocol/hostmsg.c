@@ -1,7 +1,9 @@
 #include "autoconf.h"
 
 #include "protocol/hostmsg.h"
+#include "protocol/egress.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,18 +242,161 @@ static void strv_clear(char ***v)
         *v = NULL;
 }
 
+/* Only an enabled network is sent: a sandbox without one is described
+ * exactly as before egress existed. */
+static json_t *network_encode(const struct hostmsg_network *n)
+{
+        return json_pack("{s:o, s:o, s:s, s:I, s:I}", "allow", strv_encode(n->allow), "deny",
+                         strv_encode(n->deny), "dns", n->dns, "rate_kib", (json_int_t)n->rate_kib,
+                         "max_connections", (json_int_t)n->max_connections);
+}
+
+static bool rules_valid(char **rules)
+{
+        struct egress_rule rule;
+
+        for (size_t i = 0; rules[i]; i++) {
+                if (egress_rule_parse(rules[i], &rule) < 0)
+                        return false;
+        }
+        return true;
+}
+
+/* The upstream resolver: an IPv4 address, optionally "#port". */
+static bool dns_valid(const char *dns)
+{
+        char addr[INET_ADDRSTRLEN];
+        const char *hash = strchr(dns, '#');
+        size_t len = hash ? (size_t)(hash - dns) : strlen(dns);
+        struct in_addr in;
+
+        if (len == 0 || len >= sizeof(addr))
+                return false;
+        memcpy(addr, dns, len);
+        addr[len] = '\0';
+        if (inet_pton(AF_INET, addr, &in) != 1)
+                return false;
+        if (hash) {
+                size_t digits = strspn(hash + 1, "0123456789");
+
+                if (digits == 0 || digits > 5 || hash[1 + digits] ||
+                    strtol(hash + 1, NULL, 10) > 65535)
+                        return false;
+        }
+        return true;
+}
+
+static int network_decode(json_t *o, struct hostmsg_network *n)
+{
+        long long rate = 0, conns = 0;
+        int rc = json_is_object(o) ? 0 : -EBADMSG;
+
+        if (rc == 0)
+                rc = strv_decode(json_object_get(o, "allow"), EGRESS_MAX_RULES, 0, &n->allow);
+        if (rc == 0)
+                rc = strv_decode(json_object_get(o, "deny"), EGRESS_MAX_RULES * 2, 0, &n->deny);
+        if (rc == 0)
+                rc = get_str(o, "dns", n->dns, sizeof(n->dns));
+        if (rc == 0)
+                rc = get_int(o, "rate_kib", 0, 1 << 30, &rate);
+        if (rc == 0)
+                rc = get_int(o, "max_connections", 0, 1 << 20, &conns);
+        if (rc == 0 &&
+            (!rules_valid(n->allow) || !rules_valid(n->deny) || (n->dns[0] && !dns_valid(n->dns))))
+                rc = -EBADMSG;
+        n->rate_kib = (uint32_t)rate;
+        n->max_connections = (uint32_t)conns;
+        n->enabled = rc == 0;
+        return rc;
+}
+
+static const struct {
+        enum hostmsg_controller bit;
+        const char *name;
+} controllers[] = {{HOSTMSG_CONTROLLER_MEMORY, "memory"},
+                   {HOSTMSG_CONTROLLER_PIDS, "pids"},
+                   {HOSTMSG_CONTROLLER_CPU, "cpu"}};
+
+#define NCONTROLLERS (sizeof(controllers) / sizeof(controllers[0]))
+
+const char *hostmsg_controller_name(enum hostmsg_controller c)
+{
+        for (size_t i = 0; i < NCONTROLLERS; i++) {
+                if (controllers[i].bit == c)
+                        return controllers[i].name;
+        }
+        return NULL;
+}
+
+json_t *hostmsg_hello_encode(const struct hostmsg_hello *m)
+{
+        json_t *list = json_array();
+
+        for (size_t i = 0; list && i < NCONTROLLERS; i++) {
+                if (m->controllers & controllers[i].bit)
+                        json_array_append_new(list, json_string(controllers[i].name));
+        }
+        return list ? json_pack("{s:o}", "controllers", list) : NULL;
+}
+
+/* Every name must be known and none repeated: a controller the gateway
+ * does not know of is one whose limit it cannot ask for. */
+int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m)
+{
+        json_t *list = json_object_get(body, "controllers");
+        json_t *v;
+        size_t i;
+
+        m->controllers = 0;
+        if (!json_is_array(list) || json_array_size(list) > NCONTROLLERS)
+                return -EBADMSG;
+        json_array_foreach(list, i, v) {
+                const char *name = json_string_value(v);
+                size_t k = 0;
+
+                while (name && k < NCONTROLLERS && strcmp(controllers[k].name, name) != 0)
+                        k++;
+                if (!name || k == NCONTROLLERS || (m->controllers & controllers[k].bit)) {
+                        m->controllers = 0;
+                        return -EBADMSG;
+                }
+                m->controllers |= controllers[k].bit;
+        }
+        return 0;
+}
+
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
 {
-        return json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
-                         "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
-                         (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
-                         "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
-                         strv_encode(m->ro_paths), "sandbox", m->sandbox);
+        json_t *body =
+            json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
+                      "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
+                      (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
+                      "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
+                      strv_encode(m->ro_paths), "sandbox", m->sandbox);
+
+        /* Only a template's sandbox says it. */
+        if (body && m->template_root[0] &&
+            json_object_set_new(body, "template_root", json_string(m->template_root)) < 0) {
+                json_decref(body);
+                body = NULL;
+        }
+        if (body && m->network.enabled)
+                json_object_set_new(body, "network", network_encode(&m->network));
+        return body;
+}
+
+/* A template's tree: an absolute, plain path, without a character that
+ * overlayfs's options would read as a separator. */
+static bool template_root_valid(const char *path)
+{
+        return path[0] == '/' && !strstr(path, "/..") && !strpbrk(path, ",:\\\n") &&
+               strlen(path) < PATH_MAX;
 }
 
 int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
 {
         json_t *sandbox = json_object_get(body, "sandbox");
+        json_t *template = json_object_get(body, "template_root");
         int rc;
 
         memset(m, 0, sizeof(*m));
@@ -269,6 +414,15 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
         }
         if (rc == 0 && !json_is_boolean(sandbox))
                 rc = -EBADMSG;
+        if (rc == 0 && json_object_get(body, "network"))
+                rc = network_decode(json_object_get(body, "network"), &m->network);
+        if (rc == 0 && template) {
+                if (!json_is_string(template) || !template_root_valid(json_string_value(template)))
+                        rc = -EBADMSG;
+                else
+                        snprintf(m->template_root, sizeof(m->template_root), "%s",
+                                 json_string_value(template));
+        }
         if (rc < 0) {
                 hostmsg_sandbox_clear(m);
                 return rc;
@@ -280,6 +434,9 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
 void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
 {
         strv_clear(&m->ro_paths);
+        strv_clear(&m->network.allow);
+        strv_clear(&m->network.deny);
+        m->network.enabled = false;
 }
 
 json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)

@@ -40,6 +40,7 @@ enum hostmsg_type {
         HOSTMSG_STARTED = 103,        /* struct hostmsg_started (+ a command's stdio fds) */
         HOSTMSG_START_FAILED = 104,   /* struct hostmsg_failed */
         HOSTMSG_EXITED = 105,         /* struct hostmsg_exit */
+        HOSTMSG_HELLO = 106,          /* struct hostmsg_hello: the first message, once */
 };
 
 #define HOSTMSG_MAX_FDS 3 /* a command's stdin (write end), stdout, stderr (read ends) */
@@ -51,11 +52,40 @@ struct hostmsg_limits {
         uint64_t disk_mb;
 };
 
+/* A sandbox's egress, already within the operator's policy (the gateway
+ * checked the request against it): rules as protocol/egress.h words. */
+struct hostmsg_network {
+        bool enabled;             /* false: no network at all (loopback only) */
+        char **allow;             /* NULL-terminated; owned after decoding */
+        char **deny;              /* always wins over allow */
+        char dns[64];             /* upstream resolver "A.B.C.D" or "A.B.C.D#PORT" */
+        uint32_t rate_kib;        /* KiB/s each way; 0: no cap */
+        uint32_t max_connections; /* at once; 0: no cap */
+};
+
+/* The cgroup controller each limit needs; a bit of hostmsg_hello's
+ * controllers for each the kernel-host can use. disk_mb needs none (it is
+ * the size of the sandbox's tmpfs). */
+enum hostmsg_controller {
+        HOSTMSG_CONTROLLER_MEMORY = 1 << 0, /* memory_mb */
+        HOSTMSG_CONTROLLER_PIDS = 1 << 1,   /* pids */
+        HOSTMSG_CONTROLLER_CPU = 1 << 2,    /* cpu_millis */
+};
+
+/* What the kernel-host can do, told once as it starts. */
+struct hostmsg_hello {
+        unsigned controllers; /* enum hostmsg_controller bits: the limits it enforces */
+};
+
 struct hostmsg_sandbox {
         char sandbox_id[JP_UUID_SIZE];
         struct hostmsg_limits limits;
+        struct hostmsg_network network;
         char **ro_paths; /* host paths bound read-only at the same path; owned after decoding */
         bool sandbox;    /* false: --sandbox=none, a plain directory */
+        /* A template's tree, the sandbox's root under an overlay; "" for
+         * the host's /usr. Absolute, without ',', ':' or '\\'. */
+        char template_root[PATH_MAX];
 };
 
 struct hostmsg_sandbox_ready {
@@ -118,6 +148,10 @@ int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, s
  * gone, -EBADMSG for a malformed or oversized one (which is consumed). */
 int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body, int *fds, size_t *nfds);
 
+json_t *hostmsg_hello_encode(const struct hostmsg_hello *m);
+int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m);
+/* The controller's name ("memory", "pids", "cpu"), or NULL. */
+const char *hostmsg_controller_name(enum hostmsg_controller c);
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m);
 /* On success m owns ro_paths; release with hostmsg_sandbox_clear. */
 int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m);

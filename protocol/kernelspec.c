@@ -156,6 +156,15 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
                 strcmp(json_string_value(json_object_get(root, "interrupt_mode")), "message") == 0;
         if (!json_is_object(json_object_get(root, "metadata")))
                 json_object_set_new(root, "metadata", json_object());
+        /* A template to run in (the gateway's --template). */
+        v = json_object_get(json_object_get(json_object_get(root, "metadata"), "glovebox"),
+                            "template");
+        if (v && !(json_is_string(v) && jp_kernelspec_name_valid(json_string_value(v)))) {
+                snprintf(err, errlen, "\"metadata.glovebox.template\" must be a template's name");
+                goto fail;
+        }
+        if (v)
+                snprintf(ks->template_name, sizeof(ks->template_name), "%s", json_string_value(v));
         ks->spec = root;
         return 0;
 fail:
@@ -273,6 +282,30 @@ int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out)
                 }
                 closedir(d);
         }
+        return 0;
+}
+
+int jp_kernelspec_list_append(struct jp_kernelspec_list *list, const struct jp_kernelspec *ks,
+                              const char *name)
+{
+        struct jp_kernelspec copy = *ks, *grown;
+        size_t nres = 0;
+        int rc = 0;
+
+        snprintf(copy.name, sizeof(copy.name), "%s", name);
+        copy.spec = json_deep_copy(ks->spec);
+        copy.resources = calloc(1, sizeof(char *));
+        for (size_t i = 0; rc == 0 && copy.resources && ks->resources && ks->resources[i]; i++)
+                rc = strv_push(&copy.resources, &nres, ks->resources[i]);
+        grown = rc == 0 && copy.spec && copy.resources
+                    ? realloc(list->items, (list->count + 1) * sizeof(*grown))
+                    : NULL;
+        if (!grown) {
+                kernelspec_clear(&copy);
+                return -ENOMEM;
+        }
+        list->items = grown;
+        list->items[list->count++] = copy;
         return 0;
 }
 

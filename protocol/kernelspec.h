@@ -19,6 +19,12 @@ struct jp_kernelspec {
         json_t *spec;            /* kernel.json, validated; owned */
         bool interrupt_by_message; /* "interrupt_mode": "message" */
         char **resources;        /* NULL-terminated file names: logos, kernel.js/css */
+        /* The template its kernels run in, "" for none: its kernel.json's
+         * metadata.glovebox.template, or the template it came with. */
+        char template_name[JP_KERNELSPEC_NAME_SIZE];
+        /* In a template's tree, the length of the tree's path at the start
+         * of dir: dir + root_len is the directory as its sandbox sees it. */
+        size_t root_len;
 };
 
 struct jp_kernelspec_list {
@@ -48,5 +54,9 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
                         size_t errlen);
 /* Kernel names: 1-63 of [A-Za-z0-9._-], as jupyter_client accepts. */
 bool jp_kernelspec_name_valid(const char *name);
+/* Appends a copy of ks (its spec and resources too) to list, named name.
+ * 0 or -ENOMEM. The list's items may move. */
+int jp_kernelspec_list_append(struct jp_kernelspec_list *list, const struct jp_kernelspec *ks,
+                              const char *name);
 
 #endif

@@ -1,21 +1,94 @@
 #include "autoconf.h"
 
 #include "protocol/log.h"
+#include "protocol/buf.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 enum log_level log_threshold = LOG_LEVEL_INFO;
+enum log_format log_format = LOG_FORMAT_TEXT;
 static const char *log_program = "glovebox";
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void log_set_program(const char *program)
 {
+        const char *format = getenv("GLOVEBOX_LOG_FORMAT");
+
         log_program = program;
+        if (format)
+                log_format_parse(format, &log_format);
+}
+
+int log_format_parse(const char *name, enum log_format *out)
+{
+        if (strcmp(name, "text") == 0)
+                *out = LOG_FORMAT_TEXT;
+        else if (strcmp(name, "json") == 0)
+                *out = LOG_FORMAT_JSON;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+/* Cuts a UTF-8 sequence that truncation left unfinished at the end of s. */
+static void trim_partial_utf8(char *s)
+{
+        size_t n = strlen(s), i = n, need;
+
+        while (i > 0 && n - i < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+                i--;
+        if (i == 0 || ((unsigned char)s[i - 1] & 0x80) == 0)
+                return;
+        need = ((unsigned char)s[i - 1] & 0xE0) == 0xC0   ? 2
+               : ((unsigned char)s[i - 1] & 0xF0) == 0xE0 ? 3
+                                                          : 4;
+        if (n - (i - 1) < need)
+                s[i - 1] = '\0';
+}
+
+/* One JSON object a line: {"time", "level", "component", "kernel"?,
+ * "message"} and, for audit lines, their fields (extra: members already
+ * rendered, from '"' to the last value, or NULL). */
+static void write_json(enum log_level level, const char *kernel_id, const char *message,
+                       const char *extra)
+{
+        char when[48];
+        struct timespec now;
+        struct tm tm;
+        struct buf b;
+        int rc;
+
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+        buf_init(&b, 8192);
+        rc = buf_printf(&b, "{\"time\":\"%s.%06ldZ\",\"level\":\"%s\",\"component\":", when,
+                        now.tv_nsec / 1000, level_names[level]);
+        if (rc == 0)
+                rc = buf_append_json_string(&b, log_program, strlen(log_program));
+        if (rc == 0 && kernel_id) {
+                rc = buf_append_str(&b, ",\"kernel\":");
+                if (rc == 0)
+                        rc = buf_append_json_string(&b, kernel_id, strlen(kernel_id));
+        }
+        if (rc == 0)
+                rc = buf_append_str(&b, ",\"message\":");
+        if (rc == 0)
+                rc = buf_append_json_string(&b, message, strlen(message));
+        if (rc == 0 && extra)
+                rc = buf_printf(&b, ",%s", extra);
+        if (rc == 0)
+                rc = buf_append_str(&b, "}\n");
+        /* One write per line keeps lines whole when two processes share stderr. */
+        if (rc == 0)
+                fwrite(b.data, 1, b.len, stderr);
+        buf_free(&b);
 }
 
 int log_level_parse(const char *name, enum log_level *out)
@@ -37,6 +110,12 @@ static void log_vwrite(enum log_level level, const char *kernel_id, const char *
         struct tm tm;
         int n;
 
+        if (log_format == LOG_FORMAT_JSON) {
+                vsnprintf(line, sizeof(line), fmt, ap);
+                trim_partial_utf8(line);
+                write_json(level, kernel_id, line, NULL);
+                return;
+        }
         clock_gettime(CLOCK_REALTIME, &now);
         gmtime_r(&now.tv_sec, &tm);
         strftime(when, sizeof(when), "%H:%M:%S", &tm);
@@ -160,4 +239,28 @@ void log_limit_release(struct log_limit *l)
         l->suppressed = 0;
         if (l->listed)
                 unlist(l);
+}
+
+void log_audit_execution(const char *tenant, const char *kernel_id, size_t code_bytes,
+                         double seconds, const char *outcome)
+{
+        char extra[512];
+        struct buf b;
+
+        if (log_format == LOG_FORMAT_JSON) {
+                buf_init(&b, sizeof(extra));
+                if (buf_append_str(&b, "\"event\":\"execution\",\"tenant\":") == 0 &&
+                    buf_append_json_string(&b, tenant, strlen(tenant)) == 0 &&
+                    buf_printf(&b, ",\"code_bytes\":%zu,\"duration_s\":%.6f,\"outcome\":",
+                               code_bytes, seconds) == 0 &&
+                    buf_append_json_string(&b, outcome, strlen(outcome)) == 0) {
+                        snprintf(extra, sizeof(extra), "%s", b.data);
+                        write_json(LOG_LEVEL_INFO, kernel_id, "audit: execution", extra);
+                }
+                buf_free(&b);
+                return;
+        }
+        log_write(LOG_LEVEL_INFO, kernel_id,
+                  "audit: execution tenant=%s code_bytes=%zu duration_s=%.6f outcome=%s", tenant,
+                  code_bytes, seconds, outcome);
 }

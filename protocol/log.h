@@ -7,6 +7,7 @@
 #define GLOVEBOX_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum log_level {
@@ -16,10 +17,22 @@ enum log_level {
         LOG_LEVEL_ERROR = 3,
 };
 
-extern enum log_level log_threshold;
+/* Lines as text, or as one JSON object each (--log-format json):
+ * {"time", "level", "component", "kernel"?, "message"}. */
+enum log_format {
+        LOG_FORMAT_TEXT = 0,
+        LOG_FORMAT_JSON = 1,
+};
 
-/* Sets the program name printed before every line (not copied). */
+extern enum log_level log_threshold;
+extern enum log_format log_format;
+
+/* Sets the program name printed before every line (not copied), and the
+ * format from GLOVEBOX_LOG_FORMAT when set (how the gateway passes its
+ * --log-format to the kernel-host). */
 void log_set_program(const char *program);
+/* Parses "text" or "json"; returns 0 or -EINVAL. */
+int log_format_parse(const char *name, enum log_format *out);
 /* Parses "debug", "info", "warn" or "error"; returns 0 or -EINVAL. */
 int log_level_parse(const char *name, enum log_level *out);
 void log_write(enum log_level level, const char *kernel_id, const char *fmt, ...)
@@ -42,6 +55,12 @@ void log_write(enum log_level level, const char *kernel_id, const char *fmt, ...
 #define klog_warn(kid, ...)  LOG_AT(LOG_LEVEL_WARN, (kid), __VA_ARGS__)
 #define klog_error(kid, ...) LOG_AT(LOG_LEVEL_ERROR, (kid), __VA_ARGS__)
 
+/* The audit line of one execution, written whatever the level: who ran
+ * how much code in which kernel, for how long, and how it ended. Never the
+ * code, its output or a token. In JSON its fields are members: "event":
+ * "execution", "tenant", "kernel", "code_bytes", "duration_s", "outcome". */
+void log_audit_execution(const char *tenant, const char *kernel_id, size_t code_bytes,
+                         double seconds, const char *outcome);
 
 /* A line that something outside the gateway can repeat at will (a kernel
  * sending bad signatures, a client sending bad frames) is written through a

@@ -14,6 +14,9 @@ KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pand
  python3-nltk python3-numba python3-opencv python3-docx python3-skimage python3-soundfile
  python3-xarray python3-pil python3-joblib python3-tz python3-urllib3 python3-pip
  python3-setuptools"
+# Egress (--egress-allow): the veth pairs, the nft tables, the sandboxes'
+# resolvers (kernel-host/net.h).
+NETWORK_PACKAGES="iproute2 nftables dnsmasq-base"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

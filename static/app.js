@@ -570,7 +570,7 @@ async function refreshFiles () {
   }
   // Dot files (.cache, .ipython) are there but not shown, as in Jupyter.
   for (const f of (listing.entries || []).filter((e) => !e.name.startsWith('.'))) {
-    const isDir = f.type === 'FILE_TYPE_DIRECTORY';
+    const isDir = f.type === 'dir';
     const path = joinPath(state.filesDir, f.name);
     const name = el('button', {
       type: 'button',

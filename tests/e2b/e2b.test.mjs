@@ -217,13 +217,28 @@ test('charts, DataFrame data, commands in the background, lifetimes', async () =
   }
 })
 
+test('getMetrics reports the sandbox, and memory grows with a cell', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const [first] = await sbx.getMetrics()
+    assert.ok(first.cpuCount >= 1 && first.cpuUsedPct >= 0 && first.cpuUsedPct <= 100)
+    assert.equal(first.memTotal, 1024 * 1024 * 1024)
+    assert.ok(first.memUsed > 0 && first.diskTotal > 0 && first.diskUsed >= 0)
+    const ex = await sbx.runCode('held = bytearray(100 * 1024 * 1024)')
+    assert.equal(ex.error, undefined)
+    const [later] = await sbx.getMetrics()
+    assert.ok(later.memUsed - first.memUsed > 90 * 1024 * 1024, JSON.stringify([first, later]))
+  } finally {
+    await sbx.kill()
+  }
+})
+
 test('what Glovebox lacks is refused by name', async () => {
   const sbx = await Sandbox.create()
   try {
     const calls = {
       pause: () => sbx.pause(),
       createSnapshot: () => sbx.createSnapshot(),
-      getMetrics: () => sbx.getMetrics(),
       watchDir: () => sbx.files.watchDir('/home/user', () => {}),
       'pty.create': () => sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }),
       'commands.connect': async () => sbx.commands.connect(

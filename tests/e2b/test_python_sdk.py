@@ -340,7 +340,6 @@ def test_unsupported_calls_say_so(sbx):
         "create_snapshot": sbx.create_snapshot,
         "list_snapshots": lambda: Sandbox.list_snapshots().next_items(),
         "fork": sbx.fork,
-        "get_metrics": sbx.get_metrics,
         "update_network": lambda: sbx.update_network({"deny_out": ["0.0.0.0/0"]}),
         "files.watch_dir": lambda: sbx.files.watch_dir("/home/user"),
         "pty.create": lambda: sbx.pty.create(PtySize(24, 80)),
@@ -356,6 +355,26 @@ def test_unsupported_calls_say_so(sbx):
             "languages:" in message and "python" in message), (name, message)
         assert not isinstance(caught.value, NotFoundException), (name, message)
     assert sbx.run_code("1").text == "1"
+
+
+def test_get_metrics_reports_the_sandbox_and_moves(sbx):
+    """get_metrics: one sample of the sandbox's CPU, memory and disk, taken
+    now; memory grows by what a cell allocates, disk by what it writes."""
+    first = sbx.get_metrics()
+    assert len(first) == 1
+    m = first[0]
+    assert m.cpu_count >= 1 and 0 <= m.cpu_used_pct <= 100
+    assert m.mem_total == 1024 * 1024 * 1024 and 0 < m.mem_used < m.mem_total
+    assert 0 < m.disk_total and 0 <= m.disk_used <= m.disk_total
+    assert abs(m.timestamp.timestamp() - time.time()) < 60
+    ex = sbx.run_code("held = bytearray(100 * 1024 * 1024)\n"
+                      "open('/home/user/blob', 'wb').write(b'z' * 5_000_000)")
+    assert ex.error is None, ex.error
+    later = sbx.get_metrics()[0]
+    assert later.mem_used - m.mem_used > 90 * 1024 * 1024, (m, later)
+    assert later.disk_used - m.disk_used >= 4_000_000, (m, later)
+    assert Sandbox.get_metrics(sbx.sandbox_id)[0].mem_used > 90 * 1024 * 1024
+    sbx.run_code("del held")
 
 
 def test_contexts_keep_charts_and_cwd_across_restarts(sbx):
@@ -522,3 +541,53 @@ def test_async_sandbox(gateway):
         assert await sbx.is_running() is False
 
     asyncio.run(agent())
+
+
+def test_templates_and_their_kernelspecs_select_the_sandbox_root():
+    """Sandbox.create(NAME) of a --template runs in its tree, contexts and
+    commands too; a kernelspec naming the template does the same with its
+    env, as it does over /api/kernels."""
+    import shutil
+    import tempfile
+    from gbtemplate import MARKER, make_tree, write_kernelspec
+
+    tree = tempfile.mkdtemp(prefix="glovebox-template-")
+    specs = tempfile.mkdtemp(prefix="glovebox-tplspecs-")
+    gw = None
+    try:
+        os.chmod(tree, 0o755)
+        os.chmod(specs, 0o755)
+        make_tree(tree)
+        write_kernelspec(specs, "tplenv", "tpl", {"FROM_TEMPLATE_SPEC": "spec-env-value"})
+        gw = start_gateway("--template", f"tpl={tree}", "--kernelspec-path", specs, token=None)
+        point_sdk_at(gw, generated_token(gw))
+        read = "open('/etc/template-marker').read()"
+        sbx = Sandbox.create("tpl")
+        try:
+            assert sbx.run_code(read).text == MARKER
+            assert sbx.commands.run("cat /etc/template-marker").stdout == MARKER
+            ctx = sbx.create_code_context()
+            assert sbx.run_code(read, context=ctx).text == MARKER
+            sbx.files.write("/opt/shared/note.txt", "mine")
+            assert sbx.commands.run("cat /opt/shared/note.txt").stdout == "mine"
+        finally:
+            sbx.kill()
+        env = "__import__('os').environ.get('FROM_TEMPLATE_SPEC')"
+        sbx = Sandbox.create("tplenv")
+        try:
+            assert sbx.run_code(read).text == MARKER
+            assert sbx.run_code(env).text == "spec-env-value"
+            ctx = sbx.create_code_context()
+            assert sbx.run_code(env, context=ctx).text == "spec-env-value"
+            # The other sandbox's write went with it.
+            assert not sbx.files.exists("/opt/shared/note.txt")
+        finally:
+            sbx.kill()
+        with pytest.raises(SandboxException) as caught:
+            Sandbox.create("no-such-template")
+        assert "tpl" in str(caught.value)
+    finally:
+        if gw:
+            gw.stop()
+        shutil.rmtree(tree)
+        shutil.rmtree(specs)

@@ -207,3 +207,48 @@ def outputs_of(outputs, msg_type):
 def stdout_of(outputs):
     return "".join(m["content"]["text"] for m in outputs
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
+def run_cell(gw, kernel_id, code, timeout=120):
+    """Runs code in a fresh connection; returns (reply content, stdout, iopub
+    messages)."""
+    ch = gw.connect(kernel_id)
+    try:
+        reply, outputs = ch.execute(code, timeout=timeout)
+    finally:
+        ch.close()
+    return reply["content"], stdout_of(outputs), outputs
+
+
+def value_of(gw, kernel_id, expr, timeout=120):
+    """Evaluates a Python expression in the kernel; returns it (repr, then
+    literal_eval)."""
+    import ast
+    content, stdout, _ = run_cell(gw, kernel_id, f"print(repr({expr}))", timeout)
+    assert content["status"] == "ok", content
+    return ast.literal_eval(stdout.strip().splitlines()[-1])
+
+
+def expect_out_of_memory(ch, msg_id, limit_mb, timeout=120):
+    """Waits on ch for the out-of-memory death of the cell msg_id in a kernel
+    limited to limit_mb: KernelOutOfMemory as the cell's error and reply,
+    then dead, restarting, idle; then checks that the kernel restarted
+    fresh (x, which the cell was making, is not defined)."""
+    error = reply = None
+    states = []
+    deadline = time.time() + timeout
+    while not (error and reply and "idle" in states) and time.time() < deadline:
+        m = ch.recv(timeout=max(deadline - time.time(), 1))
+        if m["msg_type"] == "error" and m["parent_header"].get("msg_id") == msg_id:
+            error = m["content"]
+        elif m["msg_type"] == "execute_reply" and m["parent_header"].get("msg_id") == msg_id:
+            reply = m["content"]
+        elif m["msg_type"] == "status" and (error or states):
+            states.append(m["content"]["execution_state"])
+    assert error and error["ename"] == "KernelOutOfMemory", error
+    assert f"{limit_mb} MiB" in error["evalue"], error
+    assert reply and reply["status"] == "error" and reply["ename"] == "KernelOutOfMemory", reply
+    assert states[:2] == ["dead", "restarting"] and "idle" in states, states
+    _, outputs = ch.execute("'x' in dir()")
+    assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
+        "False", "the kernel restarted fresh"

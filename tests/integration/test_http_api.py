@@ -124,7 +124,9 @@ def test_files_round_trip_and_listing(gateway, kernel):
     assert resp.status == 200 and resp.read() == b"made by code"
     status, listing, _ = gateway.request("GET", file_url(kernel, "notes"))
     assert status == 200
-    assert [(e["name"], e["type"]) for e in listing["entries"]] == [("a.txt", "FILE_TYPE_FILE")]
+    assert [(e["name"], e["type"], e["size"]) for e in listing["entries"]] == [("a.txt", "file", 5)]
+    status, listing, _ = gateway.request("GET", file_url(kernel))
+    assert ("notes", "dir") in [(e["name"], e["type"]) for e in listing["entries"]]
     status, _, _ = gateway.request("DELETE", file_url(kernel, "notes"))
     assert status == 204
     status, _, _ = gateway.request("GET", file_url(kernel, "notes/a.txt"))

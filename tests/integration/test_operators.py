@@ -1,6 +1,7 @@
 """What operators configure: kernel limits, culling, CORS and Origin, TLS,
 IOPub rate limits, the message-type allow-list, --no-auth."""
 import json
+import re
 import ssl
 import subprocess
 import tempfile
@@ -10,7 +11,7 @@ import urllib.request
 import pytest
 import websocket
 
-from gbclient import outputs_of, start_gateway, stdout_of
+from gbclient import free_port, outputs_of, start_gateway, stdout_of
 
 
 def test_max_kernels_counts_starting_ones():
@@ -254,3 +255,42 @@ def test_a_kernel_cannot_flood_the_log():
         ch.close()
     finally:
         gw.stop()
+
+
+def test_listen_by_name_and_a_busy_port_say_what_happens():
+    binary = start_gateway.__globals__["BINARY"]
+    # A host name is resolved: "localhost" serves on 127.0.0.1.
+    port = free_port()
+    gw = start_gateway("--listen", f"localhost:{port}")
+    try:
+        assert f"http://localhost:{port}/" in gw.url_line
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
+                                     headers={"Authorization": f"token {gw.token}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+        assert "DOESN'T EXIST" not in gw.read_log()
+        # The same port again: refused in plain words, non-zero, no serving line.
+        out = subprocess.run([binary, "--token", "test-token-0123456789", "--listen",
+                              f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+        assert out.returncode != 0
+        assert "serving at" not in out.stdout
+        assert f"cannot listen on 127.0.0.1:{port}: address already in use" in out.stderr
+        assert "lws" not in out.stderr, out.stderr
+    finally:
+        gw.stop()
+    for listen, says in (("no-such-host.invalid:8888", "cannot listen on no-such-host.invalid"),
+                         ("192.0.2.1:8888", "192.0.2.1 is not an address of this machine")):
+        out = subprocess.run([binary, "--token", "test-token-0123456789", "--listen", listen],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode != 0 and says in out.stderr, out.stderr
+        assert "serving at" not in out.stdout
+
+
+def test_version_and_number_ranges_read_plainly():
+    binary = start_gateway.__globals__["BINARY"]
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and re.fullmatch(r"glovebox \d+\.\d+\.\d+\n", out.stdout)
+    out = subprocess.run([binary, "--memory-mb", "-5"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr == ("glovebox: --memory-mb must be a whole number from 16 to 16777216, "
+                          "not '-5'\n")

@@ -90,7 +90,33 @@ def test_unprivileged_gateway_still_sandboxes():
         assert value(gw, kid, "__import__('socket').if_nameindex()") == [(1, "lo")]
         log = gw.read_log()
         assert "memory limits are not enforced" in log
+        assert "default limits not enforced here (the kernel-host has no cgroup controller " \
+            "for them): memory_mb, cpus, pids; a request naming one gets 400" in log, log
+        # Said, not silent: the model names them, and a request naming one
+        # is refused; disk_mb (a tmpfs's size) is enforced all the same.
+        status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+        assert model["limits_not_enforced"] == ["memory_mb", "cpus", "pids"], model
+        for name, limit in (("memory_mb", 256), ("cpus", 0.5), ("pids", 64)):
+            status, body, _ = gw.request("POST", "/api/kernels",
+                                         {"name": "python3", "limits": {name: limit}})
+            assert status == 400, (name, status, body)
+            assert body["message"].startswith(f"{name} limit needs the cgroup "), body
+            assert "which this host does not delegate to Glovebox" in body["message"], body
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"name": "python3", "limits": {"disk_mb": 64}})
+        assert status == 201, (status, model)
+        gw.request("DELETE", f"/api/kernels/{model['id']}")
         gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+    gw = start_gateway("--allow-unenforced-limits",
+                       runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"name": "python3", "limits": {"cpus": 0.5}})
+        assert status == 201, (status, model)
+        assert model["limits_not_enforced"] == ["memory_mb", "cpus", "pids"], model
+        gw.request("DELETE", f"/api/kernels/{model['id']}")
     finally:
         gw.stop()
 
@@ -102,6 +128,11 @@ def test_sandbox_none_is_loud_and_unconfined():
         kid = gw.start_kernel()
         status = value(gw, kid, "open('/proc/self/status').read()")
         assert "Seccomp:\t0" in status
+        # Nothing is enforced without a sandbox, and the model says so; a
+        # request for a limit is not refused (the operator chose this).
+        status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+        assert model["limits_not_enforced"] == ["memory_mb", "cpus", "pids", "disk_mb"], model
         gw.request("DELETE", f"/api/kernels/{kid}")
+        assert gw.start_kernel(name="python3", limits={"cpus": 0.5})
     finally:
         gw.stop()

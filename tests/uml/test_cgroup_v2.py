@@ -7,10 +7,11 @@ gateways of their module."""
 import errno
 import os
 import signal
+import time
 
 import pytest
 
-from umllib import (CGROUP_ROOT, FORK_UNTIL_REFUSED, cgroup_of, children, controllers,
+from umllib import (CGROUP_ROOT, FORK_UNTIL_REFUSED, cgroup_of, children, cmdline, controllers,
                     cpu_share, glovebox_groups, group_state, kernel_group, kernel_host_pid,
                     only_in_guest, oom_then_restart, read, run, value, write)
 from gbclient import start_gateway
@@ -39,11 +40,24 @@ def test_the_hierarchy_is_pure_v2():
 def check_kernel_group(gw, kernel_id, parent):
     """The kernel's sandbox group lies beneath parent and holds the asked
     limits; the kernel itself runs in a group of its own inside it (what it
-    starts, even in a new session, is killed with it)."""
+    starts, even in a new session, is killed with it), the sandbox's init in
+    a leaf beside it, so that the sandbox's group can hand memory down and
+    the kernel's group be one that an out-of-memory kill takes whole."""
     process = kernel_group(parent, kernel_id)
     group = os.path.dirname(process)
     assert os.path.basename(process).startswith("p-"), process
     assert os.path.dirname(group) == parent, group
+    # One directory each, on this one hierarchy.
+    assert children(parent) == sorted(os.path.basename(g) for g in sandbox_groups(parent))
+    assert "init" in children(group), children(group)
+    assert all(c == "init" or c.startswith("p-") for c in children(group)), children(group)
+    assert read(group + "/cgroup.procs") == ""
+    init = read(group + "/init/cgroup.procs").split()
+    assert len(init) == 1 and cmdline(init[0]).startswith("glovebox-init"), \
+        [cmdline(p) for p in init]
+    assert controllers(group) == {"memory"}
+    assert read(process + "/memory.oom.group") == "1"
+    assert read(process + "/memory.max") == "max"
     assert read(group + "/memory.max") == str(128 * 1024 * 1024)
     if os.path.exists(group + "/memory.swap.max"):
         assert read(group + "/memory.swap.max") == "0"
@@ -54,6 +68,13 @@ def check_kernel_group(gw, kernel_id, parent):
     assert value(gw, kernel_id, "open('/proc/self/cgroup').read()") in (
         "0::/\n", f"0::/{os.path.basename(process)}\n")
     return group
+
+
+def sandbox_groups(parent):
+    """The sandbox groups beneath a kernel-host's parent group: those holding
+    a glovebox-init."""
+    return [g for g in (os.path.join(parent, c) for c in children(parent))
+            if os.path.isdir(g + "/init")]
 
 
 # --- the gateway in the root group ---------------------------------------
@@ -73,8 +94,8 @@ def test_root_kernel_group_and_limits(root_gateway):
     gw = root_gateway
     assert cgroup_of(gw.proc.pid) == CGROUP_ROOT
     parent = f"{CGROUP_ROOT}/glovebox-{gw.host_pid}"
-    for name in ("memory", "pids", "cpu"):
-        assert f"{name} limits: cgroup v2 at {parent}\n" in gw.read_log()
+    # One group for the three controllers of the one hierarchy.
+    assert gw.read_log().count(f"limits of memory pids cpu: cgroup v2 at {parent}\n") == 1
     assert WANTED <= controllers(parent)
     gw.group = check_kernel_group(gw, gw.kernel, parent)
 
@@ -83,7 +104,7 @@ def test_root_pids_limit(root_gateway):
     gw = root_gateway
     events = lambda: int(read(gw.group + "/pids.events").split()[1])  # noqa: E731
     refused = events()
-    content, stdout = run(gw, gw.kernel, FORK_UNTIL_REFUSED)
+    content, stdout, _ = run(gw, gw.kernel, FORK_UNTIL_REFUSED)
     started, error = eval(stdout)
     assert error == errno.EAGAIN, (content, stdout)
     # The kernel, its threads and the sandbox's init count too.
@@ -121,6 +142,54 @@ def test_root_out_of_memory(root_gateway):
     # Same sandbox, same group, same limit after the restart.
     assert os.path.dirname(kernel_group(os.path.dirname(gw.group), gw.kernel)) == gw.group
     assert read(gw.group + "/memory.max") == str(128 * 1024 * 1024)
+
+
+SUBPROCESSES = """
+import subprocess
+kept = [subprocess.Popen(['sleep', '1000']),
+        subprocess.Popen(['sleep', '1001'], start_new_session=True)]
+print(repr([p.pid for p in kept]))
+"""
+
+
+def sleepers(group):
+    """Host pids of the sleeps beneath group."""
+    found = []
+    for root, _, _ in os.walk(group):
+        found += [int(p) for p in read(os.path.join(root, "cgroup.procs")).split()
+                  if cmdline(p).startswith(("sleep 1000", "sleep 1001"))]
+    return sorted(found)
+
+
+def test_root_out_of_memory_takes_the_kernels_subprocesses(root_gateway):
+    """What a kernel started, in its session or a new one, dies with it when
+    the memory limit kills it (memory.oom.group on its group); the client
+    still hears of the out-of-memory death, and the sandbox lives on."""
+    gw = root_gateway
+    process = kernel_group(f"{CGROUP_ROOT}/glovebox-{gw.host_pid}", gw.kernel)
+    group = os.path.dirname(process)
+    content, _, _ = run(gw, gw.kernel, SUBPROCESSES)
+    assert content["status"] == "ok", content
+    deadline = time.monotonic() + 10
+    while len(sleepers(process)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    started = sleepers(process)
+    assert len(started) == 2, (started, read(process + "/cgroup.procs"),
+                               [cmdline(p) for p in read(process + "/cgroup.procs").split()])
+    before = dict(line.split() for line in read(group + "/memory.events").splitlines())
+    init = read(group + "/init/cgroup.procs")
+    reason = oom_then_restart(gw, gw.kernel, 128)
+    assert "memory" in reason, reason
+    assert [p for p in started if os.path.exists(f"/proc/{p}")] == [], \
+        [cmdline(p) for p in started]
+    assert sleepers(group) == []
+    after = dict(line.split() for line in read(group + "/memory.events").splitlines())
+    # The memory limit's kill took the whole group, not the kernel-host's
+    # cleanup after it (Linux 5.17 and later count that).
+    assert int(after["oom_group_kill"]) > int(before["oom_group_kill"]), (before, after)
+    # Same sandbox: its init was not in the killed group.
+    assert read(group + "/init/cgroup.procs") == init
+    assert value(gw, gw.kernel, "6 * 7") == 42
 
 
 def test_root_stop_leaves_nothing(root_gateway):
@@ -177,8 +246,7 @@ def test_service_gateway_moves_into_a_leaf(service, service_gateway):
     assert read(SERVICE + "/cgroup.procs") == ""
     assert WANTED <= controllers(SERVICE)
     parent = f"{SERVICE}/glovebox-{gw.host_pid}"
-    for name in ("memory", "pids", "cpu"):
-        assert f"{name} limits: cgroup v2 at {parent}\n" in gw.read_log()
+    assert gw.read_log().count(f"limits of memory pids cpu: cgroup v2 at {parent}\n") == 1
 
 
 def test_service_kernel_limits_and_out_of_memory(service_gateway):
@@ -212,3 +280,73 @@ def test_service_restart_in_the_same_group(service):
     assert glovebox_groups() == []
     assert group_state(SERVICE) == service
     assert children(SLICE) == ["glovebox.service"]
+
+
+# --- a group without the cpu controller -----------------------------------
+
+NOCPU = CGROUP_ROOT + "/nocpu.slice"
+NOCPU_SERVICE = NOCPU + "/glovebox.service"
+
+
+@pytest.fixture
+def nocpu_service():
+    """A service group whose slice hands down memory and pids but not cpu,
+    as systemd leaves a service without Delegate=yes whose slice has no
+    cpu controller."""
+    root_found = controllers(CGROUP_ROOT)
+    write(CGROUP_ROOT + "/cgroup.subtree_control", "+memory +pids")
+    os.mkdir(NOCPU)
+    write(NOCPU + "/cgroup.subtree_control", "+memory +pids")
+    os.mkdir(NOCPU_SERVICE)
+    assert "cpu" not in controllers(NOCPU_SERVICE, "cgroup.controllers")
+    yield ["/bin/sh", "-c", f'echo $$ >{NOCPU_SERVICE}/cgroup.procs && exec "$@"', "sh"]
+    os.rmdir(NOCPU_SERVICE)
+    os.rmdir(NOCPU)
+    for name in ("pids", "memory"):
+        if name not in root_found:
+            write(CGROUP_ROOT + "/cgroup.subtree_control", "-" + name)
+
+
+def test_a_limit_without_its_controller_is_refused(nocpu_service):
+    gw = start_gateway(runner=nocpu_service)
+    try:
+        log = gw.read_log()
+        assert "cpu limits are not enforced" in log, log
+        assert "default limits not enforced here (the kernel-host has no cgroup controller " \
+            "for them): cpus; a request naming one gets 400" in log, log
+        status, body, _ = gw.request("POST", "/api/kernels",
+                                     {"name": "python3", "limits": {"cpus": 0.5}})
+        assert status == 400, (status, body)
+        assert body["message"] == "cpus limit needs the cgroup cpu controller, which this " \
+            "host does not delegate to Glovebox", body
+        # Positive control: the limits it can enforce are served, and the
+        # model says which of the kernel's are not.
+        status, model, _ = gw.request("POST", "/api/kernels", {
+            "name": "python3", "limits": {"memory_mb": 128, "pids": 32, "disk_mb": 64}})
+        assert status == 201, (status, model)
+        assert model["limits_not_enforced"] == ["cpus"], model
+        group = os.path.dirname(kernel_group(NOCPU_SERVICE, model["id"]))
+        assert read(group + "/memory.max") == str(128 * 1024 * 1024)
+        assert read(group + "/pids.max") == "32"
+        assert not os.path.exists(group + "/cpu.max")
+        assert value(gw, model["id"], "6 * 7") == 42
+        # An E2B sandbox asks for no limit by name: served with the defaults.
+        status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 60}, token="",
+                                   headers={"X-API-KEY": gw.token})
+        assert status == 201, (status, sb)
+    finally:
+        assert gw.stop(signal.SIGTERM) == 0, gw.read_log()
+
+    gw = start_gateway("--allow-unenforced-limits", runner=nocpu_service)
+    try:
+        assert "a request naming one gets it unenforced (--allow-unenforced-limits)" in \
+            gw.read_log()
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"name": "python3", "limits": {"cpus": 0.5}})
+        assert status == 201, (status, model)
+        assert model["limits_not_enforced"] == ["cpus"], model
+        status, model, _ = gw.request("GET", f"/api/kernels/{model['id']}")
+        assert model["limits_not_enforced"] == ["cpus"], model
+    finally:
+        assert gw.stop(signal.SIGTERM) == 0, gw.read_log()
+    assert glovebox_groups() == []

@@ -10,7 +10,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from gbclient import outputs_of, stdout_of  # noqa: E402,F401
+from gbclient import expect_out_of_memory, run_cell as run, value_of as value  # noqa: E402,F401
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -88,23 +88,6 @@ def kernel_group(parent, kernel_id):
     raise AssertionError(f"no group beneath {parent} holds kernel {kernel_id}")
 
 
-def run(gw, kernel_id, code, timeout=120):
-    """Runs code in a fresh connection; returns (reply content, stdout)."""
-    ch = gw.connect(kernel_id)
-    try:
-        reply, outputs = ch.execute(code, timeout=timeout)
-    finally:
-        ch.close()
-    return reply["content"], stdout_of(outputs)
-
-
-def value(gw, kernel_id, expr):
-    import ast
-    content, stdout = run(gw, kernel_id, f"print(repr({expr}))")
-    assert content["status"] == "ok", content
-    return ast.literal_eval(stdout.strip().splitlines()[-1])
-
-
 def oom_then_restart(gw, kernel_id, limit_mb):
     """Allocates 1 GiB in a kernel limited to limit_mb: the client must get
     KernelOutOfMemory as the cell's error and reply, then dead, restarting,
@@ -113,24 +96,7 @@ def oom_then_restart(gw, kernel_id, limit_mb):
     try:
         msg_id = ch.send("execute_request", {"code": "x = bytearray(1024 * 1024 * 1024)",
                                              "silent": False})
-        error = reply = None
-        states = []
-        deadline = time.time() + 120
-        while not (error and reply and "idle" in states) and time.time() < deadline:
-            m = ch.recv(timeout=120)
-            if m["msg_type"] == "error" and m["parent_header"].get("msg_id") == msg_id:
-                error = m["content"]
-            elif m["msg_type"] == "execute_reply" and m["parent_header"].get("msg_id") == msg_id:
-                reply = m["content"]
-            elif m["msg_type"] == "status" and (error or states):
-                states.append(m["content"]["execution_state"])
-        assert error and error["ename"] == "KernelOutOfMemory", error
-        assert f"{limit_mb} MiB" in error["evalue"], error
-        assert reply["status"] == "error" and reply["ename"] == "KernelOutOfMemory", reply
-        assert states[:2] == ["dead", "restarting"] and "idle" in states, states
-        _, outputs = ch.execute("'x' in dir()")
-        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
-            "False", "the kernel restarted fresh"
+        expect_out_of_memory(ch, msg_id, limit_mb)
     finally:
         ch.close()
     status, model, _ = gw.request("GET", f"/api/kernels/{kernel_id}")
@@ -174,7 +140,7 @@ def cpu_share(gw, kernel_id, group, seconds=3):
     def stat():
         return dict(line.split() for line in read(group + "/cpu.stat").splitlines())
     before, t0 = stat(), time.monotonic()
-    content, _ = run(gw, kernel_id, BUSY.format(seconds=seconds))
+    content, _, _ = run(gw, kernel_id, BUSY.format(seconds=seconds))
     after, t1 = stat(), time.monotonic()
     assert content["status"] == "ok", content
     used = (int(after["usage_usec"]) - int(before["usage_usec"])) / 1e6

@@ -80,10 +80,34 @@ static void test_sandbox(void)
         for (size_t i = 0; i < n && i < 3; i++)
                 is_str(back.ro_paths[i], ro_paths[i], "SANDBOX_CREATE: ro_paths[%zu]", i);
         is_int(back.sandbox, true, "SANDBOX_CREATE: sandbox");
+        is_str(back.template_root, "", "SANDBOX_CREATE: no template");
         hostmsg_sandbox_clear(&back);
         ok(back.ro_paths == NULL, "SANDBOX_CREATE: clear releases ro_paths");
         hostmsg_sandbox_clear(&back);
         json_decref(body);
+
+        /* A template's tree; paths overlayfs would misread are refused. */
+        snprintf(m.template_root, sizeof(m.template_root), "/srv/templates/ds 1");
+        body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m),
+                        "SANDBOX_CREATE with a template");
+        is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE with a template: decodes");
+        is_str(back.template_root, "/srv/templates/ds 1", "SANDBOX_CREATE: template_root");
+        hostmsg_sandbox_clear(&back);
+        {
+                static const char *const bad[] = {"relative",  "/a:b",  "/a,upperdir=/x",
+                                                  "/a/../etc", "/a\\b", ""};
+
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                        json_object_set_new(body, "template_root", json_string(bad[i]));
+                        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                               "SANDBOX_CREATE: template_root \"%s\" refused", bad[i]);
+                }
+                json_object_set_new(body, "template_root", json_integer(1));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: template_root a number refused");
+        }
+        json_decref(body);
+        m.template_root[0] = '\0';
 
         /* --sandbox=none, and a caller with no paths to bind. */
         m.sandbox = false;
@@ -972,6 +996,48 @@ static void test_reply_validation(void)
 #undef CHECK
 }
 
+/* HELLO: the controllers the kernel-host can use, each at most once, none
+ * unknown (the gateway must not believe a limit enforced that is not). */
+static void test_hello(void)
+{
+        struct hostmsg_hello m = {HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU}, back;
+        struct {
+                const char *text;
+                int rc;
+                unsigned controllers;
+        } cases[] = {
+            {"{\"controllers\": []}", 0, 0},
+            {"{\"controllers\": [\"pids\"]}", 0, HOSTMSG_CONTROLLER_PIDS},
+            {"{\"controllers\": [\"cpu\", \"memory\", \"pids\"]}", 0,
+             HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_PIDS | HOSTMSG_CONTROLLER_CPU},
+            {"{\"controllers\": [\"cpu\", \"cpu\"]}", -EBADMSG, 0},
+            {"{\"controllers\": [\"io\"]}", -EBADMSG, 0},
+            {"{\"controllers\": [\"cpu\", \"memory\", \"pids\", \"io\"]}", -EBADMSG, 0},
+            {"{\"controllers\": [1]}", -EBADMSG, 0},
+            {"{\"controllers\": \"cpu\"}", -EBADMSG, 0},
+            {"{}", -EBADMSG, 0},
+        };
+        json_t *body = transfer(HOSTMSG_HELLO, hostmsg_hello_encode(&m), "HELLO");
+
+        memset(&back, 0x5a, sizeof(back));
+        is_int(hostmsg_hello_decode(body, &back), 0, "HELLO: decodes");
+        is_uint(back.controllers, HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU,
+                "HELLO: memory and cpu, not pids");
+        json_decref(body);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                body = json_loads(cases[i].text, 0, NULL);
+                if (!body)
+                        BAIL_OUT("json_loads %s", cases[i].text);
+                back.controllers = 99;
+                is_int(hostmsg_hello_decode(body, &back), cases[i].rc, "HELLO %s", cases[i].text);
+                is_uint(back.controllers, cases[i].controllers, "HELLO %s: controllers",
+                        cases[i].text);
+                json_decref(body);
+        }
+        is_str(hostmsg_controller_name(HOSTMSG_CONTROLLER_CPU), "cpu", "cpu's name");
+        ok(hostmsg_controller_name((enum hostmsg_controller)8) == NULL, "no name for bit 8");
+}
+
 int main(void)
 {
         /* A write into a pipe without readers must fail with EPIPE, not
@@ -988,6 +1054,7 @@ int main(void)
         test_sandbox_validation();
         test_start_validation();
         test_reply_validation();
+        test_hello();
         close(sock[0]);
         close(sock[1]);
         return done_testing();

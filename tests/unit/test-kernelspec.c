@@ -214,6 +214,12 @@ static void test_parse(void)
             "interrupt_mode bogus");
         BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"interrupt_mode\":1}",
             "interrupt_mode a number");
+        BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
+            "{\"template\":3}}}",
+            "metadata.glovebox.template a number");
+        BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
+            "{\"template\":\"../etc\"}}}",
+            "metadata.glovebox.template not a name");
 
         n = (size_t)snprintf(json, sizeof(json), "{\"display_name\":\"K\",\"argv\":[\"k\"");
         for (int i = 1; i < JP_KERNELSPEC_MAX_ARGS; i++)
@@ -223,6 +229,35 @@ static void test_parse(void)
         snprintf(json + n, sizeof(json) - n, ",\"a\"]}");
         BAD(json, "argv of one entry too many");
 #undef BAD
+}
+
+/* A kernelspec may name the template its kernels run in. */
+static void test_template_name(void)
+{
+        const char *json = "{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":"
+                           "{\"glovebox\":{\"template\":\"ds-1.0\"}}}";
+        struct jp_kernelspec_list list = {NULL, 0};
+        struct jp_kernelspec ks;
+
+        memset(&ks, 0, sizeof(ks));
+        is_int(jp_kernelspec_parse(json, strlen(json), &ks, err, sizeof(err)), 0,
+               "a template's name in metadata.glovebox.template");
+        is_str(ks.template_name, "ds-1.0", "its template");
+        snprintf(ks.name, sizeof(ks.name), "orig");
+        ks.root_len = 4;
+        is_int(jp_kernelspec_list_append(&list, &ks, "copy"), 0, "appended as a copy");
+        json_decref(ks.spec);
+        ok(list.count == 1 && strcmp(list.items[0].name, "copy") == 0, "under its new name");
+        is_str(list.items[0].template_name, "ds-1.0", "the copy keeps its template");
+        is_uint(list.items[0].root_len, 4, "and where its tree ends");
+        ok(json_is_array(json_object_get(list.items[0].spec, "argv")), "its own spec");
+        jp_kernelspec_list_free(&list);
+
+        memset(&ks, 0, sizeof(ks));
+        json = "{\"argv\":[\"k\"],\"display_name\":\"K\"}";
+        is_int(jp_kernelspec_parse(json, strlen(json), &ks, err, sizeof(err)), 0, "no template");
+        is_str(ks.template_name, "", "no template: an empty name");
+        json_decref(ks.spec);
 }
 
 static void test_names(void)
@@ -316,6 +351,7 @@ int main(void)
         build_tree();
         test_discover();
         test_parse();
+        test_template_name();
         test_names();
         test_search_path();
         test_strv_contains();

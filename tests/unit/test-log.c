@@ -4,6 +4,7 @@
 #include "protocol/log.h"
 #include "tests/unit/tap.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -81,9 +82,48 @@ static void test_write(void)
                 diag("%s", out);
 }
 
+static void json_lines(void)
+{
+        log_format = LOG_FORMAT_JSON;
+        klog_info("0123456789abcdef", "a \"quoted\" word,\na newline and a \\ backslash");
+        log_audit_execution("default", "0123456789abcdef", 38, 0.25, "ok");
+        log_format = LOG_FORMAT_TEXT;
+}
+
+static void test_json(void)
+{
+        char *out = capture(json_lines), *second = strchr(out, '\n');
+        json_t *line, *audit;
+
+        line = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+        audit = second ? json_loads(second + 1, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        ok(line && audit, "--log-format json: each line parses as a JSON object");
+        if (!line || !audit)
+                diag("%s", out);
+        is_str(json_string_value(json_object_get(line, "message")),
+               "a \"quoted\" word,\na newline and a \\ backslash",
+               "the message, escaped and whole");
+        is_str(json_string_value(json_object_get(line, "level")), "info", "its level");
+        is_str(json_string_value(json_object_get(line, "kernel")), "0123456789abcdef",
+               "its kernel");
+        ok(json_is_string(json_object_get(line, "time")) &&
+               json_is_string(json_object_get(line, "component")),
+           "a time and a component");
+        is_str(json_string_value(json_object_get(audit, "event")), "execution",
+               "the audit line is an execution event");
+        ok(json_integer_value(json_object_get(audit, "code_bytes")) == 38 &&
+               json_real_value(json_object_get(audit, "duration_s")) == 0.25,
+           "with the code's size and the duration");
+        is_str(json_string_value(json_object_get(audit, "outcome")), "ok", "and the outcome");
+        is_str(json_string_value(json_object_get(audit, "tenant")), "default", "and the tenant");
+        json_decref(line);
+        json_decref(audit);
+}
+
 int main(void)
 {
         test_admit();
         test_write();
+        test_json();
         return done_testing();
 }

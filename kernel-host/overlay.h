@@ -1,0 +1,38 @@
+/* The lower layer of a template's sandbox. A template (gateway
+ * --template NAME=DIR) is a directory tree the operator made (debootstrap,
+ * an OCI image's layers): the sandbox's root is an overlay of that tree,
+ * read-only and never written, and an upper layer of the sandbox's own on
+ * its size-limited tmpfs (rootfs.h).
+ *
+ * The tree is the operator's, owned by the host's root. As root, the
+ * kernel-host hands the sandbox a detached clone of the tree's mount whose
+ * owners are mapped through the sandbox's user namespace (an idmapped
+ * mount): the tree's uid 0 is the sandbox's root and its 1000 the
+ * sandbox's user, so that overlayfs can copy a file up (it keeps the
+ * file's owner, and an owner without a mapping in the sandbox is refused)
+ * and what the image lets its user write is writable. The clone travels
+ * to the sandbox's first process with its go-ahead (SCM_RIGHTS), which
+ * attaches it inside its own mount namespace: no host path that a sandbox
+ * can write is ever resolved by the host's root. */
+#ifndef GLOVEBOX_OVERLAY_H
+#define GLOVEBOX_OVERLAY_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* In the kernel-host, once the sandbox's id maps are written: opens a
+ * detached, read-only, nosuid, nodev clone of tree's mount (not of what
+ * is mounted inside it), its owners mapped through the user namespace of
+ * sandbox_pid. Where the
+ * tree's filesystem cannot be idmapped the clone keeps the host's owners
+ * (*idmapped false): the sandbox can then write only its home and /tmp.
+ * 0 with *fd_out set (the caller closes it), or -errno. */
+int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *idmapped);
+/* Sends the one-byte go-ahead on sock, with fd when fd >= 0. 0 or -errno. */
+int overlay_send_go(int sock, int fd);
+/* In the sandbox's first process: receives the go-ahead and the
+ * descriptor that came with it (close-on-exec; -1 without one).
+ * Async-signal-safe. 0, or -1 when sock is closed or failed. */
+int overlay_recv_go(int sock, int *fd);
+
+#endif
