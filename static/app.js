@@ -730,7 +730,7 @@ async function boot () {
   }
   // The notebook's own kernel (named in the address, or remembered with
   // the notebook), never just any running one: it may be an agent's.
-  const wanted = new URL(location.href).searchParams.get('kernel') || state.metadata.glovebox_kernel;
+  const wanted = state.urlKernel || state.metadata.glovebox_kernel;
   if (wanted && state.kernels.some((k) => k.id === wanted)) {
     selectKernel(wanted);
   } else {
@@ -747,6 +747,7 @@ async function boot () {
 
 function init () {
   const params = new URL(location.href).searchParams;
+  state.urlKernel = params.get('kernel');
   loadNotebook(cleanName(params.get('notebook') || localStorage.getItem(storeKey('last-notebook')) || 'Untitled.ipynb'));
   // The first cell, its start in view: a code cell to type in, a
   // Markdown cell shown rendered.
