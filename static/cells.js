@@ -208,9 +208,10 @@ function moveCell (cell, delta) {
   state.cells.splice(j, 0, cell);
   if (delta < 0) state.cells[j + 1].el.before(cell.el);
   else state.cells[j - 1].el.after(cell.el);
-  state.orderChanged = true;
   select(cell, document.activeElement === cell.input ? 'edit' : 'command');
+  // Saved at once: an order is not merged cell by cell as edits are.
   touched(cell);
+  saveNotebook(true);
 }
 
 // Tab completes (or indents at the start of a line, or a selection),
