@@ -32,14 +32,17 @@ def test_page_needs_no_token_and_carries_a_csp(gw):
     status, body, headers = fetch(gw, "GET", "/")
     assert status == 200, body
     assert headers["Content-Type"].startswith("text/html")
-    assert b'<script src="static/app.js"' in body
+    assert b'<script type="module" src="static/app.js"' in body
     csp = headers["Content-Security-Policy"]
     assert "default-src 'none'" in csp and "script-src 'self'" in csp
     assert "unsafe-inline" not in csp
     assert headers["X-Content-Type-Options"] == "nosniff"
     for name, type_ in [("app.js", "text/javascript"), ("style.css", "text/css"),
                         ("frame.html", "text/html"), ("frame.js", "text/javascript"),
-                        ("favicon.svg", "image/svg+xml")]:
+                        ("favicon.svg", "image/svg+xml"), ("render.js", "text/javascript"),
+                        ("highlight.js", "text/javascript"), ("notebook.js", "text/javascript"),
+                        ("shared.js", "text/javascript"), ("cells.js", "text/javascript"),
+                        ("document.js", "text/javascript")]:
         status, body, headers = fetch(gw, "GET", "/static/" + name)
         assert status == 200 and body, name
         assert headers["Content-Type"].startswith(type_), name
