@@ -2,9 +2,11 @@
 
 #include "gateway/kernels.h"
 #include "gateway/host.h"
+#include "gateway/kernel_output.h"
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
+#include "gateway/specs.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -23,7 +25,6 @@
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
-static char **ro_paths; /* kernelspec directories every sandbox sees */
 static struct kernel *kernels;
 static char gateway_session[JP_UUID_SIZE];
 static void (*all_gone)(void);
@@ -42,6 +43,7 @@ const struct config *kernels_config(void)
 
 const struct jp_kernelspec_list *kernels_specs(void)
 {
+        specs_refresh();
         return specs;
 }
 
@@ -581,6 +583,7 @@ static void kernel_free(struct kernel *k)
                 session_destroy(&s, 1001, "kernel shut down");
         }
         close_own_sockets(k);
+        kernel_output_destroy(&k->output);
         if (k->ipc_root_fd >= 0)
                 close(k->ipc_root_fd);
         loop_timer_stop(&k->deadline_timer);
@@ -667,7 +670,10 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
 {
         struct kernel *k = ctx;
 
-        for (size_t i = 0; i < nfds; i++)
+        kernel_output_destroy(&k->output);
+        if (nfds > 0 && kernel_output_new(fds[0], k->id, &k->output) < 0)
+                klog_warn(k->id, "cannot watch the kernel's output");
+        for (size_t i = 1; i < nfds; i++)
                 close(fds[i]);
         k->pid = m->pid;
         if (k->phase == KERNEL_STOPPING) {
@@ -711,9 +717,13 @@ static void handle_death(struct kernel *k)
                 return;
         }
         if (!k->ever_ready) {
-                char message[HOSTMSG_ERROR_SIZE + 64];
+                char message[HOSTMSG_ERROR_SIZE + KERNEL_OUTPUT_TAIL + 64];
+                char tail[KERNEL_OUTPUT_TAIL];
 
-                snprintf(message, sizeof(message), "Kernel failed to start: %s", k->reason);
+                kernel_output_drain(k->output);
+                kernel_output_tail(k->output, tail, sizeof(tail));
+                snprintf(message, sizeof(message), "Kernel failed to start: %s%s%s", k->reason,
+                         tail[0] ? "; its last output: " : "", tail);
                 finish(k, 500, message);
                 return;
         }
@@ -857,7 +867,7 @@ static void launch(struct kernel *k)
         if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox)
                 sandbox_unref(&k->sandbox);
         if (!k->sandbox) {
-                rc = sandbox_new(&k->limits, ro_paths, strcmp(cfg->sandbox, "none") != 0,
+                rc = sandbox_new(&k->limits, specs_ro_paths(), strcmp(cfg->sandbox, "none") != 0,
                                  &k->sandbox);
                 if (rc < 0) {
                         snprintf(k->reason, sizeof(k->reason), "cannot ask for a sandbox: %s",
@@ -1208,17 +1218,6 @@ int kernels_init(const struct config *config, const struct jp_kernelspec_list *l
         specs = list;
         if (jp_uuid4(gateway_session) < 0)
                 return -EIO;
-        /* Kernelspecs outside /usr are bound into every sandbox. */
-        ro_paths = calloc(list->count + 1, sizeof(char *));
-        if (!ro_paths)
-                return -ENOMEM;
-        for (size_t i = 0, n = 0; i < list->count; i++) {
-                if (strncmp(list->items[i].dir, "/usr/", 5) == 0)
-                        continue;
-                ro_paths[n] = strdup(list->items[i].dir);
-                if (!ro_paths[n++])
-                        return -ENOMEM;
-        }
         if (cfg->cull_idle_timeout > 0)
                 loop_timer_start(&cull_timer, on_cull, cfg->cull_interval * 1000.0);
         return 0;
@@ -1259,6 +1258,4 @@ void kernels_free_all(void)
         all_gone = NULL;
         while (kernels)
                 kernel_free(kernels);
-        jp_strv_free(ro_paths);
-        ro_paths = NULL;
 }

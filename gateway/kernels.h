@@ -30,6 +30,7 @@ enum kernel_phase {
 };
 
 struct kernel;
+struct kernel_output;
 struct session;
 
 #define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
@@ -64,6 +65,7 @@ struct kernel {
         int ipc_root_fd;           /* a sandbox root that ipc_prefix goes through, or -1 */
         char ipc_sandbox[JP_UUID_SIZE]; /* the sandbox of ipc_root_fd */
         int pid;
+        struct kernel_output *output; /* what the current process prints */
         bool running; /* the kernel-host was asked to start it and it has not ended */
         struct sandbox *sandbox;
         bool owns_sandbox; /* made for this kernel alone (not an E2B sandbox's) */

@@ -13,6 +13,7 @@
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/server.h"
+#include "gateway/specs.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
@@ -213,14 +214,10 @@ static int make_runtime_dir(void)
 
 static int discover_kernelspecs(void)
 {
-        char **path = jp_kernelspec_search_path(gw.cfg.kernelspec_path);
-        int rc = path ? jp_kernelspec_discover(path, &gw.specs) : -ENOMEM;
+        int rc = specs_init(gw.cfg.kernelspec_path, &gw.specs);
 
-        jp_strv_free(path);
         if (rc < 0)
                 return rc;
-        for (size_t i = 0; i < gw.specs.count; i++)
-                log_info("kernelspec %s in %s", gw.specs.items[i].name, gw.specs.items[i].dir);
         if (!jp_kernelspec_find(&gw.specs, gw.cfg.default_kernel))
                 log_warn("the default kernelspec '%s' was not found", gw.cfg.default_kernel);
         return 0;
@@ -376,6 +373,7 @@ out:
         if (gw.sigfd >= 0)
                 close(gw.sigfd);
         remove_runtime_dir();
+        specs_free();
         jp_kernelspec_list_free(&gw.specs);
         config_free(&gw.cfg);
         log_info("stopped");

@@ -646,8 +646,14 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                         fail_set(fail, req->id, "connection-file", -rc, NULL);
                         goto fail;
                 }
-                if (log_threshold <= LOG_LEVEL_DEBUG)
-                        stdio[1] = stdio[2] = 2; /* the kernel's own output, when debugging */
+                /* Its output goes to the gateway, which keeps the last
+                 * lines: a kernel that fails to start says why there. */
+                if (pipe2(pipes[2], O_CLOEXEC) < 0) {
+                        rc = -errno;
+                        fail_set(fail, req->id, "pipe", errno, NULL);
+                        goto fail;
+                }
+                stdio[1] = stdio[2] = pipes[2][1];
         } else {
                 /* A command talks through pipes the gateway reads. */
                 for (int i = 0; i < 3; i++) {
@@ -696,7 +702,11 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
         }
         if (rc < 0)
                 goto fail;
-        if (!req->kernel) {
+        if (req->kernel) {
+                fds[0] = pipes[2][0];
+                pipes[2][0] = -1;
+                *nfds = 1;
+        } else {
                 fds[0] = pipes[0][1];
                 fds[1] = pipes[1][0];
                 fds[2] = pipes[2][0];

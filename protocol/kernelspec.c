@@ -235,7 +235,7 @@ static int load_one(const char *dir, const char *name, struct jp_kernelspec *ks)
         return 0;
 }
 
-static void kernelspec_clear(struct jp_kernelspec *ks)
+void jp_kernelspec_clear(struct jp_kernelspec *ks)
 {
         json_decref(ks->spec);
         jp_strv_free(ks->resources);
@@ -259,12 +259,12 @@ int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out)
                             jp_kernelspec_find(out, de->d_name))
                                 continue;
                         if (load_one(path[p], de->d_name, &ks) < 0) {
-                                kernelspec_clear(&ks);
+                                jp_kernelspec_clear(&ks);
                                 continue;
                         }
                         grown = realloc(out->items, (out->count + 1) * sizeof(*grown));
                         if (!grown) {
-                                kernelspec_clear(&ks);
+                                jp_kernelspec_clear(&ks);
                                 closedir(d);
                                 return -ENOMEM;
                         }
@@ -279,7 +279,7 @@ int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out)
 void jp_kernelspec_list_free(struct jp_kernelspec_list *list)
 {
         for (size_t i = 0; i < list->count; i++)
-                kernelspec_clear(&list->items[i]);
+                jp_kernelspec_clear(&list->items[i]);
         free(list->items);
         list->items = NULL;
         list->count = 0;
@@ -289,7 +289,7 @@ const struct jp_kernelspec *jp_kernelspec_find(const struct jp_kernelspec_list *
                                                const char *name)
 {
         for (size_t i = 0; i < list->count; i++) {
-                if (strcmp(list->items[i].name, name) == 0)
+                if (!list->items[i].removed && strcmp(list->items[i].name, name) == 0)
                         return &list->items[i];
         }
         return NULL;

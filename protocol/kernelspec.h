@@ -19,6 +19,7 @@ struct jp_kernelspec {
         json_t *spec;            /* kernel.json, validated; owned */
         bool interrupt_by_message; /* "interrupt_mode": "message" */
         char **resources;        /* NULL-terminated file names: logos, kernel.js/css */
+        bool removed; /* gone from disk since it was found: kept for what uses it, never found */
 };
 
 struct jp_kernelspec_list {
@@ -39,6 +40,9 @@ bool jp_strv_contains(const char *const *v, const char *s);
  * a name wins); invalid ones are skipped with a warning. 0 or -ENOMEM. */
 int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out);
 void jp_kernelspec_list_free(struct jp_kernelspec_list *list);
+/* Frees what ks owns and zeroes it. */
+void jp_kernelspec_clear(struct jp_kernelspec *ks);
+/* The kernelspec of that name that is not removed, or NULL. */
 const struct jp_kernelspec *jp_kernelspec_find(const struct jp_kernelspec_list *list,
                                                const char *name);
 
