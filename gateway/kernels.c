@@ -826,6 +826,7 @@ static void start_process(struct kernel *k)
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", k->sandbox->id);
         snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s", k->spec->dir);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
+        req.tcp_bridge = specs_tcp_only(k->spec);
         req.env = k->env;
         /* The kernelspec's argv (validated strings), borrowed. */
         req.argv = calloc(n + 1, sizeof(char *));

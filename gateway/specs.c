@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_RO_PATHS 64
 
@@ -135,11 +136,58 @@ static int add_ro_path(char ***v, size_t *n, const char *path, const char *why)
         return 0;
 }
 
+bool specs_tcp_only(const struct jp_kernelspec *ks)
+{
+        static const char *const programs[] = {"ijskernel", "ijavascript", "tslab", NULL};
+        const char *transport = json_string_value(json_object_get(
+            json_object_get(json_object_get(ks->spec, "metadata"), "glovebox"), "transport"));
+        json_t *argv = json_object_get(ks->spec, "argv"), *arg;
+        size_t i;
+
+        if (transport)
+                return strcmp(transport, "tcp") == 0;
+        json_array_foreach(argv, i, arg) {
+                const char *a = json_string_value(arg);
+                const char *base = strrchr(a, '/') ? strrchr(a, '/') + 1 : a;
+                char name[64];
+
+                snprintf(name, sizeof(name), "%s", base);
+                if (strlen(name) > 3 && strcmp(name + strlen(name) - 3, ".js") == 0)
+                        name[strlen(name) - 3] = '\0';
+                if (jp_strv_contains(programs, name) || strstr(a, "/ijavascript/") ||
+                    strstr(a, "/tslab/"))
+                        return true;
+        }
+        return false;
+}
+
+/* Where the gateway's kernel-host is, glovebox-kernel-bridge is: beside
+ * the gateway in a build tree, else in the library directory. */
+static void bridge_path(char *out, size_t size)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+
+        if (n > 0) {
+                self[n] = '\0';
+                slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = '\0';
+                        if ((size_t)snprintf(out, size, "%s/glovebox-kernel-bridge", self) < size &&
+                            access(out, X_OK) == 0)
+                                return;
+                }
+        }
+        snprintf(out, size, "%s/glovebox-kernel-bridge", GLOVEBOX_LIBEXECDIR);
+}
+
 static int build_ro_paths(void)
 {
         char **v = calloc(1, sizeof(char *));
         size_t n = 0;
         int rc = v ? 0 : -ENOMEM;
+        bool bridge = false;
 
         for (size_t i = 0; rc == 0 && i < list->count; i++) {
                 const struct jp_kernelspec *ks = &list->items[i];
@@ -152,6 +200,7 @@ static int build_ro_paths(void)
 
                 if (ks->removed)
                         continue;
+                bridge = bridge || specs_tcp_only(ks);
                 rc = add_ro_path(&v, &n, ks->dir, ks->name);
                 json_array_foreach(declared, j, p) {
                         if (rc == 0 && json_is_string(p))
@@ -167,6 +216,12 @@ static int build_ro_paths(void)
                         for (j = 0; rc == 0 && language_paths[l].paths[j]; j++)
                                 rc = add_ro_path(&v, &n, language_paths[l].paths[j], ks->name);
                 }
+        }
+        if (rc == 0 && bridge) {
+                char path[PATH_MAX];
+
+                bridge_path(path, sizeof(path));
+                rc = add_ro_path(&v, &n, path, "glovebox-kernel-bridge");
         }
         if (rc < 0) {
                 jp_strv_free(v);

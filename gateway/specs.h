@@ -39,6 +39,11 @@ bool specs_language_name(const char *language, char *out, size_t size);
 const struct jp_kernelspec *specs_for_language(const char *language, const char *default_kernel);
 /* The languages installed, normalized and comma-separated, into out. */
 void specs_languages(char *out, size_t size);
+/* Whether ks's kernel binds TCP only, whatever its connection file says
+ * (ijavascript, tslab: known by their programs), or its metadata says so
+ * ("glovebox": {"transport": "tcp"}): then it runs under
+ * glovebox-kernel-bridge, which specs_ro_paths binds into sandboxes. */
+bool specs_tcp_only(const struct jp_kernelspec *ks);
 /* Frees what the module holds (not the list). */
 void specs_free(void);
 

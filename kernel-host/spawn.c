@@ -1,5 +1,6 @@
 #include "autoconf.h"
 
+#include "kernel-host/tcp_bridge.h"
 #include "kernel-host/spawn.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/connfile.h"
@@ -64,6 +65,10 @@ int spawn_init(const char *runtime_dir)
 {
         runtime = runtime_dir;
         id_offset = ((unsigned)getpid() % 16384u) * 2u * MAX_SLOTS;
+        /* Without it, only TCP-only kernels fail, and say why. */
+        if (tcp_bridge_init() < 0)
+                log_info("no glovebox-kernel-bridge beside the kernel-host: TCP-only kernels "
+                         "cannot run");
         return sandbox_init();
 }
 
@@ -596,6 +601,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
 {
         struct box *b = box_find(req->sandbox_id);
         char inside[PATH_MAX + 32], home[PATH_MAX + 32], conn_name[32];
+        char bridge_prefix[sizeof(((struct jp_connection *)0)->ip)] = "";
+        struct jp_connection bridge_conn;
         char **argv = NULL, **envp = NULL, *conn_text = NULL;
         int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
         int stdio[3] = {-1, -1, -1};
@@ -633,6 +640,11 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 prepare_connection(b, req, &conn, conn_name, sizeof(conn_name), inside,
                                    sizeof(inside), started->ipc_prefix,
                                    sizeof(started->ipc_prefix));
+                if (req->tcp_bridge) {
+                        snprintf(bridge_prefix, sizeof(bridge_prefix), "%s", conn.ip);
+                        tcp_bridge_connection(&conn, req->id);
+                        bridge_conn = conn;
+                }
                 /* In a sandbox its root writes the file (sandbox_exec);
                  * without one the directory and the kernel are ours. */
                 if (b->sandboxed) {
@@ -669,6 +681,15 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 inside[0] = '\0';
         }
         argv = build_argv(req, inside);
+        if (argv && req->kernel && req->tcp_bridge) {
+                argv = tcp_bridge_argv(argv, bridge_prefix, &bridge_conn);
+                if (!argv) {
+                        rc = -ENOENT;
+                        fail_set(fail, req->id, "tcp-bridge", ENOENT,
+                                 "glovebox-kernel-bridge is not installed beside the kernel-host");
+                        goto fail;
+                }
+        }
         envp = build_env(req, home);
         if (!argv || !envp) {
                 rc = -ENOMEM;
