@@ -522,3 +522,59 @@ def test_async_sandbox(gateway):
         assert await sbx.is_running() is False
 
     asyncio.run(agent())
+
+
+# Every language E2B's SDK names, each through the kernelspec installed for
+# it (scripts/test installs r-cran-irkernel and ijavascript; the bash kernel
+# is Glovebox's own). The first run of a language makes its default context.
+LANGUAGES = [
+    ("python", "print(6 * 7)"),
+    ("bash", "echo $((6 * 7))"),
+    ("r", "cat(6 * 7, '\\n')"),
+    ("js", "console.log(6 * 7)"),
+    ("javascript", "console.log(6 * 7)"),
+]
+
+
+@pytest.mark.parametrize("language,code", LANGUAGES)
+def test_each_language_runs(sbx, language, code):
+    ex = sbx.run_code(code, language=language)
+    assert ex.error is None, ex.error
+    assert "".join(ex.logs.stdout).strip() == "42", ex.logs
+
+
+def test_language_contexts_keep_state(sbx):
+    ctx = sbx.create_code_context(language="bash")
+    assert ctx.language == "bash"
+    sbx.run_code("x=41; cd /tmp", context=ctx)
+    ex = sbx.run_code("echo $((x + 1)) $PWD", context=ctx)
+    assert ex.logs.stdout == ["42 /tmp\n"], ex.logs
+    failed = sbx.run_code("false", context=ctx)
+    assert failed.error is not None and "exit status 1" in failed.error.value
+    js = sbx.create_code_context(language="js")
+    assert js.language == "javascript"
+    sbx.run_code("var y = 20", context=js)
+    assert sbx.run_code("y * 2 + 2", context=js).text == "42"
+    # js and javascript are one language, and its oldest context is its
+    # default one: a run by language finds y there.
+    assert sbx.run_code("y", language="javascript").text == "20"
+
+
+def test_r_plots_and_data_frames(sbx):
+    ex = sbx.run_code("plot(1:10)", language="r")
+    assert ex.error is None, ex.error
+    assert [r for r in ex.results if r.png], ex.results
+    assert base64.b64decode([r.png for r in ex.results if r.png][0])[:8] == b"\x89PNG\r\n\x1a\n"
+    ex = sbx.run_code("data.frame(city = c('Oslo', 'Rome'), sales = c(33, 76))", language="r")
+    html = [r.html for r in ex.results if r.html]
+    assert html and "Oslo" in html[0] and "<table" in html[0], ex.results
+    ex = sbx.run_code("stop('no such thing')", language="r")
+    assert ex.error is not None and "no such thing" in ex.error.value
+
+
+def test_missing_language_names_the_installed_ones(sbx):
+    with pytest.raises(SandboxException) as caught:
+        sbx.run_code("1", language="cobol")
+    message = str(caught.value)
+    for language in ("python", "bash", "r", "javascript"):
+        assert re.search(rf"\b{language}\b", message), message
