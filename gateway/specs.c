@@ -106,7 +106,9 @@ static bool refused_path(const char *path)
         return false;
 }
 
-static int add_ro_path(char ***v, size_t *n, const char *path, const char *why)
+/* Adds path to *v; a path a kernelspec declares (declared) must not be
+ * one the sandbox mounts itself. */
+static int add_ro_path(char ***v, size_t *n, const char *path, const char *why, bool declared)
 {
         struct stat st;
         char **grown;
@@ -114,7 +116,7 @@ static int add_ro_path(char ***v, size_t *n, const char *path, const char *why)
         /* /usr is bound whole already. */
         if (strncmp(path, "/usr/", 5) == 0 || jp_strv_contains((const char *const *)*v, path))
                 return 0;
-        if (refused_path(path)) {
+        if (declared ? refused_path(path) : path[0] != '/' || strcmp(path, "/") == 0) {
                 log_warn("kernelspec %s: read-only path %s refused", why, path);
                 return 0;
         }
@@ -201,10 +203,10 @@ static int build_ro_paths(void)
                 if (ks->removed)
                         continue;
                 bridge = bridge || specs_tcp_only(ks);
-                rc = add_ro_path(&v, &n, ks->dir, ks->name);
+                rc = add_ro_path(&v, &n, ks->dir, ks->name, false);
                 json_array_foreach(declared, j, p) {
                         if (rc == 0 && json_is_string(p))
-                                rc = add_ro_path(&v, &n, json_string_value(p), ks->name);
+                                rc = add_ro_path(&v, &n, json_string_value(p), ks->name, true);
                 }
                 if (!specs_language_name(
                         json_string_value(json_object_get(ks->spec, "language")), language,
@@ -214,14 +216,14 @@ static int build_ro_paths(void)
                         if (strcmp(language_paths[l].language, language) != 0)
                                 continue;
                         for (j = 0; rc == 0 && language_paths[l].paths[j]; j++)
-                                rc = add_ro_path(&v, &n, language_paths[l].paths[j], ks->name);
+                                rc = add_ro_path(&v, &n, language_paths[l].paths[j], ks->name, true);
                 }
         }
         if (rc == 0 && bridge) {
                 char path[PATH_MAX];
 
                 bridge_path(path, sizeof(path));
-                rc = add_ro_path(&v, &n, path, "glovebox-kernel-bridge");
+                rc = add_ro_path(&v, &n, path, "glovebox-kernel-bridge", false);
         }
         if (rc < 0) {
                 jp_strv_free(v);
@@ -384,6 +386,13 @@ const struct jp_kernelspec *specs_for_language(const char *language, const char 
         dflt = jp_kernelspec_find(list, default_kernel);
         if (dflt && speaks(dflt, language))
                 return dflt;
+        /* One named after the language first (ijavascript's "javascript"
+         * before tslab's "jslab"), so the choice does not follow the
+         * order of directory entries. */
+        for (size_t i = 0; i < list->count; i++) {
+                if (speaks(&list->items[i], language) && strcmp(list->items[i].name, language) == 0)
+                        return &list->items[i];
+        }
         for (size_t i = 0; i < list->count; i++) {
                 if (speaks(&list->items[i], language))
                         return &list->items[i];

@@ -33,9 +33,9 @@ char *const *specs_ro_paths(void);
 /* E2B's name of a language, as its code interpreter uses it: lower case,
  * "js" is "javascript", "ts" is "typescript". false if it is no name. */
 bool specs_language_name(const char *language, char *out, size_t size);
-/* The kernelspec serving language (a normalized name): python is the
- * default kernelspec when that is Python's; otherwise the first whose
- * "language" is it, case aside. NULL if none. */
+/* The kernelspec serving language (a normalized name): the default
+ * kernelspec when it speaks it; else the one of that name that does; else
+ * the first whose "language" is it, case aside. NULL if none. */
 const struct jp_kernelspec *specs_for_language(const char *language, const char *default_kernel);
 /* The languages installed, normalized and comma-separated, into out. */
 void specs_languages(char *out, size_t size);

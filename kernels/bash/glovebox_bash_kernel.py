@@ -109,11 +109,12 @@ class BashKernel(Kernel):
                     emit(pending[:at])
                 m = re.match(r"\s*(\d+)", rest)
                 return 130 if interrupted else int(m.group(1)) if m else 0
-            # Hold back what could be the start of the marker.
-            keep = len(marker)
+            # Hold back only what could be the start of the marker.
+            keep = next((n for n in range(min(len(marker), len(pending)), 0, -1)
+                         if marker.startswith(pending[-n:])), 0)
             if emit and len(pending) > keep:
-                emit(pending[:-keep])
-                pending = pending[-keep:]
+                emit(pending[:len(pending) - keep])
+                pending = pending[len(pending) - keep:]
 
     def do_execute(self, code, silent, store_history=True, user_expressions=None,
                    allow_stdin=False):
