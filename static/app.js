@@ -305,6 +305,12 @@
       state.retries = 0;
       setConnection('connected');
       flushOutbox();
+      // A list fetched before the kernel was ready may have said
+      // "starting", and a ready kernel sends no status until it works:
+      // its state now, then the socket's live ones.
+      api('GET', `api/kernels/${id}`).then((k) => {
+        if (state.ws === ws && !state.restarting && state.executionState === 'starting') setExecutionState(k.execution_state);
+      }).catch(() => {});
     };
     ws.onmessage = (ev) => {
       if (state.ws !== ws || typeof ev.data !== 'string') return;
@@ -378,7 +384,10 @@
       case 'status':
         if (!state.restarting) setExecutionState(c.execution_state);
         if (c.execution_state === 'idle' && cell) {
-          state.pending.delete(parentId);
+          // Some kernels (tslab) go idle before their reply: the reply
+          // still finds the cell, for its count.
+          if (cell.count.textContent === '[*]') cell.replyDue = parentId;
+          else state.pending.delete(parentId);
           setRunning(cell, false);
           refreshFiles();
         } else if (['dead', 'restarting', 'starting'].includes(c.execution_state)) {
@@ -413,6 +422,7 @@
       case 'execute_reply':
         if (cell) {
           if (c.execution_count != null) cell.count.textContent = `[${c.execution_count}]`;
+          if (cell.replyDue === parentId) state.pending.delete(parentId);
           // Errors the gateway makes (a kernel that died) come only here.
           if (c.status === 'error' && !cell.hadError && c.ename) addError(cell, c);
         }
@@ -972,17 +982,30 @@
   $('add-cell').addEventListener('click', () => addCell('').input.focus());
   $('run-all').addEventListener('click', () => state.cells.forEach(runCell));
 
+  // The kernel types, each with its language; asked again whenever the
+  // list is opened, so that a kernelspec installed since shows up.
+  async function loadSpecs () {
+    const specs = await api('GET', 'api/kernelspecs');
+    const chosen = ui.specSelect.value;
+    state.defaultSpec = specs.default;
+    state.specs = Object.values(specs.kernelspecs || {})
+      .sort((a, b) => (a.name === specs.default ? -1 : b.name === specs.default ? 1 : a.name.localeCompare(b.name)));
+    ui.specSelect.replaceChildren(...state.specs.map((s) => {
+      const name = (s.spec && s.spec.display_name) || s.name;
+      const language = s.spec && s.spec.language;
+      return el('option', {
+        value: s.name,
+        text: language && !name.toLowerCase().includes(language.toLowerCase()) ? `${name} (${language})` : name
+      });
+    }));
+    ui.specSelect.value = state.specs.some((s) => s.name === chosen) ? chosen : state.defaultSpec;
+  }
+  ui.specSelect.addEventListener('focus', () => { loadSpecs().catch(() => {}); });
+
   let polling = null;
   async function boot () {
     try {
-      const specs = await api('GET', 'api/kernelspecs');
-      state.defaultSpec = specs.default;
-      state.specs = Object.values(specs.kernelspecs || {});
-      ui.specSelect.replaceChildren(...state.specs.map((s) => el('option', {
-        value: s.name,
-        text: (s.spec && s.spec.display_name) || s.name
-      })));
-      ui.specSelect.value = state.defaultSpec;
+      await loadSpecs();
       state.kernels = await api('GET', 'api/kernels');
     } catch (e) {
       if (e.status !== 401) notice(`Cannot reach the gateway: ${e.message}`);
