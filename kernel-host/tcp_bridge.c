@@ -44,10 +44,12 @@ void tcp_bridge_connection(struct jp_connection *conn, const char *id)
                 h = h * 33 + (unsigned char)*p;
         snprintf(conn->transport, sizeof(conn->transport), "tcp");
         snprintf(conn->ip, sizeof(conn->ip), "127.0.0.1");
-        /* Five in a row from 20000-64999: the sandbox's network namespace
-         * is its own, so only its other kernels could collide. */
+        /* Five in a row from 20000-32499: below Linux's ephemeral range
+         * (32768-60999), or the bridge's own connections to a kernel still
+         * binding could take one of its ports first. The sandbox's network
+         * namespace is its own: only its other kernels could collide. */
         for (int i = 0; i < JP_CHANNEL_COUNT; i++)
-                conn->ports[i] = 20000 + (int)(h % 9000) * 5 + i;
+                conn->ports[i] = 20000 + (int)(h % 2500) * 5 + i;
 }
 
 char **tcp_bridge_argv(char **argv, const char *ipc_prefix, const struct jp_connection *conn)
