@@ -44,6 +44,7 @@ class BashKernel(Kernel):
         super().__init__(**kwargs)
         self.cells = 0
         self.child = None
+        self.interrupted = False
         self.start_bash()
 
     def start_bash(self):
@@ -56,6 +57,9 @@ class BashKernel(Kernel):
                                        env=dict(os.environ), dimensions=(24, 200))
         finally:
             signal.signal(signal.SIGINT, saved)
+        # pexpect waits 50 ms before each send by default: not needed with
+        # echo off, and it would delay every cell.
+        self.child.delaybeforesend = None
         # No prompts, no history expansion, no echo: the output is the
         # commands' own.
         self.child.sendline("stty -echo; PS1=''; PS2=''; PROMPT_COMMAND=''; set +H; "
@@ -72,7 +76,7 @@ class BashKernel(Kernel):
         """Reads and drops what an interrupted cell left behind."""
         try:
             while True:
-                self.child.read_nonblocking(65536, timeout=0.05)
+                self.child.read_nonblocking(65536, timeout=0)
         except (pexpect.TIMEOUT, pexpect.EOF):
             pass
 
@@ -81,22 +85,21 @@ class BashKernel(Kernel):
         output before it as it comes. Returns the status, or None if bash
         ended."""
         pending = ""
-        interrupted = False
+        resent = False
         while True:
+            if self.interrupted and not resent:
+                # Ctrl-C also flushes the terminal's input, the marker's
+                # line with it: ask for it again.
+                resent = True
+                self.child.sendline('echo "%s$?"' % marker)
             try:
-                pending += self.child.read_nonblocking(65536, timeout=None)
+                pending += self.child.read_nonblocking(65536, timeout=0.2)
+            except pexpect.TIMEOUT:
+                continue
             except pexpect.EOF:
                 if emit and pending:
                     emit(pending)
                 return None
-            except KeyboardInterrupt:
-                # Ctrl-C also flushes the terminal's input, the marker's
-                # line with it: ask for it again.
-                self.child.sendintr()
-                if not interrupted:
-                    interrupted = True
-                    self.child.sendline('echo "%s$?"' % marker)
-                continue
             at = pending.find(marker)
             if at >= 0:
                 rest = pending[at + len(marker):]
@@ -108,13 +111,21 @@ class BashKernel(Kernel):
                 if emit and at > 0:
                     emit(pending[:at])
                 m = re.match(r"\s*(\d+)", rest)
-                return 130 if interrupted else int(m.group(1)) if m else 0
+                return 130 if self.interrupted else int(m.group(1)) if m else 0
             # Hold back only what could be the start of the marker.
             keep = next((n for n in range(min(len(marker), len(pending)), 0, -1)
                          if marker.startswith(pending[-n:])), 0)
             if emit and len(pending) > keep:
                 emit(pending[:len(pending) - keep])
                 pending = pending[len(pending) - keep:]
+
+    def on_interrupt(self, signum, frame):
+        """SIGINT during a cell: Ctrl-C on bash's terminal, which stops its
+        foreground command. No exception: the cell's loop sees the flag
+        wherever the signal landed."""
+        if not self.interrupted:
+            self.interrupted = True
+            self.child.sendintr()
 
     def do_execute(self, code, silent, store_history=True, user_expressions=None,
                    allow_stdin=False):
@@ -129,8 +140,13 @@ class BashKernel(Kernel):
         if self.child is None or not self.child.isalive():
             self.start_bash()
         self.drain()
-        self.child.sendline(code)
-        status = self.wait_marker(self.send_marker(), emit)
+        self.interrupted = False
+        saved = signal.signal(signal.SIGINT, self.on_interrupt)
+        try:
+            self.child.sendline(code)
+            status = self.wait_marker(self.send_marker(), emit)
+        finally:
+            signal.signal(signal.SIGINT, saved)
         if status is None:
             status = "bash exited"
             self.child = None
