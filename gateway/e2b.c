@@ -328,8 +328,8 @@ static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_ke
         char why[128];
 
         /* The kernelspec's own environment too, as a Jupyter start has it. */
-        if (env && kernel_env_append(json_object_get(spec->spec, "env"), &env, &n, why,
-                                     sizeof(why)) < 0) {
+        if (env &&
+            kernel_env_append(json_object_get(spec->spec, "env"), &env, &n, why, sizeof(why)) < 0) {
                 log_warn("kernelspec %s: its env is refused: %s", spec->name, why);
                 jp_strv_free(env);
                 env = NULL;
@@ -778,8 +778,7 @@ static void on_run_context_ready(struct kernel_waiter *w, struct kernel *k, int 
 
 /* Runs the code of body once a new default context of language is ready. */
 static void run_in_new_context(struct http_request *r, struct e2b_sandbox *s,
-                               const struct jp_kernelspec *spec, const char *language,
-                               json_t *body)
+                               const struct jp_kernelspec *spec, const char *language, json_t *body)
 {
         size_t n = 0;
         int err;
@@ -837,7 +836,7 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
 
                 if (!spec) {
                         reply_languages(r, json_is_string(language) ? json_string_value(language)
-                                                                : "python");
+                                                                    : "python");
                         goto out;
                 }
                 /* The oldest context of the language is its default one. */

@@ -107,8 +107,8 @@ void kernel_output_tail(const struct kernel_output *o, char *out, size_t size)
         if (!o || o->len == 0)
                 return;
         end = o->len;
-        while (end > 0 && (o->tail[end - 1] == '\n' || o->tail[end - 1] == '\r' ||
-                           o->tail[end - 1] == ' '))
+        while (end > 0 &&
+               (o->tail[end - 1] == '\n' || o->tail[end - 1] == '\r' || o->tail[end - 1] == ' '))
                 end--;
         /* Whole lines only, unless the kept bytes hold a single line. */
         if (o->len == sizeof(o->tail)) {

@@ -83,9 +83,12 @@ static void on_kernel(struct kernel_waiter *w, struct kernel *k, int status, con
                     json_string_value(json_object_get(e->spec->spec, "language"));
                 /* "pass" warms IPython's execution path; other languages get
                  * an empty cell, which each of them answers. */
-                const char *code = e->preimport                              ? e->preimport
-                                   : language && strcmp(language, "python") == 0 ? POOL_WARMUP_CODE
-                                                                                 : "";
+                const char *code = "";
+
+                if (e->preimport)
+                        code = e->preimport;
+                else if (language && strcmp(language, "python") == 0)
+                        code = POOL_WARMUP_CODE;
 
                 ps->warming = true;
                 if (kernel_warm_up(k, code, &ps->w) == 0)

@@ -29,15 +29,15 @@ static const struct {
         const char *language;
         const char *paths[4];
 } language_paths[] = {
-        {"r", {"/etc/R", NULL}},
-        {"java", {"/etc/java-17-openjdk", "/etc/java-21-openjdk", "/etc/ssl/certs/java", NULL}},
+    {"r", {"/etc/R", NULL}},
+    {"java", {"/etc/java-17-openjdk", "/etc/java-21-openjdk", "/etc/ssl/certs/java", NULL}},
 };
 
 /* Host paths a kernelspec may not ask for: binding over them would hide
  * what the sandbox itself mounts there (its /proc, /dev, disk, home and
  * the kernel's sockets), or expose the host's kernel interfaces. */
-static const char *const refused_prefixes[] = {"/proc", "/dev", "/sys", "/tmp", "/home",
-                                               "/run", "/root", "/var/run"};
+static const char *const refused_prefixes[] = {"/proc", "/dev", "/sys",  "/tmp",
+                                               "/home", "/run", "/root", "/var/run"};
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
 {
@@ -100,7 +100,8 @@ static bool refused_path(const char *path)
         for (size_t i = 0; i < sizeof(refused_prefixes) / sizeof(refused_prefixes[0]); i++) {
                 size_t n = strlen(refused_prefixes[i]);
 
-                if (strncmp(path, refused_prefixes[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+                if (strncmp(path, refused_prefixes[i], n) == 0 &&
+                    (path[n] == '\0' || path[n] == '/'))
                         return true;
         }
         return false;
@@ -208,15 +209,15 @@ static int build_ro_paths(void)
                         if (rc == 0 && json_is_string(p))
                                 rc = add_ro_path(&v, &n, json_string_value(p), ks->name, true);
                 }
-                if (!specs_language_name(
-                        json_string_value(json_object_get(ks->spec, "language")), language,
-                        sizeof(language)))
+                if (!specs_language_name(json_string_value(json_object_get(ks->spec, "language")),
+                                         language, sizeof(language)))
                         continue;
                 for (size_t l = 0; l < sizeof(language_paths) / sizeof(language_paths[0]); l++) {
                         if (strcmp(language_paths[l].language, language) != 0)
                                 continue;
                         for (j = 0; rc == 0 && language_paths[l].paths[j]; j++)
-                                rc = add_ro_path(&v, &n, language_paths[l].paths[j], ks->name, true);
+                                rc =
+                                    add_ro_path(&v, &n, language_paths[l].paths[j], ks->name, true);
                 }
         }
         if (rc == 0 && bridge) {
