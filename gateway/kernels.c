@@ -767,6 +767,25 @@ static void on_start_failed(void *ctx, const struct hostmsg_failed *m)
         handle_death(k);
 }
 
+/* A kernel that was ready and exited with an error says why in its last
+ * output: as much of it as fits goes in the reason clients see (the
+ * model's "reason", the error of a run it ends). */
+static void append_output(struct kernel *k)
+{
+        size_t used = strlen(k->reason);
+        char tail[KERNEL_OUTPUT_TAIL];
+
+        kernel_output_drain(k->output);
+        kernel_output_tail(k->output, tail, sizeof(tail));
+        if (tail[0] && used + 32 < sizeof(k->reason)) {
+                size_t room = sizeof(k->reason) - used - 20;
+                size_t len = strlen(tail);
+
+                snprintf(k->reason + used, sizeof(k->reason) - used, "; its last output: %s",
+                         len > room ? tail + len - room : tail);
+        }
+}
+
 static void on_exited(void *ctx, const struct hostmsg_exit *m)
 {
         struct kernel *k = ctx;
@@ -791,6 +810,8 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
                     k->reason, sizeof(k->reason),
                     m->signal ? "kernel killed by signal %d (%s)" : "kernel exited with code %d%s",
                     m->signal ? m->signal : m->exit_code, m->signal ? strsignal(m->signal) : "");
+        if (k->ever_ready && !m->signal && m->exit_code != 0)
+                append_output(k);
         handle_death(k);
 }
 

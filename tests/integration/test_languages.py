@@ -204,3 +204,31 @@ def test_declared_read_only_paths():
         gw.stop()
         shutil.rmtree(tmp)
         shutil.rmtree(data)
+
+
+def test_a_death_names_the_last_output(gateway, kernel):
+    """A ready kernel that exits with an error: its last output is in the
+    reason its model and the run it ended give."""
+    ch = gateway.connect(kernel)
+    try:
+        msg_id = ch.send("execute_request", {
+            "code": "import os\nos.write(2, b'fatal: the thing broke\\n')\nos._exit(3)",
+            "silent": False})
+        while True:
+            reply = ch.recv(30)
+            if reply["channel"] == "shell" and reply["parent_header"].get("msg_id") == msg_id:
+                break
+        assert reply["content"]["status"] == "error"
+        assert "its last output: " in reply["content"]["evalue"], reply["content"]
+        assert "fatal: the thing broke" in reply["content"]["evalue"]
+        deadline = time.time() + 30
+        while True:
+            _, model, _ = gateway.request("GET", f"/api/kernels/{kernel}")
+            if model["execution_state"] == "idle" and model.get("reason"):
+                break
+            assert time.time() < deadline, model
+            time.sleep(0.2)
+        assert "exited with code 3" in model["reason"]
+        assert "fatal: the thing broke" in model["reason"]
+    finally:
+        ch.close()
