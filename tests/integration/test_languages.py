@@ -206,29 +206,38 @@ def test_declared_read_only_paths():
         shutil.rmtree(data)
 
 
-def test_a_death_names_the_last_output(gateway, kernel):
-    """A ready kernel that exits with an error: its last output is in the
-    reason its model and the run it ended give."""
-    ch = gateway.connect(kernel)
+def test_a_death_names_the_last_output():
+    """A ready kernel whose process exits with an error: its last output is
+    in the reason its model and the run it ended give. (ipykernel itself
+    sends its own fd 2 to iopub: a wrapper prints, as a launcher would.)"""
+    tmp = spec_dir()
+    (tmp / "dying").mkdir()
+    (tmp / "dying" / "kernel.json").write_text(json.dumps({
+        "argv": ["/bin/sh", "-c", "/usr/bin/python3 -m ipykernel_launcher -f \"$0\"; "
+                 "echo 'fatal: the thing broke' >&2; exit 3", "{connection_file}"],
+        "display_name": "Dying", "language": "python"}))
+    gw = start_gateway("--kernelspec-path", str(tmp))
     try:
-        msg_id = ch.send("execute_request", {
-            "code": "import os\nos.write(2, b'fatal: the thing broke\\n')\nos._exit(3)",
-            "silent": False})
+        kid = gw.start_kernel(name="dying")
+        ch = gw.connect(kid)
+        msg_id = ch.send("execute_request", {"code": "import os; os._exit(0)", "silent": False})
         while True:
             reply = ch.recv(30)
             if reply["channel"] == "shell" and reply["parent_header"].get("msg_id") == msg_id:
                 break
         assert reply["content"]["status"] == "error"
-        assert "its last output: " in reply["content"]["evalue"], reply["content"]
+        assert "exited with code 3; its last output: " in reply["content"]["evalue"], \
+            reply["content"]
         assert "fatal: the thing broke" in reply["content"]["evalue"]
         deadline = time.time() + 30
         while True:
-            _, model, _ = gateway.request("GET", f"/api/kernels/{kernel}")
+            _, model, _ = gw.request("GET", f"/api/kernels/{kid}")
             if model["execution_state"] == "idle" and model.get("reason"):
                 break
             assert time.time() < deadline, model
             time.sleep(0.2)
-        assert "exited with code 3" in model["reason"]
-        assert "fatal: the thing broke" in model["reason"]
-    finally:
+        assert "fatal: the thing broke" in model["reason"], model
         ch.close()
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)
