@@ -578,3 +578,34 @@ def test_missing_language_names_the_installed_ones(sbx):
     message = str(caught.value)
     for language in ("python", "bash", "r", "javascript"):
         assert re.search(rf"\b{language}\b", message), message
+
+
+def test_a_language_that_fails_to_start_says_why():
+    """A kernel that exits at start: the SDK's error carries its last output."""
+    import pathlib
+    import shutil
+    import tempfile
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-spec-"))
+    os.chmod(tmp, 0o755)
+    (tmp / "brokenr").mkdir()
+    (tmp / "brokenr" / "kernel.json").write_text(json.dumps({
+        "argv": ["/bin/sh", "-c", "echo 'ldpaths: No such file or directory' >&2; exit 1",
+                 "{connection_file}"],
+        "display_name": "Broken", "language": "cobol"}))
+    gw = start_gateway("--kernelspec-path", str(tmp), token=None)
+    try:
+        gw.token = generated_token(gw)
+        point_sdk_at(gw, gw.token)
+        sbx = Sandbox.create()
+        try:
+            with pytest.raises(SandboxException) as caught:
+                sbx.run_code("1", language="cobol")
+            message = str(caught.value)
+            assert "exited with code 1" in message, message
+            assert "ldpaths: No such file or directory" in message, message
+            assert sbx.run_code("1 + 1").text == "2"
+        finally:
+            sbx.kill()
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)
