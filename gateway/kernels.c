@@ -262,17 +262,19 @@ static int open_own_sockets(struct kernel *k)
         long long max = cfg->max_message_bytes;
         int rc;
 
-        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_IOPUB));
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
+                 HOSTMSG_PORT(JP_IOPUB));
         rc = zio_open(ZMQ_SUB, endpoint, NULL, max, on_iopub, k, &k->iopub);
         if (rc == 0)
                 /* Plus one message of the largest size, which must pass
                  * whole even right after another. */
                 zio_set_queue(k->iopub, (size_t)(cfg->iopub_queue_bytes + cfg->max_message_bytes),
                               on_iopub_dropped);
-        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_SHELL));
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
+                 HOSTMSG_PORT(JP_SHELL));
         if (rc == 0)
                 rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->shell);
-        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix,
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
                  HOSTMSG_PORT(JP_CONTROL));
         if (rc == 0)
                 rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->control);
@@ -933,6 +935,7 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
         if (rc < 0)
                 goto fail;
         k->spec = spec;
+        k->ipc_separator = specs_ipc_separator(spec);
         k->pooled = pooled;
         k->ipc_root_fd = -1;
         k->limits = sandbox ? sandbox->limits : *limits;

@@ -62,6 +62,7 @@ struct kernel {
         char **env; /* "NAME=value" for every (re)start */
         struct hostmsg_limits limits;
         char ipc_prefix[PATH_MAX]; /* where its sockets are, as the gateway reaches them */
+        char ipc_separator;        /* between prefix and port: '-' (jupyter_client) or ':' */
         int ipc_root_fd;           /* a sandbox root that ipc_prefix goes through, or -1 */
         char ipc_sandbox[JP_UUID_SIZE]; /* the sandbox of ipc_root_fd */
         int pid;

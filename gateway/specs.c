@@ -164,6 +164,14 @@ bool specs_tcp_only(const struct jp_kernelspec *ks)
         return false;
 }
 
+char specs_ipc_separator(const struct jp_kernelspec *ks)
+{
+        const char *naming = json_string_value(json_object_get(
+            json_object_get(json_object_get(ks->spec, "metadata"), "glovebox"), "ipc_naming"));
+
+        return naming && strcmp(naming, "ip:port") == 0 ? ':' : '-';
+}
+
 /* Where the gateway's kernel-host is, glovebox-kernel-bridge is: beside
  * the gateway in a build tree, else in the library directory. */
 static void bridge_path(char *out, size_t size)

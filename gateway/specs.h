@@ -44,6 +44,11 @@ void specs_languages(char *out, size_t size);
  * ("glovebox": {"transport": "tcp"}): then it runs under
  * glovebox-kernel-bridge, which specs_ro_paths binds into sandboxes. */
 bool specs_tcp_only(const struct jp_kernelspec *ks);
+/* How ks's kernel names its ipc sockets: '-' as jupyter_client does
+ * (<ip>-<port>), or ':' (<ip>:<port>, as kernels that build
+ * "transport://ip:port" do) when its metadata says
+ * "glovebox": {"ipc_naming": "ip:port"}. */
+char specs_ipc_separator(const struct jp_kernelspec *ks);
 /* Frees what the module holds (not the list). */
 void specs_free(void);
 

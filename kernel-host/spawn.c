@@ -481,6 +481,9 @@ static void remove_kernel_files(const struct box *b, const char *id)
         for (int i = 0; i < JP_CHANNEL_COUNT; i++) {
                 snprintf(name, sizeof(name), "%.8s-%d", id, HOSTMSG_PORT(i));
                 unlinkat(box_ipc_fd(b), name, 0);
+                /* And as kernels that name them <ip>:<port> do. */
+                snprintf(name, sizeof(name), "%.8s:%d", id, HOSTMSG_PORT(i));
+                unlinkat(box_ipc_fd(b), name, 0);
         }
 }
 

@@ -241,3 +241,28 @@ def test_a_death_names_the_last_output():
     finally:
         gw.stop()
         shutil.rmtree(tmp)
+
+
+def test_both_ipc_socket_namings():
+    """A kernel that honours "transport": "ipc" but names its sockets
+    <ip>:<port> (tslab builds "transport://ip:port") works when its
+    kernelspec says so; without that, the gateway looks for <ip>-<port>, as
+    jupyter_client names them, and the start fails (the control)."""
+    if not installed("tslab"):
+        pytest.skip("tslab is not installed (scripts/test installs it)")
+    tmp = spec_dir()
+    for name, meta in (("colon", {"transport": "ipc", "ipc_naming": "ip:port"}),
+                       ("dash", {"transport": "ipc"})):
+        (tmp / name).mkdir()
+        (tmp / name / "kernel.json").write_text(json.dumps({
+            "argv": ["tslab", "kernel", "--config-path", "{connection_file}"],
+            "display_name": name, "language": "typescript", "metadata": {"glovebox": meta}}))
+    gw = start_gateway("--kernelspec-path", str(tmp), "--kernel-start-timeout", "15")
+    try:
+        _, outputs = run_one(gw, "colon", "console.log(6 * 7)")
+        assert stdout_of(outputs) == "42\n"
+        status, body, _ = gw.request("POST", "/api/kernels", {"name": "dash"})
+        assert status == 500 and "did not answer kernel_info" in body["message"], body
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)
