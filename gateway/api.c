@@ -83,8 +83,11 @@ static void get_kernelspecs(struct http_request *r)
         const struct jp_kernelspec_list *list = kernels_specs();
         json_t *all = json_object();
 
-        for (size_t i = 0; all && i < list->count; i++)
-                json_object_set_new(all, list->items[i].name, kernelspec_model(&list->items[i]));
+        for (size_t i = 0; all && i < list->count; i++) {
+                if (!list->items[i].removed)
+                        json_object_set_new(all, list->items[i].name,
+                                            kernelspec_model(&list->items[i]));
+        }
         http_reply_json(r, 200,
                         json_pack("{s:s, s:o}", "default", kernels_config()->default_kernel,
                                   "kernelspecs", all));

@@ -10,6 +10,7 @@
 #include "gateway/monitor.h"
 #include "gateway/pool.h"
 #include "gateway/templates.h"
+#include "gateway/specs.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -209,21 +210,23 @@ static void set_timeout(struct e2b_sandbox *s, double seconds)
 
 /* ---- contexts --------------------------------------------------------------- */
 
-/* A kernel for a context of s in language: one of its template's. */
-static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const char *language)
+/* The kernelspec serving an E2B language name (python when none) in s:
+ * among its template's kernels when it has one; the name as the code
+ * interpreter knows it in *name. NULL if none serves it. */
+static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const char *language,
+                                            char *name, size_t size)
 {
         const struct jp_kernelspec_list *specs = kernels_specs();
-        const struct jp_kernelspec *dflt = s->spec;
 
-        if (!language || !*language || strcmp(language, "python") == 0)
-                return dflt;
+        if (!specs_language_name(language && *language ? language : "python", name, size))
+                return NULL;
+        if (!s->spec->template_name[0])
+                return specs_for_language(name, kernels_config()->default_kernel);
+        if (specs_speaks(s->spec, name))
+                return s->spec;
         for (size_t i = 0; i < specs->count; i++) {
-                const char *l =
-                    json_string_value(json_object_get(specs->items[i].spec, "language"));
-
-                if (!templates_same(&specs->items[i], s->spec))
-                        continue;
-                if (l && strcasecmp(l, language) == 0)
+                if (templates_same(&specs->items[i], s->spec) &&
+                    specs_speaks(&specs->items[i], name))
                         return &specs->items[i];
         }
         return NULL;
@@ -232,18 +235,13 @@ static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const c
 /* 400 for a context language no kernelspec serves, naming those that are. */
 static void reply_languages(struct http_request *r, const char *language)
 {
-        const struct jp_kernelspec_list *specs = kernels_specs();
-        char message[1024];
-        size_t n = (size_t)snprintf(message, sizeof(message),
-                                    "no kernel for language '%.32s' here; languages: ", language);
+        char message[1024], installed[768];
 
-        for (size_t i = 0; i < specs->count && n < sizeof(message); i++) {
-                const char *l =
-                    json_string_value(json_object_get(specs->items[i].spec, "language"));
-
-                n += (size_t)snprintf(message + n, sizeof(message) - n, "%s%s", i ? ", " : "",
-                                      l ? l : "?");
-        }
+        specs_languages(installed, sizeof(installed));
+        snprintf(message, sizeof(message),
+                 "no kernel for language '%.32s' here; languages: %s (install a kernelspec "
+                 "whose \"language\" is it)",
+                 language, installed[0] ? installed : "none");
         reply_text(r, 400, message);
 }
 
@@ -355,6 +353,8 @@ static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_ke
         *err = env && sandbox_env ? kernel_env_append(json_object_get(spec->spec, "env"), &env,
                                                       &nenv, reason, sizeof(reason))
                                   : -ENOMEM;
+        if (*err == -EINVAL)
+                log_warn("kernelspec %s: its env is refused: %s", spec->name, reason);
         for (size_t i = 0; *err == 0 && sandbox_env[i]; i++) {
                 char **grown = realloc(env, (nenv + 2) * sizeof(char *));
 
@@ -864,6 +864,58 @@ static void control_plane(struct http_request *r, const char *route)
 
 /* ---- the code interpreter ----------------------------------------------------- */
 
+static void forget_pending_run(struct http_request *r)
+{
+        json_t *body = r->ctx;
+
+        json_decref(body);
+        r->ctx = NULL;
+        r->cleanup = NULL;
+}
+
+static void on_run_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
+                                 const char *message)
+{
+        struct http_request *r = request_of(w);
+        json_t *body = json_incref(r->ctx);
+        struct e2b_context *c;
+        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
+
+        forget_pending_run(r);
+        if (!s) {
+                reply_text(r, 500, "the sandbox went away");
+        } else if (status) {
+                context_remove(s, c);
+                reply_text(r, 500, message ? message : "the context failed to start");
+        } else {
+                execute_start(r, k, json_string_value(json_object_get(body, "code")),
+                              json_object_get(body, "env_vars"), 0);
+        }
+        json_decref(body);
+}
+
+/* Runs the code of body once a new default context of language is ready. */
+static void run_in_new_context(struct http_request *r, struct e2b_sandbox *s,
+                               const struct jp_kernelspec *spec, const char *language, json_t *body)
+{
+        size_t n = 0;
+        int err;
+
+        for (struct e2b_context *x = s->contexts; x; x = x->next)
+                n++;
+        if (n >= MAX_CONTEXTS) {
+                reply_text(r, 400, "too many contexts in this sandbox");
+                return;
+        }
+        r->ctx = json_incref(body);
+        r->cleanup = forget_pending_run;
+        r->waiter.done = on_run_context_ready;
+        if (!context_new(s, spec, language, NULL, &r->waiter, &err)) {
+                forget_pending_run(r);
+                reply_text(r, err == -EAGAIN ? 429 : 500, "cannot start a kernel for the context");
+        }
+}
+
 static void run_code(struct http_request *r, struct e2b_sandbox *s)
 {
         json_t *body = api_parse_body(r);
@@ -896,20 +948,23 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
                         goto out;
                 }
         } else {
-                const char *want =
-                    json_is_string(language) ? json_string_value(language) : "python";
+                char want[32];
+                const struct jp_kernelspec *spec =
+                    spec_for(s, json_string_value(language), want, sizeof(want));
 
+                if (!spec) {
+                        reply_languages(r, json_is_string(language) ? json_string_value(language)
+                                                                    : "python");
+                        goto out;
+                }
                 /* The oldest context of the language is its default one. */
                 for (struct e2b_context *x = s->contexts; x; x = x->next) {
                         if (strcmp(x->language, want) == 0)
                                 c = x;
                 }
                 if (!c) {
-                        char msg[128];
-
-                        snprintf(msg, sizeof(msg), "No context for language %.32s; create one",
-                                 want);
-                        reply_text(r, 404, msg);
+                        /* None yet: made now, as E2B's code interpreter does. */
+                        run_in_new_context(r, s, spec, want, body);
                         goto out;
                 }
         }
@@ -952,6 +1007,7 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
         if (strcmp(route, "contexts") == 0 && r->method == HTTP_POST) {
                 const struct jp_kernelspec *spec;
                 const char *language, *cwd;
+                char name[32];
                 size_t n = 0;
 
                 body = api_parse_body(r);
@@ -959,19 +1015,18 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                         return;
                 language = json_string_value(json_object_get(body, "language"));
                 cwd = json_string_value(json_object_get(body, "cwd"));
-                spec = spec_for(s, language);
+                spec = spec_for(s, language, name, sizeof(name));
                 for (c = s->contexts; c; c = c->next)
                         n++;
                 if (!spec)
-                        reply_languages(r, language);
+                        reply_languages(r, language ? language : "python");
                 else if (cwd && cwd[0] != '/')
                         reply_text(r, 400, "cwd must be an absolute path");
                 else if (n >= MAX_CONTEXTS)
                         reply_text(r, 400, "too many contexts in this sandbox");
                 else {
                         r->waiter.done = on_context_ready;
-                        if (!context_new(s, spec, language ? language : "python", cwd, &r->waiter,
-                                         &err))
+                        if (!context_new(s, spec, name, cwd, &r->waiter, &err))
                                 reply_text(r, err == -EAGAIN ? 429 : 500,
                                            "cannot start a kernel for the context");
                 }

@@ -4,11 +4,13 @@
 #include "gateway/egress.h"
 #include "gateway/host.h"
 #include "gateway/limits.h"
+#include "gateway/kernel_output.h"
 #include "gateway/loop.h"
 #include "gateway/metrics.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
 #include "gateway/templates.h"
+#include "gateway/specs.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -45,6 +47,7 @@ const struct config *kernels_config(void)
 
 const struct jp_kernelspec_list *kernels_specs(void)
 {
+        specs_refresh();
         return specs;
 }
 
@@ -263,17 +266,19 @@ static int open_own_sockets(struct kernel *k)
         long long max = cfg->max_message_bytes;
         int rc;
 
-        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_IOPUB));
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
+                 HOSTMSG_PORT(JP_IOPUB));
         rc = zio_open(ZMQ_SUB, endpoint, NULL, max, on_iopub, k, &k->iopub);
         if (rc == 0)
                 /* Plus one message of the largest size, which must pass
                  * whole even right after another. */
                 zio_set_queue(k->iopub, (size_t)(cfg->iopub_queue_bytes + cfg->max_message_bytes),
                               on_iopub_dropped);
-        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix, HOSTMSG_PORT(JP_SHELL));
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
+                 HOSTMSG_PORT(JP_SHELL));
         if (rc == 0)
                 rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->shell);
-        snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc_prefix,
+        snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
                  HOSTMSG_PORT(JP_CONTROL));
         if (rc == 0)
                 rc = zio_open(ZMQ_DEALER, endpoint, NULL, max, on_own_reply, k, &k->control);
@@ -597,6 +602,7 @@ static void kernel_free(struct kernel *k)
                 session_destroy(&s, 1001, "kernel shut down");
         }
         close_own_sockets(k);
+        kernel_output_destroy(&k->output);
         if (k->ipc_root_fd >= 0)
                 close(k->ipc_root_fd);
         loop_timer_stop(&k->deadline_timer);
@@ -683,7 +689,10 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
 {
         struct kernel *k = ctx;
 
-        for (size_t i = 0; i < nfds; i++)
+        kernel_output_destroy(&k->output);
+        if (nfds > 0 && kernel_output_new(fds[0], k->id, &k->output) < 0)
+                klog_warn(k->id, "cannot watch the kernel's output");
+        for (size_t i = 1; i < nfds; i++)
                 close(fds[i]);
         k->pid = m->pid;
         if (k->phase == KERNEL_STOPPING) {
@@ -727,9 +736,13 @@ static void handle_death(struct kernel *k)
                 return;
         }
         if (!k->ever_ready) {
-                char message[HOSTMSG_ERROR_SIZE + 64];
+                char message[HOSTMSG_ERROR_SIZE + KERNEL_OUTPUT_TAIL + 64];
+                char tail[KERNEL_OUTPUT_TAIL];
 
-                snprintf(message, sizeof(message), "Kernel failed to start: %s", k->reason);
+                kernel_output_drain(k->output);
+                kernel_output_tail(k->output, tail, sizeof(tail));
+                snprintf(message, sizeof(message), "Kernel failed to start: %s%s%s", k->reason,
+                         tail[0] ? "; its last output: " : "", tail);
                 metrics_kernel_start_failed(k->spec->name);
                 finish(k, 500, message);
                 return;
@@ -776,6 +789,25 @@ static void on_start_failed(void *ctx, const struct hostmsg_failed *m)
         handle_death(k);
 }
 
+/* A kernel that was ready and exited with an error says why in its last
+ * output: as much of it as fits goes in the reason clients see (the
+ * model's "reason", the error of a run it ends). */
+static void append_output(struct kernel *k)
+{
+        size_t used = strlen(k->reason);
+        char tail[KERNEL_OUTPUT_TAIL];
+
+        kernel_output_drain(k->output);
+        kernel_output_tail(k->output, tail, sizeof(tail));
+        if (tail[0] && used + 32 < sizeof(k->reason)) {
+                size_t room = sizeof(k->reason) - used - 20;
+                size_t len = strlen(tail);
+
+                snprintf(k->reason + used, sizeof(k->reason) - used, "; its last output: %s",
+                         len > room ? tail + len - room : tail);
+        }
+}
+
 static void on_exited(void *ctx, const struct hostmsg_exit *m)
 {
         struct kernel *k = ctx;
@@ -800,6 +832,8 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
                     k->reason, sizeof(k->reason),
                     m->signal ? "kernel killed by signal %d (%s)" : "kernel exited with code %d%s",
                     m->signal ? m->signal : m->exit_code, m->signal ? strsignal(m->signal) : "");
+        if (k->ever_ready && !m->signal && m->exit_code != 0)
+                append_output(k);
         handle_death(k);
 }
 
@@ -837,6 +871,7 @@ static void start_process(struct kernel *k)
         snprintf(req.kernelspec_dir, sizeof(req.kernelspec_dir), "%s",
                  k->spec->dir + k->spec->root_len);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
+        req.tcp_bridge = specs_tcp_only(k->spec);
         req.env = k->env;
         /* The kernelspec's argv (validated strings), borrowed. */
         req.argv = calloc(n + 1, sizeof(char *));
@@ -928,6 +963,7 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
         if (rc < 0)
                 goto fail;
         k->spec = spec;
+        k->ipc_separator = specs_ipc_separator(spec);
         k->pooled = pooled;
         k->ipc_root_fd = -1;
         k->limits = sandbox ? sandbox->limits : *limits;

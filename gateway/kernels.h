@@ -30,6 +30,7 @@ enum kernel_phase {
 };
 
 struct kernel;
+struct kernel_output;
 struct session;
 
 #define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
@@ -61,9 +62,11 @@ struct kernel {
         char **env; /* "NAME=value" for every (re)start */
         struct hostmsg_limits limits;
         char ipc_prefix[PATH_MAX]; /* where its sockets are, as the gateway reaches them */
+        char ipc_separator;        /* between prefix and port: '-' (jupyter_client) or ':' */
         int ipc_root_fd;           /* a sandbox root that ipc_prefix goes through, or -1 */
         char ipc_sandbox[JP_UUID_SIZE]; /* the sandbox of ipc_root_fd */
         int pid;
+        struct kernel_output *output; /* what the current process prints */
         bool running; /* the kernel-host was asked to start it and it has not ended */
         struct sandbox *sandbox;
         bool owns_sandbox; /* made for this kernel alone (not an E2B sandbox's) */

@@ -14,6 +14,7 @@
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/server.h"
+#include "gateway/specs.h"
 #include "gateway/templates.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
@@ -215,14 +216,10 @@ static int make_runtime_dir(void)
 
 static int discover_kernelspecs(void)
 {
-        char **path = jp_kernelspec_search_path(gw.cfg.kernelspec_path);
-        int rc = path ? jp_kernelspec_discover(path, &gw.specs) : -ENOMEM;
+        int rc = specs_init(gw.cfg.kernelspec_path, &gw.specs);
 
-        jp_strv_free(path);
         if (rc < 0)
                 return rc;
-        for (size_t i = 0; i < gw.specs.count; i++)
-                log_info("kernelspec %s in %s", gw.specs.items[i].name, gw.specs.items[i].dir);
         if (!jp_kernelspec_find(&gw.specs, gw.cfg.default_kernel))
                 log_warn("the default kernelspec '%s' was not found", gw.cfg.default_kernel);
         return 0;
@@ -426,6 +423,7 @@ out:
         if (gw.sigfd >= 0)
                 close(gw.sigfd);
         remove_runtime_dir();
+        specs_free();
         templates_free();
         jp_kernelspec_list_free(&gw.specs);
         config_free(&gw.cfg);

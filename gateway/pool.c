@@ -79,8 +79,19 @@ static void on_kernel(struct kernel_waiter *w, struct kernel *k, int status, con
         struct pool_entry *e = ps->e;
 
         if (status == 0 && !ps->warming) {
+                const char *language =
+                    json_string_value(json_object_get(e->spec->spec, "language"));
+                /* "pass" warms IPython's execution path; other languages get
+                 * an empty cell, which each of them answers. */
+                const char *code = "";
+
+                if (e->preimport)
+                        code = e->preimport;
+                else if (language && strcmp(language, "python") == 0)
+                        code = POOL_WARMUP_CODE;
+
                 ps->warming = true;
-                if (kernel_warm_up(k, e->preimport ? e->preimport : POOL_WARMUP_CODE, &ps->w) == 0)
+                if (kernel_warm_up(k, code, &ps->w) == 0)
                         return;
                 status = 500;
                 message = "cannot send the pre-import";

@@ -197,8 +197,8 @@ static int session_connect(struct session *s)
         for (int i = 0; rc == 0 && i < 3; i++) {
                 if (s->sockets[i])
                         continue;
-                snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", s->kernel->ipc_prefix,
-                         HOSTMSG_PORT(session_channels[i]));
+                snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", s->kernel->ipc_prefix,
+                         s->kernel->ipc_separator, HOSTMSG_PORT(session_channels[i]));
                 rc = zio_open(ZMQ_DEALER, endpoint, s->identity, cfg->max_message_bytes,
                               on_kernel_message, s, &s->sockets[i]);
         }

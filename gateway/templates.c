@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/templates.h"
+#include "gateway/specs.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -24,8 +25,6 @@ struct sandbox_template {
 static struct sandbox_template *templates;
 static size_t ntemplates;
 static const struct jp_kernelspec_list *all; /* every kernelspec, the templates' too */
-static char **host_ro_paths; /* a sandbox without a template: kernelspecs outside /usr */
-static size_t nhost_ro;
 static char names[MAX_TEMPLATES * (JP_KERNELSPEC_NAME_SIZE + 2)];
 
 static int strv_add(char ***v, size_t *n, const char *s)
@@ -215,7 +214,7 @@ static int add_kernel(struct sandbox_template *t, struct jp_kernelspec_list *spe
 static int add_kernels(struct sandbox_template *t, const struct config *cfg,
                        struct jp_kernelspec_list *specs, size_t nhost)
 {
-        struct jp_kernelspec_list found = {NULL, 0};
+        struct jp_kernelspec_list found = {NULL, 0, 0};
         char local[PATH_MAX + 64], usr[PATH_MAX + 64], name[JP_KERNELSPEC_NAME_SIZE * 2 + 2];
         char *path[] = {local, usr, NULL};
         const struct jp_kernelspec *dflt;
@@ -327,14 +326,9 @@ int templates_init(const struct config *cfg, struct jp_kernelspec_list *specs)
 
                 if (ks->root_len)
                         continue; /* in a tree: there already */
+                /* (The host's are specs_ro_paths, kept current.) */
                 if (t && t->root[0])
                         rc = strv_add(&t->ro_paths, &t->nro, ks->dir);
-                else if (strncmp(ks->dir, "/usr/", 5) != 0)
-                        rc = strv_add(&host_ro_paths, &nhost_ro, ks->dir);
-        }
-        for (size_t i = 0; rc == 0 && i < ntemplates; i++) {
-                for (size_t j = 0; rc == 0 && !templates[i].root[0] && j < nhost_ro; j++)
-                        rc = strv_add(&templates[i].ro_paths, &templates[i].nro, host_ro_paths[j]);
         }
         if (rc == 0)
                 rc = make_names();
@@ -350,9 +344,6 @@ void templates_free(void)
         free(templates);
         templates = NULL;
         ntemplates = 0;
-        jp_strv_free(host_ro_paths);
-        host_ro_paths = NULL;
-        nhost_ro = 0;
 }
 
 const struct sandbox_template *templates_find(const char *name)
@@ -406,11 +397,23 @@ int templates_sandbox_new(const struct jp_kernelspec *spec, const struct hostmsg
                           struct sandbox **out)
 {
         const struct sandbox_template *t = templates_find(spec->template_name);
+        char *const *host = specs_ro_paths();
+        char **paths = NULL;
+        size_t n = 0;
+        int rc = 0;
 
-        if (!t)
-                return sandbox_new_networked(limits, host_ro_paths, NULL, confined, network, out);
-        return sandbox_new_networked(limits, t->ro_paths, t->root[0] ? t->root : NULL, confined,
-                                     network, out);
+        if (t && t->root[0])
+                return sandbox_new_networked(limits, t->ro_paths, t->root, confined, network, out);
+        /* On the host's /usr: what the kernelspecs need, and a host-form
+         * template's own directories. */
+        for (size_t i = 0; rc == 0 && host && host[i]; i++)
+                rc = strv_add(&paths, &n, host[i]);
+        for (size_t i = 0; rc == 0 && t && i < t->nro; i++)
+                rc = strv_add(&paths, &n, t->ro_paths[i]);
+        if (rc == 0)
+                rc = sandbox_new_networked(limits, paths, NULL, confined, network, out);
+        jp_strv_free(paths);
+        return rc;
 }
 
 bool templates_same(const struct jp_kernelspec *a, const struct jp_kernelspec *b)

@@ -1,5 +1,6 @@
 #include "autoconf.h"
 
+#include "kernel-host/tcp_bridge.h"
 #include "kernel-host/spawn.h"
 #include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
@@ -66,6 +67,10 @@ int spawn_init(const char *runtime_dir)
 {
         runtime = runtime_dir;
         id_offset = ((unsigned)getpid() % 16384u) * 2u * MAX_SLOTS;
+        /* Without it, only TCP-only kernels fail, and say why. */
+        if (tcp_bridge_init() < 0)
+                log_info("no glovebox-kernel-bridge beside the kernel-host: TCP-only kernels "
+                         "cannot run");
         return sandbox_init();
 }
 
@@ -508,6 +513,9 @@ static void remove_kernel_files(const struct box *b, const char *id)
         for (int i = 0; i < JP_CHANNEL_COUNT; i++) {
                 snprintf(name, sizeof(name), "%.8s-%d", id, HOSTMSG_PORT(i));
                 unlinkat(box_ipc_fd(b), name, 0);
+                /* And as kernels that name them <ip>:<port> do. */
+                snprintf(name, sizeof(name), "%.8s:%d", id, HOSTMSG_PORT(i));
+                unlinkat(box_ipc_fd(b), name, 0);
         }
 }
 
@@ -628,6 +636,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
 {
         struct box *b = box_find(req->sandbox_id);
         char inside[PATH_MAX + 32], home[PATH_MAX + 32], conn_name[32];
+        char bridge_prefix[sizeof(((struct jp_connection *)0)->ip)] = "";
+        struct jp_connection bridge_conn;
         char **argv = NULL, **envp = NULL, *conn_text = NULL;
         int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
         int stdio[3] = {-1, -1, -1};
@@ -665,6 +675,11 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 prepare_connection(b, req, &conn, conn_name, sizeof(conn_name), inside,
                                    sizeof(inside), started->ipc_prefix,
                                    sizeof(started->ipc_prefix));
+                if (req->tcp_bridge) {
+                        snprintf(bridge_prefix, sizeof(bridge_prefix), "%s", conn.ip);
+                        tcp_bridge_connection(&conn, req->id);
+                        bridge_conn = conn;
+                }
                 /* In a sandbox its root writes the file (sandbox_exec);
                  * without one the directory and the kernel are ours. */
                 if (b->sandboxed) {
@@ -678,8 +693,14 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                         fail_set(fail, req->id, "connection-file", -rc, NULL);
                         goto fail;
                 }
-                if (log_threshold <= LOG_LEVEL_DEBUG)
-                        stdio[1] = stdio[2] = 2; /* the kernel's own output, when debugging */
+                /* Its output goes to the gateway, which keeps the last
+                 * lines: a kernel that fails to start says why there. */
+                if (pipe2(pipes[2], O_CLOEXEC) < 0) {
+                        rc = -errno;
+                        fail_set(fail, req->id, "pipe", errno, NULL);
+                        goto fail;
+                }
+                stdio[1] = stdio[2] = pipes[2][1];
         } else {
                 /* A command talks through pipes the gateway reads. */
                 for (int i = 0; i < 3; i++) {
@@ -695,6 +716,15 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 inside[0] = '\0';
         }
         argv = build_argv(req, inside);
+        if (argv && req->kernel && req->tcp_bridge) {
+                argv = tcp_bridge_argv(argv, bridge_prefix, &bridge_conn);
+                if (!argv) {
+                        rc = -ENOENT;
+                        fail_set(fail, req->id, "tcp-bridge", ENOENT,
+                                 "glovebox-kernel-bridge is not installed beside the kernel-host");
+                        goto fail;
+                }
+        }
         envp = build_env(req, home);
         if (!argv || !envp) {
                 rc = -ENOMEM;
@@ -728,7 +758,11 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
         }
         if (rc < 0)
                 goto fail;
-        if (!req->kernel) {
+        if (req->kernel) {
+                fds[0] = pipes[2][0];
+                pipes[2][0] = -1;
+                *nfds = 1;
+        } else {
                 fds[0] = pipes[0][1];
                 fds[1] = pipes[1][0];
                 fds[2] = pipes[2][0];

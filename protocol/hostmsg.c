@@ -471,10 +471,14 @@ int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
 
 json_t *hostmsg_start_encode(const struct hostmsg_start *m)
 {
-        return json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:o, s:o}", "id", m->id, "sandbox_id",
-                         m->sandbox_id, "kernel", m->kernel, "kernelspec_dir", m->kernelspec_dir,
-                         "key", m->key, "cwd", m->cwd, "argv", strv_encode(m->argv), "env",
-                         strv_encode(m->env));
+        json_t *o = json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:o, s:o}", "id", m->id, "sandbox_id",
+                              m->sandbox_id, "kernel", m->kernel, "kernelspec_dir",
+                              m->kernelspec_dir, "key", m->key, "cwd", m->cwd, "argv",
+                              strv_encode(m->argv), "env", strv_encode(m->env));
+
+        if (o && m->tcp_bridge)
+                json_object_set_new(o, "tcp_bridge", json_true());
+        return o;
 }
 
 int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
@@ -502,11 +506,15 @@ int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
                 rc = strv_decode(json_object_get(body, "env"), HOSTMSG_MAX_ENV, 1, &m->env);
         if (rc == 0 && !json_is_boolean(kernel))
                 rc = -EBADMSG;
+        if (rc == 0 && json_object_get(body, "tcp_bridge") &&
+            !json_is_boolean(json_object_get(body, "tcp_bridge")))
+                rc = -EBADMSG;
         if (rc < 0) {
                 hostmsg_start_clear(m);
                 return rc;
         }
         m->kernel = json_is_true(kernel);
+        m->tcp_bridge = m->kernel && json_is_true(json_object_get(body, "tcp_bridge"));
         return 0;
 }
 

@@ -100,6 +100,10 @@ struct hostmsg_start {
         char id[JP_UUID_SIZE];
         char sandbox_id[JP_UUID_SIZE];
         bool kernel;                  /* a kernel: a connection file is written */
+        /* kernels: it binds TCP only (ijavascript, tslab): its connection
+         * file names loopback ports, and glovebox-kernel-bridge joins them
+         * to the ipc sockets the gateway uses */
+        bool tcp_bridge;
         char kernelspec_dir[PATH_MAX]; /* kernels: expands "{resource_dir}" */
         char key[JP_MAX_KEY_LEN + 1];  /* kernels: the HMAC key */
         char cwd[PATH_MAX];           /* inside the sandbox; "" for the home directory */

@@ -244,7 +244,7 @@ static int load_one(const char *dir, const char *name, struct jp_kernelspec *ks)
         return 0;
 }
 
-static void kernelspec_clear(struct jp_kernelspec *ks)
+void jp_kernelspec_clear(struct jp_kernelspec *ks)
 {
         json_decref(ks->spec);
         jp_strv_free(ks->resources);
@@ -255,6 +255,7 @@ int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out)
 {
         out->items = NULL;
         out->count = 0;
+        out->capacity = 0;
         for (size_t p = 0; path && path[p]; p++) {
                 DIR *d = opendir(path[p]);
                 struct dirent *de;
@@ -268,12 +269,12 @@ int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out)
                             jp_kernelspec_find(out, de->d_name))
                                 continue;
                         if (load_one(path[p], de->d_name, &ks) < 0) {
-                                kernelspec_clear(&ks);
+                                jp_kernelspec_clear(&ks);
                                 continue;
                         }
                         grown = realloc(out->items, (out->count + 1) * sizeof(*grown));
                         if (!grown) {
-                                kernelspec_clear(&ks);
+                                jp_kernelspec_clear(&ks);
                                 closedir(d);
                                 return -ENOMEM;
                         }
@@ -297,11 +298,15 @@ int jp_kernelspec_list_append(struct jp_kernelspec_list *list, const struct jp_k
         copy.resources = calloc(1, sizeof(char *));
         for (size_t i = 0; rc == 0 && copy.resources && ks->resources && ks->resources[i]; i++)
                 rc = strv_push(&copy.resources, &nres, ks->resources[i]);
+        /* Within the room the list was made with (its entries stay put),
+         * else grown. */
         grown = rc == 0 && copy.spec && copy.resources
-                    ? realloc(list->items, (list->count + 1) * sizeof(*grown))
+                    ? list->count < list->capacity
+                          ? list->items
+                          : realloc(list->items, (list->count + 1) * sizeof(*grown))
                     : NULL;
         if (!grown) {
-                kernelspec_clear(&copy);
+                jp_kernelspec_clear(&copy);
                 return -ENOMEM;
         }
         list->items = grown;
@@ -312,17 +317,18 @@ int jp_kernelspec_list_append(struct jp_kernelspec_list *list, const struct jp_k
 void jp_kernelspec_list_free(struct jp_kernelspec_list *list)
 {
         for (size_t i = 0; i < list->count; i++)
-                kernelspec_clear(&list->items[i]);
+                jp_kernelspec_clear(&list->items[i]);
         free(list->items);
         list->items = NULL;
         list->count = 0;
+        list->capacity = 0;
 }
 
 const struct jp_kernelspec *jp_kernelspec_find(const struct jp_kernelspec_list *list,
                                                const char *name)
 {
         for (size_t i = 0; i < list->count; i++) {
-                if (strcmp(list->items[i].name, name) == 0)
+                if (!list->items[i].removed && strcmp(list->items[i].name, name) == 0)
                         return &list->items[i];
         }
         return NULL;

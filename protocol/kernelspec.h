@@ -25,11 +25,13 @@ struct jp_kernelspec {
         /* In a template's tree, the length of the tree's path at the start
          * of dir: dir + root_len is the directory as its sandbox sees it. */
         size_t root_len;
+        bool removed; /* gone from disk since it was found: kept for what uses it, never found */
 };
 
 struct jp_kernelspec_list {
         struct jp_kernelspec *items;
         size_t count;
+        size_t capacity; /* items made room for; 0: as many as count */
 };
 
 /* Builds the search path: extra (a ':'-separated list, may be NULL), then
@@ -45,6 +47,9 @@ bool jp_strv_contains(const char *const *v, const char *s);
  * a name wins); invalid ones are skipped with a warning. 0 or -ENOMEM. */
 int jp_kernelspec_discover(char *const *path, struct jp_kernelspec_list *out);
 void jp_kernelspec_list_free(struct jp_kernelspec_list *list);
+/* Frees what ks owns and zeroes it. */
+void jp_kernelspec_clear(struct jp_kernelspec *ks);
+/* The kernelspec of that name that is not removed, or NULL. */
 const struct jp_kernelspec *jp_kernelspec_find(const struct jp_kernelspec_list *list,
                                                const char *name);
 

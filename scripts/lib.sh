@@ -13,7 +13,13 @@ KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pand
  python3-bs4 python3-sympy python3-plotly python3-aiohttp python3-gensim python3-imageio
  python3-nltk python3-numba python3-opencv python3-docx python3-skimage python3-soundfile
  python3-xarray python3-pil python3-joblib python3-tz python3-urllib3 python3-pip
- python3-setuptools"
+ python3-setuptools python3-pexpect"
+
+# Every language E2B's SDK names, as kernels: Glovebox's own bash kernel
+# (kernels/bash) needs pexpect; R is Debian's IRkernel; jupyter-client
+# gives the `jupyter kernelspec` command npm's kernel installers call.
+# JavaScript and TypeScript come from npm (ensure_npm_kernels).
+LANGUAGE_PACKAGES="python3-pexpect r-cran-irkernel jupyter-client g++ make"
 # Egress (--egress-allow): the veth pairs, the nft tables, the sandboxes'
 # resolvers (kernel-host/net.h).
 NETWORK_PACKAGES="iproute2 nftables dnsmasq-base"
@@ -50,4 +56,32 @@ build() {
     fi
     log "make"
     make -C "$BUILD" -s -j"$(nproc)"
+}
+
+# Installs npm's JavaScript (ijavascript) and TypeScript (tslab) kernels
+# globally, with their kernelspecs, when missing. ijavascript's zeromq 5 has
+# no prebuilt binary for Node 20 and its own build downloads libzmq from
+# GitHub: --zmq-external links Debian's libzmq instead. tslab's zeromq 6
+# ships one for Node 20.
+ensure_npm_kernels() {
+    local sudo="" kernels=/usr/local/share/jupyter/kernels
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    command -v npm >/dev/null || ensure_packages nodejs npm
+    if ! command -v ijskernel >/dev/null; then
+        log "installing ijavascript (npm)"
+        $sudo npm install -g --no-audit --no-fund ijavascript --zmq-external || return 1
+    fi
+    if [ ! -f "$kernels/javascript/kernel.json" ]; then
+        # Its own installer, through Debian's jupyter kernelspec.
+        PATH=/usr/bin:/bin $sudo ijsinstall --install=global --hide-undefined ||
+            return 1
+    fi
+    if ! command -v tslab >/dev/null; then
+        log "installing tslab (npm)"
+        $sudo npm install -g --no-audit --no-fund tslab || return 1
+    fi
+    if [ ! -f "$kernels/tslab/kernel.json" ]; then
+        PATH=/usr/bin:/bin $sudo tslab install --python=/usr/bin/python3 --prefix=/usr/local ||
+            return 1
+    fi
 }

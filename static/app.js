@@ -712,17 +712,30 @@ document.addEventListener('keydown', (ev) => {
 $('confirm-form').addEventListener('submit', () => { ui.confirmDialog.returnValue = 'ok'; });
 $('confirm-cancel').addEventListener('click', () => ui.confirmDialog.close('cancel'));
 
+// The kernel types, each with its language; asked again whenever the
+// list is opened, so that a kernelspec installed since shows up.
+async function loadSpecs () {
+  const specs = await api('GET', 'api/kernelspecs');
+  const chosen = ui.specSelect.value;
+  state.defaultSpec = specs.default;
+  state.specs = Object.values(specs.kernelspecs || {})
+    .sort((a, b) => (a.name === specs.default ? -1 : b.name === specs.default ? 1 : a.name.localeCompare(b.name)));
+  ui.specSelect.replaceChildren(...state.specs.map((s) => {
+    const name = (s.spec && s.spec.display_name) || s.name;
+    const language = s.spec && s.spec.language;
+    return el('option', {
+      value: s.name,
+      text: language && !name.toLowerCase().includes(language.toLowerCase()) ? `${name} (${language})` : name
+    });
+  }));
+  ui.specSelect.value = state.specs.some((s) => s.name === chosen) ? chosen : state.defaultSpec;
+}
+ui.specSelect.addEventListener('focus', () => { loadSpecs().catch(() => {}); });
+
 let polling = null;
 async function boot () {
   try {
-    const specs = await api('GET', 'api/kernelspecs');
-    state.defaultSpec = specs.default;
-    state.specs = Object.values(specs.kernelspecs || {});
-    ui.specSelect.replaceChildren(...state.specs.map((s) => el('option', {
-      value: s.name,
-      text: (s.spec && s.spec.display_name) || s.name
-    })));
-    ui.specSelect.value = state.defaultSpec;
+    await loadSpecs();
     state.kernels = await api('GET', 'api/kernels');
   } catch (e) {
     if (e.status !== 401) notice(`Cannot reach the gateway: ${e.message}`);

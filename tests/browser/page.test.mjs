@@ -932,3 +932,38 @@ test('the token never appears in the gateway\'s log', { timeout: T }, async () =
   assert.ok(gateway.log().length > 1000, 'the debug log was written')
   assert.ok(!gateway.log().includes(token))
 })
+
+// The kernel selector offers every installed kernelspec with its language;
+// each starts from the page and runs a cell. scripts/test installs R's,
+// ijavascript's and tslab's kernels; Glovebox's bash kernel is its own.
+test('the kernel selector: every language starts and runs a cell', { timeout: 4 * T }, async () => {
+  const specs = (await api('GET', 'api/kernelspecs')).kernelspecs
+  const cases = [
+    ['bash', 'echo $((6 * 7))'],
+    ['ir', 'cat(6 * 7)'],
+    ['javascript', 'console.log(6 * 7)'],
+    ['tslab', 'const n: number = 6 * 7; console.log(n)']
+  ].filter(([name]) => specs[name])
+  assert.ok(cases.length >= 1, 'at least Glovebox\'s own bash kernel')
+  await page.focus('#spec-select')
+  const offered = await page.locator('#spec-select option').evaluateAll((os) => os.map((o) => [o.value, o.textContent]))
+  for (const [name] of cases) {
+    const option = offered.find(([value]) => value === name)
+    assert.ok(option, `${name} is offered: ${JSON.stringify(offered)}`)
+  }
+  assert.match(offered.find(([v]) => v === 'bash')[1], /bash/i)
+  for (const [name, code] of cases) {
+    const before = (await api('GET', 'api/kernels')).length
+    await page.selectOption('#spec-select', name)
+    await page.click('#start')
+    await page.waitForFunction((n) => document.querySelectorAll('#kernel-select option').length === n + 1, before)
+    await idle(page)
+    const id = await page.locator('#kernel-select').inputValue()
+    assert.equal((await api('GET', `api/kernels/${id}`)).name, name)
+    const cell = await run(code)
+    assert.equal((await outputText(cell)).trim(), '42', name)
+    await page.click('#shutdown')
+    await page.waitForFunction((n) => document.querySelectorAll('#kernel-select option').length === n, before)
+  }
+  assert.deepEqual(page.errors, [], 'no script errors in the page')
+})

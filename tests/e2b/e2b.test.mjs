@@ -243,15 +243,65 @@ test('what Glovebox lacks is refused by name', async () => {
       'pty.create': () => sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }),
       'commands.connect': async () => sbx.commands.connect(
         (await sbx.commands.run('sleep 5', { background: true })).pid),
-      'runCode(language: js)': () => sbx.runCode('1', { language: 'js' })
+      // The SDK keeps only "400 Bad Request" of a 400's body (the Python
+      // SDK shows its "languages: ..." list).
+      'runCode(language: cobol)': () => sbx.runCode('1', { language: 'cobol' })
     }
     for (const [name, call] of Object.entries(calls)) {
       await assert.rejects(call(), (err) => {
-        assert.match(err.message, /not supported|No context for language/, name)
+        assert.match(err.message, name.includes('cobol') ? /^400 / : /not supported/, name)
         return true
       })
     }
     assert.equal((await sbx.runCode('1 + 1')).text, '2', 'the sandbox carries on')
+  } finally {
+    await sbx.kill()
+  }
+})
+
+// Every language the SDK names, each by the kernelspec installed for it
+// (scripts/test installs r-cran-irkernel, ijavascript and tslab; the bash
+// kernel is Glovebox's own): the first run of a language makes its
+// default context, as E2B's code interpreter does.
+test('every language: python, js, ts, r, bash', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const cases = {
+      python: 'print(6 * 7)',
+      js: 'console.log(6 * 7)',
+      javascript: 'console.log(6 * 7)',
+      ts: 'const n: number = 6 * 7; console.log(n)',
+      typescript: 'console.log(6 * 7)',
+      r: 'cat(6 * 7, "\\n")',
+      bash: 'echo $((6 * 7))'
+    }
+    for (const [language, code] of Object.entries(cases)) {
+      const ex = await sbx.runCode(code, { language })
+      assert.equal(ex.error, undefined, `${language}: ${ex.error?.value}`)
+      assert.equal(ex.logs.stdout.join('').trim(), '42', language)
+    }
+    // State lives in each language's default context.
+    await sbx.runCode('let kept = 41', { language: 'ts' })
+    assert.equal((await sbx.runCode('console.log(kept + 1)', { language: 'typescript' }))
+      .logs.stdout.join('').trim(), '42')
+    await sbx.runCode('x=41', { language: 'bash' })
+    assert.deepEqual((await sbx.runCode('echo $((x + 1))', { language: 'bash' })).logs.stdout,
+      ['42\n'])
+
+    const r = await sbx.runCode('plot(1:10)', { language: 'r' })
+    const png = Buffer.from(r.results.find((x) => x.png).png, 'base64')
+    assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47])
+    const df = await sbx.runCode('data.frame(a = 1:2, b = c("x", "y"))', { language: 'r' })
+    assert.match(df.results[0].html, /<table/)
+
+    const ctx = await sbx.createCodeContext({ language: 'bash', cwd: '/tmp' })
+    assert.equal(ctx.language, 'bash')
+    const failed = await sbx.runCode('false', { context: ctx })
+    assert.match(failed.error.value, /exit status 1/)
+
+    const contexts = (await sbx.listCodeContexts()).map((c) => c.language).sort()
+    assert.deepEqual([...new Set(contexts)],
+      ['bash', 'javascript', 'python', 'r', 'typescript'])
   } finally {
     await sbx.kill()
   }

@@ -591,3 +591,90 @@ def test_templates_and_their_kernelspecs_select_the_sandbox_root():
             gw.stop()
         shutil.rmtree(tree)
         shutil.rmtree(specs)
+
+
+# Every language E2B's SDK names, each through the kernelspec installed for
+# it (scripts/test installs r-cran-irkernel and ijavascript; the bash kernel
+# is Glovebox's own). The first run of a language makes its default context.
+LANGUAGES = [
+    ("python", "print(6 * 7)"),
+    ("bash", "echo $((6 * 7))"),
+    ("r", "cat(6 * 7, '\\n')"),
+    ("js", "console.log(6 * 7)"),
+    ("javascript", "console.log(6 * 7)"),
+]
+
+
+@pytest.mark.parametrize("language,code", LANGUAGES)
+def test_each_language_runs(sbx, language, code):
+    ex = sbx.run_code(code, language=language)
+    assert ex.error is None, ex.error
+    assert "".join(ex.logs.stdout).strip() == "42", ex.logs
+
+
+def test_language_contexts_keep_state(sbx):
+    ctx = sbx.create_code_context(language="bash")
+    assert ctx.language == "bash"
+    sbx.run_code("x=41; cd /tmp", context=ctx)
+    ex = sbx.run_code("echo $((x + 1)) $PWD", context=ctx)
+    assert ex.logs.stdout == ["42 /tmp\n"], ex.logs
+    failed = sbx.run_code("false", context=ctx)
+    assert failed.error is not None and "exit status 1" in failed.error.value
+    js = sbx.create_code_context(language="js")
+    assert js.language == "javascript"
+    sbx.run_code("var y = 20", context=js)
+    assert sbx.run_code("y * 2 + 2", context=js).text == "42"
+    # js and javascript are one language, and its oldest context is its
+    # default one: a run by language finds y there.
+    assert sbx.run_code("y", language="javascript").text == "20"
+
+
+def test_r_plots_and_data_frames(sbx):
+    ex = sbx.run_code("plot(1:10)", language="r")
+    assert ex.error is None, ex.error
+    assert [r for r in ex.results if r.png], ex.results
+    assert base64.b64decode([r.png for r in ex.results if r.png][0])[:8] == b"\x89PNG\r\n\x1a\n"
+    ex = sbx.run_code("data.frame(city = c('Oslo', 'Rome'), sales = c(33, 76))", language="r")
+    html = [r.html for r in ex.results if r.html]
+    assert html and "Oslo" in html[0] and "<table" in html[0], ex.results
+    ex = sbx.run_code("stop('no such thing')", language="r")
+    assert ex.error is not None and "no such thing" in ex.error.value
+
+
+def test_missing_language_names_the_installed_ones(sbx):
+    with pytest.raises(SandboxException) as caught:
+        sbx.run_code("1", language="cobol")
+    message = str(caught.value)
+    for language in ("python", "bash", "r", "javascript"):
+        assert re.search(rf"\b{language}\b", message), message
+
+
+def test_a_language_that_fails_to_start_says_why():
+    """A kernel that exits at start: the SDK's error carries its last output."""
+    import pathlib
+    import shutil
+    import tempfile
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-spec-"))
+    os.chmod(tmp, 0o755)
+    (tmp / "brokenr").mkdir()
+    (tmp / "brokenr" / "kernel.json").write_text(json.dumps({
+        "argv": ["/bin/sh", "-c", "echo 'ldpaths: No such file or directory' >&2; exit 1",
+                 "{connection_file}"],
+        "display_name": "Broken", "language": "cobol"}))
+    gw = start_gateway("--kernelspec-path", str(tmp), token=None)
+    try:
+        gw.token = generated_token(gw)
+        point_sdk_at(gw, gw.token)
+        sbx = Sandbox.create()
+        try:
+            with pytest.raises(SandboxException) as caught:
+                sbx.run_code("1", language="cobol")
+            message = str(caught.value)
+            assert "exited with code 1" in message, message
+            assert "ldpaths: No such file or directory" in message, message
+            assert sbx.run_code("1 + 1").text == "2"
+        finally:
+            sbx.kill()
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)

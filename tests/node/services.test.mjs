@@ -552,3 +552,56 @@ describe('REST', () => {
     }
   });
 });
+
+// Every language's kernelspec through KernelManager, as JupyterLab starts
+// them: Glovebox's own bash kernel, Debian's IRkernel, npm's ijavascript
+// and tslab (TCP-only kernels, bridged to the gateway's ipc sockets inside
+// their sandbox). scripts/test installs them; a missing one is skipped.
+describe('every language', () => {
+  let kernelManager, specs;
+  before(async () => {
+    const serverSettings = ServerConnection.makeSettings({
+      baseUrl,
+      wsUrl: baseUrl.replace(/^http/, 'ws'),
+      token: TOKEN,
+      appendToken: true,
+      WebSocket: recordingWebSocket('v1', []),
+      fetch,
+      Request,
+      Headers
+    });
+    kernelManager = new KernelManager({ serverSettings, standby: 'never' });
+    specs = (await api('GET', 'api/kernelspecs')).json.kernelspecs;
+  });
+  after(() => kernelManager?.dispose());
+
+  const cases = [
+    ['python3', 'python', 'print(6 * 7)'],
+    ['bash', 'bash', 'echo $((6 * 7))'],
+    ['ir', 'R', 'cat(6 * 7, "\\n")'],
+    ['javascript', 'javascript', 'console.log(6 * 7)'],
+    ['tslab', 'typescript', 'const n: number = 6 * 7; console.log(n)']
+  ];
+  for (const [name, language, code] of cases) {
+    test(`${name} (${language})`, { timeout: 60000 }, async (t) => {
+      if (!specs[name]) {
+        t.skip(`kernelspec ${name} is not installed`);
+        return;
+      }
+      assert.equal(specs[name].spec.language, language);
+      const kernel = await within(kernelManager.startNew({ name }), 30000, `start ${name}`);
+      try {
+        const info = await within(kernel.info, 20000, `${name} kernel_info`);
+        assert.equal(info.status, 'ok');
+        assert.equal(info.language_info.name.toLowerCase(), language.toLowerCase());
+        const run = await execute(kernel, code, 30000);
+        assert.equal(run.reply.content.status, 'ok', JSON.stringify(run.reply.content));
+        const text = ofType(run.iopub, 'stream').map(m => m.content.text).join('');
+        assert.equal(text.trim(), '42');
+      } finally {
+        await kernel.shutdown();
+        kernel.dispose();
+      }
+    });
+  }
+});

@@ -196,6 +196,7 @@ static void test_start(void)
         is_str(back.kernelspec_dir, m.kernelspec_dir, "START: kernelspec_dir");
         is_str(back.key, m.key, "START: key");
         is_str(back.cwd, "", "START: cwd empty (the home directory)");
+        is_int(back.tcp_bridge, false, "START: no TCP bridge unless asked");
         n = strv_length(back.argv);
         is_uint(n, 6, "START: argv length");
         for (size_t i = 0; i < n && i < 6; i++)
@@ -208,6 +209,23 @@ static void test_start(void)
         ok(back.argv == NULL && back.env == NULL, "START: clear releases argv and env");
         hostmsg_start_clear(&back);
         json_decref(body);
+
+        /* A TCP-only kernel (ijavascript, tslab) runs under the bridge. */
+        m.tcp_bridge = true;
+        body = transfer(HOSTMSG_START, hostmsg_start_encode(&m), "START a TCP-only kernel");
+        is_int(hostmsg_start_decode(body, &back), 0, "START a TCP-only kernel: decodes");
+        is_int(back.tcp_bridge, true, "START a TCP-only kernel: tcp_bridge");
+        hostmsg_start_clear(&back);
+        json_object_set_new(body, "tcp_bridge", json_string("yes"));
+        is_int(hostmsg_start_decode(body, &back), -EBADMSG,
+               "START: a tcp_bridge that is not a boolean is refused");
+        json_object_set_new(body, "tcp_bridge", json_true());
+        json_object_set_new(body, "kernel", json_false());
+        is_int(hostmsg_start_decode(body, &back), 0, "START a command with tcp_bridge: decodes");
+        is_int(back.tcp_bridge, false, "START: only a kernel runs under the bridge");
+        hostmsg_start_clear(&back);
+        json_decref(body);
+        m.tcp_bridge = false;
 
         /* A command: no kernel, a working directory, no environment. */
         m.kernel = false;

@@ -131,6 +131,14 @@ static void test_discover(void)
         is_str(py ? py->dir : NULL, expect, "dir is where the winner lives");
         is_str(spec_string(broken, "display_name"), "valid in b",
                "an invalid kernel.json does not hide a valid one later in the path");
+        /* A kernelspec removed from disk stays in the list (kernels point
+         * at it) but is never found again. */
+        if (ir) {
+                ((struct jp_kernelspec *)ir)->removed = true;
+                ok(!jp_kernelspec_find(&list, "ir"), "a removed kernelspec is not found");
+                ((struct jp_kernelspec *)ir)->removed = false;
+                ok(jp_kernelspec_find(&list, "ir") == ir, "found again when back");
+        }
         ok(!jp_kernelspec_find(&list, "noargv"), "argv [] is skipped");
         ok(!jp_kernelspec_find(&list, "nojson"), "a directory without kernel.json is skipped");
         ok(!jp_kernelspec_find(&list, "bad name"), "an invalid name is skipped");
@@ -236,7 +244,7 @@ static void test_template_name(void)
 {
         const char *json = "{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":"
                            "{\"glovebox\":{\"template\":\"ds-1.0\"}}}";
-        struct jp_kernelspec_list list = {NULL, 0};
+        struct jp_kernelspec_list list = {NULL, 0, 0};
         struct jp_kernelspec ks;
 
         memset(&ks, 0, sizeof(ks));
