@@ -13,10 +13,15 @@ import re
 import secrets
 import signal
 import subprocess
+import time
 
 import pexpect
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
+
+# The echo of a marker asked for again after an interrupt, which may come
+# after its cell ended.
+STALE_MARKER = re.compile(r"__glovebox_[0-9a-f]{16}_\d+__\d*\n?")
 
 __version__ = "1.0"
 
@@ -85,12 +90,22 @@ class BashKernel(Kernel):
         output before it as it comes. Returns the status, or None if bash
         ended."""
         pending = ""
-        resent = False
+        resend_at = None
+        resends = 0
         while True:
-            if self.interrupted and not resent:
+            if self.interrupted and resend_at is None:
+                resend_at = time.monotonic() + 0.1
+            elif resend_at is not None and time.monotonic() >= resend_at:
                 # Ctrl-C also flushes the terminal's input, the marker's
-                # line with it: ask for it again.
-                resent = True
+                # line with it, once the terminal gets to it (not at once):
+                # ask for the marker again. A Ctrl-C that came while bash
+                # was still starting the command reached bash, not the
+                # command: while the marker does not come, Ctrl-C again.
+                if resends:
+                    self.child.sendintr()
+                    time.sleep(0.05)
+                resends += 1
+                resend_at = time.monotonic() + 1
                 self.child.sendline('echo "%s$?"' % marker)
             try:
                 pending += self.child.read_nonblocking(65536, timeout=0.2)
@@ -130,7 +145,7 @@ class BashKernel(Kernel):
     def do_execute(self, code, silent, store_history=True, user_expressions=None,
                    allow_stdin=False):
         def emit(text):
-            text = text.replace("\r\n", "\n")
+            text = STALE_MARKER.sub("", text.replace("\r\n", "\n"))
             if text and not silent:
                 self.send_response(self.iopub_socket, "stream", {"name": "stdout", "text": text})
 
