@@ -441,8 +441,8 @@ static void history_replay(struct session *s, const char *last_msg_id)
                          * (On failure m is released: it is lost, as before.) */
                         outbox_unpop(&s->outbox, m);
                 }
-                klog_debug(s->kernel->id, "session %.8s: replaying %zu delivered messages",
-                           s->id, replayed);
+                klog_debug(s->kernel->id, "session %.8s: replaying %zu delivered messages", s->id,
+                           replayed);
                 return;
         }
         /* An id the history never held (a client's mistake, or a message
