@@ -121,7 +121,9 @@ static const char *last_msg_id_of(struct lws *wsi, char *arg, size_t size)
         if (!id || len == 0 || len >= JP_MSG_ID_SIZE)
                 return NULL;
         for (size_t i = 0; i < len; i++) {
-                if (id[i] < 0x21 || id[i] > 0x7e)
+                unsigned char ch = (unsigned char)id[i];
+
+                if (ch < 0x21 || ch > 0x7e)
                         return NULL;
         }
         return id;
