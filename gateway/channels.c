@@ -109,10 +109,30 @@ static void conn_closing(struct session_sink *sink, int code, const char *reason
         close_later(c, code, reason);
 }
 
+/* The query's last_msg_id (a Glovebox extension: the last message the
+ * client handled, to be replayed from), or NULL when absent or unfit: it
+ * must be a message id's size and printable ASCII. An unfit one is ignored
+ * rather than refused: the connection works as it would without it. */
+static const char *last_msg_id_of(struct lws *wsi, char *arg, size_t size)
+{
+        const char *id = lws_get_urlarg_by_name(wsi, "last_msg_id=", arg, (int)size);
+        size_t len = id ? strlen(id) : 0;
+
+        if (!id || len == 0 || len >= JP_MSG_ID_SIZE)
+                return NULL;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char ch = (unsigned char)id[i];
+
+                if (ch < 0x21 || ch > 0x7e)
+                        return NULL;
+        }
+        return id;
+}
+
 static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_format format)
 {
-        char path[HTTP_PATH_MAX], arg[256];
-        const char *session_id;
+        char path[HTTP_PATH_MAX], arg[256], last_arg[256];
+        const char *session_id, *last_msg_id;
         struct kernel *k;
 
         memset(c, 0, sizeof(*c));
@@ -136,7 +156,9 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
                 return -1;
         klog_debug(k->id, "client connected (%s format, session %.8s)",
                    format == RELAY_V1 ? "v1" : "json", c->session->id);
-        session_attach(c->session, &c->sink);
+        /* Only a session that existed can have delivered it. */
+        last_msg_id = session_id ? last_msg_id_of(wsi, last_arg, sizeof(last_arg)) : NULL;
+        session_attach(c->session, &c->sink, last_msg_id);
         return 0;
 }
 
@@ -406,6 +428,7 @@ static int on_writeable(struct channel_conn *c)
                 written += n;
                 if (c->frame_sent == c->frame_len) {
                         metrics_ws_frame(false, c->frame_len);
+                        session_delivered(c->session, c->sending);
                         relay_msg_unref(&c->sending);
                 }
                 if (lws_send_pipe_choked(c->wsi))

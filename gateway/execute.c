@@ -574,7 +574,7 @@ void execute_start(struct http_request *r, struct kernel *k, const char *code, j
                 finish(e);
                 return;
         }
-        session_attach(e->session, &e->sink);
+        session_attach(e->session, &e->sink, NULL);
         loop_timer_start(&e->keepalive, on_keepalive, KEEPALIVE_MS);
         kernel_when_ready(k, &e->ready);
 }

@@ -357,7 +357,110 @@ void session_reconnect_all(struct kernel *k)
         session_connect_all(k);
 }
 
-void session_attach(struct session *s, struct session_sink *sink)
+/* The history's byte bound: SESSION_HISTORY_BYTES, or --replay-bytes if
+ * that is less (an operator who keeps little backlog keeps little here). */
+static size_t history_max_bytes(void)
+{
+        int64_t replay = kernels_config()->replay_bytes;
+
+        return replay < SESSION_HISTORY_BYTES ? (size_t)replay : SESSION_HISTORY_BYTES;
+}
+
+static struct relay_msg **history_slot(struct session_history *h, size_t i)
+{
+        return &h->ring[(h->head + i) % SESSION_HISTORY_MESSAGES];
+}
+
+static void history_forget_oldest(struct session_history *h)
+{
+        struct relay_msg **slot = history_slot(h, 0);
+
+        h->bytes -= (*slot)->size;
+        relay_msg_unref(slot);
+        h->head = (h->head + 1) % SESSION_HISTORY_MESSAGES;
+        h->count--;
+        h->forgot = true;
+}
+
+static void history_clear(struct session_history *h)
+{
+        while (h->count)
+                history_forget_oldest(h);
+        free(h->ring);
+        memset(h, 0, sizeof(*h));
+}
+
+void session_delivered(struct session *s, struct relay_msg *m)
+{
+        struct session_history *h = &s->history;
+
+        /* Nobody comes back to a private session: nothing to replay. */
+        if (s->private)
+                return;
+        if (!h->ring) {
+                h->ring = calloc(SESSION_HISTORY_MESSAGES, sizeof(*h->ring));
+                if (!h->ring)
+                        return;
+        }
+        if (h->count == SESSION_HISTORY_MESSAGES)
+                history_forget_oldest(h);
+        *history_slot(h, h->count) = relay_msg_ref(m);
+        h->count++;
+        h->bytes += m->size;
+        /* The newest stays whatever its size, as in the outbox. */
+        while (h->count > 1 && h->bytes > history_max_bytes())
+                history_forget_oldest(h);
+}
+
+/* Queues again, ahead of everything waiting, what the history holds after
+ * last_msg_id; they leave the history, to join it again once written. */
+static void history_replay(struct session *s, const char *last_msg_id)
+{
+        struct session_history *h = &s->history;
+        struct relay_msg *notice;
+        size_t found = h->count, replayed = 0;
+        char text[256];
+
+        /* (Newest first: the client handled one of the last, usually.) */
+        for (size_t i = h->count; i-- > 0;) {
+                if (strcmp((*history_slot(h, i))->msg_id, last_msg_id) == 0) {
+                        found = i;
+                        break;
+                }
+        }
+        if (found < h->count) {
+                while (h->count > found + 1) {
+                        struct relay_msg **slot = history_slot(h, h->count - 1);
+                        struct relay_msg *m = *slot;
+
+                        *slot = NULL;
+                        h->count--;
+                        h->bytes -= m->size;
+                        replayed++;
+                        /* Newest first, so that the oldest ends at the head.
+                         * (On failure m is released: it is lost, as before.) */
+                        outbox_unpop(&s->outbox, m);
+                }
+                klog_debug(s->kernel->id, "session %.8s: replaying %zu delivered messages", s->id,
+                           replayed);
+                return;
+        }
+        /* An id the history never held (a client's mistake, or a message
+         * of another gateway) replays nothing: replaying all would repeat
+         * what the client has. Only if the history has let messages go can
+         * it be one of those, and then the client is told. */
+        if (!h->forgot)
+                return;
+        snprintf(text, sizeof(text),
+                 "[glovebox] outputs may be missing: the last message this client handled is "
+                 "older than the %d messages (or %zu bytes) kept for its reconnect.\n",
+                 SESSION_HISTORY_MESSAGES, history_max_bytes());
+        notice = relay_msg_notice(NULL, text);
+        if (notice)
+                outbox_unpop(&s->outbox, notice);
+}
+
+void session_attach(struct session *s, struct session_sink *sink, const char *last_msg_id)
 {
         struct session_sink *old = s->sink;
 
@@ -371,6 +474,10 @@ void session_attach(struct session *s, struct session_sink *sink)
                 old->closing(old, 1000, "replaced by a newer connection");
         }
         loop_timer_stop(&s->linger_timer);
+        /* After the old sink let go: what it was writing is back in the
+         * outbox, and what it wrote is in the history. */
+        if (last_msg_id && *last_msg_id)
+                history_replay(s, last_msg_id);
         s->sink = sink;
         s->kernel->connections++;
         if (s->outbox.count || s->outbox.dropped)
@@ -469,6 +576,7 @@ void session_destroy(struct session **sp, int code, const char *reason)
         for (int i = 0; i < 3; i++)
                 zio_close(&s->sockets[i]);
         outbox_clear(&s->outbox);
+        history_clear(&s->history);
         while (s->pending) {
                 struct pending_exec *p = s->pending;
 

@@ -6,7 +6,14 @@
  * sink that attaches later with the same session_id gets every message in
  * order. A detached session lingers for --session-linger seconds; at most
  * --max-lingering-sessions of a kernel do, the oldest evicted first (its
- * client, should it come back, is told). */
+ * client, should it come back, is told).
+ *
+ * What a sink has written counts as delivered, yet a client can lose the
+ * last messages it was sent (a page that unloads stops reading before its
+ * socket closes). So a resumable session also remembers the messages it
+ * delivered last (its history, bounded by SESSION_HISTORY_MESSAGES and
+ * SESSION_HISTORY_BYTES), and a client that reconnects naming the last
+ * message it handled gets the ones after it again. */
 #ifndef GLOVEBOX_SESSION_H
 #define GLOVEBOX_SESSION_H
 
@@ -32,6 +39,21 @@ struct pending_exec {
 
 #define SESSION_MAX_PENDING 1024
 
+/* The bounds of a session's history of delivered messages: its newest are
+ * kept, up to this many and (but always the newest one) this many bytes,
+ * or --replay-bytes if that is less. The messages are shared with every
+ * other queue that holds them, not copied. */
+#define SESSION_HISTORY_MESSAGES 1024
+#define SESSION_HISTORY_BYTES    (4 * 1024 * 1024)
+
+/* A ring of the messages a session delivered last, oldest at head. */
+struct session_history {
+        struct relay_msg **ring; /* SESSION_HISTORY_MESSAGES slots, made at the first */
+        size_t head, count;
+        size_t bytes;
+        bool forgot; /* older messages were let go: an unknown id may be one */
+};
+
 struct session {
         struct session *next;
         struct kernel *kernel;
@@ -39,6 +61,7 @@ struct session {
         char identity[64];
         struct zio *sockets[3]; /* shell, control, stdin, by enum jp_channel */
         struct outbox outbox;
+        struct session_history history;
         struct session_sink *sink;
         lws_sorted_usec_list_t linger_timer;
         bool private;                 /* not resumable: ends when its sink detaches */
@@ -52,8 +75,12 @@ struct session {
 /* Finds the session id of k or creates it (id NULL or empty: a fresh,
  * private one). Returns NULL when out of memory or sockets. */
 struct session *session_open(struct kernel *k, const char *id);
-/* Attaches sink, replacing (and closing) any sink already attached. */
-void session_attach(struct session *s, struct session_sink *sink);
+/* Attaches sink, replacing (and closing) any sink already attached. With
+ * last_msg_id (the last message the client handled; NULL or "": none) the
+ * messages the session delivered after that one are queued again, ahead of
+ * the rest; an id the history no longer holds replays nothing, and if the
+ * history has let messages go the client is told that some may be missing. */
+void session_attach(struct session *s, struct session_sink *sink, const char *last_msg_id);
 /* Detaches sink; the session lingers, queueing, for its reconnect. */
 void session_detach(struct session *s, struct session_sink *sink);
 /* Signs and sends a client message to the kernel on its channel. */
@@ -67,6 +94,9 @@ void session_reconnect_all(struct kernel *k);
 /* The next message for the sink (the caller owns the reference), or NULL.
  * After drops it is first a stderr stream message saying how many. */
 struct relay_msg *session_next(struct session *s);
+/* The sink has written m whole: it joins the history (a new reference) of
+ * a resumable session. */
+void session_delivered(struct session *s, struct relay_msg *m);
 /* Queues m (a new reference) and wakes the sink. */
 void session_deliver(struct session *s, struct relay_msg *m);
 /* The kernel died: answer every pending execute_request with an error

@@ -267,27 +267,31 @@ export function displayName (specName) {
 // it is taken out of sessionStorage while the page lives and put back
 // when it goes.
 function sessionFor (kernel) {
+  state.lastMsgId = null;
   if (!kernel) return uuid();
   let saved = null;
   try { saved = JSON.parse(sessionStorage.getItem(storeKey('session')) || 'null'); } catch (e) { /* none */ }
   sessionStorage.removeItem(storeKey('session'));
   if (saved && saved.kernel === kernel && saved.notebook === state.name && typeof saved.session === 'string') {
     state.resumed = saved.running || {};
+    if (typeof saved.lastMsgId === 'string') state.lastMsgId = saved.lastMsgId;
     return saved.session;
   }
   return uuid();
 }
 
 // Going away (a reload, another notebook): the notebook as drawn now, and
-// this tab's session and running cells for the page that comes next. What
-// arrives between now and the end of the page is kept the same way, at
-// once: the gateway counts it as delivered and will not replay it.
+// this tab's session, running cells and last message handled for the page
+// that comes next. What arrives between now and the end of the page is
+// kept the same way, at once; what reaches the socket too late to be
+// handled, the gateway sends the next page again (it replays from the
+// last message handled).
 function persistForReload () {
   saveNotebook(true);
   if (!state.kernel) return;
   const running = {};
   for (const [id, cell] of state.pending) running[id] = cell.id;
-  sessionStorage.setItem(storeKey('session'), JSON.stringify({ kernel: state.kernel, session: state.session, notebook: state.name, running }));
+  sessionStorage.setItem(storeKey('session'), JSON.stringify({ kernel: state.kernel, session: state.session, notebook: state.name, running, lastMsgId: state.lastMsgId }));
 }
 
 window.addEventListener('pagehide', () => {
@@ -315,6 +319,9 @@ function connect () {
   const url = new URL(`api/kernels/${id}/channels`, base);
   url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
   url.searchParams.set('session_id', state.session);
+  // (A Glovebox extension: what the gateway wrote after this message,
+  // this page may not have read; it sends it again, once.)
+  if (state.lastMsgId) url.searchParams.set('last_msg_id', state.lastMsgId);
   // A browser cannot set headers on a WebSocket: the token goes in the
   // query, which the gateway never logs.
   url.searchParams.set('token', state.token);
@@ -346,6 +353,7 @@ function connect () {
     let msg;
     try { msg = JSON.parse(ev.data); } catch (e) { return; }
     onMessage(msg);
+    if (msg.header && typeof msg.header.msg_id === 'string') state.lastMsgId = msg.header.msg_id;
     if (state.leaving) persistForReload();
   };
   ws.onclose = () => {

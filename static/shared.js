@@ -52,6 +52,10 @@ export const state = {
   // This page's client session: the gateway keeps the kernel's outputs
   // for it while the socket is down and replays them on reconnect.
   session: null,
+  // The msg_id of the last message this page handled on that session: a
+  // reconnect (or the page after a reload) names it, and the gateway sends
+  // again what it wrote after it, which the page may never have read.
+  lastMsgId: null,
   pending: new Map(), // execute msg_id -> cell
   requests: new Map(), // complete/inspect msg_id -> resolve
   displays: new Map(), // display_id -> Set of output elements

@@ -7,6 +7,7 @@ import struct
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -96,20 +97,24 @@ class Gateway:
         assert status == 201, (status, model)
         return model["id"]
 
-    def connect(self, kernel_id, session_id=None, subprotocol=None, token=None):
-        return Channel(self, kernel_id, session_id, subprotocol, token)
+    def connect(self, kernel_id, session_id=None, subprotocol=None, token=None,
+                last_msg_id=None):
+        return Channel(self, kernel_id, session_id, subprotocol, token, last_msg_id)
 
 
 class Channel:
     """One WebSocket connection to a kernel's channels."""
 
-    def __init__(self, gw, kernel_id, session_id=None, subprotocol=None, token=None):
+    def __init__(self, gw, kernel_id, session_id=None, subprotocol=None, token=None,
+                 last_msg_id=None):
         self.session = session_id or uuid.uuid4().hex
         tok = gw.token if token is None else token
         url = (f"ws://127.0.0.1:{gw.port}/api/kernels/{kernel_id}/channels"
                f"?session_id={self.session}")
         if tok:
             url += f"&token={tok}"
+        if last_msg_id is not None:
+            url += "&last_msg_id=" + urllib.parse.quote(last_msg_id, safe="")
         self.v1 = subprotocol == V1
         # websocket-client checks UTF-8 byte by byte in Python (~5 MB/s):
         # off, or a test of throughput measures the client.

@@ -6,6 +6,10 @@ import os
 import signal
 import threading
 import time
+import uuid
+
+import pytest
+import websocket
 
 from gbclient import V1, outputs_of, start_gateway
 
@@ -362,5 +366,169 @@ def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_
         # Every message is either relayed or counted.
         assert len(got) + dropped == 500, (len(got), dropped)
         ch.close()
+    finally:
+        gw.stop()
+
+
+# A cell whose outputs come one message a line, for a while.
+COUNT_SLOWLY = """
+import sys, time
+for i in range({n}):
+    print(f"line {{i}}", flush=True)
+    time.sleep({pause})
+"""
+
+
+def cell_messages(ch, exec_id, until_done=True, limit=None, timeout=60, asked=True):
+    """Messages of exec_id that ch receives, in order: all of them up to its
+    reply (if ch asked) and idle, or the first limit."""
+    got, reply, idle = [], not asked, False
+    deadline = time.time() + timeout
+    while (limit is None or len(got) < limit) and not (until_done and reply and idle):
+        m = ch.recv(max(deadline - time.time(), 0.1))
+        if m["parent_header"].get("msg_id") != exec_id:
+            continue
+        got.append(m)
+        if m["channel"] == "shell":
+            reply = True
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            idle = True
+    return got
+
+
+def ids(msgs, channel=None):
+    return [m["header"]["msg_id"] for m in msgs if channel is None or m["channel"] == channel]
+
+
+def stdout_text(msgs):
+    return "".join(m["content"]["text"] for m in msgs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
+@pytest.mark.parametrize("how", ["stops reading", "drops its socket"])
+def test_a_reconnect_naming_its_last_message_gets_everything_after_it_once(gateway, kernel, how):
+    # A page that unloads mid-cell: it handled N messages, more reached its
+    # socket, and it went (still connected, or its socket simply gone). The
+    # same session back with last_msg_id of the Nth gets the N+1th onward,
+    # each once: together exactly what an undisturbed client saw.
+    import socket
+    sid = "reload-" + uuid.uuid4().hex
+    witness = gateway.connect(kernel)
+    first = gateway.connect(kernel, session_id=sid)
+    n, lines = 20, 150
+    exec_id = first.send("execute_request", {
+        "code": COUNT_SLOWLY.format(n=lines, pause=0.01), "silent": False,
+        "store_history": True, "user_expressions": {}, "allow_stdin": False,
+        "stop_on_error": True})
+    handled = cell_messages(first, exec_id, until_done=False, limit=n)
+    # Meanwhile the gateway writes on to the socket, and counts it
+    # delivered: without the replay these would be lost.
+    time.sleep(1)
+    if how == "drops its socket":
+        first.ws.sock.shutdown(socket.SHUT_RDWR)
+        first.ws.sock.close()
+    again = gateway.connect(kernel, session_id=sid, last_msg_id=handled[-1]["header"]["msg_id"])
+    rest = cell_messages(again, exec_id)
+    whole = cell_messages(witness, exec_id, asked=False)
+    seen = handled + rest
+    assert len(set(ids(seen))) == len(seen), "a message came twice"
+    assert ids(seen, "iopub") == ids(whole, "iopub")
+    assert stdout_text(seen) == "".join(f"line {i}\n" for i in range(lines))
+    assert [m["msg_type"] for m in seen if m["channel"] == "shell"] == ["execute_reply"]
+    for ch in (witness, again):
+        ch.close()
+    if how == "stops reading":
+        first.close()
+
+
+def test_a_bogus_last_msg_id_replays_nothing_and_breaks_nothing(gateway, kernel):
+    sid = "bogus-" + uuid.uuid4().hex
+    ch = gateway.connect(kernel, session_id=sid)
+    reply, _ = ch.execute("print('before')")
+    assert reply["content"]["status"] == "ok"
+    ch.close()
+    for bogus in ["no-such-message", "x" * 127, "x" * 128, "x" * 300, "bad\x01id",
+                  "sp ace", "\u00e9t\u00e9", ""]:
+        ch = gateway.connect(kernel, session_id=sid, last_msg_id=bogus)
+        ch.ws.settimeout(0.5)
+        with pytest.raises(websocket.WebSocketTimeoutException):
+            m = ch.recv(0.5)
+            print("replayed", bogus, m["msg_type"])
+        reply, outputs = ch.execute("print('after')")
+        assert reply["content"]["status"] == "ok"
+        assert [m["content"]["text"] for m in outputs_of(outputs, "stream")] == ["after\n"]
+        ch.close()
+    assert gateway.proc.poll() is None
+
+
+def replay_after(gw, kernel, sid, last_msg_id):
+    """What a reconnect naming last_msg_id gets before the kernel is asked
+    anything more: the messages up to the quiet."""
+    ch = gw.connect(kernel, session_id=sid, last_msg_id=last_msg_id)
+    got = []
+    try:
+        while True:
+            got.append(ch.recv(1.5))
+    except websocket.WebSocketTimeoutException:
+        pass
+    ch.close()
+    return got
+
+
+def test_the_history_of_delivered_messages_is_bounded_by_count():
+    # 1024 messages: the 1024th from the end is still there to replay from,
+    # the 1025th is gone, and the client is told some may be missing.
+    gw = start_gateway()
+    try:
+        kernel = gw.start_kernel()
+        sid = "count-" + uuid.uuid4().hex
+        ch = gw.connect(kernel, session_id=sid)
+        exec_id = ch.send("execute_request", {
+            "code": COUNT_SLOWLY.format(n=1300, pause=0), "silent": False,
+            "store_history": True, "user_expressions": {}, "allow_stdin": False,
+            "stop_on_error": True})
+        seen = []
+        while not (seen and seen[-1]["parent_header"].get("msg_id") == exec_id
+                   and seen[-1]["msg_type"] == "status"
+                   and seen[-1]["content"]["execution_state"] == "idle"
+                   and any(m["channel"] == "shell" for m in seen)):
+            seen.append(ch.recv(60))
+        ch.close()
+        assert len(seen) > 1100, len(seen)
+        got = replay_after(gw, kernel, sid, seen[-1024]["header"]["msg_id"])
+        assert ids(got) == ids(seen[-1023:])
+        got = replay_after(gw, kernel, sid, seen[-1025]["header"]["msg_id"])
+        assert len(got) == 1, [m["msg_type"] for m in got]
+        assert got[0]["msg_type"] == "stream" and got[0]["content"]["name"] == "stderr"
+        assert "outputs may be missing" in got[0]["content"]["text"]
+        # (Nor does the history lose what it had by such a reconnect.)
+        got = replay_after(gw, kernel, sid, seen[-3]["header"]["msg_id"])
+        assert ids(got)[:2] == ids(seen[-2:])
+    finally:
+        gw.stop()
+
+
+def test_the_history_of_delivered_messages_is_bounded_by_bytes():
+    # --replay-bytes below 4 MiB bounds the history: 256 KiB here, of
+    # messages of about 33 KiB, holds the last seven or so, never sixteen.
+    gw = start_gateway("--replay-bytes", str(256 * 1024))
+    try:
+        kernel = gw.start_kernel()
+        sid = "bytes-" + uuid.uuid4().hex
+        ch = gw.connect(kernel, session_id=sid)
+        reply, outputs = ch.execute(
+            "import sys\nfor i in range(40):\n"
+            "    print(str(i) * 32768, flush=True)\n")
+        assert reply["content"]["status"] == "ok"
+        ch.close()
+        streams = outputs_of(outputs, "stream")
+        assert len(streams) >= 30, len(streams)
+        # The reply and idle came after the last stream: 3 messages back
+        # is well within, 16 streams back well beyond.
+        got = replay_after(gw, kernel, sid, streams[-3]["header"]["msg_id"])
+        assert ids(got)[:2] == ids(streams[-2:])
+        got = replay_after(gw, kernel, sid, streams[-16]["header"]["msg_id"])
+        assert [m["msg_type"] for m in got] == ["stream"]
+        assert "outputs may be missing" in got[0]["content"]["text"]
     finally:
         gw.stop()
