@@ -959,6 +959,7 @@ test('the kernel selector: every language starts and runs a cell', { timeout: 4 
     const cell = await run(code)
     assert.equal((await outputText(cell)).trim(), '42', name)
     await page.click('#shutdown')
+    await page.click('#confirm-dialog[open] #confirm-ok')
     await page.waitForFunction((n) => document.querySelectorAll('#kernel-select option').length === n, before)
   }
   assert.deepEqual(page.errors, [], 'no script errors in the page')
