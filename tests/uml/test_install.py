@@ -19,6 +19,12 @@ pytestmark = only_in_guest
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DESTDIR = os.path.join(os.path.abspath(BUILD), "uml", "destdir")
 STATIC = sorted(os.listdir(os.path.join(SRC, "static")))
+# Glovebox's own kernels (kernels/NAME/*), installed as they are.
+KERNELS = sorted(os.path.join(name, f) for name in os.listdir(os.path.join(SRC, "kernels"))
+                 for f in os.listdir(os.path.join(SRC, "kernels", name))
+                 if os.path.isfile(os.path.join(SRC, "kernels", name, f)))
+PROGRAMS = ["bin/glovebox", "libexec/glovebox/glovebox-kernel-host",
+            "libexec/glovebox/glovebox-kernel-bridge"]
 
 
 def make_variable(name, depth=0):
@@ -39,15 +45,16 @@ PREFIX = make_variable("prefix")
 def test_install_puts_everything_in_the_usual_places():
     installed = sorted(os.path.relpath(os.path.join(d, f), DESTDIR + PREFIX)
                        for d, _, files in os.walk(DESTDIR) for f in files)
-    assert installed == sorted(["bin/glovebox", "libexec/glovebox/glovebox-kernel-host",
-                                "lib/systemd/system/glovebox.service"] +
-                               [f"share/glovebox/static/{f}" for f in STATIC])
-    for program in ("bin/glovebox", "libexec/glovebox/glovebox-kernel-host"):
+    assert installed == sorted(PROGRAMS + ["lib/systemd/system/glovebox.service"] +
+                               [f"share/glovebox/static/{f}" for f in STATIC] +
+                               [f"share/glovebox/kernels/{f}" for f in KERNELS])
+    for program in PROGRAMS:
         assert os.access(os.path.join(DESTDIR + PREFIX, program), os.X_OK), program
-    for f in STATIC:
-        with open(os.path.join(SRC, "static", f), "rb") as a, \
-                open(os.path.join(DESTDIR + PREFIX, "share/glovebox/static", f), "rb") as b:
-            assert a.read() == b.read(), f
+    for tree, files in (("static", STATIC), ("kernels", KERNELS)):
+        for f in files:
+            with open(os.path.join(SRC, tree, f), "rb") as a, \
+                    open(os.path.join(DESTDIR + PREFIX, "share/glovebox", tree, f), "rb") as b:
+                assert a.read() == b.read(), f
 
 
 def unit_settings():
