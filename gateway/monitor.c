@@ -5,6 +5,7 @@
 #include "gateway/kernels.h"
 #include "gateway/metrics.h"
 #include "gateway/pool.h"
+#include "protocol/buf.h"
 #include "protocol/ids.h"
 
 #include <dirent.h>
@@ -27,29 +28,13 @@
 
 /* ---- reading small files ------------------------------------------------- */
 
-/* Reads at most size-1 bytes of path into out, NUL-terminated. */
-static int read_small(const char *path, char *out, size_t size)
-{
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        ssize_t n;
-
-        if (fd < 0)
-                return -errno;
-        n = read(fd, out, size - 1);
-        close(fd);
-        if (n < 0)
-                return -errno;
-        out[n] = '\0';
-        return 0;
-}
-
 static int read_u64(const char *dir, const char *file, uint64_t *out)
 {
         char path[PATH_MAX + 64], text[64], *end;
         int rc;
 
         snprintf(path, sizeof(path), "%s/%s", dir, file);
-        rc = read_small(path, text, sizeof(text));
+        rc = read_small_file(path, text, sizeof(text));
         if (rc < 0)
                 return rc;
         errno = 0;
@@ -142,7 +127,7 @@ static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char
         if (sb->init_pid <= 0)
                 return -ESRCH;
         snprintf(path, sizeof(path), "/proc/%d/cgroup", sb->init_pid);
-        rc = read_small(path, text, sizeof(text));
+        rc = read_small_file(path, text, sizeof(text));
         if (rc < 0)
                 return rc;
         for (char *line = text, *next; line && *line; line = next) {
@@ -195,7 +180,7 @@ static double procs_cpu_seconds(const char *dir, int depth)
                 const char *p;
 
                 snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-                if (read_small(path, stat, sizeof(stat)) < 0)
+                if (read_small_file(path, stat, sizeof(stat)) < 0)
                         continue;
                 /* After the command name, which may hold spaces: fields 3 on. */
                 p = strrchr(stat, ')');
@@ -259,7 +244,7 @@ static double cpu_percent(const struct sandbox *sb, double cpu_seconds, int cpus
                 /* Since init started: field 22, in ticks since boot. */
                 snprintf(path, sizeof(path), "/proc/%d/stat", sb->init_pid);
                 clock_gettime(CLOCK_BOOTTIME, &boot);
-                p = read_small(path, stat, sizeof(stat)) == 0 ? strrchr(stat, ')') : NULL;
+                p = read_small_file(path, stat, sizeof(stat)) >= 0 ? strrchr(stat, ')') : NULL;
                 if (p && sscanf(p + 2,
                                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
                                 "%*d %*d %*d %*d %llu",
@@ -386,7 +371,7 @@ static bool host_alive(char *why, size_t size)
                 return false;
         }
         snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-        p = read_small(path, stat, sizeof(stat)) == 0 ? strrchr(stat, ')') : NULL;
+        p = read_small_file(path, stat, sizeof(stat)) >= 0 ? strrchr(stat, ')') : NULL;
         if (!p || !p[1] || !p[2]) {
                 snprintf(why, size, "the kernel-host (pid %d) is gone", pid);
                 return false;

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/cgroup.h"
+#include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -48,21 +49,6 @@ static int write_file(const char *dir, const char *file, const char *text)
                 rc = -errno;
         close(fd);
         return rc;
-}
-
-static ssize_t read_file(const char *path, char *out, size_t size)
-{
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
-
-        if (fd < 0)
-                return -errno;
-        n = read(fd, out, size - 1);
-        close(fd);
-        if (n < 0)
-                return -errno;
-        out[n] = '\0';
-        return n;
 }
 
 /* Does the comma-separated list contain word? */
@@ -173,7 +159,7 @@ static int move_processes(const char *from, const char *to)
         char procs[PATH_MAX + 16], pids[65536];
 
         snprintf(procs, sizeof(procs), "%s/cgroup.procs", from);
-        if (read_file(procs, pids, sizeof(pids)) < 0)
+        if (read_small_file(procs, pids, sizeof(pids)) < 0)
                 return -EIO;
         for (char *line = pids, *next; line && *line; line = next) {
                 next = strchr(line, '\n');
@@ -197,7 +183,7 @@ static int v2_enable(enum cgroup_controller c)
         int rc;
 
         snprintf(path, sizeof(path), "%s/cgroup.subtree_control", unified.own);
-        if (read_file(path, current, sizeof(current)) >= 0 && list_has(current, name, ' '))
+        if (read_small_file(path, current, sizeof(current)) >= 0 && list_has(current, name, ' '))
                 return 0;
         snprintf(text, sizeof(text), "+%s", name);
         rc = write_file(unified.own, "cgroup.subtree_control", text);
@@ -335,7 +321,7 @@ void cgroup_init(void)
 
         if (have_v2) {
                 snprintf(path, sizeof(path), "%s/cgroup.controllers", unified.own);
-                if (read_file(path, controllers, sizeof(controllers)) < 0)
+                if (read_small_file(path, controllers, sizeof(controllers)) < 0)
                         have_v2 = false;
         }
         for (int c = 0; c < CGROUP_CONTROLLERS; c++)
@@ -505,7 +491,7 @@ uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg)
                 return 0;
         snprintf(path, sizeof(path), "%s/%s", cg->dirs[i],
                  hierarchies[i].v2 ? "memory.events" : "memory.oom_control");
-        if (read_file(path, text, sizeof(text)) < 0)
+        if (read_small_file(path, text, sizeof(text)) < 0)
                 return 0;
         at = strstr(text, "oom_kill ");
         return at ? strtoull(at + 9, NULL, 10) : 0;

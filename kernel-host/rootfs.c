@@ -236,15 +236,13 @@ static int plan_tools(struct rootfs *p)
         return rc;
 }
 
-static int plan_etc(struct rootfs *p, const char *resolv_conf)
+/* The files of /etc every sandbox has of Glovebox's own, over a
+ * template's too: its users, its names, its resolver (none without
+ * egress), a profile that keeps the given PATH. */
+static int plan_own_etc(struct rootfs *p, const char *resolv_conf)
 {
-        char path[PATH_MAX];
-        struct dirent *de;
-        DIR *d;
-        int rc = add_op(p, OP_DIR, "/etc", NULL, NULL, 0, 0, "mkdir /etc");
+        int rc = add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
 
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/group", NULL, group_file, 0, 0, "write /etc/group");
         if (rc == 0)
@@ -253,15 +251,27 @@ static int plan_etc(struct rootfs *p, const char *resolv_conf)
                 rc = add_op(p, OP_FILE, "/etc/hostname", NULL, "glovebox\n", 0, 0,
                             "write /etc/hostname");
         if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL,
-                            resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
-                            "write /etc/nsswitch.conf");
-        if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL, resolv_conf ? resolv_conf : "", 0,
                             0, "write /etc/resolv.conf");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
                             "write /etc/profile");
+        return rc;
+}
+
+static int plan_etc(struct rootfs *p, const char *resolv_conf)
+{
+        char path[PATH_MAX];
+        struct dirent *de;
+        DIR *d;
+        int rc = add_op(p, OP_DIR, "/etc", NULL, NULL, 0, 0, "mkdir /etc");
+
+        if (rc == 0)
+                rc = plan_own_etc(p, resolv_conf);
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL,
+                            resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
+                            "write /etc/nsswitch.conf");
         for (size_t i = 0; rc == 0 && i < sizeof(etc_entries) / sizeof(etc_entries[0]); i++) {
                 snprintf(path, sizeof(path), "/etc/%s", etc_entries[i]);
                 rc = add_host_path(p, path);
@@ -460,22 +470,7 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
         for (size_t i = 0; rc == 0 && i < sizeof(points) / sizeof(points[0]); i++)
                 rc = add_base_dirs(p, tree, points[i]);
         if (rc == 0)
-                rc =
-                    add_op(p, OP_FILE, "/etc/passwd", NULL, passwd_file, 0, 0, "write /etc/passwd");
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/group", NULL, group_file, 0, 0, "write /etc/group");
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/hosts", NULL, hosts_file, 0, 0, "write /etc/hosts");
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/hostname", NULL, "glovebox\n", 0, 0,
-                            "write /etc/hostname");
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/resolv.conf", NULL,
-                            params->resolv_conf ? params->resolv_conf : "", 0, 0,
-                            "write /etc/resolv.conf");
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
-                            "write /etc/profile");
+                rc = plan_own_etc(p, params->resolv_conf);
         if (rc == 0)
                 rc = add_base_dirs(p, tree, ROOTFS_TOOLS_DIR);
         if (rc == 0)

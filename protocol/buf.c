@@ -3,11 +3,13 @@
 #include "protocol/buf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void buf_init(struct buf *b, size_t max)
 {
@@ -142,4 +144,19 @@ char *buf_steal(struct buf *b, size_t *len)
         b->len = 0;
         b->cap = 0;
         return p;
+}
+
+ssize_t read_small_file(const char *path, char *out, size_t size)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n;
+
+        if (fd < 0)
+                return -errno;
+        n = read(fd, out, size - 1);
+        close(fd);
+        if (n < 0)
+                return -errno;
+        out[n] = '\0';
+        return n;
 }

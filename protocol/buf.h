@@ -8,6 +8,7 @@
 #define GLOVEBOX_BUF_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct buf {
         char *data;
@@ -33,5 +34,10 @@ void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 /* Hands the storage to the caller, who frees it with free(); leaves b empty. */
 char *buf_steal(struct buf *b, size_t *len);
+
+/* Reads at most size-1 bytes of the file at path (a final symlink is not
+ * followed) into out, NUL-terminated: the length read, or -errno. For the
+ * small files of /proc and cgroupfs. */
+ssize_t read_small_file(const char *path, char *out, size_t size);
 
 #endif
