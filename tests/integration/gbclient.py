@@ -229,7 +229,9 @@ def value_of(gw, kernel_id, expr, timeout=120):
     """Evaluates a Python expression in the kernel; returns it (repr, then
     literal_eval)."""
     import ast
-    content, stdout, _ = run_cell(gw, kernel_id, f"print(repr({expr}))", timeout)
+    # On a line of its own: IPython may have printed a notice without a
+    # line end (its history database on a full disk).
+    content, stdout, _ = run_cell(gw, kernel_id, f"print('\\n' + repr({expr}))", timeout)
     assert content["status"] == "ok", content
     return ast.literal_eval(stdout.strip().splitlines()[-1])
 

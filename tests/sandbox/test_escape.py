@@ -285,7 +285,7 @@ def fill(path):
     except OSError as e:
         return written // (1024 * 1024), errno.errorcode[e.errno]
     return written // (1024 * 1024), None
-print(repr([fill('/home/user/big'), fill('/tmp/big')]))
+print('\\n' + repr([fill('/home/user/big'), fill('/tmp/big')]))
 """
 
 
