@@ -6,6 +6,7 @@
 #include "gateway/metrics.h"
 #include "gateway/pool.h"
 #include "protocol/buf.h"
+#include "protocol/cgroupfs.h"
 #include "protocol/ids.h"
 
 #include <dirent.h>
@@ -86,34 +87,6 @@ static uint64_t meminfo_bytes(const char *key)
 
 /* ---- a sandbox's cgroups -------------------------------------------------- */
 
-/* Where the hierarchy holding controller ("" for the unified one) is
- * mounted, and the cgroup path its root is (from /proc/self/mountinfo). */
-static int find_mount(const char *controller, char *point, size_t psize, char *root, size_t rsize)
-{
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[4096];
-        int rc = -ENOENT;
-
-        if (!f)
-                return -errno;
-        while (rc && fgets(line, sizeof(line), f)) {
-                char mroot[PATH_MAX], mpoint[PATH_MAX], fstype[64], opts[1024];
-                const char *dash = strstr(line, " - ");
-
-                if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", mroot, mpoint) != 2 ||
-                    sscanf(dash + 3, "%63s %*s %1023s", fstype, opts) != 2)
-                        continue;
-                if (controller[0] ? strcmp(fstype, "cgroup") != 0 || !strstr(opts, controller)
-                                  : strcmp(fstype, "cgroup2") != 0)
-                        continue;
-                snprintf(point, psize, "%s", mpoint);
-                snprintf(root, rsize, "%s", mroot);
-                rc = 0;
-        }
-        fclose(f);
-        return rc;
-}
-
 /* The directory of the cgroup of controller ("" for the unified
  * hierarchy) that the sandbox's init is in. It must end in the sandbox's
  * id: the kernel-host names it so, and a recycled pid is refused. */
@@ -139,7 +112,7 @@ static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char
                 if (!colon2)
                         continue;
                 *colon2 = '\0';
-                if (controller[0] ? strstr(colon + 1, controller) != NULL
+                if (controller[0] ? cgroupfs_list_has(colon + 1, controller, ',')
                                   : strcmp(line, "0:") == 0 && colon[1] == '\0') {
                         cg = colon2 + 1;
                         break;
@@ -150,7 +123,7 @@ static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char
         base = strrchr(cg, '/');
         if (!base || strcmp(base + 1, sb->id) != 0)
                 return -ESRCH;
-        rc = find_mount(controller, point, sizeof(point), root, sizeof(root));
+        rc = cgroupfs_find_mount(controller[0] ? controller : NULL, point, sizeof(point), root, sizeof(root));
         if (rc < 0)
                 return rc;
         rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);

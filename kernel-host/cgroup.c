@@ -2,6 +2,7 @@
 
 #include "kernel-host/cgroup.h"
 #include "protocol/buf.h"
+#include "protocol/cgroupfs.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -52,50 +53,6 @@ static int write_file(const char *dir, const char *file, const char *text)
 }
 
 /* Does the comma-separated list contain word? */
-static bool list_has(const char *list, const char *word, char sep)
-{
-        size_t wlen = strlen(word);
-
-        for (const char *p = list; p && *p;) {
-                const char *end = strchr(p, sep);
-                size_t n = end ? (size_t)(end - p) : strcspn(p, "\n");
-
-                if (n == wlen && strncmp(p, word, n) == 0)
-                        return true;
-                p = end ? end + 1 : NULL;
-        }
-        return false;
-}
-
-/* Finds the mount point and mount root of the v1 hierarchy holding
- * controller, or of the v2 hierarchy when controller is NULL. */
-static int find_mount(const char *controller, char *point, size_t psize, char *root, size_t rsize)
-{
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[4096];
-        int rc = -ENOENT;
-
-        if (!f)
-                return -errno;
-        while (fgets(line, sizeof(line), f)) {
-                char mroot[PATH_MAX], mpoint[PATH_MAX], fstype[64], super[1024];
-                char *dash = strstr(line, " - ");
-
-                if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", mroot, mpoint) != 2 ||
-                    sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
-                        continue;
-                if (controller ? strcmp(fstype, "cgroup") != 0 || !list_has(super, controller, ',')
-                               : strcmp(fstype, "cgroup2") != 0)
-                        continue;
-                snprintf(point, psize, "%s", mpoint);
-                snprintf(root, rsize, "%s", mroot);
-                rc = 0;
-                break;
-        }
-        fclose(f);
-        return rc;
-}
-
 /* Our own group's path in the hierarchy of controller (NULL: v2). */
 static int own_path(const char *controller, char *out, size_t size)
 {
@@ -113,7 +70,7 @@ static int own_path(const char *controller, char *out, size_t size)
                         continue;
                 *c2 = '\0';
                 line[strcspn(c2 + 1, "\n") + (size_t)(c2 + 1 - line)] = '\0';
-                if (controller ? list_has(c1 + 1, controller, ',')
+                if (controller ? cgroupfs_list_has(c1 + 1, controller, ',')
                                : (strncmp(line, "0:", 2) == 0 && c1[1] == '\0')) {
                         snprintf(out, size, "%s", c2 + 1);
                         rc = 0;
@@ -129,7 +86,7 @@ static int own_dir(const char *controller, char *out, size_t size)
 {
         char point[PATH_MAX], root[PATH_MAX], path[PATH_MAX];
         const char *rel;
-        int rc = find_mount(controller, point, sizeof(point), root, sizeof(root));
+        int rc = cgroupfs_find_mount(controller, point, sizeof(point), root, sizeof(root));
 
         if (rc == 0)
                 rc = own_path(controller, path, sizeof(path));
@@ -183,7 +140,7 @@ static int v2_enable(enum cgroup_controller c)
         int rc;
 
         snprintf(path, sizeof(path), "%s/cgroup.subtree_control", unified.own);
-        if (read_small_file(path, current, sizeof(current)) >= 0 && list_has(current, name, ' '))
+        if (read_small_file(path, current, sizeof(current)) >= 0 && cgroupfs_list_has(current, name, ' '))
                 return 0;
         snprintf(text, sizeof(text), "+%s", name);
         rc = write_file(unified.own, "cgroup.subtree_control", text);
@@ -326,7 +283,7 @@ void cgroup_init(void)
         }
         for (int c = 0; c < CGROUP_CONTROLLERS; c++)
                 init_controller((enum cgroup_controller)c,
-                                have_v2 && list_has(controllers, controller_names[c], ' '));
+                                have_v2 && cgroupfs_list_has(controllers, controller_names[c], ' '));
         hierarchies_prune();
         for (unsigned i = 0; i < nhierarchies; i++) {
                 const struct hierarchy *h = &hierarchies[i];
