@@ -47,12 +47,14 @@ def wait_for(predicate, timeout=20):
 def test_idle_culling_spares_connected_and_busy():
     gw = start_gateway("--cull-idle-timeout", "2", "--cull-interval", "1")
     try:
-        idle = gw.start_kernel()
+        # Each kernel connected or busy as soon as it is started: a start
+        # on a loaded machine can take longer than the cull timeout.
         connected = gw.start_kernel()
-        busy = gw.start_kernel()
         ch = gw.connect(connected)
+        busy = gw.start_kernel()
         worker = gw.connect(busy)
-        worker.send("execute_request", {"code": "import time; time.sleep(8)", "silent": False})
+        worker.send("execute_request", {"code": "import time; time.sleep(60)", "silent": False})
+        idle = gw.start_kernel()
         gone = lambda kid: gw.request("GET", f"/api/kernels/{kid}")[0] == 404  # noqa: E731
         assert wait_for(lambda: gone(idle), 10), "the idle kernel is culled"
         time.sleep(3)
