@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b.h"
+#include "gateway/ports.h"
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
 #include "gateway/egress.h"
@@ -102,6 +103,18 @@ static struct e2b_sandbox *find(const char *id)
         return NULL;
 }
 
+struct e2b_sandbox *e2b_find_ready(const char *id)
+{
+        struct e2b_sandbox *s = find(id);
+
+        return s && s->ready ? s : NULL;
+}
+
+bool e2b_token_ok(struct e2b_sandbox *s, const char *token)
+{
+        return token_matches(token, s->token);
+}
+
 struct sandbox *e2b_box(struct e2b_sandbox *s)
 {
         return s->box;
@@ -146,7 +159,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
-                json_object_set_new(o, "domain", json_null());
+                json_object_set_new(o, "domain", json_string(ports_domain()));
         }
         return o;
 }
@@ -154,10 +167,12 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
 /* What create and connect answer: where and how to reach the sandbox. */
 static json_t *created_json(const struct e2b_sandbox *s)
 {
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", s->id,
+        /* E2B's getHost(port) is "{port}-{sandboxID}.{domain}": the
+         * ports domain makes that a name the gateway serves (ports.h). */
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id,
                          "templateID", s->template_id, "alias", s->template_id, "clientID",
                          "glovebox", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", s->token,
-                         "trafficAccessToken", s->token, "domain");
+                         "trafficAccessToken", s->token, "domain", ports_domain());
 }
 
 /* ---- life and death --------------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include "gateway/hostcheck.h"
 #include "gateway/metrics.h"
 #include "gateway/page.h"
+#include "gateway/ports.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -736,6 +737,16 @@ static int begin(struct lws *wsi, struct http_request *r)
         }
         /* Until the body is read (or refused), the connection is mid-request. */
         r->reading_body = content_length != 0 || r->chunked;
+        if (ports_wanted(wsi)) {
+                /* Relayed as it comes, chunked or not, to a sandbox's port. */
+                if (content_length < 0)
+                        http_reply_error(r, 400, "Bad Content-Length");
+                else
+                        ports_begin(wsi, r);
+                if (r->responded)
+                        stop_reading(r);
+                return 0;
+        }
         if (!admit(wsi, r) || content_length < 0) {
                 if (!r->responded)
                         http_reply_error(r, 400, "Bad Content-Length");
@@ -829,6 +840,8 @@ static void take_over_body(struct http_request *r)
 
 static int on_body(struct http_request *r, const uint8_t *in, size_t len)
 {
+        if (ports_relaying(r->wsi))
+                return ports_body(r->wsi, in, len);
         if (!r->reading_body)
                 return 0;
         if (!r->chunked) {
@@ -853,7 +866,9 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                 /* lws calls this for "Content-Length: 0" too, after begin()
                  * has already handed the request on; a chunked body ends
                  * when its last chunk is decoded. */
-                if (r->reading_body && !r->chunked)
+                if (ports_relaying(wsi))
+                        ports_body_done(wsi);
+                else if (r->reading_body && !r->chunked)
                         body_complete(r);
                 return 0;
         case LWS_CALLBACK_HTTP_WRITEABLE: {
