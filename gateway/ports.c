@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -45,7 +46,8 @@ struct target {
 /* One client connection relayed to one connection into a sandbox. */
 struct relay {
         struct relay *next;
-        struct lws *wsi;            /* the client's connection (lws owns it) */
+        struct lws *wsi;            /* the client's connection while lws has it, or NULL */
+        int client_fd;              /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
         bool connecting;
         bool upgrade;               /* a WebSocket (any Upgrade): bytes both ways after the head */
@@ -62,7 +64,7 @@ struct relay {
         size_t to_client_at;
         char inject[512];           /* header lines put after the answer's first line */
         size_t status_seen;         /* bytes of the first line so far */
-        lws_sorted_usec_list_t untimeout;
+        lws_sorted_usec_list_t reaper; /* frees a relay lws no longer knows of */
 };
 
 static struct relay *relays;
@@ -572,22 +574,33 @@ static void relay_free(struct relay *p)
         }
         if (p->connecting)
                 host_connect_cancel(p->request_id);
-        loop_timer_stop(&p->untimeout);
+        loop_timer_stop(&p->reaper);
         loop_unwatch(&p->up_watch);
         loop_unwatch(&p->client_watch);
         if (p->up_fd >= 0)
                 close(p->up_fd);
+        if (!p->wsi && p->client_fd >= 0)
+                close(p->client_fd);
         buf_free(&p->to_up);
         buf_free(&p->to_client);
         free(p);
 }
 
+static void reap(lws_sorted_usec_list_t *sul)
+{
+        relay_free(lws_container_of(sul, struct relay, reaper));
+}
+
 /* The relay is over: lws closes the client's connection (our duplicate
- * of its socket goes first, so the close is the connection's end). */
+ * of its socket goes first, so the close is the connection's end), or,
+ * for a connection taken from lws, we do on the next turn of the loop
+ * (the caller may still be looking at p). */
 static void finish(struct relay *p)
 {
         if (p->finished)
                 return;
+        log_debug("port %d relay ends (sandbox side %s, client side %s)", p->port,
+                  p->up_eof ? "done" : "open", p->client_eof ? "done" : "open");
         p->finished = true;
         loop_unwatch(&p->up_watch);
         loop_unwatch(&p->client_watch);
@@ -595,7 +608,10 @@ static void finish(struct relay *p)
                 close(p->up_fd);
                 p->up_fd = -1;
         }
-        lws_set_timeout(p->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+        if (p->wsi)
+                lws_set_timeout(p->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+        else
+                loop_timer_start(&p->reaper, reap, 0);
 }
 
 static size_t pending(const struct buf *b, size_t at)
@@ -603,13 +619,15 @@ static size_t pending(const struct buf *b, size_t at)
         return b->len - at;
 }
 
-/* Drops the written prefix once it is half the buffer. */
-static void compact(struct buf *b, size_t *at)
+/* Drops the written prefix once it is half the buffer (all of it when
+ * whole is set: before reading more, so that the buffer's maximum bounds
+ * what is pending, not what was already written). */
+static void compact(struct buf *b, size_t *at, bool whole)
 {
         if (*at == b->len) {
                 buf_reset(b);
                 *at = 0;
-        } else if (*at > b->len / 2) {
+        } else if (*at > (whole ? 0 : b->len / 2)) {
                 memmove(b->data, b->data + *at, b->len - *at);
                 b->len -= *at;
                 b->data[b->len] = '\0';
@@ -632,7 +650,7 @@ static int flush(int fd, struct buf *b, size_t *at)
                         return -1;
                 *at += (size_t)n;
         }
-        compact(b, at);
+        compact(b, at, false);
         return 0;
 }
 
@@ -642,7 +660,7 @@ static void client_out(struct relay *p)
 {
         if (!p->client_watch)
                 return;
-        if (flush(lws_get_socket_fd(p->wsi), &p->to_client, &p->to_client_at) < 0) {
+        if (flush(p->client_fd, &p->to_client, &p->to_client_at) < 0) {
                 finish(p);
                 return;
         }
@@ -688,9 +706,15 @@ static int take_answer(struct relay *p, const char *data, size_t len)
 
 /* Reads as much as fits within the bound (the buffer's own maximum has
  * room for the header lines added beyond it). */
-static void pump_in(struct relay *p, int fd, struct buf *b, size_t at, bool answer, bool *eof)
+static struct log_limit overflows;
+
+static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool answer, bool *eof)
 {
         static char chunk[16 * 1024];
+        size_t at;
+
+        compact(b, atp, true);
+        at = *atp;
 
         while (!*eof && pending(b, at) < buffer_bytes) {
                 size_t room = buffer_bytes - pending(b, at);
@@ -707,6 +731,10 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t at, bool answ
                 }
                 if ((answer ? take_answer(p, chunk, (size_t)n)
                             : buf_append(b, chunk, (size_t)n)) < 0) {
+                        /* Only an answer whose first line never ends. */
+                        log_warn_limited(&overflows, "port %d: an answer the relay cannot take "
+                                         "(no status line within %d bytes)",
+                                         p->port, STATUS_LINE_MAX);
                         *eof = true;
                         finish(p);
                         return;
@@ -733,7 +761,7 @@ static void step(struct relay *p)
                 loop_pause_read(p->client_watch, !p->body_done || p->client_eof ||
                                                      pending(&p->to_up, p->to_up_at) >= buffer_bytes);
         /* lws reads the request's body: it waits while ours is full. */
-        if (!p->body_done)
+        if (!p->body_done && p->wsi)
                 lws_rx_flow_control(p->wsi,
                                     pending(&p->to_up, p->to_up_at) >= buffer_bytes ? 0 : 1);
         if (p->client_eof && p->up_fd >= 0 && !pending(&p->to_up, p->to_up_at))
@@ -747,7 +775,7 @@ static void on_up(void *arg)
         struct relay *p = arg;
 
         if (p->up_fd >= 0)
-                pump_in(p, p->up_fd, &p->to_client, p->to_client_at, true, &p->up_eof);
+                pump_in(p, p->up_fd, &p->to_client, &p->to_client_at, true, &p->up_eof);
         step(p);
 }
 
@@ -767,31 +795,19 @@ static void on_client(void *arg)
                  * away (or a pipelined request, which this connection,
                  * closing after the answer, never serves). */
                 char drop[512];
-                ssize_t n = recv(lws_get_socket_fd(p->wsi), drop, sizeof(drop), MSG_DONTWAIT);
+                ssize_t n = recv(p->client_fd, drop, sizeof(drop), MSG_DONTWAIT);
 
                 if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                         finish(p);
                 return;
         }
-        pump_in(p, lws_get_socket_fd(p->wsi), &p->to_up, p->to_up_at, false, &p->client_eof);
+        pump_in(p, p->client_fd, &p->to_up, &p->to_up_at, false, &p->client_eof);
         step(p);
 }
 
 static void on_client_writable(void *arg)
 {
         step(arg);
-}
-
-static void untimeout(lws_sorted_usec_list_t *sul)
-{
-        struct relay *p = lws_container_of(sul, struct relay, untimeout);
-
-        /* lws gives a connection it thinks idle (after the upgrade it saw
-         * refused) a keep-alive timeout; the relay decides when it ends. */
-        if (!p->finished) {
-                lws_set_timeout(p->wsi, NO_PENDING_TIMEOUT, 0);
-                lws_rx_flow_control(p->wsi, 0);
-        }
 }
 
 /* An answer of the gateway's own, written as the relay would write the
@@ -816,10 +832,10 @@ static void on_connected(void *ctx, int error, int fd)
 {
         struct relay *p = ctx;
         char message[160];
-        int lfd = lws_get_socket_fd(p->wsi);
 
         p->connecting = false;
-        if (loop_watch_fd_rw(lfd, on_client, on_client_writable, p, &p->client_watch) < 0) {
+        if (!p->client_watch &&
+            loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p, &p->client_watch) < 0) {
                 if (fd >= 0)
                         close(fd);
                 finish(p);
@@ -860,6 +876,7 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
         if (!p)
                 return -ENOMEM;
         p->wsi = wsi;
+        p->client_fd = lws_get_socket_fd(wsi);
         p->up_fd = -1;
         p->port = t->port;
         p->upgrade = upgrade;
@@ -921,6 +938,40 @@ void ports_begin(struct lws *wsi, struct http_request *r)
                 http_reply_error(r, 503, "Cannot reach the kernel-host: %s", strerror(-rc));
 }
 
+/* Takes the client's connection from lws, which cannot hand an upgraded
+ * connection on as plain bytes (it would answer the upgrade itself, or
+ * end the connection): the relay keeps the socket under a new descriptor,
+ * and lws's descriptor number now names a fresh unconnected socket, which
+ * lws closes, with the wsi, as it ends the request. 0 or -errno (the relay
+ * is then gone). */
+static int take_connection(struct relay *p)
+{
+        int fd = lws_get_socket_fd(p->wsi);
+        int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        int stand_in = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int rc = 0;
+
+        if (own < 0 || stand_in < 0 || dup3(stand_in, fd, O_CLOEXEC) < 0)
+                rc = -errno;
+        if (stand_in >= 0)
+                close(stand_in);
+        if (rc < 0) {
+                if (own >= 0)
+                        close(own);
+                relay_free(p);
+                return rc;
+        }
+        p->wsi = NULL;
+        p->client_fd = own;
+        rc = loop_watch_fd_rw(own, on_client, on_client_writable, p, &p->client_watch);
+        if (rc < 0) {
+                relay_free(p);
+                return rc;
+        }
+        loop_pause_read(p->client_watch, true);
+        return 0;
+}
+
 int ports_confirm_upgrade(struct lws *wsi)
 {
         enum admission how = ADMIT_TOKEN;
@@ -941,10 +992,10 @@ int ports_confirm_upgrade(struct lws *wsi)
                 http_write_error_now(wsi, status, message);
                 return 1;
         }
-        /* lws now ends the transaction as if we had answered it; after
-         * that, the timeout it sets is taken off again. */
-        loop_timer_start(&relay_of(wsi)->untimeout, untimeout, 0);
-        return 1;
+        if (take_connection(relay_of(wsi)) < 0)
+                return -1;
+        /* lws hangs up: on a socket that is no longer the connection. */
+        return -1;
 }
 
 int ports_body(struct lws *wsi, const void *data, size_t len)
@@ -953,6 +1004,7 @@ int ports_body(struct lws *wsi, const void *data, size_t len)
 
         if (!p || p->finished)
                 return 0;
+        compact(&p->to_up, &p->to_up_at, true);
         if (buf_append(&p->to_up, data, len) < 0) {
                 finish(p);
                 return 0;
