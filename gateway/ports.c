@@ -25,16 +25,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define COOKIE_NAME "glovebox-port"
-#define HEAD_MAX    (32 * 1024) /* the rebuilt request head */
-#define STATUS_LINE_MAX 8192    /* the upstream's first line, before our headers go in */
+#define COOKIE_NAME     "glovebox-port"
+#define HEAD_MAX        (32 * 1024) /* the rebuilt request head */
+#define STATUS_LINE_MAX 8192        /* the upstream's first line, before our headers go in */
 /* A document served under the gateway's own origin could read what the
  * gateway's page keeps (the token): in the path form it runs in an opaque
  * origin instead. The Host form is an origin of its own and needs none. */
 #define PATH_FORM_CSP "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
 struct target {
-        char id[JP_UUID_SIZE];  /* the kernel's or the E2B sandbox's */
+        char id[JP_UUID_SIZE]; /* the kernel's or the E2B sandbox's */
         int port;
         bool host_form;
         const char *rest; /* path (and nothing of the query) for the app, in uri_storage */
@@ -46,24 +46,24 @@ struct target {
 /* One client connection relayed to one connection into a sandbox. */
 struct relay {
         struct relay *next;
-        struct lws *wsi;            /* the client's connection while lws has it, or NULL */
-        int client_fd;              /* its socket: lws's, or our own once taken (upgrades) */
+        struct lws *wsi; /* the client's connection while lws has it, or NULL */
+        int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
         bool connecting;
-        bool upgrade;               /* a WebSocket (any Upgrade): bytes both ways after the head */
-        bool body_done;             /* the client's request is all read by lws */
-        bool status_passed;         /* our headers went in after the first line */
+        bool upgrade;       /* a WebSocket (any Upgrade): bytes both ways after the head */
+        bool body_done;     /* the client's request is all read by lws */
+        bool status_passed; /* our headers went in after the first line */
         bool up_eof, client_eof, finished;
         int port;
-        int up_fd;                  /* the sandbox side */
+        int up_fd; /* the sandbox side */
         struct loop_watch *up_watch;
         struct loop_watch *client_watch; /* a duplicate of the client's socket */
-        struct buf to_up;           /* head and body not yet written to the sandbox */
+        struct buf to_up;                /* head and body not yet written to the sandbox */
         size_t to_up_at;
-        struct buf to_client;       /* the answer not yet written to the client */
+        struct buf to_client; /* the answer not yet written to the client */
         size_t to_client_at;
-        char inject[512];           /* header lines put after the answer's first line */
-        size_t status_seen;         /* bytes of the first line so far */
+        char inject[512];              /* header lines put after the answer's first line */
+        size_t status_seen;            /* bytes of the first line so far */
         lws_sorted_usec_list_t reaper; /* frees a relay lws no longer knows of */
 };
 
@@ -289,8 +289,7 @@ enum admission { ADMIT_PUBLIC, ADMIT_TOKEN, ADMIT_COOKIE };
 
 /* Everything the headers decide; 0 with *how set, or an HTTP status with
  * message filled. */
-static int admit(struct lws *wsi, struct target *t, enum admission *how, char *message,
-                 size_t size)
+static int admit(struct lws *wsi, struct target *t, enum admission *how, char *message, size_t size)
 {
         const struct config *cfg = kernels_config();
         char name[HOSTCHECK_MAX];
@@ -349,7 +348,8 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                 return 503;
         }
         if (t->box->init_pid <= 0) {
-                snprintf(message, size, "Ports need a sandbox (the gateway runs with --sandbox=none)");
+                snprintf(message, size,
+                         "Ports need a sandbox (the gateway runs with --sandbox=none)");
                 return 501;
         }
         return 0;
@@ -367,8 +367,7 @@ static const char *method_name(struct lws *wsi)
         char *uri;
         int len, m = lws_http_get_uri_and_method(wsi, &uri, &len);
 
-        return m >= 0 && (size_t)m < sizeof(names) / sizeof(names[0]) && names[m] ? names[m]
-                                                                                : NULL;
+        return m >= 0 && (size_t)m < sizeof(names) / sizeof(names[0]) && names[m] ? names[m] : NULL;
 }
 
 /* lws hands the path and the query decoded: they are encoded again. */
@@ -419,10 +418,17 @@ static int append_query(struct buf *b, struct lws *wsi)
 /* Headers the gateway sets itself, or that carry its credentials. */
 static bool header_ours(const char *name)
 {
-        static const char *const ours[] = {"host:", "connection:", "upgrade:", "cookie:",
-                                           "authorization:", "expect:", "keep-alive:",
-                                           "proxy-connection:", "x-forwarded-for:",
-                                           "x-forwarded-host:", "x-forwarded-prefix:",
+        static const char *const ours[] = {"host:",
+                                           "connection:",
+                                           "upgrade:",
+                                           "cookie:",
+                                           "authorization:",
+                                           "expect:",
+                                           "keep-alive:",
+                                           "proxy-connection:",
+                                           "x-forwarded-for:",
+                                           "x-forwarded-host:",
+                                           "x-forwarded-prefix:",
                                            "x-forwarded-proto:"};
 
         for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
@@ -503,8 +509,8 @@ static int build_head(struct relay *p, struct lws *wsi, const struct target *t)
                 if ((size_t)n >= sizeof(value) ||
                     lws_hdr_copy(wsi, value, sizeof(value), (enum lws_token_indexes)i) != n)
                         return -E2BIG;
-                rc = buf_printf(b, "%c%.*s %s\r\n", toupper((unsigned char)name[0]),
-                                (int)nlen - 1, name + 1, value);
+                rc = buf_printf(b, "%c%.*s %s\r\n", toupper((unsigned char)name[0]), (int)nlen - 1,
+                                name + 1, value);
         }
         if (rc == 0)
                 rc = append_cookies_but_ours(b, wsi);
@@ -718,8 +724,8 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool an
 
         while (!*eof && pending(b, at) < buffer_bytes) {
                 size_t room = buffer_bytes - pending(b, at);
-                ssize_t n = recv(fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk),
-                                 MSG_DONTWAIT);
+                ssize_t n =
+                    recv(fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk), MSG_DONTWAIT);
 
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -729,10 +735,11 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool an
                         *eof = true;
                         return;
                 }
-                if ((answer ? take_answer(p, chunk, (size_t)n)
-                            : buf_append(b, chunk, (size_t)n)) < 0) {
+                if ((answer ? take_answer(p, chunk, (size_t)n) : buf_append(b, chunk, (size_t)n)) <
+                    0) {
                         /* Only an answer whose first line never ends. */
-                        log_warn_limited(&overflows, "port %d: an answer the relay cannot take "
+                        log_warn_limited(&overflows,
+                                         "port %d: an answer the relay cannot take "
                                          "(no status line within %d bytes)",
                                          p->port, STATUS_LINE_MAX);
                         *eof = true;
@@ -755,11 +762,12 @@ static void step(struct relay *p)
         if (p->finished)
                 return;
         if (p->up_watch)
-                loop_pause_read(p->up_watch,
-                                p->up_eof || pending(&p->to_client, p->to_client_at) >= buffer_bytes);
+                loop_pause_read(p->up_watch, p->up_eof || pending(&p->to_client, p->to_client_at) >=
+                                                              buffer_bytes);
         if (p->client_watch)
-                loop_pause_read(p->client_watch, !p->body_done || p->client_eof ||
-                                                     pending(&p->to_up, p->to_up_at) >= buffer_bytes);
+                loop_pause_read(p->client_watch,
+                                !p->body_done || p->client_eof ||
+                                    pending(&p->to_up, p->to_up_at) >= buffer_bytes);
         /* lws reads the request's body: it waits while ours is full. */
         if (!p->body_done && p->wsi)
                 lws_rx_flow_control(p->wsi,
@@ -834,8 +842,8 @@ static void on_connected(void *ctx, int error, int fd)
         char message[160];
 
         p->connecting = false;
-        if (!p->client_watch &&
-            loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p, &p->client_watch) < 0) {
+        if (!p->client_watch && loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p,
+                                                 &p->client_watch) < 0) {
                 if (fd >= 0)
                         close(fd);
                 finish(p);
@@ -849,11 +857,13 @@ static void on_connected(void *ctx, int error, int fd)
                         snprintf(message, sizeof(message),
                                  "Nothing listens on port %d in the sandbox", p->port);
                 else
-                        snprintf(message, sizeof(message), "Cannot reach port %d in the sandbox: %s",
-                                 p->port, strerror(error));
-                answer_error(p, status, status == 504 ? "Gateway Timeout" : status == 503
-                                                            ? "Service Unavailable"
-                                                            : "Bad Gateway",
+                        snprintf(message, sizeof(message),
+                                 "Cannot reach port %d in the sandbox: %s", p->port,
+                                 strerror(error));
+                answer_error(p, status,
+                             status == 504   ? "Gateway Timeout"
+                             : status == 503 ? "Service Unavailable"
+                                             : "Bad Gateway",
                              message);
                 return;
         }

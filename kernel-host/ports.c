@@ -28,8 +28,8 @@ static void answer(int link, const char *id, int error, int fd)
 
         snprintf(m.id, sizeof(m.id), "%s", id);
         body = hostmsg_connected_encode(&m);
-        if (!body || hostmsg_send(link, HOSTMSG_CONNECTED, body, fd >= 0 ? &fd : NULL,
-                                  fd >= 0 ? 1 : 0) < 0)
+        if (!body ||
+            hostmsg_send(link, HOSTMSG_CONNECTED, body, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0) < 0)
                 log_warn("cannot answer a port connection to the gateway");
         json_decref(body);
 }
