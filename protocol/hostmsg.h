@@ -137,9 +137,9 @@ struct hostmsg_signal {
 /* A TCP connection to the sandbox's own loopback (127.0.0.1:port in its
  * network namespace, nothing else), for the gateway's port proxy. */
 struct hostmsg_connect {
-        char id[JP_UUID_SIZE];         /* the request's, named again in the answer */
+        char id[JP_UUID_SIZE]; /* the request's, named again in the answer */
         char sandbox_id[JP_UUID_SIZE];
-        int port;                      /* 1-65535 */
+        int port; /* 1-65535 */
 };
 
 struct hostmsg_connected {

@@ -1113,7 +1113,8 @@ static void test_connect(void)
               "error", ECONNREFUSED);
         CHECK(hostmsg_connected_decode, d2, -EBADMSG, "CONNECTED error negative", "{s:s,s:i}", "id",
               kid, "error", -1);
-        CHECK(hostmsg_connected_decode, d2, -EBADMSG, "CONNECTED error missing", "{s:s}", "id", kid);
+        CHECK(hostmsg_connected_decode, d2, -EBADMSG, "CONNECTED error missing", "{s:s}", "id",
+              kid);
 #undef CHECK
 }
 
