@@ -549,6 +549,20 @@ static const char *create_refusal(json_t *body)
  * means "only allowOut": that entry is read so, every other denial wins.
  * Without an operator policy nothing is enabled (create_refusal has the
  * old answers). 0 (net->enabled says whether) or -EINVAL with err. */
+/* The ports of the sandbox that need no token (ports.h), from the
+ * metadata key E2B_PUBLIC_PORTS_KEY, checked before the sandbox is made.
+ * Not E2B's network.allowPublicTraffic: the Python SDK sends that as true
+ * whenever any network option is given, so it says nothing of what the
+ * caller chose; a port takes the API key or the traffic access token, as
+ * E2B's do with allowPublicTraffic false. */
+static void set_public_traffic(struct e2b_sandbox *s, json_t *body)
+{
+        json_t *v = json_object_get(json_object_get(body, "metadata"), E2B_PUBLIC_PORTS_KEY);
+
+        if (json_is_string(v))
+                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+}
+
 static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
 {
         json_t *jnet = json_object_get(body, "network");
@@ -627,6 +641,11 @@ static void create_sandbox(struct http_request *r)
                 /* answered */
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
+        } else if (json_object_get(metadata, E2B_PUBLIC_PORTS_KEY) &&
+                   ports_parse_public(json_string_value(json_object_get(metadata,
+                                                                        E2B_PUBLIC_PORTS_KEY)),
+                                      NULL, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
         } else if (create_network(body, &net, err, sizeof(err)) < 0) {
@@ -656,6 +675,7 @@ static void create_sandbox(struct http_request *r)
                 pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
+                        set_public_traffic(s, body);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
@@ -671,6 +691,7 @@ static void create_sandbox(struct http_request *r)
                 rc = templates_sandbox_new(spec, &limits, strcmp(cfg->sandbox, "none") != 0, &net,
                                            &s->box);
                 if (rc == 0) {
+                        set_public_traffic(s, body);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;

@@ -21,6 +21,8 @@
 
 #define E2B_ENVD_PORT   "49983"
 #define E2B_JUPYTER_PORT "49999"
+/* Sandbox metadata naming the ports reached without a token: "8000,8080". */
+#define E2B_PUBLIC_PORTS_KEY "glovebox.public_ports"
 
 struct e2b_sandbox;
 

@@ -1056,6 +1056,42 @@ void ports_closed(struct lws *wsi)
 
 /* ---- which ports are public ---------------------------------------------- */
 
+int ports_parse_public(const char *text, struct sandbox *box, char *err, size_t errlen)
+{
+        unsigned short ports[SANDBOX_MAX_PUBLIC_PORTS];
+        size_t n = 0;
+        const char *p = text;
+
+        while (p && *p) {
+                size_t len = strcspn(p, ",");
+                int port;
+
+                while (len && *p == ' ') {
+                        p++;
+                        len--;
+                }
+                while (len && p[len - 1] == ' ')
+                        len--;
+                port = parse_port(p, len);
+                if (port < 0 || n == SANDBOX_MAX_PUBLIC_PORTS) {
+                        if (err)
+                                snprintf(err, errlen,
+                                         "give at most %d ports from 1 to 65535, comma-separated",
+                                         SANDBOX_MAX_PUBLIC_PORTS);
+                        return -EINVAL;
+                }
+                ports[n++] = (unsigned short)port;
+                p += strcspn(p, ",");
+                if (*p == ',')
+                        p++;
+        }
+        if (box) {
+                memcpy(box->public_ports, ports, n * sizeof(ports[0]));
+                box->npublic_ports = n;
+        }
+        return 0;
+}
+
 static json_t *public_json(const struct sandbox *box)
 {
         json_t *a = json_array();

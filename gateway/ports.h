@@ -18,6 +18,7 @@
 
 #include "gateway/http.h"
 #include "gateway/kernels.h"
+#include "gateway/sandboxes.h"
 
 #include <libwebsockets.h>
 #include <stdbool.h>
@@ -45,6 +46,10 @@ int ports_confirm_upgrade(struct lws *wsi);
 void ports_closed(struct lws *wsi);
 /* Whether the relay of wsi is over and its connection is to close. */
 bool ports_finished(struct lws *wsi);
+
+/* Reads "8000, 8080" (at most SANDBOX_MAX_PUBLIC_PORTS) into box's
+ * public ports (box NULL: only checks). 0 or -EINVAL with err. */
+int ports_parse_public(const char *text, struct sandbox *box, char *err, size_t errlen);
 
 /* GET and PUT /api/kernels/{id}/ports: the ports of the kernel's sandbox
  * that need no token ({"public": [8000, ...]}). */

@@ -5,6 +5,9 @@ a wildcard DNS name or curl --resolve does), reaches the sandbox's server."""
 import http.client
 import time
 
+import pytest
+
+from e2b import SandboxException
 from e2b_code_interpreter import Sandbox
 
 
@@ -55,3 +58,26 @@ def test_get_host_names_the_gateway_and_reaches_the_sandbox(gateway):
     # A killed sandbox's name no longer reaches anything.
     status, _ = get(gateway, host, "/index.txt", {"Authorization": f"Bearer {gateway.token}"})
     assert status == 404
+
+
+def test_metadata_makes_ports_public(gateway):
+    sbx = Sandbox.create(metadata={"glovebox.public_ports": "8000"})
+    try:
+        sbx.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp",
+                         background=True)
+        host = sbx.get_host(8000)
+        deadline = time.time() + 30
+        while True:
+            status, _ = get(gateway, host, "/")
+            if status != 502 or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 200, status
+        # Only the ports named.
+        status, _ = get(gateway, sbx.get_host(8001), "/")
+        assert status == 401
+    finally:
+        sbx.kill()
+    with pytest.raises(SandboxException) as e:
+        Sandbox.create(metadata={"glovebox.public_ports": "80,http"})
+    assert "glovebox.public_ports" in str(e.value)
