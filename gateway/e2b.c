@@ -642,9 +642,9 @@ static void create_sandbox(struct http_request *r)
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
         } else if (json_object_get(metadata, E2B_PUBLIC_PORTS_KEY) &&
-                   ports_parse_public(json_string_value(json_object_get(metadata,
-                                                                        E2B_PUBLIC_PORTS_KEY)),
-                                      NULL, err, sizeof(err)) < 0) {
+                   ports_parse_public(
+                       json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
+                       err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
