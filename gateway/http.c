@@ -31,6 +31,8 @@ static const char *status_phrase(int status)
                 return "Created";
         case 204:
                 return "No Content";
+        case 301:
+                return "Moved Permanently";
         case 302:
                 return "Found";
         case 400:
@@ -51,10 +53,18 @@ static const char *status_phrase(int status)
                 return "Unsupported Media Type";
         case 429:
                 return "Too Many Requests";
+        case 431:
+                return "Request Header Fields Too Large";
         case 500:
                 return "Internal Server Error";
+        case 501:
+                return "Not Implemented";
+        case 502:
+                return "Bad Gateway";
         case 503:
                 return "Service Unavailable";
+        case 504:
+                return "Gateway Timeout";
         default:
                 return "Error";
         }

@@ -37,6 +37,7 @@ struct target {
         char id[JP_UUID_SIZE]; /* the kernel's or the E2B sandbox's */
         int port;
         bool host_form;
+        bool bare; /* the path form without a '/' after the port */
         const char *rest; /* path (and nothing of the query) for the app, in uri_storage */
         char uri_storage[HTTP_PATH_MAX];
         struct sandbox *box;
@@ -160,6 +161,7 @@ static bool path_target(struct lws *wsi, struct target *t)
                 return false;
         snprintf(t->id, sizeof(t->id), "%.*s", (int)(slash - id), id);
         t->port = parse_port(port, (size_t)(end - port));
+        t->bare = *end == '\0';
         snprintf(t->uri_storage, sizeof(t->uri_storage), "/%s", *end ? end + 1 : "");
         t->rest = t->uri_storage;
         return true;
@@ -385,7 +387,9 @@ static int append_encoded(struct buf *b, const char *s, size_t len, const char *
         return 0;
 }
 
-static int append_query(struct buf *b, struct lws *wsi)
+/* The query, encoded again; without token= unless keep_token (a redirect
+ * of the client's own, which still needs it). */
+static int append_query(struct buf *b, struct lws *wsi, bool keep_token)
 {
         char arg[HTTP_PATH_MAX];
         bool first = true;
@@ -398,7 +402,7 @@ static int append_query(struct buf *b, struct lws *wsi)
                 if (n < 0)
                         break;
                 /* The gateway's token is the gateway's, never the app's. */
-                if (strncmp(arg, "token=", 6) == 0)
+                if (!keep_token && strncmp(arg, "token=", 6) == 0)
                         continue;
                 rc = buf_append(b, first ? "?" : "&", 1);
                 first = false;
@@ -491,7 +495,7 @@ static int build_head(struct relay *p, struct lws *wsi, const struct target *t)
         if (rc == 0)
                 rc = append_encoded(b, t->rest, strlen(t->rest), "/!$&'()*+,;=:@");
         if (rc == 0)
-                rc = append_query(b, wsi);
+                rc = append_query(b, wsi, false);
         if (rc == 0)
                 rc = buf_printf(b, " HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", t->port);
         for (int i = 0; rc == 0 && i < WSI_TOKEN_COUNT; i++) {
@@ -923,6 +927,23 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
         return 0;
 }
 
+static void redirect_to_root(struct lws *wsi, struct http_request *r, const struct target *t)
+{
+        struct buf query;
+
+        buf_init(&query, sizeof(r->location));
+        if (append_query(&query, wsi, true) < 0 ||
+            (size_t)snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s/ports/%d/%s",
+                             kernels_config()->base_url, t->id, t->port,
+                             query.data ? query.data : "") >= sizeof(r->location)) {
+                r->location[0] = '\0';
+                http_reply_error(r, 414, "URL too long");
+        } else {
+                http_reply_error(r, 301, "The port's root is %s", r->location);
+        }
+        buf_free(&query);
+}
+
 void ports_begin(struct lws *wsi, struct http_request *r)
 {
         enum admission how = ADMIT_TOKEN;
@@ -937,6 +958,13 @@ void ports_begin(struct lws *wsi, struct http_request *r)
         status = admit(wsi, &t, &how, message, sizeof(message));
         if (status) {
                 http_reply_error(r, status, "%s", message);
+                return;
+        }
+        /* The app's relative links resolve against the directory: the
+         * port's root is its prefix with a '/', as jupyter-server-proxy
+         * redirects too. */
+        if (t.bare && (r->method == HTTP_GET || r->method == HTTP_HEAD)) {
+                redirect_to_root(wsi, r, &t);
                 return;
         }
         rc = relay_start(wsi, &t, how, false, !r->reading_body);

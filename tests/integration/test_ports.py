@@ -295,3 +295,13 @@ def test_slow_reader_does_not_grow_the_gateway(gateway, kernel):
         assert later > sent
     finally:
         s.close()
+
+
+def test_the_port_root_without_a_slash_is_redirected(gateway, kernel):
+    status, headers, body = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000?a=1",
+                                 token=False, headers=[f"Authorization: token {gateway.token}"])
+    assert status == 301, (status, body)
+    assert headers["location"] == f"/api/kernels/{kernel}/ports/8000/?a=1"
+    # Without the token, nothing is said about the kernel.
+    status, _, _ = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000", token=False)
+    assert status == 401
