@@ -37,7 +37,7 @@ struct target {
         char id[JP_UUID_SIZE]; /* the kernel's or the E2B sandbox's */
         int port;
         bool host_form;
-        bool bare; /* the path form without a '/' after the port */
+        bool bare;        /* the path form without a '/' after the port */
         const char *rest; /* path (and nothing of the query) for the app, in uri_storage */
         char uri_storage[HTTP_PATH_MAX];
         struct sandbox *box;
