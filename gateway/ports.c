@@ -38,6 +38,7 @@ struct target {
         int port;
         bool host_form;
         bool bare;        /* the path form without a '/' after the port */
+        bool known;       /* the id is a kernel's or an E2B sandbox's */
         const char *rest; /* path (and nothing of the query) for the app, in uri_storage */
         char uri_storage[HTTP_PATH_MAX];
         struct sandbox *box;
@@ -69,6 +70,7 @@ struct relay {
 };
 
 static struct relay *relays;
+static size_t taken; /* relays whose client connection is ours, not lws's */
 static char domain[HOSTCHECK_MAX]; /* "name[:port]" */
 static char domain_name[HOSTCHECK_MAX];
 static size_t buffer_bytes;
@@ -200,13 +202,16 @@ static void resolve(struct target *t)
         struct kernel *k = kernel_find(t->id);
 
         if (k) {
+                t->known = true;
                 t->box = k->sandbox;
                 return;
         }
         if (t->host_form) {
                 t->e2b = e2b_find_ready(t->id);
-                if (t->e2b)
+                if (t->e2b) {
+                        t->known = true;
                         t->box = e2b_box(t->e2b);
+                }
         }
 }
 
@@ -321,6 +326,11 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                 if (!cfg->no_auth && !http_authorized(wsi)) {
                         snprintf(message, size, "Missing or wrong token");
                         return 401;
+                }
+                if (t->known) {
+                        /* A kernel between sandboxes (starting, restarting). */
+                        snprintf(message, size, "The sandbox of %.64s is not running", t->id);
+                        return 503;
                 }
                 snprintf(message, size, "No kernel or sandbox %.64s", t->id);
                 return 404;
@@ -589,8 +599,10 @@ static void relay_free(struct relay *p)
         loop_unwatch(&p->client_watch);
         if (p->up_fd >= 0)
                 close(p->up_fd);
-        if (!p->wsi && p->client_fd >= 0)
+        if (!p->wsi && p->client_fd >= 0) {
                 close(p->client_fd);
+                taken--;
+        }
         buf_free(&p->to_up);
         buf_free(&p->to_client);
         free(p);
@@ -1001,6 +1013,7 @@ static int take_connection(struct relay *p)
         }
         p->wsi = NULL;
         p->client_fd = own;
+        taken++;
         rc = loop_watch_fd_rw(own, on_client, on_client_writable, p, &p->client_watch);
         if (rc < 0) {
                 relay_free(p);
@@ -1022,6 +1035,14 @@ int ports_confirm_upgrade(struct lws *wsi)
                 return 1;
         }
         status = admit(wsi, &t, &how, message, sizeof(message));
+        /* Taken from lws, a relayed upgrade no longer counts among its
+         * connections: it has a cap of its own, the same. */
+        if (status == 0 && taken >= (size_t)kernels_config()->max_connections) {
+                status = 503;
+                snprintf(message, sizeof(message),
+                         "Too many relayed port connections (--max-connections %lld)",
+                         (long long)kernels_config()->max_connections);
+        }
         if (status == 0 && relay_start(wsi, &t, how, true, true) < 0) {
                 status = 503;
                 snprintf(message, sizeof(message), "Cannot relay this request");
