@@ -70,7 +70,7 @@ struct relay {
 };
 
 static struct relay *relays;
-static size_t taken; /* relays whose client connection is ours, not lws's */
+static size_t taken;               /* relays whose client connection is ours, not lws's */
 static char domain[HOSTCHECK_MAX]; /* "name[:port]" */
 static char domain_name[HOSTCHECK_MAX];
 static size_t buffer_bytes;
