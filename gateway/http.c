@@ -7,6 +7,7 @@
 #include "gateway/hostcheck.h"
 #include "gateway/metrics.h"
 #include "gateway/page.h"
+#include "gateway/port_relay.h"
 #include "gateway/ports.h"
 #include "protocol/log.h"
 
@@ -850,8 +851,8 @@ static void take_over_body(struct http_request *r)
 
 static int on_body(struct http_request *r, const uint8_t *in, size_t len)
 {
-        if (ports_relaying(r->wsi))
-                return ports_body(r->wsi, in, len);
+        if (port_relay_active(r->wsi))
+                return port_relay_body(r->wsi, in, len);
         if (!r->reading_body)
                 return 0;
         if (!r->chunked) {
@@ -876,8 +877,8 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                 /* lws calls this for "Content-Length: 0" too, after begin()
                  * has already handed the request on; a chunked body ends
                  * when its last chunk is decoded. */
-                if (ports_relaying(wsi))
-                        ports_body_done(wsi);
+                if (port_relay_active(wsi))
+                        port_relay_body_done(wsi);
                 else if (r->reading_body && !r->chunked)
                         body_complete(r);
                 return 0;

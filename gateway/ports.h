@@ -34,19 +34,8 @@ bool ports_wanted(struct lws *wsi);
 /* At LWS_CALLBACK_HTTP of such a request: checks it (Host, token, Origin)
  * and starts relaying it, or replies with the error through r. */
 void ports_begin(struct lws *wsi, struct http_request *r);
-/* A body piece of a relayed request; 0, or -1 to close the connection. */
-int ports_body(struct lws *wsi, const void *data, size_t len);
-/* The body is complete (lws's count of Content-Length). */
-void ports_body_done(struct lws *wsi);
-/* Whether wsi's request is being relayed (the HTTP callbacks are ours). */
-bool ports_relaying(struct lws *wsi);
 /* At LWS_CALLBACK_HTTP_CONFIRM_UPGRADE of such a request: its result. */
 int ports_confirm_upgrade(struct lws *wsi);
-/* Any wsi is gone: its relay, if any, ends. */
-void ports_closed(struct lws *wsi);
-/* Whether the relay of wsi is over and its connection is to close. */
-bool ports_finished(struct lws *wsi);
-
 /* Reads "8000, 8080" (at most SANDBOX_MAX_PUBLIC_PORTS) into box's
  * public ports (box NULL: only checks). 0 or -EINVAL with err. */
 int ports_parse_public(const char *text, struct sandbox *box, char *err, size_t errlen);
