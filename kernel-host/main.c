@@ -207,7 +207,7 @@ static void handle_signals(void)
                         host.stopping = 1;
         }
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                if (!ports_reaped(pid))
+                if (!ports_reaped(host.link, pid, status))
                         spawn_reap(pid, status, report);
         }
 }

@@ -13,25 +13,35 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* How long a child waits for the sandbox's server to accept (a full
  * listen backlog drops the handshake): past it the gateway answers 504. */
 #define CONNECT_TIMEOUT_S 5
 
-static pid_t children[PORTS_MAX_CONNECTING];
+/* The children connecting, and the request each answers. */
+static struct {
+        pid_t pid;
+        char id[JP_UUID_SIZE];
+} children[PORTS_MAX_CONNECTING];
 
-static void answer(int link, const char *id, int error, int fd)
+/* 0 once the answer is sent, -1 if it could not be. */
+static int answer(int link, const char *id, int error, int fd)
 {
         struct hostmsg_connected m = {.error = error};
         json_t *body;
+        int rc = -1;
 
         snprintf(m.id, sizeof(m.id), "%s", id);
         body = hostmsg_connected_encode(&m);
-        if (!body ||
-            hostmsg_send(link, HOSTMSG_CONNECTED, body, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0) < 0)
+        if (body)
+                rc = hostmsg_send(link, HOSTMSG_CONNECTED, body, fd >= 0 ? &fd : NULL,
+                                  fd >= 0 ? 1 : 0);
+        if (rc < 0)
                 log_warn("cannot answer a port connection to the gateway");
         json_decref(body);
+        return rc < 0 ? -1 : 0;
 }
 
 /* In the child: the sandbox's namespaces, then the connection. Returns 0
@@ -74,7 +84,7 @@ void ports_connect(int link, const struct hostmsg_connect *req)
 
         err = -spawn_sandbox_netns(req->sandbox_id, &userns_fd, &netns_fd);
         for (int i = 0; err == 0 && i < PORTS_MAX_CONNECTING; i++) {
-                if (children[i] == 0) {
+                if (children[i].pid == 0) {
                         slot = i;
                         break;
                 }
@@ -100,19 +110,24 @@ void ports_connect(int link, const struct hostmsg_connect *req)
                 err = connect_inside(userns_fd, netns_fd, req->port, &fd);
                 if (fd >= 0)
                         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-                answer(link, req->id, err, fd);
-                _exit(0);
+                _exit(answer(link, req->id, err, fd) == 0 ? 0 : 1);
         }
-        children[slot] = pid;
+        children[slot].pid = pid;
+        snprintf(children[slot].id, sizeof(children[slot].id), "%s", req->id);
 }
 
-bool ports_reaped(pid_t pid)
+bool ports_reaped(int link, pid_t pid, int status)
 {
         for (int i = 0; i < PORTS_MAX_CONNECTING; i++) {
-                if (children[i] == pid) {
-                        children[i] = 0;
-                        return true;
-                }
+                if (children[i].pid != pid)
+                        continue;
+                children[i].pid = 0;
+                /* A child that did not answer (killed at its alarm, or its
+                 * answer failed) is answered for: the gateway's request
+                 * must not wait for ever. */
+                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                        answer(link, children[i].id, WIFEXITED(status) ? EIO : ETIMEDOUT, -1);
+                return true;
         }
         return false;
 }

@@ -21,7 +21,8 @@
 /* Starts connecting for req; the answer (HOSTMSG_CONNECTED) goes to link,
  * from the child or, when no child could start, from here. */
 void ports_connect(int link, const struct hostmsg_connect *req);
-/* Whether pid was one of the children (then it is forgotten). */
-bool ports_reaped(pid_t pid);
+/* Whether pid was one of the children (then it is forgotten); one that
+ * ended without answering (status) is answered for, on link. */
+bool ports_reaped(int link, pid_t pid, int status);
 
 #endif
