@@ -553,6 +553,16 @@ static int validate(struct config *cfg)
                 cfg->token_source = CONFIG_TOKEN_NONE;
         if (validate_allow_host(cfg->allow_host) < 0)
                 return -EINVAL;
+        if (*cfg->ports_domain) {
+                char name[HOSTCHECK_MAX];
+
+                if (hostcheck_name(cfg->ports_domain, name, sizeof(name)) < 0 || !name[0] ||
+                    strchr(cfg->ports_domain, '/')) {
+                        fprintf(stderr, "glovebox: --ports-domain: '%s' is not a host name\n",
+                                cfg->ports_domain);
+                        return -EINVAL;
+                }
+        }
         if (egress_configure(cfg) < 0)
                 return -EINVAL;
         if (!cfg->token && !cfg->no_auth) {

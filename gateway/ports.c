@@ -43,18 +43,24 @@ static char domain_name[HOSTCHECK_MAX];
 int ports_init(const struct config *cfg)
 {
         const char *given = cfg->ports_domain;
+        bool wildcard = strcmp(cfg->host, "0.0.0.0") == 0 || strcmp(cfg->host, "::") == 0;
 
         port_relay_init((size_t)cfg->port_buffer_bytes);
         if (given && *given)
                 snprintf(domain, sizeof(domain), "%s", given);
-        else if (hostcheck_is_loopback(cfg->host))
+        else if (hostcheck_is_loopback(cfg->host) || wildcard)
                 snprintf(domain, sizeof(domain), "localhost:%d", cfg->port);
         else
                 snprintf(domain, sizeof(domain), "%s:%d", cfg->host, cfg->port);
+        /* (config.c checked a given one) */
         if (hostcheck_name(domain, domain_name, sizeof(domain_name)) < 0) {
-                log_error("--ports-domain %s is not a host name", domain);
+                log_error("the ports domain %s is not a host name: give --ports-domain", domain);
                 return -EINVAL;
         }
+        if (!(given && *given) && !hostcheck_is_loopback(cfg->host))
+                log_info("sandbox ports by name: {port}-{id}.%s; for clients on other machines, "
+                         "point a wildcard DNS name at the gateway and give it as --ports-domain",
+                         domain);
         return 0;
 }
 

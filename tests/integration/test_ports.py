@@ -305,3 +305,33 @@ def test_the_port_root_without_a_slash_is_redirected(gateway, kernel):
     # Without the token, nothing is said about the kernel.
     status, _, _ = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000", token=False)
     assert status == 401
+
+
+def test_ports_domain_flag():
+    """--ports-domain names the Host form (and E2B's domain); under it the
+    gateway's own names are no port's, and a bad one stops the start."""
+    gw = start_gateway("--ports-domain", "sbx.example.test")
+    try:
+        kid = gw.start_kernel()
+        code = ("import subprocess, sys, socket, time\n"
+                "subprocess.Popen([sys.executable, '-m', 'http.server', '8000', '--bind',"
+                " '127.0.0.1', '--directory', '/etc'], stdout=subprocess.DEVNULL,"
+                " stderr=subprocess.DEVNULL)\n"
+                "for _ in range(100):\n"
+                "    try:\n"
+                "        socket.create_connection(('127.0.0.1', 8000)).close()\n"
+                "        break\n"
+                "    except OSError:\n"
+                "        time.sleep(0.1)\n")
+        assert run_cell(gw, kid, code)[0]["status"] == "ok"
+        status, body, _ = gw.request("GET", f"/api/kernels/{kid}/ports")
+        assert status == 200 and body["domain"] == "sbx.example.test", body
+        status, _, data = http(gw, "GET", "/hostname", host=f"8000-{kid}.sbx.example.test")
+        assert status == 200 and data, status
+        # localhost is then the gateway's own name, not a ports domain.
+        status, _, _ = http(gw, "GET", "/hostname", host=f"8000-{kid}.localhost:{gw.port}")
+        assert status == 403
+    finally:
+        gw.stop()
+    with pytest.raises(RuntimeError):
+        start_gateway("--ports-domain", "not a name")
