@@ -8,6 +8,7 @@
 #include "protocol/log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,16 +319,17 @@ static void on_client_writable(void *arg)
  * sandbox's. */
 static void answer_error(struct relay *p, int status, const char *reason, const char *message)
 {
-        char body[512];
-        int n = snprintf(body, sizeof(body), "{\"message\": \"%s\", \"reason\": \"%s\"}", message,
-                         reason);
+        json_t *o = json_pack("{s:s, s:s}", "message", message, "reason", reason);
+        char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
         buf_reset(&p->to_client);
         p->to_client_at = 0;
         buf_printf(&p->to_client,
-                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                    "Connection: close\r\n\r\n%s",
-                   status, reason, n, body);
+                   status, reason, body ? strlen(body) : 0, body ? body : "");
+        free(body);
+        json_decref(o);
         p->up_eof = true;
         step(p);
 }
@@ -347,7 +349,11 @@ static void on_connected(void *ctx, int error, int fd)
         }
         loop_pause_read(p->client_watch, true);
         if (error) {
-                int status = error == ETIMEDOUT ? 504 : error == ESRCH ? 503 : 502;
+                /* ESRCH: the sandbox is gone; EAGAIN: the kernel-host is
+                 * making as many connections as it will at once. */
+                int status = error == ETIMEDOUT                  ? 504
+                             : error == ESRCH || error == EAGAIN ? 503
+                                                                 : 502;
 
                 if (error == ECONNREFUSED)
                         snprintf(message, sizeof(message),
@@ -375,7 +381,10 @@ static void on_connected(void *ctx, int error, int fd)
  * connection on as plain bytes (it would answer the upgrade itself, or
  * end the connection): the relay keeps the socket under a new descriptor,
  * and lws's descriptor number now names a fresh unconnected socket, which
- * lws closes, with the wsi, as it ends the request. 0 or -errno (the relay
+ * lws closes, with the wsi, as it ends the request. (lws's own poll()
+ * loop watches descriptor numbers, so it then sees the stand-in only; an
+ * epoll-based event library, which watches the open socket, would not
+ * allow this.) 0 or -errno (the relay
  * is then gone). */
 static int take_connection(struct relay *p)
 {
