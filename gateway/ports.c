@@ -48,14 +48,17 @@ int ports_init(const struct config *cfg)
         port_relay_init((size_t)cfg->port_buffer_bytes);
         if (given && *given)
                 snprintf(domain, sizeof(domain), "%s", given);
-        else if (hostcheck_is_loopback(cfg->host) || wildcard)
+        else if (hostcheck_is_loopback(cfg->host) || wildcard || strchr(cfg->host, ':'))
+                /* (an IPv6 address makes no name with a label before it) */
                 snprintf(domain, sizeof(domain), "localhost:%d", cfg->port);
         else
                 snprintf(domain, sizeof(domain), "%s:%d", cfg->host, cfg->port);
-        /* (config.c checked a given one) */
+        /* config.c checked a given one; a --listen host that is no name
+         * falls back to localhost. */
         if (hostcheck_name(domain, domain_name, sizeof(domain_name)) < 0) {
-                log_error("the ports domain %s is not a host name: give --ports-domain", domain);
-                return -EINVAL;
+                snprintf(domain, sizeof(domain), "localhost:%d", cfg->port);
+                if (hostcheck_name(domain, domain_name, sizeof(domain_name)) < 0)
+                        return -EINVAL;
         }
         if (!(given && *given) && !hostcheck_is_loopback(cfg->host))
                 log_info("sandbox ports by name: {port}-{id}.%s; for clients on other machines, "
