@@ -335,3 +335,36 @@ def test_ports_domain_flag():
         gw.stop()
     with pytest.raises(RuntimeError):
         start_gateway("--ports-domain", "not a name")
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_abandoned_connections_leave_nothing_behind(gateway, kernel):
+    """Clients that go away mid-answer, mid-WebSocket or at once: every
+    descriptor the relays took is given back, and the gateway serves on."""
+    pid = gateway.proc.pid
+    assert http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000/hello.txt")[0] == 200
+    before = open_fds(pid)
+    for _ in range(10):
+        s = socket.create_connection(("127.0.0.1", gateway.port))
+        s.sendall(f"GET /api/kernels/{kernel}/ports/8002/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: token {gateway.token}\r\n\r\n".encode())
+        s.recv(1000)
+        s.close()
+    for _ in range(5):
+        ws = websocket.create_connection(
+            ws_url(gateway, f"/api/kernels/{kernel}/ports/8765/?token={gateway.token}"), timeout=30)
+        assert ws.recv().startswith("path:")
+        ws.sock.close()  # no close frame: the connection just ends
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", gateway.port))
+        s.sendall(f"GET /api/kernels/{kernel}/ports/8000/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: token {gateway.token}\r\n\r\n".encode())
+        s.close()  # before the answer
+    deadline = time.time() + 20
+    while open_fds(pid) > before and time.time() < deadline:
+        time.sleep(0.2)
+    assert open_fds(pid) <= before, (open_fds(pid), before)
+    assert http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000/hello.txt")[0] == 200
