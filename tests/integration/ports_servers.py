@@ -7,6 +7,7 @@ import functools
 import hashlib
 import http.server
 import json
+import os
 import socket
 import struct
 import sys
@@ -54,8 +55,11 @@ def firehose(c):
     sent = 0
     while True:
         sent += c.send(chunk)
-        with open(HOME + "/firehose.count", "w") as f:
+        # Replaced whole, so that a reader never sees it half written.
+        new = f"{HOME}/firehose.count.{threading.get_ident()}"
+        with open(new, "w") as f:
             f.write(str(sent))
+        os.replace(new, HOME + "/firehose.count")
 
 
 def websocket_echo(c):
