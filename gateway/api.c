@@ -7,6 +7,7 @@
 #include "gateway/monitor.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
+#include "gateway/ports.h"
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/templates.h"
@@ -453,6 +454,8 @@ static void kernel_action(struct http_request *r, const struct route *rt)
                 kernel_restart(k, &r->waiter);
         } else if (strcmp(action, "execute") == 0 && r->method == HTTP_POST) {
                 api_execute(r, k);
+        } else if (strcmp(action, "ports") == 0) {
+                ports_api(r, k);
         } else if (strcmp(action, "metrics") == 0 && r->method == HTTP_GET) {
                 monitor_kernel_metrics(r, k);
         } else if (strcmp(action, "channels") == 0) {

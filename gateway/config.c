@@ -48,6 +48,12 @@ static const struct option_def options[] = {
             "names clients may reach the gateway by (the Host header), besides localhost, "
             "loopback addresses, the --listen host and, listening beyond loopback, any IP "
             "address; comma-separated; '*': any (no defence against DNS rebinding)"),
+        OPT("ports-domain", OPT_STRING, ports_domain, 0, 0, "",
+            "domain whose names {port}-{id}.DOMAIN reach a sandbox's port (E2B's getHost); "
+            "default: localhost:PORT on loopback, else the --listen address"),
+        OPT("port-buffer-bytes", OPT_INT, port_buffer_bytes, 4096, 16777216, "65536",
+            "bytes held per relayed port connection and direction; a side that reads no "
+            "faster stops the other"),
         OPT("max-connections", OPT_INT, max_connections, 1, 1000000, "4096",
             "client connections at once; past it a new one is answered 503"),
         OPT("max-connections-per-address", OPT_INT, max_connections_per_address, 1, 1000000,
@@ -547,6 +553,16 @@ static int validate(struct config *cfg)
                 cfg->token_source = CONFIG_TOKEN_NONE;
         if (validate_allow_host(cfg->allow_host) < 0)
                 return -EINVAL;
+        if (*cfg->ports_domain) {
+                char name[HOSTCHECK_MAX];
+
+                if (hostcheck_name(cfg->ports_domain, name, sizeof(name)) < 0 || !name[0] ||
+                    strchr(cfg->ports_domain, '/')) {
+                        fprintf(stderr, "glovebox: --ports-domain: '%s' is not a host name\n",
+                                cfg->ports_domain);
+                        return -EINVAL;
+                }
+        }
         if (egress_configure(cfg) < 0)
                 return -EINVAL;
         if (!cfg->token && !cfg->no_auth) {

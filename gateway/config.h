@@ -31,6 +31,8 @@ struct config {
         char *base_url;        /* normalised: starts and ends with '/' */
         char *allow_origin;    /* '*' or a comma-separated list */
         char *allow_host;      /* names accepted in Host: '*' or a comma-separated list */
+        char *ports_domain;    /* "{port}-{id}." names under it reach sandboxes' ports */
+        int64_t port_buffer_bytes; /* per relayed connection and direction */
         int64_t max_connections;
         int64_t max_connections_per_address;
         double unauthenticated_timeout; /* seconds from accept to a request let through */

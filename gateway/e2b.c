@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b.h"
+#include "gateway/ports.h"
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
 #include "gateway/egress.h"
@@ -102,6 +103,18 @@ static struct e2b_sandbox *find(const char *id)
         return NULL;
 }
 
+struct e2b_sandbox *e2b_find_ready(const char *id)
+{
+        struct e2b_sandbox *s = find(id);
+
+        return s && s->ready ? s : NULL;
+}
+
+bool e2b_token_ok(struct e2b_sandbox *s, const char *token)
+{
+        return token_matches(token, s->token);
+}
+
 struct sandbox *e2b_box(struct e2b_sandbox *s)
 {
         return s->box;
@@ -146,7 +159,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
-                json_object_set_new(o, "domain", json_null());
+                json_object_set_new(o, "domain", json_string(ports_domain()));
         }
         return o;
 }
@@ -154,10 +167,12 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
 /* What create and connect answer: where and how to reach the sandbox. */
 static json_t *created_json(const struct e2b_sandbox *s)
 {
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", s->id,
+        /* E2B's getHost(port) is "{port}-{sandboxID}.{domain}": the
+         * ports domain makes that a name the gateway serves (ports.h). */
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id,
                          "templateID", s->template_id, "alias", s->template_id, "clientID",
                          "glovebox", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", s->token,
-                         "trafficAccessToken", s->token, "domain");
+                         "trafficAccessToken", s->token, "domain", ports_domain());
 }
 
 /* ---- life and death --------------------------------------------------------- */
@@ -534,6 +549,20 @@ static const char *create_refusal(json_t *body)
  * means "only allowOut": that entry is read so, every other denial wins.
  * Without an operator policy nothing is enabled (create_refusal has the
  * old answers). 0 (net->enabled says whether) or -EINVAL with err. */
+/* The ports of the sandbox that need no token (ports.h), from the
+ * metadata key E2B_PUBLIC_PORTS_KEY, checked before the sandbox is made.
+ * Not E2B's network.allowPublicTraffic: the Python SDK sends that as true
+ * whenever any network option is given, so it says nothing of what the
+ * caller chose; a port takes the API key or the traffic access token, as
+ * E2B's do with allowPublicTraffic false. */
+static void set_public_traffic(struct e2b_sandbox *s, json_t *body)
+{
+        json_t *v = json_object_get(json_object_get(body, "metadata"), E2B_PUBLIC_PORTS_KEY);
+
+        if (json_is_string(v))
+                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+}
+
 static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
 {
         json_t *jnet = json_object_get(body, "network");
@@ -612,6 +641,11 @@ static void create_sandbox(struct http_request *r)
                 /* answered */
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
+        } else if (json_object_get(metadata, E2B_PUBLIC_PORTS_KEY) &&
+                   ports_parse_public(
+                       json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
+                       err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
         } else if (create_network(body, &net, err, sizeof(err)) < 0) {
@@ -641,6 +675,7 @@ static void create_sandbox(struct http_request *r)
                 pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
+                        set_public_traffic(s, body);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
@@ -656,6 +691,7 @@ static void create_sandbox(struct http_request *r)
                 rc = templates_sandbox_new(spec, &limits, strcmp(cfg->sandbox, "none") != 0, &net,
                                            &s->box);
                 if (rc == 0) {
+                        set_public_traffic(s, body);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;

@@ -21,6 +21,8 @@
 
 #define E2B_ENVD_PORT   "49983"
 #define E2B_JUPYTER_PORT "49999"
+/* Sandbox metadata naming the ports reached without a token: "8000,8080". */
+#define E2B_PUBLIC_PORTS_KEY "glovebox.public_ports"
 
 struct e2b_sandbox;
 
@@ -44,6 +46,10 @@ void e2b_shutdown(void);
  * its token; NULL after replying with the error. */
 struct e2b_sandbox *e2b_sandbox_of(struct http_request *r);
 struct sandbox *e2b_box(struct e2b_sandbox *s);
+/* The ready sandbox of that id, or NULL (ports.c). */
+struct e2b_sandbox *e2b_find_ready(const char *id);
+/* Whether token is the sandbox's access token (constant time). */
+bool e2b_token_ok(struct e2b_sandbox *s, const char *token);
 /* The sandbox's environment (envVars), for commands. */
 json_t *e2b_env(struct e2b_sandbox *s);
 /* Replies with E2B's error body {"code": status, "message"}. */

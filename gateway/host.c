@@ -173,6 +173,7 @@ struct listener {
         char id[JP_UUID_SIZE];
         const struct host_sandbox_ops *sandbox;
         const struct host_process_ops *process;
+        host_connected_fn connected;
         void *ctx;
 };
 
@@ -232,6 +233,7 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                 struct hostmsg_started started;
                 struct hostmsg_failed failed;
                 struct hostmsg_exit exit;
+                struct hostmsg_connected connected;
         } m;
         struct listener *l;
         int rc = -EBADMSG;
@@ -286,6 +288,21 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                 take_hello(body);
                 rc = 0;
                 break;
+        case HOSTMSG_CONNECTED:
+                rc = hostmsg_connected_decode(body, &m.connected);
+                l = rc == 0 ? listener_find(m.connected.id) : NULL;
+                /* A socket comes with success, and only then. */
+                if (rc == 0 && (m.connected.error == 0) != (nfds == 1))
+                        rc = -EBADMSG;
+                if (rc == 0 && l && l->connected) {
+                        host_connected_fn done = l->connected;
+                        void *ctx = l->ctx;
+
+                        listener_remove(l);
+                        done(ctx, m.connected.error, nfds == 1 ? fds[0] : -1);
+                        return 0;
+                }
+                break;
         case HOSTMSG_STARTED:
                 rc = hostmsg_started_decode(body, &m.started);
                 l = rc == 0 ? listener_find(m.started.id) : NULL;
@@ -327,6 +344,8 @@ static void lose_everything(void)
                         snprintf(ex.reason, sizeof(ex.reason), "host-lost");
                         if (l->sandbox)
                                 l->sandbox->gone(l->ctx, &ex);
+                        else if (l->connected)
+                                l->connected(l->ctx, EPIPE, -1);
                         else
                                 l->process->exited(l->ctx, &ex);
                         free(l);
@@ -487,6 +506,27 @@ int host_start(const struct hostmsg_start *req, const struct host_process_ops *o
         if (rc < 0 && rc != -EEXIST)
                 listener_remove(listener_find(req->id));
         return rc;
+}
+
+int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void *ctx)
+{
+        int rc = listener_add(req->id, NULL, NULL, ctx);
+
+        if (rc == 0) {
+                listener_find(req->id)->connected = done;
+                rc = send_json(HOSTMSG_CONNECT, hostmsg_connect_encode(req));
+                if (rc < 0)
+                        listener_remove(listener_find(req->id));
+        }
+        return rc;
+}
+
+void host_connect_cancel(const char *id)
+{
+        struct listener *l = listener_find(id);
+
+        if (l && l->connected)
+                listener_remove(l);
 }
 
 int host_signal(const char *id, int signal)

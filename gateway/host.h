@@ -49,6 +49,15 @@ int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_san
 int host_sandbox_destroy(const char *sandbox_id);
 int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx);
 int host_signal(const char *id, int signal);
+/* The answer to host_connect: error 0 and the connected socket fd (now
+ * the callee's, non-blocking), or an errno and -1. */
+typedef void (*host_connected_fn)(void *ctx, int error, int fd);
+/* Asks for a TCP connection to 127.0.0.1:req->port inside the sandbox's
+ * network namespace; done hears once (EPIPE if the kernel-host dies). */
+int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void *ctx);
+/* Forgets a connect request: done is not called, and a socket that still
+ * comes is closed. */
+void host_connect_cancel(const char *id);
 /* Kills the process at once. */
 int host_stop(const char *id);
 /* Closes the link, which makes the kernel-host kill everything, clean up

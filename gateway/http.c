@@ -7,6 +7,8 @@
 #include "gateway/hostcheck.h"
 #include "gateway/metrics.h"
 #include "gateway/page.h"
+#include "gateway/port_relay.h"
+#include "gateway/ports.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -30,6 +32,8 @@ static const char *status_phrase(int status)
                 return "Created";
         case 204:
                 return "No Content";
+        case 301:
+                return "Moved Permanently";
         case 302:
                 return "Found";
         case 400:
@@ -50,10 +54,18 @@ static const char *status_phrase(int status)
                 return "Unsupported Media Type";
         case 429:
                 return "Too Many Requests";
+        case 431:
+                return "Request Header Fields Too Large";
         case 500:
                 return "Internal Server Error";
+        case 501:
+                return "Not Implemented";
+        case 502:
+                return "Bad Gateway";
         case 503:
                 return "Service Unavailable";
+        case 504:
+                return "Gateway Timeout";
         default:
                 return "Error";
         }
@@ -736,6 +748,16 @@ static int begin(struct lws *wsi, struct http_request *r)
         }
         /* Until the body is read (or refused), the connection is mid-request. */
         r->reading_body = content_length != 0 || r->chunked;
+        if (ports_wanted(wsi)) {
+                /* Relayed as it comes, chunked or not, to a sandbox's port. */
+                if (content_length < 0)
+                        http_reply_error(r, 400, "Bad Content-Length");
+                else
+                        ports_begin(wsi, r);
+                if (r->responded)
+                        stop_reading(r);
+                return 0;
+        }
         if (!admit(wsi, r) || content_length < 0) {
                 if (!r->responded)
                         http_reply_error(r, 400, "Bad Content-Length");
@@ -829,6 +851,8 @@ static void take_over_body(struct http_request *r)
 
 static int on_body(struct http_request *r, const uint8_t *in, size_t len)
 {
+        if (port_relay_active(r->wsi))
+                return port_relay_body(r->wsi, in, len);
         if (!r->reading_body)
                 return 0;
         if (!r->chunked) {
@@ -853,7 +877,9 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                 /* lws calls this for "Content-Length: 0" too, after begin()
                  * has already handed the request on; a chunked body ends
                  * when its last chunk is decoded. */
-                if (r->reading_body && !r->chunked)
+                if (port_relay_active(wsi))
+                        port_relay_body_done(wsi);
+                else if (r->reading_body && !r->chunked)
                         body_complete(r);
                 return 0;
         case LWS_CALLBACK_HTTP_WRITEABLE: {

@@ -13,6 +13,7 @@
 struct loop_watch {
         struct lws *wsi;
         loop_watch_fn fn;
+        loop_watch_fn on_write; /* NULL: never asked for */
         void *arg;
 };
 
@@ -37,6 +38,10 @@ int loop_protocol_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
         case LWS_CALLBACK_RAW_RX_FILE:
                 if (w && w->fn)
                         w->fn(w->arg);
+                return 0;
+        case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+                if (w && w->on_write)
+                        w->on_write(w->arg);
                 return 0;
         case LWS_CALLBACK_RAW_CLOSE_FILE:
                 /* lws closes our duplicate fd: after loop_unwatch, or on its
@@ -90,6 +95,28 @@ int loop_watch_fd(int fd, loop_watch_fn fn, void *arg, struct loop_watch **out)
         return 0;
 }
 
+int loop_watch_fd_rw(int fd, loop_watch_fn on_read, loop_watch_fn on_write, void *arg,
+                     struct loop_watch **out)
+{
+        int rc = loop_watch_fd(fd, on_read, arg, out);
+
+        if (rc == 0)
+                (*out)->on_write = on_write;
+        return rc;
+}
+
+void loop_want_write(struct loop_watch *w)
+{
+        if (w && w->wsi)
+                lws_callback_on_writable(w->wsi);
+}
+
+void loop_pause_read(struct loop_watch *w, bool paused)
+{
+        if (w && w->wsi)
+                lws_rx_flow_control(w->wsi, paused ? 0 : 1);
+}
+
 void loop_unwatch(struct loop_watch **wp)
 {
         struct loop_watch *w = *wp;
@@ -104,6 +131,7 @@ void loop_unwatch(struct loop_watch **wp)
         }
         /* The wsi closes on the next turn of the loop and frees w then. */
         w->fn = NULL;
+        w->on_write = NULL;
         w->arg = NULL;
         lws_set_timeout(w->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
 }

@@ -5,6 +5,7 @@
 #define GLOVEBOX_LOOP_H
 
 #include <libwebsockets.h>
+#include <stdbool.h>
 
 struct loop_watch;
 typedef void (*loop_watch_fn)(void *arg);
@@ -20,6 +21,14 @@ int loop_protocol_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
 /* Calls fn(arg) whenever fd is readable. fd stays the caller's: the loop
  * watches a duplicate. Returns 0 or -errno. */
 int loop_watch_fd(int fd, loop_watch_fn fn, void *arg, struct loop_watch **out);
+/* The same, and on_write(arg) runs once the descriptor can take more
+ * after each loop_want_write. */
+int loop_watch_fd_rw(int fd, loop_watch_fn on_read, loop_watch_fn on_write, void *arg,
+                     struct loop_watch **out);
+void loop_want_write(struct loop_watch *w);
+/* Stops (or resumes) calling the read function: the loop no longer polls
+ * for input, so unread input waits in the kernel, not in our memory. */
+void loop_pause_read(struct loop_watch *w, bool paused);
 /* Stops calling the function at once and releases the watch; nulls *w. */
 void loop_unwatch(struct loop_watch **w);
 

@@ -13,6 +13,7 @@
 #include "gateway/loop.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
+#include "gateway/ports.h"
 #include "gateway/server.h"
 #include "gateway/specs.h"
 #include "gateway/templates.h"
@@ -392,6 +393,8 @@ int main(int argc, char **argv)
         sigprocmask(SIG_BLOCK, &mask, NULL);
         gw.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         conns_init(&gw.cfg);
+        if (ports_init(&gw.cfg) < 0)
+                goto out;
         ctx = server_create(&gw.cfg);
         if (!ctx || gw.sigfd < 0)
                 goto out;

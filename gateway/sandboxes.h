@@ -10,6 +10,8 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#define SANDBOX_MAX_PUBLIC_PORTS 32
+
 enum sandbox_phase { SANDBOX_CREATING, SANDBOX_READY, SANDBOX_GONE };
 
 struct sandbox;
@@ -36,6 +38,9 @@ struct sandbox {
         unsigned refs;
         bool destroying;             /* asked the kernel-host to destroy it */
         struct sandbox_waiter *waiters;
+        /* ports reached through the gateway without a token (ports.h) */
+        unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
+        size_t npublic_ports;
 };
 
 /* Asks for a new sandbox with limits; the caller holds the one reference.

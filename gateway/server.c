@@ -5,6 +5,8 @@
 #include "gateway/conns.h"
 #include "gateway/http.h"
 #include "gateway/loop.h"
+#include "gateway/port_relay.h"
+#include "gateway/ports.h"
 #include "protocol/log.h"
 #include "protocol/wsv1.h"
 
@@ -35,8 +37,11 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
                 /* lws sends every wsi's end here (protocol 0), raw files
                  * and WebSocket ones included. */
                 conns_closed(wsi);
+                port_relay_closed(wsi);
                 return 0;
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+                if (ports_wanted(wsi))
+                        return ports_confirm_upgrade(wsi);
                 return channels_confirm_upgrade(wsi);
         case LWS_CALLBACK_HTTP:
         case LWS_CALLBACK_HTTP_BODY:

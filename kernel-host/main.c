@@ -14,6 +14,7 @@
 #include "kernel-host/cgroup.h"
 #include "kernel-host/leftovers.h"
 #include "kernel-host/net.h"
+#include "kernel-host/ports.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
@@ -145,6 +146,17 @@ static void handle_signal(enum hostmsg_type type, json_t *body)
                 klog_warn(req.id, "signal: %s", strerror(-rc));
 }
 
+static void handle_connect(json_t *body)
+{
+        struct hostmsg_connect req;
+
+        if (hostmsg_connect_decode(body, &req) < 0) {
+                log_error("malformed connect request dropped");
+                return;
+        }
+        ports_connect(host.link, &req);
+}
+
 static void handle_link(void)
 {
         for (;;) {
@@ -169,6 +181,9 @@ static void handle_link(void)
                 case HOSTMSG_START:
                         handle_start(body);
                         break;
+                case HOSTMSG_CONNECT:
+                        handle_connect(body);
+                        break;
                 case HOSTMSG_SANDBOX_DESTROY:
                 case HOSTMSG_SIGNAL:
                 case HOSTMSG_STOP:
@@ -191,8 +206,10 @@ static void handle_signals(void)
                 if (si.ssi_signo == SIGTERM)
                         host.stopping = 1;
         }
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-                spawn_reap(pid, status, report);
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                if (!ports_reaped(host.link, pid, status))
+                        spawn_reap(pid, status, report);
+        }
 }
 
 static void usage(void)

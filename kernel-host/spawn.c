@@ -872,6 +872,19 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
                 report(HOSTMSG_EXITED, hostmsg_exit_encode(&ex));
 }
 
+int spawn_sandbox_netns(const char *id, int *userns_fd, int *netns_fd)
+{
+        struct box *b = box_find(id);
+
+        if (!b || !b->init_alive || b->gone_reported)
+                return -ESRCH;
+        if (!b->sandboxed)
+                return -EPERM;
+        *userns_fd = b->sandbox.ns_fds[0];
+        *netns_fd = b->sandbox.ns_fds[SANDBOX_NS_NET];
+        return 0;
+}
+
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *))
 {
         for (struct proc *p = procs; p; p = p->next) {

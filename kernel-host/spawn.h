@@ -29,6 +29,12 @@ int spawn_signal(const char *id, int sig);
 /* Kills the process's group at once. */
 int spawn_stop(const char *id);
 
+/* The user and network namespaces of a sandbox (descriptors that stay
+ * the kernel-host's: do not close them). -ESRCH for an unknown sandbox or
+ * one whose init is gone, -EPERM for a plain directory (--sandbox=none),
+ * which has no namespace of its own to reach. */
+int spawn_sandbox_netns(const char *id, int *userns_fd, int *netns_fd);
+
 /* Reports what ended with pid: an exited process (EXITED) and/or a sandbox
  * whose last process is gone (SANDBOX_GONE), through report. */
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *));

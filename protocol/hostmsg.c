@@ -586,6 +586,41 @@ int hostmsg_signal_decode(json_t *body, struct hostmsg_signal *m)
         return rc;
 }
 
+json_t *hostmsg_connect_encode(const struct hostmsg_connect *m)
+{
+        return json_pack("{s:s, s:s, s:i}", "id", m->id, "sandbox_id", m->sandbox_id, "port",
+                         m->port);
+}
+
+int hostmsg_connect_decode(json_t *body, struct hostmsg_connect *m)
+{
+        long long port = 0;
+        int rc = get_id(body, "id", m->id);
+
+        if (rc == 0)
+                rc = get_id(body, "sandbox_id", m->sandbox_id);
+        if (rc == 0)
+                rc = get_int(body, "port", 1, 65535, &port);
+        m->port = (int)port;
+        return rc;
+}
+
+json_t *hostmsg_connected_encode(const struct hostmsg_connected *m)
+{
+        return json_pack("{s:s, s:i}", "id", m->id, "error", m->error);
+}
+
+int hostmsg_connected_decode(json_t *body, struct hostmsg_connected *m)
+{
+        long long error = 0;
+        int rc = get_id(body, "id", m->id);
+
+        if (rc == 0)
+                rc = get_int(body, "error", 0, 4095, &error);
+        m->error = (int)error;
+        return rc;
+}
+
 json_t *hostmsg_exit_encode(const struct hostmsg_exit *m)
 {
         return json_pack("{s:s, s:i, s:i, s:i, s:s}", "id", m->id, "pid", m->pid, "exit_code",

@@ -33,6 +33,7 @@ enum hostmsg_type {
         HOSTMSG_START = 3,           /* struct hostmsg_start: a process in a sandbox */
         HOSTMSG_SIGNAL = 4,          /* struct hostmsg_signal: to the process's group */
         HOSTMSG_STOP = 5,            /* struct hostmsg_signal: kill the process now */
+        HOSTMSG_CONNECT = 6,         /* struct hostmsg_connect: a TCP connection into a sandbox */
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
@@ -41,6 +42,7 @@ enum hostmsg_type {
         HOSTMSG_START_FAILED = 104,   /* struct hostmsg_failed */
         HOSTMSG_EXITED = 105,         /* struct hostmsg_exit */
         HOSTMSG_HELLO = 106,          /* struct hostmsg_hello: the first message, once */
+        HOSTMSG_CONNECTED = 107,      /* struct hostmsg_connected (+ the socket when error 0) */
 };
 
 #define HOSTMSG_MAX_FDS 3 /* a command's stdin (write end), stdout, stderr (read ends) */
@@ -132,6 +134,19 @@ struct hostmsg_signal {
         int signal; /* SIGNAL only; 0 otherwise */
 };
 
+/* A TCP connection to the sandbox's own loopback (127.0.0.1:port in its
+ * network namespace, nothing else), for the gateway's port proxy. */
+struct hostmsg_connect {
+        char id[JP_UUID_SIZE]; /* the request's, named again in the answer */
+        char sandbox_id[JP_UUID_SIZE];
+        int port; /* 1-65535 */
+};
+
+struct hostmsg_connected {
+        char id[JP_UUID_SIZE];
+        int error; /* 0: connected, the socket comes along; else an errno (ECONNREFUSED...) */
+};
+
 struct hostmsg_exit {
         char id[JP_UUID_SIZE];
         int pid;
@@ -172,6 +187,10 @@ json_t *hostmsg_failed_encode(const struct hostmsg_failed *m);
 int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m);
 json_t *hostmsg_signal_encode(const struct hostmsg_signal *m);
 int hostmsg_signal_decode(json_t *body, struct hostmsg_signal *m);
+json_t *hostmsg_connect_encode(const struct hostmsg_connect *m);
+int hostmsg_connect_decode(json_t *body, struct hostmsg_connect *m);
+json_t *hostmsg_connected_encode(const struct hostmsg_connected *m);
+int hostmsg_connected_decode(json_t *body, struct hostmsg_connected *m);
 json_t *hostmsg_exit_encode(const struct hostmsg_exit *m);
 int hostmsg_exit_decode(json_t *body, struct hostmsg_exit *m);
 

@@ -4,6 +4,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
+import http from 'node:http'
 import { startGlovebox } from '../glovebox.mjs'
 
 let gateway
@@ -212,6 +213,44 @@ test('charts, DataFrame data, commands in the background, lifetimes', async () =
     assert.ok((await sbx.getInfo()).endAt >= end)
     await sbx.setTimeout(60_000)
     assert.ok((await sbx.getInfo()).endAt - Date.now() < 61_000)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+// One GET to the gateway's own address with Host set to name, as a
+// wildcard DNS name (or curl --resolve) sends it: [status, body].
+function getByHost (name, path, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: gateway.port, path, headers: { Host: name, ...headers } },
+      (res) => {
+        let body = ''
+        res.on('data', (d) => { body += d })
+        res.on('end', () => resolve([res.statusCode, body]))
+      })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+test('getHost names the gateway, and reaches a server in the sandbox', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    await sbx.files.write('/home/user/site/index.txt', 'from the JS SDK')
+    await sbx.commands.run('python3 -m http.server 8000 --bind 127.0.0.1 --directory /home/user/site',
+      { background: true })
+    const host = sbx.getHost(8000)
+    assert.equal(host, `8000-${sbx.sandboxId}.localhost:${gateway.port}`, 'not E2B\'s domain')
+    const token = { 'e2b-traffic-access-token': sbx.trafficAccessToken }
+    let status, body
+    for (let i = 0; i < 150; i++) {
+      ;[status, body] = await getByHost(host, '/index.txt', token)
+      if (status !== 502) break
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    assert.equal(status, 200, body)
+    assert.equal(body, 'from the JS SDK')
+    assert.equal((await getByHost(host, '/index.txt'))[0], 401, 'a token is needed')
   } finally {
     await sbx.kill()
   }

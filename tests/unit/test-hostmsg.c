@@ -1056,6 +1056,68 @@ static void test_hello(void)
         ok(hostmsg_controller_name((enum hostmsg_controller)8) == NULL, "no name for bit 8");
 }
 
+/* CONNECT asks for a connection into a sandbox; CONNECTED answers, with
+ * the connected socket when it worked. */
+static void test_connect(void)
+{
+        struct hostmsg_connect c = {.port = 8000}, c2;
+        struct hostmsg_connected d = {0}, d2;
+        int pair[2], got[HOSTMSG_MAX_FDS] = {-1};
+        json_t *body, *b;
+        char byte = 0;
+
+        memcpy(c.id, kid, sizeof(kid));
+        memcpy(c.sandbox_id, sid, sizeof(sid));
+        body = transfer(HOSTMSG_CONNECT, hostmsg_connect_encode(&c), "CONNECT");
+        memset(&c2, 0, sizeof(c2));
+        is_int(hostmsg_connect_decode(body, &c2), 0, "CONNECT: decodes");
+        ok(strcmp(c2.id, kid) == 0 && strcmp(c2.sandbox_id, sid) == 0 && c2.port == 8000,
+           "CONNECT: every field");
+        json_decref(body);
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+                BAIL_OUT("socketpair: %s", strerror(errno));
+        memcpy(d.id, kid, sizeof(kid));
+        body = transfer_fds(HOSTMSG_CONNECTED, hostmsg_connected_encode(&d), &pair[0], 1, got,
+                            "CONNECTED with its socket");
+        is_int(hostmsg_connected_decode(body, &d2), 0, "CONNECTED: decodes");
+        ok(strcmp(d2.id, kid) == 0 && d2.error == 0, "CONNECTED: every field");
+        ok(write(got[0], "x", 1) == 1 && read(pair[1], &byte, 1) == 1 && byte == 'x',
+           "CONNECTED: the socket that came is the one sent");
+        json_decref(body);
+        close(got[0]);
+        close(pair[0]);
+        close(pair[1]);
+
+#define CHECK(decode, out, rc, name, ...)                                                          \
+        do {                                                                                       \
+                b = json_pack(__VA_ARGS__);                                                        \
+                if (!b)                                                                            \
+                        BAIL_OUT("json_pack for %s", name);                                        \
+                is_int(decode(b, &out), rc, "%s", name);                                           \
+                json_decref(b);                                                                    \
+        } while (0)
+        CHECK(hostmsg_connect_decode, c2, 0, "CONNECT port 65535", "{s:s,s:s,s:i}", "id", kid,
+              "sandbox_id", sid, "port", 65535);
+        CHECK(hostmsg_connect_decode, c2, -EBADMSG, "CONNECT port 0", "{s:s,s:s,s:i}", "id", kid,
+              "sandbox_id", sid, "port", 0);
+        CHECK(hostmsg_connect_decode, c2, -EBADMSG, "CONNECT port 65536", "{s:s,s:s,s:i}", "id",
+              kid, "sandbox_id", sid, "port", 65536);
+        CHECK(hostmsg_connect_decode, c2, -EBADMSG, "CONNECT port as a string", "{s:s,s:s,s:s}",
+              "id", kid, "sandbox_id", sid, "port", "80");
+        CHECK(hostmsg_connect_decode, c2, -EBADMSG, "CONNECT sandbox_id not a UUID",
+              "{s:s,s:s,s:i}", "id", kid, "sandbox_id", "../x", "port", 80);
+        CHECK(hostmsg_connect_decode, c2, -EBADMSG, "CONNECT an address is no field",
+              "{s:s,s:s,s:s}", "id", kid, "sandbox_id", sid, "address", "10.0.0.1");
+        CHECK(hostmsg_connected_decode, d2, 0, "CONNECTED ECONNREFUSED", "{s:s,s:i}", "id", kid,
+              "error", ECONNREFUSED);
+        CHECK(hostmsg_connected_decode, d2, -EBADMSG, "CONNECTED error negative", "{s:s,s:i}", "id",
+              kid, "error", -1);
+        CHECK(hostmsg_connected_decode, d2, -EBADMSG, "CONNECTED error missing", "{s:s}", "id",
+              kid);
+#undef CHECK
+}
+
 int main(void)
 {
         /* A write into a pipe without readers must fail with EPIPE, not
@@ -1073,6 +1135,7 @@ int main(void)
         test_start_validation();
         test_reply_validation();
         test_hello();
+        test_connect();
         close(sock[0]);
         close(sock[1]);
         return done_testing();

@@ -1,0 +1,500 @@
+#include "autoconf.h"
+
+#include "gateway/port_relay.h"
+#include "gateway/conns.h"
+#include "gateway/host.h"
+#include "gateway/loop.h"
+#include "protocol/ids.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define STATUS_LINE_MAX 8192 /* the app's first line, before our headers go in */
+
+/* One client connection relayed to one connection into a sandbox. */
+struct relay {
+        struct relay *next;
+        struct lws *wsi; /* the client's connection while lws has it, or NULL */
+        int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
+        char request_id[JP_UUID_SIZE];
+        bool connecting;
+        bool upgrade;       /* a WebSocket (any Upgrade): bytes both ways after the head */
+        bool body_done;     /* the client's request is all read by lws */
+        bool status_passed; /* our headers went in after the first line */
+        bool up_eof, client_eof, finished;
+        int port;
+        int up_fd; /* the sandbox side */
+        struct loop_watch *up_watch;
+        struct loop_watch *client_watch; /* a duplicate of the client's socket */
+        struct buf to_up;                /* head and body not yet written to the sandbox */
+        size_t to_up_at;
+        struct buf to_client; /* the answer not yet written to the client */
+        size_t to_client_at;
+        char inject[PORT_RELAY_INJECT_MAX]; /* header lines put after the answer's first line */
+        size_t status_seen;                 /* bytes of the first line so far */
+        lws_sorted_usec_list_t reaper;      /* frees a relay lws no longer knows of */
+};
+
+static struct relay *relays;
+static size_t taken; /* relays whose client connection is ours, not lws's */
+static size_t buffer_bytes;
+static struct log_limit overflows;
+
+void port_relay_init(size_t bytes)
+{
+        buffer_bytes = bytes;
+}
+
+size_t port_relay_taken(void)
+{
+        return taken;
+}
+
+static struct relay *relay_of(struct lws *wsi)
+{
+        for (struct relay *p = relays; p; p = p->next) {
+                if (p->wsi == wsi)
+                        return p;
+        }
+        return NULL;
+}
+
+static void relay_free(struct relay *p)
+{
+        for (struct relay **link = &relays; *link; link = &(*link)->next) {
+                if (*link == p) {
+                        *link = p->next;
+                        break;
+                }
+        }
+        if (p->connecting)
+                host_connect_cancel(p->request_id);
+        loop_timer_stop(&p->reaper);
+        loop_unwatch(&p->up_watch);
+        loop_unwatch(&p->client_watch);
+        if (p->up_fd >= 0)
+                close(p->up_fd);
+        if (!p->wsi && p->client_fd >= 0) {
+                close(p->client_fd);
+                taken--;
+        }
+        buf_free(&p->to_up);
+        buf_free(&p->to_client);
+        free(p);
+}
+
+static void reap(lws_sorted_usec_list_t *sul)
+{
+        relay_free(lws_container_of(sul, struct relay, reaper));
+}
+
+/* The relay is over: lws closes the client's connection (our duplicate
+ * of its socket goes first, so the close is the connection's end), or,
+ * for a connection taken from lws, we do on the next turn of the loop
+ * (the caller may still be looking at p). */
+static void finish(struct relay *p)
+{
+        if (p->finished)
+                return;
+        log_debug("port %d relay ends (sandbox side %s, client side %s)", p->port,
+                  p->up_eof ? "done" : "open", p->client_eof ? "done" : "open");
+        p->finished = true;
+        loop_unwatch(&p->up_watch);
+        loop_unwatch(&p->client_watch);
+        if (p->up_fd >= 0) {
+                close(p->up_fd);
+                p->up_fd = -1;
+        }
+        if (p->wsi)
+                lws_set_timeout(p->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+        else
+                loop_timer_start(&p->reaper, reap, 0);
+}
+
+static size_t pending(const struct buf *b, size_t at)
+{
+        return b->len - at;
+}
+
+/* Drops the written prefix once it is half the buffer (all of it when
+ * whole is set: before reading more, so that the buffer's maximum bounds
+ * what is pending, not what was already written). */
+static void compact(struct buf *b, size_t *at, bool whole)
+{
+        if (*at == b->len) {
+                buf_reset(b);
+                *at = 0;
+        } else if (*at > (whole ? 0 : b->len / 2)) {
+                memmove(b->data, b->data + *at, b->len - *at);
+                b->len -= *at;
+                b->data[b->len] = '\0';
+                *at = 0;
+        }
+}
+
+/* Writes what is pending from b to fd; 0 (done or would block), or -1
+ * when the peer is gone. */
+static int flush(int fd, struct buf *b, size_t *at)
+{
+        while (*at < b->len) {
+                ssize_t n = send(fd, b->data + *at, b->len - *at, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        break;
+                if (n <= 0)
+                        return -1;
+                *at += (size_t)n;
+        }
+        compact(b, at, false);
+        return 0;
+}
+
+static void step(struct relay *p);
+
+static void client_out(struct relay *p)
+{
+        if (!p->client_watch)
+                return;
+        if (flush(p->client_fd, &p->to_client, &p->to_client_at) < 0) {
+                finish(p);
+                return;
+        }
+        if (pending(&p->to_client, p->to_client_at))
+                loop_want_write(p->client_watch);
+}
+
+static void up_out(struct relay *p)
+{
+        if (p->up_fd < 0)
+                return;
+        if (flush(p->up_fd, &p->to_up, &p->to_up_at) < 0) {
+                finish(p);
+                return;
+        }
+        if (pending(&p->to_up, p->to_up_at))
+                loop_want_write(p->up_watch);
+}
+
+/* Takes a piece of the answer, our header lines put in after its first
+ * line. */
+static int take_answer(struct relay *p, const char *data, size_t len)
+{
+        const char *nl;
+        int rc;
+
+        if (p->status_passed)
+                return buf_append(&p->to_client, data, len);
+        nl = memchr(data, '\n', len);
+        if (!nl) {
+                p->status_seen += len;
+                return p->status_seen > STATUS_LINE_MAX ? -EBADMSG
+                                                        : buf_append(&p->to_client, data, len);
+        }
+        rc = buf_append(&p->to_client, data, (size_t)(nl + 1 - data));
+        if (rc == 0)
+                rc = buf_append_str(&p->to_client, p->inject);
+        if (rc == 0)
+                rc = buf_append(&p->to_client, nl + 1, len - (size_t)(nl + 1 - data));
+        p->status_passed = true;
+        return rc;
+}
+
+/* Reads as much as fits within the bound (the buffer's own maximum has
+ * room for the header lines added beyond it). */
+
+static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool answer, bool *eof)
+{
+        static char chunk[16 * 1024];
+        size_t at;
+
+        compact(b, atp, true);
+        at = *atp;
+
+        while (!*eof && pending(b, at) < buffer_bytes) {
+                size_t room = buffer_bytes - pending(b, at);
+                ssize_t n =
+                    recv(fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk), MSG_DONTWAIT);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return;
+                if (n <= 0) {
+                        *eof = true;
+                        return;
+                }
+                if ((answer ? take_answer(p, chunk, (size_t)n) : buf_append(b, chunk, (size_t)n)) <
+                    0) {
+                        /* Only an answer whose first line never ends. */
+                        log_warn_limited(&overflows,
+                                         "port %d: an answer the relay cannot take "
+                                         "(no status line within %d bytes)",
+                                         p->port, STATUS_LINE_MAX);
+                        *eof = true;
+                        finish(p);
+                        return;
+                }
+        }
+}
+
+/* Moves bytes as far as the buffers allow, pauses a reader whose buffer
+ * is full, and ends the relay when both sides are done. */
+static void step(struct relay *p)
+{
+        if (p->finished)
+                return;
+        up_out(p);
+        if (p->finished)
+                return;
+        client_out(p);
+        if (p->finished)
+                return;
+        if (p->up_watch)
+                loop_pause_read(p->up_watch, p->up_eof || pending(&p->to_client, p->to_client_at) >=
+                                                              buffer_bytes);
+        if (p->client_watch)
+                loop_pause_read(p->client_watch,
+                                !p->body_done || p->client_eof ||
+                                    pending(&p->to_up, p->to_up_at) >= buffer_bytes);
+        /* lws reads the request's body: it waits while ours is full. */
+        if (!p->body_done && p->wsi)
+                lws_rx_flow_control(p->wsi,
+                                    pending(&p->to_up, p->to_up_at) >= buffer_bytes ? 0 : 1);
+        if (p->client_eof && p->up_fd >= 0 && !pending(&p->to_up, p->to_up_at))
+                shutdown(p->up_fd, SHUT_WR);
+        if (p->up_eof && !pending(&p->to_client, p->to_client_at))
+                finish(p);
+}
+
+static void on_up(void *arg)
+{
+        struct relay *p = arg;
+
+        if (p->up_fd >= 0)
+                pump_in(p, p->up_fd, &p->to_client, &p->to_client_at, true, &p->up_eof);
+        step(p);
+}
+
+static void on_up_writable(void *arg)
+{
+        step(arg);
+}
+
+static void on_client(void *arg)
+{
+        struct relay *p = arg;
+
+        if (!p->body_done)
+                return;
+        if (!p->upgrade) {
+                /* The request is whole: more input is the client going
+                 * away (or a pipelined request, which this connection,
+                 * closing after the answer, never serves). */
+                char drop[512];
+                ssize_t n = recv(p->client_fd, drop, sizeof(drop), MSG_DONTWAIT);
+
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                        finish(p);
+                return;
+        }
+        pump_in(p, p->client_fd, &p->to_up, &p->to_up_at, false, &p->client_eof);
+        step(p);
+}
+
+static void on_client_writable(void *arg)
+{
+        step(arg);
+}
+
+/* An answer of the gateway's own, written as the relay would write the
+ * sandbox's. */
+static void answer_error(struct relay *p, int status, const char *reason, const char *message)
+{
+        json_t *o = json_pack("{s:s, s:s}", "message", message, "reason", reason);
+        char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+        buf_reset(&p->to_client);
+        p->to_client_at = 0;
+        buf_printf(&p->to_client,
+                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "Connection: close\r\n\r\n%s",
+                   status, reason, body ? strlen(body) : 0, body ? body : "");
+        free(body);
+        json_decref(o);
+        p->up_eof = true;
+        step(p);
+}
+
+static void on_connected(void *ctx, int error, int fd)
+{
+        struct relay *p = ctx;
+        char message[160];
+
+        p->connecting = false;
+        if (!p->client_watch && loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p,
+                                                 &p->client_watch) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                finish(p);
+                return;
+        }
+        loop_pause_read(p->client_watch, true);
+        if (error) {
+                /* ESRCH: the sandbox is gone; EAGAIN: the kernel-host is
+                 * making as many connections as it will at once. */
+                int status = error == ETIMEDOUT                  ? 504
+                             : error == ESRCH || error == EAGAIN ? 503
+                                                                 : 502;
+
+                if (error == ECONNREFUSED)
+                        snprintf(message, sizeof(message),
+                                 "Nothing listens on port %d in the sandbox", p->port);
+                else
+                        snprintf(message, sizeof(message),
+                                 "Cannot reach port %d in the sandbox: %s", p->port,
+                                 strerror(error));
+                answer_error(p, status,
+                             status == 504   ? "Gateway Timeout"
+                             : status == 503 ? "Service Unavailable"
+                                             : "Bad Gateway",
+                             message);
+                return;
+        }
+        p->up_fd = fd;
+        if (loop_watch_fd_rw(fd, on_up, on_up_writable, p, &p->up_watch) < 0) {
+                finish(p);
+                return;
+        }
+        step(p);
+}
+
+/* Takes the client's connection from lws, which cannot hand an upgraded
+ * connection on as plain bytes (it would answer the upgrade itself, or
+ * end the connection): the relay keeps the socket under a new descriptor,
+ * and lws's descriptor number now names a fresh unconnected socket, which
+ * lws closes, with the wsi, as it ends the request. (lws's own poll()
+ * loop watches descriptor numbers, so it then sees the stand-in only; an
+ * epoll-based event library, which watches the open socket, would not
+ * allow this.) 0 or -errno (the relay
+ * is then gone). */
+static int take_connection(struct relay *p)
+{
+        int fd = lws_get_socket_fd(p->wsi);
+        int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        int stand_in = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int rc = 0;
+
+        if (own < 0 || stand_in < 0 || dup3(stand_in, fd, O_CLOEXEC) < 0)
+                rc = -errno;
+        if (stand_in >= 0)
+                close(stand_in);
+        if (rc < 0) {
+                if (own >= 0)
+                        close(own);
+                relay_free(p);
+                return rc;
+        }
+        p->wsi = NULL;
+        p->client_fd = own;
+        taken++;
+        rc = loop_watch_fd_rw(own, on_client, on_client_writable, p, &p->client_watch);
+        if (rc < 0) {
+                relay_free(p);
+                return rc;
+        }
+        loop_pause_read(p->client_watch, true);
+        return 0;
+}
+
+int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
+                     const char *inject, bool upgrade, bool body_done)
+{
+        struct hostmsg_connect req = {.port = port};
+        struct relay *p = calloc(1, sizeof(*p));
+        int rc;
+
+        if (!p) {
+                buf_free(head);
+                return -ENOMEM;
+        }
+        p->wsi = wsi;
+        p->client_fd = lws_get_socket_fd(wsi);
+        p->up_fd = -1;
+        p->port = port;
+        p->upgrade = upgrade;
+        p->body_done = body_done;
+        /* The head is the first of what goes to the app; room beyond the
+         * bound for one more read of the body. */
+        p->to_up = *head;
+        p->to_up.max = head->len + buffer_bytes + 256 * 1024;
+        memset(head, 0, sizeof(*head));
+        snprintf(p->inject, sizeof(p->inject), "%s", inject);
+        buf_init(&p->to_client, buffer_bytes + sizeof(p->inject) + 512);
+        jp_uuid4(p->request_id);
+        snprintf(req.id, sizeof(req.id), "%s", p->request_id);
+        snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sandbox_id);
+        p->connecting = true;
+        p->next = relays;
+        relays = p;
+        rc = host_connect(&req, on_connected, p);
+        if (rc < 0) {
+                p->connecting = false;
+                relay_free(p);
+                return rc;
+        }
+        /* The connection is the relay's from now on: lws reads only the
+         * request's body, and no deadline of lws's ends it. */
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+        if (body_done)
+                lws_rx_flow_control(wsi, 0);
+        conns_admitted(wsi);
+        return upgrade ? take_connection(p) : 0;
+}
+
+int port_relay_body(struct lws *wsi, const void *data, size_t len)
+{
+        struct relay *p = relay_of(wsi);
+
+        if (!p || p->finished)
+                return 0;
+        compact(&p->to_up, &p->to_up_at, true);
+        if (buf_append(&p->to_up, data, len) < 0) {
+                finish(p);
+                return 0;
+        }
+        step(p);
+        return 0;
+}
+
+void port_relay_body_done(struct lws *wsi)
+{
+        struct relay *p = relay_of(wsi);
+
+        if (!p || p->body_done)
+                return;
+        p->body_done = true;
+        lws_rx_flow_control(wsi, 0);
+        step(p);
+}
+
+bool port_relay_active(struct lws *wsi)
+{
+        return relays && relay_of(wsi) != NULL;
+}
+
+void port_relay_closed(struct lws *wsi)
+{
+        struct relay *p = relays ? relay_of(wsi) : NULL;
+
+        if (p)
+                relay_free(p);
+}
