@@ -31,6 +31,8 @@
 #define READ_PIECE        (64 * 1024)
 #define KEEPALIVE_MS      50000.0
 #define MAX_COMMANDS      256 /* per sandbox, running or not yet reported */
+#define MAX_STREAMS       8   /* per command: its Start and the Connects to it */
+#define MAX_PTY_SIDE      4096 /* rows or columns of a terminal */
 
 struct command {
         struct command *next;
@@ -39,9 +41,14 @@ struct command {
         unsigned pid;  /* the number clients see */
         char *tag;
         json_t *config; /* {cmd, args, envs, cwd} */
-        int fds[3];     /* stdin (write end), stdout, stderr (read ends); -1 when closed */
+        /* stdin (write end), stdout, stderr (read ends); -1 when closed. A
+         * terminal's are its master (written) and a copy of it (read). */
+        int fds[3];
         struct loop_watch *watch[3];
-        struct http_request *r; /* the Start stream; NULL once its client left */
+        /* The Start stream and the Connect streams that follow the
+         * command; a slot is NULL once its client left. */
+        struct http_request *streams[MAX_STREAMS];
+        bool pty;
         bool started, exited;
         struct hostmsg_exit ex;
         lws_sorted_usec_list_t deadline, keepalive, linger;
@@ -95,6 +102,16 @@ static void write_frame(struct http_request *r, unsigned char flags, json_t *msg
         }
 out:
         free(text);
+}
+
+/* The same frame to every stream of the command. */
+static void broadcast(struct command *c, unsigned char flags, json_t *msg)
+{
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i])
+                        write_frame(c->streams[i], flags, json_incref(msg));
+        }
+        json_decref(msg);
 }
 
 /* A unary call's error: an HTTP status and {"code", "message"}. A
@@ -267,15 +284,15 @@ static bool pump(struct command *c, int i)
                 close_fd(c, i);
                 return false;
         }
-        if (c->r) {
+        {
                 struct buf b64;
 
                 buf_init(&b64, SIZE_MAX);
                 encode_base64(data, (size_t)n, &b64);
-                write_frame(c->r, 0,
-                            json_pack("{s:{s:{s:s#}}}", "event", "data",
-                                      i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
-                                      (int)b64.len));
+                broadcast(c, 0,
+                          json_pack("{s:{s:{s:s#}}}", "event", "data",
+                                    c->pty ? "pty" : i == 1 ? "stdout" : "stderr",
+                                    b64.data ? b64.data : "", (int)b64.len));
                 buf_free(&b64);
         }
         return true;
@@ -296,30 +313,48 @@ static void end_stream(struct command *c)
                         !ex->signal, "status", status);
         if (end && (ex->signal || ex->exit_code))
                 json_object_set_new(end, "error", json_string(status));
-        write_frame(c->r, 0, json_pack("{s:{s:o}}", "event", "end", end));
-        write_frame(c->r, 2, json_object());
+        broadcast(c, 0, json_pack("{s:{s:o}}", "event", "end", end));
+        broadcast(c, 2, json_object());
 }
 
-/* Ends the command's stream, if it has one, and lets go of its client. */
-static void let_go(struct command *c)
+/* Ends one stream of the command and lets go of its client. */
+static void let_go_stream(struct command *c, int i)
 {
-        struct http_request *r = c->r;
+        struct http_request *r = c->streams[i];
 
         if (!r)
                 return;
         http_stream_end(r);
         r->ctx = NULL;
         r->cleanup = NULL;
-        c->r = NULL;
+        c->streams[i] = NULL;
 }
 
-/* Ends the stream with a Connect error, as envd does. */
+/* Ends every stream of the command. */
+static void let_go(struct command *c)
+{
+        for (int i = 0; i < MAX_STREAMS; i++)
+                let_go_stream(c, i);
+}
+
+static bool has_streams(const struct command *c)
+{
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i])
+                        return true;
+        }
+        return false;
+}
+
+/* Ends every stream with a Connect error, as envd does. */
 static void end_with_error(struct command *c, int error, const char *message)
 {
-        if (!c->r)
-                return;
-        reply_connect_error(c->r, true, error, message);
-        let_go(c);
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (!c->streams[i])
+                        continue;
+                reply_connect_error(c->streams[i], true, error, message);
+                let_go_stream(c, i);
+        }
 }
 
 /* Output first, then the end: the end event is sent only once every
@@ -328,7 +363,7 @@ static void maybe_finish(struct command *c)
 {
         if (!c->exited || c->fds[1] >= 0 || c->fds[2] >= 0)
                 return;
-        if (c->r) {
+        if (has_streams(c)) {
                 end_stream(c);
                 let_go(c);
         }
@@ -368,6 +403,13 @@ static void on_linger(lws_sorted_usec_list_t *sul)
         maybe_finish(c);
 }
 
+/* A stream of the command begins with its start event. */
+static void open_stream(struct command *c, struct http_request *r)
+{
+        http_stream_start(r, 200, CONNECT_JSON);
+        write_frame(r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
+}
+
 static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
 {
         struct command *c = ctx;
@@ -378,13 +420,21 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
                 if (i > 0)
                         loop_watch_fd(fds[i], on_output, c, &c->watch[i]);
         }
+        /* A terminal's one descriptor is both ends: a copy is watched for
+         * its output, the master itself takes the input. */
+        if (c->pty && nfds == 1) {
+                c->fds[1] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+                if (c->fds[1] >= 0)
+                        loop_watch_fd(c->fds[1], on_output, c, &c->watch[1]);
+        }
         c->started = true;
-        /* Without stdin, the command reads end of file at once. */
-        if (!json_is_true(json_object_get(c->config, "stdin")))
+        /* Without stdin, the command reads end of file at once; a
+         * terminal's input is always open. */
+        if (!c->pty && !json_is_true(json_object_get(c->config, "stdin")))
                 close_fd(c, 0);
-        if (c->r) {
-                http_stream_start(c->r, 200, CONNECT_JSON);
-                write_frame(c->r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i])
+                        open_stream(c, c->streams[i]);
         }
 }
 
@@ -417,10 +467,13 @@ static void on_client_gone(struct http_request *r)
 {
         struct command *c = r->ctx;
 
-        /* The command runs on, as E2B's do; its output is read and dropped. */
+        /* The command runs on, as E2B's do; output nobody follows is read
+         * and dropped. */
         r->ctx = NULL;
-        if (c)
-                c->r = NULL;
+        for (int i = 0; c && i < MAX_STREAMS; i++) {
+                if (c->streams[i] == r)
+                        c->streams[i] = NULL;
+        }
 }
 
 /* At Connect-Timeout-Ms the command is killed and its stream ends as
@@ -440,9 +493,27 @@ static void on_keepalive(lws_sorted_usec_list_t *sul)
 {
         struct command *c = lws_container_of(sul, struct command, keepalive);
 
-        if (c->r && c->started)
-                write_frame(c->r, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
+        if (c->started)
+                broadcast(c, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
         loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
+}
+
+/* {"size": {"rows", "cols"}} (each may be absent: the default); 0 or
+ * -EINVAL. */
+static int read_pty_size(json_t *pty, uint16_t *rows, uint16_t *cols)
+{
+        json_t *size = json_object_get(pty, "size");
+        json_t *jrows = json_object_get(size, "rows"), *jcols = json_object_get(size, "cols");
+
+        if (!json_is_object(pty) || (size && !json_is_object(size)) ||
+            (jrows && (!json_is_integer(jrows) || json_integer_value(jrows) < 1 ||
+                       json_integer_value(jrows) > MAX_PTY_SIDE)) ||
+            (jcols && (!json_is_integer(jcols) || json_integer_value(jcols) < 1 ||
+                       json_integer_value(jcols) > MAX_PTY_SIDE)))
+                return -EINVAL;
+        *rows = jrows ? (uint16_t)json_integer_value(jrows) : 24;
+        *cols = jcols ? (uint16_t)json_integer_value(jcols) : 80;
+        return 0;
 }
 
 static void start_command(struct http_request *r, struct e2b_sandbox *s)
@@ -461,11 +532,13 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
 
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
-        if (json_object_get(req, "pty")) {
-                connect_error(r, true, -ENOSYS,
-                              "pseudo-terminals (pty) are not supported by Glovebox");
+        if (json_object_get(req, "pty") &&
+            read_pty_size(json_object_get(req, "pty"), &start.rows, &start.cols) < 0) {
+                connect_error(r, true, -EINVAL,
+                              "pty.size must be {rows, cols}, each from 1 to %d", MAX_PTY_SIDE);
                 goto out;
         }
+        start.pty = json_object_get(req, "pty") != NULL;
         if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
                 connect_error(r, true, -EINVAL,
                               "process.cmd must be a string, args an array, envs an object");
@@ -507,7 +580,8 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
                               json_is_true(json_object_get(req, "stdin")));
         if (json_is_string(json_object_get(req, "tag")))
                 c->tag = strdup(json_string_value(json_object_get(req, "tag")));
-        c->r = r;
+        c->pty = start.pty;
+        c->streams[0] = r;
         r->ctx = c;
         r->cleanup = on_client_gone;
         c->next = commands;
@@ -542,13 +616,118 @@ static unsigned selected_pid(json_t *req)
         return (unsigned)json_integer_value(json_object_get(json_object_get(req, "process"), "pid"));
 }
 
+/* Connect: a new stream that follows a running command (its output from
+ * now on, then its end), as envd's does. */
+static void connect_command(struct http_request *r, struct e2b_sandbox *s)
+{
+        json_t *req = read_envelope(r);
+        struct command *c = req ? command_by_pid(s, selected_pid(req)) : NULL;
+        int slot = -1;
+
+        for (int i = 0; c && i < MAX_STREAMS && slot < 0; i++) {
+                if (!c->streams[i])
+                        slot = i;
+        }
+        if (!req)
+                connect_error(r, true, -EINVAL, "the request is not one Connect envelope of JSON");
+        else if (!c)
+                connect_error(r, true, -ESRCH, "process with pid %u not found", selected_pid(req));
+        else if (slot < 0)
+                connect_error(r, true, -ENOSPC, "process %u already has %d streams", c->pid,
+                              MAX_STREAMS);
+        if (slot < 0)
+                goto out;
+        c->streams[slot] = r;
+        r->ctx = c;
+        r->cleanup = on_client_gone;
+        if (c->started)
+                open_stream(c, r);
+out:
+        json_decref(req);
+}
+
+/* Writes all of data to the terminal or the stdin pipe; 0 or -errno. */
+static int write_input(int fd, const char *data, size_t len)
+{
+        while (len) {
+                ssize_t n = write(fd, data, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                data += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+static void send_input(struct http_request *r, struct command *c, json_t *req)
+{
+        json_t *input = json_object_get(req, "input");
+        json_t *stdin_data = json_object_get(input, "stdin"), *pty_data = json_object_get(input, "pty");
+        const char *data = json_string_value(pty_data ? pty_data : stdin_data);
+        struct buf bytes;
+        int rc;
+
+        buf_init(&bytes, MAX_ENVELOPE);
+        if (pty_data && !c->pty) {
+                connect_error(r, false, -EINVAL, "process %u has no terminal (pty)", c->pid);
+        } else if (c->fds[0] < 0) {
+                connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
+        } else if (!data || decode_base64(data, &bytes) < 0) {
+                connect_error(r, false, -EINVAL, "input.stdin or input.pty must be base64 bytes");
+        } else {
+                rc = bytes.len ? write_input(c->fds[0], bytes.data, bytes.len) : 0;
+                if (rc == -EAGAIN)
+                        connect_error(r, false, -ENOSPC,
+                                      "process %u reads its input slower than it is sent", c->pid);
+                else if (rc < 0)
+                        connect_error(r, false, -EINVAL, "cannot write to process %u: %s", c->pid,
+                                      strerror(-rc));
+                else
+                        http_reply_json(r, 200, json_object());
+        }
+        buf_free(&bytes);
+}
+
+/* Update: a terminal's new size (the SDKs' pty.resize). */
+static void update_command(struct http_request *r, struct command *c, json_t *req)
+{
+        struct winsize size = {0};
+        uint16_t rows, cols;
+
+        if (!json_object_get(req, "pty")) {
+                http_reply_json(r, 200, json_object());
+        } else if (!c->pty) {
+                connect_error(r, false, -EINVAL, "process %u has no terminal (pty)", c->pid);
+        } else if (read_pty_size(json_object_get(req, "pty"), &rows, &cols) < 0) {
+                connect_error(r, false, -EINVAL,
+                              "pty.size must be {rows, cols}, each from 1 to %d", MAX_PTY_SIDE);
+        } else {
+                size.ws_row = rows;
+                size.ws_col = cols;
+                /* On the master: the kernel tells the terminal's foreground
+                 * group (SIGWINCH). */
+                if (c->fds[0] < 0 || ioctl(c->fds[0], TIOCSWINSZ, &size) < 0)
+                        connect_error(r, false, -EINVAL, "cannot resize the terminal of %u",
+                                      c->pid);
+                else
+                        http_reply_json(r, 200, json_object());
+        }
+}
+
 static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
-        static const char *const unary[] = {"List", "SendSignal", "SendInput", "CloseStdin",
-                                            NULL};
+        static const char *const unary[] = {"List",       "SendSignal", "SendInput",
+                                            "CloseStdin", "Update",     NULL};
         json_t *req = NULL;
         struct command *c;
 
+        if (strcmp(method, "Connect") == 0) {
+                connect_command(r, s);
+                return;
+        }
         if (!jp_strv_contains(unary, method)) {
                 /* Connect and StreamInput are streams: the error goes in one. */
                 connect_error(r, strcmp(method, "Connect") == 0 ||
@@ -585,24 +764,19 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                 else
                         host_stop(c->id);
                 http_reply_json(r, 200, json_object());
-        } else if (strcmp(method, "SendInput") == 0 || strcmp(method, "CloseStdin") == 0) {
-                const char *data = json_string_value(
-                        json_object_get(json_object_get(req, "input"), "stdin"));
-                struct buf bytes;
-
-                buf_init(&bytes, MAX_ENVELOPE);
-                if (c->fds[0] < 0) {
-                        connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
-                } else if (strcmp(method, "CloseStdin") == 0) {
-                        close_fd(c, 0);
-                        http_reply_json(r, 200, json_object());
-                } else if (!data || decode_base64(data, &bytes) < 0 ||
-                           (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
-                        connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
-                } else {
-                        http_reply_json(r, 200, json_object());
-                }
-                buf_free(&bytes);
+        } else if (strcmp(method, "SendInput") == 0) {
+                send_input(r, c, req);
+        } else if (strcmp(method, "Update") == 0) {
+                update_command(r, c, req);
+        } else if (c->pty) {
+                connect_error(r, false, -EINVAL,
+                              "process %u is on a terminal: send ^D (\\x04) to end its input",
+                              c->pid);
+        } else if (c->fds[0] < 0) {
+                connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
+        } else {
+                close_fd(c, 0);
+                http_reply_json(r, 200, json_object());
         }
         json_decref(req);
 }
