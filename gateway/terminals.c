@@ -39,18 +39,18 @@ struct terminal_frame {
 struct terminal {
         struct terminal *next;
         char name[NAME_MAX_LEN + 1];
-        char id[JP_UUID_SIZE];         /* the shell's, at the kernel-host */
-        char kernel_id[JP_UUID_SIZE];  /* "" in a sandbox of its own */
+        char id[JP_UUID_SIZE];        /* the shell's, at the kernel-host */
+        char kernel_id[JP_UUID_SIZE]; /* "" in a sandbox of its own */
         char cwd[PATH_MAX];
-        struct sandbox *own;           /* its own sandbox, or NULL */
+        struct sandbox *own; /* its own sandbox, or NULL */
         struct sandbox_waiter wait;
         struct http_request *creating; /* the POST waiting for it, or NULL */
-        bool listed;  /* started, and not deleted: clients see it */
-        bool running; /* the kernel-host has a process for it */
-        int master;   /* written: the input */
-        int reader;   /* a copy of the master, watched: the output */
+        bool listed;                   /* started, and not deleted: clients see it */
+        bool running;                  /* the kernel-host has a process for it */
+        int master;                    /* written: the input */
+        int reader;                    /* a copy of the master, watched: the output */
         struct loop_watch *watch;
-        bool paused;  /* a client is too far behind: not reading */
+        bool paused;        /* a client is too far behind: not reading */
         uint8_t partial[4]; /* a character cut off at the end of the last read */
         size_t npartial;
         struct buf history; /* the last output, whole characters */
@@ -218,7 +218,8 @@ static void remember(struct terminal *t, const char *text, size_t len)
         {
                 size_t skip = 0;
 
-                while (skip < t->history.len && ((unsigned char)t->history.data[skip] & 0xc0) == 0x80)
+                while (skip < t->history.len &&
+                       ((unsigned char)t->history.data[skip] & 0xc0) == 0x80)
                         skip++;
                 memmove(t->history.data, t->history.data + skip, t->history.len - skip);
                 t->history.len -= skip;
@@ -486,8 +487,10 @@ static void post_terminal(struct http_request *r)
                 goto out;
         }
         if (jname && json_string_length(jname) && !name_valid(json_string_value(jname))) {
-                http_reply_error(r, 400, "A terminal's name is 1 to %d letters, digits, '-', '_' "
-                                 "or '.', not starting with '.'", NAME_MAX_LEN);
+                http_reply_error(r, 400,
+                                 "A terminal's name is 1 to %d letters, digits, '-', '_' "
+                                 "or '.', not starting with '.'",
+                                 NAME_MAX_LEN);
                 goto out;
         }
         if (jname && json_string_length(jname) && name_taken(json_string_value(jname))) {
@@ -516,8 +519,10 @@ static void post_terminal(struct http_request *r)
                 }
                 sb = k->sandbox;
                 if (!sb || sb->phase != SANDBOX_READY || sb->destroying) {
-                        http_reply_error(r, 409, "Kernel %s has no sandbox ready (it is %s): "
-                                         "try again once it is idle", k->id, k->execution_state);
+                        http_reply_error(r, 409,
+                                         "Kernel %s has no sandbox ready (it is %s): "
+                                         "try again once it is idle",
+                                         k->id, k->execution_state);
                         goto out;
                 }
         }
@@ -705,9 +710,10 @@ static void on_message(struct terminal_conn *c)
 
                 if (!json_is_string(text))
                         conn_close_later(c, 1003, "stdin takes [\"stdin\", text]");
-                else if (terminal_input(c->term, json_string_value(text), json_string_length(text)) <
-                         0)
-                        conn_close_later(c, 1009, "input arrives faster than the terminal reads it");
+                else if (terminal_input(c->term, json_string_value(text),
+                                        json_string_length(text)) < 0)
+                        conn_close_later(c, 1009,
+                                         "input arrives faster than the terminal reads it");
         } else if (strcmp(type, "set_size") == 0) {
                 set_size(c, msg);
         }

@@ -26,8 +26,8 @@ struct terminal_conn {
         struct terminal_conn *next; /* the terminal's other clients */
         struct lws *wsi;
         struct terminal *term;
-        struct buf rx;     /* the message being received, bounded */
-        bool rx_oversized; /* past the bound: discarding to its end */
+        struct buf rx;                      /* the message being received, bounded */
+        bool rx_oversized;                  /* past the bound: discarding to its end */
         struct terminal_frame *head, *tail; /* text frames to write, in order */
         size_t queued;                      /* their bytes */
         bool closing;

@@ -34,8 +34,8 @@ int main(void)
         check("\xc0\xaf", 2, false, "\xef\xbf\xbd\xef\xbf\xbd", 2, "an overlong form is refused");
         check("\xed\xa0\x80", 3, false, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 3,
               "a surrogate is refused");
-        check("\xf4\x90\x80\x80", 4, false,
-              "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 4, "past U+10FFFF is refused");
+        check("\xf4\x90\x80\x80", 4, false, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 4,
+              "past U+10FFFF is refused");
         check("\xe2(x", 3, false, "\xef\xbf\xbd(x", 3, "a sequence broken in the middle");
         check("", 0, false, "", 0, "nothing");
         {
