@@ -97,7 +97,7 @@ test('TerminalManager: a login shell in a sandbox of its own, set_size, list, sh
   term.send({ type: 'set_size', content: [40, 120, 600, 900] })
   await run(term, seen, 'stty size', /\s40 120\r\n/, 'the size set')
   // Its own devpts: the one terminal there is, none of the host's.
-  await run(term, seen, "echo D$(ls /dev/pts | tr '\\n' ' ')", /D0 ptmx \r\n/, 'the sandbox devpts')
+  await run(term, seen, "echo D$(ls /dev/pts | tr '\\n' ' ')", /D0 ptmx\r\n/, 'the sandbox devpts')
   // Not the host's: the sandbox's root, its own pid namespace.
   await run(term, seen, "echo P$(tr -d '\\0' < /proc/1/cmdline)", /Pglovebox-init\r\n/,
     'the sandbox init')
