@@ -291,9 +291,12 @@ test('pty: a login shell on a terminal of the sandbox, input, resize, connect, ^
     await other.disconnect()
 
     // ^C interrupts the foreground job, and the shell goes on.
-    await sbx.pty.sendInput(term.pid, enc('sleep 100\n'))
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    await sbx.pty.sendInput(term.pid, enc('\x03echo C$((3*3))\n'))
+    // (A ^C that comes before the sleep starts ends the list instead.)
+    await sbx.pty.sendInput(term.pid, enc('echo S$((1+1)); sleep 100\n'))
+    await until(() => out, /S2\r\n/, 'the list started')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await sbx.pty.sendInput(term.pid, enc('\x03'))
+    await sbx.pty.sendInput(term.pid, enc('echo C$((3*3))\n'))
     await until(() => out, /C9/, 'the shell after ^C')
 
     assert.ok((await sbx.commands.list()).some((p) => p.pid === term.pid), 'listed')
