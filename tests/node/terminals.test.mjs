@@ -131,15 +131,20 @@ test('a terminal in a kernel\'s sandbox sees the kernel, and ends with it', asyn
   const term = manager.connectTo({ model: { name: 'beside-kernel' } })
   const seen = follow(term)
   await waitFor(() => term.connectionStatus === 'connected', 'connected')
-  await run(term, seen, "echo K$(cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c ipykernel)",
+  // ('ipykerne[l]': the grep's own command line, read by cat, must not match.)
+  await run(term, seen, "echo K$(cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c 'ipykerne[l]')",
     /K[1-9]/, 'the kernel in the same sandbox')
 
   const own = await manager.startNew()
   const ownSeen = follow(own)
   await waitFor(() => own.connectionStatus === 'connected', 'connected')
-  await run(own, ownSeen, "echo K$(cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c ipykernel)",
+  await run(own, ownSeen, "echo K$(cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c 'ipykerne[l]')",
     /K0\r\n/, 'no kernel in a sandbox of its own')
   await manager.shutdown(own.name)
+
+  // A restart keeps the sandbox, and so the terminal.
+  assert.equal((await api('POST', `api/kernels/${kernel.body.id}/restart`)).status, 200)
+  await run(term, seen, 'echo R$((5*5))', /R25\r\n/, 'the terminal after a kernel restart')
 
   assert.equal((await api('DELETE', `api/kernels/${kernel.body.id}`)).status, 204)
   await waitFor(() => seen.disconnected, 'the terminal ends with the sandbox')
