@@ -321,7 +321,7 @@ test('Terminal: a shell in the kernel\'s sandbox, typed into, closed', { timeout
 
   await page.click('#terminal-close')
   assert.equal(await page.locator('#terminal').isHidden(), true)
-  for (let i = 0; i < 100 && (await api('GET', 'api/terminals')).length; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  for (let i = 0; i < 400 && (await api('GET', 'api/terminals')).length; i++) await new Promise((resolve) => setTimeout(resolve, 50))
   assert.deepEqual(await api('GET', 'api/terminals'), [], 'closing the panel ends the terminal')
   assert.deepEqual(page.errors, [], 'no script errors in the page')
 })
