@@ -11,6 +11,7 @@
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/templates.h"
+#include "gateway/terminals.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -532,6 +533,8 @@ void api_handle(struct http_request *r)
                         http_reply_error(r, 405, "Use GET or POST on /api/kernels");
         } else if ((rt.n == 3 || rt.n == 4) && is(&rt, 1, "kernels")) {
                 kernel_action(r, &rt);
+        } else if ((rt.n == 2 || rt.n == 3) && is(&rt, 1, "terminals")) {
+                terminals_handle(r, rt.n == 3 ? rt.seg[2] : NULL);
         } else if ((rt.n == 2 || rt.n == 3) && is(&rt, 1, "sessions")) {
                 api_sessions_handle(r, rt.n == 3 ? rt.seg[2] : NULL);
         } else {

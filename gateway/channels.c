@@ -6,6 +6,7 @@
 #include "gateway/http.h"
 #include "gateway/kernels.h"
 #include "gateway/metrics.h"
+#include "gateway/terminals.h"
 #include "protocol/log.h"
 #include "protocol/request.h"
 #include "protocol/wsjson.h"
@@ -56,8 +57,14 @@ int channels_confirm_upgrade(struct lws *wsi)
                 http_write_error_now(wsi, 403, message);
                 return 1;
         }
-        if (http_route_path(wsi, path, sizeof(path)) < 0 || !kernel_of_path(path)) {
+        if (http_route_path(wsi, path, sizeof(path)) < 0) {
                 http_write_error_now(wsi, 404, "No such kernel");
+                return 1;
+        }
+        if (terminals_is_socket_path(path) ? !terminals_socket_exists(path)
+                                           : !kernel_of_path(path)) {
+                http_write_error_now(wsi, 404, terminals_is_socket_path(path) ? "No such terminal"
+                                                                              : "No such kernel");
                 return 1;
         }
         if (!http_authorized(wsi)) {

@@ -79,6 +79,8 @@ static const struct option_def options[] = {
             "(repeatable; see the README's Templates)"),
         OPT("max-kernels", OPT_INT, max_kernels, 1, 100000, "1000",
             "most kernels at once, starting ones included"),
+        OPT("max-terminals", OPT_INT, max_terminals, 0, 10000, "100",
+            "most terminals (/api/terminals) at once, starting ones included; 0: none"),
         OPT("kernel-start-timeout", OPT_DOUBLE, kernel_start_timeout, 1, 3600, "60",
             "seconds a kernel may take to answer kernel_info before the start fails"),
         OPT("shutdown-grace", OPT_DOUBLE, shutdown_grace, 0, 60, "2",

@@ -43,6 +43,7 @@ struct config {
         char *sandbox;         /* "full" or "none" */
         char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;
+        int64_t max_terminals;
         double kernel_start_timeout;
         double shutdown_grace;
         bool no_autorestart;

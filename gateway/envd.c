@@ -1,54 +1,24 @@
 /* E2B's envd, the in-sandbox service of files and processes, served by the
  * gateway: /health, /files (download, multipart upload), the filesystem
- * RPCs and the process RPCs, in the Connect protocol's JSON form. Commands
- * run inside the sandbox like kernels do, as its user, under its limits;
- * their output streams back as Connect frames while they run. */
+ * RPCs and the process RPCs (envd_process.c), in the Connect protocol's
+ * JSON form. This file: the Connect framing they share, the files, and
+ * the routes. */
 #include "autoconf.h"
 
 #include "gateway/api.h"
 #include "gateway/e2b.h"
+#include "gateway/envd.h"
 #include "gateway/files.h"
-#include "gateway/host.h"
-#include "gateway/kernels.h"
-#include "gateway/loop.h"
 #include "gateway/uploads.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
-
-#define CONNECT_JSON      "application/connect+json"
-#define MAX_ENVELOPE      (1024 * 1024)
-#define READ_PIECE        (64 * 1024)
-#define KEEPALIVE_MS      50000.0
-#define MAX_COMMANDS      256 /* per sandbox, running or not yet reported */
-
-struct command {
-        struct command *next;
-        struct e2b_sandbox *owner;
-        char id[JP_UUID_SIZE];
-        unsigned pid;  /* the number clients see */
-        char *tag;
-        json_t *config; /* {cmd, args, envs, cwd} */
-        int fds[3];     /* stdin (write end), stdout, stderr (read ends); -1 when closed */
-        struct loop_watch *watch[3];
-        struct http_request *r; /* the Start stream; NULL once its client left */
-        bool started, exited;
-        struct hostmsg_exit ex;
-        lws_sorted_usec_list_t deadline, keepalive, linger;
-};
-
-static struct command *commands;
-static unsigned next_pid = 1000;
 
 /* ---- Connect framing ------------------------------------------------------ */
 
@@ -66,11 +36,8 @@ static const struct {
         {ENOSYS, "unimplemented", 501},       {ETIMEDOUT, "deadline_exceeded", 504},
 };
 
-static void connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-
 /* One envelope: a flags byte, a big-endian length, the JSON. */
-static void write_frame(struct http_request *r, unsigned char flags, json_t *msg)
+void envd_write_frame(struct http_request *r, unsigned char flags, json_t *msg)
 {
         char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
         unsigned char head[5];
@@ -100,8 +67,7 @@ out:
 /* A unary call's error: an HTTP status and {"code", "message"}. A
  * streaming call's (stream true): 200, then an end-of-stream frame with
  * the error, which is where Connect clients look for it. */
-static void reply_connect_error(struct http_request *r, bool stream, int error,
-                                const char *message)
+void envd_reply_error(struct http_request *r, bool stream, int error, const char *message)
 {
         const char *code = "internal";
         int status = 500;
@@ -119,11 +85,11 @@ static void reply_connect_error(struct http_request *r, bool stream, int error,
                 return;
         }
         http_stream_start(r, 200, CONNECT_JSON);
-        write_frame(r, 2, json_pack("{s:o}", "error", body));
+        envd_write_frame(r, 2, json_pack("{s:o}", "error", body));
         http_stream_end(r);
 }
 
-static void connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
+void envd_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
 {
         char message[1024];
         va_list ap;
@@ -131,12 +97,12 @@ static void connect_error(struct http_request *r, bool stream, int error, const 
         va_start(ap, fmt);
         vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
-        reply_connect_error(r, stream, error, message);
+        envd_reply_error(r, stream, error, message);
 }
 
 /* A request's JSON object, nulls dropped (null means absent); NULL if it
  * is not an object. */
-static json_t *parse_request(const char *data, size_t len)
+json_t *envd_parse_request(const char *data, size_t len)
 {
         json_t *req = json_loadb(data ? data : "", len, 0, NULL);
 
@@ -149,7 +115,7 @@ static json_t *parse_request(const char *data, size_t len)
 }
 
 /* The request of a streaming call is one envelope. */
-static json_t *read_envelope(struct http_request *r)
+json_t *envd_read_envelope(struct http_request *r)
 {
         const unsigned char *p = (const unsigned char *)r->body.data;
         size_t len;
@@ -159,10 +125,10 @@ static json_t *read_envelope(struct http_request *r)
         len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
         if ((p[0] & 1) || len != r->body.len - 5 || len > MAX_ENVELOPE)
                 return NULL;
-        return parse_request((const char *)p + 5, len);
+        return envd_parse_request((const char *)p + 5, len);
 }
 
-static void encode_base64(const uint8_t *data, size_t len, struct buf *out)
+void envd_encode_base64(const uint8_t *data, size_t len, struct buf *out)
 {
         static const char table[] =
                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -184,7 +150,7 @@ static void encode_base64(const uint8_t *data, size_t len, struct buf *out)
         }
 }
 
-static int decode_base64(const char *in, struct buf *out)
+int envd_decode_base64(const char *in, struct buf *out)
 {
         uint32_t acc = 0;
         int bits = 0;
@@ -215,415 +181,6 @@ static int decode_base64(const char *in, struct buf *out)
         return 0;
 }
 
-/* ---- commands ---------------------------------------------------------------- */
-
-static struct command *command_by_pid(struct e2b_sandbox *owner, unsigned pid)
-{
-        for (struct command *c = commands; c; c = c->next) {
-                if (c->owner == owner && c->pid == pid && !c->exited)
-                        return c;
-        }
-        return NULL;
-}
-
-static void close_fd(struct command *c, int i)
-{
-        loop_unwatch(&c->watch[i]);
-        if (c->fds[i] >= 0)
-                close(c->fds[i]);
-        c->fds[i] = -1;
-}
-
-static void command_free(struct command *c)
-{
-        for (struct command **link = &commands; *link; link = &(*link)->next) {
-                if (*link == c) {
-                        *link = c->next;
-                        break;
-                }
-        }
-        for (int i = 0; i < 3; i++)
-                close_fd(c, i);
-        loop_timer_stop(&c->deadline);
-        loop_timer_stop(&c->keepalive);
-        loop_timer_stop(&c->linger);
-        json_decref(c->config);
-        free(c->tag);
-        free(c);
-}
-
-/* Reads what the command wrote and streams it; false at end of file. */
-static bool pump(struct command *c, int i)
-{
-        static uint8_t data[READ_PIECE];
-        ssize_t n;
-
-        if (c->fds[i] < 0)
-                return false;
-        n = read(c->fds[i], data, sizeof(data));
-        if (n <= 0) {
-                if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                        return true;
-                close_fd(c, i);
-                return false;
-        }
-        if (c->r) {
-                struct buf b64;
-
-                buf_init(&b64, SIZE_MAX);
-                encode_base64(data, (size_t)n, &b64);
-                write_frame(c->r, 0,
-                            json_pack("{s:{s:{s:s#}}}", "event", "data",
-                                      i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
-                                      (int)b64.len));
-                buf_free(&b64);
-        }
-        return true;
-}
-
-static void end_stream(struct command *c)
-{
-        char status[64];
-        const struct hostmsg_exit *ex = &c->ex;
-        json_t *end;
-
-        if (ex->signal)
-                snprintf(status, sizeof(status), "signal: %s",
-                         ex->signal == SIGKILL ? "killed" : strsignal(ex->signal));
-        else
-                snprintf(status, sizeof(status), "exit status %d", ex->exit_code);
-        end = json_pack("{s:i, s:b, s:s}", "exitCode", ex->signal ? -1 : ex->exit_code, "exited",
-                        !ex->signal, "status", status);
-        if (end && (ex->signal || ex->exit_code))
-                json_object_set_new(end, "error", json_string(status));
-        write_frame(c->r, 0, json_pack("{s:{s:o}}", "event", "end", end));
-        write_frame(c->r, 2, json_object());
-}
-
-/* Ends the command's stream, if it has one, and lets go of its client. */
-static void let_go(struct command *c)
-{
-        struct http_request *r = c->r;
-
-        if (!r)
-                return;
-        http_stream_end(r);
-        r->ctx = NULL;
-        r->cleanup = NULL;
-        c->r = NULL;
-}
-
-/* Ends the stream with a Connect error, as envd does. */
-static void end_with_error(struct command *c, int error, const char *message)
-{
-        if (!c->r)
-                return;
-        reply_connect_error(c->r, true, error, message);
-        let_go(c);
-}
-
-/* Output first, then the end: the end event is sent only once every
- * output pipe is at its end (or the process died and they stay silent). */
-static void maybe_finish(struct command *c)
-{
-        if (!c->exited || c->fds[1] >= 0 || c->fds[2] >= 0)
-                return;
-        if (c->r) {
-                end_stream(c);
-                let_go(c);
-        }
-        command_free(c);
-}
-
-static void drain(struct command *c)
-{
-        for (int i = 1; i < 3; i++) {
-                /* Drain each pipe as far as it goes now. */
-                while (c->fds[i] >= 0 && pump(c, i) && c->fds[i] >= 0) {
-                        int pending = 0;
-
-                        if (ioctl(c->fds[i], FIONREAD, &pending) < 0 || pending == 0)
-                                break;
-                }
-        }
-}
-
-static void on_output(void *arg)
-{
-        struct command *c = arg;
-
-        drain(c);
-        maybe_finish(c); /* may free c */
-}
-
-/* The process died but a child of it keeps its output open: stop waiting
- * for that output's end. */
-static void on_linger(lws_sorted_usec_list_t *sul)
-{
-        struct command *c = lws_container_of(sul, struct command, linger);
-
-        drain(c);
-        close_fd(c, 1);
-        close_fd(c, 2);
-        maybe_finish(c);
-}
-
-static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
-{
-        struct command *c = ctx;
-
-        for (size_t i = 0; i < nfds && i < 3; i++) {
-                c->fds[i] = fds[i];
-                fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-                if (i > 0)
-                        loop_watch_fd(fds[i], on_output, c, &c->watch[i]);
-        }
-        c->started = true;
-        /* Without stdin, the command reads end of file at once. */
-        if (!json_is_true(json_object_get(c->config, "stdin")))
-                close_fd(c, 0);
-        if (c->r) {
-                http_stream_start(c->r, 200, CONNECT_JSON);
-                write_frame(c->r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
-        }
-}
-
-static void on_failed(void *ctx, const struct hostmsg_failed *m)
-{
-        struct command *c = ctx;
-
-        /* envd answers a command it cannot run with invalid_argument. */
-        end_with_error(c, -EINVAL, m->message);
-        command_free(c);
-}
-
-static void on_exited(void *ctx, const struct hostmsg_exit *m)
-{
-        struct command *c = ctx;
-
-        c->exited = true;
-        c->ex = *m;
-        loop_timer_stop(&c->deadline);
-        drain(c);
-        if (c->fds[1] >= 0 || c->fds[2] >= 0)
-                loop_timer_start(&c->linger, on_linger, 200);
-        else
-                maybe_finish(c);
-}
-
-static const struct host_process_ops command_ops = {on_started, on_failed, on_exited};
-
-static void on_client_gone(struct http_request *r)
-{
-        struct command *c = r->ctx;
-
-        /* The command runs on, as E2B's do; its output is read and dropped. */
-        r->ctx = NULL;
-        if (c)
-                c->r = NULL;
-}
-
-/* At Connect-Timeout-Ms the command is killed and its stream ends as
- * envd's does, with the Connect error deadline_exceeded (the SDKs raise
- * their TimeoutException on it), after the output read so far. */
-static void on_deadline(lws_sorted_usec_list_t *sul)
-{
-        struct command *c = lws_container_of(sul, struct command, deadline);
-
-        log_info("command %u reached its timeout; killing it", c->pid);
-        drain(c);
-        end_with_error(c, -ETIMEDOUT, "the command ran past its timeout and was killed");
-        host_stop(c->id);
-}
-
-static void on_keepalive(lws_sorted_usec_list_t *sul)
-{
-        struct command *c = lws_container_of(sul, struct command, keepalive);
-
-        if (c->r && c->started)
-                write_frame(c->r, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
-        loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
-}
-
-static void start_command(struct http_request *r, struct e2b_sandbox *s)
-{
-        json_t *req = read_envelope(r);
-        json_t *process = json_object_get(req, "process");
-        json_t *args = json_object_get(process, "args"), *envs = json_object_get(process, "envs");
-        const char *cmd = json_string_value(json_object_get(process, "cmd"));
-        const char *cwd = json_string_value(json_object_get(process, "cwd"));
-        struct hostmsg_start start = {.kernel = false};
-        char header_value[32], **env = NULL;
-        size_t nargs = json_array_size(args), n = 0, count = 0;
-        struct command *c = NULL;
-        const char *key;
-        json_t *v;
-
-        for (struct command *x = commands; x; x = x->next)
-                count += x->owner == s;
-        if (json_object_get(req, "pty")) {
-                connect_error(r, true, -ENOSYS,
-                              "pseudo-terminals (pty) are not supported by Glovebox");
-                goto out;
-        }
-        if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
-                connect_error(r, true, -EINVAL,
-                              "process.cmd must be a string, args an array, envs an object");
-                goto out;
-        }
-        if (count >= MAX_COMMANDS) {
-                connect_error(r, true, -ENOSPC, "too many commands in this sandbox");
-                goto out;
-        }
-        c = calloc(1, sizeof(*c));
-        start.argv = calloc(nargs + 2, sizeof(char *));
-        env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
-        if (!c || !start.argv || !env || jp_uuid4(c->id) < 0) {
-                connect_error(r, true, -ENOMEM, "out of memory");
-                goto out;
-        }
-        c->fds[0] = c->fds[1] = c->fds[2] = -1;
-        start.argv[0] = (char *)cmd;
-        for (size_t i = 0; i < nargs; i++)
-                start.argv[i + 1] = (char *)(json_is_string(json_array_get(args, i))
-                                                     ? json_string_value(json_array_get(args, i))
-                                                     : "");
-        /* The sandbox's envVars, then the command's own. */
-        json_object_foreach(e2b_env(s), key, v) {
-                if (asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
-                        n++;
-        }
-        json_object_foreach(envs, key, v) {
-                if (json_is_string(v) && asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
-                        n++;
-        }
-        start.env = env;
-        snprintf(start.id, sizeof(start.id), "%s", c->id);
-        snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
-        snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
-        c->owner = s;
-        c->pid = next_pid++;
-        c->config = json_pack("{s:O, s:b}", "process", process, "stdin",
-                              json_is_true(json_object_get(req, "stdin")));
-        if (json_is_string(json_object_get(req, "tag")))
-                c->tag = strdup(json_string_value(json_object_get(req, "tag")));
-        c->r = r;
-        r->ctx = c;
-        r->cleanup = on_client_gone;
-        c->next = commands;
-        commands = c;
-        if (host_start(&start, &command_ops, c) < 0) {
-                commands = c->next;
-                r->ctx = NULL;
-                r->cleanup = NULL;
-                connect_error(r, true, -EIO, "cannot reach the kernel-host");
-                json_decref(c->config);
-                free(c->tag);
-                free(c);
-                c = NULL;
-                goto out;
-        }
-        /* Connect-Timeout-Ms bounds the command's whole life. */
-        if (lws_hdr_custom_copy(r->wsi, header_value, sizeof(header_value), "connect-timeout-ms:",
-                                19) > 0 &&
-            strtol(header_value, NULL, 10) > 0)
-                loop_timer_start(&c->deadline, on_deadline, (double)strtol(header_value, NULL, 10));
-        loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
-        c = NULL;
-out:
-        free(c);
-        free(start.argv);
-        jp_strv_free(env);
-        json_decref(req);
-}
-
-static unsigned selected_pid(json_t *req)
-{
-        return (unsigned)json_integer_value(json_object_get(json_object_get(req, "process"), "pid"));
-}
-
-static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
-{
-        static const char *const unary[] = {"List", "SendSignal", "SendInput", "CloseStdin",
-                                            NULL};
-        json_t *req = NULL;
-        struct command *c;
-
-        if (!jp_strv_contains(unary, method)) {
-                /* Connect and StreamInput are streams: the error goes in one. */
-                connect_error(r, strcmp(method, "Connect") == 0 ||
-                                         strcmp(method, "StreamInput") == 0,
-                              -ENOSYS, "process.Process/%s is not supported by Glovebox", method);
-                return;
-        }
-        req = r->body.len ? parse_request(r->body.data, r->body.len) : json_object();
-        c = req ? command_by_pid(s, selected_pid(req)) : NULL;
-        if (!req) {
-                connect_error(r, false, -EINVAL, "the request is not JSON");
-        } else if (strcmp(method, "List") == 0) {
-                json_t *list = json_array();
-
-                for (struct command *x = commands; list && x; x = x->next) {
-                        json_t *config = json_object_get(x->config, "process");
-                        json_t *info;
-
-                        if (x->owner != s || x->exited)
-                                continue;
-                        info = json_pack("{s:i, s:O}", "pid", x->pid, "config", config);
-                        if (info && x->tag)
-                                json_object_set_new(info, "tag", json_string(x->tag));
-                        json_array_append_new(list, info);
-                }
-                http_reply_json(r, 200, json_pack("{s:o}", "processes", list));
-        } else if (!c) {
-                connect_error(r, false, -ESRCH, "process with pid %u not found", selected_pid(req));
-        } else if (strcmp(method, "SendSignal") == 0) {
-                const char *sig = json_string_value(json_object_get(req, "signal"));
-
-                if (sig && strcmp(sig, "SIGNAL_SIGTERM") == 0)
-                        host_signal(c->id, SIGTERM);
-                else
-                        host_stop(c->id);
-                http_reply_json(r, 200, json_object());
-        } else if (strcmp(method, "SendInput") == 0 || strcmp(method, "CloseStdin") == 0) {
-                const char *data = json_string_value(
-                        json_object_get(json_object_get(req, "input"), "stdin"));
-                struct buf bytes;
-
-                buf_init(&bytes, MAX_ENVELOPE);
-                if (c->fds[0] < 0) {
-                        connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
-                } else if (strcmp(method, "CloseStdin") == 0) {
-                        close_fd(c, 0);
-                        http_reply_json(r, 200, json_object());
-                } else if (!data || decode_base64(data, &bytes) < 0 ||
-                           (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
-                        connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
-                } else {
-                        http_reply_json(r, 200, json_object());
-                }
-                buf_free(&bytes);
-        }
-        json_decref(req);
-}
-
-void envd_forget(struct e2b_sandbox *s)
-{
-        struct command *c = commands;
-
-        while (c) {
-                struct command *next = c->next;
-
-                if (c->owner == s) {
-                        /* The sandbox's death kills the process; stop listening. */
-                        let_go(c);
-                        host_stop(c->id);
-                        c->owner = NULL;
-                }
-                c = next;
-        }
-}
-
 /* ---- files -------------------------------------------------------------------- */
 
 static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
@@ -637,20 +194,20 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
 
         if (!jp_strv_contains(unary, method)) {
                 /* WatchDir is a stream: the error goes in one. */
-                connect_error(r, strcmp(method, "WatchDir") == 0, -ENOSYS,
+                envd_error(r, strcmp(method, "WatchDir") == 0, -ENOSYS,
                               "filesystem.Filesystem/%s is not supported by Glovebox", method);
                 return;
         }
-        req = parse_request(r->body.data, r->body.len);
+        req = envd_parse_request(r->body.data, r->body.len);
         path = json_string_value(json_object_get(req, "path"));
         if (!req) {
-                connect_error(r, false, -EINVAL, "the request is not a JSON object");
+                envd_error(r, false, -EINVAL, "the request is not a JSON object");
                 goto out;
         }
         if (strcmp(method, "Move") == 0)
                 path = json_string_value(json_object_get(req, "source"));
         if (!path || files_normalize(path, full, sizeof(full)) < 0) {
-                connect_error(r, false, -EINVAL, "a path is needed");
+                envd_error(r, false, -EINVAL, "a path is needed");
                 goto out;
         }
         if (strcmp(method, "ListDir") == 0) {
@@ -680,7 +237,7 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
                 result = json_object();
         }
         if (rc < 0)
-                connect_error(r, false, rc, "%s: %s", full, strerror(-rc));
+                envd_error(r, false, rc, "%s: %s", full, strerror(-rc));
         else
                 http_reply_json(r, 200, result ? result : json_object());
         if (rc < 0)
@@ -763,9 +320,9 @@ void envd_handle(struct http_request *r, struct e2b_sandbox *s, const char *rout
         else if (strncmp(route, "filesystem.Filesystem/", 22) == 0 && r->method == HTTP_POST)
                 filesystem_rpc(r, s, route + 22);
         else if (strcmp(route, "process.Process/Start") == 0 && r->method == HTTP_POST)
-                start_command(r, s);
+                envd_process_start(r, s);
         else if (strncmp(route, "process.Process/", 16) == 0 && r->method == HTTP_POST)
-                process_rpc(r, s, route + 16);
+                envd_process_rpc(r, s, route + 16);
         else
                 e2b_reply_error(r, 404, "no route %s", route);
 }

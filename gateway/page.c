@@ -104,6 +104,7 @@ static const char *content_type(const char *name)
         } types[] = {
             {".html", "text/html; charset=utf-8"},
             {".js", "text/javascript; charset=utf-8"},
+            {".mjs", "text/javascript; charset=utf-8"},
             {".css", "text/css; charset=utf-8"},
             {".svg", "image/svg+xml"},
             {".png", "image/png"},
@@ -118,9 +119,12 @@ static const char *content_type(const char *name)
         return "application/octet-stream";
 }
 
-/* Only plain names of the directory itself: no '/', no leading dot. */
+/* Only plain names of the directory itself, or of its vendor/ directory
+ * (libraries as their authors ship them): no other '/', no leading dot. */
 static bool name_ok(const char *name)
 {
+        if (strncmp(name, "vendor/", 7) == 0)
+                name += 7;
         if (!name[0] || name[0] == '.' || strlen(name) > 64)
                 return false;
         for (const char *p = name; *p; p++) {

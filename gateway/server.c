@@ -7,6 +7,7 @@
 #include "gateway/loop.h"
 #include "gateway/port_relay.h"
 #include "gateway/ports.h"
+#include "gateway/terminals.h"
 #include "protocol/log.h"
 #include "protocol/wsv1.h"
 
@@ -22,7 +23,17 @@
 struct http_or_ws {
         struct http_request http;
         struct channel_conn ws;
+        struct terminal_conn term;
+        bool terminal; /* the upgrade was a terminal's (gateway/terminals.h) */
 };
+
+/* Whether the WebSocket of wsi is a terminal's, not a kernel's channels. */
+static bool terminal_socket(struct lws *wsi)
+{
+        char path[HTTP_PATH_MAX];
+
+        return http_route_path(wsi, path, sizeof(path)) == 0 && terminals_is_socket_path(path);
+}
 
 static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
@@ -53,6 +64,10 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         case LWS_CALLBACK_RECEIVE:
         case LWS_CALLBACK_SERVER_WRITEABLE:
         case LWS_CALLBACK_CLOSED:
+                if (reason == LWS_CALLBACK_ESTABLISHED)
+                        conn->terminal = terminal_socket(wsi);
+                if (conn->terminal)
+                        return terminals_callback(wsi, reason, &conn->term, in, len);
                 return channels_callback(wsi, reason, &conn->ws, in, len, RELAY_JSON);
         default:
                 return lws_callback_http_dummy(wsi, reason, user, in, len);

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,6 +186,11 @@ static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
                 child_fail(exec_fd, "setsid", errno);
         if (set_stdio(ex->stdio) < 0)
                 child_fail(exec_fd, "stdio", errno);
+        /* A terminal of the sandbox's devpts, made the controlling terminal
+         * of the new session: job control and ^C work as in any shell, and
+         * its hangup reaches the session when the gateway lets go. */
+        if (ex->tty && ioctl(0, TIOCSCTTY, 0) < 0)
+                child_fail(exec_fd, "controlling terminal", errno);
         close_fds_except(exec_fd);
         if (chdir(ex->cwd) < 0)
                 child_fail(exec_fd, "chdir", errno);
@@ -610,6 +616,63 @@ fail:
         unlinkat(dir_fd, name, 0); /* nothing half-written */
         errno = saved;
         return -1;
+}
+
+int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master,
+                     int *peer)
+{
+        /* Inside the sandbox, resolved beneath its root without following
+         * any link: its /dev/ptmx is a link, and nothing the sandbox can
+         * write may steer where we open. */
+        const struct open_how how = {
+                .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        struct winsize size = {.ws_row = (unsigned short)(rows ? rows : 24),
+                               .ws_col = (unsigned short)(cols ? cols : 80)};
+        int unlock = 0, rc = 0;
+        struct stat st;
+
+        *master = *peer = -1;
+        if (sb)
+                *master = (int)syscall(SYS_openat2, sb->root_fd, "dev/pts/ptmx", &how, sizeof(how));
+        else
+                *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        /* A multiplexer is character device 5:2, in any devpts instance. */
+        if (*master < 0 || fstat(*master, &st) < 0) {
+                rc = -errno;
+                goto out;
+        }
+        if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 || minor(st.st_rdev) != 2) {
+                rc = -ENOTTY;
+                goto out;
+        }
+        if (ioctl(*master, TIOCSPTLCK, &unlock) < 0 || ioctl(*master, TIOCSWINSZ, &size) < 0) {
+                rc = -errno;
+                goto out;
+        }
+        /* The peer is opened from the master, not by a path in the
+         * sandbox's /dev/pts. */
+        *peer = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (*peer < 0) {
+                rc = -errno;
+                goto out;
+        }
+        /* Made by us, it is ours; the shell's user must own it (mesg,
+         * tty, ssh-like tools check that). */
+        if (sb && sb->ids.privileged && fchown(*peer, sb->ids.user_uid, sb->ids.user_gid) < 0) {
+                rc = -errno;
+                goto out;
+        }
+out:
+        if (rc < 0) {
+                if (*master >= 0)
+                        close(*master);
+                if (*peer >= 0)
+                        close(*peer);
+                *master = *peer = -1;
+        }
+        return rc;
 }
 
 /* The watcher: joins the sandbox like nsenter, forks the process, reports

@@ -51,6 +51,9 @@ struct sandbox_exec {
          * (NULL: none) by the sandbox's root, owned by its user. */
         const char *conn_name;
         const char *conn_text;
+        /* stdio is a terminal's peer (sandbox_open_pty): it becomes the
+         * process's controlling terminal */
+        bool tty;
 };
 
 /* A process started in a sandbox. */
@@ -75,6 +78,13 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
                    const char *template_root, const char *resolv_conf,
                    const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail);
+/* Allocates a pseudo-terminal in sb's own devpts instance (NULL: the
+ * host's /dev/ptmx, for a plain box), rows by cols (0: 24 by 80), owned by
+ * the sandbox's user: *master for the gateway, *peer for the process's
+ * stdio, both new close-on-exec descriptors the caller closes. 0 or
+ * -errno. */
+int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master,
+                     int *peer);
 /* Starts a process in sb. On failure fail names the step. */
 int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
                  struct sandbox_process *proc, struct hostmsg_failed *fail);

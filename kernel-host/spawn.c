@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -537,8 +538,8 @@ static __attribute__((noreturn)) void plain_fail(int fd, const char *step, int e
 }
 
 static __attribute__((noreturn)) void child_exec(char **argv, char **envp, const char *cwd,
-                                                 const int stdio[3], int null_fd, int sync_fd,
-                                                 pid_t parent)
+                                                 const int stdio[3], bool tty, int null_fd,
+                                                 int sync_fd, pid_t parent)
 {
         sigset_t none;
 
@@ -560,6 +561,8 @@ static __attribute__((noreturn)) void child_exec(char **argv, char **envp, const
                 if (dup2(stdio[i] >= 0 ? stdio[i] : null_fd, i) < 0)
                         plain_fail(sync_fd, "stdio", errno);
         }
+        if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
+                plain_fail(sync_fd, "controlling terminal", errno);
         /* Nothing else is inherited: not the gateway link, nor any other. */
         for (int fd = 3; fd < 4096; fd++) {
                 if (fd != sync_fd)
@@ -573,7 +576,7 @@ static __attribute__((noreturn)) void child_exec(char **argv, char **envp, const
 
 /* Without a sandbox: a plain child in its own session. */
 static int start_plain(struct proc *p, char **argv, char **envp, const char *cwd,
-                       const int stdio[3], struct hostmsg_failed *fail)
+                       const int stdio[3], bool tty, struct hostmsg_failed *fail)
 {
         struct child_failure child = {0};
         int sync[2] = {-1, -1};
@@ -595,7 +598,7 @@ static int start_plain(struct proc *p, char **argv, char **envp, const char *cwd
                 goto out;
         }
         if (pid == 0)
-                child_exec(argv, envp, cwd, stdio, null_fd, sync[1], parent);
+                child_exec(argv, envp, cwd, stdio, tty, null_fd, sync[1], parent);
         close(sync[1]);
         sync[1] = -1;
         /* EOF means execve succeeded (the pipe closed on exec). */
@@ -641,6 +644,7 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
         char **argv = NULL, **envp = NULL, *conn_text = NULL;
         int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
         int stdio[3] = {-1, -1, -1};
+        int pty_master = -1, pty_peer = -1;
         struct proc *p = NULL;
         const char *cwd;
         int rc;
@@ -701,6 +705,17 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                         goto fail;
                 }
                 stdio[1] = stdio[2] = pipes[2][1];
+        } else if (req->pty) {
+                /* A terminal: the master goes to the gateway, the peer is
+                 * all three of the process's stdio. */
+                rc = sandbox_open_pty(b->sandboxed ? &b->sandbox : NULL, req->rows, req->cols,
+                                      &pty_master, &pty_peer);
+                if (rc < 0) {
+                        fail_set(fail, req->id, "pseudo-terminal", -rc, NULL);
+                        goto fail;
+                }
+                stdio[0] = stdio[1] = stdio[2] = pty_peer;
+                inside[0] = '\0';
         } else {
                 /* A command talks through pipes the gateway reads. */
                 for (int i = 0; i < 3; i++) {
@@ -738,7 +753,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                                           {stdio[0], stdio[1], stdio[2]},
                                           &p->cgroup,
                                           req->kernel ? conn_name : NULL,
-                                          conn_text};
+                                          conn_text,
+                                          req->pty};
                 char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
 
                 /* A group of its own: what it starts, even in a new session,
@@ -754,13 +770,17 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 p->pid = p->sp.pid;
                 p->reap = p->sp.watcher;
         } else {
-                rc = start_plain(p, argv, envp, cwd, stdio, fail);
+                rc = start_plain(p, argv, envp, cwd, stdio, req->pty, fail);
         }
         if (rc < 0)
                 goto fail;
         if (req->kernel) {
                 fds[0] = pipes[2][0];
                 pipes[2][0] = -1;
+                *nfds = 1;
+        } else if (req->pty) {
+                fds[0] = pty_master;
+                pty_master = -1;
                 *nfds = 1;
         } else {
                 fds[0] = pipes[0][1];
@@ -771,6 +791,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
         }
         for (int i = 0; i < 3; i++)
                 close_pair(pipes[i]);
+        if (pty_peer >= 0)
+                close(pty_peer);
         snprintf(started->id, sizeof(started->id), "%s", req->id);
         started->pid = p->pid;
         b->procs++;
@@ -783,6 +805,10 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
 fail:
         for (int i = 0; i < 3; i++)
                 close_pair(pipes[i]);
+        if (pty_master >= 0)
+                close(pty_master);
+        if (pty_peer >= 0)
+                close(pty_peer);
         if (req->kernel)
                 remove_kernel_files(b, req->id);
         cgroup_destroy(&p->cgroup);

@@ -478,6 +478,9 @@ json_t *hostmsg_start_encode(const struct hostmsg_start *m)
 
         if (o && m->tcp_bridge)
                 json_object_set_new(o, "tcp_bridge", json_true());
+        if (o && m->pty)
+                json_object_set_new(o, "pty", json_pack("{s:i, s:i}", "rows", (int)m->rows, "cols",
+                                                        (int)m->cols));
         return o;
 }
 
@@ -509,6 +512,20 @@ int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
         if (rc == 0 && json_object_get(body, "tcp_bridge") &&
             !json_is_boolean(json_object_get(body, "tcp_bridge")))
                 rc = -EBADMSG;
+        if (rc == 0 && json_object_get(body, "pty")) {
+                json_t *pty = json_object_get(body, "pty");
+                long long rows = 0, cols = 0;
+
+                /* A terminal is a command's: a kernel talks over its sockets. */
+                rc = json_is_object(pty) && !json_is_true(kernel) ? 0 : -EBADMSG;
+                if (rc == 0)
+                        rc = get_int(pty, "rows", 0, UINT16_MAX, &rows);
+                if (rc == 0)
+                        rc = get_int(pty, "cols", 0, UINT16_MAX, &cols);
+                m->pty = rc == 0;
+                m->rows = (uint16_t)rows;
+                m->cols = (uint16_t)cols;
+        }
         if (rc < 0) {
                 hostmsg_start_clear(m);
                 return rc;

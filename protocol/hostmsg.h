@@ -45,7 +45,9 @@ enum hostmsg_type {
         HOSTMSG_CONNECTED = 107,      /* struct hostmsg_connected (+ the socket when error 0) */
 };
 
-#define HOSTMSG_MAX_FDS 3 /* a command's stdin (write end), stdout, stderr (read ends) */
+/* a command's stdin (write end), stdout, stderr (read ends); or a
+ * terminal's master */
+#define HOSTMSG_MAX_FDS 3
 
 struct hostmsg_limits {
         uint64_t memory_mb;
@@ -109,6 +111,11 @@ struct hostmsg_start {
         char kernelspec_dir[PATH_MAX]; /* kernels: expands "{resource_dir}" */
         char key[JP_MAX_KEY_LEN + 1];  /* kernels: the HMAC key */
         char cwd[PATH_MAX];           /* inside the sandbox; "" for the home directory */
+        /* commands: a new session on a pseudo-terminal of the sandbox's
+         * own devpts, its controlling terminal; STARTED then carries one
+         * descriptor, the terminal's master, instead of three pipes */
+        bool pty;
+        uint16_t rows, cols; /* pty: the terminal's first size (0: 24 by 80) */
         char **argv; /* NULL-terminated; owned after decoding */
         char **env;  /* "NAME=value", NULL-terminated; owned after decoding */
 };

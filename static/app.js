@@ -10,6 +10,7 @@ import { el } from './render.js';
 import { $, base, confirmDialog, notice, state, storeKey, ui, uuid } from './shared.js';
 import { addCell, addOutput, askInput, clearAllOutputs, clearOutputs, drawSource, request, restartAndRunAll, runCells, select, setCount, setRunning, updateDisplay } from './cells.js';
 import { cleanName, downloadNotebook, loadNotebook, newNotebook, openFile, openNotebook, renameNotebook, saveNotebook, updateUrl } from './document.js';
+import { terminalFollowKernel } from './terminal.js';
 
 // ---- the token ---------------------------------------------------------
 
@@ -166,6 +167,7 @@ export async function startKernel (name) {
 export function selectKernel (id) {
   if (id === state.kernel && state.ws) return;
   closeSocket();
+  terminalFollowKernel(id);
   state.kernel = id;
   state.reason = '';
   abandonPending('Kernel changed');

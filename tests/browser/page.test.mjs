@@ -295,6 +295,37 @@ test('Interrupt stops a running cell', { timeout: T }, async () => {
   await idle(page)
 })
 
+// The terminal panel: a shell in the selected kernel's sandbox, drawn by
+// the vendored xterm.js under the page's strict CSP.
+test('Terminal: a shell in the kernel\'s sandbox, typed into, closed', { timeout: T }, async () => {
+  await run('open("/home/user/from-cell.txt", "w").write("made by a cell")')
+  const kernel = await page.locator('#kernel-select').inputValue()
+  await page.click('#terminal-toggle')
+  const rows = page.locator('#terminal .xterm-rows')
+  await page.waitForFunction(() => /\$\s*$/m.test(document.querySelector('#terminal .xterm-rows')?.innerText || ''))
+  await page.locator('#terminal-screen').click()
+  await page.keyboard.type('echo $((6*7)); cat from-cell.txt; echo; id -un')
+  await page.keyboard.press('Enter')
+  await page.waitForFunction(() => /^42\s*$/m.test(document.querySelector('#terminal .xterm-rows').innerText) &&
+    /^user\s*$/m.test(document.querySelector('#terminal .xterm-rows').innerText))
+  const text = await rows.innerText()
+  assert.match(text, /^made by a cell\s*$/m, 'the kernel\'s files: its sandbox')
+  assert.match(text, /^user\s*$/m, 'as the sandbox\'s user')
+  // xterm.js's own styles apply despite the CSP (mirrored into constructed sheets).
+  const display = await page.evaluate(() => getComputedStyle(document.querySelector('#terminal .xterm-rows span')).display)
+  assert.equal(display, 'inline-block')
+  const listed = await api('GET', 'api/terminals')
+  assert.equal(listed.length, 1)
+  assert.equal(listed[0].kernel_id, kernel)
+  await page.screenshot({ path: path.join(shots, 'page-terminal.png') })
+
+  await page.click('#terminal-close')
+  assert.equal(await page.locator('#terminal').isHidden(), true)
+  for (let i = 0; i < 400 && (await api('GET', 'api/terminals')).length; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.deepEqual(await api('GET', 'api/terminals'), [], 'closing the panel ends the terminal')
+  assert.deepEqual(page.errors, [], 'no script errors in the page')
+})
+
 test('upload with the button and by dropping, read from a cell, download', { timeout: T }, async () => {
   await page.setInputFiles('#upload-input', { name: 'data.txt', mimeType: 'text/plain', buffer: Buffer.from('uploaded by the page\n') })
   await page.locator('#file-list button.name', { hasText: 'data.txt' }).waitFor()

@@ -279,9 +279,6 @@ test('what Glovebox lacks is refused by name', async () => {
       pause: () => sbx.pause(),
       createSnapshot: () => sbx.createSnapshot(),
       watchDir: () => sbx.files.watchDir('/home/user', () => {}),
-      'pty.create': () => sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }),
-      'commands.connect': async () => sbx.commands.connect(
-        (await sbx.commands.run('sleep 5', { background: true })).pid),
       // The SDK keeps only "400 Bad Request" of a 400's body (the Python
       // SDK shows its "languages: ..." list).
       'runCode(language: cobol)': () => sbx.runCode('1', { language: 'cobol' })
@@ -293,6 +290,93 @@ test('what Glovebox lacks is refused by name', async () => {
       })
     }
     assert.equal((await sbx.runCode('1 + 1')).text, '2', 'the sandbox carries on')
+  } finally {
+    await sbx.kill()
+  }
+})
+
+// Waits until the text a terminal wrote so far matches re.
+async function until (read, re, what) {
+  const end = Date.now() + 20_000
+  while (!re.test(read())) {
+    if (Date.now() > end) assert.fail(`${what}: no ${re} in ${JSON.stringify(read())}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+test('pty: a login shell on a terminal of the sandbox, input, resize, connect, ^C, kill', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const decoder = new TextDecoder()
+    const enc = (text) => new TextEncoder().encode(text)
+    let out = ''
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += decoder.decode(d) } })
+    await sbx.pty.sendInput(term.pid, enc('echo A$((6*7)) $(id -un) $(stat -c %U $(tty)) $PWD $TERM; tty\n'))
+    await until(() => out, /A42 user user \/home\/user xterm-256color\s+\/dev\/pts\/\d+/,
+      'the shell runs as the user on a terminal it owns')
+    await sbx.pty.sendInput(term.pid, enc('stty size\n'))
+    await until(() => out, /\s24 80\r\n/, 'the size asked at create')
+    await sbx.pty.resize(term.pid, { cols: 132, rows: 40 })
+    await sbx.pty.sendInput(term.pid, enc('stty size\n'))
+    await until(() => out, /\s40 132\r\n/, 'the size after resize')
+
+    // A second client follows the same terminal.
+    let seen = ''
+    const other = await sbx.pty.connect(term.pid, { onData: (d) => { seen += decoder.decode(d) } })
+    assert.equal(other.pid, term.pid)
+    await sbx.pty.sendInput(term.pid, enc('echo B$((2+3))\n'))
+    await until(() => seen, /B5/, 'the connected client sees the output')
+    await until(() => out, /B5/, 'and so does the first')
+    await other.disconnect()
+
+    // ^C interrupts the foreground job, and the shell goes on.
+    // (A ^C that comes before the sleep starts ends the list instead.)
+    await sbx.pty.sendInput(term.pid, enc('echo S$((1+1)); sleep 100\n'))
+    await until(() => out, /S2\r\n/, 'the list started')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await sbx.pty.sendInput(term.pid, enc('\x03'))
+    await sbx.pty.sendInput(term.pid, enc('echo C$((3*3))\n'))
+    await until(() => out, /C9/, 'the shell after ^C')
+
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === term.pid), 'listed')
+    assert.equal(await sbx.pty.kill(term.pid), true)
+    await assert.rejects(term.wait(), (err) => err instanceof CommandExitError && err.exitCode === -1)
+    assert.equal(await sbx.pty.kill(term.pid), false, 'gone after the kill')
+
+    // A shell that exits ends its terminal with its status.
+    const second = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} })
+    await sbx.pty.sendInput(second.pid, enc('exit 7\n'))
+    await assert.rejects(second.wait(), (err) => err instanceof CommandExitError && err.exitCode === 7)
+
+    // Bad input: a size past 4096, a resize of a command without a terminal.
+    await assert.rejects(sbx.pty.create({ cols: 5000, rows: 24, onData: () => {} }), /pty.size/)
+    const plain = await sbx.commands.run('sleep 30', { background: true })
+    await assert.rejects(sbx.pty.resize(plain.pid, { cols: 10, rows: 10 }), /no terminal/)
+    await assert.rejects(sbx.pty.sendInput(plain.pid, enc('x')), /no terminal/)
+    await sbx.commands.kill(plain.pid)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('commands in the background: connect follows one, wait gets its end', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const bg = await sbx.commands.run('for i in 1 2 3; do echo line$i; sleep 0.4; done; exit 4',
+      { background: true })
+    let streamed = ''
+    const again = await sbx.commands.connect(bg.pid, { onStdout: (d) => { streamed += d } })
+    assert.equal(again.pid, bg.pid)
+    await assert.rejects(again.wait(), (err) => {
+      assert.ok(err instanceof CommandExitError)
+      assert.equal(err.exitCode, 4)
+      assert.match(err.stdout, /line3\n$/)
+      return true
+    })
+    assert.match(streamed, /line3/)
+    await assert.rejects(bg.wait(), (err) => err instanceof CommandExitError && err.exitCode === 4,
+      'the first handle hears the end too')
+    await assert.rejects(sbx.commands.connect(999999), /not found/)
   } finally {
     await sbx.kill()
   }

@@ -342,9 +342,6 @@ def test_unsupported_calls_say_so(sbx):
         "fork": sbx.fork,
         "update_network": lambda: sbx.update_network({"deny_out": ["0.0.0.0/0"]}),
         "files.watch_dir": lambda: sbx.files.watch_dir("/home/user"),
-        "pty.create": lambda: sbx.pty.create(PtySize(24, 80)),
-        "commands.connect": lambda: sbx.commands.connect(
-            sbx.commands.run("sleep 5", background=True).pid),
         "create_code_context(language='java')": lambda: sbx.create_code_context(language="java"),
     }
     for name, call in calls.items():
@@ -355,6 +352,67 @@ def test_unsupported_calls_say_so(sbx):
             "languages:" in message and "python" in message), (name, message)
         assert not isinstance(caught.value, NotFoundException), (name, message)
     assert sbx.run_code("1").text == "1"
+
+
+def wait_for(read, pattern, what, seconds=20):
+    """Waits until read() (text so far) matches pattern."""
+    end = time.monotonic() + seconds
+    while not re.search(pattern, read()):
+        assert time.monotonic() < end, f"{what}: no {pattern!r} in {read()!r}"
+        time.sleep(0.05)
+
+
+def test_pty_create_input_resize_connect_kill(sbx):
+    """sbx.pty: a login shell on a terminal of the sandbox's own, as its
+    user; input, resize, a second client through connect, kill."""
+    import threading
+    from e2b import PtySize
+    out, seen, ends = [], [], []
+
+    def follow(handle, chunks):
+        try:
+            handle.wait(on_pty=chunks.append)
+        except CommandExitException as e:
+            ends.append(e.exit_code)
+
+    term = sbx.pty.create(PtySize(rows=30, cols=100))
+    reader = threading.Thread(target=follow, args=(term, out), daemon=True)
+    reader.start()
+    text = lambda chunks: b"".join(chunks).decode(errors="replace")
+    sbx.pty.send_stdin(term.pid, b"echo P$((6*7)) $(id -un); stty size; tty\n")
+    wait_for(lambda: text(out), r"P42 user\r\n30 100\r\n/dev/pts/\d+", "the first shell")
+    sbx.pty.resize(term.pid, PtySize(rows=50, cols=160))
+    sbx.pty.send_stdin(term.pid, b"stty size\n")
+    wait_for(lambda: text(out), r"\s50 160\r\n", "the size after resize")
+
+    other = sbx.pty.connect(term.pid)
+    follower = threading.Thread(target=follow, args=(other, seen), daemon=True)
+    follower.start()
+    sbx.pty.send_stdin(term.pid, b"echo Q$((4+4))\n")
+    wait_for(lambda: text(seen), r"Q8", "the connected client")
+
+    assert sbx.pty.kill(term.pid) is True
+    reader.join(10)
+    follower.join(10)
+    assert not reader.is_alive() and not follower.is_alive(), "both streams ended"
+    assert ends == [-1, -1], "both heard the kill"
+    assert sbx.pty.kill(term.pid) is False
+    # (resize raises the Connect error itself, not wrapped by the SDK.)
+    with pytest.raises(Exception) as caught:
+        sbx.pty.resize(sbx.commands.run("sleep 20", background=True).pid, PtySize(5, 5))
+    assert "no terminal" in str(caught.value)
+
+
+def test_background_command_connect_and_wait(sbx):
+    """commands.run(background=True), then commands.connect(pid).wait()."""
+    bg = sbx.commands.run("echo one; sleep 0.5; echo two", background=True)
+    again = sbx.commands.connect(bg.pid)
+    result = again.wait()
+    assert result.exit_code == 0
+    assert result.stdout.endswith("two\n"), result.stdout
+    assert bg.wait().exit_code == 0
+    with pytest.raises(SandboxException):
+        sbx.commands.connect(999999)
 
 
 def test_get_metrics_reports_the_sandbox_and_moves(sbx):

@@ -324,7 +324,15 @@ def request_seeds():
     write("fuzz-request", "bad-json", b"\x01{not json\xff{}")
 
 
+def utf8_seeds():
+    # fuzz-utf8.c: the cut (one byte, modulo the length), then the bytes.
+    write("fuzz-utf8", "prompt", b"\x05" + b"\x1b[?2004huser@glovebox:~$ ls\r\n")
+    write("fuzz-utf8", "cut-snowman", b"\x03" + "a\u2603b\U0001F600c".encode())
+    write("fuzz-utf8", "invalid", b"\x02" + b"A\xffB\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2(")
+
+
 def main():
+    utf8_seeds()
     string_token_seeds()
     request_seeds()
     header_seeds()

@@ -18,7 +18,9 @@ pytestmark = only_in_guest
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DESTDIR = os.path.join(os.path.abspath(BUILD), "uml", "destdir")
-STATIC = sorted(os.listdir(os.path.join(SRC, "static")))
+# The page's files, vendor/ (xterm.js) included.
+STATIC = sorted(os.path.relpath(os.path.join(d, f), os.path.join(SRC, "static"))
+                for d, _, files in os.walk(os.path.join(SRC, "static")) for f in files)
 # Glovebox's own kernels (kernels/NAME/*), installed as they are.
 KERNELS = sorted(os.path.join(name, f) for name in os.listdir(os.path.join(SRC, "kernels"))
                  for f in os.listdir(os.path.join(SRC, "kernels", name))

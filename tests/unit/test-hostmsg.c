@@ -240,8 +240,28 @@ static void test_start(void)
         ok(back.kernelspec_dir[0] == '\0' && back.key[0] == '\0',
            "START a command: empty kernelspec_dir and key");
         ok(back.env && back.env[0] == NULL, "START a command: empty env, not NULL");
+        is_int(back.pty, false, "START a command: no terminal unless asked");
         hostmsg_start_clear(&back);
         json_decref(body);
+
+        /* A command on a terminal, with its size. */
+        m.pty = true;
+        m.rows = 40;
+        m.cols = 132;
+        body = transfer(HOSTMSG_START, hostmsg_start_encode(&m), "START a terminal");
+        is_int(hostmsg_start_decode(body, &back), 0, "START a terminal: decodes");
+        ok(back.pty && back.rows == 40 && back.cols == 132, "START a terminal: pty %d, %ux%u",
+           back.pty, back.rows, back.cols);
+        hostmsg_start_clear(&back);
+        json_object_set_new(json_object_get(body, "pty"), "rows", json_integer(70000));
+        is_int(hostmsg_start_decode(body, &back), -EBADMSG,
+               "START a terminal: a size past 65535 is refused");
+        json_object_set_new(json_object_get(body, "pty"), "rows", json_integer(24));
+        json_object_set_new(body, "kernel", json_true());
+        is_int(hostmsg_start_decode(body, &back), -EBADMSG,
+               "START a kernel on a terminal is refused");
+        json_decref(body);
+        m.pty = false;
 }
 
 static void test_replies(void)

@@ -1,0 +1,42 @@
+/* E2B's envd (gateway/e2b.h) inside the gateway, in two files: envd.c has
+ * the Connect framing both use, the files and the routes; envd_process.c
+ * the process RPCs (commands, terminals). Only they include this. */
+#ifndef GLOVEBOX_ENVD_H
+#define GLOVEBOX_ENVD_H
+
+#include "gateway/e2b.h"
+#include "gateway/http.h"
+#include "protocol/buf.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONNECT_JSON "application/connect+json"
+#define MAX_ENVELOPE (1024 * 1024) /* one Connect message */
+
+/* One envelope on a stream: a flags byte (2: the end), a big-endian
+ * length, msg as JSON (stolen). Dropped, and said once in a while, when
+ * the client is too far behind. */
+void envd_write_frame(struct http_request *r, unsigned char flags, json_t *msg);
+/* A unary call's error: an HTTP status and {"code", "message"}; a
+ * streaming call's (stream true): 200, then an end-of-stream frame with
+ * it. error is a negative errno, mapped to Connect's codes. */
+void envd_reply_error(struct http_request *r, bool stream, int error, const char *message);
+void envd_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A request's JSON object, nulls dropped; NULL if it is not one. */
+json_t *envd_parse_request(const char *data, size_t len);
+/* The request of a streaming call: one envelope; NULL if it is not. */
+json_t *envd_read_envelope(struct http_request *r);
+void envd_encode_base64(const uint8_t *data, size_t len, struct buf *out);
+/* Standard or URL-safe base64, padding optional; 0, -EINVAL or -E2BIG. */
+int envd_decode_base64(const char *in, struct buf *out);
+
+/* process.Process/Start, and the other process RPCs (List, Connect,
+ * SendInput, Update, SendSignal, CloseStdin). */
+void envd_process_start(struct http_request *r, struct e2b_sandbox *s);
+void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method);
+
+#endif

@@ -1,0 +1,629 @@
+/* envd's process RPCs (gateway/envd.h): commands run inside the sandbox
+ * like kernels do, as its user, under its limits, on pipes or on a
+ * terminal of the sandbox's own (pty); their output streams back as
+ * Connect frames to the Start stream and to every Connect that follows
+ * it, while they run. */
+#include "autoconf.h"
+
+#include "gateway/e2b.h"
+#include "gateway/envd.h"
+#include "gateway/host.h"
+#include "gateway/loop.h"
+#include "protocol/buf.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define READ_PIECE   (64 * 1024)
+#define KEEPALIVE_MS 50000.0
+#define MAX_COMMANDS 256  /* per sandbox, running or not yet reported */
+#define MAX_STREAMS  8    /* per command: its Start and the Connects to it */
+#define MAX_PTY_SIDE 4096 /* rows or columns of a terminal */
+
+struct command {
+        struct command *next;
+        struct e2b_sandbox *owner;
+        char id[JP_UUID_SIZE];
+        unsigned pid; /* the number clients see */
+        char *tag;
+        json_t *config; /* {cmd, args, envs, cwd} */
+        /* stdin (write end), stdout, stderr (read ends); -1 when closed. A
+         * terminal's are its master (written) and a copy of it (read). */
+        int fds[3];
+        struct loop_watch *watch[3];
+        /* The Start stream and the Connect streams that follow the
+         * command; a slot is NULL once its client left. */
+        struct http_request *streams[MAX_STREAMS];
+        bool pty;
+        bool started, exited;
+        struct hostmsg_exit ex;
+        lws_sorted_usec_list_t deadline, keepalive, linger;
+};
+
+static struct command *commands;
+static unsigned next_pid = 1000;
+
+/* The same frame to every stream of the command. */
+static void broadcast(struct command *c, unsigned char flags, json_t *msg)
+{
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i])
+                        envd_write_frame(c->streams[i], flags, json_incref(msg));
+        }
+        json_decref(msg);
+}
+
+/* ---- commands ---------------------------------------------------------------- */
+
+static struct command *command_by_pid(struct e2b_sandbox *owner, unsigned pid)
+{
+        for (struct command *c = commands; c; c = c->next) {
+                if (c->owner == owner && c->pid == pid && !c->exited)
+                        return c;
+        }
+        return NULL;
+}
+
+static void close_fd(struct command *c, int i)
+{
+        loop_unwatch(&c->watch[i]);
+        if (c->fds[i] >= 0)
+                close(c->fds[i]);
+        c->fds[i] = -1;
+}
+
+static void command_free(struct command *c)
+{
+        for (struct command **link = &commands; *link; link = &(*link)->next) {
+                if (*link == c) {
+                        *link = c->next;
+                        break;
+                }
+        }
+        for (int i = 0; i < 3; i++)
+                close_fd(c, i);
+        loop_timer_stop(&c->deadline);
+        loop_timer_stop(&c->keepalive);
+        loop_timer_stop(&c->linger);
+        json_decref(c->config);
+        free(c->tag);
+        free(c);
+}
+
+/* Reads what the command wrote and streams it; false at end of file. */
+static bool pump(struct command *c, int i)
+{
+        static uint8_t data[READ_PIECE];
+        ssize_t n;
+
+        if (c->fds[i] < 0)
+                return false;
+        n = read(c->fds[i], data, sizeof(data));
+        if (n <= 0) {
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return true;
+                close_fd(c, i);
+                return false;
+        }
+        {
+                struct buf b64;
+
+                buf_init(&b64, SIZE_MAX);
+                envd_encode_base64(data, (size_t)n, &b64);
+                broadcast(c, 0,
+                          json_pack("{s:{s:{s:s#}}}", "event", "data",
+                                    c->pty   ? "pty"
+                                    : i == 1 ? "stdout"
+                                             : "stderr",
+                                    b64.data ? b64.data : "", (int)b64.len));
+                buf_free(&b64);
+        }
+        return true;
+}
+
+static void end_stream(struct command *c)
+{
+        char status[64];
+        const struct hostmsg_exit *ex = &c->ex;
+        json_t *end;
+
+        if (ex->signal)
+                snprintf(status, sizeof(status), "signal: %s",
+                         ex->signal == SIGKILL ? "killed" : strsignal(ex->signal));
+        else
+                snprintf(status, sizeof(status), "exit status %d", ex->exit_code);
+        end = json_pack("{s:i, s:b, s:s}", "exitCode", ex->signal ? -1 : ex->exit_code, "exited",
+                        !ex->signal, "status", status);
+        if (end && (ex->signal || ex->exit_code))
+                json_object_set_new(end, "error", json_string(status));
+        broadcast(c, 0, json_pack("{s:{s:o}}", "event", "end", end));
+        broadcast(c, 2, json_object());
+}
+
+/* Ends one stream of the command and lets go of its client. */
+static void let_go_stream(struct command *c, int i)
+{
+        struct http_request *r = c->streams[i];
+
+        if (!r)
+                return;
+        http_stream_end(r);
+        r->ctx = NULL;
+        r->cleanup = NULL;
+        c->streams[i] = NULL;
+}
+
+/* Ends every stream of the command. */
+static void let_go(struct command *c)
+{
+        for (int i = 0; i < MAX_STREAMS; i++)
+                let_go_stream(c, i);
+}
+
+static bool has_streams(const struct command *c)
+{
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i])
+                        return true;
+        }
+        return false;
+}
+
+/* Ends every stream with a Connect error, as envd does. */
+static void end_with_error(struct command *c, int error, const char *message)
+{
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (!c->streams[i])
+                        continue;
+                envd_reply_error(c->streams[i], true, error, message);
+                let_go_stream(c, i);
+        }
+}
+
+/* Output first, then the end: the end event is sent only once every
+ * output pipe is at its end (or the process died and they stay silent). */
+static void maybe_finish(struct command *c)
+{
+        if (!c->exited || c->fds[1] >= 0 || c->fds[2] >= 0)
+                return;
+        if (has_streams(c)) {
+                end_stream(c);
+                let_go(c);
+        }
+        command_free(c);
+}
+
+static void drain(struct command *c)
+{
+        for (int i = 1; i < 3; i++) {
+                /* Drain each pipe as far as it goes now. */
+                while (c->fds[i] >= 0 && pump(c, i) && c->fds[i] >= 0) {
+                        int pending = 0;
+
+                        if (ioctl(c->fds[i], FIONREAD, &pending) < 0 || pending == 0)
+                                break;
+                }
+        }
+}
+
+static void on_output(void *arg)
+{
+        struct command *c = arg;
+
+        drain(c);
+        maybe_finish(c); /* may free c */
+}
+
+/* The process died but a child of it keeps its output open: stop waiting
+ * for that output's end. */
+static void on_linger(lws_sorted_usec_list_t *sul)
+{
+        struct command *c = lws_container_of(sul, struct command, linger);
+
+        drain(c);
+        close_fd(c, 1);
+        close_fd(c, 2);
+        maybe_finish(c);
+}
+
+/* A stream of the command begins with its start event. */
+static void open_stream(struct command *c, struct http_request *r)
+{
+        http_stream_start(r, 200, CONNECT_JSON);
+        envd_write_frame(r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
+}
+
+static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
+{
+        struct command *c = ctx;
+
+        for (size_t i = 0; i < nfds && i < 3; i++) {
+                c->fds[i] = fds[i];
+                fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+                if (i > 0)
+                        loop_watch_fd(fds[i], on_output, c, &c->watch[i]);
+        }
+        /* A terminal's one descriptor is both ends: a copy is watched for
+         * its output, the master itself takes the input. */
+        if (c->pty && nfds == 1) {
+                c->fds[1] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+                if (c->fds[1] >= 0)
+                        loop_watch_fd(c->fds[1], on_output, c, &c->watch[1]);
+        }
+        c->started = true;
+        /* Without stdin, the command reads end of file at once; a
+         * terminal's input is always open. */
+        if (!c->pty && !json_is_true(json_object_get(c->config, "stdin")))
+                close_fd(c, 0);
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i])
+                        open_stream(c, c->streams[i]);
+        }
+}
+
+static void on_failed(void *ctx, const struct hostmsg_failed *m)
+{
+        struct command *c = ctx;
+
+        /* envd answers a command it cannot run with invalid_argument. */
+        end_with_error(c, -EINVAL, m->message);
+        command_free(c);
+}
+
+static void on_exited(void *ctx, const struct hostmsg_exit *m)
+{
+        struct command *c = ctx;
+
+        c->exited = true;
+        c->ex = *m;
+        loop_timer_stop(&c->deadline);
+        drain(c);
+        if (c->fds[1] >= 0 || c->fds[2] >= 0)
+                loop_timer_start(&c->linger, on_linger, 200);
+        else
+                maybe_finish(c);
+}
+
+static const struct host_process_ops command_ops = {on_started, on_failed, on_exited};
+
+static void on_client_gone(struct http_request *r)
+{
+        struct command *c = r->ctx;
+
+        /* The command runs on, as E2B's do; output nobody follows is read
+         * and dropped. */
+        r->ctx = NULL;
+        for (int i = 0; c && i < MAX_STREAMS; i++) {
+                if (c->streams[i] == r)
+                        c->streams[i] = NULL;
+        }
+}
+
+/* At Connect-Timeout-Ms the command is killed and its stream ends as
+ * envd's does, with the Connect error deadline_exceeded (the SDKs raise
+ * their TimeoutException on it), after the output read so far. */
+static void on_deadline(lws_sorted_usec_list_t *sul)
+{
+        struct command *c = lws_container_of(sul, struct command, deadline);
+
+        log_info("command %u reached its timeout; killing it", c->pid);
+        drain(c);
+        end_with_error(c, -ETIMEDOUT, "the command ran past its timeout and was killed");
+        host_stop(c->id);
+}
+
+static void on_keepalive(lws_sorted_usec_list_t *sul)
+{
+        struct command *c = lws_container_of(sul, struct command, keepalive);
+
+        if (c->started)
+                broadcast(c, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
+        loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
+}
+
+/* {"size": {"rows", "cols"}} (each may be absent: the default); 0 or
+ * -EINVAL. */
+static int read_pty_size(json_t *pty, uint16_t *rows, uint16_t *cols)
+{
+        json_t *size = json_object_get(pty, "size");
+        json_t *jrows = json_object_get(size, "rows"), *jcols = json_object_get(size, "cols");
+
+        if (!json_is_object(pty) || (size && !json_is_object(size)) ||
+            (jrows && (!json_is_integer(jrows) || json_integer_value(jrows) < 1 ||
+                       json_integer_value(jrows) > MAX_PTY_SIDE)) ||
+            (jcols && (!json_is_integer(jcols) || json_integer_value(jcols) < 1 ||
+                       json_integer_value(jcols) > MAX_PTY_SIDE)))
+                return -EINVAL;
+        *rows = jrows ? (uint16_t)json_integer_value(jrows) : 24;
+        *cols = jcols ? (uint16_t)json_integer_value(jcols) : 80;
+        return 0;
+}
+
+void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
+{
+        json_t *req = envd_read_envelope(r);
+        json_t *process = json_object_get(req, "process");
+        json_t *args = json_object_get(process, "args"), *envs = json_object_get(process, "envs");
+        const char *cmd = json_string_value(json_object_get(process, "cmd"));
+        const char *cwd = json_string_value(json_object_get(process, "cwd"));
+        struct hostmsg_start start = {.kernel = false};
+        char header_value[32], **env = NULL;
+        size_t nargs = json_array_size(args), n = 0, count = 0;
+        struct command *c = NULL;
+        const char *key;
+        json_t *v;
+
+        for (struct command *x = commands; x; x = x->next)
+                count += x->owner == s;
+        if (json_object_get(req, "pty") &&
+            read_pty_size(json_object_get(req, "pty"), &start.rows, &start.cols) < 0) {
+                envd_error(r, true, -EINVAL, "pty.size must be {rows, cols}, each from 1 to %d",
+                           MAX_PTY_SIDE);
+                goto out;
+        }
+        start.pty = json_object_get(req, "pty") != NULL;
+        if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
+                envd_error(r, true, -EINVAL,
+                           "process.cmd must be a string, args an array, envs an object");
+                goto out;
+        }
+        if (count >= MAX_COMMANDS) {
+                envd_error(r, true, -ENOSPC, "too many commands in this sandbox");
+                goto out;
+        }
+        c = calloc(1, sizeof(*c));
+        start.argv = calloc(nargs + 2, sizeof(char *));
+        env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
+        if (!c || !start.argv || !env || jp_uuid4(c->id) < 0) {
+                envd_error(r, true, -ENOMEM, "out of memory");
+                goto out;
+        }
+        c->fds[0] = c->fds[1] = c->fds[2] = -1;
+        start.argv[0] = (char *)cmd;
+        for (size_t i = 0; i < nargs; i++)
+                start.argv[i + 1] = (char *)(json_is_string(json_array_get(args, i))
+                                                 ? json_string_value(json_array_get(args, i))
+                                                 : "");
+        /* The sandbox's envVars, then the command's own. */
+        json_object_foreach(e2b_env(s), key, v) {
+                if (asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
+                        n++;
+        }
+        json_object_foreach(envs, key, v) {
+                if (json_is_string(v) && asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
+                        n++;
+        }
+        start.env = env;
+        snprintf(start.id, sizeof(start.id), "%s", c->id);
+        snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
+        snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
+        c->owner = s;
+        c->pid = next_pid++;
+        c->config = json_pack("{s:O, s:b}", "process", process, "stdin",
+                              json_is_true(json_object_get(req, "stdin")));
+        if (json_is_string(json_object_get(req, "tag")))
+                c->tag = strdup(json_string_value(json_object_get(req, "tag")));
+        c->pty = start.pty;
+        c->streams[0] = r;
+        r->ctx = c;
+        r->cleanup = on_client_gone;
+        c->next = commands;
+        commands = c;
+        if (host_start(&start, &command_ops, c) < 0) {
+                commands = c->next;
+                r->ctx = NULL;
+                r->cleanup = NULL;
+                envd_error(r, true, -EIO, "cannot reach the kernel-host");
+                json_decref(c->config);
+                free(c->tag);
+                free(c);
+                c = NULL;
+                goto out;
+        }
+        /* Connect-Timeout-Ms bounds the command's whole life. */
+        if (lws_hdr_custom_copy(r->wsi, header_value, sizeof(header_value),
+                                "connect-timeout-ms:", 19) > 0 &&
+            strtol(header_value, NULL, 10) > 0)
+                loop_timer_start(&c->deadline, on_deadline, (double)strtol(header_value, NULL, 10));
+        loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
+        c = NULL;
+out:
+        free(c);
+        free(start.argv);
+        jp_strv_free(env);
+        json_decref(req);
+}
+
+static unsigned selected_pid(json_t *req)
+{
+        return (unsigned)json_integer_value(
+            json_object_get(json_object_get(req, "process"), "pid"));
+}
+
+/* Connect: a new stream that follows a running command (its output from
+ * now on, then its end), as envd's does. */
+static void connect_command(struct http_request *r, struct e2b_sandbox *s)
+{
+        json_t *req = envd_read_envelope(r);
+        struct command *c = req ? command_by_pid(s, selected_pid(req)) : NULL;
+        int slot = -1;
+
+        for (int i = 0; c && i < MAX_STREAMS && slot < 0; i++) {
+                if (!c->streams[i])
+                        slot = i;
+        }
+        if (!req)
+                envd_error(r, true, -EINVAL, "the request is not one Connect envelope of JSON");
+        else if (!c)
+                envd_error(r, true, -ESRCH, "process with pid %u not found", selected_pid(req));
+        else if (slot < 0)
+                envd_error(r, true, -ENOSPC, "process %u already has %d streams", c->pid,
+                           MAX_STREAMS);
+        if (slot < 0)
+                goto out;
+        c->streams[slot] = r;
+        r->ctx = c;
+        r->cleanup = on_client_gone;
+        if (c->started)
+                open_stream(c, r);
+out:
+        json_decref(req);
+}
+
+/* Writes all of data to the terminal or the stdin pipe; 0 or -errno. */
+static int write_input(int fd, const char *data, size_t len)
+{
+        while (len) {
+                ssize_t n = write(fd, data, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                data += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+static void send_input(struct http_request *r, struct command *c, json_t *req)
+{
+        json_t *input = json_object_get(req, "input");
+        json_t *stdin_data = json_object_get(input, "stdin"),
+               *pty_data = json_object_get(input, "pty");
+        const char *data = json_string_value(pty_data ? pty_data : stdin_data);
+        struct buf bytes;
+        int rc;
+
+        buf_init(&bytes, MAX_ENVELOPE);
+        if (pty_data && !c->pty) {
+                envd_error(r, false, -EINVAL, "process %u has no terminal (pty)", c->pid);
+        } else if (c->fds[0] < 0) {
+                envd_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
+        } else if (!data || envd_decode_base64(data, &bytes) < 0) {
+                envd_error(r, false, -EINVAL, "input.stdin or input.pty must be base64 bytes");
+        } else {
+                rc = bytes.len ? write_input(c->fds[0], bytes.data, bytes.len) : 0;
+                if (rc == -EAGAIN)
+                        envd_error(r, false, -ENOSPC,
+                                   "process %u reads its input slower than it is sent", c->pid);
+                else if (rc < 0)
+                        envd_error(r, false, -EINVAL, "cannot write to process %u: %s", c->pid,
+                                   strerror(-rc));
+                else
+                        http_reply_json(r, 200, json_object());
+        }
+        buf_free(&bytes);
+}
+
+/* Update: a terminal's new size (the SDKs' pty.resize). */
+static void update_command(struct http_request *r, struct command *c, json_t *req)
+{
+        struct winsize size = {0};
+        uint16_t rows, cols;
+
+        if (!json_object_get(req, "pty")) {
+                http_reply_json(r, 200, json_object());
+        } else if (!c->pty) {
+                envd_error(r, false, -EINVAL, "process %u has no terminal (pty)", c->pid);
+        } else if (read_pty_size(json_object_get(req, "pty"), &rows, &cols) < 0) {
+                envd_error(r, false, -EINVAL, "pty.size must be {rows, cols}, each from 1 to %d",
+                           MAX_PTY_SIDE);
+        } else {
+                size.ws_row = rows;
+                size.ws_col = cols;
+                /* On the master: the kernel tells the terminal's foreground
+                 * group (SIGWINCH). */
+                if (c->fds[0] < 0 || ioctl(c->fds[0], TIOCSWINSZ, &size) < 0)
+                        envd_error(r, false, -EINVAL, "cannot resize the terminal of %u", c->pid);
+                else
+                        http_reply_json(r, 200, json_object());
+        }
+}
+
+void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
+{
+        static const char *const unary[] = {"List",       "SendSignal", "SendInput",
+                                            "CloseStdin", "Update",     NULL};
+        json_t *req = NULL;
+        struct command *c;
+
+        if (strcmp(method, "Connect") == 0) {
+                connect_command(r, s);
+                return;
+        }
+        if (!jp_strv_contains(unary, method)) {
+                /* Connect and StreamInput are streams: the error goes in one. */
+                envd_error(r, strcmp(method, "Connect") == 0 || strcmp(method, "StreamInput") == 0,
+                           -ENOSYS, "process.Process/%s is not supported by Glovebox", method);
+                return;
+        }
+        req = r->body.len ? envd_parse_request(r->body.data, r->body.len) : json_object();
+        c = req ? command_by_pid(s, selected_pid(req)) : NULL;
+        if (!req) {
+                envd_error(r, false, -EINVAL, "the request is not JSON");
+        } else if (strcmp(method, "List") == 0) {
+                json_t *list = json_array();
+
+                for (struct command *x = commands; list && x; x = x->next) {
+                        json_t *config = json_object_get(x->config, "process");
+                        json_t *info;
+
+                        if (x->owner != s || x->exited)
+                                continue;
+                        info = json_pack("{s:i, s:O}", "pid", x->pid, "config", config);
+                        if (info && x->tag)
+                                json_object_set_new(info, "tag", json_string(x->tag));
+                        json_array_append_new(list, info);
+                }
+                http_reply_json(r, 200, json_pack("{s:o}", "processes", list));
+        } else if (!c) {
+                envd_error(r, false, -ESRCH, "process with pid %u not found", selected_pid(req));
+        } else if (strcmp(method, "SendSignal") == 0) {
+                const char *sig = json_string_value(json_object_get(req, "signal"));
+
+                if (sig && strcmp(sig, "SIGNAL_SIGTERM") == 0)
+                        host_signal(c->id, SIGTERM);
+                else
+                        host_stop(c->id);
+                http_reply_json(r, 200, json_object());
+        } else if (strcmp(method, "SendInput") == 0) {
+                send_input(r, c, req);
+        } else if (strcmp(method, "Update") == 0) {
+                update_command(r, c, req);
+        } else if (c->pty) {
+                envd_error(r, false, -EINVAL,
+                           "process %u is on a terminal: send ^D (\\x04) to end its input", c->pid);
+        } else if (c->fds[0] < 0) {
+                envd_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
+        } else {
+                close_fd(c, 0);
+                http_reply_json(r, 200, json_object());
+        }
+        json_decref(req);
+}
+
+void envd_forget(struct e2b_sandbox *s)
+{
+        struct command *c = commands;
+
+        while (c) {
+                struct command *next = c->next;
+
+                if (c->owner == s) {
+                        /* The sandbox's death kills the process; stop listening. */
+                        let_go(c);
+                        host_stop(c->id);
+                        c->owner = NULL;
+                }
+                c = next;
+        }
+}
