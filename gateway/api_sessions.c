@@ -24,6 +24,9 @@ struct nbsession {
 };
 
 static struct nbsession *nbsessions;
+/* The session whose kernel post_session is starting now: a kernel from the
+ * warm pool is ready at once, before its id is in the session. */
+static struct nbsession *starting;
 
 static void nbsession_free(struct nbsession *s)
 {
@@ -120,11 +123,17 @@ static void on_kernel_ready(struct kernel_waiter *w, struct kernel *k, int statu
         struct http_request *r = request_of(w);
         struct nbsession *s = by_kernel(k->id, false);
 
+        if (!s && starting) {
+                s = starting;
+                snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", k->id);
+        }
         if (!s) {
                 http_reply_error(r, 404, "Session was deleted");
                 return;
         }
         if (status) {
+                if (s == starting)
+                        starting = NULL;
                 nbsession_remove(s);
                 http_reply_error(r, status, "%s", message);
                 return;
@@ -194,12 +203,17 @@ static void post_session(struct http_request *r)
                 s = NULL;
                 goto out;
         }
+        s->next = nbsessions;
+        nbsessions = s;
+        starting = s;
+        s = NULL;
         if (api_start_kernel(r, kernel ? kernel : body, on_kernel_ready, &k) == 0) {
-                snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", k->id);
-                s->next = nbsessions;
-                nbsessions = s;
-                s = NULL;
+                if (starting)
+                        snprintf(starting->kernel_id, sizeof(starting->kernel_id), "%s", k->id);
+        } else if (starting) {
+                nbsession_remove(starting);
         }
+        starting = NULL;
 out:
         if (s)
                 nbsession_free(s);
