@@ -611,6 +611,7 @@ static void create_sandbox(struct http_request *r)
 
         if (!body)
                 return;
+        kernels_default_limits(&limits);
         template = json_object_get(body, "templateID");
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
@@ -638,7 +639,9 @@ static void create_sandbox(struct http_request *r)
                 e2b_reply_error(r, 400, "%s", err);
         } else if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
                 e2b_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
-        } else if (kernels_default_limits(&limits), kernels_quota_check(&limits, NULL, &why) < 0) {
+        } else if (kernels_quota_check(&limits, NULL, &why) < 0) {
+                /* Before the pool too: a pooled kernel counts for the key
+                 * that takes it. */
                 reply_quota(r, why);
         } else {
                 s = calloc(1, sizeof(*s));
@@ -1058,8 +1061,9 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                         r->waiter.done = on_context_ready;
                         if (!context_new(s, spec, name, cwd, &r->waiter, &err))
                                 reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
-                                           err == -EDQUOT ? "quota of this key reached"
-                                                          : "cannot start a kernel for the context");
+                                           err == -EDQUOT
+                                               ? "quota of this key reached"
+                                               : "cannot start a kernel for the context");
                 }
                 json_decref(body);
                 return;

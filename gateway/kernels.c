@@ -87,9 +87,9 @@ void kernels_usage(const char *owner, struct tenant_usage *out)
                 if (k->phase == KERNEL_STOPPING || k->pooled || strcmp(k->owner, owner) != 0)
                         continue;
                 out->kernels++;
-                /* A shared sandbox's limits are the sandbox's: once. */
-                for (struct kernel *o = kernels; k->sandbox && !k->owns_sandbox && o != k;
-                     o = o->next) {
+                /* A shared sandbox's limits are the sandbox's: counted
+                 * with the first of its kernels in the list only. */
+                for (struct kernel *o = kernels; k->sandbox && o != k; o = o->next) {
                         counted |= o->sandbox == k->sandbox && o->phase != KERNEL_STOPPING &&
                                    !o->pooled && strcmp(o->owner, owner) == 0;
                 }
@@ -136,14 +136,14 @@ int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbo
                 over = "CPU";
         if (!over)
                 return 0;
-        *why = json_pack(
-            "{s:s++, s:s, s:s, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}, s:{s:I, s:I}}", "message",
-            "Quota of key \"", key->name, "\" reached", "reason", "quota", "exceeded", over,
-            "quota", "kernels", quota_value(key->max_kernels), "memory_mb",
-            quota_value(key->max_memory_mb), "cpu_millicores", quota_value(key->max_cpu_millicores),
-            "holding", "kernels", (json_int_t)u.kernels, "memory_mb", (json_int_t)u.memory_mb,
-            "cpu_millicores", (json_int_t)u.cpu_millicores, "asked", "memory_mb",
-            (json_int_t)memory, "cpu_millicores", (json_int_t)cpu);
+        *why = json_pack("{s:s++, s:s, s:s, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}, s:{s:I, s:I}}",
+                         "message", "Quota of key \"", key->name, "\" reached", "reason", "quota",
+                         "exceeded", over, "quota", "kernels", quota_value(key->max_kernels),
+                         "memory_mb", quota_value(key->max_memory_mb), "cpu_millicores",
+                         quota_value(key->max_cpu_millicores), "holding", "kernels",
+                         (json_int_t)u.kernels, "memory_mb", (json_int_t)u.memory_mb,
+                         "cpu_millicores", (json_int_t)u.cpu_millicores, "asked", "memory_mb",
+                         (json_int_t)memory, "cpu_millicores", (json_int_t)cpu);
         return -EDQUOT;
 }
 
@@ -156,9 +156,9 @@ json_t *kernels_owners(void)
 
                 if (k->phase == KERNEL_STOPPING || k->pooled || !tenants_may_reach(k->owner))
                         continue;
-                json_object_set_new(owners, name,
-                                    json_integer(json_integer_value(json_object_get(owners, name)) +
-                                                 1));
+                json_object_set_new(
+                    owners, name,
+                    json_integer(json_integer_value(json_object_get(owners, name)) + 1));
         }
         return owners;
 }

@@ -183,8 +183,8 @@ static int quota_of(json_t *entry, const char *member, int64_t max, int64_t *out
 
 static int parse_entry(struct keyset *ks, json_t *entry, size_t index, char *err, size_t errlen)
 {
-        static const char *const members[] = {"name",          "sha256",        "admin",
-                                              "max_kernels",   "max_memory_mb", "max_cpu_millicores",
+        static const char *const members[] = {"name",        "sha256",        "admin",
+                                              "max_kernels", "max_memory_mb", "max_cpu_millicores",
                                               "comment"};
         struct key_entry e = {0};
         const char *member, *name, *hex;
@@ -208,9 +208,8 @@ static int parse_entry(struct keyset *ks, json_t *entry, size_t index, char *err
         }
         name = json_string_value(json_object_get(entry, "name"));
         if (!name || !keys_name_valid(name)) {
-                snprintf(err, errlen,
-                         "keys[%zu]: \"name\" must be 1 to %d of A-Z a-z 0-9 _ . -", index,
-                         KEYS_NAME_MAX - 1);
+                snprintf(err, errlen, "keys[%zu]: \"name\" must be 1 to %d of A-Z a-z 0-9 _ . -",
+                         index, KEYS_NAME_MAX - 1);
                 return -EINVAL;
         }
         snprintf(e.name, sizeof(e.name), "%s", name);

@@ -58,8 +58,7 @@ int tenants_init(const struct config *cfg)
                 return -EINVAL;
         }
         if (build(&keys, err, sizeof(err)) < 0) {
-                fprintf(stderr, "glovebox: --keys-file %s: %s\n", keys_file ? keys_file : "",
-                        err);
+                fprintf(stderr, "glovebox: --keys-file %s: %s\n", keys_file ? keys_file : "", err);
                 return -EINVAL;
         }
         if (keys_file)
@@ -177,7 +176,8 @@ bool tenants_may_reach(const char *owner)
                  * nothing more. */
                 if (!tenants_exists(scope.caller.name))
                         return false;
-                return scope.caller.admin || (owner && *owner && strcmp(owner, scope.caller.name) == 0);
+                return scope.caller.admin ||
+                       (owner && *owner && strcmp(owner, scope.caller.name) == 0);
         }
 }
 

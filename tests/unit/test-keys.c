@@ -54,12 +54,12 @@ static void test_hash(void)
 
 static void test_parse(void)
 {
-        struct keyset *ks = parse_ok(
-            "{\"keys\": [{\"name\": \"alice\", \"sha256\": \"" ALICE_HASH "\", "
-            "\"max_kernels\": 2, \"max_memory_mb\": 2048, \"max_cpu_millicores\": 1500},"
-            " {\"name\": \"bob.b-2_x\", \"sha256\": \"" BOB_HASH "\", \"admin\": true,"
-            " \"max_kernels\": null, \"comment\": \"ops\"}]}",
-            "two keys");
+        struct keyset *ks =
+            parse_ok("{\"keys\": [{\"name\": \"alice\", \"sha256\": \"" ALICE_HASH "\", "
+                     "\"max_kernels\": 2, \"max_memory_mb\": 2048, \"max_cpu_millicores\": 1500},"
+                     " {\"name\": \"bob.b-2_x\", \"sha256\": \"" BOB_HASH "\", \"admin\": true,"
+                     " \"max_kernels\": null, \"comment\": \"ops\"}]}",
+                     "two keys");
         const struct key_entry *a, *b;
 
         if (!ks)
@@ -89,15 +89,14 @@ static void test_parse(void)
         ok(keyset_find(ks, "admin")->admin, "the token's key is an admin");
         is_int(keyset_add_admin(ks, "alice", "other-token-0123456789"), -EEXIST,
                "the token cannot take a name in use");
-        is_int(keyset_add_admin(ks, "admin2", "alice-key-0123456789"), -EEXIST,
-               "nor a key in use");
+        is_int(keyset_add_admin(ks, "admin2", "alice-key-0123456789"), -EEXIST, "nor a key in use");
         keyset_destroy(&ks);
         ok(ks == NULL, "destroy nulls the pointer");
 
         ks = parse_ok("{\"keys\": []}", "no keys");
         is_int(ks ? (long long)ks->count : -1, 0, "an empty set");
         keyset_destroy(&ks);
-        ks = parse_ok("{\"keys\": [{\"name\": \"u\", \"sha256\": \"" 
+        ks = parse_ok("{\"keys\": [{\"name\": \"u\", \"sha256\": \""
                       "7BAFAA96AA2351E6B7FBC258246B08EE66ADE6196C76850108303B1DD6D6EB62\"}]}",
                       "upper-case hex");
         ok(ks && keyset_match(ks, "alice-key-0123456789", 20), "upper-case hex matches too");
