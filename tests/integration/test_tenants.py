@@ -323,6 +323,24 @@ def test_quota_on_memory_and_cpu_at_the_bound(tenants):
             gw.request("DELETE", f"/api/kernels/{kid}")
 
 
+def test_quota_counts_a_shared_e2b_sandbox_once(tenants):
+    gw, carol = tenants, tenants.keys["carol"]
+    status, sbx, _ = e2b(gw, carol, "POST", "v2/sandboxes",
+                         {"templateID": "base", "envVars": {"X": "1"}})
+    assert status == 201, sbx
+    try:
+        # A second context shares the sandbox's 1024 MiB: within 1536.
+        status, ctx, _ = e2b(gw, None, "POST", "contexts", {"language": "python"},
+                             sandbox=sbx, port="49999")
+        assert status == 200, ctx
+        status, reply, _ = as_key(gw, carol, "POST", "/api/kernels",
+                                  {"name": "python3", "env": {"X": "2"}})
+        assert status == 429 and reply["exceeded"] == "memory", reply
+        assert reply["holding"] == {"kernels": 2, "memory_mb": 1024, "cpu_millicores": 1000}
+    finally:
+        assert e2b(gw, carol, "DELETE", f"sandboxes/{sbx['sandboxID']}")[0] == 204
+
+
 def test_metrics_carry_the_tenant(tenants):
     gw, k = tenants, tenants.keys
     kid = start_as(gw, k["bob"], name="python3", env={"X": "m"})
