@@ -428,11 +428,12 @@ def test_sighup_adds_and_removes_keys_and_keeps_them_on_a_bad_file(tmp_path):
 
 
 def close_code_of(ch, timeout=30):
-    """Reads until the server's close frame; returns its code."""
+    """Reads until the server's close frame; returns its code. Raw frames:
+    the client's own close reply could meet a socket already closed."""
     ch.ws.settimeout(timeout)
     while True:
-        opcode, frame = ch.ws.recv_data_frame(True)
-        if opcode == websocket.ABNF.OPCODE_CLOSE:
+        frame = ch.ws.recv_frame()
+        if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
             return struct.unpack("!H", frame.data[:2])[0]
 
 
