@@ -269,7 +269,14 @@ int keyset_parse(const char *text, size_t len, struct keyset **out, char *err, s
         }
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
         if (!root) {
-                snprintf(err, errlen, "not JSON: line %d: %s", jerr.line, jerr.text);
+                /* jansson quotes the text near the error: cut, since a
+                 * key pasted in by mistake must not reach the log. */
+                char *near = strstr(jerr.text, " near ");
+
+                if (near)
+                        *near = '\0';
+                snprintf(err, errlen, "not JSON: line %d, column %d: %s", jerr.line, jerr.column,
+                         jerr.text);
                 goto out;
         }
         keys = json_object_get(root, "keys");

@@ -148,6 +148,18 @@ static void test_refusals(void)
         refused("{\"keys\": [{\"name\": \"a\", \"sha256\": \"" ALICE_HASH "\"}, "
                 "{\"name\": \"b\", \"sha256\": \"" ALICE_HASH "\"}]}",
                 "same sha256", "a hash twice");
+        refused("{\"keys\": [e2b_0123456789abcdef]}", "not JSON: line 1", "a bare key");
+        {
+                struct keyset *ks = NULL;
+                char err[512] = "";
+                /* jansson quotes the token it stopped at: a key of digits. */
+                const char text[] = "{\"keys\": [{\"sha256\" 8123456789012345}]}";
+
+                keyset_parse(text, sizeof(text) - 1, &ks, err, sizeof(err));
+                ok(strstr(err, "8123456789012345") == NULL, "the message never quotes the file");
+                if (strstr(err, "8123456789012345"))
+                        diag("message: %s", err);
+        }
         refused("{\"keys\": [{\"name\": \"a\", \"name\": \"b\", \"sha256\": \"" ALICE_HASH "\"}]}",
                 "not JSON", "a duplicate member");
 }
