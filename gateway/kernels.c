@@ -78,21 +78,26 @@ struct kernel *kernel_find(const char *id)
         return k && tenants_may_reach(k->owner) ? k : NULL;
 }
 
+/* Whether k counts in owner's quota: handed out and not deleted. A dead
+ * one counts too: it is listed, and a restart asked for brings it back. */
+static bool held_by(const struct kernel *k, const char *owner)
+{
+        return k->phase != KERNEL_STOPPING && !k->pooled && strcmp(k->owner, owner) == 0;
+}
+
 void kernels_usage(const char *owner, struct tenant_usage *out)
 {
         memset(out, 0, sizeof(*out));
         for (struct kernel *k = kernels; k; k = k->next) {
                 bool counted = false;
 
-                if (k->phase == KERNEL_STOPPING || k->pooled || strcmp(k->owner, owner) != 0)
+                if (!held_by(k, owner))
                         continue;
                 out->kernels++;
                 /* A shared sandbox's limits are the sandbox's: counted
                  * with the first of its kernels in the list only. */
-                for (struct kernel *o = kernels; k->sandbox && o != k; o = o->next) {
-                        counted |= o->sandbox == k->sandbox && o->phase != KERNEL_STOPPING &&
-                                   !o->pooled && strcmp(o->owner, owner) == 0;
-                }
+                for (struct kernel *o = kernels; k->sandbox && o != k; o = o->next)
+                        counted |= o->sandbox == k->sandbox && held_by(o, owner);
                 if (!counted) {
                         out->memory_mb += k->limits.memory_mb;
                         out->cpu_millicores += k->limits.cpu_millis;
@@ -121,8 +126,7 @@ int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbo
         memory = (int64_t)limits->memory_mb;
         cpu = (int64_t)limits->cpu_millis;
         for (struct kernel *k = kernels; shared && k; k = k->next) {
-                if (k->sandbox == shared && k->phase != KERNEL_STOPPING &&
-                    strcmp(k->owner, key->name) == 0) {
+                if (k->sandbox == shared && held_by(k, key->name)) {
                         memory = cpu = 0; /* already counted */
                         break;
                 }
