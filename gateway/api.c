@@ -11,6 +11,7 @@
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/templates.h"
+#include "gateway/tenants.h"
 #include "gateway/terminals.h"
 #include "protocol/log.h"
 
@@ -391,6 +392,17 @@ int api_start_kernel(struct http_request *r, json_t *request,
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
+        if (rc == 0) {
+                json_t *why = NULL;
+
+                /* Before the pool too: a pooled kernel counts as one
+                 * started for the tenant that takes it. */
+                if (kernels_quota_check(&limits, NULL, &why) == -EDQUOT) {
+                        http_reply_json(r, 429, why);
+                        rc = -EDQUOT;
+                        goto out;
+                }
+        }
         r->waiter.done = done;
         /* The pool's kernels have the kernelspec's environment and the
          * default limits: a request asking for nothing else gets one. */
@@ -408,6 +420,8 @@ int api_start_kernel(struct http_request *r, json_t *request,
                                  (long long)cfg->max_kernels);
         else if (rc == -ESHUTDOWN)
                 http_reply_error(r, 503, "The gateway is shutting down");
+        else if (rc == -EDQUOT)
+                http_reply_error(r, 429, "Quota of this key reached");
         else if (rc < 0)
                 http_reply_error(r, 500, "Cannot start a kernel: %s", strerror(-rc));
 out:
@@ -506,7 +520,12 @@ void api_handle(struct http_request *r)
         if (api_files_handle(r))
                 return;
         if (split_path(r->path, &rt) < 0 || !is(&rt, 0, "api")) {
-                if (rt.n == 1 && is(&rt, 0, "metrics") && r->method == HTTP_GET)
+                /* The server's metrics cover every tenant: admins only
+                 * (a kernel's own are at /api/kernels/{id}/metrics). */
+                if (rt.n == 1 && is(&rt, 0, "metrics") && r->method == HTTP_GET &&
+                    !(tenants_caller() && tenants_caller()->admin))
+                        http_reply_error(r, 403, "The server's metrics need an admin key");
+                else if (rt.n == 1 && is(&rt, 0, "metrics") && r->method == HTTP_GET)
                         monitor_metrics(r);
                 else if (rt.n == 3 && is(&rt, 0, "kernelspecs") && r->method == HTTP_GET)
                         get_kernelspec_resource(r, rt.seg[1], rt.seg[2]);

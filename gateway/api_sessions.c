@@ -16,6 +16,7 @@
 struct nbsession {
         struct nbsession *next;
         char id[JP_UUID_SIZE];
+        char owner[KEYS_NAME_MAX]; /* the tenant that made it (tenants.h) */
         char *path, *name, *type;
         char kernel_id[JP_UUID_SIZE];
         char old_kernel_id[JP_UUID_SIZE]; /* shut down once a PATCH's new kernel is ready */
@@ -23,6 +24,9 @@ struct nbsession {
 };
 
 static struct nbsession *nbsessions;
+/* The session whose kernel post_session is starting now: a kernel from the
+ * warm pool is ready at once, before its id is in the session. */
+static struct nbsession *starting;
 
 static void nbsession_free(struct nbsession *s)
 {
@@ -51,7 +55,7 @@ static void prune(void)
         while (*link) {
                 struct nbsession *s = *link;
 
-                if (s->ready && !kernel_find(s->kernel_id)) {
+                if (s->ready && !kernel_find_any(s->kernel_id)) {
                         *link = s->next;
                         nbsession_free(s);
                 } else {
@@ -64,7 +68,8 @@ static struct nbsession *find(const char *id)
 {
         prune();
         for (struct nbsession *s = nbsessions; s; s = s->next) {
-                if (s->ready && strcmp(s->id, id) == 0)
+                /* Another tenant's session is not found. */
+                if (s->ready && strcmp(s->id, id) == 0 && tenants_may_reach(s->owner))
                         return s;
         }
         return NULL;
@@ -72,7 +77,7 @@ static struct nbsession *find(const char *id)
 
 static json_t *model(const struct nbsession *s)
 {
-        struct kernel *k = kernel_find(s->kernel_id);
+        struct kernel *k = kernel_find_any(s->kernel_id);
 
         return json_pack("{s:s, s:s, s:s, s:s, s:o, s:{s:s, s:s}}", "id", s->id, "path", s->path,
                          "name", s->name, "type", s->type, "kernel",
@@ -118,11 +123,17 @@ static void on_kernel_ready(struct kernel_waiter *w, struct kernel *k, int statu
         struct http_request *r = request_of(w);
         struct nbsession *s = by_kernel(k->id, false);
 
+        if (!s && starting) {
+                s = starting;
+                snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", k->id);
+        }
         if (!s) {
                 http_reply_error(r, 404, "Session was deleted");
                 return;
         }
         if (status) {
+                if (s == starting)
+                        starting = NULL;
                 nbsession_remove(s);
                 http_reply_error(r, status, "%s", message);
                 return;
@@ -152,6 +163,7 @@ static void post_session(struct http_request *r)
                 http_reply_error(r, 500, "out of memory");
                 goto out;
         }
+        snprintf(s->owner, sizeof(s->owner), "%s", tenants_owner_now());
         if (take_string(r, body, "path", &s->path) < 0 ||
             take_string(r, body, "name", &s->name) < 0 ||
             take_string(r, body, "type", &s->type) < 0)
@@ -167,7 +179,7 @@ static void post_session(struct http_request *r)
         /* Jupyter Server hands back the existing session of a path. */
         prune();
         for (struct nbsession *e = nbsessions; e; e = e->next) {
-                if (e->ready && strcmp(e->path, s->path) == 0) {
+                if (e->ready && strcmp(e->path, s->path) == 0 && tenants_may_reach(e->owner)) {
                         snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s",
                                  kernels_config()->base_url, e->id);
                         http_reply_json(r, 201, model(e));
@@ -191,12 +203,17 @@ static void post_session(struct http_request *r)
                 s = NULL;
                 goto out;
         }
+        s->next = nbsessions;
+        nbsessions = s;
+        starting = s;
+        s = NULL;
         if (api_start_kernel(r, kernel ? kernel : body, on_kernel_ready, &k) == 0) {
-                snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", k->id);
-                s->next = nbsessions;
-                nbsessions = s;
-                s = NULL;
+                if (starting)
+                        snprintf(starting->kernel_id, sizeof(starting->kernel_id), "%s", k->id);
+        } else if (starting) {
+                nbsession_remove(starting);
         }
+        starting = NULL;
 out:
         if (s)
                 nbsession_free(s);
@@ -226,7 +243,7 @@ static void on_patched_kernel_ready(struct kernel_waiter *w, struct kernel *k, i
                 http_reply_error(r, status, "%s", message);
                 return;
         }
-        old = kernel_find(s->old_kernel_id);
+        old = kernel_find_any(s->old_kernel_id);
         s->old_kernel_id[0] = '\0';
         if (old)
                 kernel_shutdown(old, NULL);
@@ -292,7 +309,7 @@ void api_sessions_handle(struct http_request *r, const char *id)
                         prune();
                         list = json_array();
                         for (s = nbsessions; list && s; s = s->next) {
-                                if (s->ready)
+                                if (s->ready && tenants_may_reach(s->owner))
                                         json_array_append_new(list, model(s));
                         }
                         http_reply_json(r, 200, list);

@@ -57,6 +57,12 @@ int channels_confirm_upgrade(struct lws *wsi)
                 http_write_error_now(wsi, 403, message);
                 return 1;
         }
+        /* The key first: it decides which kernels exist for the caller
+         * (another tenant's is "no such kernel", as a made-up id is). */
+        if (!http_authorized(wsi)) {
+                http_write_error_now(wsi, 401, "Missing or wrong token");
+                return 1;
+        }
         if (http_route_path(wsi, path, sizeof(path)) < 0) {
                 http_write_error_now(wsi, 404, "No such kernel");
                 return 1;
@@ -65,10 +71,6 @@ int channels_confirm_upgrade(struct lws *wsi)
                                            : !kernel_of_path(path)) {
                 http_write_error_now(wsi, 404, terminals_is_socket_path(path) ? "No such terminal"
                                                                               : "No such kernel");
-                return 1;
-        }
-        if (!http_authorized(wsi)) {
-                http_write_error_now(wsi, 401, "Missing or wrong token");
                 return 1;
         }
         if (http_origin(wsi, NULL, 0) == HTTP_ORIGIN_DENIED) {
@@ -148,6 +150,12 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
         c->sink.wake = conn_wake;
         c->sink.closing = conn_closing;
         buf_init(&c->rx, (size_t)kernels_config()->max_message_bytes);
+        /* A callback of its own: the key is checked again to know the
+         * caller (the upgrade was refused without one). */
+        if (!http_authorized(wsi))
+                return -1;
+        snprintf(c->tenant, sizeof(c->tenant), "%s", tenants_caller()->name);
+        c->key_generation = tenants_generation();
         k = http_route_path(wsi, path, sizeof(path)) == 0 ? kernel_of_path(path) : NULL;
         if (!k)
                 return -1;
@@ -312,10 +320,26 @@ out:
         jp_msg_release(&msg);
 }
 
+/* Whether the key that opened c was removed by a reload since: removed
+ * keys stop working at once, open connections included. */
+static bool key_removed(struct channel_conn *c)
+{
+        if (c->key_generation == tenants_generation())
+                return false;
+        if (!tenants_exists(c->tenant))
+                return true;
+        c->key_generation = tenants_generation();
+        return false;
+}
+
 static int on_receive(struct channel_conn *c, void *in, size_t len)
 {
         if (c->closing || !c->session)
                 return 0;
+        if (key_removed(c)) {
+                close_later(c, 1008, "The key of this connection was removed");
+                return 0;
+        }
         if (c->rx.len == 0 && !c->rx_oversized)
                 c->rx_binary = lws_frame_is_binary(c->wsi);
         if (!c->rx_oversized && buf_append(&c->rx, in, len) < 0) {
@@ -384,6 +408,8 @@ static int on_writeable(struct channel_conn *c)
         uint8_t *piece;
         int rc = 0;
 
+        if (!c->closing && key_removed(c))
+                close_later(c, 1008, "The key of this connection was removed");
         if (c->closing) {
                 lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
                                  (unsigned char *)c->close_reason, strlen(c->close_reason));

@@ -6,6 +6,7 @@
 
 #include "gateway/relay.h"
 #include "gateway/session.h"
+#include "gateway/tenants.h"
 #include "protocol/buf.h"
 
 #include <libwebsockets.h>
@@ -26,6 +27,10 @@ struct channel_conn {
         bool closing;
         int close_code;
         char close_reason[100];
+        /* The tenant whose key opened it: a reload that removes the key
+         * closes it (tenants_generation tells when to look). */
+        char tenant[KEYS_NAME_MAX];
+        unsigned key_generation;
 };
 
 /* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to allow, 1 when refused with an HTTP

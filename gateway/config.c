@@ -38,6 +38,9 @@ static const struct option_def options[] = {
             "GLOVEBOX_TOKEN (without any, a random one is generated and printed)"),
         OPT("token-file", OPT_STRING, token_file, 0, 0, "",
             "read the API token from this file (its first line; keep the file private)"),
+        OPT("keys-file", OPT_STRING, keys_file, 0, 0, "",
+            "API keys of tenants, as JSON with each key's SHA-256 (see the README); read "
+            "again on SIGHUP; the token, if any, stays an admin key named \"admin\""),
         OPT("no-auth", OPT_FLAG, no_auth, 0, 0, NULL,
             "serve without a token; allowed on loopback addresses only, for clients that "
             "cannot send one"),
@@ -185,6 +188,8 @@ static const struct option_def options[] = {
             "frames); the rest are counted and summarised (0: no limit)"),
         OPT("check-config", OPT_FLAG, check_config, 0, 0, NULL,
             "validate the configuration and exit"),
+        OPT("hash-key", OPT_FLAG, hash_key, 0, 0, NULL,
+            "read an API key on stdin, print its SHA-256 for --keys-file, and exit"),
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -567,7 +572,13 @@ static int validate(struct config *cfg)
         }
         if (egress_configure(cfg) < 0)
                 return -EINVAL;
-        if (!cfg->token && !cfg->no_auth) {
+        if (cfg->no_auth && *cfg->keys_file) {
+                fprintf(stderr, "glovebox: --no-auth and --keys-file exclude each other\n");
+                return -EINVAL;
+        }
+        /* With a keys file, the keys are the credentials: no token is made
+         * up beside them. */
+        if (!cfg->token && !cfg->no_auth && !*cfg->keys_file) {
                 /* E2B's form, "e2b_" and hex digits, so that the E2B SDKs
                  * (the Python one checks the form before sending) take the
                  * generated token as an API key as it is. */

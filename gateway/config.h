@@ -28,6 +28,7 @@ struct config {
         char *token;
         char *token_file;      /* the token's file, read by config_load */
         bool no_auth;
+        char *keys_file;       /* API keys of tenants (gateway/keys.h); "": none */
         char *base_url;        /* normalised: starts and ends with '/' */
         char *allow_origin;    /* '*' or a comma-separated list */
         char *allow_host;      /* names accepted in Host: '*' or a comma-separated list */
@@ -95,6 +96,7 @@ struct config {
         char *log_format; /* "text" or "json" */
         int64_t log_rate_limit; /* lines a second of one repeated warning, per kernel */
         bool check_config;
+        bool hash_key;         /* print the SHA-256 of the key on stdin and exit */
 
         /* derived by config_load */
         char host[256];

@@ -11,6 +11,7 @@
 #include "gateway/monitor.h"
 #include "gateway/pool.h"
 #include "gateway/templates.h"
+#include "gateway/tenants.h"
 #include "gateway/specs.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
@@ -41,6 +42,7 @@ struct e2b_context {
 struct e2b_sandbox {
         struct e2b_sandbox *next;
         char id[24];
+        char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
         char token[65];
         char template_id[64];
         json_t *metadata;
@@ -94,7 +96,7 @@ bool e2b_key_form(const char *key)
                key[4 + strspn(key + 4, "0123456789abcdef")] == '\0';
 }
 
-static struct e2b_sandbox *find(const char *id)
+static struct e2b_sandbox *find_any(const char *id)
 {
         for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
                 if (strcmp(s->id, id) == 0)
@@ -103,9 +105,18 @@ static struct e2b_sandbox *find(const char *id)
         return NULL;
 }
 
+/* A sandbox the caller may reach (tenants.h); another tenant's is not
+ * found, as if it did not exist. */
+static struct e2b_sandbox *find(const char *id)
+{
+        struct e2b_sandbox *s = find_any(id);
+
+        return s && tenants_may_reach(s->owner) ? s : NULL;
+}
+
 struct e2b_sandbox *e2b_find_ready(const char *id)
 {
-        struct e2b_sandbox *s = find(id);
+        struct e2b_sandbox *s = find_any(id);
 
         return s && s->ready ? s : NULL;
 }
@@ -113,6 +124,11 @@ struct e2b_sandbox *e2b_find_ready(const char *id)
 bool e2b_token_ok(struct e2b_sandbox *s, const char *token)
 {
         return token_matches(token, s->token);
+}
+
+const char *e2b_owner(const struct e2b_sandbox *s)
+{
+        return s->owner;
 }
 
 struct sandbox *e2b_box(struct e2b_sandbox *s)
@@ -190,7 +206,7 @@ static void sandbox_kill(struct e2b_sandbox *s)
         envd_forget(s);
         while (s->contexts) {
                 struct e2b_context *c = s->contexts;
-                struct kernel *k = kernel_find(c->kernel_id);
+                struct kernel *k = kernel_find_any(c->kernel_id);
 
                 s->contexts = c->next;
                 if (k)
@@ -603,6 +619,14 @@ out:
         return rc;
 }
 
+/* 429 past the key's quota, in E2B's error shape with the quota and what
+ * the key holds (kernels_quota_check); takes why. */
+static void reply_quota(struct http_request *r, json_t *why)
+{
+        json_object_set_new(why, "code", json_integer(429));
+        http_reply_json(r, 429, why);
+}
+
 static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
@@ -614,12 +638,14 @@ static void create_sandbox(struct http_request *r)
         struct hostmsg_network net = {0};
         struct e2b_sandbox *s = NULL;
         struct kernel *pooled;
+        json_t *why = NULL;
         char err[256];
         double ttl;
         int rc;
 
         if (!body)
                 return;
+        kernels_default_limits(&limits);
         template = json_object_get(body, "templateID");
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
@@ -652,8 +678,11 @@ static void create_sandbox(struct http_request *r)
                 e2b_reply_error(r, 400, "%s", err);
         } else if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
                 e2b_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
+        } else if (kernels_quota_check(&limits, NULL, &why) < 0) {
+                /* Before the pool too: a pooled kernel counts for the key
+                 * that takes it. */
+                reply_quota(r, why);
         } else {
-                kernels_default_limits(&limits);
                 s = calloc(1, sizeof(*s));
                 if (!s || jp_random_hex(s->id + 2, 8) < 0 || jp_random_hex(s->token, 32) < 0) {
                         free(s);
@@ -661,6 +690,7 @@ static void create_sandbox(struct http_request *r)
                         goto out;
                 }
                 memcpy(s->id, "gb", 2);
+                snprintf(s->owner, sizeof(s->owner), "%s", tenants_owner_now());
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
                 s->spec = spec;
                 s->metadata = metadata ? json_incref(metadata) : json_object();
@@ -697,9 +727,11 @@ static void create_sandbox(struct http_request *r)
                         r->waiter.done = on_created;
                         if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
                                 sandbox_kill(s);
-                                e2b_reply_error(r, rc == -EAGAIN ? 429 : 500,
+                                e2b_reply_error(r, rc == -EAGAIN || rc == -EDQUOT ? 429 : 500,
                                                 "cannot start the sandbox: %s",
-                                                rc == -EAGAIN ? "too many kernels" : strerror(-rc));
+                                                rc == -EAGAIN   ? "too many kernels"
+                                                : rc == -EDQUOT ? "quota of this key reached"
+                                                                : strerror(-rc));
                         }
                 } else {
                         json_decref(s->metadata);
@@ -770,7 +802,8 @@ static void list_sandboxes(struct http_request *r)
                 limit = 100;
         for (struct e2b_sandbox *s = sandboxes; list && s; s = s->next) {
                 /* Only running sandboxes exist here: a "paused" filter finds none. */
-                if (!s->ready || (st && !strstr(st, "running")) || (m && !metadata_matches(s, m)))
+                if (!s->ready || !tenants_may_reach(s->owner) || (st && !strstr(st, "running")) ||
+                    (m && !metadata_matches(s, m)))
                         continue;
                 if (index++ < skip)
                         continue;
@@ -785,12 +818,15 @@ static void list_sandboxes(struct http_request *r)
 
 static bool authorized_api(struct http_request *r)
 {
-        const struct config *cfg = kernels_config();
         char key[512];
+        bool ok;
 
-        if (cfg->no_auth || http_authorized(r->wsi))
+        /* (With --no-auth too: it makes the caller an admin.) */
+        if (http_authorized(r->wsi))
                 return true;
-        return header(r, "x-api-key:", key, sizeof(key)) && token_matches(key, cfg->token);
+        ok = header(r, "x-api-key:", key, sizeof(key)) && http_authorized_key(key, strlen(key));
+        explicit_bzero(key, sizeof(key));
+        return ok;
 }
 
 /* E2B's features that Glovebox lacks, named in the 400 each gets, so that
@@ -948,7 +984,9 @@ static void run_in_new_context(struct http_request *r, struct e2b_sandbox *s,
         r->waiter.done = on_run_context_ready;
         if (!context_new(s, spec, language, NULL, &r->waiter, &err)) {
                 forget_pending_run(r);
-                reply_text(r, err == -EAGAIN ? 429 : 500, "cannot start a kernel for the context");
+                reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
+                           err == -EDQUOT ? "quota of this key reached"
+                                          : "cannot start a kernel for the context");
         }
 }
 
@@ -1063,8 +1101,10 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
                 else {
                         r->waiter.done = on_context_ready;
                         if (!context_new(s, spec, name, cwd, &r->waiter, &err))
-                                reply_text(r, err == -EAGAIN ? 429 : 500,
-                                           "cannot start a kernel for the context");
+                                reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
+                                           err == -EDQUOT
+                                               ? "quota of this key reached"
+                                               : "cannot start a kernel for the context");
                 }
                 json_decref(body);
                 return;
@@ -1095,7 +1135,11 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
         char id[64], token[128];
         struct e2b_sandbox *s;
 
-        if (!header(r, "e2b-sandbox-id:", id, sizeof(id)) || !(s = find(id)) || !s->ready) {
+        /* Found whoever asks: its access token is the credential here. A
+         * sandbox whose key was removed is reached by admins only, so its
+         * token stops working with the key. */
+        if (!header(r, "e2b-sandbox-id:", id, sizeof(id)) || !(s = find_any(id)) || !s->ready ||
+            !tenants_exists(s->owner)) {
                 /* 502 is what E2B answers for a sandbox that is gone; the
                  * SDK turns it into its "sandbox was killed" error. */
                 e2b_reply_error(r, 502, "The sandbox was not found (killed or timed out)");
@@ -1107,6 +1151,14 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
               token_matches(token, s->token))) {
                 e2b_reply_error(r, 401, "Missing or wrong sandbox access token");
                 return NULL;
+        }
+        /* Its requests run as its owner: the kernels of its contexts are
+         * the owner's. */
+        if (!kernels_config()->no_auth) {
+                struct tenant_caller owner = {.admin = false};
+
+                snprintf(owner.name, sizeof(owner.name), "%s", s->owner);
+                tenants_set_caller(&owner);
         }
         return s;
 }

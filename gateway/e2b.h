@@ -46,7 +46,10 @@ void e2b_shutdown(void);
  * its token; NULL after replying with the error. */
 struct e2b_sandbox *e2b_sandbox_of(struct http_request *r);
 struct sandbox *e2b_box(struct e2b_sandbox *s);
-/* The ready sandbox of that id, or NULL (ports.c). */
+/* The tenant whose key created s. */
+const char *e2b_owner(const struct e2b_sandbox *s);
+/* The ready sandbox of that id, whichever tenant's, or NULL (ports.c:
+ * it checks who may reach it itself). */
 struct e2b_sandbox *e2b_find_ready(const char *id);
 /* Whether token is the sandbox's access token (constant time). */
 bool e2b_token_ok(struct e2b_sandbox *s, const char *token);

@@ -71,19 +71,6 @@ static const char *status_phrase(int status)
         }
 }
 
-/* Compares digests rather than the strings, so that neither the content
- * nor the length of the token leaks through timing. */
-static bool token_equal(const char *given, size_t len, const char *expected)
-{
-        unsigned char a[32], b[32];
-        unsigned int alen = 0, blen = 0;
-
-        if (!EVP_Digest(given, len, a, &alen, EVP_sha256(), NULL) ||
-            !EVP_Digest(expected, strlen(expected), b, &blen, EVP_sha256(), NULL))
-                return false;
-        return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
-}
-
 /* The authority the client addressed: Host, or HTTP/2's :authority.
  * Returns its length; 0 when there is none; -E2BIG when it is longer than
  * any host name. */
@@ -180,15 +167,26 @@ void http_log_refused_host(const char *name)
                          name, name);
 }
 
+bool http_authorized_key(const char *key, size_t len)
+{
+        struct tenant_caller caller;
+
+        if (!tenants_authenticate(key, len, &caller))
+                return false;
+        tenants_set_caller(&caller);
+        return true;
+}
+
 bool http_authorized(struct lws *wsi)
 {
         const struct config *cfg = kernels_config();
         char value[1024];
         const char *arg;
+        bool ok = false;
         int n;
 
         if (cfg->no_auth)
-                return true;
+                return http_authorized_key("", 0);
         n = lws_hdr_copy(wsi, value, sizeof(value), WSI_TOKEN_HTTP_AUTHORIZATION);
         if (n > 0) {
                 const char *schemes[] = {"token ", "bearer "};
@@ -196,12 +194,17 @@ bool http_authorized(struct lws *wsi)
                 for (size_t i = 0; i < 2; i++) {
                         size_t slen = strlen(schemes[i]);
 
-                        if ((size_t)n > slen && strncasecmp(value, schemes[i], slen) == 0)
-                                return token_equal(value + slen, (size_t)n - slen, cfg->token);
+                        if ((size_t)n > slen && strncasecmp(value, schemes[i], slen) == 0) {
+                                ok = http_authorized_key(value + slen, (size_t)n - slen);
+                                goto out;
+                        }
                 }
         }
         arg = lws_get_urlarg_by_name(wsi, "token=", value, sizeof(value));
-        return arg && token_equal(arg, strlen(arg), cfg->token);
+        ok = arg && http_authorized_key(arg, strlen(arg));
+out:
+        explicit_bzero(value, sizeof(value));
+        return ok;
 }
 
 int http_route_path(struct lws *wsi, char *out, size_t size)
@@ -712,7 +715,24 @@ static bool admit(struct lws *wsi, struct http_request *r)
         }
         /* With credentials: the connection's deadline ends (conns.h). */
         conns_admitted(wsi);
+        if (tenants_caller() && tenants_caller()->name[0]) {
+                r->caller = *tenants_caller();
+                r->has_caller = true;
+        }
         return true;
+}
+
+/* Runs the request's own code as its caller, whatever callback (lws's, or
+ * the loop's for a body read from the socket) it runs in. */
+static void as_caller(struct http_request *r, void (*fn)(struct http_request *))
+{
+        struct tenant_scope saved;
+
+        tenants_scope_enter(&saved);
+        if (r->has_caller)
+                tenants_set_caller(&r->caller);
+        fn(r);
+        tenants_scope_restore(&saved);
 }
 
 static int begin(struct lws *wsi, struct http_request *r)
@@ -764,14 +784,14 @@ static int begin(struct lws *wsi, struct http_request *r)
                 stop_reading(r);
                 return 0;
         }
-        api_prepare(r);
+        as_caller(r, api_prepare);
         if (!r->responded && !r->body_fn && content_length > cfg->max_body_bytes)
                 http_reply_error(r, 413, "Request body larger than %lld bytes",
                                  (long long)cfg->max_body_bytes);
         if (r->responded)
                 stop_reading(r);
         else if (!r->reading_body)
-                api_handle(r);
+                as_caller(r, api_handle);
         return 0;
 }
 
@@ -796,7 +816,7 @@ static void body_complete(struct http_request *r)
 {
         r->reading_body = false;
         if (!r->responded)
-                api_handle(r);
+                as_caller(r, api_handle);
 }
 
 static void dechunk(struct http_request *r, const uint8_t *in, size_t len)
@@ -823,9 +843,15 @@ static void on_raw_body(void *arg)
         static uint8_t data[64 * 1024];
         struct http_request *r = arg;
         ssize_t n = read(lws_get_socket_fd(r->wsi), data, sizeof(data));
+        struct tenant_scope saved;
 
         if (n > 0) {
+                /* A loop callback, not lws's: the caller is set here. */
+                tenants_scope_enter(&saved);
+                if (r->has_caller)
+                        tenants_set_caller(&r->caller);
                 dechunk(r, data, (size_t)n);
+                tenants_scope_restore(&saved);
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                 /* The client went away mid-body; lws notices on its own. */
                 r->reading_body = false;
@@ -868,6 +894,10 @@ static int on_body(struct http_request *r, const uint8_t *in, size_t len)
 int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http_request *r,
                   void *in, size_t len)
 {
+        /* The rest of a request runs as its caller (server.c made the
+         * callback start as nobody). */
+        if (r->has_caller)
+                tenants_set_caller(&r->caller);
         switch (reason) {
         case LWS_CALLBACK_HTTP:
                 return begin(wsi, r);

@@ -8,6 +8,7 @@
 #include "gateway/hostcheck.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
+#include "gateway/tenants.h"
 #include "protocol/buf.h"
 #include "protocol/chunked.h"
 
@@ -49,6 +50,10 @@ struct http_request {
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
         struct kernel_waiter waiter;
+        /* Whose request it is, once its credentials are checked: the
+         * caller (tenants.h) while any of its code runs. */
+        struct tenant_caller caller;
+        bool has_caller;
 
         /* A streamed response: headers now, the body as it is produced. */
         bool streaming;
@@ -86,8 +91,13 @@ enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size);
 bool http_host_allowed(struct lws *wsi, char *name, size_t size);
 /* Logs a refused Host, at most once a minute. */
 void http_log_refused_host(const char *name);
-/* The token check of every route and WebSocket upgrade. */
+/* The key check of every route and WebSocket upgrade: true when the
+ * request carries a key in force (Authorization: token/Bearer, or
+ * ?token=), which then becomes the caller (tenants.h) for the rest of the
+ * callback. */
 bool http_authorized(struct lws *wsi);
+/* The same for a key found elsewhere (E2B's X-API-Key). */
+bool http_authorized_key(const char *key, size_t len);
 /* Copies the request path below the base URL into out (no leading '/').
  * -ENOENT when the path is outside the base URL. */
 int http_route_path(struct lws *wsi, char *out, size_t size);

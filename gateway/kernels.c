@@ -60,12 +60,111 @@ static struct kernel *find_any(const char *id)
         return NULL;
 }
 
-struct kernel *kernel_find(const char *id)
+struct kernel *kernel_find_any(const char *id)
 {
         struct kernel *k = find_any(id);
 
         /* A pooled kernel is nobody's until a start request takes it. */
         return k && k->phase != KERNEL_STOPPING && !k->pooled ? k : NULL;
+}
+
+struct kernel *kernel_find(const char *id)
+{
+        struct kernel *k = kernel_find_any(id);
+
+        /* Here, rather than in each route, so that every route that names
+         * a kernel (and every one added later) is confined to the
+         * caller's. */
+        return k && tenants_may_reach(k->owner) ? k : NULL;
+}
+
+/* Whether k counts in owner's quota: handed out and not deleted. A dead
+ * one counts too: it is listed, and a restart asked for brings it back. */
+static bool held_by(const struct kernel *k, const char *owner)
+{
+        return k->phase != KERNEL_STOPPING && !k->pooled && strcmp(k->owner, owner) == 0;
+}
+
+void kernels_usage(const char *owner, struct tenant_usage *out)
+{
+        memset(out, 0, sizeof(*out));
+        for (struct kernel *k = kernels; k; k = k->next) {
+                bool counted = false;
+
+                if (!held_by(k, owner))
+                        continue;
+                out->kernels++;
+                /* A shared sandbox's limits are the sandbox's: counted
+                 * with the first of its kernels in the list only. */
+                for (struct kernel *o = kernels; k->sandbox && o != k; o = o->next)
+                        counted |= o->sandbox == k->sandbox && held_by(o, owner);
+                if (!counted) {
+                        out->memory_mb += k->limits.memory_mb;
+                        out->cpu_millicores += k->limits.cpu_millis;
+                }
+        }
+}
+
+static json_t *quota_value(int64_t v)
+{
+        return v == KEYS_NO_QUOTA ? json_null() : json_integer(v);
+}
+
+int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
+                        json_t **why)
+{
+        const struct tenant_caller *c = tenants_caller();
+        const struct key_entry *key = c ? tenants_key(c->name) : NULL;
+        struct tenant_usage u;
+        int64_t memory, cpu;
+        const char *over = NULL;
+
+        *why = NULL;
+        if (!key)
+                return 0; /* the gateway's own start (the pool) */
+        kernels_usage(key->name, &u);
+        memory = (int64_t)limits->memory_mb;
+        cpu = (int64_t)limits->cpu_millis;
+        for (struct kernel *k = kernels; shared && k; k = k->next) {
+                if (k->sandbox == shared && held_by(k, key->name)) {
+                        memory = cpu = 0; /* already counted */
+                        break;
+                }
+        }
+        if (key->max_kernels != KEYS_NO_QUOTA && u.kernels + 1 > key->max_kernels)
+                over = "kernels";
+        else if (key->max_memory_mb != KEYS_NO_QUOTA && u.memory_mb + memory > key->max_memory_mb)
+                over = "memory";
+        else if (key->max_cpu_millicores != KEYS_NO_QUOTA &&
+                 u.cpu_millicores + cpu > key->max_cpu_millicores)
+                over = "CPU";
+        if (!over)
+                return 0;
+        *why = json_pack("{s:s++, s:s, s:s, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}, s:{s:I, s:I}}",
+                         "message", "Quota of key \"", key->name, "\" reached", "reason", "quota",
+                         "exceeded", over, "quota", "kernels", quota_value(key->max_kernels),
+                         "memory_mb", quota_value(key->max_memory_mb), "cpu_millicores",
+                         quota_value(key->max_cpu_millicores), "holding", "kernels",
+                         (json_int_t)u.kernels, "memory_mb", (json_int_t)u.memory_mb,
+                         "cpu_millicores", (json_int_t)u.cpu_millicores, "asked", "memory_mb",
+                         (json_int_t)memory, "cpu_millicores", (json_int_t)cpu);
+        return -EDQUOT;
+}
+
+json_t *kernels_owners(void)
+{
+        json_t *owners = json_object();
+
+        for (struct kernel *k = kernels; owners && k; k = k->next) {
+                const char *name = k->owner[0] ? k->owner : "(pool)";
+
+                if (k->phase == KERNEL_STOPPING || k->pooled || !tenants_may_reach(k->owner))
+                        continue;
+                json_object_set_new(
+                    owners, name,
+                    json_integer(json_integer_value(json_object_get(owners, name)) + 1));
+        }
+        return owners;
 }
 
 size_t kernels_count(void)
@@ -946,9 +1045,22 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
                 return -ESHUTDOWN;
         if (kernels_count() >= (size_t)cfg->max_kernels)
                 return -EAGAIN;
+        /* Every way of starting a kernel comes here: the quota holds for
+         * routes that do not check it first. */
+        if (!pooled) {
+                json_t *why = NULL;
+
+                rc = kernels_quota_check(sandbox ? &sandbox->limits : limits, sandbox, &why);
+                json_decref(why);
+                if (rc < 0)
+                        return rc;
+                rc = -ENOMEM;
+        }
         k = calloc(1, sizeof(*k));
         if (!k)
                 return -ENOMEM;
+        if (!pooled)
+                snprintf(k->owner, sizeof(k->owner), "%s", tenants_owner_now());
         while (env && env[nenv])
                 nenv++;
         k->env = calloc(nenv + 1, sizeof(char *));
@@ -1035,6 +1147,8 @@ struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
         for (struct kernel *k = kernels; k; k = k->next) {
                 if (k->pooled && k->warm && k->spec == spec && k->phase == KERNEL_READY) {
                         k->pooled = false;
+                        /* Counted from now on for the tenant that takes it. */
+                        snprintf(k->owner, sizeof(k->owner), "%s", tenants_owner_now());
                         k->restarts = 0;
                         kernel_touch(k);
                         klog_info(k->id, "taken from the pool");
@@ -1181,7 +1295,7 @@ json_t *kernels_model(void)
         json_t *list = json_array();
 
         for (struct kernel *k = kernels; list && k; k = k->next) {
-                if (k->phase != KERNEL_STOPPING && !k->pooled)
+                if (k->phase != KERNEL_STOPPING && !k->pooled && tenants_may_reach(k->owner))
                         json_array_append_new(list, kernel_model(k));
         }
         return list;

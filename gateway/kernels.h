@@ -8,6 +8,7 @@
 #include "gateway/config.h"
 #include "gateway/relay.h"
 #include "gateway/sandboxes.h"
+#include "gateway/tenants.h"
 #include "gateway/zio.h"
 #include "protocol/hostmsg.h"
 #include "protocol/ids.h"
@@ -48,6 +49,9 @@ struct kernel_waiter {
 struct kernel {
         struct kernel *next;
         char id[JP_UUID_SIZE];
+        /* The tenant that started it (or took it from the pool); "" while
+         * pooled: nobody's, reached by admins only. */
+        char owner[KEYS_NAME_MAX];
         const struct jp_kernelspec *spec;
         enum kernel_phase phase;
         char execution_state[16]; /* as clients see it: starting, idle, busy, ... */
@@ -120,13 +124,37 @@ int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *spec
 const struct config *kernels_config(void);
 const struct jp_kernelspec_list *kernels_specs(void);
 
-/* A kernel clients may see (deleted ones are invisible); NULL if none. */
+/* A kernel the caller may reach (tenants.h: its own, or any for an admin
+ * or the gateway itself); deleted and pooled ones are invisible. NULL if
+ * none: another tenant's kernel is not found, as if it did not exist. */
 struct kernel *kernel_find(const char *id);
+/* The same whoever the caller is: for the gateway's own bookkeeping
+ * (sessions whose kernel is gone), never for an id a client sent. */
+struct kernel *kernel_find_any(const char *id);
+
+/* What a tenant holds: its live kernels and the sum of their limits (a
+ * sandbox several kernels share counted once). */
+struct tenant_usage {
+        int64_t kernels;
+        int64_t memory_mb;
+        int64_t cpu_millicores;
+};
+void kernels_usage(const char *owner, struct tenant_usage *out);
+/* Whether the caller's key may start one more kernel with limits (in the
+ * shared sandbox, if given, whose limits it may already hold): 0, or
+ * -EDQUOT with *why (new, the caller's) set to a 429 body:
+ * {"message", "reason": "quota", "quota": {...}, "holding": {...}}. */
+int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
+                        json_t **why);
+/* The kernels the caller may reach, per owner: {"name": count} (for the
+ * metrics' tenant labels; "" is shown as "(pool)"). */
+json_t *kernels_owners(void);
 /* Starts a kernel of spec with extra environment env (validated: names of
  * [A-Za-z_][A-Za-z0-9_]*, NULL-terminated, copied), in sandbox (shared,
- * with its limits) or in a new sandbox of its own with limits. w, if given,
- * hears when it is ready or failed. Returns 0, -EAGAIN at --max-kernels,
- * or -errno. */
+ * with its limits) or in a new sandbox of its own with limits, owned by
+ * the caller (tenants.h). w, if given, hears when it is ready or failed.
+ * Returns 0, -EAGAIN at --max-kernels, -EDQUOT past the caller's quota
+ * (kernels_quota_check says which), or -errno. */
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox,
                  struct kernel_waiter *w, struct kernel **out);
@@ -146,7 +174,7 @@ int kernel_set_startup_code(struct kernel *k, const char *code);
 /* Pooled kernels of spec (starting ones too); *warm gets those ready to go. */
 size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);
 /* Hands a warm pooled kernel of spec over to the caller (visible from now
- * on, the caller's alone), or NULL. */
+ * on, the caller's alone: its owner from now on), or NULL. */
 struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec);
 /* A pooled kernel of spec to shut down when the pool shrinks, or NULL. */
 struct kernel *kernel_pool_spare(const struct jp_kernelspec *spec);

@@ -18,6 +18,7 @@
 #include "gateway/server.h"
 #include "gateway/specs.h"
 #include "gateway/templates.h"
+#include "gateway/tenants.h"
 #include "gateway/zio.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
@@ -80,6 +81,10 @@ static void on_signal(void *arg)
         struct signalfd_siginfo si;
 
         while (read(gw.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo == SIGHUP) {
+                        tenants_reload();
+                        continue;
+                }
                 if (gw.shutting_down) {
                         log_warn("second signal: exiting now");
                         gw.stop = 1;
@@ -277,6 +282,40 @@ static void blank_token_argument(int argc, char **argv)
         }
 }
 
+/* --hash-key: the SHA-256 a --keys-file holds for the key on stdin (its
+ * first line), so that the key itself is never written anywhere. */
+static int hash_key(void)
+{
+        char line[CONFIG_TOKEN_MAX + 3], hex[2 * KEYS_HASH_SIZE + 1];
+        size_t len;
+
+        if (!fgets(line, sizeof(line), stdin)) {
+                fprintf(stderr, "glovebox: --hash-key reads the key on stdin; none came\n");
+                return 2;
+        }
+        len = strcspn(line, "\r\n");
+        line[len] = '\0';
+        if (len < CONFIG_TOKEN_MIN || len > CONFIG_TOKEN_MAX) {
+                fprintf(stderr, "glovebox: a key must be %d to %d characters\n", CONFIG_TOKEN_MIN,
+                        CONFIG_TOKEN_MAX);
+                return 2;
+        }
+        for (size_t i = 0; i < len; i++) {
+                if (line[i] <= ' ' || line[i] > '~') {
+                        fprintf(stderr, "glovebox: a key must be printable ASCII without "
+                                        "spaces\n");
+                        return 2;
+                }
+        }
+        if (keys_hash_hex(line, len, hex) < 0) {
+                fprintf(stderr, "glovebox: cannot hash the key\n");
+                return 2;
+        }
+        explicit_bzero(line, sizeof(line));
+        printf("%s\n", hex);
+        return 0;
+}
+
 static void say_where_the_token_is(void)
 {
         switch (gw.cfg.token_source) {
@@ -342,6 +381,11 @@ int main(int argc, char **argv)
                 config_free(&gw.cfg);
                 return rc > 0 ? 0 : 2;
         }
+        if (gw.cfg.hash_key) {
+                rc = hash_key();
+                config_free(&gw.cfg);
+                return rc;
+        }
         if (log_level_parse(gw.cfg.log_level, &log_threshold) < 0) {
                 fprintf(stderr, "glovebox: --log-level must be debug, info, warn or error\n");
                 return 2;
@@ -350,12 +394,17 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-format must be text or json\n");
                 return 2;
         }
+        if (tenants_init(&gw.cfg) < 0) {
+                config_free(&gw.cfg);
+                return 2;
+        }
         /* Templates are checked too: their trees, and the kernelspecs
          * that name them. */
         if (gw.cfg.check_config &&
             (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0)) {
                 templates_free();
                 jp_kernelspec_list_free(&gw.specs);
+                tenants_free();
                 config_free(&gw.cfg);
                 return 2;
         }
@@ -363,6 +412,7 @@ int main(int argc, char **argv)
                 templates_free();
                 jp_kernelspec_list_free(&gw.specs);
                 printf("configuration is valid\n");
+                tenants_free();
                 config_free(&gw.cfg);
                 return 0;
         }
@@ -392,6 +442,8 @@ int main(int argc, char **argv)
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        /* SIGHUP reads --keys-file again. */
+        sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         gw.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         conns_init(&gw.cfg);
@@ -431,6 +483,7 @@ out:
         specs_free();
         templates_free();
         jp_kernelspec_list_free(&gw.specs);
+        tenants_free();
         config_free(&gw.cfg);
         log_info("stopped");
         return rc;

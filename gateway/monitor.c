@@ -498,7 +498,7 @@ static struct metrics_family *const gauges[] = {
 
 static void collect(void)
 {
-        json_t *list = kernels_model(), *pool = pool_status(), *k, *e;
+        json_t *list = kernels_model(), *pool = pool_status(), *k, *e, *owners;
         double connections = 0;
         const char *name;
         char why[256];
@@ -516,8 +516,10 @@ static void collect(void)
                 connections += (double)json_integer_value(json_object_get(k, "connections"));
         }
         metrics_set(&connections_gauge, NULL, connections);
-        /* Tenants do not exist yet: every kernel is the tenant "default"'s. */
-        metrics_set(&tenant_kernels, (const char *[]){"default"}, (double)json_array_size(list));
+        owners = kernels_owners();
+        json_object_foreach(owners, name, e)
+                metrics_set(&tenant_kernels, &name, (double)json_integer_value(e));
+        json_decref(owners);
         json_object_foreach(json_object_get(pool, "kernelspecs"), name, e) {
                 static const char *const states[] = {"target", "ready", "starting"};
 

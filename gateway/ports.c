@@ -7,6 +7,7 @@
 #include "gateway/e2b.h"
 #include "gateway/hostcheck.h"
 #include "gateway/sandboxes.h"
+#include "gateway/tenants.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 
@@ -15,6 +16,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +37,7 @@ struct target {
         char uri_storage[HTTP_PATH_MAX];
         struct sandbox *box;
         struct e2b_sandbox *e2b;
+        const char *owner; /* the tenant whose kernel or sandbox it is */
 };
 
 static char domain[HOSTCHECK_MAX]; /* "name[:port]" */
@@ -173,11 +176,14 @@ bool ports_wanted(struct lws *wsi)
  * (the Host form, as getHost names it). */
 static void resolve(struct target *t)
 {
-        struct kernel *k = kernel_find(t->id);
+        /* Any tenant's: a public port or a sandbox's traffic token needs no
+         * key, and a key that may not reach the owner is told 404 below. */
+        struct kernel *k = kernel_find_any(t->id);
 
         if (k) {
                 t->known = true;
                 t->box = k->sandbox;
+                t->owner = k->owner;
                 return;
         }
         if (t->host_form) {
@@ -185,6 +191,7 @@ static void resolve(struct target *t)
                 if (t->e2b) {
                         t->known = true;
                         t->box = e2b_box(t->e2b);
+                        t->owner = e2b_owner(t->e2b);
                 }
         }
 }
@@ -200,20 +207,25 @@ static bool port_public(const struct sandbox *box, int port)
 
 /* ---- credentials -------------------------------------------------------- */
 
-/* The cookie's value for one port of one sandbox: an HMAC of the token,
- * so that the cookie opens that port only, and a page learns nothing of
- * the token from it. */
+/* The cookie's value for one port of one sandbox: an HMAC under a secret
+ * of this gateway's run, so that the cookie opens that port only (it is
+ * given only to a key that may reach the port's owner) and says nothing of
+ * any key. */
 static int cookie_value(const struct target *t, char out[65])
 {
-        const char *token = kernels_config()->token;
+        static unsigned char secret[32];
+        static bool have_secret;
         unsigned char mac[32];
         unsigned int len = 0;
         char what[128];
 
-        if (!token)
-                return -EINVAL;
+        if (!have_secret) {
+                if (RAND_bytes(secret, sizeof(secret)) != 1)
+                        return -EIO;
+                have_secret = true;
+        }
         snprintf(what, sizeof(what), "port:%s:%d", t->id, t->port);
-        if (!HMAC(EVP_sha256(), token, (int)strlen(token), (const unsigned char *)what,
+        if (!HMAC(EVP_sha256(), secret, (int)sizeof(secret), (const unsigned char *)what,
                   strlen(what), mac, &len) ||
             len != sizeof(mac))
                 return -EIO;
@@ -315,8 +327,16 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
         }
         if (cfg->no_auth || port_public(t->box, t->port))
                 *how = ADMIT_PUBLIC;
-        else if (http_authorized(wsi) || traffic_token_ok(wsi, t))
+        else if (traffic_token_ok(wsi, t))
                 *how = ADMIT_TOKEN;
+        else if (http_authorized(wsi)) {
+                /* Another tenant's kernel does not exist for this key. */
+                if (!tenants_may_reach(t->owner)) {
+                        snprintf(message, size, "No kernel or sandbox %.64s", t->id);
+                        return 404;
+                }
+                *how = ADMIT_TOKEN;
+        }
         else if (cookie_ok(wsi, t))
                 *how = ADMIT_COOKIE;
         else {

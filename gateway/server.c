@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/server.h"
+#include "gateway/tenants.h"
 #include "gateway/channels.h"
 #include "gateway/conns.h"
 #include "gateway/http.h"
@@ -35,7 +36,7 @@ static bool terminal_socket(struct lws *wsi)
         return http_route_path(wsi, path, sizeof(path)) == 0 && terminals_is_socket_path(path);
 }
 
-static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
 {
         struct http_or_ws *conn = user;
@@ -74,7 +75,7 @@ static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void
         }
 }
 
-static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+static int dispatch_v1(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                        size_t len)
 {
         switch (reason) {
@@ -86,6 +87,32 @@ static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *
         default:
                 return 0;
         }
+}
+
+/* Every callback of a connection starts as nobody: what it looks up it
+ * finds only once a key has been checked (tenants.h). */
+static int callback_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
+{
+        struct tenant_scope saved;
+        int rc;
+
+        tenants_scope_enter(&saved);
+        rc = dispatch_http(wsi, reason, user, in, len);
+        tenants_scope_restore(&saved);
+        return rc;
+}
+
+static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                       size_t len)
+{
+        struct tenant_scope saved;
+        int rc;
+
+        tenants_scope_enter(&saved);
+        rc = dispatch_v1(wsi, reason, user, in, len);
+        tenants_scope_restore(&saved);
+        return rc;
 }
 
 #define RX_BUFFER (64 * 1024)

@@ -34,12 +34,13 @@ static size_t code_bytes(struct jp_bytes content)
 static void pending_done(struct session *s, const struct pending_exec *p, const char *outcome)
 {
         double seconds = loop_now() - p->sent_at;
+        /* The kernel's tenant: the key that started it (tenants.h). */
+        const char *tenant = s->kernel->owner[0] ? s->kernel->owner : "(pool)";
 
         if (p->timed_out)
                 outcome = "timeout";
-        /* Tenants do not exist yet: everything is the tenant "default"'s. */
-        metrics_execution("default", s->kernel->spec->name, seconds, outcome, p->code_bytes);
-        log_audit_execution("default", s->kernel->id, p->code_bytes, seconds, outcome);
+        metrics_execution(tenant, s->kernel->spec->name, seconds, outcome, p->code_bytes);
+        log_audit_execution(tenant, s->kernel->id, p->code_bytes, seconds, outcome);
 }
 
 void session_mark_timed_out(struct session *s)

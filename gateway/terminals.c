@@ -7,6 +7,7 @@
 #include "gateway/loop.h"
 #include "gateway/sandboxes.h"
 #include "gateway/specs.h"
+#include "gateway/tenants.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 #include "protocol/utf8.h"
@@ -41,6 +42,7 @@ struct terminal {
         char name[NAME_MAX_LEN + 1];
         char id[JP_UUID_SIZE];        /* the shell's, at the kernel-host */
         char kernel_id[JP_UUID_SIZE]; /* "" in a sandbox of its own */
+        char owner[KEYS_NAME_MAX];    /* the tenant whose key started it */
         char cwd[PATH_MAX];
         struct sandbox *own; /* its own sandbox, or NULL */
         struct sandbox_waiter wait;
@@ -65,10 +67,11 @@ static size_t terminal_count; /* starting ones included */
 
 /* ---- the terminal itself -------------------------------------------------- */
 
+/* A terminal the caller may reach: another tenant's is not found. */
 static struct terminal *terminal_find(const char *name)
 {
         for (struct terminal *t = terminals; t; t = t->next) {
-                if (t->listed && strcmp(t->name, name) == 0)
+                if (t->listed && strcmp(t->name, name) == 0 && tenants_may_reach(t->owner))
                         return t;
         }
         return NULL;
@@ -532,6 +535,7 @@ static void post_terminal(struct http_request *r)
                 goto out;
         }
         t->master = t->reader = -1;
+        snprintf(t->owner, sizeof(t->owner), "%s", tenants_owner_now());
         t->wait.ready = on_sandbox_ready;
         buf_init(&t->history, HISTORY_BYTES + 1);
         buf_init(&t->input, INPUT_MAX);
@@ -578,7 +582,7 @@ void terminals_handle(struct http_request *r, const char *name)
                         json_t *list = json_array();
 
                         for (t = terminals; list && t; t = t->next) {
-                                if (t->listed)
+                                if (t->listed && tenants_may_reach(t->owner))
                                         json_array_append_new(list, terminal_model(t));
                         }
                         http_reply_json(r, 200, list);
@@ -655,6 +659,10 @@ static int on_established(struct lws *wsi, struct terminal_conn *c)
         memset(c, 0, sizeof(*c));
         c->wsi = wsi;
         buf_init(&c->rx, MESSAGE_MAX);
+        /* A callback of its own: the key is checked again to know the
+         * caller, who may reach only its own terminals. */
+        if (!http_authorized(wsi))
+                return -1;
         t = http_route_path(wsi, path, sizeof(path)) == 0 ? terminal_of_path(path) : NULL;
         if (!t)
                 return -1;

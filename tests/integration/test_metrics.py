@@ -129,8 +129,8 @@ def test_counters_move_by_what_was_done(gw):
             return value(after, name, **labels) - value(before, name, **labels)
 
         assert delta("glovebox_kernel_starts_total", kernelspec="python3") == 1
-        assert delta("glovebox_executions_total", tenant="default", outcome="ok") == 3
-        assert delta("glovebox_executions_total", tenant="default", outcome="error") == 1
+        assert delta("glovebox_executions_total", tenant="admin", outcome="ok") == 3
+        assert delta("glovebox_executions_total", tenant="admin", outcome="error") == 1
         hist = "glovebox_execution_duration_seconds"
         assert delta(hist + "_count", kernelspec="python3") == len(cells)
         assert delta(hist + "_bucket", kernelspec="python3", le="+Inf") == len(cells)
@@ -142,10 +142,10 @@ def test_counters_move_by_what_was_done(gw):
         assert counts == sorted(counts) and buckets[-1][0] == float("inf")
         assert counts[-1] == value(after, hist + "_count", kernelspec="python3")
         assert [b for b, _ in buckets][:2] == [0.005, 0.01] and 60.0 in [b for b, _ in buckets]
-        # The code's size in bytes (UTF-8), tenant "default".
-        assert delta("glovebox_tenant_code_bytes_total", tenant="default") == sum(
+        # The code's size in bytes (UTF-8), tenant "admin" (the token's).
+        assert delta("glovebox_tenant_code_bytes_total", tenant="admin") == sum(
             len(c.encode()) for c in cells)
-        assert delta("glovebox_tenant_execution_seconds_total", tenant="default") > 0
+        assert delta("glovebox_tenant_execution_seconds_total", tenant="admin") > 0
         assert delta("glovebox_relayed_messages_total", direction="to_kernel") >= len(cells)
         assert delta("glovebox_relayed_bytes_total", direction="from_kernel") > 1000
         assert delta("glovebox_websocket_connections_opened_total") == 1
@@ -157,7 +157,7 @@ def test_counters_move_by_what_was_done(gw):
         assert delta("glovebox_http_requests_total", route="execute", status="200") == 1
         assert not any(kid in json.dumps(k) for k in after)
         assert value(after, "glovebox_kernels", kernelspec="python3", state="idle") >= 1
-        assert value(after, "glovebox_tenant_kernels", tenant="default") >= 1
+        assert value(after, "glovebox_tenant_kernels", tenant="admin") >= 1
         assert value(after, "glovebox_kernel_host_up") == 1
         assert value(after, "glovebox_memory_available_bytes") > 0
     finally:
@@ -183,7 +183,7 @@ def test_json_logs_and_one_audit_line_per_execution(gw):
     assert [a["code_bytes"] for a in audits] == [len("print('secret-code-text')"), 3,
                                                  len("import time\ntime.sleep(30)")]
     for a in audits:
-        assert a["tenant"] == "default" and a["duration_s"] >= 0
+        assert a["tenant"] == "admin" and a["duration_s"] >= 0
     assert 1.0 <= audits[2]["duration_s"] < 30
     assert "secret-code-text" not in log
     assert gw.token not in log
@@ -226,7 +226,7 @@ def test_an_oom_kill_is_counted():
         assert value(after, "glovebox_kernel_oom_kills_total", kernelspec="python3") - value(
             before, "glovebox_kernel_oom_kills_total", kernelspec="python3") == 1
         assert value(after, "glovebox_kernel_deaths_total", kernelspec="python3") == 1
-        assert value(after, "glovebox_executions_total", tenant="default", outcome="error") == 1
+        assert value(after, "glovebox_executions_total", tenant="admin", outcome="error") == 1
     finally:
         g.stop()
 
