@@ -162,59 +162,6 @@ static json_t *read_envelope(struct http_request *r)
         return parse_request((const char *)p + 5, len);
 }
 
-static void encode_base64(const uint8_t *data, size_t len, struct buf *out)
-{
-        static const char table[] =
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        char quad[4];
-
-        for (size_t i = 0; i < len; i += 3) {
-                uint32_t v = (uint32_t)data[i] << 16;
-
-                if (i + 1 < len)
-                        v |= (uint32_t)data[i + 1] << 8;
-                if (i + 2 < len)
-                        v |= data[i + 2];
-                quad[0] = table[(v >> 18) & 63];
-                quad[1] = table[(v >> 12) & 63];
-                quad[2] = i + 1 < len ? table[(v >> 6) & 63] : '=';
-                quad[3] = i + 2 < len ? table[v & 63] : '=';
-                if (buf_append(out, quad, 4) < 0)
-                        return;
-        }
-}
-
-static int decode_base64(const char *in, struct buf *out)
-{
-        uint32_t acc = 0;
-        int bits = 0;
-
-        for (const char *p = in; *p && *p != '='; p++) {
-                const char *alpha = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-                const char *at = strchr(alpha, *p);
-                int v;
-
-                if (at && *p)
-                        v = (int)(at - alpha);
-                else if (*p == '+' || *p == '-')
-                        v = 62;
-                else if (*p == '/' || *p == '_')
-                        v = 63;
-                else
-                        return -EINVAL;
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        char byte = (char)(acc >> (bits - 8));
-
-                        bits -= 8;
-                        if (buf_append(out, &byte, 1) < 0)
-                                return -E2BIG;
-                }
-        }
-        return 0;
-}
-
 /* ---- commands ---------------------------------------------------------------- */
 
 static struct command *command_by_pid(struct e2b_sandbox *owner, unsigned pid)
@@ -271,7 +218,7 @@ static bool pump(struct command *c, int i)
                 struct buf b64;
 
                 buf_init(&b64, SIZE_MAX);
-                encode_base64(data, (size_t)n, &b64);
+                buf_append_base64(&b64, data, (size_t)n);
                 write_frame(c->r, 0,
                             json_pack("{s:{s:{s:s#}}}", "event", "data",
                                       i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
@@ -596,7 +543,7 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                 } else if (strcmp(method, "CloseStdin") == 0) {
                         close_fd(c, 0);
                         http_reply_json(r, 200, json_object());
-                } else if (!data || decode_base64(data, &bytes) < 0 ||
+                } else if (!data || buf_append_unbase64(&bytes, data) < 0 ||
                            (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
                         connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
                 } else {
