@@ -654,7 +654,7 @@ static void command_answer(struct command_run *c)
         else
                 snprintf(status, sizeof(status), "exit code %d", c->ex.exit_code);
         content = json_array();
-        if (c->out[0].len || c->cut[0] || !c->out[1].len)
+        if (c->out[0].len || c->cut[0])
                 json_array_append_new(content, output_item(c, 0, NULL));
         if (c->out[1].len || c->cut[1])
                 json_array_append_new(content, output_item(c, 1, "stderr:\n"));
