@@ -398,7 +398,7 @@ static bool id_valid(json_t *id)
 static void post(struct http_request *r)
 {
         json_error_t jerr;
-        json_t *msg = json_loadb(r->body.data, r->body.len, 0, &jerr);
+        json_t *msg = json_loadb(r->body.data, r->body.len, JSON_DECODE_ANY, &jerr);
         json_t *id, *params;
         const char *method;
         char version[32];
