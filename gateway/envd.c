@@ -11,6 +11,7 @@
 #include "gateway/host.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
+#include "gateway/process.h"
 #include "gateway/uploads.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
@@ -23,28 +24,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #define CONNECT_JSON      "application/connect+json"
 #define MAX_ENVELOPE      (1024 * 1024)
-#define READ_PIECE        (64 * 1024)
 #define KEEPALIVE_MS      50000.0
 #define MAX_COMMANDS      256 /* per sandbox, running or not yet reported */
 
 struct command {
         struct command *next;
         struct e2b_sandbox *owner;
-        char id[JP_UUID_SIZE];
+        struct process *process; /* NULL once it ended (or was let go) */
         unsigned pid;  /* the number clients see */
         char *tag;
         json_t *config; /* {cmd, args, envs, cwd} */
-        int fds[3];     /* stdin (write end), stdout, stderr (read ends); -1 when closed */
-        struct loop_watch *watch[3];
         struct http_request *r; /* the Start stream; NULL once its client left */
-        bool started, exited;
-        struct hostmsg_exit ex;
-        lws_sorted_usec_list_t deadline, keepalive, linger;
+        bool started;
+        lws_sorted_usec_list_t deadline, keepalive;
 };
 
 static struct command *commands;
@@ -167,18 +163,10 @@ static json_t *read_envelope(struct http_request *r)
 static struct command *command_by_pid(struct e2b_sandbox *owner, unsigned pid)
 {
         for (struct command *c = commands; c; c = c->next) {
-                if (c->owner == owner && c->pid == pid && !c->exited)
+                if (c->owner == owner && c->pid == pid && c->process)
                         return c;
         }
         return NULL;
-}
-
-static void close_fd(struct command *c, int i)
-{
-        loop_unwatch(&c->watch[i]);
-        if (c->fds[i] >= 0)
-                close(c->fds[i]);
-        c->fds[i] = -1;
 }
 
 static void command_free(struct command *c)
@@ -189,49 +177,33 @@ static void command_free(struct command *c)
                         break;
                 }
         }
-        for (int i = 0; i < 3; i++)
-                close_fd(c, i);
+        process_abandon(&c->process);
         loop_timer_stop(&c->deadline);
         loop_timer_stop(&c->keepalive);
-        loop_timer_stop(&c->linger);
         json_decref(c->config);
         free(c->tag);
         free(c);
 }
 
-/* Reads what the command wrote and streams it; false at end of file. */
-static bool pump(struct command *c, int i)
+/* Streams what the command wrote. */
+static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
 {
-        static uint8_t data[READ_PIECE];
-        ssize_t n;
+        struct command *c = ctx;
+        struct buf b64;
 
-        if (c->fds[i] < 0)
-                return false;
-        n = read(c->fds[i], data, sizeof(data));
-        if (n <= 0) {
-                if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                        return true;
-                close_fd(c, i);
-                return false;
-        }
-        if (c->r) {
-                struct buf b64;
-
-                buf_init(&b64, SIZE_MAX);
-                buf_append_base64(&b64, data, (size_t)n);
-                write_frame(c->r, 0,
-                            json_pack("{s:{s:{s:s#}}}", "event", "data",
-                                      i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
-                                      (int)b64.len));
-                buf_free(&b64);
-        }
-        return true;
+        if (!c->r)
+                return;
+        buf_init(&b64, SIZE_MAX);
+        buf_append_base64(&b64, data, len);
+        write_frame(c->r, 0,
+                    json_pack("{s:{s:{s:s#}}}", "event", "data", stream == 1 ? "stdout" : "stderr",
+                              b64.data ? b64.data : "", (int)b64.len));
+        buf_free(&b64);
 }
 
-static void end_stream(struct command *c)
+static void end_stream(struct command *c, const struct hostmsg_exit *ex)
 {
         char status[64];
-        const struct hostmsg_exit *ex = &c->ex;
         json_t *end;
 
         if (ex->signal)
@@ -269,96 +241,43 @@ static void end_with_error(struct command *c, int error, const char *message)
         let_go(c);
 }
 
-/* Output first, then the end: the end event is sent only once every
- * output pipe is at its end (or the process died and they stay silent). */
-static void maybe_finish(struct command *c)
-{
-        if (!c->exited || c->fds[1] >= 0 || c->fds[2] >= 0)
-                return;
-        if (c->r) {
-                end_stream(c);
-                let_go(c);
-        }
-        command_free(c);
-}
-
-static void drain(struct command *c)
-{
-        for (int i = 1; i < 3; i++) {
-                /* Drain each pipe as far as it goes now. */
-                while (c->fds[i] >= 0 && pump(c, i) && c->fds[i] >= 0) {
-                        int pending = 0;
-
-                        if (ioctl(c->fds[i], FIONREAD, &pending) < 0 || pending == 0)
-                                break;
-                }
-        }
-}
-
-static void on_output(void *arg)
-{
-        struct command *c = arg;
-
-        drain(c);
-        maybe_finish(c); /* may free c */
-}
-
-/* The process died but a child of it keeps its output open: stop waiting
- * for that output's end. */
-static void on_linger(lws_sorted_usec_list_t *sul)
-{
-        struct command *c = lws_container_of(sul, struct command, linger);
-
-        drain(c);
-        close_fd(c, 1);
-        close_fd(c, 2);
-        maybe_finish(c);
-}
-
-static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
+static void on_started(void *ctx)
 {
         struct command *c = ctx;
 
-        for (size_t i = 0; i < nfds && i < 3; i++) {
-                c->fds[i] = fds[i];
-                fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-                if (i > 0)
-                        loop_watch_fd(fds[i], on_output, c, &c->watch[i]);
-        }
         c->started = true;
-        /* Without stdin, the command reads end of file at once. */
-        if (!json_is_true(json_object_get(c->config, "stdin")))
-                close_fd(c, 0);
         if (c->r) {
                 http_stream_start(c->r, 200, CONNECT_JSON);
                 write_frame(c->r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
         }
 }
 
-static void on_failed(void *ctx, const struct hostmsg_failed *m)
+static void on_failed(void *ctx, const char *message)
 {
         struct command *c = ctx;
 
+        /* The process is gone with this report. */
+        c->process = NULL;
         /* envd answers a command it cannot run with invalid_argument. */
-        end_with_error(c, -EINVAL, m->message);
+        end_with_error(c, -EINVAL, message);
         command_free(c);
 }
 
-static void on_exited(void *ctx, const struct hostmsg_exit *m)
+/* Output first, then the end: process.c reports the end only once every
+ * output pipe is at its end (or the process died and they stay silent). */
+static void on_ended(void *ctx, const struct hostmsg_exit *ex)
 {
         struct command *c = ctx;
 
-        c->exited = true;
-        c->ex = *m;
-        loop_timer_stop(&c->deadline);
-        drain(c);
-        if (c->fds[1] >= 0 || c->fds[2] >= 0)
-                loop_timer_start(&c->linger, on_linger, 200);
-        else
-                maybe_finish(c);
+        c->process = NULL;
+        if (c->r) {
+                end_stream(c, ex);
+                let_go(c);
+        }
+        command_free(c);
 }
 
-static const struct host_process_ops command_ops = {on_started, on_failed, on_exited};
+static const struct process_ops command_ops = {on_started, on_output, on_failed, on_ended};
 
 static void on_client_gone(struct http_request *r)
 {
@@ -378,9 +297,9 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
         struct command *c = lws_container_of(sul, struct command, deadline);
 
         log_info("command %u reached its timeout; killing it", c->pid);
-        drain(c);
+        process_drain(c->process);
         end_with_error(c, -ETIMEDOUT, "the command ran past its timeout and was killed");
-        host_stop(c->id);
+        process_signal(c->process, SIGKILL);
 }
 
 static void on_keepalive(lws_sorted_usec_list_t *sul)
@@ -425,11 +344,10 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
         c = calloc(1, sizeof(*c));
         start.argv = calloc(nargs + 2, sizeof(char *));
         env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
-        if (!c || !start.argv || !env || jp_uuid4(c->id) < 0) {
+        if (!c || !start.argv || !env) {
                 connect_error(r, true, -ENOMEM, "out of memory");
                 goto out;
         }
-        c->fds[0] = c->fds[1] = c->fds[2] = -1;
         start.argv[0] = (char *)cmd;
         for (size_t i = 0; i < nargs; i++)
                 start.argv[i + 1] = (char *)(json_is_string(json_array_get(args, i))
@@ -445,7 +363,6 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
                         n++;
         }
         start.env = env;
-        snprintf(start.id, sizeof(start.id), "%s", c->id);
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
         snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
         c->owner = s;
@@ -459,7 +376,8 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
         r->cleanup = on_client_gone;
         c->next = commands;
         commands = c;
-        if (host_start(&start, &command_ops, c) < 0) {
+        if (process_start(&start, json_is_true(json_object_get(req, "stdin")), &command_ops, c,
+                          &c->process) < 0) {
                 commands = c->next;
                 r->ctx = NULL;
                 r->cleanup = NULL;
@@ -514,7 +432,7 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                         json_t *config = json_object_get(x->config, "process");
                         json_t *info;
 
-                        if (x->owner != s || x->exited)
+                        if (x->owner != s || !x->process)
                                 continue;
                         info = json_pack("{s:i, s:O}", "pid", x->pid, "config", config);
                         if (info && x->tag)
@@ -527,10 +445,8 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
         } else if (strcmp(method, "SendSignal") == 0) {
                 const char *sig = json_string_value(json_object_get(req, "signal"));
 
-                if (sig && strcmp(sig, "SIGNAL_SIGTERM") == 0)
-                        host_signal(c->id, SIGTERM);
-                else
-                        host_stop(c->id);
+                process_signal(c->process,
+                               sig && strcmp(sig, "SIGNAL_SIGTERM") == 0 ? SIGTERM : SIGKILL);
                 http_reply_json(r, 200, json_object());
         } else if (strcmp(method, "SendInput") == 0 || strcmp(method, "CloseStdin") == 0) {
                 const char *data = json_string_value(
@@ -538,13 +454,13 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                 struct buf bytes;
 
                 buf_init(&bytes, MAX_ENVELOPE);
-                if (c->fds[0] < 0) {
+                if (!process_stdin_open(c->process)) {
                         connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
                 } else if (strcmp(method, "CloseStdin") == 0) {
-                        close_fd(c, 0);
+                        process_close_stdin(c->process);
                         http_reply_json(r, 200, json_object());
                 } else if (!data || buf_append_unbase64(&bytes, data) < 0 ||
-                           (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
+                           process_write_stdin(c->process, bytes.data, bytes.len) < 0) {
                         connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
                 } else {
                         http_reply_json(r, 200, json_object());
@@ -564,7 +480,7 @@ void envd_forget(struct e2b_sandbox *s)
                 if (c->owner == s) {
                         /* The sandbox's death kills the process; stop listening. */
                         let_go(c);
-                        host_stop(c->id);
+                        process_signal(c->process, SIGKILL);
                         c->owner = NULL;
                 }
                 c = next;

@@ -4,34 +4,31 @@
  *   read_file {path}, write_file {path, content}, list_files {path?}
  *                                         through files.c (openat2 in the
  *                                         sandbox's root, as its user)
- *   run_command {command, timeout?}       bash -c in the sandbox, started by
- *                                         the kernel-host as envd's are
+ *   run_command {command, timeout?}       bash -c in the sandbox (process.c,
+ *                                         as E2B's commands)
  * Every answer is bounded by --mcp-max-output-bytes. */
 #include "autoconf.h"
 
 #include "gateway/execute.h"
 #include "gateway/files.h"
-#include "gateway/host.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "gateway/mcp.h"
+#include "gateway/process.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #define COMMAND_TIMEOUT_S     60.0    /* run_command's default */
 #define MAX_TIMEOUT_S         86400.0 /* the longest timeout a call may ask */
 #define READ_PIECE            (64 * 1024)
-#define LINGER_MS             200.0
 
 /* The tools as tools/list shows them: names, descriptions, JSON Schemas. */
 static const char tools_json[] =
@@ -546,68 +543,41 @@ static void list_files(struct mcp_call *call, struct sandbox *sb, const char *pa
 
 /* ---- run_command --------------------------------------------------------- */
 
-/* A command lives until the kernel-host reports its end, whether or not
- * its call is still there. */
+/* A command lives until process.c reports its end, whether or not its
+ * call is still there (a call that goes kills it). */
 struct command_run {
-        struct mcp_call *call; /* NULL once the call went */
+        struct mcp_call *call;   /* NULL once the call went */
+        struct process *process; /* NULL once it ended */
         struct sandbox *sandbox; /* a reference while it runs */
-        char id[JP_UUID_SIZE];
-        int fds[2]; /* stdout, stderr */
-        struct loop_watch *watch[2];
-        struct buf out[2];
+        struct buf out[2];       /* stdout, stderr */
         bool cut[2];
-        bool exited, timed_out, failed;
-        struct hostmsg_exit ex;
-        char failure[HOSTMSG_ERROR_SIZE];
+        bool timed_out;
         double timeout_s;
-        lws_sorted_usec_list_t deadline, linger;
+        lws_sorted_usec_list_t deadline;
 };
-
-static void command_close(struct command_run *c, int i)
-{
-        loop_unwatch(&c->watch[i]);
-        if (c->fds[i] >= 0)
-                close(c->fds[i]);
-        c->fds[i] = -1;
-}
 
 static void command_free(struct command_run *c)
 {
-        for (int i = 0; i < 2; i++) {
-                command_close(c, i);
-                buf_free(&c->out[i]);
-        }
+        process_abandon(&c->process);
+        buf_free(&c->out[0]);
+        buf_free(&c->out[1]);
         loop_timer_stop(&c->deadline);
-        loop_timer_stop(&c->linger);
         sandbox_unref(&c->sandbox);
         free(c);
 }
 
-/* Reads what is there on output i; past the bound it is read and dropped,
- * so the command never blocks on a full pipe. */
-static void command_read(struct command_run *c, int i)
+/* Past the bound, output is read and dropped: the command never blocks
+ * on a full pipe. */
+static void on_command_output(void *ctx, int stream, const uint8_t *data, size_t len)
 {
-        static uint8_t data[READ_PIECE];
+        struct command_run *c = ctx;
+        int i = stream == 1 ? 0 : 1;
 
-        while (c->fds[i] >= 0) {
-                ssize_t n = read(c->fds[i], data, sizeof(data));
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return;
-                if (n <= 0) {
-                        command_close(c, i);
-                        return;
-                }
-                if (c->cut[i])
-                        continue;
-                if (buf_append(&c->out[i], data, (size_t)n) < 0) {
-                        size_t room = c->out[i].max - c->out[i].len;
-
-                        buf_append(&c->out[i], data, room);
-                        c->cut[i] = true;
-                }
+        if (c->cut[i] || !c->call)
+                return;
+        if (buf_append(&c->out[i], data, len) < 0) {
+                buf_append(&c->out[i], data, c->out[i].max - c->out[i].len);
+                c->cut[i] = true;
         }
 }
 
@@ -628,31 +598,39 @@ static json_t *output_item(struct command_run *c, int i, const char *label)
         return item;
 }
 
-static void command_answer(struct command_run *c)
+/* Detaches the call from c; NULL when it already went. */
+static struct mcp_call *command_call(struct command_run *c)
 {
         struct mcp_call *call = c->call;
+
+        c->call = NULL;
+        if (call) {
+                call->tool_state = NULL;
+                call->abandon = NULL;
+        }
+        return call;
+}
+
+static void on_command_ended(void *ctx, const struct hostmsg_exit *ex)
+{
+        struct command_run *c = ctx;
+        struct mcp_call *call = command_call(c);
         json_t *content, *structured;
         char status[256];
-        int code = c->ex.signal ? -1 : c->ex.exit_code;
+        int code = ex->signal ? -1 : ex->exit_code;
 
+        c->process = NULL;
         if (!call)
-                return;
-        c->call = NULL;
-        call->tool_state = NULL;
-        call->abandon = NULL;
-        if (c->failed) {
-                mcp_call_fail(call, "The command could not start: %s", c->failure);
-                return;
-        }
+                goto out;
         if (c->timed_out)
                 snprintf(status, sizeof(status), "timed out after %g s and was killed",
                          c->timeout_s);
-        else if (c->ex.signal)
-                snprintf(status, sizeof(status), "killed by signal %d (%s)", c->ex.signal,
-                         strcmp(c->ex.reason, "out-of-memory") == 0 ? "out of memory"
-                                                                     : strsignal(c->ex.signal));
+        else if (ex->signal)
+                snprintf(status, sizeof(status), "killed by signal %d (%s)", ex->signal,
+                         strcmp(ex->reason, "out-of-memory") == 0 ? "out of memory"
+                                                                  : strsignal(ex->signal));
         else
-                snprintf(status, sizeof(status), "exit code %d", c->ex.exit_code);
+                snprintf(status, sizeof(status), "exit code %d", ex->exit_code);
         content = json_array();
         if (c->out[0].len || c->cut[0])
                 json_array_append_new(content, output_item(c, 0, NULL));
@@ -664,37 +642,23 @@ static void command_answer(struct command_run *c)
                                c->out[1].data ? c->out[1].data : "", c->out[1].len, "exitCode",
                                code, "timedOut", c->timed_out);
         mcp_call_result(call, content, structured, c->timed_out || code != 0);
-}
-
-/* Answers once the process has exited and both outputs are at their end. */
-static void command_maybe_done(struct command_run *c)
-{
-        if (!c->exited || c->fds[0] >= 0 || c->fds[1] >= 0)
-                return;
-        command_answer(c);
+out:
         command_free(c);
 }
 
-static void on_command_output(void *arg)
+static void on_command_failed(void *ctx, const char *message)
 {
-        struct command_run *c = arg;
+        struct command_run *c = ctx;
+        struct mcp_call *call = command_call(c);
 
-        command_read(c, 0);
-        command_read(c, 1);
-        command_maybe_done(c);
+        c->process = NULL;
+        if (call)
+                mcp_call_fail(call, "The command could not start: %s", message);
+        command_free(c);
 }
 
-/* The process ended but a child of it holds its outputs open. */
-static void on_command_linger(lws_sorted_usec_list_t *sul)
-{
-        struct command_run *c = lws_container_of(sul, struct command_run, linger);
-
-        command_read(c, 0);
-        command_read(c, 1);
-        command_close(c, 0);
-        command_close(c, 1);
-        command_maybe_done(c);
-}
+static const struct process_ops command_ops = {NULL, on_command_output, on_command_failed,
+                                               on_command_ended};
 
 static void on_command_deadline(lws_sorted_usec_list_t *sul)
 {
@@ -702,66 +666,17 @@ static void on_command_deadline(lws_sorted_usec_list_t *sul)
 
         log_info("MCP command reached its timeout of %g s; killing it", c->timeout_s);
         c->timed_out = true;
-        host_stop(c->id);
+        process_signal(c->process, SIGKILL);
 }
 
-static void on_command_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
-{
-        struct command_run *c = ctx;
-
-        for (size_t i = 0; i < nfds; i++) {
-                if (i == 0) {
-                        /* No stdin: the command reads end of file at once. */
-                        close(fds[0]);
-                        continue;
-                }
-                if (i > 2) {
-                        close(fds[i]);
-                        continue;
-                }
-                c->fds[i - 1] = fds[i];
-                fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-                loop_watch_fd(fds[i], on_command_output, c, &c->watch[i - 1]);
-        }
-}
-
-static void on_command_failed(void *ctx, const struct hostmsg_failed *m)
-{
-        struct command_run *c = ctx;
-
-        c->failed = true;
-        snprintf(c->failure, sizeof(c->failure), "%s", m->message);
-        command_answer(c);
-        command_free(c);
-}
-
-static void on_command_exited(void *ctx, const struct hostmsg_exit *m)
-{
-        struct command_run *c = ctx;
-
-        c->exited = true;
-        c->ex = *m;
-        loop_timer_stop(&c->deadline);
-        command_read(c, 0);
-        command_read(c, 1);
-        if (c->fds[0] >= 0 || c->fds[1] >= 0)
-                loop_timer_start(&c->linger, on_command_linger, LINGER_MS);
-        else
-                command_maybe_done(c);
-}
-
-static const struct host_process_ops command_ops = {on_command_started, on_command_failed,
-                                                    on_command_exited};
-
-/* The client left: the command is killed (nobody would see its output);
- * the kernel-host's report of its end frees it. */
+/* The client left: nobody would see the output, so the command is killed;
+ * process.c's report of its end frees c. */
 static void abandon_command(struct mcp_call *call)
 {
         struct command_run *c = call->tool_state;
 
-        call->tool_state = NULL;
-        c->call = NULL;
-        host_stop(c->id);
+        command_call(c);
+        process_signal(c->process, SIGKILL);
 }
 
 static void run_command(struct mcp_call *call, struct sandbox *sb)
@@ -769,22 +684,19 @@ static void run_command(struct mcp_call *call, struct sandbox *sb)
         char *argv[] = {"/bin/bash", "-c", (char *)arg_string(call, "command"), NULL};
         char *env[] = {NULL};
         json_t *timeout = json_object_get(call->arguments, "timeout");
-        struct hostmsg_start start = {.kernel = false, .argv = argv, .env = env};
+        struct hostmsg_start start = {.argv = argv, .env = env};
         struct command_run *c = calloc(1, sizeof(*c));
 
-        if (!c || jp_uuid4(c->id) < 0) {
-                free(c);
+        if (!c) {
                 mcp_call_fail(call, "out of memory");
                 return;
         }
-        c->fds[0] = c->fds[1] = -1;
         buf_init(&c->out[0], max_output());
         buf_init(&c->out[1], max_output());
         c->timeout_s = timeout ? json_number_value(timeout) : COMMAND_TIMEOUT_S;
         c->sandbox = sandbox_ref(sb);
-        snprintf(start.id, sizeof(start.id), "%s", c->id);
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", sb->id);
-        if (host_start(&start, &command_ops, c) < 0) {
+        if (process_start(&start, false, &command_ops, c, &c->process) < 0) {
                 command_free(c);
                 mcp_call_fail(call, "Cannot reach the kernel-host to start the command");
                 return;
