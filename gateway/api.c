@@ -422,9 +422,9 @@ int api_start_plain_kernel(const struct jp_kernelspec *ks, struct kernel_waiter 
         char err[256];
         char **env = calloc(1, sizeof(char *));
         size_t nenv = 0;
-        int rc = env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err,
-                                         sizeof(err))
-                     : -ENOMEM;
+        int rc =
+            env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
+                : -ENOMEM;
 
         *out = NULL;
         if (rc < 0)

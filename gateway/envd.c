@@ -37,7 +37,7 @@ struct command {
         struct process *process; /* NULL once it ended (or was let go) */
         unsigned pid;  /* the number clients see */
         char *tag;
-        json_t *config; /* {cmd, args, envs, cwd} */
+        json_t *config;         /* {cmd, args, envs, cwd} */
         struct http_request *r; /* the Start stream; NULL once its client left */
         bool started;
         lws_sorted_usec_list_t deadline, keepalive;

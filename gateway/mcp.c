@@ -246,8 +246,7 @@ void mcp_call_fail(struct mcp_call *call, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(text, sizeof(text), fmt, ap);
         va_end(ap);
-        mcp_call_result(call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), NULL,
-                        true);
+        mcp_call_result(call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), NULL, true);
 }
 
 static struct mcp_call *call_of(struct kernel_waiter *w)
@@ -288,7 +287,8 @@ static struct kernel *session_kernel(struct mcp_session *s, struct mcp_call *cal
         }
         rc = api_start_plain_kernel(ks, NULL, &k);
         if (rc == -EAGAIN) {
-                mcp_call_fail(call, "Kernel limit of %lld reached (--max-kernels): no sandbox "
+                mcp_call_fail(call,
+                              "Kernel limit of %lld reached (--max-kernels): no sandbox "
                               "for this session",
                               (long long)kernels_config()->max_kernels);
                 return NULL;
@@ -355,8 +355,8 @@ static json_t *initialize_result(const char *asked)
 {
         return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
                          version_supported(asked) ? asked : MCP_LATEST_VERSION, "capabilities",
-                         "tools", "listChanged", false, "serverInfo", "name", "glovebox",
-                         "title", "Glovebox", "version", PACKAGE_VERSION, "instructions",
+                         "tools", "listChanged", false, "serverInfo", "name", "glovebox", "title",
+                         "Glovebox", "version", PACKAGE_VERSION, "instructions",
                          "Each MCP session is one Linux sandbox with a Python kernel (its "
                          "variables persist across run_code calls) and files under "
                          "/home/user; run_command runs bash in the same sandbox. The sandbox "
@@ -417,8 +417,7 @@ static void post(struct http_request *r)
         }
         id = json_object_get(msg, "id");
         notification = json_is_object(msg) && !id;
-        if (!json_is_object(msg) ||
-            !json_is_string(json_object_get(msg, "jsonrpc")) ||
+        if (!json_is_object(msg) || !json_is_string(json_object_get(msg, "jsonrpc")) ||
             strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") != 0 ||
             (id && !id_valid(id))) {
                 reply_rpc_error(r, 400, id_valid(id) ? id : NULL, RPC_INVALID_REQUEST,
@@ -456,7 +455,7 @@ static void post(struct http_request *r)
         if (!s)
                 goto out;
         if (lws_hdr_custom_copy(r->wsi, version, sizeof(version), "mcp-protocol-version:", 21) >
-                    0 &&
+                0 &&
             !version_supported(version) && strcmp(version, "2025-11-25") != 0) {
                 reply_rpc_error(r, 400, id, RPC_SERVER_ERROR,
                                 "Bad Request: unsupported MCP-Protocol-Version %s", version);
@@ -501,11 +500,13 @@ void mcp_handle(struct http_request *r)
                 break;
         case HTTP_GET:
                 /* No server-initiated messages: no stream to listen to. */
-                http_reply_error(r, 405, "This MCP server offers no stream at GET; POST "
+                http_reply_error(r, 405,
+                                 "This MCP server offers no stream at GET; POST "
                                  "JSON-RPC messages");
                 break;
         default:
-                http_reply_error(r, 405, "Use POST (or DELETE to end a session) on the MCP "
+                http_reply_error(r, 405,
+                                 "Use POST (or DELETE to end a session) on the MCP "
                                  "endpoint");
         }
 }

@@ -34,7 +34,7 @@ struct mcp_call {
         json_t *arguments;      /* owned; an object */
         char tool[32];
         char session_id[40];
-        void *tool_state;                      /* what the tool keeps while it runs */
+        void *tool_state;                       /* what the tool keeps while it runs */
         void (*abandon)(struct mcp_call *call); /* stops it; frees tool_state */
         bool answered;
 };
@@ -52,6 +52,6 @@ void mcp_tools_run(struct mcp_call *call, struct kernel *k);
 void mcp_call_result(struct mcp_call *call, json_t *content, json_t *structured, bool is_error);
 /* A result of one text item: a tool's own failure (isError true). */
 void mcp_call_fail(struct mcp_call *call, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -26,9 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define COMMAND_TIMEOUT_S     60.0    /* run_command's default */
-#define MAX_TIMEOUT_S         86400.0 /* the longest timeout a call may ask */
-#define READ_PIECE            (64 * 1024)
+#define COMMAND_TIMEOUT_S 60.0    /* run_command's default */
+#define MAX_TIMEOUT_S     86400.0 /* the longest timeout a call may ask */
+#define READ_PIECE        (64 * 1024)
 
 /* The tools as tools/list shows them: names, descriptions, JSON Schemas. */
 static const char tools_json[] =
@@ -84,7 +84,7 @@ static json_t *tool_schema(const char *name)
         json_t *t, *list = mcp_tools_list();
         json_t *found = NULL;
 
-        json_array_foreach (list, i, t) {
+        json_array_foreach(list, i, t) {
                 const char *n = json_string_value(json_object_get(t, "name"));
 
                 if (n && strcmp(n, name) == 0) {
@@ -111,14 +111,13 @@ int mcp_tools_check(const char *name, json_t *arguments, char *err, size_t errle
                 snprintf(err, errlen, "Unknown tool: %.64s", name);
                 return -EINVAL;
         }
-        json_array_foreach (required, i, v) {
+        json_array_foreach(required, i, v) {
                 if (!json_object_get(arguments, json_string_value(v))) {
-                        snprintf(err, errlen, "%s: \"%s\" is required", name,
-                                 json_string_value(v));
+                        snprintf(err, errlen, "%s: \"%s\" is required", name, json_string_value(v));
                         return -EINVAL;
                 }
         }
-        json_object_foreach (arguments, key, v) {
+        json_object_foreach(arguments, key, v) {
                 json_t *p = json_object_get(props, key);
                 const char *type = json_string_value(json_object_get(p, "type"));
                 json_t *choices = json_object_get(p, "enum");
@@ -128,8 +127,9 @@ int mcp_tools_check(const char *name, json_t *arguments, char *err, size_t errle
                         snprintf(err, errlen, "%s: unknown argument \"%.64s\"", name, key);
                         return -EINVAL;
                 }
-                ok = strcmp(type, "string") == 0 ? json_is_string(v)
-                                                 : json_is_number(v) && isfinite(json_number_value(v));
+                ok = strcmp(type, "string") == 0
+                         ? json_is_string(v)
+                         : json_is_number(v) && isfinite(json_number_value(v));
                 if (ok && json_is_number(v) && json_object_get(p, "minimum"))
                         ok = json_number_value(v) >= 0 && json_number_value(v) <= MAX_TIMEOUT_S;
                 if (ok && json_is_number(v) && json_object_get(p, "exclusiveMinimum"))
@@ -139,7 +139,7 @@ int mcp_tools_check(const char *name, json_t *arguments, char *err, size_t errle
                         json_t *choice;
 
                         ok = false;
-                        json_array_foreach (choices, c, choice)
+                        json_array_foreach(choices, c, choice)
                                 ok |= json_equal(choice, v);
                 }
                 if (!ok) {
@@ -174,7 +174,7 @@ static struct sandbox *ready_sandbox(struct mcp_call *call, struct kernel *k)
 {
         if (!k->sandbox || k->sandbox->phase != SANDBOX_READY) {
                 mcp_call_fail(call, "The session's sandbox is not ready (the gateway runs "
-                              "without sandboxes, or it is restarting)");
+                                    "without sandboxes, or it is restarting)");
                 return NULL;
         }
         return k->sandbox;
@@ -187,8 +187,8 @@ struct code_run {
         struct execution *exec;
         struct execute_collector collector;
         json_t *content;
-        struct buf text;      /* the stream text not yet made an item */
-        size_t bytes;         /* what the answer holds so far */
+        struct buf text; /* the stream text not yet made an item */
+        size_t bytes;    /* what the answer holds so far */
         bool truncated, error, ended;
 };
 
@@ -325,8 +325,8 @@ static void on_code_end(struct execute_collector *c)
         if (run->truncated) {
                 char note[160];
 
-                snprintf(note, sizeof(note),
-                         "[output cut at %zu bytes (--mcp-max-output-bytes)]", max_output());
+                snprintf(note, sizeof(note), "[output cut at %zu bytes (--mcp-max-output-bytes)]",
+                         max_output());
                 json_array_append_new(content, text_item(note, strlen(note)));
         }
         if (json_array_size(content) == 0)
@@ -387,8 +387,11 @@ static bool is_text(const uint8_t *data, size_t len)
 
         while (i < len) {
                 uint8_t c = data[i];
-                size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                                                : (c & 0xF8) == 0xF0 ? 4 : 0;
+                size_t n = c < 0x80             ? 1
+                           : (c & 0xE0) == 0xC0 ? 2
+                           : (c & 0xF0) == 0xE0 ? 3
+                           : (c & 0xF8) == 0xF0 ? 4
+                                                : 0;
 
                 if (c == 0 || n == 0 || i + n > len || (n == 2 && c < 0xC2))
                         return false;
@@ -420,7 +423,8 @@ static void read_file(struct mcp_call *call, struct sandbox *sb, const char *pat
                 goto out;
         }
         if ((uint64_t)st.st_size > max_output()) {
-                mcp_call_fail(call, "%s has %lld bytes, more than a tool call returns (%zu, "
+                mcp_call_fail(call,
+                              "%s has %lld bytes, more than a tool call returns (%zu, "
                               "--mcp-max-output-bytes); run_code or run_command can read parts "
                               "of it",
                               path, (long long)st.st_size, max_output());
@@ -516,7 +520,7 @@ static void list_files(struct mcp_call *call, struct sandbox *sb, const char *pa
         }
         buf_init(&text, max_output());
         buf_printf(&text, "%s:\n", path);
-        json_array_foreach (entries, i, e) {
+        json_array_foreach(entries, i, e) {
                 const char *name = json_string_value(json_object_get(e, "name"));
                 const char *type = json_string_value(json_object_get(e, "type"));
                 const char *size = json_string_value(json_object_get(e, "size"));
@@ -637,10 +641,10 @@ static void on_command_ended(void *ctx, const struct hostmsg_exit *ex)
         if (c->out[1].len || c->cut[1])
                 json_array_append_new(content, output_item(c, 1, "stderr:\n"));
         json_array_append_new(content, text_item(status, strlen(status)));
-        structured = json_pack("{s:s%, s:s%, s:i, s:b}", "stdout",
-                               c->out[0].data ? c->out[0].data : "", c->out[0].len, "stderr",
-                               c->out[1].data ? c->out[1].data : "", c->out[1].len, "exitCode",
-                               code, "timedOut", c->timed_out);
+        structured =
+            json_pack("{s:s%, s:s%, s:i, s:b}", "stdout", c->out[0].data ? c->out[0].data : "",
+                      c->out[0].len, "stderr", c->out[1].data ? c->out[1].data : "", c->out[1].len,
+                      "exitCode", code, "timedOut", c->timed_out);
         mcp_call_result(call, content, structured, c->timed_out || code != 0);
 out:
         command_free(c);

@@ -164,7 +164,7 @@ ssize_t read_small_file(const char *path, char *out, size_t size)
 int buf_append_base64(struct buf *out, const uint8_t *data, size_t len)
 {
         static const char table[] =
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         char quad[4];
 
         for (size_t i = 0; i < len; i += 3) {
@@ -190,7 +190,8 @@ int buf_append_unbase64(struct buf *out, const char *in)
         int bits = 0;
 
         for (const char *p = in; *p && *p != '='; p++) {
-                const char *alpha = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+                const char *alpha =
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
                 const char *at = strchr(alpha, *p);
                 int v;
 
