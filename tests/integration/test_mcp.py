@@ -3,6 +3,7 @@ JSON-RPC's error cases, auth, sessions and their limits, and tool failures
 as results. (tests/node/mcp.test.mjs drives it with the official SDK.)"""
 import json
 import os
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -369,3 +370,59 @@ def test_gateway_survives_bad_input(gw):
         assert status == 400, raw[:20]
     status, reply, _ = gw.request("GET", "/api")
     assert status == 200
+
+
+def host_processes_with(marker):
+    """Host pids whose command line holds marker (sandboxes' processes are
+    this machine's too)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read().replace(b"\0", b" "):
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def send_and_leave_later(gw, sid, body):
+    """POSTs body on a socket of its own, which the caller closes: a
+    client that goes away mid-call."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", gw.port))
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: Bearer {gw.token}\r\nMcp-Session-Id: {sid}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                  f"\r\n").encode() + data)
+    return sock
+
+
+def wait_until(pred, seconds):
+    deadline = time.monotonic() + seconds
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return pred()
+
+
+def test_a_client_that_leaves_stops_its_call(gw, sid):
+    # A command whose client went is killed ...
+    marker = f"sleep {900000 + os.getpid() % 90000}"
+    sock = send_and_leave_later(gw, sid, {
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "run_command", "arguments": {"command": marker}}})
+    assert wait_until(lambda: host_processes_with(marker), 30), "the command runs"
+    sock.close()
+    assert wait_until(lambda: not host_processes_with(marker), 10), "and is killed"
+    # ... and a cell is interrupted: the next one runs at once.
+    sock = send_and_leave_later(gw, sid, {
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "run_code", "arguments": {"code": "import time\ntime.sleep(120)"}}})
+    time.sleep(1)
+    sock.close()
+    started = time.monotonic()
+    reply = call_tool(gw, sid, "run_code", {"code": "'next'"})
+    assert reply["result"]["content"] == [{"type": "text", "text": "next"}]
+    assert time.monotonic() - started < 30
