@@ -456,7 +456,7 @@ static void post(struct http_request *r)
                 goto out;
         if (lws_hdr_custom_copy(r->wsi, version, sizeof(version), "mcp-protocol-version:", 21) >
                 0 &&
-            !version_supported(version) && strcmp(version, "2025-11-25") != 0) {
+            !version_supported(version)) {
                 reply_rpc_error(r, 400, id, RPC_SERVER_ERROR,
                                 "Bad Request: unsupported MCP-Protocol-Version %s", version);
                 goto out;
