@@ -320,6 +320,19 @@ static void finish(struct execution *e)
         }
 }
 
+/* Its consumer went away: an abandoned run must not leave the kernel busy
+ * for ever. */
+static void abandon(struct execution *e)
+{
+        if (e->done)
+                return;
+        if (e->kernel && !kernels_config()->keep_running_on_disconnect) {
+                klog_info(e->kernel->id, "client left a running execution; interrupting");
+                kernel_interrupt(e->kernel);
+        }
+        wind_down(e);
+}
+
 /* The request ended: the stream was written, or the client went away. */
 static void on_request_gone(struct http_request *r)
 {
@@ -327,15 +340,7 @@ static void on_request_gone(struct http_request *r)
 
         r->ctx = NULL;
         e->r = NULL;
-        if (!e->done) {
-                /* An abandoned call must not leave the kernel busy for ever. */
-                if (e->kernel &&
-                    !kernels_config()->keep_running_on_disconnect) {
-                        klog_info(e->kernel->id, "client left a running execution; interrupting");
-                        kernel_interrupt(e->kernel);
-                }
-                wind_down(e);
-        }
+        abandon(e);
         if (e->released)
                 execution_free(e);
 }
@@ -633,11 +638,5 @@ void execute_abandon(struct execution **ep)
         if (!e)
                 return;
         e->collector = NULL;
-        if (!e->done) {
-                if (e->kernel && !kernels_config()->keep_running_on_disconnect) {
-                        klog_info(e->kernel->id, "client left a running execution; interrupting");
-                        kernel_interrupt(e->kernel);
-                }
-                wind_down(e);
-        }
+        abandon(e);
 }
