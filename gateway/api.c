@@ -10,6 +10,7 @@
 #include "gateway/ports.h"
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
+#include "gateway/mcp.h"
 #include "gateway/templates.h"
 #include "gateway/tenants.h"
 #include "gateway/terminals.h"
@@ -430,6 +431,33 @@ out:
         return rc;
 }
 
+int api_start_plain_kernel(const struct jp_kernelspec *ks, struct kernel_waiter *w,
+                           struct kernel **out)
+{
+        struct hostmsg_limits limits;
+        char err[256];
+        char **env = calloc(1, sizeof(char *));
+        size_t nenv = 0;
+        int rc =
+            env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
+                : -ENOMEM;
+
+        *out = NULL;
+        if (rc < 0)
+                goto out;
+        *out = pool_take(ks);
+        if (*out) {
+                if (w)
+                        kernel_when_ready(*out, w);
+                goto out;
+        }
+        kernels_default_limits(&limits);
+        rc = kernel_start(ks, env, &limits, NULL, w, out);
+out:
+        jp_strv_free(env);
+        return rc;
+}
+
 static void post_kernel(struct http_request *r)
 {
         json_t *body = api_parse_body(r);
@@ -515,6 +543,10 @@ void api_handle(struct http_request *r)
         }
         if (page_route(r->path)) {
                 page_serve(r);
+                return;
+        }
+        if (mcp_route(r->path)) {
+                mcp_handle(r);
                 return;
         }
         if (api_files_handle(r))

@@ -27,6 +27,12 @@ json_t *api_parse_body(struct http_request *r);
 int api_start_kernel(struct http_request *r, json_t *request,
                      void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
                      struct kernel **out);
+/* Starts a kernel of ks as a request asking for nothing else would get
+ * one: its kernelspec's environment, the default limits, no network, from
+ * the warm pool when it has one ready. w, if given, hears when it is
+ * ready. 0, -EAGAIN at --max-kernels, or -errno. */
+int api_start_plain_kernel(const struct jp_kernelspec *ks, struct kernel_waiter *w,
+                           struct kernel **out);
 /* The file routes of a kernel (api_files.c): true when r was one. */
 bool api_files_prepare(struct http_request *r);
 bool api_files_handle(struct http_request *r);

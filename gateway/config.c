@@ -150,6 +150,12 @@ static const struct option_def options[] = {
         OPT("keep-running-on-disconnect", OPT_FLAG, keep_running_on_disconnect, 0, 0, NULL,
             "let a cell run on when the client of an HTTP execution goes away (default: "
             "interrupt it)"),
+        OPT("mcp-max-sessions", OPT_INT, mcp_max_sessions, 1, 1000000, "256",
+            "MCP sessions at once (each gets a sandbox at its first tool call); past it an "
+            "initialize is answered 503"),
+        OPT("mcp-max-output-bytes", OPT_INT, mcp_max_output_bytes, 1024, 1LL << 30, "1048576",
+            "bytes of output one MCP tool call returns (a cell's text and images, a command's "
+            "stdout and stderr each, a file read); past it the rest is cut with a note"),
         OPT("e2b-max-timeout", OPT_DOUBLE, e2b_max_timeout, 1, 1e7, "86400",
             "longest lifetime, in seconds, an E2B sandbox may ask for (default lifetime 300)"),
         OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,

@@ -56,6 +56,9 @@ struct config {
         int64_t pids, max_pids;
         int64_t disk_mb, max_disk_mb;
         bool allow_unenforced_limits; /* accept limits the kernel-host cannot enforce */
+        /* MCP (gateway/mcp.c) */
+        int64_t mcp_max_sessions;
+        int64_t mcp_max_output_bytes;
         /* idle culling */
         double cull_idle_timeout;
         double cull_interval;

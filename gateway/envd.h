@@ -30,9 +30,6 @@ void envd_error(struct http_request *r, bool stream, int error, const char *fmt,
 json_t *envd_parse_request(const char *data, size_t len);
 /* The request of a streaming call: one envelope; NULL if it is not. */
 json_t *envd_read_envelope(struct http_request *r);
-void envd_encode_base64(const uint8_t *data, size_t len, struct buf *out);
-/* Standard or URL-safe base64, padding optional; 0, -EINVAL or -E2BIG. */
-int envd_decode_base64(const char *in, struct buf *out);
 
 /* process.Process/Start, and the other process RPCs (List, Connect,
  * SendInput, Update, SendSignal, CloseStdin). */

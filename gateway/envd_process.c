@@ -117,7 +117,7 @@ static bool pump(struct command *c, int i)
                 struct buf b64;
 
                 buf_init(&b64, SIZE_MAX);
-                envd_encode_base64(data, (size_t)n, &b64);
+                buf_append_base64(&b64, data, (size_t)n);
                 broadcast(c, 0,
                           json_pack("{s:{s:{s:s#}}}", "event", "data",
                                     c->pty   ? "pty"
@@ -508,7 +508,7 @@ static void send_input(struct http_request *r, struct command *c, json_t *req)
                 envd_error(r, false, -EINVAL, "process %u has no terminal (pty)", c->pid);
         } else if (c->fds[0] < 0) {
                 envd_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
-        } else if (!data || envd_decode_base64(data, &bytes) < 0) {
+        } else if (!data || buf_append_unbase64(&bytes, data) < 0) {
                 envd_error(r, false, -EINVAL, "input.stdin or input.pty must be base64 bytes");
         } else {
                 rc = bytes.len ? write_input(c->fds[0], bytes.data, bytes.len) : 0;

@@ -17,6 +17,7 @@
 
 struct execution {
         struct http_request *r; /* NULL once the client has gone */
+        struct execute_collector *collector; /* instead of r; NULL once gone */
         struct kernel *kernel;
         struct session *session;
         struct session_sink sink;
@@ -117,6 +118,12 @@ out:
 
 static void write_line_as(struct execution *e, json_t *line, enum line_kind kind)
 {
+        if (e->collector) {
+                if (line)
+                        e->collector->line(e->collector, line);
+                e->wrote = true;
+                return;
+        }
         if (!e->r) {
                 json_decref(line);
                 return;
@@ -144,7 +151,8 @@ static int write_stream_fast(struct execution *e, const struct relay_msg *m)
         static const char *const keys[2] = {"name", "text"};
         struct jp_bytes tokens[2];
 
-        if (jp_json_string_tokens(m->msg.content, keys, tokens, 2) < 0)
+        /* A collector takes lines as JSON: the general way. */
+        if (e->collector || jp_json_string_tokens(m->msg.content, keys, tokens, 2) < 0)
                 return -EBADMSG;
         name = tokens[0];
         text = tokens[1];
@@ -303,6 +311,26 @@ static void finish(struct execution *e)
         if (e->r)
                 http_stream_end(e->r);
         wind_down(e);
+        if (e->collector) {
+                struct execute_collector *c = e->collector;
+
+                /* Nothing more reaches it; on_release frees e. */
+                e->collector = NULL;
+                c->end(c);
+        }
+}
+
+/* Its consumer went away: an abandoned run must not leave the kernel busy
+ * for ever. */
+static void abandon(struct execution *e)
+{
+        if (e->done)
+                return;
+        if (e->kernel && !kernels_config()->keep_running_on_disconnect) {
+                klog_info(e->kernel->id, "client left a running execution; interrupting");
+                kernel_interrupt(e->kernel);
+        }
+        wind_down(e);
 }
 
 /* The request ended: the stream was written, or the client went away. */
@@ -312,15 +340,7 @@ static void on_request_gone(struct http_request *r)
 
         r->ctx = NULL;
         e->r = NULL;
-        if (!e->done) {
-                /* An abandoned call must not leave the kernel busy for ever. */
-                if (e->kernel &&
-                    !kernels_config()->keep_running_on_disconnect) {
-                        klog_info(e->kernel->id, "client left a running execution; interrupting");
-                        kernel_interrupt(e->kernel);
-                }
-                wind_down(e);
-        }
+        abandon(e);
         if (e->released)
                 execution_free(e);
 }
@@ -542,23 +562,51 @@ static void on_ready(struct kernel_waiter *w, struct kernel *k, int status, cons
                 loop_timer_start(&e->deadline, on_deadline, e->timeout_s * 1000.0);
 }
 
-void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
-                   double timeout_s)
+/* The part of a start both kinds of consumer share: the session to the
+ * kernel, the keepalive, the wait for the kernel to be ready. */
+static void execution_begin(struct execution *e)
+{
+        e->session = session_open(e->kernel, NULL);
+        if (!e->session) {
+                write_error(e, "ExecutionFailed", "cannot open a session to the kernel", NULL);
+                e->replied = e->idle = true;
+                finish(e);
+                return;
+        }
+        session_attach(e->session, &e->sink, NULL);
+        if (!e->collector)
+                loop_timer_start(&e->keepalive, on_keepalive, KEEPALIVE_MS);
+        kernel_when_ready(e->kernel, &e->ready);
+}
+
+static struct execution *execution_new(struct kernel *k, const char *code, json_t *env,
+                                       double timeout_s)
 {
         struct execution *e = calloc(1, sizeof(*e));
 
         if (!e || !(e->code = strdup(code))) {
                 free(e);
-                http_reply_error(r, 500, "out of memory");
-                return;
+                return NULL;
         }
-        e->r = r;
         e->kernel = k;
         e->env = json_incref(env);
         e->timeout_s = timeout_s;
         e->sink.wake = on_wake;
         e->sink.closing = on_closing;
         e->ready.done = on_ready;
+        return e;
+}
+
+void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
+                   double timeout_s)
+{
+        struct execution *e = execution_new(k, code, env, timeout_s);
+
+        if (!e) {
+                http_reply_error(r, 500, "out of memory");
+                return;
+        }
+        e->r = r;
         r->ctx = e;
         r->cleanup = on_request_gone;
         /* Headers at once: clients time out waiting for them otherwise. */
@@ -567,14 +615,28 @@ void execute_start(struct http_request *r, struct kernel *k, const char *code, j
          * result, an error: at most a message each) still fits after them. */
         http_stream_set_limit(r, (size_t)(kernels_config()->stream_buffer_bytes +
                                           2 * kernels_config()->max_message_bytes));
-        e->session = session_open(k, NULL);
-        if (!e->session) {
-                write_error(e, "ExecutionFailed", "cannot open a session to the kernel", NULL);
-                e->replied = e->idle = true;
-                finish(e);
+        execution_begin(e);
+}
+
+struct execution *execute_collect(struct kernel *k, const char *code, double timeout_s,
+                                  struct execute_collector *c)
+{
+        struct execution *e = execution_new(k, code, NULL, timeout_s);
+
+        if (!e)
+                return NULL;
+        e->collector = c;
+        execution_begin(e);
+        return e;
+}
+
+void execute_abandon(struct execution **ep)
+{
+        struct execution *e = *ep;
+
+        *ep = NULL;
+        if (!e)
                 return;
-        }
-        session_attach(e->session, &e->sink, NULL);
-        loop_timer_start(&e->keepalive, on_keepalive, KEEPALIVE_MS);
-        kernel_when_ready(k, &e->ready);
+        e->collector = NULL;
+        abandon(e);
 }

@@ -25,4 +25,22 @@
 void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
                    double timeout_s);
 
+/* The same run for a consumer inside the gateway (MCP's run_code) instead
+ * of an HTTP stream: every line above goes to line() as a JSON object
+ * (taken over), none ever dropped, and end() runs once after the
+ * end_of_execution line. The execution frees itself after end(). */
+struct execution;
+struct execute_collector {
+        void (*line)(struct execute_collector *c, json_t *line);
+        void (*end)(struct execute_collector *c);
+};
+
+/* Starts code in k for c (which must outlive the run, or abandon it);
+ * NULL when out of memory. */
+struct execution *execute_collect(struct kernel *k, const char *code, double timeout_s,
+                                  struct execute_collector *c);
+/* The collector is going away before end(): the cell is interrupted, as
+ * for an HTTP client that left, and c hears nothing more. Nulls *e. */
+void execute_abandon(struct execution **e);
+
 #endif

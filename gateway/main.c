@@ -7,6 +7,7 @@
 #include "gateway/config.h"
 #include "gateway/conns.h"
 #include "gateway/e2b.h"
+#include "gateway/mcp.h"
 #include "gateway/terminals.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
@@ -72,6 +73,7 @@ static void shut_down(void)
         gw.shutting_down = 1;
         e2b_shutdown();
         terminals_shutdown();
+        mcp_shutdown();
         pool_stop();
         kernels_shutdown_all(SHUTDOWN_TIMEOUT_MS, on_all_kernels_gone);
 }

@@ -160,3 +160,58 @@ ssize_t read_small_file(const char *path, char *out, size_t size)
         out[n] = '\0';
         return n;
 }
+
+int buf_append_base64(struct buf *out, const uint8_t *data, size_t len)
+{
+        static const char table[] =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        char quad[4];
+
+        for (size_t i = 0; i < len; i += 3) {
+                uint32_t v = (uint32_t)data[i] << 16;
+
+                if (i + 1 < len)
+                        v |= (uint32_t)data[i + 1] << 8;
+                if (i + 2 < len)
+                        v |= data[i + 2];
+                quad[0] = table[(v >> 18) & 63];
+                quad[1] = table[(v >> 12) & 63];
+                quad[2] = i + 1 < len ? table[(v >> 6) & 63] : '=';
+                quad[3] = i + 2 < len ? table[v & 63] : '=';
+                if (buf_append(out, quad, 4) < 0)
+                        return -E2BIG;
+        }
+        return 0;
+}
+
+int buf_append_unbase64(struct buf *out, const char *in)
+{
+        uint32_t acc = 0;
+        int bits = 0;
+
+        for (const char *p = in; *p && *p != '='; p++) {
+                const char *alpha =
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+                const char *at = strchr(alpha, *p);
+                int v;
+
+                if (at && *p)
+                        v = (int)(at - alpha);
+                else if (*p == '+' || *p == '-')
+                        v = 62;
+                else if (*p == '/' || *p == '_')
+                        v = 63;
+                else
+                        return -EINVAL;
+                acc = (acc << 6) | (uint32_t)v;
+                bits += 6;
+                if (bits >= 8) {
+                        char byte = (char)(acc >> (bits - 8));
+
+                        bits -= 8;
+                        if (buf_append(out, &byte, 1) < 0)
+                                return -E2BIG;
+                }
+        }
+        return 0;
+}

@@ -8,6 +8,7 @@
 #define GLOVEBOX_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct buf {
@@ -34,6 +35,11 @@ void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 /* Hands the storage to the caller, who frees it with free(); leaves b empty. */
 char *buf_steal(struct buf *b, size_t *len);
+/* Appends data in base64 (RFC 4648, padded); -E2BIG past the maximum. */
+int buf_append_base64(struct buf *out, const uint8_t *data, size_t len);
+/* Appends the bytes of the base64 text in (either alphabet, padding
+ * optional); -EINVAL on a character of neither, -E2BIG past the maximum. */
+int buf_append_unbase64(struct buf *out, const char *in);
 
 /* Reads at most size-1 bytes of the file at path (a final symlink is not
  * followed) into out, NUL-terminated: the length read, or -errno. For the

@@ -155,6 +155,48 @@ static void test_json_string(void)
         buf_free(&b);
 }
 
+static void check_base64(const char *raw, size_t len, const char *encoded)
+{
+        struct buf b, back;
+
+        buf_init(&b, SIZE_MAX);
+        buf_init(&back, SIZE_MAX);
+        is_int(buf_append_base64(&b, (const uint8_t *)raw, len), 0, "%zu bytes encode", len);
+        is_str(b.data ? b.data : "", encoded, "%zu bytes as RFC 4648 base64", len);
+        is_int(buf_append_unbase64(&back, b.data ? b.data : ""), 0, "%s decodes", encoded);
+        ok(back.len == len && (len == 0 || memcmp(back.data, raw, len) == 0),
+           "%s decodes to the same %zu bytes (got %zu)", encoded, len, back.len);
+        buf_free(&b);
+        buf_free(&back);
+}
+
+static void test_base64(void)
+{
+        struct buf b;
+
+        check_base64("", 0, "");
+        check_base64("f", 1, "Zg==");
+        check_base64("fo", 2, "Zm8=");
+        check_base64("foo", 3, "Zm9v");
+        check_base64("foobar", 6, "Zm9vYmFy");
+        check_base64("\xff\xfe\x00\x3e\x3f", 5, "//4APj8=");
+
+        buf_init(&b, SIZE_MAX);
+        is_int(buf_append_unbase64(&b, "__4APj8"), 0, "the URL alphabet, unpadded, decodes");
+        ok(b.len == 5 && memcmp(b.data, "\xff\xfe\x00\x3e\x3f", 5) == 0,
+           "to the same bytes as the standard one");
+        buf_reset(&b);
+        is_int(buf_append_unbase64(&b, "Zm9v!"), -EINVAL, "a character of neither alphabet");
+        buf_free(&b);
+        buf_init(&b, 7);
+        is_int(buf_append_base64(&b, (const uint8_t *)"foobar", 6), -E2BIG,
+               "an encoding past the maximum is refused");
+        buf_free(&b);
+        buf_init(&b, 2);
+        is_int(buf_append_unbase64(&b, "Zm9v"), -E2BIG, "a decoding past the maximum is refused");
+        buf_free(&b);
+}
+
 int main(void)
 {
         test_append_and_limit();
@@ -162,5 +204,6 @@ int main(void)
         test_grow_reset_steal();
         test_printf();
         test_json_string();
+        test_base64();
         return done_testing();
 }

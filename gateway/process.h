@@ -1,0 +1,49 @@
+/* A process run in a sandbox for a client — E2B's commands (envd.c), MCP's
+ * run_command (mcp_tools.c) — as opposed to a kernel: started by the
+ * kernel-host with pipes for stdin, stdout and stderr, its output read
+ * as it comes, and its end reported once, after all of its output (or
+ * shortly after it died, when a child of it still holds a pipe open). */
+#ifndef GLOVEBOX_PROCESS_H
+#define GLOVEBOX_PROCESS_H
+
+#include "protocol/hostmsg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct process;
+
+/* What the owner hears, each with the ctx it gave. After failed() or
+ * ended() the process is freed: the owner forgets it. */
+struct process_ops {
+        void (*started)(void *ctx);
+        /* stream 1 is stdout, 2 stderr */
+        void (*output)(void *ctx, int stream, const uint8_t *data, size_t len);
+        void (*failed)(void *ctx, const char *message);
+        void (*ended)(void *ctx, const struct hostmsg_exit *ex);
+};
+
+/* Asks the kernel-host to start start->argv in sandbox start->sandbox_id;
+ * start->id is filled in. stdin stays open for process_write_stdin when
+ * keep_stdin (else the process reads end of file at once). 0, or -errno
+ * (and no callback ever runs). */
+int process_start(struct hostmsg_start *start, bool keep_stdin, const struct process_ops *ops,
+                  void *ctx, struct process **out);
+/* The id the kernel-host knows it by. */
+const char *process_id(const struct process *p);
+bool process_stdin_open(const struct process *p);
+/* Writes to its stdin: 0, -EPIPE once stdin is closed, or -errno. */
+int process_write_stdin(struct process *p, const void *data, size_t len);
+void process_close_stdin(struct process *p);
+/* Reads what its outputs hold now (output() hears it), before an owner
+ * that stops listening ends its own stream. */
+void process_drain(struct process *p);
+/* SIGKILL kills it at once (the kernel-host's stop); other signals are
+ * sent as they are. ended() follows. */
+void process_signal(struct process *p, int sig);
+/* The owner stops listening: nothing more is reported, and the process
+ * is killed and freed once the kernel-host reports its end. */
+void process_abandon(struct process **p);
+
+#endif
