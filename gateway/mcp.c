@@ -7,6 +7,7 @@
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "gateway/mcp.h"
+#include "gateway/tenants.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -33,6 +34,7 @@ struct mcp_session {
         struct mcp_session *next;
         char id[JP_UUID_SIZE];
         char kernel_id[JP_UUID_SIZE]; /* "" until the first tool call */
+        char owner[KEYS_NAME_MAX];    /* the tenant whose key initialized it */
         double active_at;             /* monotonic seconds of its last request */
         unsigned calls;               /* tools/call under way */
 };
@@ -78,10 +80,11 @@ static void reply_rpc_result(struct http_request *r, json_t *id, json_t *result)
 
 /* ---- sessions ------------------------------------------------------------ */
 
+/* A session the caller may reach: another tenant's is not found. */
 static struct mcp_session *session_find(const char *id)
 {
         for (struct mcp_session *s = sessions; s; s = s->next) {
-                if (strcmp(s->id, id) == 0)
+                if (strcmp(s->id, id) == 0 && tenants_may_reach(s->owner))
                         return s;
         }
         return NULL;
@@ -91,7 +94,7 @@ static struct mcp_session *session_find(const char *id)
  * running in it end with the kernel. */
 static void session_end(struct mcp_session *s, const char *why)
 {
-        struct kernel *k = s->kernel_id[0] ? kernel_find(s->kernel_id) : NULL;
+        struct kernel *k = s->kernel_id[0] ? kernel_find_any(s->kernel_id) : NULL;
 
         for (struct mcp_session **link = &sessions; *link; link = &(*link)->next) {
                 if (*link == s) {
@@ -134,6 +137,7 @@ static struct mcp_session *session_new(void)
                 return NULL;
         }
         s->active_at = loop_now();
+        snprintf(s->owner, sizeof(s->owner), "%s", tenants_owner_now());
         s->next = sessions;
         sessions = s;
         session_count++;
@@ -166,7 +170,7 @@ static struct mcp_session *request_session(struct http_request *r, json_t *id)
                 return NULL;
         }
         s = session_find(value);
-        if (s && s->kernel_id[0] && !kernel_find(s->kernel_id)) {
+        if (s && s->kernel_id[0] && !kernel_find_any(s->kernel_id)) {
                 /* Culled, or deleted through the kernels API: the session
                  * was its sandbox, so it is over; the client starts anew. */
                 session_end(s, "its kernel is gone");

@@ -530,3 +530,46 @@ def test_terminals_and_ports_are_their_owners(tenants):
             as_key(gw, k["bob"], "DELETE", f"/api/terminals/{name}")
     finally:
         as_key(gw, k["bob"], "DELETE", f"/api/kernels/{kernel}")
+
+
+def mcp_as(gw, key, body, session=None, method="POST"):
+    req = urllib.request.Request(gw.base + "/mcp", method=method,
+                                 data=json.dumps(body).encode() if body else None,
+                                 headers={"Authorization": f"Bearer {key}",
+                                          "Content-Type": "application/json",
+                                          "Accept": "application/json, text/event-stream"})
+    if session:
+        req.add_header("Mcp-Session-Id", session)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            text = resp.read()
+            return resp.status, (json.loads(text) if text else None), resp.headers
+    except urllib.error.HTTPError as e:
+        return e.code, None, e.headers
+
+
+def test_mcp_sessions_are_their_owners(tenants):
+    """Another tenant naming an MCP session's id is told it does not
+    exist, and the session (and its sandbox) carries on for its owner."""
+    gw, k = tenants, tenants.keys
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}
+    status, _, headers = mcp_as(gw, k["bob"], init)
+    assert status == 200
+    sid = headers["Mcp-Session-Id"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run_code", "arguments": {"code": "secret = 42"}}}
+    status, reply, _ = mcp_as(gw, k["bob"], call, sid)
+    assert status == 200 and not reply["result"].get("isError"), reply
+    try:
+        peek = dict(call, params={"name": "run_code", "arguments": {"code": "secret"}})
+        status, _, _ = mcp_as(gw, k["alice"], peek, sid)
+        assert status == 404
+        status, _, _ = mcp_as(gw, k["alice"], None, sid, method="DELETE")
+        assert status == 404
+        status, reply, _ = mcp_as(gw, k["bob"], peek, sid)
+        assert status == 200, reply
+        assert "42" in json.dumps(reply["result"]["content"])
+    finally:
+        mcp_as(gw, k["bob"], None, sid, method="DELETE")
