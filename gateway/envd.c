@@ -7,6 +7,7 @@
 
 #include "gateway/api.h"
 #include "gateway/e2b.h"
+#include "gateway/envd.h"
 #include "gateway/files.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
@@ -23,10 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define CONNECT_JSON      "application/connect+json"
+#define CONNECT_JSON      ENVD_CONNECT_JSON
 #define MAX_ENVELOPE      (1024 * 1024)
 #define READ_PIECE        (64 * 1024)
 #define KEEPALIVE_MS      50000.0
@@ -66,11 +68,9 @@ static const struct {
         {ENOSYS, "unimplemented", 501},       {ETIMEDOUT, "deadline_exceeded", 504},
 };
 
-static void connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
 
 /* One envelope: a flags byte, a big-endian length, the JSON. */
-static void write_frame(struct http_request *r, unsigned char flags, json_t *msg)
+void envd_write_frame(struct http_request *r, unsigned char flags, json_t *msg)
 {
         char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
         unsigned char head[5];
@@ -97,33 +97,48 @@ out:
         free(text);
 }
 
+static const char *connect_code(int error, int *status)
+{
+        const char *code = "internal";
+
+        *status = 500;
+        for (size_t i = 0; i < sizeof(connect_codes) / sizeof(connect_codes[0]); i++) {
+                if (connect_codes[i].error == -error) {
+                        code = connect_codes[i].code;
+                        *status = connect_codes[i].status;
+                }
+        }
+        return code;
+}
+
+json_t *envd_error_body(int error, const char *message)
+{
+        int status;
+
+        return json_pack("{s:s, s:s}", "code", connect_code(error, &status), "message", message);
+}
+
 /* A unary call's error: an HTTP status and {"code", "message"}. A
  * streaming call's (stream true): 200, then an end-of-stream frame with
  * the error, which is where Connect clients look for it. */
 static void reply_connect_error(struct http_request *r, bool stream, int error,
                                 const char *message)
 {
-        const char *code = "internal";
-        int status = 500;
+        int status;
         json_t *body;
 
-        for (size_t i = 0; i < sizeof(connect_codes) / sizeof(connect_codes[0]); i++) {
-                if (connect_codes[i].error == -error) {
-                        code = connect_codes[i].code;
-                        status = connect_codes[i].status;
-                }
-        }
-        body = json_pack("{s:s, s:s}", "code", code, "message", message);
+        connect_code(error, &status);
+        body = envd_error_body(error, message);
         if (!stream) {
                 http_reply_json(r, status, body);
                 return;
         }
         http_stream_start(r, 200, CONNECT_JSON);
-        write_frame(r, 2, json_pack("{s:o}", "error", body));
+        envd_write_frame(r, 2, json_pack("{s:o}", "error", body));
         http_stream_end(r);
 }
 
-static void connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
+void envd_connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
 {
         char message[1024];
         va_list ap;
@@ -136,7 +151,7 @@ static void connect_error(struct http_request *r, bool stream, int error, const 
 
 /* A request's JSON object, nulls dropped (null means absent); NULL if it
  * is not an object. */
-static json_t *parse_request(const char *data, size_t len)
+json_t *envd_parse_request(const char *data, size_t len)
 {
         json_t *req = json_loadb(data ? data : "", len, 0, NULL);
 
@@ -149,7 +164,7 @@ static json_t *parse_request(const char *data, size_t len)
 }
 
 /* The request of a streaming call is one envelope. */
-static json_t *read_envelope(struct http_request *r)
+json_t *envd_read_envelope(struct http_request *r)
 {
         const unsigned char *p = (const unsigned char *)r->body.data;
         size_t len;
@@ -159,7 +174,7 @@ static json_t *read_envelope(struct http_request *r)
         len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
         if ((p[0] & 1) || len != r->body.len - 5 || len > MAX_ENVELOPE)
                 return NULL;
-        return parse_request((const char *)p + 5, len);
+        return envd_parse_request((const char *)p + 5, len);
 }
 
 static void encode_base64(const uint8_t *data, size_t len, struct buf *out)
@@ -213,6 +228,49 @@ static int decode_base64(const char *in, struct buf *out)
                 }
         }
         return 0;
+}
+
+/* ---- users -------------------------------------------------------------------- */
+
+/* The user an envd request acts as: the SDKs name it in an
+ * "Authorization: Basic base64(name:)" header (the RPCs) or a username
+ * query parameter (/files); neither means the default, "user". 0, or
+ * -EINVAL (any other name) or -EPERM (root in a sandbox without one) with
+ * the reason in message. */
+int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who,
+                 char *message, size_t size)
+{
+        char value[256], arg[128];
+        const char *name = NULL;
+        struct buf decoded;
+        int rc = 0;
+
+        buf_init(&decoded, 128);
+        if (lws_hdr_copy(r->wsi, value, sizeof(value), WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
+            strncasecmp(value, "basic ", 6) == 0) {
+                char nul = '\0';
+
+                if (decode_base64(value + 6, &decoded) < 0 || buf_append(&decoded, &nul, 1) < 0) {
+                        snprintf(message, size, "the Authorization header is not base64");
+                        rc = -EINVAL;
+                        goto out;
+                }
+                decoded.data[strcspn(decoded.data, ":")] = '\0';
+                name = decoded.data;
+        } else {
+                name = lws_get_urlarg_by_name(r->wsi, "username=", arg, sizeof(arg));
+        }
+        rc = files_user_parse(e2b_box(s), name, who);
+        if (rc == -EINVAL)
+                snprintf(message, size, "user '%.64s' does not exist here: use 'user' or 'root'",
+                         name);
+        else if (rc == -EPERM)
+                snprintf(message, size,
+                         "user 'root' needs a sandbox with a root of its own (a gateway "
+                         "running as root)");
+out:
+        buf_free(&decoded);
+        return rc;
 }
 
 /* ---- commands ---------------------------------------------------------------- */
@@ -272,7 +330,7 @@ static bool pump(struct command *c, int i)
 
                 buf_init(&b64, SIZE_MAX);
                 encode_base64(data, (size_t)n, &b64);
-                write_frame(c->r, 0,
+                envd_write_frame(c->r, 0,
                             json_pack("{s:{s:{s:s#}}}", "event", "data",
                                       i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
                                       (int)b64.len));
@@ -296,8 +354,8 @@ static void end_stream(struct command *c)
                         !ex->signal, "status", status);
         if (end && (ex->signal || ex->exit_code))
                 json_object_set_new(end, "error", json_string(status));
-        write_frame(c->r, 0, json_pack("{s:{s:o}}", "event", "end", end));
-        write_frame(c->r, 2, json_object());
+        envd_write_frame(c->r, 0, json_pack("{s:{s:o}}", "event", "end", end));
+        envd_write_frame(c->r, 2, json_object());
 }
 
 /* Ends the command's stream, if it has one, and lets go of its client. */
@@ -384,7 +442,7 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
                 close_fd(c, 0);
         if (c->r) {
                 http_stream_start(c->r, 200, CONNECT_JSON);
-                write_frame(c->r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
+                envd_write_frame(c->r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
         }
 }
 
@@ -441,13 +499,15 @@ static void on_keepalive(lws_sorted_usec_list_t *sul)
         struct command *c = lws_container_of(sul, struct command, keepalive);
 
         if (c->r && c->started)
-                write_frame(c->r, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
+                envd_write_frame(c->r, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
         loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
 }
 
 static void start_command(struct http_request *r, struct e2b_sandbox *s)
 {
-        json_t *req = read_envelope(r);
+        char message[256];
+        enum files_user who;
+        json_t *req = envd_read_envelope(r);
         json_t *process = json_object_get(req, "process");
         json_t *args = json_object_get(process, "args"), *envs = json_object_get(process, "envs");
         const char *cmd = json_string_value(json_object_get(process, "cmd"));
@@ -461,25 +521,29 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
 
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
+        if (envd_user_of(r, s, &who, message, sizeof(message)) < 0) {
+                envd_connect_error(r, true, -EINVAL, "%s", message);
+                goto out;
+        }
         if (json_object_get(req, "pty")) {
-                connect_error(r, true, -ENOSYS,
+                envd_connect_error(r, true, -ENOSYS,
                               "pseudo-terminals (pty) are not supported by Glovebox");
                 goto out;
         }
         if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
-                connect_error(r, true, -EINVAL,
+                envd_connect_error(r, true, -EINVAL,
                               "process.cmd must be a string, args an array, envs an object");
                 goto out;
         }
         if (count >= MAX_COMMANDS) {
-                connect_error(r, true, -ENOSPC, "too many commands in this sandbox");
+                envd_connect_error(r, true, -ENOSPC, "too many commands in this sandbox");
                 goto out;
         }
         c = calloc(1, sizeof(*c));
         start.argv = calloc(nargs + 2, sizeof(char *));
         env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
         if (!c || !start.argv || !env || jp_uuid4(c->id) < 0) {
-                connect_error(r, true, -ENOMEM, "out of memory");
+                envd_connect_error(r, true, -ENOMEM, "out of memory");
                 goto out;
         }
         c->fds[0] = c->fds[1] = c->fds[2] = -1;
@@ -501,6 +565,7 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
         snprintf(start.id, sizeof(start.id), "%s", c->id);
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
         snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
+        start.as_root = who == FILES_ROOT;
         c->owner = s;
         c->pid = next_pid++;
         c->config = json_pack("{s:O, s:b}", "process", process, "stdin",
@@ -516,7 +581,7 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
                 commands = c->next;
                 r->ctx = NULL;
                 r->cleanup = NULL;
-                connect_error(r, true, -EIO, "cannot reach the kernel-host");
+                envd_connect_error(r, true, -EIO, "cannot reach the kernel-host");
                 json_decref(c->config);
                 free(c->tag);
                 free(c);
@@ -551,15 +616,15 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
 
         if (!jp_strv_contains(unary, method)) {
                 /* Connect and StreamInput are streams: the error goes in one. */
-                connect_error(r, strcmp(method, "Connect") == 0 ||
+                envd_connect_error(r, strcmp(method, "Connect") == 0 ||
                                          strcmp(method, "StreamInput") == 0,
                               -ENOSYS, "process.Process/%s is not supported by Glovebox", method);
                 return;
         }
-        req = r->body.len ? parse_request(r->body.data, r->body.len) : json_object();
+        req = r->body.len ? envd_parse_request(r->body.data, r->body.len) : json_object();
         c = req ? command_by_pid(s, selected_pid(req)) : NULL;
         if (!req) {
-                connect_error(r, false, -EINVAL, "the request is not JSON");
+                envd_connect_error(r, false, -EINVAL, "the request is not JSON");
         } else if (strcmp(method, "List") == 0) {
                 json_t *list = json_array();
 
@@ -576,7 +641,7 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                 }
                 http_reply_json(r, 200, json_pack("{s:o}", "processes", list));
         } else if (!c) {
-                connect_error(r, false, -ESRCH, "process with pid %u not found", selected_pid(req));
+                envd_connect_error(r, false, -ESRCH, "process with pid %u not found", selected_pid(req));
         } else if (strcmp(method, "SendSignal") == 0) {
                 const char *sig = json_string_value(json_object_get(req, "signal"));
 
@@ -592,13 +657,13 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
 
                 buf_init(&bytes, MAX_ENVELOPE);
                 if (c->fds[0] < 0) {
-                        connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
+                        envd_connect_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
                 } else if (strcmp(method, "CloseStdin") == 0) {
                         close_fd(c, 0);
                         http_reply_json(r, 200, json_object());
                 } else if (!data || decode_base64(data, &bytes) < 0 ||
                            (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
-                        connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
+                        envd_connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
                 } else {
                         http_reply_json(r, 200, json_object());
                 }
@@ -611,6 +676,7 @@ void envd_forget(struct e2b_sandbox *s)
 {
         struct command *c = commands;
 
+        envd_watch_forget(s);
         while (c) {
                 struct command *next = c->next;
 
@@ -629,58 +695,64 @@ void envd_forget(struct e2b_sandbox *s)
 static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
         static const char *const unary[] = {"ListDir", "Stat", "MakeDir", "Move", "Remove", NULL};
-        char full[PATH_MAX], other[PATH_MAX];
+        char full[PATH_MAX], other[PATH_MAX], message[256];
         struct sandbox *sb = e2b_box(s);
         json_t *req = NULL, *result = NULL;
+        enum files_user who;
         const char *path;
         int rc;
 
+        if (envd_watch_rpc(r, s, method))
+                return;
         if (!jp_strv_contains(unary, method)) {
-                /* WatchDir is a stream: the error goes in one. */
-                connect_error(r, strcmp(method, "WatchDir") == 0, -ENOSYS,
-                              "filesystem.Filesystem/%s is not supported by Glovebox", method);
+                envd_connect_error(r, false, -ENOSYS,
+                                   "filesystem.Filesystem/%s is not supported by Glovebox", method);
                 return;
         }
-        req = parse_request(r->body.data, r->body.len);
+        if (envd_user_of(r, s, &who, message, sizeof(message)) < 0) {
+                envd_connect_error(r, false, -EINVAL, "%s", message);
+                return;
+        }
+        req = envd_parse_request(r->body.data, r->body.len);
         path = json_string_value(json_object_get(req, "path"));
         if (!req) {
-                connect_error(r, false, -EINVAL, "the request is not a JSON object");
+                envd_connect_error(r, false, -EINVAL, "the request is not a JSON object");
                 goto out;
         }
         if (strcmp(method, "Move") == 0)
                 path = json_string_value(json_object_get(req, "source"));
         if (!path || files_normalize(path, full, sizeof(full)) < 0) {
-                connect_error(r, false, -EINVAL, "a path is needed");
+                envd_connect_error(r, false, -EINVAL, "a path is needed");
                 goto out;
         }
         if (strcmp(method, "ListDir") == 0) {
                 json_int_t depth = json_integer_value(json_object_get(req, "depth"));
 
-                rc = files_list(sb, full, depth > 0 ? (unsigned)depth : 1, &result);
+                rc = files_list(sb, who, full, depth > 0 ? (unsigned)depth : 1, &result);
                 if (rc == 0)
                         result = json_pack("{s:o}", "entries", result);
         } else if (strcmp(method, "Stat") == 0) {
-                rc = files_stat(sb, full, &result);
+                rc = files_stat(sb, who, full, &result);
                 if (rc == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else if (strcmp(method, "MakeDir") == 0) {
-                rc = files_mkdir(sb, full);
-                if (rc == 0 && files_stat(sb, full, &result) == 0)
+                rc = files_mkdir(sb, who, full);
+                if (rc == 0 && files_stat(sb, who, full, &result) == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else if (strcmp(method, "Move") == 0) {
                 const char *to = json_string_value(json_object_get(req, "destination"));
 
                 rc = to && files_normalize(to, other, sizeof(other)) == 0 ? 0 : -EINVAL;
                 if (rc == 0)
-                        rc = files_rename(sb, full, other);
-                if (rc == 0 && files_stat(sb, other, &result) == 0)
+                        rc = files_rename(sb, who, full, other);
+                if (rc == 0 && files_stat(sb, who, other, &result) == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else {
-                rc = files_remove(sb, full);
+                rc = files_remove(sb, who, full);
                 result = json_object();
         }
         if (rc < 0)
-                connect_error(r, false, rc, "%s: %s", full, strerror(-rc));
+                envd_connect_error(r, false, rc, "%s: %s", full, strerror(-rc));
         else
                 http_reply_json(r, 200, result ? result : json_object());
         if (rc < 0)
@@ -705,12 +777,17 @@ static int envd_status(int error)
 bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *route)
 {
         char path[PATH_MAX], content_type[128] = "", err[PATH_MAX];
+        enum files_user who;
         int rc;
 
         if (strcmp(route, "files") != 0 || r->method != HTTP_POST)
                 return false;
+        if (envd_user_of(r, s, &who, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                return true;
+        }
         lws_hdr_copy(r->wsi, content_type, sizeof(content_type), WSI_TOKEN_HTTP_CONTENT_TYPE);
-        rc = upload_start(r, e2b_box(s), query_path(r, path, sizeof(path)) ? path : NULL,
+        rc = upload_start(r, e2b_box(s), who, query_path(r, path, sizeof(path)) ? path : NULL,
                           strncmp(content_type, "multipart/", 10) == 0, err, sizeof(err));
         if (rc < 0)
                 e2b_reply_error(r, rc == -EINVAL ? 400 : envd_status(rc), "cannot write %s: %s",
@@ -721,6 +798,7 @@ bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *rou
 static void files_route(struct http_request *r, struct e2b_sandbox *s)
 {
         char path[PATH_MAX], err[PATH_MAX];
+        enum files_user who;
         struct stat st;
         json_t *written;
         int fd, rc;
@@ -745,7 +823,11 @@ static void files_route(struct http_request *r, struct e2b_sandbox *s)
                 e2b_reply_error(r, 400, "the path parameter is missing");
                 return;
         }
-        rc = files_open_read(e2b_box(s), path, &fd, &st);
+        if (envd_user_of(r, s, &who, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                return;
+        }
+        rc = files_open_read(e2b_box(s), who, path, &fd, &st);
         if (rc == -EISDIR)
                 e2b_reply_error(r, 400, "path '%s' is a directory", path);
         else if (rc < 0)

@@ -51,6 +51,9 @@ struct sandbox_exec {
          * (NULL: none) by the sandbox's root, owned by its user. */
         const char *conn_name;
         const char *conn_text;
+        /* Runs as the sandbox's own root (uid 0 inside, ids.setup_uid on
+         * the host) with SANDBOX_ROOT_CAPS only; false: as "user". */
+        bool as_root;
 };
 
 /* A process started in a sandbox. */

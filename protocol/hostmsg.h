@@ -93,6 +93,11 @@ struct hostmsg_sandbox_ready {
         int init_pid;           /* host pid of the sandbox's init (0 without a sandbox) */
         unsigned user_uid;      /* host ids of the sandbox's "user": what the gateway */
         unsigned user_gid;      /* writes into the sandbox belongs to them */
+        /* host ids of the sandbox's own root (uid 0 inside, never host
+         * root): has_root false when it has none (an unprivileged
+         * kernel-host maps only "user"; --sandbox=none) */
+        bool has_root;
+        unsigned root_uid, root_gid;
         char root[PATH_MAX];    /* host path of the sandbox's root directory */
 };
 
@@ -107,6 +112,9 @@ struct hostmsg_start {
         char kernelspec_dir[PATH_MAX]; /* kernels: expands "{resource_dir}" */
         char key[JP_MAX_KEY_LEN + 1];  /* kernels: the HMAC key */
         char cwd[PATH_MAX];           /* inside the sandbox; "" for the home directory */
+        /* commands: runs as the sandbox's own root (uid 0 of its user
+         * namespace) with file-ownership capabilities only, not as "user" */
+        bool as_root;
         char **argv; /* NULL-terminated; owned after decoding */
         char **env;  /* "NAME=value", NULL-terminated; owned after decoding */
 };
