@@ -84,8 +84,8 @@ static size_t sandbox_watchers(const struct sandbox *sb)
         return n;
 }
 
-/* Queues one event, or counts it lost when the queue is full (one slot
- * past the limit stays free for the notice that says so). */
+/* Queues one event, or counts it lost when the queue is full; the notice
+ * of what was lost takes the first free slot. */
 static void note_dropped(struct watch *w);
 
 static void push(struct watch *w, const char *name, const char *type)
@@ -98,7 +98,8 @@ static void push(struct watch *w, const char *name, const char *type)
         json_array_append_new(w->queue, json_pack("{s:s, s:s}", "name", name, "type", type));
 }
 
-/* An in-band notice: an event of no type, its name the message. */
+/* An in-band notice: an event of no type, its name the message. It takes
+ * a slot like any event (a full queue counts it lost). */
 static void notice(struct watch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void notice(struct watch *w, const char *fmt, ...)
@@ -106,6 +107,10 @@ static void notice(struct watch *w, const char *fmt, ...)
         char message[512] = "glovebox: ";
         va_list ap;
 
+        if (json_array_size(w->queue) >= (size_t)cfg()->watch_queue_events) {
+                w->dropped++;
+                return;
+        }
         va_start(ap, fmt);
         vsnprintf(message + 10, sizeof(message) - 10, fmt, ap);
         va_end(ap);
@@ -115,7 +120,7 @@ static void notice(struct watch *w, const char *fmt, ...)
 
 static void note_dropped(struct watch *w)
 {
-        if (w->dropped == 0 || json_array_size(w->queue) > (size_t)cfg()->watch_queue_events)
+        if (w->dropped == 0 || json_array_size(w->queue) >= (size_t)cfg()->watch_queue_events)
                 return;
         notice(w, "%llu events were dropped: more than %lld waited for the client",
                (unsigned long long)w->dropped, (long long)cfg()->watch_queue_events);
@@ -376,13 +381,16 @@ size_t watch_take(struct watch *w, json_t *out, size_t max)
 {
         size_t n = 0;
 
-        note_dropped(w);
-        while (n < max && json_array_size(w->queue) > 0) {
+        while (n < max) {
+                /* Emptied: the notice of what was lost comes last. */
+                if (json_array_size(w->queue) == 0)
+                        note_dropped(w);
+                if (json_array_size(w->queue) == 0)
+                        break;
                 json_array_append(out, json_array_get(w->queue, 0));
                 json_array_remove(w->queue, 0);
                 n++;
         }
-        note_dropped(w);
         return n;
 }
 
