@@ -68,7 +68,6 @@ static const struct {
         {ENOSYS, "unimplemented", 501},       {ETIMEDOUT, "deadline_exceeded", 504},
 };
 
-
 /* One envelope: a flags byte, a big-endian length, the JSON. */
 void envd_write_frame(struct http_request *r, unsigned char flags, json_t *msg)
 {
@@ -121,8 +120,7 @@ json_t *envd_error_body(int error, const char *message)
 /* A unary call's error: an HTTP status and {"code", "message"}. A
  * streaming call's (stream true): 200, then an end-of-stream frame with
  * the error, which is where Connect clients look for it. */
-static void reply_connect_error(struct http_request *r, bool stream, int error,
-                                const char *message)
+static void reply_connect_error(struct http_request *r, bool stream, int error, const char *message)
 {
         int status;
         json_t *body;
@@ -237,8 +235,8 @@ static int decode_base64(const char *in, struct buf *out)
  * query parameter (/files); neither means the default, "user". 0, or
  * -EINVAL (any other name) or -EPERM (root in a sandbox without one) with
  * the reason in message. */
-int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who,
-                 char *message, size_t size)
+int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who, char *message,
+                 size_t size)
 {
         char value[256], arg[128];
         const char *name = NULL;
@@ -331,9 +329,9 @@ static bool pump(struct command *c, int i)
                 buf_init(&b64, SIZE_MAX);
                 encode_base64(data, (size_t)n, &b64);
                 envd_write_frame(c->r, 0,
-                            json_pack("{s:{s:{s:s#}}}", "event", "data",
-                                      i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
-                                      (int)b64.len));
+                                 json_pack("{s:{s:{s:s#}}}", "event", "data",
+                                           i == 1 ? "stdout" : "stderr", b64.data ? b64.data : "",
+                                           (int)b64.len));
                 buf_free(&b64);
         }
         return true;
@@ -442,7 +440,8 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
                 close_fd(c, 0);
         if (c->r) {
                 http_stream_start(c->r, 200, CONNECT_JSON);
-                envd_write_frame(c->r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
+                envd_write_frame(c->r, 0,
+                                 json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
         }
 }
 
@@ -527,12 +526,12 @@ static void start_command(struct http_request *r, struct e2b_sandbox *s)
         }
         if (json_object_get(req, "pty")) {
                 envd_connect_error(r, true, -ENOSYS,
-                              "pseudo-terminals (pty) are not supported by Glovebox");
+                                   "pseudo-terminals (pty) are not supported by Glovebox");
                 goto out;
         }
         if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
                 envd_connect_error(r, true, -EINVAL,
-                              "process.cmd must be a string, args an array, envs an object");
+                                   "process.cmd must be a string, args an array, envs an object");
                 goto out;
         }
         if (count >= MAX_COMMANDS) {
@@ -616,9 +615,9 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
 
         if (!jp_strv_contains(unary, method)) {
                 /* Connect and StreamInput are streams: the error goes in one. */
-                envd_connect_error(r, strcmp(method, "Connect") == 0 ||
-                                         strcmp(method, "StreamInput") == 0,
-                              -ENOSYS, "process.Process/%s is not supported by Glovebox", method);
+                envd_connect_error(
+                    r, strcmp(method, "Connect") == 0 || strcmp(method, "StreamInput") == 0,
+                    -ENOSYS, "process.Process/%s is not supported by Glovebox", method);
                 return;
         }
         req = r->body.len ? envd_parse_request(r->body.data, r->body.len) : json_object();
@@ -641,7 +640,8 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                 }
                 http_reply_json(r, 200, json_pack("{s:o}", "processes", list));
         } else if (!c) {
-                envd_connect_error(r, false, -ESRCH, "process with pid %u not found", selected_pid(req));
+                envd_connect_error(r, false, -ESRCH, "process with pid %u not found",
+                                   selected_pid(req));
         } else if (strcmp(method, "SendSignal") == 0) {
                 const char *sig = json_string_value(json_object_get(req, "signal"));
 
@@ -663,7 +663,8 @@ static void process_rpc(struct http_request *r, struct e2b_sandbox *s, const cha
                         http_reply_json(r, 200, json_object());
                 } else if (!data || decode_base64(data, &bytes) < 0 ||
                            (bytes.len && write(c->fds[0], bytes.data, bytes.len) < 0)) {
-                        envd_connect_error(r, false, -EINVAL, "cannot write to the process's stdin");
+                        envd_connect_error(r, false, -EINVAL,
+                                           "cannot write to the process's stdin");
                 } else {
                         http_reply_json(r, 200, json_object());
                 }

@@ -19,7 +19,7 @@ void envd_write_frame(struct http_request *r, unsigned char flags, json_t *msg);
 /* Replies with a Connect error: a unary call's status and body, or a
  * streaming call's (stream true) whole stream, its end frame the error. */
 void envd_connect_error(struct http_request *r, bool stream, int error, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 /* The Connect error body {"code", "message"} for -errno error. */
 json_t *envd_error_body(int error, const char *message);
 /* A unary request's JSON object, nulls dropped; NULL if not an object. */
@@ -28,8 +28,8 @@ json_t *envd_parse_request(const char *data, size_t len);
 json_t *envd_read_envelope(struct http_request *r);
 /* The user the request acts as ("Authorization: Basic" or ?username=):
  * 0, or -EINVAL / -EPERM with the reason in message. */
-int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who,
-                 char *message, size_t size);
+int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who, char *message,
+                 size_t size);
 
 /* envd_watch.c: WatchDir, CreateWatcher, GetWatcherEvents, RemoveWatcher;
  * false for another method. */

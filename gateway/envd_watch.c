@@ -57,8 +57,9 @@ static void end_stream(struct watcher *w, int error, const char *message)
 {
         if (w->r) {
                 envd_write_frame(w->r, 2,
-                                 error ? json_pack("{s:o}", "error", envd_error_body(error, message))
-                                       : json_object());
+                                 error
+                                     ? json_pack("{s:o}", "error", envd_error_body(error, message))
+                                     : json_object());
                 http_stream_end(w->r);
         }
         watcher_free(w);
@@ -76,8 +77,7 @@ static void flush(struct watcher *w)
                 json_array_clear(one);
                 if (watch_take(w->watch, one, 1) == 0)
                         break;
-                envd_write_frame(w->r, 0,
-                                 json_pack("{s:O}", "filesystem", json_array_get(one, 0)));
+                envd_write_frame(w->r, 0, json_pack("{s:O}", "filesystem", json_array_get(one, 0)));
         }
         json_decref(one);
         if (w->r && watch_pending(w->watch) > 0)

@@ -36,8 +36,8 @@ struct as_user {
  * ROOT_CAPS). The gateway raises them in its own effective set only while
  * acting for that root, with its filesystem ids, on paths resolved inside
  * the sandbox's root: the sandbox's read-only mounts stay read-only. */
-static const uint32_t root_caps = (1u << CAP_CHOWN) | (1u << CAP_DAC_OVERRIDE) |
-                                  (1u << CAP_DAC_READ_SEARCH) | (1u << CAP_FOWNER);
+static const uint32_t root_caps =
+    (1u << CAP_CHOWN) | (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH) | (1u << CAP_FOWNER);
 
 static int set_effective(uint32_t add, uint32_t drop)
 {
@@ -209,8 +209,8 @@ static int files_open_read_inside(const struct sandbox *sb, const char *path, in
         return 0;
 }
 
-static int files_open_write_inside(const struct sandbox *sb, enum files_user who,
-                                   const char *path, int *fd)
+static int files_open_write_inside(const struct sandbox *sb, enum files_user who, const char *path,
+                                   int *fd)
 {
         int rc = make_dirs(sb, who, path, false);
         uid_t uid;
@@ -560,8 +560,8 @@ out:
         return rc;
 }
 
-int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd,
-                    const char *path, bool nofollow, uint32_t mask, json_t *subdirs)
+int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd, const char *path,
+                    bool nofollow, uint32_t mask, json_t *subdirs)
 {
         struct as_user saved = become_user(sb, who);
         int rc = watch_dir_inside(sb, inotify_fd, path, nofollow, mask, subdirs);

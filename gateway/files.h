@@ -32,7 +32,8 @@ int files_user_parse(const struct sandbox *sb, const char *name, enum files_user
 int files_normalize(const char *path, char *out, size_t size);
 
 /* Opens path for reading; -EISDIR for a directory. */
-int files_open_read(const struct sandbox *sb, enum files_user who, const char *path, int *fd, struct stat *st);
+int files_open_read(const struct sandbox *sb, enum files_user who, const char *path, int *fd,
+                    struct stat *st);
 /* Creates or truncates path for writing, with any missing parent
  * directories, all owned by who. */
 int files_open_write(const struct sandbox *sb, enum files_user who, const char *path, int *fd);
@@ -46,14 +47,15 @@ int files_rename(const struct sandbox *sb, enum files_user who, const char *from
 int files_stat(const struct sandbox *sb, enum files_user who, const char *path, json_t **entry);
 /* The entries below the directory path, depth levels deep, directories
  * first; -ENOTDIR when it is not a directory. */
-int files_list(const struct sandbox *sb, enum files_user who, const char *path, unsigned depth, json_t **entries);
+int files_list(const struct sandbox *sb, enum files_user who, const char *path, unsigned depth,
+               json_t **entries);
 
 /* Adds path, a directory, to the inotify instance inotify_fd with mask, as
  * who: opened inside (like every path here) and watched through its
  * descriptor. nofollow: a symlink at path is refused (-ENOTDIR). When
  * subdirs is given, appends the names of the directories in it. Returns
  * the watch descriptor or -errno. */
-int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd,
-                    const char *path, bool nofollow, uint32_t mask, json_t *subdirs);
+int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd, const char *path,
+                    bool nofollow, uint32_t mask, json_t *subdirs);
 
 #endif

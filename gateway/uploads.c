@@ -128,8 +128,8 @@ static void on_cleanup(struct http_request *r)
         free(u);
 }
 
-int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who,
-                 const char *path, bool multipart, char *err, size_t errlen)
+int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who, const char *path,
+                 bool multipart, char *err, size_t errlen)
 {
         char content_type[256] = "";
         struct upload *u = calloc(1, sizeof(*u));

@@ -14,8 +14,8 @@
  * multipart, into each part's filename unless path (when given) names the
  * only target. Sets r->body_fn, r->ctx and r->cleanup. On failure returns
  * -errno with the failing path in err. */
-int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who,
-                 const char *path, bool multipart, char *err, size_t errlen);
+int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who, const char *path,
+                 bool multipart, char *err, size_t errlen);
 /* After the body: the files written, as E2B's [{name, type, path}]; or
  * -errno (and the path in err) when a write failed. */
 int upload_finish(struct http_request *r, json_t **written, char *err, size_t errlen);

@@ -17,8 +17,8 @@
 
 /* What E2B's envd reports (fsnotify's operations). Self events of a
  * watched directory are left out: its parent reports the same change. */
-#define WATCH_MASK                                                                                \
-        (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB |         \
+#define WATCH_MASK                                                                                 \
+        (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB |             \
          IN_EXCL_UNLINK)
 #define READ_SIZE (64 * 1024)
 
@@ -114,8 +114,8 @@ static void notice(struct watch *w, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(message + 10, sizeof(message) - 10, fmt, ap);
         va_end(ap);
-        json_array_append_new(w->queue, json_pack("{s:s, s:s}", "name", message, "type",
-                                                  "EVENT_TYPE_UNSPECIFIED"));
+        json_array_append_new(
+            w->queue, json_pack("{s:s, s:s}", "name", message, "type", "EVENT_TYPE_UNSPECIFIED"));
 }
 
 static void note_dropped(struct watch *w)
@@ -164,8 +164,9 @@ static int dir_room(struct watch *w, const char *rel)
         if (!which)
                 return 0;
         if (!w->limit_noticed && w->ndirs > 0)
-                notice(w, "'%s' and directories made after it are not watched: %s limit of %lld "
-                          "watched directories is reached",
+                notice(w,
+                       "'%s' and directories made after it are not watched: %s limit of %lld "
+                       "watched directories is reached",
                        rel, which, limit);
         w->limit_noticed = true;
         return -ENOSPC;
@@ -194,8 +195,8 @@ static int add_tree(struct watch *w, const char *first)
                 int wd;
 
                 if ((size_t)snprintf(path, sizeof(path), "%s%s%s", w->root,
-                                     rel[0] && strcmp(w->root, "/") ? "/" : "", rel) >=
-                    sizeof(path)) {
+                                     rel[0] && strcmp(w->root, "/") ? "/" : "",
+                                     rel) >= sizeof(path)) {
                         json_decref(subdirs);
                         continue;
                 }
@@ -217,8 +218,8 @@ static int add_tree(struct watch *w, const char *first)
                 }
                 if (!dir_by_wd(w, wd)) {
                         grown = w->ndirs < w->cap
-                                        ? w->dirs
-                                        : realloc(w->dirs, (w->cap * 2 + 4) * sizeof(*w->dirs));
+                                    ? w->dirs
+                                    : realloc(w->dirs, (w->cap * 2 + 4) * sizeof(*w->dirs));
                         if (!grown) {
                                 inotify_rm_watch(w->fd, wd);
                                 json_decref(subdirs);

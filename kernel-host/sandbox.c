@@ -127,8 +127,8 @@ static void close_fds_except(int keep)
  * locked); with CAP_SETUID/CAP_SETGID it could take ids its namespace maps
  * only for setup; with CAP_SYS_PTRACE reach init; CAP_NET_* would matter
  * for a sandbox with egress. CAP_FSETID and CAP_MKNOD stay out too. */
-#define ROOT_CAPS                                                                                 \
-        ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) |     \
+#define ROOT_CAPS                                                                                  \
+        ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) |        \
          (1ull << CAP_FOWNER))
 
 /* Sets the permitted and effective sets to caps (inheritable empty). */
@@ -229,11 +229,10 @@ static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
          * bounding set), so its NOROOT and NO_SETUID_FIXUP bits stay off,
          * locked off: a setuid() away from 0 then drops them all. */
         if (prctl(PR_SET_SECUREBITS,
-                  (ex->as_root ? 0
-                               : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP) |
-                          SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                          SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                          SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+                  (ex->as_root ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP) |
+                      SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                      SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                      SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
                   0, 0, 0) < 0)
                 child_fail(exec_fd, "securebits", errno);
         if (sb->ids.privileged && setgroups(0, NULL) < 0)

@@ -743,14 +743,10 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 goto fail;
         }
         if (b->sandboxed) {
-                struct sandbox_exec ex = {argv,
-                                          envp,
-                                          cwd,
-                                          {stdio[0], stdio[1], stdio[2]},
-                                          &p->cgroup,
-                                          req->kernel ? conn_name : NULL,
-                                          conn_text,
-                                          req->as_root};
+                struct sandbox_exec ex = {argv,       envp,
+                                          cwd,        {stdio[0], stdio[1], stdio[2]},
+                                          &p->cgroup, req->kernel ? conn_name : NULL,
+                                          conn_text,  req->as_root};
                 char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
 
                 /* A group of its own: what it starts, even in a new session,

@@ -441,9 +441,9 @@ void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
 
 json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
 {
-        json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:s}", "sandbox_id", m->sandbox_id,
-                              "init_pid", m->init_pid, "user_uid", (json_int_t)m->user_uid,
-                              "user_gid", (json_int_t)m->user_gid, "root", m->root);
+        json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:s}", "sandbox_id", m->sandbox_id, "init_pid",
+                              m->init_pid, "user_uid", (json_int_t)m->user_uid, "user_gid",
+                              (json_int_t)m->user_gid, "root", m->root);
 
         if (o && m->has_root) {
                 json_object_set_new(o, "root_uid", json_integer((json_int_t)m->root_uid));
