@@ -748,3 +748,33 @@ def test_commands_and_files_as_root(sbx):
     with pytest.raises(CommandExitException):
         sbx.commands.run("echo no >> /home/user/by-root.txt")
     assert sbx.files.get_info("/home/user/private").owner == "user"
+
+
+def test_async_watch_dir_streams_events(gateway):
+    """AsyncSandbox.files.watch_dir: WatchDir's stream, events delivered to
+    on_event as they happen, recursive; stop() ends it."""
+    async def agent():
+        sbx = await AsyncSandbox.create()
+        try:
+            await sbx.files.make_dir("/home/user/aw")
+            seen = []
+            handle = await sbx.files.watch_dir(
+                "/home/user/aw", on_event=lambda e: seen.append((e.name, e.type.value)),
+                recursive=True)
+
+            async def until(wanted):
+                deadline = time.time() + 20
+                while not all(w in seen for w in wanted):
+                    assert time.time() < deadline, (wanted, seen)
+                    await asyncio.sleep(0.05)
+
+            await sbx.files.make_dir("/home/user/aw/sub")
+            await until([("sub", "create")])
+            await sbx.commands.run("echo x > /home/user/aw/sub/f; rm /home/user/aw/sub/f",
+                                   user="root")
+            await until([("sub/f", "create"), ("sub/f", "write"), ("sub/f", "remove")])
+            await handle.stop()
+        finally:
+            await sbx.kill()
+
+    asyncio.run(agent())
