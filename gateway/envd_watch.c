@@ -2,8 +2,8 @@
  * files.watchDir), and CreateWatcher / GetWatcherEvents / RemoveWatcher,
  * polled (the Python SDK's files.watch_dir). gateway/watch.c does the
  * watching; here they meet their clients. A stream's watcher ends with its
- * client (or at its Connect-Timeout-Ms); a polled one when removed; both
- * with their sandbox. */
+ * client, at its Connect-Timeout-Ms or when the watched directory goes; a
+ * polled one when removed; both with their sandbox. */
 #include "autoconf.h"
 
 #include "gateway/envd.h"
@@ -84,9 +84,11 @@ static void flush(struct watcher *w)
                 loop_timer_start(&w->retry, on_retry, RETRY_MS);
 }
 
+static void on_events(void *arg);
+
 static void on_retry(lws_sorted_usec_list_t *sul)
 {
-        flush(lws_container_of(sul, struct watcher, retry));
+        on_events(lws_container_of(sul, struct watcher, retry));
 }
 
 static void on_events(void *arg)
@@ -95,6 +97,9 @@ static void on_events(void *arg)
 
         if (w->r)
                 flush(w);
+        /* The watched directory is gone: the stream ends once all is sent. */
+        if (w->r && watch_gone(w->watch) && watch_pending(w->watch) == 0)
+                end_stream(w, 0, NULL);
 }
 
 static void on_keepalive(lws_sorted_usec_list_t *sul)

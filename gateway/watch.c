@@ -40,6 +40,8 @@ struct watch {
         json_t *queue;      /* FilesystemEvent objects, oldest first */
         uint64_t dropped;   /* events lost since the last notice */
         bool limit_noticed; /* told once that subdirectories went unwatched */
+        int root_wd;        /* the watched directory's own watch */
+        bool gone;          /* that directory is gone (removed, unmounted) */
         watch_notify_fn notify;
         void *arg;
 };
@@ -216,6 +218,8 @@ static int add_tree(struct watch *w, const char *first)
                         rc = 0; /* gone already, or a symlink: nothing to watch */
                         continue;
                 }
+                if (!rel[0])
+                        w->root_wd = wd;
                 if (!dir_by_wd(w, wd)) {
                         grown = w->ndirs < w->cap
                                     ? w->dirs
@@ -283,6 +287,7 @@ static void handle_event(struct watch *w, const struct inotify_event *ev)
         if (ev->mask & IN_IGNORED) {
                 /* The directory is gone (or unmounted): so is its watch. */
                 forget_wd(w, ev->wd);
+                w->gone = w->gone || ev->wd == w->root_wd;
                 return;
         }
         d = dir_by_wd(w, ev->wd);
@@ -303,6 +308,7 @@ static void on_readable(void *arg)
         struct watch *w = arg;
         static char data[READ_SIZE] __attribute__((aligned(__alignof__(struct inotify_event))));
         size_t before = json_array_size(w->queue) + w->dropped;
+        bool was_gone = w->gone;
 
         for (;;) {
                 ssize_t n = read(w->fd, data, sizeof(data));
@@ -316,7 +322,7 @@ static void on_readable(void *arg)
                         off += (ssize_t)(sizeof(*ev) + ev->len);
                 }
         }
-        if (json_array_size(w->queue) + w->dropped != before && w->notify)
+        if ((json_array_size(w->queue) + w->dropped != before || w->gone != was_gone) && w->notify)
                 w->notify(w->arg);
 }
 
@@ -393,6 +399,11 @@ size_t watch_take(struct watch *w, json_t *out, size_t max)
                 n++;
         }
         return n;
+}
+
+bool watch_gone(const struct watch *w)
+{
+        return w->gone;
 }
 
 size_t watch_pending(const struct watch *w)

@@ -36,6 +36,9 @@ int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool re
 size_t watch_take(struct watch *w, json_t *out, size_t max);
 /* Events waiting to be taken. */
 size_t watch_pending(const struct watch *w);
+/* Whether the watched directory itself is gone (removed, or its
+ * filesystem unmounted as its sandbox ended): nothing more will come. */
+bool watch_gone(const struct watch *w);
 /* Stops watching and frees the watch; nulls *w. */
 void watch_destroy(struct watch **w);
 

@@ -242,6 +242,19 @@ def test_stream_events_keepalives_and_its_end_with_the_client(gw, sb):
     remove(gw, sb, reply["watcherId"])
 
 
+def test_stream_ends_when_its_directory_goes(gw, sb):
+    envd_sh(gw, sb, "mkdir -p /home/user/gone")
+    s, frames = open_stream(gw, sb, "/home/user/gone")
+    assert frames(lambda f: len(f) >= 1)[0][1] == {"start": {}}
+    envd_sh(gw, sb, "touch /home/user/gone/x && rm -r /home/user/gone")
+    got = frames(lambda f: f and f[-1][0] & 2)
+    s.close()
+    fs = [x[1]["filesystem"] for x in got if "filesystem" in x[1]]
+    assert fs[:1] == [{"name": "x", "type": "EVENT_TYPE_CREATE"}], got
+    assert {"name": "x", "type": "EVENT_TYPE_REMOVE"} in fs, got
+    assert got[-1][0] & 2 and got[-1][1] == {}, got
+
+
 def test_stream_ends_at_its_timeout(gw, sb):
     s, frames = open_stream(gw, sb, "/home/user", extra={"Connect-Timeout-Ms": "500"})
     got = frames(lambda f: f and f[-1][0] & 2)
