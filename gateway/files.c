@@ -522,7 +522,7 @@ int files_list(const struct sandbox *sb, enum files_user who, const char *path, 
  * resolves itself through directories the sandbox can write is ever
  * watched. A subdirectory (nofollow) that is a symlink is not one. */
 static int watch_dir_inside(const struct sandbox *sb, int inotify_fd, const char *path,
-                            bool nofollow, uint32_t mask, json_t *subdirs)
+                            bool nofollow, uint32_t mask, json_t *subdirs, size_t max_subdirs)
 {
         char self[64];
         int dir = open_in(sb, path, O_PATH | O_DIRECTORY | (nofollow ? O_NOFOLLOW : 0), 0);
@@ -548,7 +548,9 @@ static int watch_dir_inside(const struct sandbox *sb, int inotify_fd, const char
                                 close(list);
                         goto out;
                 }
-                while ((de = readdir(d)) != NULL) {
+                /* Bounded: a directory of a million directories costs no
+                 * more than the caller has room to watch. */
+                while (json_array_size(subdirs) < max_subdirs && (de = readdir(d)) != NULL) {
                         if (de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 &&
                             strcmp(de->d_name, "..") != 0)
                                 json_array_append_new(subdirs, json_string(de->d_name));
@@ -561,10 +563,10 @@ out:
 }
 
 int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd, const char *path,
-                    bool nofollow, uint32_t mask, json_t *subdirs)
+                    bool nofollow, uint32_t mask, json_t *subdirs, size_t max_subdirs)
 {
         struct as_user saved = become_user(sb, who);
-        int rc = watch_dir_inside(sb, inotify_fd, path, nofollow, mask, subdirs);
+        int rc = watch_dir_inside(sb, inotify_fd, path, nofollow, mask, subdirs, max_subdirs);
 
         become_self(saved);
         return rc;

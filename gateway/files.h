@@ -53,9 +53,9 @@ int files_list(const struct sandbox *sb, enum files_user who, const char *path, 
 /* Adds path, a directory, to the inotify instance inotify_fd with mask, as
  * who: opened inside (like every path here) and watched through its
  * descriptor. nofollow: a symlink at path is refused (-ENOTDIR). When
- * subdirs is given, appends the names of the directories in it. Returns
- * the watch descriptor or -errno. */
+ * subdirs is given, appends the names of the directories in it, at most
+ * max_subdirs in all. Returns the watch descriptor or -errno. */
 int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd, const char *path,
-                    bool nofollow, uint32_t mask, json_t *subdirs);
+                    bool nofollow, uint32_t mask, json_t *subdirs, size_t max_subdirs);
 
 #endif

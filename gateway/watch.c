@@ -21,6 +21,7 @@
         (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB |             \
          IN_EXCL_UNLINK)
 #define READ_SIZE (64 * 1024)
+#define MAX_READS 16 /* per wake-up: a flood of events cannot hold the loop */
 
 struct watched_dir {
         int wd;
@@ -150,6 +151,18 @@ static void forget_wd(struct watch *w, int wd)
         }
 }
 
+/* How many more directories fit every limit. */
+static size_t dirs_left(const struct watch *w)
+{
+        size_t total = (size_t)cfg()->watch_max_dirs,
+               mine = (size_t)cfg()->watch_max_dirs_per_sandbox;
+        size_t here = sandbox_dirs(w->sb);
+        size_t a = total > total_dirs ? total - total_dirs : 0;
+        size_t b = mine > here ? mine - here : 0;
+
+        return a < b ? a : b;
+}
+
 /* Whether one more directory fits every limit; says so once when not. */
 static int dir_room(struct watch *w, const char *rel)
 {
@@ -192,7 +205,7 @@ static int add_tree(struct watch *w, const char *first)
                 char path[PATH_MAX];
                 struct watched_dir *grown;
                 const char *name;
-                size_t i;
+                size_t i, queued;
                 json_t *v;
                 int wd;
 
@@ -207,8 +220,10 @@ static int add_tree(struct watch *w, const char *first)
                         json_decref(subdirs);
                         break;
                 }
+                /* One more than fits, so that the limit is met and said. */
+                queued = json_array_size(todo) - next;
                 wd = files_watch_dir(w->sb, w->who, w->fd, path, rel[0] != '\0', WATCH_MASK,
-                                     subdirs);
+                                     subdirs, dirs_left(w) > queued ? dirs_left(w) - queued : 1);
                 if (wd < 0) {
                         json_decref(subdirs);
                         if (!rel[0]) {
@@ -310,7 +325,7 @@ static void on_readable(void *arg)
         size_t before = json_array_size(w->queue) + w->dropped;
         bool was_gone = w->gone;
 
-        for (;;) {
+        for (int reads = 0; reads < MAX_READS; reads++) {
                 ssize_t n = read(w->fd, data, sizeof(data));
 
                 if (n <= 0)

@@ -121,6 +121,20 @@ def test_recursive_watch_stops_at_the_directory_limit(gw, sb):
     # Two subdirectories are watched (each a create and a write), no more.
     assert len(names) == 4 and len({n.split("/")[0] for n in names}) == 2, names
     remove(gw, sb, wid)
+    # Thousands of directories, existing and new, cost no more watches.
+    envd_sh(gw, sb, "mkdir /home/user/many && cd /home/user/many && seq 5000 | xargs mkdir")
+    status, reply = create(gw, sb, "/home/user/many", recursive=True)
+    assert status == 200, reply
+    wid = reply["watcherId"]
+    envd_sh(gw, sb, "cd /home/user/many && seq 5001 7000 | xargs mkdir && "
+                    "for d in 1 2 3 4 5 6 7 8 9; do touch $d/f; done")
+    time.sleep(1)
+    seen = events(gw, sb, wid)
+    notices = [e for e in seen if e["type"] == "EVENT_TYPE_UNSPECIFIED"]
+    assert "limit of 3 watched directories" in notices[0]["name"], notices
+    inside = [e["name"] for e in seen if "/" in e["name"]]
+    assert len(inside) <= 2, inside
+    remove(gw, sb, wid)
 
 
 def test_bad_requests_are_refused_clearly(gw, sb):
