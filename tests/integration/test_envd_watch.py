@@ -8,6 +8,7 @@ import http.client
 import json
 import socket
 import time
+import urllib.request
 
 import pytest
 
@@ -277,6 +278,17 @@ def test_stream_ends_at_its_timeout(gw, sb):
     assert got[-1][0] & 2 and got[-1][1]["error"]["code"] == "deadline_exceeded", got
 
 
+def gauge(gw, name):
+    """A gauge's value in /metrics."""
+    req = urllib.request.Request(gw.base + "/metrics")
+    req.add_header("Authorization", f"Bearer {gw.token}")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
 def test_watchers_end_with_their_sandbox(gw):
     # Two watchers in the whole gateway: a third sandbox's waits for one.
     a, b, c = e2b_create(gw), e2b_create(gw), e2b_create(gw)
@@ -294,8 +306,12 @@ def test_watchers_end_with_their_sandbox(gw):
         assert create_until_room(gw, c, "/home/user")[0] == 200
         status, reply = create(gw, c, "/tmp")
         assert status == 429, reply
+        assert gauge(gw, "glovebox_e2b_watchers") == 2
+        assert gauge(gw, "glovebox_e2b_watched_directories") == 2
         assert e2b_kill(gw, a) == 204
         assert e2b_kill(gw, c) == 204
+        assert gauge(gw, "glovebox_e2b_watchers") == 0
+        assert gauge(gw, "glovebox_e2b_watched_directories") == 0
         d = e2b_create(gw)
         try:
             assert create_until_room(gw, d, "/home/user")[0] == 200
