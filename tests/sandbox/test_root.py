@@ -184,6 +184,16 @@ print(repr(out))
     assert py(gateway, box, code) == ["EPERM"] * 8 + ["EINVAL"] * 2
 
 
+def test_root_cannot_signal_or_read_the_users_processes(gateway, box):
+    rc, out, _ = sh(gateway, box, "sleep 600 >/dev/null 2>&1 & echo $!", auth=None)
+    pid = int(out)
+    rc, out, err = sh(gateway, box, f"kill {pid}; echo rc=$?; cat /proc/{pid}/environ; echo rc=$?")
+    assert "rc=1\nrc=1\n" == out, (out, err)
+    # Positive control: its own user may.
+    rc, out, _ = sh(gateway, box, f"kill {pid}; echo rc=$?", auth=None)
+    assert out == "rc=0\n"
+
+
 def test_root_cannot_chown_its_way_out(gateway, box):
     code = """
 import errno, os, shutil, stat
