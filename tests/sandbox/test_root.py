@@ -283,3 +283,34 @@ def test_other_user_names_are_refused(gateway, box):
                                       {"path": "/home/user"}, token="",
                                       headers=envd_headers(box, "Basic !!!"))
     assert status == 400 and body["code"] == "invalid_argument", body
+
+
+def test_an_unprivileged_gateway_has_no_root_to_give():
+    """Unprivileged, a sandbox's user namespace maps "user" alone: "root" is
+    refused with the reason, never run as anyone else; "user" and the
+    watchers work as ever."""
+    from gbclient import envd_rpc, start_gateway
+    gw = start_gateway(runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        sb = e2b_create(gw)
+        with pytest.raises(RuntimeError, match="needs a sandbox with a root of its own"):
+            envd_sh(gw, sb, "id -u", auth=ROOT)
+        assert envd_sh(gw, sb, "id -u")[1] == "1000\n"
+        q = urllib.parse.urlencode({"path": "/home/user/x", "username": "root"})
+        status, body, _ = gw.request("GET", "/e2b/files?" + q, token="", headers=envd_headers(sb))
+        assert status == 400 and "root of its own" in body["message"], body
+        status, reply = envd_rpc(gw, sb, "filesystem.Filesystem/CreateWatcher",
+                                 {"path": "/home/user"})
+        assert status == 200, reply
+        envd_sh(gw, sb, "touch /home/user/new")
+        deadline = time.time() + 10
+        seen = []
+        while {"name": "new", "type": "EVENT_TYPE_CREATE"} not in seen:
+            assert time.time() < deadline, seen
+            status, got = envd_rpc(gw, sb, "filesystem.Filesystem/GetWatcherEvents",
+                                   {"watcherId": reply["watcherId"]})
+            seen += got.get("events", [])
+            time.sleep(0.1)
+        e2b_kill(gw, sb)
+    finally:
+        gw.stop()
