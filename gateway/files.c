@@ -5,15 +5,15 @@
 #include "protocol/tree.h"
 
 #include <dirent.h>
-#include <linux/capability.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/fsuid.h>
+#include <sys/prctl.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -21,34 +21,32 @@
 
 #define MAX_LIST_ENTRIES 100000
 
-/* File operations run with the filesystem ids of whom they act as (the
- * sandbox's user or its root): the kernel refuses to create files for an
- * id its user namespace does not map (EOVERFLOW), and permission checks
- * then are those that id has inside. The gateway has one thread, so
- * switching them is safe. */
+/* File operations run as whom they act for (the sandbox's user or its
+ * root): with its effective ids, so that permission checks are those that
+ * id has inside, and the kernel refuses to create files for an id the
+ * sandbox does not map (EOVERFLOW). Effective, not only filesystem, ids:
+ * with euid 0 the gateway would own every sandbox's user namespace (its
+ * kernel-host made them), which grants every capability inside it, such
+ * as CAP_SYS_PTRACE over the sandbox's processes' /proc files. And with
+ * none of the gateway's own capabilities in effect but root's (below)
+ * while acting for root. Raw system calls change only this thread (glibc's
+ * would change libzmq's I/O thread too); the gateway has one thread of its
+ * own, so switching them is safe. */
 struct as_user {
-        int uid, gid;
-        bool raised; /* root's capabilities were raised (become_self lowers them) */
+        uid_t euid;
+        gid_t egid;
+        int dumpable;
+        bool switched; /* caps holds the capabilities to restore */
+        struct __user_cap_data_struct caps[2];
 };
 
 /* The sandbox's root may read and write every file of the sandbox, as its
  * processes may with these capabilities (kernel-host/sandbox.c,
- * ROOT_CAPS). The gateway raises them in its own effective set only while
- * acting for that root, with its filesystem ids, on paths resolved inside
- * the sandbox's root: the sandbox's read-only mounts stay read-only. */
+ * ROOT_CAPS): they are the only ones in effect while the gateway acts for
+ * that root, on paths resolved inside the sandbox's root, where the
+ * sandbox's read-only mounts stay read-only. */
 static const uint32_t root_caps =
     (1u << CAP_CHOWN) | (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH) | (1u << CAP_FOWNER);
-
-static int set_effective(uint32_t add, uint32_t drop)
-{
-        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-        struct __user_cap_data_struct data[2];
-
-        if (syscall(SYS_capget, &hdr, data) < 0)
-                return -errno;
-        data[0].effective = (data[0].effective | (add & data[0].permitted)) & ~drop;
-        return syscall(SYS_capset, &hdr, data) < 0 ? -errno : 0;
-}
 
 /* Never host root: a sandbox without a root of its own acts as its user
  * (files_user_parse refused root before it got here). */
@@ -62,25 +60,45 @@ static void owner_of(const struct sandbox *sb, enum files_user who, uid_t *uid, 
 
 static struct as_user become_user(const struct sandbox *sb, enum files_user who)
 {
-        struct as_user saved = {0, 0, false};
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct now[2];
+        struct as_user saved;
         uid_t uid;
         gid_t gid;
 
+        memset(&saved, 0, sizeof(saved));
         owner_of(sb, who, &uid, &gid);
-        saved.gid = setfsgid(gid);
-        saved.uid = setfsuid(uid);
-        /* Changing fsuid away from 0 cleared the file capabilities. */
-        if (who == FILES_ROOT && uid != sb->user_uid && uid != 0)
-                saved.raised = set_effective(root_caps, 0) == 0;
+        saved.euid = geteuid();
+        saved.egid = getegid();
+        saved.dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+        saved.switched = syscall(SYS_capget, &hdr, saved.caps) == 0;
+        /* The filesystem ids follow the effective ones. */
+        syscall(SYS_setresgid, -1, gid, -1);
+        syscall(SYS_setresuid, -1, uid, -1);
+        if (saved.switched) {
+                memcpy(now, saved.caps, sizeof(now));
+                now[0].effective = who == FILES_ROOT && uid != sb->user_uid && uid != 0
+                                           ? root_caps & now[0].permitted
+                                           : 0;
+                now[1].effective = 0;
+                syscall(SYS_capset, &hdr, now);
+        }
         return saved;
 }
 
 static void become_self(struct as_user saved)
 {
-        if (saved.raised)
-                set_effective(0, root_caps);
-        setfsuid((uid_t)saved.uid);
-        setfsgid((gid_t)saved.gid);
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+
+        /* Back to euid 0 (the real and saved ids still are), then the
+         * group (which CAP_SETGID, back in effect, allows) and the exact
+         * capabilities. A change of euid made the process undumpable. */
+        syscall(SYS_setresuid, -1, saved.euid, -1);
+        syscall(SYS_setresgid, -1, saved.egid, -1);
+        if (saved.switched)
+                syscall(SYS_capset, &hdr, saved.caps);
+        if (saved.dumpable >= 0)
+                prctl(PR_SET_DUMPABLE, saved.dumpable, 0, 0, 0);
 }
 
 int files_user_parse(const struct sandbox *sb, const char *name, enum files_user *out)
@@ -158,7 +176,7 @@ static int open_parent(const struct sandbox *sb, const char *path, char *name, s
 }
 
 /* Creates every missing directory of path's parents (and path itself when
- * include_last), owned by the sandbox's user. */
+ * include_last), owned by who. */
 static int make_dirs(const struct sandbox *sb, enum files_user who, const char *path,
                      bool include_last)
 {

@@ -257,7 +257,7 @@ def test_root_files_stay_inside(gateway, box):
         q = urllib.parse.urlencode({"path": path, "username": "root"})
         status, _, _ = gateway.request("GET", "/e2b/files?" + q, token="",
                                        headers=envd_headers(box))
-        assert status in (400, 404), (path, status)
+        assert status in (400, 403, 404), (path, status)
     for path in ("/usr/evil", "/etc/passwd"):
         q = urllib.parse.urlencode({"path": path, "username": "root"})
         status, _, _ = gateway.request(
@@ -265,6 +265,38 @@ def test_root_files_stay_inside(gateway, box):
             headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
         assert status == 403, (path, status)
     assert not os.path.exists("/usr/evil")
+
+
+def test_files_api_gets_no_more_than_its_user_has(gateway, box):
+    """The files API acts with the ids of whom it acts for and none of the
+    gateway's own privileges (with euid 0 it would own every sandbox's user
+    namespace, and with it CAP_SYS_PTRACE over its processes): no process's
+    private /proc files open through it, not init's, not the user's."""
+    rc, out, _ = sh(gateway, box, "sleep 600 >/dev/null 2>&1 & echo $!", auth=None)
+    pid = int(out)
+
+    def get(path, user):
+        q = urllib.parse.urlencode({"path": path, "username": user})
+        return gateway.request("GET", "/e2b/files?" + q, token="", headers=envd_headers(box))
+
+    try:
+        for path in (f"/proc/{pid}/environ", "/proc/1/environ", "/proc/1/mem",
+                     f"/proc/{pid}/mem"):
+            for user in ("user", "root"):
+                status, body, _ = get(path, user)
+                assert status in (403, 404), (path, user, status, body)
+        status, body, _ = gateway.request(
+            "POST", "/e2b/files?" + urllib.parse.urlencode({"path": "/proc/1/mem",
+                                                            "username": "root"}),
+            raw=b"\x90" * 16, token="",
+            headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
+        assert status in (403, 404), (status, body)
+        # Positive control: what every process may read opens (a /proc
+        # file's size is 0, so the answer is empty: the open is the point).
+        for user in ("user", "root"):
+            assert get(f"/proc/{pid}/cmdline", user)[0] == 200
+    finally:
+        sh(gateway, box, f"kill {pid}", auth=None)
 
 
 def test_other_user_names_are_refused(gateway, box):
