@@ -167,7 +167,7 @@ test('no path leads out of the sandbox', async () => {
     await sbx.runCode('import os\nos.symlink("/etc/shadow", "/home/user/shadow")\n' +
       'os.symlink("/proc/1/root/etc", "/home/user/procroot")')
     await assert.rejects(sbx.files.read('/home/user/shadow'), /not|no such/i)
-    await assert.rejects(sbx.files.read('/home/user/procroot/hostname'), /not|no such|levels/i)
+    await assert.rejects(sbx.files.read('/home/user/procroot/hostname'), /not|no such|levels|permission denied/i)
     // ".." stops at the sandbox's root: its /etc/hostname is its own.
     assert.equal(await sbx.files.read('../../../../etc/hostname'), 'glovebox\n')
     // Writes through a planted link land inside too, or fail.
