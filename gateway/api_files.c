@@ -96,7 +96,7 @@ bool api_files_prepare(struct http_request *r)
                 http_reply_error(r, 400, "PUT needs a file's path");
                 return true;
         }
-        rc = upload_start(r, sb, path, false, err, sizeof(err));
+        rc = upload_start(r, sb, FILES_USER, path, false, err, sizeof(err));
         if (rc < 0)
                 http_reply_error(r, files_http_status(rc), "Cannot write %s: %s", err,
                                  strerror(-rc));
@@ -134,10 +134,10 @@ static void download(struct http_request *r, struct sandbox *sb, const char *pat
 {
         struct stat st;
         json_t *entries;
-        int fd, rc = files_open_read(sb, path, &fd, &st);
+        int fd, rc = files_open_read(sb, FILES_USER, path, &fd, &st);
 
         if (rc == -EISDIR) {
-                rc = files_list(sb, path, 1, &entries);
+                rc = files_list(sb, FILES_USER, path, 1, &entries);
                 if (rc == 0) {
                         plain_entries(entries);
                         http_reply_json(r, 200, json_pack("{s:s, s:o}", "path", path, "entries",
@@ -187,7 +187,7 @@ bool api_files_handle(struct http_request *r)
                         http_reply_json(r, 201, json_pack("{s:o}", "files", written));
                 break;
         case HTTP_DELETE:
-                rc = files_remove(sb, path);
+                rc = files_remove(sb, FILES_USER, path);
                 if (rc < 0)
                         http_reply_error(r, files_http_status(rc), "%s: %s", path, strerror(-rc));
                 else

@@ -161,6 +161,21 @@ static const struct option_def options[] = {
         OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,
             "answer 400 to an E2B sandbox request for internet access (default: accept it and "
             "give the sandbox what the network policy allows, which is no network)"),
+        OPT("watch-max-watchers", OPT_INT, watch_max_watchers, 0, 1024, "32",
+            "E2B directory watchers (files.watchDir / watch_dir) at once in the gateway, each an "
+            "inotify instance of the gateway's user (fs.inotify.max_user_instances, 128 by "
+            "default, is shared with every process of that user); past it a watch is refused"),
+        OPT("watch-max-watchers-per-sandbox", OPT_INT, watch_max_watchers_per_sandbox, 0, 1024,
+            "8", "E2B directory watchers at once in one sandbox"),
+        OPT("watch-max-dirs", OPT_INT, watch_max_dirs, 1, 1000000, "8192",
+            "directories watched at once by all watchers (a recursive watch watches each "
+            "subdirectory; fs.inotify.max_user_watches bounds the gateway's user); past it "
+            "further subdirectories are not watched and the watcher is told"),
+        OPT("watch-max-dirs-per-sandbox", OPT_INT, watch_max_dirs_per_sandbox, 1, 1000000,
+            "1024", "directories watched at once by one sandbox's watchers"),
+        OPT("watch-queue-events", OPT_INT, watch_queue_events, 16, 1000000, "1024",
+            "events a watcher holds for its client; past it events are dropped and the "
+            "client is told how many, in the events themselves"),
         OPT("egress-allow", OPT_LIST, egress_allow, 0, 0, NULL,
             "what sandboxes may ever reach, when a request asks for egress: IPv4 addresses, CIDR "
             "blocks and domain names (with their subdomains), comma-separated (repeatable; "

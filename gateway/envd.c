@@ -67,19 +67,34 @@ out:
 /* A unary call's error: an HTTP status and {"code", "message"}. A
  * streaming call's (stream true): 200, then an end-of-stream frame with
  * the error, which is where Connect clients look for it. */
-void envd_reply_error(struct http_request *r, bool stream, int error, const char *message)
+static const char *connect_code(int error, int *status)
 {
         const char *code = "internal";
-        int status = 500;
-        json_t *body;
 
+        *status = 500;
         for (size_t i = 0; i < sizeof(connect_codes) / sizeof(connect_codes[0]); i++) {
                 if (connect_codes[i].error == -error) {
                         code = connect_codes[i].code;
-                        status = connect_codes[i].status;
+                        *status = connect_codes[i].status;
                 }
         }
-        body = json_pack("{s:s, s:s}", "code", code, "message", message);
+        return code;
+}
+
+json_t *envd_error_body(int error, const char *message)
+{
+        int status;
+
+        return json_pack("{s:s, s:s}", "code", connect_code(error, &status), "message", message);
+}
+
+void envd_reply_error(struct http_request *r, bool stream, int error, const char *message)
+{
+        int status;
+        json_t *body;
+
+        connect_code(error, &status);
+        body = envd_error_body(error, message);
         if (!stream) {
                 http_reply_json(r, status, body);
                 return;
@@ -114,6 +129,48 @@ json_t *envd_parse_request(const char *data, size_t len)
         return req;
 }
 
+/* ---- users -------------------------------------------------------------------- */
+
+/* The user an envd request acts as: the SDKs name it in an
+ * "Authorization: Basic base64(name:)" header (the RPCs) or a username
+ * query parameter (/files); neither means the default, "user". */
+int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who, char *message,
+                 size_t size)
+{
+        char value[256], arg[128];
+        const char *name = NULL;
+        struct buf decoded;
+        int rc = 0;
+
+        buf_init(&decoded, 128);
+        if (lws_hdr_copy(r->wsi, value, sizeof(value), WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
+            strncasecmp(value, "basic ", 6) == 0) {
+                char nul = '\0';
+
+                if (buf_append_unbase64(&decoded, value + 6) < 0 ||
+                    buf_append(&decoded, &nul, 1) < 0) {
+                        snprintf(message, size, "the Authorization header is not base64");
+                        rc = -EINVAL;
+                        goto out;
+                }
+                decoded.data[strcspn(decoded.data, ":")] = '\0';
+                name = decoded.data;
+        } else {
+                name = lws_get_urlarg_by_name(r->wsi, "username=", arg, sizeof(arg));
+        }
+        rc = files_user_parse(e2b_box(s), name, who);
+        if (rc == -EINVAL)
+                snprintf(message, size, "user '%.64s' does not exist here: use 'user' or 'root'",
+                         name);
+        else if (rc == -EPERM)
+                snprintf(message, size,
+                         "user 'root' needs a sandbox with a root of its own (a gateway "
+                         "running as root)");
+out:
+        buf_free(&decoded);
+        return rc;
+}
+
 /* The request of a streaming call is one envelope. */
 json_t *envd_read_envelope(struct http_request *r)
 {
@@ -133,16 +190,22 @@ json_t *envd_read_envelope(struct http_request *r)
 static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method)
 {
         static const char *const unary[] = {"ListDir", "Stat", "MakeDir", "Move", "Remove", NULL};
-        char full[PATH_MAX], other[PATH_MAX];
+        char full[PATH_MAX], other[PATH_MAX], message[256];
         struct sandbox *sb = e2b_box(s);
         json_t *req = NULL, *result = NULL;
+        enum files_user who;
         const char *path;
         int rc;
 
+        if (envd_watch_rpc(r, s, method))
+                return;
         if (!jp_strv_contains(unary, method)) {
-                /* WatchDir is a stream: the error goes in one. */
-                envd_error(r, strcmp(method, "WatchDir") == 0, -ENOSYS,
-                              "filesystem.Filesystem/%s is not supported by Glovebox", method);
+                envd_error(r, false, -ENOSYS,
+                                   "filesystem.Filesystem/%s is not supported by Glovebox", method);
+                return;
+        }
+        if (envd_user_of(r, s, &who, message, sizeof(message)) < 0) {
+                envd_error(r, false, -EINVAL, "%s", message);
                 return;
         }
         req = envd_parse_request(r->body.data, r->body.len);
@@ -160,27 +223,27 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
         if (strcmp(method, "ListDir") == 0) {
                 json_int_t depth = json_integer_value(json_object_get(req, "depth"));
 
-                rc = files_list(sb, full, depth > 0 ? (unsigned)depth : 1, &result);
+                rc = files_list(sb, who, full, depth > 0 ? (unsigned)depth : 1, &result);
                 if (rc == 0)
                         result = json_pack("{s:o}", "entries", result);
         } else if (strcmp(method, "Stat") == 0) {
-                rc = files_stat(sb, full, &result);
+                rc = files_stat(sb, who, full, &result);
                 if (rc == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else if (strcmp(method, "MakeDir") == 0) {
-                rc = files_mkdir(sb, full);
-                if (rc == 0 && files_stat(sb, full, &result) == 0)
+                rc = files_mkdir(sb, who, full);
+                if (rc == 0 && files_stat(sb, who, full, &result) == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else if (strcmp(method, "Move") == 0) {
                 const char *to = json_string_value(json_object_get(req, "destination"));
 
                 rc = to && files_normalize(to, other, sizeof(other)) == 0 ? 0 : -EINVAL;
                 if (rc == 0)
-                        rc = files_rename(sb, full, other);
-                if (rc == 0 && files_stat(sb, other, &result) == 0)
+                        rc = files_rename(sb, who, full, other);
+                if (rc == 0 && files_stat(sb, who, other, &result) == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else {
-                rc = files_remove(sb, full);
+                rc = files_remove(sb, who, full);
                 result = json_object();
         }
         if (rc < 0)
@@ -209,12 +272,17 @@ static int envd_status(int error)
 bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *route)
 {
         char path[PATH_MAX], content_type[128] = "", err[PATH_MAX];
+        enum files_user who;
         int rc;
 
         if (strcmp(route, "files") != 0 || r->method != HTTP_POST)
                 return false;
+        if (envd_user_of(r, s, &who, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                return true;
+        }
         lws_hdr_copy(r->wsi, content_type, sizeof(content_type), WSI_TOKEN_HTTP_CONTENT_TYPE);
-        rc = upload_start(r, e2b_box(s), query_path(r, path, sizeof(path)) ? path : NULL,
+        rc = upload_start(r, e2b_box(s), who, query_path(r, path, sizeof(path)) ? path : NULL,
                           strncmp(content_type, "multipart/", 10) == 0, err, sizeof(err));
         if (rc < 0)
                 e2b_reply_error(r, rc == -EINVAL ? 400 : envd_status(rc), "cannot write %s: %s",
@@ -225,6 +293,7 @@ bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *rou
 static void files_route(struct http_request *r, struct e2b_sandbox *s)
 {
         char path[PATH_MAX], err[PATH_MAX];
+        enum files_user who;
         struct stat st;
         json_t *written;
         int fd, rc;
@@ -249,7 +318,11 @@ static void files_route(struct http_request *r, struct e2b_sandbox *s)
                 e2b_reply_error(r, 400, "the path parameter is missing");
                 return;
         }
-        rc = files_open_read(e2b_box(s), path, &fd, &st);
+        if (envd_user_of(r, s, &who, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                return;
+        }
+        rc = files_open_read(e2b_box(s), who, path, &fd, &st);
         if (rc == -EISDIR)
                 e2b_reply_error(r, 400, "path '%s' is a directory", path);
         else if (rc < 0)

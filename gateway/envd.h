@@ -1,10 +1,12 @@
-/* E2B's envd (gateway/e2b.h) inside the gateway, in two files: envd.c has
- * the Connect framing both use, the files and the routes; envd_process.c
- * the process RPCs (commands, terminals). Only they include this. */
+/* E2B's envd (gateway/e2b.h) inside the gateway, in three files: envd.c
+ * has the Connect framing all use, the acting user, the files and the
+ * routes; envd_process.c the process RPCs (commands, terminals);
+ * envd_watch.c the directory watchers. Only they include this. */
 #ifndef GLOVEBOX_ENVD_H
 #define GLOVEBOX_ENVD_H
 
 #include "gateway/e2b.h"
+#include "gateway/files.h"
 #include "gateway/http.h"
 #include "protocol/buf.h"
 
@@ -30,10 +32,22 @@ void envd_error(struct http_request *r, bool stream, int error, const char *fmt,
 json_t *envd_parse_request(const char *data, size_t len);
 /* The request of a streaming call: one envelope; NULL if it is not. */
 json_t *envd_read_envelope(struct http_request *r);
+/* The Connect error body {"code", "message"} for -errno error. */
+json_t *envd_error_body(int error, const char *message);
+/* The user the request acts as ("Authorization: Basic" or ?username=):
+ * 0, or -EINVAL / -EPERM with the reason in message. */
+int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who, char *message,
+                 size_t size);
 
 /* process.Process/Start, and the other process RPCs (List, Connect,
  * SendInput, Update, SendSignal, CloseStdin). */
 void envd_process_start(struct http_request *r, struct e2b_sandbox *s);
 void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method);
+
+/* envd_watch.c: WatchDir, CreateWatcher, GetWatcherEvents, RemoveWatcher;
+ * false for another method. */
+bool envd_watch_rpc(struct http_request *r, struct e2b_sandbox *s, const char *method);
+/* Ends the sandbox's watchers (it is going away). */
+void envd_watch_forget(struct e2b_sandbox *s);
 
 #endif

@@ -355,14 +355,19 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         const char *cmd = json_string_value(json_object_get(process, "cmd"));
         const char *cwd = json_string_value(json_object_get(process, "cwd"));
         struct hostmsg_start start = {.kernel = false};
-        char header_value[32], **env = NULL;
+        char header_value[32], message[256], **env = NULL;
         size_t nargs = json_array_size(args), n = 0, count = 0;
         struct command *c = NULL;
+        enum files_user who;
         const char *key;
         json_t *v;
 
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
+        if (envd_user_of(r, s, &who, message, sizeof(message)) < 0) {
+                envd_error(r, true, -EINVAL, "%s", message);
+                goto out;
+        }
         if (json_object_get(req, "pty") &&
             read_pty_size(json_object_get(req, "pty"), &start.rows, &start.cols) < 0) {
                 envd_error(r, true, -EINVAL, "pty.size must be {rows, cols}, each from 1 to %d",
@@ -405,6 +410,7 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         snprintf(start.id, sizeof(start.id), "%s", c->id);
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
         snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
+        start.as_root = who == FILES_ROOT;
         c->owner = s;
         c->pid = next_pid++;
         c->config = json_pack("{s:O, s:b}", "process", process, "stdin",
@@ -615,6 +621,7 @@ void envd_forget(struct e2b_sandbox *s)
 {
         struct command *c = commands;
 
+        envd_watch_forget(s);
         while (c) {
                 struct command *next = c->next;
 

@@ -7,39 +7,111 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_LIST_ENTRIES 100000
 
-/* File operations run with the sandbox user's filesystem ids: the kernel
- * refuses to create files for an id its user namespace does not map
- * (EOVERFLOW), and permission checks then are those the user has inside.
- * The gateway has one thread, so switching them is safe. */
+/* File operations run as whom they act for (the sandbox's user or its
+ * root): with its effective ids, so that permission checks are those that
+ * id has inside, and the kernel refuses to create files for an id the
+ * sandbox does not map (EOVERFLOW). Effective, not only filesystem, ids:
+ * with euid 0 the gateway would own every sandbox's user namespace (its
+ * kernel-host made them), which grants every capability inside it, such
+ * as CAP_SYS_PTRACE over the sandbox's processes' /proc files. And with
+ * none of the gateway's own capabilities in effect but root's (below)
+ * while acting for root. Raw system calls change only this thread (glibc's
+ * would change libzmq's I/O thread too); the gateway has one thread of its
+ * own, so switching them is safe. */
 struct as_user {
-        int uid, gid;
+        uid_t euid;
+        gid_t egid;
+        int dumpable;
+        bool switched; /* caps holds the capabilities to restore */
+        struct __user_cap_data_struct caps[2];
 };
 
-static struct as_user become_user(const struct sandbox *sb)
-{
-        struct as_user saved;
+/* The sandbox's root may read and write every file of the sandbox, as its
+ * processes may with these capabilities (kernel-host/sandbox.c,
+ * ROOT_CAPS): they are the only ones in effect while the gateway acts for
+ * that root, on paths resolved inside the sandbox's root, where the
+ * sandbox's read-only mounts stay read-only. */
+static const uint32_t root_caps =
+    (1u << CAP_CHOWN) | (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH) | (1u << CAP_FOWNER);
 
-        saved.gid = setfsgid(sb->user_gid);
-        saved.uid = setfsuid(sb->user_uid);
+/* Never host root: a sandbox without a root of its own acts as its user
+ * (files_user_parse refused root before it got here). */
+static void owner_of(const struct sandbox *sb, enum files_user who, uid_t *uid, gid_t *gid)
+{
+        bool root = who == FILES_ROOT && sb->has_root && sb->root_uid != 0;
+
+        *uid = root ? sb->root_uid : sb->user_uid;
+        *gid = root ? sb->root_gid : sb->user_gid;
+}
+
+static struct as_user become_user(const struct sandbox *sb, enum files_user who)
+{
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct now[2];
+        struct as_user saved;
+        uid_t uid;
+        gid_t gid;
+
+        memset(&saved, 0, sizeof(saved));
+        owner_of(sb, who, &uid, &gid);
+        saved.euid = geteuid();
+        saved.egid = getegid();
+        saved.dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+        saved.switched = syscall(SYS_capget, &hdr, saved.caps) == 0;
+        /* The filesystem ids follow the effective ones. */
+        syscall(SYS_setresgid, -1, gid, -1);
+        syscall(SYS_setresuid, -1, uid, -1);
+        if (saved.switched) {
+                memcpy(now, saved.caps, sizeof(now));
+                now[0].effective = who == FILES_ROOT && uid != sb->user_uid && uid != 0
+                                           ? root_caps & now[0].permitted
+                                           : 0;
+                now[1].effective = 0;
+                syscall(SYS_capset, &hdr, now);
+        }
         return saved;
 }
 
 static void become_self(struct as_user saved)
 {
-        setfsuid((uid_t)saved.uid);
-        setfsgid((gid_t)saved.gid);
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+
+        /* Back to euid 0 (the real and saved ids still are), then the
+         * group (which CAP_SETGID, back in effect, allows) and the exact
+         * capabilities. A change of euid made the process undumpable. */
+        syscall(SYS_setresuid, -1, saved.euid, -1);
+        syscall(SYS_setresgid, -1, saved.egid, -1);
+        if (saved.switched)
+                syscall(SYS_capset, &hdr, saved.caps);
+        if (saved.dumpable >= 0)
+                prctl(PR_SET_DUMPABLE, saved.dumpable, 0, 0, 0);
+}
+
+int files_user_parse(const struct sandbox *sb, const char *name, enum files_user *out)
+{
+        *out = FILES_USER;
+        if (!name || !*name || strcmp(name, "user") == 0)
+                return 0;
+        if (strcmp(name, "root") != 0)
+                return -EINVAL;
+        if (!sb->has_root)
+                return -EPERM;
+        *out = FILES_ROOT;
+        return 0;
 }
 
 int files_normalize(const char *path, char *out, size_t size)
@@ -104,13 +176,17 @@ static int open_parent(const struct sandbox *sb, const char *path, char *name, s
 }
 
 /* Creates every missing directory of path's parents (and path itself when
- * include_last), owned by the sandbox's user. */
-static int make_dirs(const struct sandbox *sb, const char *path, bool include_last)
+ * include_last), owned by who. */
+static int make_dirs(const struct sandbox *sb, enum files_user who, const char *path,
+                     bool include_last)
 {
         char prefix[PATH_MAX], name[NAME_MAX + 1];
         const char *end = include_last ? path + strlen(path) : strrchr(path, '/');
         int rc = 0;
+        uid_t uid;
+        gid_t gid;
 
+        owner_of(sb, who, &uid, &gid);
         for (const char *s = strchr(path + 1, '/'); rc == 0; s = strchr(s + 1, '/')) {
                 const char *stop = s && s < end ? s : end;
                 int dir;
@@ -122,7 +198,7 @@ static int make_dirs(const struct sandbox *sb, const char *path, bool include_la
                 if (dir < 0)
                         return dir;
                 if (mkdirat(dir, name, 0755) == 0) {
-                        if (fchownat(dir, name, sb->user_uid, sb->user_gid, AT_SYMLINK_NOFOLLOW) < 0)
+                        if (fchownat(dir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
                                 rc = -errno;
                 } else if (errno != EEXIST) {
                         rc = -errno;
@@ -151,18 +227,22 @@ static int files_open_read_inside(const struct sandbox *sb, const char *path, in
         return 0;
 }
 
-static int files_open_write_inside(const struct sandbox *sb, const char *path, int *fd)
+static int files_open_write_inside(const struct sandbox *sb, enum files_user who, const char *path,
+                                   int *fd)
 {
-        int rc = make_dirs(sb, path, false);
+        int rc = make_dirs(sb, who, path, false);
+        uid_t uid;
+        gid_t gid;
         int f;
 
+        owner_of(sb, who, &uid, &gid);
         *fd = -1;
         if (rc < 0)
                 return rc;
         f = open_in(sb, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (f < 0)
                 return f;
-        if (fchown(f, sb->user_uid, sb->user_gid) < 0) {
+        if (fchown(f, uid, gid) < 0) {
                 rc = -errno;
                 close(f);
                 return rc;
@@ -171,7 +251,7 @@ static int files_open_write_inside(const struct sandbox *sb, const char *path, i
         return 0;
 }
 
-static int files_mkdir_inside(const struct sandbox *sb, const char *path)
+static int files_mkdir_inside(const struct sandbox *sb, enum files_user who, const char *path)
 {
         int probe = open_in(sb, path, O_PATH, 0);
 
@@ -179,7 +259,7 @@ static int files_mkdir_inside(const struct sandbox *sb, const char *path)
                 close(probe);
                 return -EEXIST;
         }
-        return make_dirs(sb, path, true);
+        return make_dirs(sb, who, path, true);
 }
 
 static int files_remove_inside(const struct sandbox *sb, const char *path)
@@ -210,10 +290,11 @@ static int files_remove_inside(const struct sandbox *sb, const char *path)
         return rc;
 }
 
-static int files_rename_inside(const struct sandbox *sb, const char *from, const char *to)
+static int files_rename_inside(const struct sandbox *sb, enum files_user who, const char *from,
+                               const char *to)
 {
         char from_name[NAME_MAX + 1], to_name[NAME_MAX + 1];
-        int from_dir, to_dir, rc = make_dirs(sb, to, false);
+        int from_dir, to_dir, rc = make_dirs(sb, who, to, false);
 
         if (rc < 0)
                 return rc;
@@ -389,64 +470,121 @@ static int files_list_inside(const struct sandbox *sb, const char *path, unsigne
         return rc;
 }
 
-int files_open_read(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
+int files_open_read(const struct sandbox *sb, enum files_user who, const char *path, int *fd,
+                    struct stat *st)
 {
-        struct as_user saved = become_user(sb);
+        struct as_user saved = become_user(sb, who);
         int rc = files_open_read_inside(sb, path, fd, st);
 
         become_self(saved);
         return rc;
 }
 
-int files_open_write(const struct sandbox *sb, const char *path, int *fd)
+int files_open_write(const struct sandbox *sb, enum files_user who, const char *path, int *fd)
 {
-        struct as_user saved = become_user(sb);
-        int rc = files_open_write_inside(sb, path, fd);
+        struct as_user saved = become_user(sb, who);
+        int rc = files_open_write_inside(sb, who, path, fd);
 
         become_self(saved);
         return rc;
 }
 
-int files_mkdir(const struct sandbox *sb, const char *path)
+int files_mkdir(const struct sandbox *sb, enum files_user who, const char *path)
 {
-        struct as_user saved = become_user(sb);
-        int rc = files_mkdir_inside(sb, path);
+        struct as_user saved = become_user(sb, who);
+        int rc = files_mkdir_inside(sb, who, path);
 
         become_self(saved);
         return rc;
 }
 
-int files_remove(const struct sandbox *sb, const char *path)
+int files_remove(const struct sandbox *sb, enum files_user who, const char *path)
 {
-        struct as_user saved = become_user(sb);
+        struct as_user saved = become_user(sb, who);
         int rc = files_remove_inside(sb, path);
 
         become_self(saved);
         return rc;
 }
 
-int files_rename(const struct sandbox *sb, const char *from, const char *to)
+int files_rename(const struct sandbox *sb, enum files_user who, const char *from, const char *to)
 {
-        struct as_user saved = become_user(sb);
-        int rc = files_rename_inside(sb, from, to);
+        struct as_user saved = become_user(sb, who);
+        int rc = files_rename_inside(sb, who, from, to);
 
         become_self(saved);
         return rc;
 }
 
-int files_stat(const struct sandbox *sb, const char *path, json_t **entry)
+int files_stat(const struct sandbox *sb, enum files_user who, const char *path, json_t **entry)
 {
-        struct as_user saved = become_user(sb);
+        struct as_user saved = become_user(sb, who);
         int rc = files_stat_inside(sb, path, entry);
 
         become_self(saved);
         return rc;
 }
 
-int files_list(const struct sandbox *sb, const char *path, unsigned depth, json_t **entries)
+int files_list(const struct sandbox *sb, enum files_user who, const char *path, unsigned depth,
+               json_t **entries)
 {
-        struct as_user saved = become_user(sb);
+        struct as_user saved = become_user(sb, who);
         int rc = files_list_inside(sb, path, depth, entries);
+
+        become_self(saved);
+        return rc;
+}
+
+/* inotify_add_watch takes a path: it is given the directory's descriptor,
+ * opened inside the sandbox as who, as /proc/self/fd/N. No path the gateway
+ * resolves itself through directories the sandbox can write is ever
+ * watched. A subdirectory (nofollow) that is a symlink is not one. */
+static int watch_dir_inside(const struct sandbox *sb, int inotify_fd, const char *path,
+                            bool nofollow, uint32_t mask, json_t *subdirs, size_t max_subdirs)
+{
+        char self[64];
+        int dir = open_in(sb, path, O_PATH | O_DIRECTORY | (nofollow ? O_NOFOLLOW : 0), 0);
+        int wd, rc = 0;
+        DIR *d;
+
+        if (dir < 0)
+                return dir;
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", dir);
+        wd = inotify_add_watch(inotify_fd, self, mask | IN_ONLYDIR);
+        rc = wd < 0 ? -errno : wd;
+        if (wd < 0 || !subdirs)
+                goto out;
+        /* Listed after the watch is in place: a directory made meanwhile
+         * is either listed here or reported by the watch (or both). */
+        {
+                int list = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                struct dirent *de;
+
+                d = list >= 0 ? fdopendir(list) : NULL;
+                if (!d) {
+                        if (list >= 0)
+                                close(list);
+                        goto out;
+                }
+                /* Bounded: a directory of a million directories costs no
+                 * more than the caller has room to watch. */
+                while (json_array_size(subdirs) < max_subdirs && (de = readdir(d)) != NULL) {
+                        if (de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 &&
+                            strcmp(de->d_name, "..") != 0)
+                                json_array_append_new(subdirs, json_string(de->d_name));
+                }
+                closedir(d);
+        }
+out:
+        close(dir);
+        return rc;
+}
+
+int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd, const char *path,
+                    bool nofollow, uint32_t mask, json_t *subdirs, size_t max_subdirs)
+{
+        struct as_user saved = become_user(sb, who);
+        int rc = watch_dir_inside(sb, inotify_fd, path, nofollow, mask, subdirs, max_subdirs);
 
         become_self(saved);
         return rc;

@@ -409,7 +409,7 @@ static void read_file(struct mcp_call *call, struct sandbox *sb, const char *pat
         struct buf data, b64;
         struct stat st;
         char uri[PATH_MAX + 8];
-        int fd = -1, rc = files_open_read(sb, path, &fd, &st);
+        int fd = -1, rc = files_open_read(sb, FILES_USER, path, &fd, &st);
 
         /* Room for one more piece than the file may have. */
         buf_init(&data, max_output() + READ_PIECE + 1);
@@ -480,7 +480,7 @@ static void write_file(struct mcp_call *call, struct sandbox *sb, const char *pa
         const char *content = json_string_value(jcontent);
         size_t len = json_string_length(jcontent), done = 0;
         char text[PATH_MAX + 64];
-        int fd = -1, rc = files_open_write(sb, path, &fd);
+        int fd = -1, rc = files_open_write(sb, FILES_USER, path, &fd);
 
         if (rc < 0) {
                 mcp_call_fail(call, "Cannot write %s: %s", path, strerror(-rc));
@@ -512,7 +512,7 @@ static void list_files(struct mcp_call *call, struct sandbox *sb, const char *pa
         json_t *entries = NULL, *e;
         struct buf text;
         size_t i;
-        int rc = files_list(sb, path, 1, &entries);
+        int rc = files_list(sb, FILES_USER, path, 1, &entries);
 
         if (rc < 0) {
                 mcp_call_fail(call, "Cannot list %s: %s", path, strerror(-rc));

@@ -5,6 +5,7 @@
 #include "gateway/kernels.h"
 #include "gateway/metrics.h"
 #include "gateway/pool.h"
+#include "gateway/watch.h"
 #include "protocol/buf.h"
 #include "protocol/cgroupfs.h"
 #include "protocol/ids.h"
@@ -491,9 +492,21 @@ static struct metrics_family healthy_gauge = {
     .type = METRICS_GAUGE,
 };
 
+static struct metrics_family watchers_gauge = {
+    .name = "glovebox_e2b_watchers",
+    .help = "E2B directory watchers (each one inotify instance of the gateway's user)",
+    .type = METRICS_GAUGE,
+};
+static struct metrics_family watched_dirs_gauge = {
+    .name = "glovebox_e2b_watched_directories",
+    .help = "Directories the E2B directory watchers watch (inotify watches)",
+    .type = METRICS_GAUGE,
+};
+
 static struct metrics_family *const gauges[] = {
-    &kernels_gauge, &connections_gauge, &tenant_kernels,   &pool_gauge, &pool_taken,
-    &pool_failed,   &pool_paused,       &memory_available, &host_up,    &healthy_gauge,
+    &kernels_gauge, &connections_gauge, &tenant_kernels, &pool_gauge,
+    &pool_taken,    &pool_failed,       &pool_paused,    &memory_available,
+    &host_up,       &healthy_gauge,     &watchers_gauge, &watched_dirs_gauge,
 };
 
 static void collect(void)
@@ -538,6 +551,8 @@ static void collect(void)
         healthy &= pool_full(pool, why, sizeof(why));
         healthy &= memory_enough(why, sizeof(why));
         metrics_set(&healthy_gauge, NULL, healthy);
+        metrics_set(&watchers_gauge, NULL, (double)watch_count());
+        metrics_set(&watched_dirs_gauge, NULL, (double)watch_dirs());
         json_decref(list);
         json_decref(pool);
 }

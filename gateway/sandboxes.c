@@ -40,6 +40,9 @@ static void on_ready(void *ctx, const struct hostmsg_sandbox_ready *m, int root_
         sb->init_pid = m->init_pid;
         sb->user_uid = m->user_uid;
         sb->user_gid = m->user_gid;
+        sb->has_root = m->has_root;
+        sb->root_uid = m->root_uid;
+        sb->root_gid = m->root_gid;
         snprintf(sb->root, sizeof(sb->root), "%s", m->root);
         resolve(sb);
 }

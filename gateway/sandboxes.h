@@ -32,6 +32,10 @@ struct sandbox {
         struct hostmsg_network network; /* its egress (enabled false: none), owned */
         int init_pid;
         unsigned user_uid, user_gid; /* host ids owning what the gateway writes inside */
+        /* host ids of its own root (uid 0 inside, never host root); has_root
+         * false when its user namespace maps none */
+        bool has_root;
+        unsigned root_uid, root_gid;
         char root[PATH_MAX];         /* host path of its root (informative) */
         int root_fd;                 /* its root directory: file access resolves in it */
         char error[HOSTMSG_ERROR_SIZE];

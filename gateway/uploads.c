@@ -12,6 +12,7 @@
 
 struct upload {
         struct sandbox *sandbox;
+        enum files_user who;
         struct multipart parts;
         bool multipart;
         char fixed[PATH_MAX]; /* the ?path= target, "" when parts name their own */
@@ -35,7 +36,7 @@ static int open_target(struct upload *u, const char *path)
         int rc = files_normalize(path, u->current, sizeof(u->current));
 
         if (rc == 0)
-                rc = files_open_write(u->sandbox, u->current, &u->fd);
+                rc = files_open_write(u->sandbox, u->who, u->current, &u->fd);
         if (rc < 0) {
                 fail(u, path, rc);
                 return rc;
@@ -127,8 +128,8 @@ static void on_cleanup(struct http_request *r)
         free(u);
 }
 
-int upload_start(struct http_request *r, struct sandbox *sb, const char *path, bool multipart,
-                 char *err, size_t errlen)
+int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who, const char *path,
+                 bool multipart, char *err, size_t errlen)
 {
         char content_type[256] = "";
         struct upload *u = calloc(1, sizeof(*u));
@@ -140,6 +141,7 @@ int upload_start(struct http_request *r, struct sandbox *sb, const char *path, b
         u->multipart = multipart;
         u->written = json_array();
         u->sandbox = sandbox_ref(sb);
+        u->who = who;
         snprintf(u->fixed, sizeof(u->fixed), "%s", path ? path : "");
         r->ctx = u;
         r->cleanup = on_cleanup;

@@ -4,17 +4,18 @@
 #ifndef GLOVEBOX_UPLOADS_H
 #define GLOVEBOX_UPLOADS_H
 
+#include "gateway/files.h"
 #include "gateway/http.h"
 #include "gateway/sandboxes.h"
 
 #include <jansson.h>
 
-/* Starts taking r's body into sb: into path when the body is raw, or, for
+/* Starts taking r's body into sb, as who: into path when the body is raw, or, for
  * multipart, into each part's filename unless path (when given) names the
  * only target. Sets r->body_fn, r->ctx and r->cleanup. On failure returns
  * -errno with the failing path in err. */
-int upload_start(struct http_request *r, struct sandbox *sb, const char *path, bool multipart,
-                 char *err, size_t errlen);
+int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who, const char *path,
+                 bool multipart, char *err, size_t errlen);
 /* After the body: the files written, as E2B's [{name, type, path}]; or
  * -errno (and the path in err) when a write failed. */
 int upload_finish(struct http_request *r, json_t **written, char *err, size_t errlen);

@@ -121,13 +121,34 @@ static void close_fds_except(int keep)
         }
 }
 
-static int drop_capabilities(void)
+/* What the sandbox's root may do beyond "user": own, read and write every
+ * file of the sandbox whatever its owner and mode. Nothing else: with
+ * CAP_SYS_ADMIN it could remount the read-only binds of host directories
+ * writable (mounts made in the sandbox's own mount namespace are not
+ * locked); with CAP_SETUID/CAP_SETGID it could take ids its namespace maps
+ * only for setup; with CAP_SYS_PTRACE reach init; CAP_NET_* would matter
+ * for a sandbox with egress. CAP_FSETID and CAP_MKNOD stay out too. */
+#define ROOT_CAPS                                                                                  \
+        ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) |        \
+         (1ull << CAP_FOWNER))
+
+/* Sets the permitted and effective sets to caps (inheritable empty). */
+static int keep_capabilities(unsigned long long caps)
 {
         struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
         struct __user_cap_data_struct data[2];
 
         memset(data, 0, sizeof(data));
+        for (int i = 0; i < 2; i++) {
+                data[i].permitted = (uint32_t)(caps >> (32 * i));
+                data[i].effective = data[i].permitted;
+        }
         return (int)syscall(SYS_capset, &hdr, data);
+}
+
+static int drop_capabilities(void)
+{
+        return keep_capabilities(0);
 }
 
 /* Brings up lo, the only interface of the new network namespace. */
@@ -175,6 +196,8 @@ static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
                                      (rlim_t)(sb->limits.disk_mb + 1) * 1024 * 1024};
         /* Counted per host uid: exact when each sandbox has its own. */
         const struct rlimit nproc = {sb->limits.pids, sb->limits.pids};
+        /* spawn.c starts root only in a sandbox that maps one. */
+        const uid_t id = ex->as_root ? 0 : ROOTFS_USER_UID;
         sigset_t none;
 
         sigemptyset(&none);
@@ -200,25 +223,34 @@ static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
                 child_fail(exec_fd, "setrlimit", errno);
         /* Empty the bounding set (needs CAP_SETPCAP, so before setuid) and
          * lock the securebits: no path back to any capability, not even
-         * through a root-owned or file-capability binary. */
+         * through a root-owned or file-capability binary. The sandbox's
+         * root keeps file-ownership capabilities only (ROOT_CAPS). */
         for (int cap = 0; cap <= cap_last; cap++) {
+                if (ex->as_root && (ROOT_CAPS & (1ull << cap)))
+                        continue;
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
                         child_fail(exec_fd, "drop bounding set", errno);
         }
-        if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                             SECBIT_NO_SETUID_FIXUP_LOCKED |
-                                             SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                                             SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+        /* Root's exec must grant it root's capabilities (at most the
+         * bounding set), so its NOROOT and NO_SETUID_FIXUP bits stay off,
+         * locked off: a setuid() away from 0 then drops them all. */
+        if (prctl(PR_SET_SECUREBITS,
+                  (ex->as_root ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP) |
+                      SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                      SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                      SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
                   0, 0, 0) < 0)
                 child_fail(exec_fd, "securebits", errno);
         if (sb->ids.privileged && setgroups(0, NULL) < 0)
                 child_fail(exec_fd, "setgroups", errno);
-        if (setresgid(ROOTFS_USER_UID, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
+        if (setresgid(id, id, id) < 0)
                 child_fail(exec_fd, "setresgid", errno);
-        if (setresuid(ROOTFS_USER_UID, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
+        if (setresuid(id, id, id) < 0)
                 child_fail(exec_fd, "setresuid", errno);
-        /* With NO_SETUID_FIXUP the switch kept capabilities: clear them. */
-        if (drop_capabilities() < 0)
+        /* With NO_SETUID_FIXUP the switch kept capabilities: clear them.
+         * Root keeps ROOT_CAPS permitted: no_new_privs (below) caps what
+         * its exec grants at what it holds now. */
+        if (keep_capabilities(ex->as_root ? ROOT_CAPS : 0) < 0)
                 child_fail(exec_fd, "capset", errno);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 child_fail(exec_fd, "clear ambient capabilities", errno);

@@ -54,6 +54,9 @@ struct sandbox_exec {
         /* stdio is a terminal's peer (sandbox_open_pty): it becomes the
          * process's controlling terminal */
         bool tty;
+        /* Runs as the sandbox's own root (uid 0 inside, ids.setup_uid on
+         * the host) with SANDBOX_ROOT_CAPS only; false: as "user". */
+        bool as_root;
 };
 
 /* A process started in a sandbox. */

@@ -412,6 +412,10 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         ready->init_pid = b->sandboxed ? b->sandbox.init_pid : 0;
         ready->user_uid = ids.user_uid;
         ready->user_gid = ids.user_gid;
+        /* Only a privileged kernel-host maps a root into the sandbox. */
+        ready->has_root = b->sandboxed && ids.privileged;
+        ready->root_uid = ready->has_root ? ids.setup_uid : 0;
+        ready->root_gid = ready->has_root ? ids.setup_gid : 0;
         b->next = boxes;
         boxes = b;
         return 0;
@@ -660,6 +664,13 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 fail_set(fail, req->id, "register", EEXIST, NULL);
                 return -EEXIST;
         }
+        /* A sandbox's root exists only where its user namespace maps one
+         * (sandbox.c, write_id_maps); never run "root" as anyone else. */
+        if (req->as_root && (!b->sandboxed || !b->sandbox.ids.privileged)) {
+                fail_set(fail, req->id, "user root", EPERM,
+                         "user 'root' needs a sandbox made by a kernel-host running as root");
+                return -EPERM;
+        }
         p = calloc(1, sizeof(*p));
         if (!p) {
                 fail_set(fail, req->id, "register", ENOMEM, NULL);
@@ -747,14 +758,15 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 goto fail;
         }
         if (b->sandboxed) {
-                struct sandbox_exec ex = {argv,
-                                          envp,
-                                          cwd,
-                                          {stdio[0], stdio[1], stdio[2]},
-                                          &p->cgroup,
-                                          req->kernel ? conn_name : NULL,
-                                          conn_text,
-                                          req->pty};
+                struct sandbox_exec ex = {.argv = argv,
+                                          .envp = envp,
+                                          .cwd = cwd,
+                                          .stdio = {stdio[0], stdio[1], stdio[2]},
+                                          .cgroup = &p->cgroup,
+                                          .conn_name = req->kernel ? conn_name : NULL,
+                                          .conn_text = conn_text,
+                                          .tty = req->pty,
+                                          .as_root = req->as_root};
                 char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
 
                 /* A group of its own: what it starts, even in a new session,

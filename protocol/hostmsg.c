@@ -441,14 +441,21 @@ void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
 
 json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
 {
-        return json_pack("{s:s, s:i, s:I, s:I, s:s}", "sandbox_id", m->sandbox_id, "init_pid",
-                         m->init_pid, "user_uid", (json_int_t)m->user_uid, "user_gid",
-                         (json_int_t)m->user_gid, "root", m->root);
+        json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:s}", "sandbox_id", m->sandbox_id, "init_pid",
+                              m->init_pid, "user_uid", (json_int_t)m->user_uid, "user_gid",
+                              (json_int_t)m->user_gid, "root", m->root);
+
+        if (o && m->has_root) {
+                json_object_set_new(o, "root_uid", json_integer((json_int_t)m->root_uid));
+                json_object_set_new(o, "root_gid", json_integer((json_int_t)m->root_gid));
+        }
+        return o;
 }
 
 int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
 {
-        long long pid = 0, uid = 0, gid = 0;
+        long long pid = 0, uid = 0, gid = 0, root_uid = 0, root_gid = 0;
+        bool has_root = json_object_get(body, "root_uid") != NULL;
         int rc = get_id(body, "sandbox_id", m->sandbox_id);
 
         if (rc == 0)
@@ -461,10 +468,18 @@ int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
                 rc = get_str(body, "root", m->root, sizeof(m->root));
         if (rc == 0 && m->root[0] != '/')
                 rc = -EBADMSG;
+        /* Host root is never a sandbox's root. */
+        if (rc == 0 && has_root)
+                rc = get_int(body, "root_uid", 1, UINT32_MAX - 1, &root_uid);
+        if (rc == 0 && has_root)
+                rc = get_int(body, "root_gid", 1, UINT32_MAX - 1, &root_gid);
         if (rc == 0) {
                 m->init_pid = (int)pid;
                 m->user_uid = (unsigned)uid;
                 m->user_gid = (unsigned)gid;
+                m->has_root = has_root;
+                m->root_uid = (unsigned)root_uid;
+                m->root_gid = (unsigned)root_gid;
         }
         return rc;
 }
@@ -481,6 +496,8 @@ json_t *hostmsg_start_encode(const struct hostmsg_start *m)
         if (o && m->pty)
                 json_object_set_new(o, "pty", json_pack("{s:i, s:i}", "rows", (int)m->rows, "cols",
                                                         (int)m->cols));
+        if (o && m->as_root)
+                json_object_set_new(o, "as_root", json_true());
         return o;
 }
 
@@ -526,12 +543,17 @@ int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
                 m->rows = (uint16_t)rows;
                 m->cols = (uint16_t)cols;
         }
+        if (rc == 0 && json_object_get(body, "as_root") &&
+            !json_is_boolean(json_object_get(body, "as_root")))
+                rc = -EBADMSG;
         if (rc < 0) {
                 hostmsg_start_clear(m);
                 return rc;
         }
         m->kernel = json_is_true(kernel);
         m->tcp_bridge = m->kernel && json_is_true(json_object_get(body, "tcp_bridge"));
+        /* Kernels always run as the sandbox's user. */
+        m->as_root = !m->kernel && json_is_true(json_object_get(body, "as_root"));
         return 0;
 }
 

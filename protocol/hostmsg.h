@@ -97,6 +97,11 @@ struct hostmsg_sandbox_ready {
         int init_pid;           /* host pid of the sandbox's init (0 without a sandbox) */
         unsigned user_uid;      /* host ids of the sandbox's "user": what the gateway */
         unsigned user_gid;      /* writes into the sandbox belongs to them */
+        /* host ids of the sandbox's own root (uid 0 inside, never host
+         * root): has_root false when it has none (an unprivileged
+         * kernel-host maps only "user"; --sandbox=none) */
+        bool has_root;
+        unsigned root_uid, root_gid;
         char root[PATH_MAX];    /* host path of the sandbox's root directory */
 };
 
@@ -116,6 +121,9 @@ struct hostmsg_start {
          * descriptor, the terminal's master, instead of three pipes */
         bool pty;
         uint16_t rows, cols; /* pty: the terminal's first size (0: 24 by 80) */
+        /* commands: runs as the sandbox's own root (uid 0 of its user
+         * namespace) with file-ownership capabilities only, not as "user" */
+        bool as_root;
         char **argv; /* NULL-terminated; owned after decoding */
         char **env;  /* "NAME=value", NULL-terminated; owned after decoding */
 };

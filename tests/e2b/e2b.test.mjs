@@ -168,7 +168,7 @@ test('no path leads out of the sandbox', async () => {
     await sbx.runCode('import os\nos.symlink("/etc/shadow", "/home/user/shadow")\n' +
       'os.symlink("/proc/1/root/etc", "/home/user/procroot")')
     await assert.rejects(sbx.files.read('/home/user/shadow'), /not|no such/i)
-    await assert.rejects(sbx.files.read('/home/user/procroot/hostname'), /not|no such|levels/i)
+    await assert.rejects(sbx.files.read('/home/user/procroot/hostname'), /not|no such|levels|permission denied/i)
     // ".." stops at the sandbox's root: its /etc/hostname is its own.
     assert.equal(await sbx.files.read('../../../../etc/hostname'), 'glovebox\n')
     // Writes through a planted link land inside too, or fail.
@@ -278,7 +278,6 @@ test('what Glovebox lacks is refused by name', async () => {
     const calls = {
       pause: () => sbx.pause(),
       createSnapshot: () => sbx.createSnapshot(),
-      watchDir: () => sbx.files.watchDir('/home/user', () => {}),
       // The SDK keeps only "400 Bad Request" of a 400's body (the Python
       // SDK shows its "languages: ..." list).
       'runCode(language: cobol)': () => sbx.runCode('1', { language: 'cobol' })
@@ -377,6 +376,66 @@ test('commands in the background: connect follows one, wait gets its end', async
     await assert.rejects(bg.wait(), (err) => err instanceof CommandExitError && err.exitCode === 4,
       'the first handle hears the end too')
     await assert.rejects(sbx.commands.connect(999999), /not found/)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+// files.watchDir: WatchDir's stream, its events named relative to the
+// watched directory; a recursive watch follows subdirectories made later.
+test('files.watchDir sees a create, a write and a remove, recursively too', async () => {
+  const sbx = await Sandbox.create()
+  const waitFor = async (events, wanted) => {
+    const deadline = Date.now() + 20000
+    const has = ([n, t]) => events.some(([name, type]) => name === n && type === t)
+    while (!wanted.every(has)) {
+      if (Date.now() > deadline) throw new Error(`wanted ${JSON.stringify(wanted)}, saw ${JSON.stringify(events)}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+  try {
+    await sbx.files.makeDir('/home/user/w')
+    const flat = []
+    const handle = await sbx.files.watchDir('/home/user/w', (e) => flat.push([e.name, e.type]))
+    await sbx.files.write('/home/user/w/a.txt', 'one')
+    await sbx.commands.run('echo two >> /home/user/w/a.txt')
+    await sbx.files.remove('/home/user/w/a.txt')
+    await waitFor(flat, [['a.txt', 'create'], ['a.txt', 'write'], ['a.txt', 'remove']])
+
+    const deep = []
+    const recursive = await sbx.files.watchDir('/home/user/w', (e) => deep.push([e.name, e.type]),
+      { recursive: true })
+    await sbx.files.makeDir('/home/user/w/sub')
+    await waitFor(deep, [['sub', 'create']])
+    await sbx.commands.run('echo x > /home/user/w/sub/b.txt; rm /home/user/w/sub/b.txt')
+    await waitFor(deep, [['sub/b.txt', 'create'], ['sub/b.txt', 'write'], ['sub/b.txt', 'remove']])
+    await waitFor(flat, [['sub', 'create']])
+    assert.ok(!flat.some(([name]) => name.startsWith('sub/')), JSON.stringify(flat))
+    await handle.stop()
+    await recursive.stop()
+
+    await assert.rejects(sbx.files.watchDir('/home/user/nope', () => {}), NotFoundError)
+    await sbx.files.write('/home/user/plain.txt', 'x')
+    await assert.rejects(sbx.files.watchDir('/home/user/plain.txt', () => {}), /not a directory/)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+// user: 'root' is the sandbox's own root (uid 0 of its user namespace).
+test("user: 'root' runs as the sandbox's root; other names are refused", async () => {
+  const sbx = await Sandbox.create()
+  try {
+    assert.equal((await sbx.commands.run('id -u; whoami', { user: 'root' })).stdout, '0\nroot\n')
+    assert.equal((await sbx.commands.run('id -u; whoami')).stdout, '1000\nuser\n')
+    await sbx.files.write('/home/user/by-root.txt', 'r', { user: 'root' })
+    assert.equal((await sbx.files.getInfo('/home/user/by-root.txt')).owner, 'root')
+    assert.equal(await sbx.files.read('/home/user/by-root.txt', { user: 'root' }), 'r')
+    await sbx.commands.run('echo s > /home/user/mine && chmod 600 /home/user/mine')
+    assert.equal((await sbx.commands.run('cat /home/user/mine', { user: 'root' })).stdout, 's\n')
+    await assert.rejects(sbx.commands.run('id', { user: 'admin' }), /use 'user' or 'root'/)
+    await assert.rejects(sbx.files.read('/home/user/mine', { user: 'admin' }),
+      /use 'user' or 'root'/)
   } finally {
     await sbx.kill()
   }

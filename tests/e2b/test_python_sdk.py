@@ -333,7 +333,6 @@ def test_pip_installs_into_the_sandbox(sbx):
 def test_unsupported_calls_say_so(sbx):
     """What Glovebox lacks is refused by name, never "not found"; the sandbox
     carries on after each refusal."""
-    from e2b import PtySize
     calls = {
         "pause": sbx.pause,
         "beta_pause": sbx.beta_pause,
@@ -341,7 +340,6 @@ def test_unsupported_calls_say_so(sbx):
         "list_snapshots": lambda: Sandbox.list_snapshots().next_items(),
         "fork": sbx.fork,
         "update_network": lambda: sbx.update_network({"deny_out": ["0.0.0.0/0"]}),
-        "files.watch_dir": lambda: sbx.files.watch_dir("/home/user"),
         "create_code_context(language='java')": lambda: sbx.create_code_context(language="java"),
     }
     for name, call in calls.items():
@@ -736,3 +734,104 @@ def test_a_language_that_fails_to_start_says_why():
     finally:
         gw.stop()
         shutil.rmtree(tmp)
+
+
+def poll_events(handle, wanted, timeout=20):
+    """Polls the watcher until every (name, type) in wanted was seen; returns
+    all the events seen."""
+    seen = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        seen += [(e.name, e.type.value) for e in handle.get_new_events()]
+        if all(w in seen for w in wanted):
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"wanted {wanted}, saw {seen}")
+
+
+def test_watch_dir_polls_create_write_remove(sbx):
+    """files.watch_dir (CreateWatcher, GetWatcherEvents, RemoveWatcher): a
+    create, a write and a remove, named relative to the watched directory;
+    recursive watches see into subdirectories made after the watch began."""
+    sbx.files.make_dir("/home/user/watched")
+    handle = sbx.files.watch_dir("/home/user/watched")
+    assert handle.get_new_events() == []
+    sbx.files.write("/home/user/watched/a.txt", "one")
+    sbx.commands.run("echo two >> /home/user/watched/a.txt")
+    sbx.files.remove("/home/user/watched/a.txt")
+    seen = poll_events(handle, [("a.txt", "create"), ("a.txt", "write"), ("a.txt", "remove")])
+    order = [t for n, t in seen if n == "a.txt"]
+    assert order.index("create") < order.index("remove"), seen
+    handle.stop()
+    with pytest.raises(SandboxException):
+        handle.get_new_events()
+
+    # Not recursive: what happens below a subdirectory is not reported.
+    flat = sbx.files.watch_dir("/home/user/watched")
+    deep = sbx.files.watch_dir("/home/user/watched", recursive=True)
+    sbx.files.make_dir("/home/user/watched/sub")
+    poll_events(deep, [("sub", "create")])
+    sbx.commands.run("echo x > /home/user/watched/sub/b.txt && rm /home/user/watched/sub/b.txt")
+    poll_events(deep, [("sub/b.txt", "create"), ("sub/b.txt", "write"),
+                       ("sub/b.txt", "remove")])
+    assert all(not n.startswith("sub/") for n, _ in poll_events(flat, [("sub", "create")]))
+    flat.stop()
+    deep.stop()
+
+    with pytest.raises(NotFoundException):
+        sbx.files.watch_dir("/home/user/no-such-dir")
+    sbx.files.write("/home/user/plain.txt", "x")
+    with pytest.raises(InvalidArgumentException):
+        sbx.files.watch_dir("/home/user/plain.txt")
+
+
+def test_commands_and_files_as_root(sbx):
+    """user="root": the sandbox's own root (uid 0 of its user namespace),
+    never the host's; files it writes are root's; it reaches the user's
+    files; the default stays "user"."""
+    r = sbx.commands.run("id -u; whoami; id -u -n", user="root")
+    assert r.stdout == "0\nroot\nroot\n", r.stdout
+    assert sbx.commands.run("id -u; whoami").stdout == "1000\nuser\n"
+    assert sbx.commands.run("whoami", user="user").stdout == "user\n"
+    # A file of the user's, private to it: root reads and changes it.
+    sbx.commands.run("echo secret > /home/user/private && chmod 600 /home/user/private")
+    assert sbx.commands.run("cat /home/user/private", user="root").stdout == "secret\n"
+    assert sbx.files.read("/home/user/private", user="root") == "secret\n"
+    # What root writes is root's, and the user cannot change it.
+    sbx.files.write("/home/user/by-root.txt", "r", user="root")
+    assert sbx.files.get_info("/home/user/by-root.txt").owner == "root"
+    sbx.commands.run("echo c > /home/user/cmd-root.txt", user="root")
+    assert sbx.commands.run("stat -c %u:%g /home/user/cmd-root.txt").stdout == "0:0\n"
+    with pytest.raises(CommandExitException):
+        sbx.commands.run("echo no >> /home/user/by-root.txt")
+    assert sbx.files.get_info("/home/user/private").owner == "user"
+
+
+def test_async_watch_dir_streams_events(gateway):
+    """AsyncSandbox.files.watch_dir: WatchDir's stream, events delivered to
+    on_event as they happen, recursive; stop() ends it."""
+    async def agent():
+        sbx = await AsyncSandbox.create()
+        try:
+            await sbx.files.make_dir("/home/user/aw")
+            seen = []
+            handle = await sbx.files.watch_dir(
+                "/home/user/aw", on_event=lambda e: seen.append((e.name, e.type.value)),
+                recursive=True)
+
+            async def until(wanted):
+                deadline = time.time() + 20
+                while not all(w in seen for w in wanted):
+                    assert time.time() < deadline, (wanted, seen)
+                    await asyncio.sleep(0.05)
+
+            await sbx.files.make_dir("/home/user/aw/sub")
+            await until([("sub", "create")])
+            await sbx.commands.run("echo x > /home/user/aw/sub/f; rm /home/user/aw/sub/f",
+                                   user="root")
+            await until([("sub/f", "create"), ("sub/f", "write"), ("sub/f", "remove")])
+            await handle.stop()
+        finally:
+            await sbx.kill()
+
+    asyncio.run(agent())

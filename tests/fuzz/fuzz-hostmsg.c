@@ -131,8 +131,11 @@ static void check_start(json_t *body)
                 fail("START does not survive encode + decode");
         if (strcmp(a.id, b.id) || strcmp(a.sandbox_id, b.sandbox_id) || a.kernel != b.kernel ||
             strcmp(a.kernelspec_dir, b.kernelspec_dir) || strcmp(a.key, b.key) ||
-            strcmp(a.cwd, b.cwd) || !same_strv(a.argv, b.argv) || !same_strv(a.env, b.env))
+            strcmp(a.cwd, b.cwd) || !same_strv(a.argv, b.argv) || !same_strv(a.env, b.env) ||
+            a.as_root != b.as_root)
                 fail("START differs after encode + decode");
+        if (a.kernel && a.as_root)
+                fail("START accepted a kernel as root");
         third = hostmsg_start_encode(&b);
         check_stable(again, third, "START encodes differently the second time");
         hostmsg_start_clear(&a);
@@ -173,7 +176,9 @@ static void check_all(json_t *body)
                      !strcmp(a.sandbox_id, b.sandbox_id) && a.init_pid == b.init_pid &&
                          a.init_pid >= 0 && a.user_uid == b.user_uid &&
                          a.user_uid != (unsigned)-1 && a.user_gid == b.user_gid &&
-                         a.user_gid != (unsigned)-1 && a.root[0] == '/' && !strcmp(a.root, b.root));
+                         a.user_gid != (unsigned)-1 && a.root[0] == '/' && !strcmp(a.root, b.root) &&
+                         a.has_root == b.has_root && a.root_uid == b.root_uid &&
+                         a.root_gid == b.root_gid && (!a.has_root || a.root_uid != 0));
         CHECK_SIMPLE(hostmsg_started, id, hostmsg_started_decode, hostmsg_started_encode,
                      !strcmp(a.id, b.id) && a.pid == b.pid && a.pid > 0 &&
                          !strcmp(a.ipc_prefix, b.ipc_prefix));

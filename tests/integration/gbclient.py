@@ -259,3 +259,77 @@ def expect_out_of_memory(ch, msg_id, limit_mb, timeout=120):
     _, outputs = ch.execute("'x' in dir()")
     assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
         "False", "the kernel restarted fresh"
+
+
+# --- E2B sandboxes and envd, spoken raw (the SDK tests are in tests/e2b) -----
+
+def e2b_create(gw, timeout=300):
+    """A new E2B sandbox (its JSON: sandboxID, envdAccessToken...)."""
+    status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": timeout}, token="",
+                               headers={"X-API-KEY": gw.token})
+    assert status == 201, sb
+    return sb
+
+
+def e2b_kill(gw, sb):
+    return gw.request("DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", token="",
+                      headers={"X-API-KEY": gw.token})[0]
+
+
+def envd_headers(sb, auth=None):
+    """The headers of a request to sb's envd; auth: an Authorization value
+    ("Basic base64('root:')" names the user as the SDKs do)."""
+    headers = {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49983",
+               "X-Access-Token": sb["envdAccessToken"]}
+    if auth:
+        headers["Authorization"] = auth
+    return headers
+
+
+def envd_rpc(gw, sb, method, body, auth=None):
+    """A unary envd RPC ("filesystem.Filesystem/Stat"): (status, JSON)."""
+    status, reply, _ = gw.request("POST", "/e2b/" + method, body, token="",
+                                  headers=envd_headers(sb, auth))
+    return status, reply
+
+
+def connect_frames(data):
+    """Connect envelopes: [(flags, JSON)]."""
+    frames = []
+    while len(data) >= 5:
+        n = struct.unpack(">I", data[1:5])[0]
+        frames.append((data[0], json.loads(data[5:5 + n])))
+        data = data[5 + n:]
+    return frames
+
+
+def envd_envelope(msg):
+    raw = json.dumps(msg).encode()
+    return b"\0" + struct.pack(">I", len(raw)) + raw
+
+
+def envd_sh(gw, sb, script, auth=None, timeout=60):
+    """Runs script with sh -c as an envd command; returns (exit code, stdout,
+    stderr), or raises RuntimeError with the stream's Connect error."""
+    import base64
+    req = urllib.request.Request(gw.base + "/e2b/process.Process/Start", method="POST",
+                                 data=envd_envelope({"process": {"cmd": "/bin/sh",
+                                                                 "args": ["-c", script]}}))
+    req.add_header("Content-Type", "application/connect+json")
+    for k, v in envd_headers(sb, auth).items():
+        req.add_header(k, v)
+    out, err, code = b"", b"", None
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = resp.read()
+    for flags, frame in connect_frames(body):
+        if flags & 2:
+            if "error" in frame:
+                raise RuntimeError(frame["error"]["message"])
+            break
+        event = frame.get("event", {})
+        data = event.get("data", {})
+        out += base64.b64decode(data.get("stdout", ""))
+        err += base64.b64decode(data.get("stderr", ""))
+        if "end" in event:
+            code = event["end"].get("exitCode", 0)
+    return code, out.decode(), err.decode()

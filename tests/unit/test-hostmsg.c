@@ -153,7 +153,27 @@ static void test_sandbox_ready(void)
         is_uint(back.user_uid, UINT32_MAX - 1, "SANDBOX_READY: user_uid at its maximum");
         is_uint(back.user_gid, 100000, "SANDBOX_READY: user_gid");
         is_str(back.root, "/proc/31337/root", "SANDBOX_READY: root");
+        is_int(back.has_root, false, "SANDBOX_READY: no root of its own unless said");
         json_decref(body);
+
+        /* A sandbox's own root: an unprivileged host id, never host root. */
+        m.has_root = true;
+        m.root_uid = 1000000;
+        m.root_gid = 1000002;
+        body = transfer(HOSTMSG_SANDBOX_READY, hostmsg_sandbox_ready_encode(&m),
+                        "SANDBOX_READY with a root");
+        memset(&back, 0x5a, sizeof(back));
+        is_int(hostmsg_sandbox_ready_decode(body, &back), 0, "SANDBOX_READY with a root: decodes");
+        ok(back.has_root && back.root_uid == 1000000 && back.root_gid == 1000002,
+           "SANDBOX_READY with a root: its host ids");
+        json_object_set_new(body, "root_uid", json_integer(0));
+        is_int(hostmsg_sandbox_ready_decode(body, &back), -EBADMSG,
+               "SANDBOX_READY: host root as the sandbox's root is refused");
+        json_object_set_new(body, "root_uid", json_string("1"));
+        is_int(hostmsg_sandbox_ready_decode(body, &back), -EBADMSG,
+               "SANDBOX_READY: a root_uid that is not a number is refused");
+        json_decref(body);
+        m.has_root = false;
 
         /* Without a sandbox there is no init: pid 0, and root is a plain
          * directory. */
@@ -241,6 +261,7 @@ static void test_start(void)
            "START a command: empty kernelspec_dir and key");
         ok(back.env && back.env[0] == NULL, "START a command: empty env, not NULL");
         is_int(back.pty, false, "START a command: no terminal unless asked");
+        is_int(back.as_root, false, "START a command: as the user unless said");
         hostmsg_start_clear(&back);
         json_decref(body);
 
@@ -262,6 +283,23 @@ static void test_start(void)
                "START a kernel on a terminal is refused");
         json_decref(body);
         m.pty = false;
+
+        /* A command as the sandbox's root; a kernel never is. */
+        m.as_root = true;
+        body = transfer(HOSTMSG_START, hostmsg_start_encode(&m), "START a command as root");
+        is_int(hostmsg_start_decode(body, &back), 0, "START a command as root: decodes");
+        is_int(back.as_root, true, "START a command as root: as_root");
+        hostmsg_start_clear(&back);
+        json_object_set_new(body, "as_root", json_integer(1));
+        is_int(hostmsg_start_decode(body, &back), -EBADMSG,
+               "START: an as_root that is not a boolean is refused");
+        json_object_set_new(body, "as_root", json_true());
+        json_object_set_new(body, "kernel", json_true());
+        is_int(hostmsg_start_decode(body, &back), 0, "START a kernel with as_root: decodes");
+        is_int(back.as_root, false, "START: a kernel never runs as root");
+        hostmsg_start_clear(&back);
+        json_decref(body);
+        m.as_root = false;
 }
 
 static void test_replies(void)

@@ -1,0 +1,348 @@
+"""The escape battery for a sandbox's own root (E2B's user "root"): commands
+run as uid 0 of the sandbox's user namespace, which is an unprivileged host
+uid, with file-ownership capabilities only. Each probe runs through a real
+gateway in a real sandbox, as E2B's SDKs start commands (envd's
+process.Process/Start with "Authorization: Basic base64('root:')"), and
+asserts the denial and a positive control."""
+import base64
+import os
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from gbclient import e2b_create, e2b_kill, envd_headers, envd_sh
+
+ROOT = "Basic " + base64.b64encode(b"root:").decode()
+USER = "Basic " + base64.b64encode(b"user:").decode()
+# CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+ROOT_CAPS = "000000000000000f"
+
+
+@pytest.fixture(scope="module")
+def box(gateway):
+    sb = e2b_create(gateway)
+    yield sb
+    e2b_kill(gateway, sb)
+
+
+def sh(gateway, sb, script, auth=ROOT, timeout=60):
+    """Runs script as a command, as root unless auth says otherwise."""
+    return envd_sh(gateway, sb, script, auth, timeout)
+
+
+def py(gateway, sb, code, auth=ROOT):
+    """Runs Python code as a command; returns what it printed, parsed."""
+    rc, out, err = sh(gateway, sb, "exec python3 -c " + shell_quote(code), auth)
+    assert rc == 0, (rc, out, err)
+    return eval(out)
+
+
+def shell_quote(s):
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+SYSCALL = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *args)
+    return 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()]
+def mount(src, target, fstype, flags, data=None):
+    ctypes.set_errno(0)
+    r = libc.mount(src, target, fstype, ctypes.c_ulong(flags), data)
+    return 'ok' if r == 0 else errno.errorcode[ctypes.get_errno()]
+"""
+
+
+def test_root_is_uid_0_inside_with_file_capabilities_only(gateway, box):
+    status = py(gateway, box, "print(repr(open('/proc/self/status').read()))")
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert fields["Uid"].split() == ["0", "0", "0", "0"]
+    assert fields["CapEff"].strip() == ROOT_CAPS
+    assert fields["CapPrm"].strip() == ROOT_CAPS
+    assert fields["CapBnd"].strip() == ROOT_CAPS
+    assert fields["CapInh"].strip() == "0000000000000000"
+    assert fields["CapAmb"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+    # Positive control: the default user is still "user", with nothing.
+    rc, out, _ = sh(gateway, box, "id -u; grep CapEff /proc/self/status", auth=None)
+    assert rc == 0 and out.split()[0] == "1000" and out.split()[-1] == "0" * 16, out
+    rc, out, _ = sh(gateway, box, "id -u", auth=USER)
+    assert out == "1000\n"
+
+
+def test_root_maps_to_an_unprivileged_host_uid(gateway, box):
+    rc, out, _ = sh(gateway, box, "cat /proc/self/uid_map /proc/self/gid_map")
+    lines = [line.split() for line in out.splitlines()]
+    assert rc == 0 and len(lines) == 4, out
+    inside_root = [host for inside, host, count in lines if inside == "0"]
+    assert len(inside_root) == 2 and all(int(h) != 0 for h in inside_root), out
+    assert all(count == "1" for _, _, count in lines), out
+    # Seen from the host, root's process runs as that uid, not as 0.
+    marker = f"sleep {4000 + os.getpid() % 1000}.5"
+    rc, _, _ = sh(gateway, box, f"{marker} >/dev/null 2>&1 & echo started")
+    host_uid = None
+    deadline = time.time() + 10
+    while host_uid is None and time.time() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read().replace(b"\0", b" ").strip() != marker.encode():
+                        continue
+                with open(f"/proc/{pid}/status") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            host_uid = int(status.split("\nUid:\t", 1)[1].split()[0])
+        time.sleep(0.1)
+    assert host_uid is not None, "the command was not found on the host"
+    assert host_uid != 0 and str(host_uid) == inside_root[0], (host_uid, inside_root)
+
+
+def test_root_cannot_remount_or_mount(gateway, box):
+    code = SYSCALL + """
+MS_RDONLY, MS_REMOUNT, MS_BIND = 1, 32, 4096
+out = [mount(None, b'/', None, MS_REMOUNT),
+       mount(None, b'/usr', None, MS_REMOUNT | MS_BIND),
+       mount(None, b'/etc', None, MS_REMOUNT | MS_BIND),
+       mount(b'none', b'/tmp', b'tmpfs', 0),
+       mount(b'/usr', b'/tmp', None, MS_BIND),
+       call(430, b'tmpfs', 0),              # fsopen
+       call(428, -100, b'/usr', 1),         # open_tree
+       call(442, -100, b'/usr', 0, 0, 0),   # mount_setattr
+       call(272, 0x20000),                  # unshare(CLONE_NEWNS)
+       call(272, 0x10000000)]               # unshare(CLONE_NEWUSER)
+print(repr(out))
+"""
+    assert py(gateway, box, code) == ["EPERM"] * 10
+    # And the mount table says read-only, as before.
+    rc, out, _ = sh(gateway, box, "mount -o remount,rw /usr; grep ' /usr ' /proc/mounts")
+    assert rc == 0 and " ro," in out, out
+
+
+def test_root_cannot_write_the_system(gateway, box):
+    code = """
+import errno
+out = []
+for path in ('/usr/evil', '/usr/bin/python3', '/etc/passwd', '/evil', '/proc/sys/kernel/hostname'):
+    try:
+        open(path, 'a').close(); out.append('written')
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print(repr(out))
+"""
+    # EACCES where the host's root owns the file: its owner is not mapped
+    # here, so CAP_DAC_OVERRIDE does not apply to it (before EROFS would).
+    assert py(gateway, box, code) == ["EROFS", "EACCES", "EROFS", "EROFS", "EACCES"]
+    assert not os.path.exists("/usr/evil")
+    # Positive control: root writes where the sandbox may.
+    assert py(gateway, box, "print([open(p, 'w').write('ok') for p in "
+                            "('/home/user/root-f', '/tmp/root-f')])") == [2, 2]
+
+
+def test_root_cannot_reach_the_host(gateway, box):
+    code = """
+import errno, os
+out = []
+for probe in (lambda: os.listdir('/proc/1/root/'), lambda: os.readlink('/proc/1/root'),
+              lambda: open('/proc/1/environ').read(), lambda: open('/etc/shadow').read()):
+    try:
+        probe(); out.append('read')
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print(repr([out, open('/proc/1/cmdline').read()]))
+"""
+    out, init = py(gateway, box, code)
+    assert out == ["EACCES", "EACCES", "EACCES", "ENOENT"], out
+    # /proc/1 is the sandbox's own init, not the host's.
+    assert init.startswith("glovebox-init"), init
+
+
+def test_root_cannot_load_modules_or_gain_capabilities(gateway, box):
+    code = SYSCALL + """
+import os
+fd = os.open('/usr/bin/true', os.O_RDONLY)
+out = [call(313, fd, b'', 0),          # finit_module
+       call(175, 0, 0, b''),           # init_module
+       call(176, b'loop', 0),          # delete_module
+       call(246, 0, 0, 0, 0),          # kexec_load
+       call(169, 0xfee1dead, 672274793, 0x4321fedc, 0),  # reboot
+       call(101, 16, 1, 0, 0)]         # ptrace(PTRACE_ATTACH, 1)
+# Without CAP_SETUID/CAP_SETGID root keeps its ids: not user's 1000
+# (EPERM), nor an id the namespace does not map (EINVAL).
+for uid in (1000, 5000):
+    ctypes.set_errno(0)
+    out.append('ok' if libc.setresuid(uid, uid, uid) == 0 else errno.errorcode[ctypes.get_errno()])
+    ctypes.set_errno(0)
+    out.append('ok' if libc.setresgid(uid, uid, uid) == 0 else errno.errorcode[ctypes.get_errno()])
+print(repr(out))
+"""
+    assert py(gateway, box, code) == ["EPERM"] * 8 + ["EINVAL"] * 2
+
+
+def test_root_cannot_signal_or_read_the_users_processes(gateway, box):
+    rc, out, _ = sh(gateway, box, "sleep 600 >/dev/null 2>&1 & echo $!", auth=None)
+    pid = int(out)
+    rc, out, err = sh(gateway, box, f"kill {pid}; echo rc=$?; cat /proc/{pid}/environ; echo rc=$?")
+    assert "rc=1\nrc=1\n" == out, (out, err)
+    # Positive control: its own user may.
+    rc, out, _ = sh(gateway, box, f"kill {pid}; echo rc=$?", auth=None)
+    assert out == "rc=0\n"
+
+
+def test_root_cannot_chown_its_way_out(gateway, box):
+    code = """
+import errno, os, shutil, stat
+out = []
+open('/home/user/owned', 'w').write('x')
+for uid in (12345, 65534, 2 ** 31):
+    try:
+        os.chown('/home/user/owned', uid, uid); out.append('chowned')
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+os.chown('/home/user/owned', 1000, 1000)   # positive control: a mapped id
+out.append(os.stat('/home/user/owned').st_uid)
+# A setuid-root copy of a shell: root may make it, but it gives nothing.
+shutil.copy('/usr/bin/id', '/home/user/suid-id')
+os.chown('/home/user/suid-id', 0, 0)
+os.chmod('/home/user/suid-id', 0o4755)
+out.append(oct(os.stat('/home/user/suid-id').st_mode & 0o7777))
+print(repr(out))
+"""
+    assert py(gateway, box, code) == ["EINVAL", "EINVAL", "EINVAL", 1000, "0o4755"]
+    rc, out, _ = sh(gateway, box, "/home/user/suid-id -u", auth=None)
+    assert rc == 0 and out == "1000\n", out
+
+
+def test_root_reaches_the_users_files(gateway, box):
+    rc, _, _ = sh(gateway, box, "mkdir -p /home/user/private && echo secret > "
+                                "/home/user/private/f && chmod 600 /home/user/private/f && "
+                                "chmod 700 /home/user/private", auth=None)
+    assert rc == 0
+    rc, out, _ = sh(gateway, box, "cat /home/user/private/f && echo more >> /home/user/private/f "
+                                  "&& ls -ln /home/user/private")
+    assert rc == 0 and out.startswith("secret\n") and " 1000 1000 " in out, out
+    # Through the files API too, and what root writes there is root's.
+    q = urllib.parse.urlencode({"path": "/home/user/private/f", "username": "root"})
+    req = urllib.request.Request(gateway.base + "/e2b/files?" + q)
+    for k, v in envd_headers(box).items():
+        req.add_header(k, v)
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.read() == b"secret\nmore\n"
+    status, body, _ = gateway.request(
+        "POST", "/e2b/files?" + urllib.parse.urlencode({"path": "/home/user/private/g",
+                                                        "username": "root"}),
+        raw=b"from root", token="",
+        headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
+    assert status == 200, body
+    rc, out, _ = sh(gateway, box, "stat -c %u:%g:%a /home/user/private/g")
+    assert out == "0:0:644\n", out
+    # And root's private file is root's: the user cannot read it.
+    rc, _, _ = sh(gateway, box, "chmod 600 /home/user/private/g")
+    rc, _, err = sh(gateway, box, "cat /home/user/private/g", auth=None)
+    assert rc != 0 and "Permission denied" in err
+
+
+def test_root_files_stay_inside(gateway, box):
+    """As root the files API still resolves every path inside the sandbox,
+    and read-only mounts stay read-only."""
+    sh(gateway, box, "ln -sf /etc/shadow /home/user/shadow-link; "
+                     "ln -sfn /proc/1/root /home/user/root-link")
+    for path in ("/etc/shadow", "/home/user/shadow-link", "/home/user/root-link/etc/hostname",
+                 "../../../../etc/shadow"):
+        q = urllib.parse.urlencode({"path": path, "username": "root"})
+        status, _, _ = gateway.request("GET", "/e2b/files?" + q, token="",
+                                       headers=envd_headers(box))
+        assert status in (400, 403, 404), (path, status)
+    for path in ("/usr/evil", "/etc/passwd"):
+        q = urllib.parse.urlencode({"path": path, "username": "root"})
+        status, _, _ = gateway.request(
+            "POST", "/e2b/files?" + q, raw=b"x", token="",
+            headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
+        assert status == 403, (path, status)
+    assert not os.path.exists("/usr/evil")
+
+
+def test_files_api_gets_no_more_than_its_user_has(gateway, box):
+    """The files API acts with the ids of whom it acts for and none of the
+    gateway's own privileges (with euid 0 it would own every sandbox's user
+    namespace, and with it CAP_SYS_PTRACE over its processes): no process's
+    private /proc files open through it, not init's, not the user's."""
+    rc, out, _ = sh(gateway, box, "sleep 600 >/dev/null 2>&1 & echo $!", auth=None)
+    pid = int(out)
+
+    def get(path, user):
+        q = urllib.parse.urlencode({"path": path, "username": user})
+        return gateway.request("GET", "/e2b/files?" + q, token="", headers=envd_headers(box))
+
+    try:
+        for path in (f"/proc/{pid}/environ", "/proc/1/environ", "/proc/1/mem",
+                     f"/proc/{pid}/mem"):
+            for user in ("user", "root"):
+                status, body, _ = get(path, user)
+                assert status in (403, 404), (path, user, status, body)
+        status, body, _ = gateway.request(
+            "POST", "/e2b/files?" + urllib.parse.urlencode({"path": "/proc/1/mem",
+                                                            "username": "root"}),
+            raw=b"\x90" * 16, token="",
+            headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
+        assert status in (403, 404), (status, body)
+        # Positive control: what every process may read opens (a /proc
+        # file's size is 0, so the answer is empty: the open is the point).
+        for user in ("user", "root"):
+            assert get(f"/proc/{pid}/cmdline", user)[0] == 200
+    finally:
+        sh(gateway, box, f"kill {pid}", auth=None)
+
+
+def test_other_user_names_are_refused(gateway, box):
+    for name in (b"admin", b"nobody", b"0", b""):
+        auth = "Basic " + base64.b64encode(name + b":").decode()
+        if name:
+            with pytest.raises(RuntimeError, match="use 'user' or 'root'"):
+                sh(gateway, box, "id -u", auth=auth)
+        else:
+            assert sh(gateway, box, "id -u", auth=auth)[1] == "1000\n"
+    q = urllib.parse.urlencode({"path": "/home/user/x", "username": "admin"})
+    status, body, _ = gateway.request("GET", "/e2b/files?" + q, token="",
+                                      headers=envd_headers(box))
+    assert status == 400 and "use 'user' or 'root'" in body["message"], body
+    status, body, _ = gateway.request("POST", "/e2b/filesystem.Filesystem/Stat",
+                                      {"path": "/home/user"}, token="",
+                                      headers=envd_headers(box, "Basic !!!"))
+    assert status == 400 and body["code"] == "invalid_argument", body
+
+
+def test_an_unprivileged_gateway_has_no_root_to_give():
+    """Unprivileged, a sandbox's user namespace maps "user" alone: "root" is
+    refused with the reason, never run as anyone else; "user" and the
+    watchers work as ever."""
+    from gbclient import envd_rpc, start_gateway
+    gw = start_gateway(runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        sb = e2b_create(gw)
+        with pytest.raises(RuntimeError, match="needs a sandbox with a root of its own"):
+            envd_sh(gw, sb, "id -u", auth=ROOT)
+        assert envd_sh(gw, sb, "id -u")[1] == "1000\n"
+        q = urllib.parse.urlencode({"path": "/home/user/x", "username": "root"})
+        status, body, _ = gw.request("GET", "/e2b/files?" + q, token="", headers=envd_headers(sb))
+        assert status == 400 and "root of its own" in body["message"], body
+        status, reply = envd_rpc(gw, sb, "filesystem.Filesystem/CreateWatcher",
+                                 {"path": "/home/user"})
+        assert status == 200, reply
+        envd_sh(gw, sb, "touch /home/user/new")
+        deadline = time.time() + 10
+        seen = []
+        while {"name": "new", "type": "EVENT_TYPE_CREATE"} not in seen:
+            assert time.time() < deadline, seen
+            status, got = envd_rpc(gw, sb, "filesystem.Filesystem/GetWatcherEvents",
+                                   {"watcherId": reply["watcherId"]})
+            seen += got.get("events", [])
+            time.sleep(0.1)
+        e2b_kill(gw, sb)
+    finally:
+        gw.stop()
