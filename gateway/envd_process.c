@@ -1,28 +1,24 @@
 /* envd's process RPCs (gateway/envd.h): commands run inside the sandbox
  * like kernels do, as its user, under its limits, on pipes or on a
- * terminal of the sandbox's own (pty); their output streams back as
- * Connect frames to the Start stream and to every Connect that follows
- * it, while they run. */
+ * terminal of the sandbox's own (pty), through process.c; their output
+ * streams back as Connect frames to the Start stream and to every Connect
+ * that follows it, while they run. */
 #include "autoconf.h"
 
 #include "gateway/e2b.h"
 #include "gateway/envd.h"
-#include "gateway/host.h"
 #include "gateway/loop.h"
+#include "gateway/process.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
-#define READ_PIECE   (64 * 1024)
 #define KEEPALIVE_MS 50000.0
 #define MAX_COMMANDS 256  /* per sandbox, running or not yet reported */
 #define MAX_STREAMS  8    /* per command: its Start and the Connects to it */
@@ -31,21 +27,16 @@
 struct command {
         struct command *next;
         struct e2b_sandbox *owner;
-        char id[JP_UUID_SIZE];
-        unsigned pid; /* the number clients see */
+        struct process *process; /* until process.c reports its end */
+        unsigned pid;            /* the number clients see */
         char *tag;
         json_t *config; /* {cmd, args, envs, cwd} */
-        /* stdin (write end), stdout, stderr (read ends); -1 when closed. A
-         * terminal's are its master (written) and a copy of it (read). */
-        int fds[3];
-        struct loop_watch *watch[3];
         /* The Start stream and the Connect streams that follow the
          * command; a slot is NULL once its client left. */
         struct http_request *streams[MAX_STREAMS];
         bool pty;
-        bool started, exited;
-        struct hostmsg_exit ex;
-        lws_sorted_usec_list_t deadline, keepalive, linger;
+        bool started;
+        lws_sorted_usec_list_t deadline, keepalive;
 };
 
 static struct command *commands;
@@ -66,20 +57,13 @@ static void broadcast(struct command *c, unsigned char flags, json_t *msg)
 static struct command *command_by_pid(struct e2b_sandbox *owner, unsigned pid)
 {
         for (struct command *c = commands; c; c = c->next) {
-                if (c->owner == owner && c->pid == pid && !c->exited)
+                if (c->owner == owner && c->pid == pid && !process_exited(c->process))
                         return c;
         }
         return NULL;
 }
 
-static void close_fd(struct command *c, int i)
-{
-        loop_unwatch(&c->watch[i]);
-        if (c->fds[i] >= 0)
-                close(c->fds[i]);
-        c->fds[i] = -1;
-}
-
+/* Frees c; its process is already gone or abandoned. */
 static void command_free(struct command *c)
 {
         for (struct command **link = &commands; *link; link = &(*link)->next) {
@@ -88,51 +72,33 @@ static void command_free(struct command *c)
                         break;
                 }
         }
-        for (int i = 0; i < 3; i++)
-                close_fd(c, i);
         loop_timer_stop(&c->deadline);
         loop_timer_stop(&c->keepalive);
-        loop_timer_stop(&c->linger);
         json_decref(c->config);
         free(c->tag);
         free(c);
 }
 
-/* Reads what the command wrote and streams it; false at end of file. */
-static bool pump(struct command *c, int i)
+/* What the command wrote, to every stream. */
+static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
 {
-        static uint8_t data[READ_PIECE];
-        ssize_t n;
+        struct command *c = ctx;
+        struct buf b64;
 
-        if (c->fds[i] < 0)
-                return false;
-        n = read(c->fds[i], data, sizeof(data));
-        if (n <= 0) {
-                if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                        return true;
-                close_fd(c, i);
-                return false;
-        }
-        {
-                struct buf b64;
-
-                buf_init(&b64, SIZE_MAX);
-                buf_append_base64(&b64, data, (size_t)n);
-                broadcast(c, 0,
-                          json_pack("{s:{s:{s:s#}}}", "event", "data",
-                                    c->pty   ? "pty"
-                                    : i == 1 ? "stdout"
-                                             : "stderr",
-                                    b64.data ? b64.data : "", (int)b64.len));
-                buf_free(&b64);
-        }
-        return true;
+        buf_init(&b64, SIZE_MAX);
+        buf_append_base64(&b64, data, len);
+        broadcast(c, 0,
+                  json_pack("{s:{s:{s:s#}}}", "event", "data",
+                            c->pty        ? "pty"
+                            : stream == 1 ? "stdout"
+                                          : "stderr",
+                            b64.data ? b64.data : "", (int)b64.len));
+        buf_free(&b64);
 }
 
-static void end_stream(struct command *c)
+static void end_stream(struct command *c, const struct hostmsg_exit *ex)
 {
         char status[64];
-        const struct hostmsg_exit *ex = &c->ex;
         json_t *end;
 
         if (ex->signal)
@@ -188,50 +154,18 @@ static void end_with_error(struct command *c, int error, const char *message)
         }
 }
 
-/* Output first, then the end: the end event is sent only once every
- * output pipe is at its end (or the process died and they stay silent). */
-static void maybe_finish(struct command *c)
+/* Output first, then the end: process.c reports the end only once every
+ * output is at its end (or the process died and they stay silent). */
+static void on_ended(void *ctx, const struct hostmsg_exit *ex)
 {
-        if (!c->exited || c->fds[1] >= 0 || c->fds[2] >= 0)
-                return;
+        struct command *c = ctx;
+
+        c->process = NULL;
         if (has_streams(c)) {
-                end_stream(c);
+                end_stream(c, ex);
                 let_go(c);
         }
         command_free(c);
-}
-
-static void drain(struct command *c)
-{
-        for (int i = 1; i < 3; i++) {
-                /* Drain each pipe as far as it goes now. */
-                while (c->fds[i] >= 0 && pump(c, i) && c->fds[i] >= 0) {
-                        int pending = 0;
-
-                        if (ioctl(c->fds[i], FIONREAD, &pending) < 0 || pending == 0)
-                                break;
-                }
-        }
-}
-
-static void on_output(void *arg)
-{
-        struct command *c = arg;
-
-        drain(c);
-        maybe_finish(c); /* may free c */
-}
-
-/* The process died but a child of it keeps its output open: stop waiting
- * for that output's end. */
-static void on_linger(lws_sorted_usec_list_t *sul)
-{
-        struct command *c = lws_container_of(sul, struct command, linger);
-
-        drain(c);
-        close_fd(c, 1);
-        close_fd(c, 2);
-        maybe_finish(c);
 }
 
 /* A stream of the command begins with its start event. */
@@ -241,58 +175,28 @@ static void open_stream(struct command *c, struct http_request *r)
         envd_write_frame(r, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", c->pid));
 }
 
-static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
+static void on_started(void *ctx)
 {
         struct command *c = ctx;
 
-        for (size_t i = 0; i < nfds && i < 3; i++) {
-                c->fds[i] = fds[i];
-                fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-                if (i > 0)
-                        loop_watch_fd(fds[i], on_output, c, &c->watch[i]);
-        }
-        /* A terminal's one descriptor is both ends: a copy is watched for
-         * its output, the master itself takes the input. */
-        if (c->pty && nfds == 1) {
-                c->fds[1] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
-                if (c->fds[1] >= 0)
-                        loop_watch_fd(c->fds[1], on_output, c, &c->watch[1]);
-        }
         c->started = true;
-        /* Without stdin, the command reads end of file at once; a
-         * terminal's input is always open. */
-        if (!c->pty && !json_is_true(json_object_get(c->config, "stdin")))
-                close_fd(c, 0);
         for (int i = 0; i < MAX_STREAMS; i++) {
                 if (c->streams[i])
                         open_stream(c, c->streams[i]);
         }
 }
 
-static void on_failed(void *ctx, const struct hostmsg_failed *m)
+static void on_failed(void *ctx, const char *message)
 {
         struct command *c = ctx;
 
+        c->process = NULL;
         /* envd answers a command it cannot run with invalid_argument. */
-        end_with_error(c, -EINVAL, m->message);
+        end_with_error(c, -EINVAL, message);
         command_free(c);
 }
 
-static void on_exited(void *ctx, const struct hostmsg_exit *m)
-{
-        struct command *c = ctx;
-
-        c->exited = true;
-        c->ex = *m;
-        loop_timer_stop(&c->deadline);
-        drain(c);
-        if (c->fds[1] >= 0 || c->fds[2] >= 0)
-                loop_timer_start(&c->linger, on_linger, 200);
-        else
-                maybe_finish(c);
-}
-
-static const struct host_process_ops command_ops = {on_started, on_failed, on_exited};
+static const struct process_ops command_ops = {on_started, on_output, on_failed, on_ended};
 
 static void on_client_gone(struct http_request *r)
 {
@@ -314,10 +218,14 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
 {
         struct command *c = lws_container_of(sul, struct command, deadline);
 
+        /* A command that exited is past its timeout's reach, while its
+         * last output is read. */
+        if (process_exited(c->process))
+                return;
         log_info("command %u reached its timeout; killing it", c->pid);
-        drain(c);
+        process_drain(c->process);
         end_with_error(c, -ETIMEDOUT, "the command ran past its timeout and was killed");
-        host_stop(c->id);
+        process_signal(c->process, SIGKILL);
 }
 
 static void on_keepalive(lws_sorted_usec_list_t *sul)
@@ -355,6 +263,7 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         const char *cmd = json_string_value(json_object_get(process, "cmd"));
         const char *cwd = json_string_value(json_object_get(process, "cwd"));
         struct hostmsg_start start = {.kernel = false};
+        bool keep_stdin = json_is_true(json_object_get(req, "stdin"));
         char header_value[32], message[256], **env = NULL;
         size_t nargs = json_array_size(args), n = 0, count = 0;
         struct command *c = NULL;
@@ -387,11 +296,10 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         c = calloc(1, sizeof(*c));
         start.argv = calloc(nargs + 2, sizeof(char *));
         env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
-        if (!c || !start.argv || !env || jp_uuid4(c->id) < 0) {
+        if (!c || !start.argv || !env) {
                 envd_error(r, true, -ENOMEM, "out of memory");
                 goto out;
         }
-        c->fds[0] = c->fds[1] = c->fds[2] = -1;
         start.argv[0] = (char *)cmd;
         for (size_t i = 0; i < nargs; i++)
                 start.argv[i + 1] = (char *)(json_is_string(json_array_get(args, i))
@@ -407,14 +315,12 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
                         n++;
         }
         start.env = env;
-        snprintf(start.id, sizeof(start.id), "%s", c->id);
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
         snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
         start.as_root = who == FILES_ROOT;
         c->owner = s;
         c->pid = next_pid++;
-        c->config = json_pack("{s:O, s:b}", "process", process, "stdin",
-                              json_is_true(json_object_get(req, "stdin")));
+        c->config = json_pack("{s:O}", "process", process);
         if (json_is_string(json_object_get(req, "tag")))
                 c->tag = strdup(json_string_value(json_object_get(req, "tag")));
         c->pty = start.pty;
@@ -423,7 +329,7 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         r->cleanup = on_client_gone;
         c->next = commands;
         commands = c;
-        if (host_start(&start, &command_ops, c) < 0) {
+        if (process_start(&start, keep_stdin, &command_ops, c, &c->process) < 0) {
                 commands = c->next;
                 r->ctx = NULL;
                 r->cleanup = NULL;
@@ -484,22 +390,6 @@ out:
         json_decref(req);
 }
 
-/* Writes all of data to the terminal or the stdin pipe; 0 or -errno. */
-static int write_input(int fd, const char *data, size_t len)
-{
-        while (len) {
-                ssize_t n = write(fd, data, len);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                data += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 static void send_input(struct http_request *r, struct command *c, json_t *req)
 {
         json_t *input = json_object_get(req, "input");
@@ -512,12 +402,12 @@ static void send_input(struct http_request *r, struct command *c, json_t *req)
         buf_init(&bytes, MAX_ENVELOPE);
         if (pty_data && !c->pty) {
                 envd_error(r, false, -EINVAL, "process %u has no terminal (pty)", c->pid);
-        } else if (c->fds[0] < 0) {
+        } else if (!process_stdin_open(c->process)) {
                 envd_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
         } else if (!data || buf_append_unbase64(&bytes, data) < 0) {
                 envd_error(r, false, -EINVAL, "input.stdin or input.pty must be base64 bytes");
         } else {
-                rc = bytes.len ? write_input(c->fds[0], bytes.data, bytes.len) : 0;
+                rc = bytes.len ? process_write_stdin(c->process, bytes.data, bytes.len) : 0;
                 if (rc == -EAGAIN)
                         envd_error(r, false, -ENOSPC,
                                    "process %u reads its input slower than it is sent", c->pid);
@@ -533,7 +423,6 @@ static void send_input(struct http_request *r, struct command *c, json_t *req)
 /* Update: a terminal's new size (the SDKs' pty.resize). */
 static void update_command(struct http_request *r, struct command *c, json_t *req)
 {
-        struct winsize size = {0};
         uint16_t rows, cols;
 
         if (!json_object_get(req, "pty")) {
@@ -544,11 +433,7 @@ static void update_command(struct http_request *r, struct command *c, json_t *re
                 envd_error(r, false, -EINVAL, "pty.size must be {rows, cols}, each from 1 to %d",
                            MAX_PTY_SIDE);
         } else {
-                size.ws_row = rows;
-                size.ws_col = cols;
-                /* On the master: the kernel tells the terminal's foreground
-                 * group (SIGWINCH). */
-                if (c->fds[0] < 0 || ioctl(c->fds[0], TIOCSWINSZ, &size) < 0)
+                if (process_resize(c->process, rows, cols) < 0)
                         envd_error(r, false, -EINVAL, "cannot resize the terminal of %u", c->pid);
                 else
                         http_reply_json(r, 200, json_object());
@@ -583,7 +468,7 @@ void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char 
                         json_t *config = json_object_get(x->config, "process");
                         json_t *info;
 
-                        if (x->owner != s || x->exited)
+                        if (x->owner != s || process_exited(x->process))
                                 continue;
                         info = json_pack("{s:i, s:O}", "pid", x->pid, "config", config);
                         if (info && x->tag)
@@ -596,10 +481,8 @@ void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char 
         } else if (strcmp(method, "SendSignal") == 0) {
                 const char *sig = json_string_value(json_object_get(req, "signal"));
 
-                if (sig && strcmp(sig, "SIGNAL_SIGTERM") == 0)
-                        host_signal(c->id, SIGTERM);
-                else
-                        host_stop(c->id);
+                process_signal(c->process,
+                               sig && strcmp(sig, "SIGNAL_SIGTERM") == 0 ? SIGTERM : SIGKILL);
                 http_reply_json(r, 200, json_object());
         } else if (strcmp(method, "SendInput") == 0) {
                 send_input(r, c, req);
@@ -608,10 +491,10 @@ void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char 
         } else if (c->pty) {
                 envd_error(r, false, -EINVAL,
                            "process %u is on a terminal: send ^D (\\x04) to end its input", c->pid);
-        } else if (c->fds[0] < 0) {
+        } else if (!process_stdin_open(c->process)) {
                 envd_error(r, false, -EINVAL, "stdin of %u is closed", c->pid);
         } else {
-                close_fd(c, 0);
+                process_close_stdin(c->process);
                 http_reply_json(r, 200, json_object());
         }
         json_decref(req);
@@ -626,10 +509,12 @@ void envd_forget(struct e2b_sandbox *s)
                 struct command *next = c->next;
 
                 if (c->owner == s) {
-                        /* The sandbox's death kills the process; stop listening. */
+                        /* The sandbox's death kills the process; stop
+                         * listening (process.c reads and drops what is
+                         * left of its output). */
                         let_go(c);
-                        host_stop(c->id);
-                        c->owner = NULL;
+                        process_abandon(&c->process);
+                        command_free(c);
                 }
                 c = next;
         }

@@ -25,7 +25,10 @@ struct process {
         const struct process_ops *ops; /* NULL once abandoned */
         void *ctx;
         bool keep_stdin;
-        int fds[3]; /* stdin (write end), stdout, stderr (read ends); -1 when closed */
+        bool pty;
+        /* stdin (write end), stdout, stderr (read ends); -1 when closed. A
+         * terminal's are its master (written) and a copy of it (read). */
+        int fds[3];
         struct loop_watch *watch[3];
         bool exited;
         struct hostmsg_exit ex;
@@ -123,8 +126,16 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
                 if (i > 0)
                         loop_watch_fd(fds[i], on_output, p, &p->watch[i]);
         }
-        /* Without stdin, the process reads end of file at once. */
-        if (!p->keep_stdin)
+        /* A terminal's one descriptor is both ends: a copy is watched for
+         * its output, the master itself takes the input. */
+        if (p->pty && nfds == 1) {
+                p->fds[1] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+                if (p->fds[1] >= 0)
+                        loop_watch_fd(p->fds[1], on_output, p, &p->watch[1]);
+        }
+        /* Without stdin, the process reads end of file at once; a
+         * terminal's input is always open. */
+        if (!p->keep_stdin && !p->pty)
                 close_fd(p, 0);
         if (p->ops && p->ops->started)
                 p->ops->started(p->ctx);
@@ -167,6 +178,7 @@ int process_start(struct hostmsg_start *start, bool keep_stdin, const struct pro
         p->ops = ops;
         p->ctx = ctx;
         p->keep_stdin = keep_stdin;
+        p->pty = start->pty;
         start->kernel = false;
         snprintf(start->id, sizeof(start->id), "%s", p->id);
         rc = host_start(start, &host_ops, p);
@@ -182,6 +194,11 @@ fail:
 const char *process_id(const struct process *p)
 {
         return p->id;
+}
+
+bool process_exited(const struct process *p)
+{
+        return p->exited;
 }
 
 bool process_stdin_open(const struct process *p)
@@ -205,6 +222,19 @@ int process_write_stdin(struct process *p, const void *data, size_t len)
                 at += n;
                 len -= (size_t)n;
         }
+        return 0;
+}
+
+int process_resize(struct process *p, uint16_t rows, uint16_t cols)
+{
+        struct winsize size = {.ws_row = rows, .ws_col = cols};
+
+        if (!p->pty || p->fds[0] < 0)
+                return -ENOTTY;
+        /* On the master: the kernel tells the terminal's foreground group
+         * (SIGWINCH). */
+        if (ioctl(p->fds[0], TIOCSWINSZ, &size) < 0)
+                return -errno;
         return 0;
 }
 

@@ -1,7 +1,8 @@
-/* A process run in a sandbox for a client — E2B's commands (envd.c), MCP's
- * run_command (mcp_tools.c) — as opposed to a kernel: started by the
- * kernel-host with pipes for stdin, stdout and stderr, its output read
- * as it comes, and its end reported once, after all of its output (or
+/* A process run in a sandbox for a client — E2B's commands
+ * (envd_process.c), MCP's run_command (mcp_tools.c) — as opposed to a
+ * kernel: started by the kernel-host with pipes for stdin, stdout and
+ * stderr or on a terminal of the sandbox's own (pty), its output read as
+ * it comes, and its end reported once, after all of its output (or
  * shortly after it died, when a child of it still holds a pipe open). */
 #ifndef GLOVEBOX_PROCESS_H
 #define GLOVEBOX_PROCESS_H
@@ -18,24 +19,32 @@ struct process;
  * ended() the process is freed: the owner forgets it. */
 struct process_ops {
         void (*started)(void *ctx);
-        /* stream 1 is stdout, 2 stderr */
+        /* stream 1 is stdout, 2 stderr; a terminal's output is stream 1 */
         void (*output)(void *ctx, int stream, const uint8_t *data, size_t len);
         void (*failed)(void *ctx, const char *message);
         void (*ended)(void *ctx, const struct hostmsg_exit *ex);
 };
 
-/* Asks the kernel-host to start start->argv in sandbox start->sandbox_id;
- * start->id is filled in. stdin stays open for process_write_stdin when
- * keep_stdin (else the process reads end of file at once). 0, or -errno
- * (and no callback ever runs). */
+/* Asks the kernel-host to start start->argv in sandbox start->sandbox_id,
+ * on a terminal of start->rows by start->cols when start->pty; start->id
+ * is filled in. stdin stays open for process_write_stdin when keep_stdin
+ * or on a terminal (else the process reads end of file at once). 0, or
+ * -errno (and no callback ever runs). The caller keeps start and what it
+ * points to. */
 int process_start(struct hostmsg_start *start, bool keep_stdin, const struct process_ops *ops,
                   void *ctx, struct process **out);
 /* The id the kernel-host knows it by. */
 const char *process_id(const struct process *p);
+/* It exited; its end is reported once its outputs are read. */
+bool process_exited(const struct process *p);
+/* stdin, or a terminal's master, is still open. */
 bool process_stdin_open(const struct process *p);
 /* Writes to its stdin: 0, -EPIPE once stdin is closed, or -errno. */
 int process_write_stdin(struct process *p, const void *data, size_t len);
 void process_close_stdin(struct process *p);
+/* A terminal's new size: 0, -ENOTTY when it has no terminal (or its
+ * master is closed), or -errno. */
+int process_resize(struct process *p, uint16_t rows, uint16_t cols);
 /* Reads what its outputs hold now (output() hears it), before an owner
  * that stops listening ends its own stream. */
 void process_drain(struct process *p);

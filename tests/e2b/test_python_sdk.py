@@ -413,6 +413,48 @@ def test_background_command_connect_and_wait(sbx):
         sbx.commands.connect(999999)
 
 
+def test_killing_a_sandbox_ends_its_command_and_terminal_streams(gateway):
+    """A sandbox killed while a command and a terminal run in it: each
+    follower's stream ends (the SDK stops waiting) and the gateway serves
+    the next sandbox's commands."""
+    import threading
+    from e2b import PtySize
+    sbx = Sandbox.create()
+    outcomes = {}
+
+    def follow(name, handle, **callbacks):
+        try:
+            handle.wait(**callbacks)
+            outcomes[name] = "returned"
+        except Exception as e:  # the stream ends without an end event
+            outcomes[name] = type(e).__name__
+
+    try:
+        out = []
+        bg = sbx.commands.run("echo up; sleep 60", background=True, stdin=True)
+        term = sbx.pty.create(PtySize(rows=24, cols=80))
+        followers = [threading.Thread(target=follow, args=("command", bg),
+                                      kwargs={"on_stdout": out.append}, daemon=True),
+                     threading.Thread(target=follow, args=("terminal", term),
+                                      kwargs={"on_pty": lambda _: None}, daemon=True)]
+        for t in followers:
+            t.start()
+        wait_for(lambda: "".join(out), r"up\n", "the command's output")
+        assert {bg.pid, term.pid} <= {p.pid for p in sbx.commands.list()}
+    finally:
+        assert sbx.kill() is True
+    for t in followers:
+        t.join(15)
+    assert not any(t.is_alive() for t in followers), f"streams still open: {outcomes}"
+    assert set(outcomes) == {"command", "terminal"}
+    again = Sandbox.create()
+    try:
+        assert again.commands.run("echo still here").stdout == "still here\n"
+        assert again.commands.list() == []
+    finally:
+        again.kill()
+
+
 def test_get_metrics_reports_the_sandbox_and_moves(sbx):
     """get_metrics: one sample of the sandbox's CPU, memory and disk, taken
     now; memory grows by what a cell allocates, disk by what it writes."""
