@@ -171,6 +171,18 @@ out:
         return rc;
 }
 
+double envd_header_number(struct http_request *r, const char *name, double min, double max)
+{
+        char value[32];
+        double v;
+        char *end;
+
+        if (lws_hdr_custom_copy(r->wsi, value, sizeof(value), name, (int)strlen(name)) <= 0)
+                return 0;
+        v = strtod(value, &end);
+        return end != value && v >= min && v <= max ? v : 0;
+}
+
 /* The request of a streaming call is one envelope. */
 json_t *envd_read_envelope(struct http_request *r)
 {
@@ -221,7 +233,11 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
                 goto out;
         }
         if (strcmp(method, "ListDir") == 0) {
+                /* Bounded: each level is a frame of the gateway's stack. */
                 json_int_t depth = json_integer_value(json_object_get(req, "depth"));
+
+                if (depth > ENVD_MAX_DEPTH)
+                        depth = ENVD_MAX_DEPTH;
 
                 rc = files_list(sb, who, full, depth > 0 ? (unsigned)depth : 1, &result);
                 if (rc == 0)

@@ -17,6 +17,7 @@
 
 #define CONNECT_JSON "application/connect+json"
 #define MAX_ENVELOPE (1024 * 1024) /* one Connect message */
+#define ENVD_MAX_DEPTH 64          /* ListDir's depth, at most */
 
 /* One envelope on a stream: a flags byte (2: the end), a big-endian
  * length, msg as JSON (stolen). Dropped, and said once in a while, when
@@ -32,6 +33,9 @@ void envd_error(struct http_request *r, bool stream, int error, const char *fmt,
 json_t *envd_parse_request(const char *data, size_t len);
 /* The request of a streaming call: one envelope; NULL if it is not. */
 json_t *envd_read_envelope(struct http_request *r);
+/* A header's number name ("connect-timeout-ms:") within [min, max]; 0
+ * when it is absent or outside. */
+double envd_header_number(struct http_request *r, const char *name, double min, double max);
 /* The Connect error body {"code", "message"} for -errno error. */
 json_t *envd_error_body(int error, const char *message);
 /* The user the request acts as ("Authorization: Basic" or ?username=):

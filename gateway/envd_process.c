@@ -264,7 +264,8 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         const char *cwd = json_string_value(json_object_get(process, "cwd"));
         struct hostmsg_start start = {.kernel = false};
         bool keep_stdin = json_is_true(json_object_get(req, "stdin"));
-        char header_value[32], message[256], **env = NULL;
+        char message[256], **env = NULL;
+        double timeout_ms;
         size_t nargs = json_array_size(args), n = 0, count = 0;
         struct command *c = NULL;
         enum files_user who;
@@ -341,10 +342,9 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
                 goto out;
         }
         /* Connect-Timeout-Ms bounds the command's whole life. */
-        if (lws_hdr_custom_copy(r->wsi, header_value, sizeof(header_value),
-                                "connect-timeout-ms:", 19) > 0 &&
-            strtol(header_value, NULL, 10) > 0)
-                loop_timer_start(&c->deadline, on_deadline, (double)strtol(header_value, NULL, 10));
+        timeout_ms = envd_header_number(r, "connect-timeout-ms:", 1, 1e10);
+        if (timeout_ms > 0)
+                loop_timer_start(&c->deadline, on_deadline, timeout_ms);
         loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
         c = NULL;
 out:

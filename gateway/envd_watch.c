@@ -131,18 +131,6 @@ static void on_client_gone(struct http_request *r)
         }
 }
 
-static double header_number(struct http_request *r, const char *name, double min, double max)
-{
-        char value[32];
-        double v;
-        char *end;
-
-        if (lws_hdr_custom_copy(r->wsi, value, sizeof(value), name, (int)strlen(name)) <= 0)
-                return 0;
-        v = strtod(value, &end);
-        return end != value && v >= min && v <= max ? v : 0;
-}
-
 /* Creates a watcher of req's path as the request's user: a stream's when
  * stream, else a polled one. Replies with the error itself. */
 static struct watcher *watcher_new(struct http_request *r, struct e2b_sandbox *s, json_t *req,
@@ -210,8 +198,8 @@ static void watch_dir(struct http_request *r, struct e2b_sandbox *s)
 {
         json_t *req = envd_read_envelope(r);
         struct watcher *w = watcher_new(r, s, req, true);
-        double timeout_ms = header_number(r, "connect-timeout-ms:", 1, 1e10);
-        double keepalive_s = header_number(r, "keepalive-ping-interval:", 1, 3600);
+        double timeout_ms = envd_header_number(r, "connect-timeout-ms:", 1, 1e10);
+        double keepalive_s = envd_header_number(r, "keepalive-ping-interval:", 1, 3600);
 
         json_decref(req);
         if (!w)

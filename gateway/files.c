@@ -210,21 +210,40 @@ static int make_dirs(const struct sandbox *sb, enum files_user who, const char *
         return rc;
 }
 
-static int files_open_read_inside(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
+/* A regular file opened by open_in, or -EISDIR / -EINVAL for anything
+ * else: the sandbox owns every name, and a FIFO, a terminal or a device
+ * must never block the gateway's one thread, become its controlling
+ * terminal, or be written or chowned by it (O_NONBLOCK and O_NOCTTY for
+ * the open itself; blocking again once it is known to be a file). */
+static int open_regular(const struct sandbox *sb, const char *path, int flags, mode_t mode,
+                        struct stat *st)
 {
-        int f = open_in(sb, path, O_RDONLY, 0);
+        int f = open_in(sb, path, flags | O_NONBLOCK | O_NOCTTY, mode);
+        int rc = 0;
 
-        *fd = -1;
         if (f < 0)
                 return f;
-        if (fstat(f, st) < 0 || S_ISDIR(st->st_mode)) {
-                int rc = S_ISDIR(st->st_mode) ? -EISDIR : -errno;
-
+        if (fstat(f, st) < 0)
+                rc = -errno;
+        else if (S_ISDIR(st->st_mode))
+                rc = -EISDIR;
+        else if (!S_ISREG(st->st_mode))
+                rc = -EINVAL;
+        else if (fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) < 0)
+                rc = -errno;
+        if (rc < 0) {
                 close(f);
                 return rc;
         }
-        *fd = f;
-        return 0;
+        return f;
+}
+
+static int files_open_read_inside(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
+{
+        int f = open_regular(sb, path, O_RDONLY, 0, st);
+
+        *fd = f < 0 ? -1 : f;
+        return f < 0 ? f : 0;
 }
 
 static int files_open_write_inside(const struct sandbox *sb, enum files_user who, const char *path,
@@ -235,14 +254,23 @@ static int files_open_write_inside(const struct sandbox *sb, enum files_user who
         gid_t gid;
         int f;
 
+        struct stat st;
+        bool created = true;
+
         owner_of(sb, who, &uid, &gid);
         *fd = -1;
         if (rc < 0)
                 return rc;
-        f = open_in(sb, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        /* Only a file this call makes gets who as its owner: an existing
+         * one keeps its own. Truncated once known to be a regular file. */
+        f = open_regular(sb, path, O_WRONLY | O_CREAT | O_EXCL, 0644, &st);
+        if (f == -EEXIST) {
+                created = false;
+                f = open_regular(sb, path, O_WRONLY, 0, &st);
+        }
         if (f < 0)
                 return f;
-        if (fchown(f, uid, gid) < 0) {
+        if (ftruncate(f, 0) < 0 || (created && fchown(f, uid, gid) < 0)) {
                 rc = -errno;
                 close(f);
                 return rc;
