@@ -208,6 +208,11 @@ int process_write_stdin(struct process *p, const void *data, size_t len)
         return 0;
 }
 
+int process_stdin_fd(const struct process *p)
+{
+        return p->fds[0];
+}
+
 void process_close_stdin(struct process *p)
 {
         close_fd(p, 0);

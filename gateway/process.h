@@ -36,6 +36,10 @@ bool process_stdin_open(const struct process *p);
 /* Writes to its stdin: 0, -EPIPE once stdin is closed, or -errno. */
 int process_write_stdin(struct process *p, const void *data, size_t len);
 void process_close_stdin(struct process *p);
+/* Its stdin's descriptor (non-blocking; the process keeps it), or -1
+ * before it started or once closed: for a writer that waits for room
+ * itself (pause.c feeds an archive). */
+int process_stdin_fd(const struct process *p);
 /* Reads what its outputs hold now (output() hears it), before an owner
  * that stops listening ends its own stream. */
 void process_drain(struct process *p);
