@@ -315,9 +315,9 @@ static void set_timeout(struct e2b_sandbox *s, double seconds)
  * the same tenant. */
 static json_t *pause_meta(const struct e2b_sandbox *s)
 {
-        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, s:s, "
-                         "s:b, s:b, s:s}",
-                         "version", 1, "sandboxID", s->id, "owner", s->owner, "token", s->token,
+        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
+                         "s:s, s:b, s:b, s:s}",
+                         "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner, "token", s->token,
                          "templateID", s->template_id, "metadata", s->metadata, "envVars", s->env,
                          "limits", "memory_mb", (json_int_t)s->limits.memory_mb, "cpu_millis",
                          (json_int_t)s->limits.cpu_millis, "pids", (json_int_t)s->limits.pids,
@@ -591,6 +591,11 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
 
         if (!s)
                 return;
+        /* A paused Jupyter kernel's (kernel_pause.c) */
+        if (strcmp(json_string_value(json_object_get(meta, "kind")) ?: "", "e2b") != 0) {
+                free(s);
+                return;
+        }
         if (!meta_string(meta, "sandboxID", s->id, sizeof(s->id)) || strcmp(s->id, id) != 0 ||
             !meta_string(meta, "owner", s->owner, sizeof(s->owner)) ||
             !meta_string(meta, "token", s->token, sizeof(s->token)) ||

@@ -13,6 +13,7 @@
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/loop.h"
+#include "gateway/kernel_pause.h"
 #include "gateway/page.h"
 #include "gateway/pause.h"
 #include "gateway/pool.h"
@@ -74,6 +75,7 @@ static void shut_down(void)
 {
         gw.shutting_down = 1;
         e2b_shutdown();
+        kernel_pause_shutdown();
         terminals_shutdown();
         mcp_shutdown();
         pool_stop();
@@ -467,6 +469,7 @@ int main(int argc, char **argv)
         /* Paused sandboxes outlive the gateway: listed again, resumed on
          * connect. */
         e2b_load_paused();
+        kernel_pause_load();
         log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;
         loop_timer_start(&log_flush_timer, on_log_flush, 1000.0);
         print_url();
