@@ -170,6 +170,8 @@ int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void 
                 close(dup);
                 return -errno;
         }
+        /* A duplicate shares the offset with paused_fd: from the start. */
+        rewinddir(d);
         while ((e = readdir(d)) != NULL) {
                 json_error_t jerr;
                 json_t *meta;
