@@ -18,11 +18,11 @@
 #include <stdint.h>
 
 #define PAUSE_ID_MAX 64
+/* Said wherever a pause shows (model, info, log): see the README's "Pause
+ * and resume" for why CRIU is not used. */
 #define PAUSE_MEMORY_NOTICE                                                                    \
-        "variables are not kept: the kernel's memory is not checkpointed (CRIU cannot dump a " \
-        "process tree inside Glovebox's sandbox: its seccomp filter denies ptrace and "       \
-        "namespace calls, and CRIU needs CAP_SYS_ADMIN over the sandbox's user and pid "     \
-        "namespaces); only the files in /home/user are saved"
+        "variables are not kept: Glovebox does not checkpoint a kernel's memory (no CRIU "   \
+        "support; see the README, Pause and resume); only the files in /home/user were saved"
 
 /* done(ctx, 0, NULL, bytes) once the archive is stored or restored, or
  * done(ctx, -errno, message, 0). Called once, from the loop. */
