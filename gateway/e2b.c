@@ -1563,8 +1563,14 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
         /* Found whoever asks: its access token is the credential here. A
          * sandbox whose key was removed is reached by admins only, so its
          * token stops working with the key. */
+        if (header(r, "e2b-sandbox-id:", id, sizeof(id)) && (s = find_any(id)) && s->ready &&
+            s->phase != E2B_RUNNING && tenants_exists(s->owner)) {
+                e2b_reply_error(r, 502, "The sandbox is %s: connect to it to resume it",
+                                s->phase == E2B_RESUMING ? "being resumed" : "paused");
+                return NULL;
+        }
         if (!header(r, "e2b-sandbox-id:", id, sizeof(id)) || !(s = find_any(id)) || !s->ready ||
-            s->phase != E2B_RUNNING || !tenants_exists(s->owner)) {
+            !tenants_exists(s->owner)) {
                 /* 502 is what E2B answers for a sandbox that is gone; the
                  * SDK turns it into its "sandbox was killed" error. */
                 e2b_reply_error(r, 502, "The sandbox was not found (killed or timed out)");
