@@ -188,8 +188,8 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                         json_object_set_new(o, "network", egress_describe(&s->box->network));
                 json_object_set_new(o, "lifecycle",
                                     json_pack("{s:s, s:b}", "onTimeout",
-                                              s->on_timeout_pause ? "pause" : "kill",
-                                              "autoResume", false));
+                                              s->on_timeout_pause ? "pause" : "kill", "autoResume",
+                                              false));
                 /* A pause keeps the files only: said wherever the pause
                  * shows, so that no variable is lost unannounced. */
                 if (s->phase == E2B_PAUSED)
@@ -317,13 +317,13 @@ static json_t *pause_meta(const struct e2b_sandbox *s)
 {
         return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
                          "s:s, s:b, s:b, s:s}",
-                         "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner, "token", s->token,
-                         "templateID", s->template_id, "metadata", s->metadata, "envVars", s->env,
-                         "limits", "memory_mb", (json_int_t)s->limits.memory_mb, "cpu_millis",
-                         (json_int_t)s->limits.cpu_millis, "pids", (json_int_t)s->limits.pids,
-                         "disk_mb", (json_int_t)s->limits.disk_mb, "lifetime", s->lifetime,
-                         "startedAt", s->started_at, "onTimeoutPause", s->on_timeout_pause,
-                         "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+                         "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner,
+                         "token", s->token, "templateID", s->template_id, "metadata", s->metadata,
+                         "envVars", s->env, "limits", "memory_mb", (json_int_t)s->limits.memory_mb,
+                         "cpu_millis", (json_int_t)s->limits.cpu_millis, "pids",
+                         (json_int_t)s->limits.pids, "disk_mb", (json_int_t)s->limits.disk_mb,
+                         "lifetime", s->lifetime, "startedAt", s->started_at, "onTimeoutPause",
+                         s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
 }
 
 /* ctx of a pause job: the sandbox's id, looked up again when the job
@@ -364,7 +364,7 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 s->phase = E2B_RUNNING;
                 if (r) {
                         set_timeout(s, s->end_at > time(NULL) ? (double)(s->end_at - time(NULL))
-                                                               : 1.0);
+                                                              : 1.0);
                         e2b_reply_error(r, 500, "pause failed, the sandbox keeps running: %s",
                                         message ? message : strerror(-status));
                 } else {
@@ -419,8 +419,7 @@ static void pause_begin(struct e2b_sandbox *s, struct http_request *r)
         if (rc < 0) {
                 free(id);
                 if (r)
-                        e2b_reply_error(r, 500, "pause: cannot save the files: %s",
-                                        strerror(-rc));
+                        e2b_reply_error(r, 500, "pause: cannot save the files: %s", strerror(-rc));
                 goto refused;
         }
         loop_timer_stop(&s->ttl);
@@ -430,8 +429,7 @@ static void pause_begin(struct e2b_sandbox *s, struct http_request *r)
         return;
 refused:
         if (!r) {
-                log_error("e2b sandbox %s reached its timeout and cannot be paused: killed",
-                          s->id);
+                log_error("e2b sandbox %s reached its timeout and cannot be paused: killed", s->id);
                 sandbox_kill(s);
         }
 }
@@ -624,8 +622,8 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
         s->on_timeout_pause = json_is_true(json_object_get(meta, "onTimeoutPause"));
         s->spec = template_spec(s->template_id);
         if (!s->spec)
-                log_warn("paused sandbox %s: template '%s' is not served now; it cannot resume",
-                         id, s->template_id);
+                log_warn("paused sandbox %s: template '%s' is not served now; it cannot resume", id,
+                         s->template_id);
         s->end_at = time(NULL);
         s->ready = true;
         s->phase = E2B_PAUSED;
@@ -1251,7 +1249,7 @@ static const char *lacking_route(const char *route)
 
 static bool lacking_action(const char *action)
 {
-        static const char *const actions[] = {"snapshots", "fork", "network",
+        static const char *const actions[] = {"snapshots", "fork",      "network",
                                               "logs",      "refreshes", NULL};
 
         return jp_strv_contains(actions, action);

@@ -244,8 +244,8 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 resume_failed(p, message ? message : "the kernel ended while resuming");
                 return;
         }
-        log_info("[%.8s] resumed in %.3f s (%llu bytes of files)", p->id,
-                 loop_now() - p->started, (unsigned long long)bytes);
+        log_info("[%.8s] resumed in %.3f s (%llu bytes of files)", p->id, loop_now() - p->started,
+                 (unsigned long long)bytes);
         pause_forget(p->id);
         r = pending_take(p);
         paused_free(p);
@@ -288,8 +288,10 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
                 return;
         }
         if (!spec) {
-                http_reply_error(r, 500, "Kernelspec %s is no longer served: the kernel stays "
-                                 "paused", p->spec_name);
+                http_reply_error(r, 500,
+                                 "Kernelspec %s is no longer served: the kernel stays "
+                                 "paused",
+                                 p->spec_name);
                 return;
         }
         if (!tenants_exists(p->owner)) {
@@ -429,7 +431,8 @@ static void on_found(void *ctx, const char *id, json_t *meta)
             !meta_copy(meta, "owner", p->owner, sizeof(p->owner)) ||
             !meta_copy(meta, "kernelspec", p->spec_name, sizeof(p->spec_name)) ||
             !meta_copy(meta, "last_activity", p->last_activity, sizeof(p->last_activity)) ||
-            !json_is_array(env) || json_array_size(env) > 1024 || !json_is_object(lim) || find(id)) {
+            !json_is_array(env) || json_array_size(env) > 1024 || !json_is_object(lim) ||
+            find(id)) {
                 log_warn("paused kernel %s: its meta.json is not a paused kernel's; left as it is",
                          id);
                 free(p);

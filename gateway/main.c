@@ -42,7 +42,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#define DEFAULT_STATE_DIR "/var/lib/glovebox"
+#define DEFAULT_STATE_DIR   "/var/lib/glovebox"
 #define SHUTDOWN_TIMEOUT_MS 10000.0
 /* After the kernel-host died for good: time for clients to read that their
  * kernels died before the gateway exits. */
@@ -438,9 +438,9 @@ int main(int argc, char **argv)
         rc = 1;
         if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
             templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 ||
-            pause_init(gw.cfg.state_dir[0]      ? gw.cfg.state_dir
-                       : geteuid() == 0 ? DEFAULT_STATE_DIR
-                                        : "") < 0)
+            pause_init(gw.cfg.state_dir[0] ? gw.cfg.state_dir
+                       : geteuid() == 0    ? DEFAULT_STATE_DIR
+                                           : "") < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {

@@ -26,8 +26,8 @@ struct pause_job {
         pause_done_fn done;
         void *ctx;
         struct process *process;
-        int file_fd;  /* the archive: written (save) or read (restore) */
-        int dir_fd;   /* paused/<id>/ */
+        int file_fd; /* the archive: written (save) or read (restore) */
+        int dir_fd;  /* paused/<id>/ */
         bool restore;
         bool file_eof;
         int write_error; /* save: a failed write of the archive */
@@ -373,8 +373,7 @@ static void on_ended(void *ctx, const struct hostmsg_exit *ex)
 
 static const struct process_ops tar_ops = {on_started, on_output, on_failed, on_ended};
 
-static int run_tar(struct sandbox *sb, const char *id, bool restore, pause_done_fn done,
-                   void *ctx)
+static int run_tar(struct sandbox *sb, const char *id, bool restore, pause_done_fn done, void *ctx)
 {
         /* tar runs in the sandbox as its user: it reads and writes only
          * what the user may, and the gateway touches nothing of the
@@ -389,7 +388,7 @@ static int run_tar(struct sandbox *sb, const char *id, bool restore, pause_done_
                              "--exclude=./.ipython/profile_default/history.sqlite*",
                              ".",
                              NULL};
-        char *restore_argv[] = {"/usr/bin/tar",           "--extract", "--file=-",
+        char *restore_argv[] = {"/usr/bin/tar",           "--extract",       "--file=-",
                                 "--directory=/home/user", "--no-same-owner", NULL};
         char *env[] = {"LC_ALL=C", NULL};
         struct hostmsg_start start = {.argv = restore ? restore_argv : save_argv, .env = env};

@@ -20,8 +20,8 @@
 #define PAUSE_ID_MAX 64
 /* Said wherever a pause shows (model, info, log): see the README's "Pause
  * and resume" for why CRIU is not used. */
-#define PAUSE_MEMORY_NOTICE                                                                    \
-        "variables are not kept: Glovebox does not checkpoint a kernel's memory (no CRIU "   \
+#define PAUSE_MEMORY_NOTICE                                                                        \
+        "variables are not kept: Glovebox does not checkpoint a kernel's memory (no CRIU "         \
         "support; see the README, Pause and resume); only the files in /home/user were saved"
 
 /* done(ctx, 0, NULL, bytes) once the archive is stored or restored, or
