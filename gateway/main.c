@@ -438,10 +438,13 @@ int main(int argc, char **argv)
         rc = 1;
         if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
             templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 ||
-            pause_init(gw.cfg.state_dir[0] ? gw.cfg.state_dir
-                       : geteuid() == 0    ? DEFAULT_STATE_DIR
-                                           : "") < 0)
+            (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0))
                 goto out;
+        /* The default state directory is a convenience: where it cannot
+         * be made (a read-only /var), pausing is off, not the gateway. */
+        if (!gw.cfg.state_dir[0] && geteuid() == 0 && pause_init(DEFAULT_STATE_DIR) < 0)
+                log_warn("pausing is off: the default state directory " DEFAULT_STATE_DIR
+                         " cannot be used; give --state-dir");
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
                 log_error("cannot start the kernel-host");

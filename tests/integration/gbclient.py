@@ -50,8 +50,10 @@ class Gateway:
         # Each gateway its own state directory (paused sandboxes), unless
         # the test names one: as root the default, /var/lib/glovebox, is
         # shared by every gateway on the machine.
+        # A runner (another user) keeps the default: none when unprivileged.
         self.own_state_dir = None
-        if not any(a == "--state-dir" or a.startswith("--state-dir=") for a in cmd):
+        if not runner and not any(a == "--state-dir" or a.startswith("--state-dir=")
+                                  for a in cmd):
             self.own_state_dir = tempfile.mkdtemp(prefix="glovebox-state-")
             cmd += ["--state-dir", self.own_state_dir]
         self.log_path = f"/tmp/glovebox-test-{self.port}.log"
