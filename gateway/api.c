@@ -8,6 +8,7 @@
 #include "gateway/page.h"
 #include "gateway/pool.h"
 #include "gateway/ports.h"
+#include "gateway/kernel_pause.h"
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/mcp.h"
@@ -468,11 +469,26 @@ static void post_kernel(struct http_request *r)
         json_decref(body);
 }
 
+/* The kernels, the paused ones last (kernel_pause.h). */
+static void list_kernels(struct http_request *r)
+{
+        json_t *list = kernels_model();
+        json_t *paused = kernel_pause_models();
+
+        if (list && paused)
+                json_array_extend(list, paused);
+        json_decref(paused);
+        http_reply_json(r, 200, list);
+}
+
 static void kernel_action(struct http_request *r, const struct route *rt)
 {
         struct kernel *k = kernel_find(rt->seg[2]);
         const char *action = rt->n == 4 ? rt->seg[3] : NULL;
 
+        /* Pause and resume, and a paused kernel's own routes. */
+        if (kernel_pause_route(r, rt->seg[2], action))
+                return;
         if (!k) {
                 http_reply_error(r, 404, "Kernel does not exist: %.64s", rt->seg[2]);
                 return;
@@ -577,7 +593,7 @@ void api_handle(struct http_request *r)
                 get_kernelspec(r, rt.seg[2]);
         } else if (rt.n == 2 && is(&rt, 1, "kernels")) {
                 if (r->method == HTTP_GET)
-                        http_reply_json(r, 200, kernels_model());
+                        list_kernels(r);
                 else if (r->method == HTTP_POST)
                         post_kernel(r);
                 else

@@ -73,6 +73,9 @@ static const struct option_def options[] = {
             "kernelspec started when a request names none"),
         OPT("runtime-dir", OPT_STRING, runtime_dir, 0, 0, "/tmp",
             "where per-kernel directories (sockets, connection files) are created"),
+        OPT("state-dir", OPT_STRING, state_dir, 0, 0, "",
+            "durable state: paused sandboxes under paused/<id>/ (default /var/lib/glovebox when "
+            "run as root; unprivileged, none unless given: pausing is then refused)"),
         OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
             "'full' (default) or 'none' (developers only: kernels run unconfined)"),
         OPT("template", OPT_LIST, templates, 0, 0, NULL,

@@ -9,6 +9,7 @@
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "gateway/monitor.h"
+#include "gateway/pause.h"
 #include "gateway/pool.h"
 #include "gateway/templates.h"
 #include "gateway/tenants.h"
@@ -39,6 +40,10 @@ struct e2b_context {
         char kernel_id[JP_UUID_SIZE];
 };
 
+/* A sandbox is running, or on disk (pause.h) with no box at all, or on
+ * its way between the two; requests to its own plane need it running. */
+enum e2b_phase { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
+
 struct e2b_sandbox {
         struct e2b_sandbox *next;
         char id[24];
@@ -55,9 +60,20 @@ struct e2b_sandbox {
         lws_sorted_usec_list_t ttl;
         struct e2b_context *contexts;
         bool ready; /* its default context answered; listed from then on */
+        enum e2b_phase phase;
+        struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
+        bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
+        /* The pause or resume (or connect) waiting for the phase to
+         * change, or NULL: its answer comes then. */
+        struct http_request *pending;
+        bool pending_connect;   /* a connect: answered as one */
+        double pending_timeout; /* a connect's or resume's timeout; 0: its lifetime */
+        struct kernel_waiter resume_waiter;
+        double phase_started; /* loop_now() when pausing or resuming began */
 };
 
 static struct e2b_sandbox *sandboxes;
+static bool shutting_down; /* paused sandboxes keep their state on disk */
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -118,7 +134,7 @@ struct e2b_sandbox *e2b_find_ready(const char *id)
 {
         struct e2b_sandbox *s = find_any(id);
 
-        return s && s->ready ? s : NULL;
+        return s && s->ready && s->phase == E2B_RUNNING ? s : NULL;
 }
 
 bool e2b_token_ok(struct e2b_sandbox *s, const char *token)
@@ -151,7 +167,8 @@ static void format_time(time_t t, char *out, size_t size)
 
 static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
 {
-        const struct hostmsg_limits *lim = &s->box->limits;
+        const struct hostmsg_limits *lim = &s->limits;
+        bool networked = s->box && s->box->network.enabled;
         char end[32];
         json_t *o;
 
@@ -161,17 +178,24 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                       "glovebox", "cpuCount", (int)ceil(lim->cpu_millis / 1000.0), "memoryMB",
                       (json_int_t)lim->memory_mb, "diskSizeMB", (json_int_t)lim->disk_mb,
                       "envdVersion", E2B_ENVD_VERSION, "metadata", s->metadata, "startedAt",
-                      s->started_at, "endAt", end, "state", "running");
+                      s->started_at, "endAt", end, "state",
+                      s->phase == E2B_PAUSED ? "paused" : "running");
         if (o) {
                 /* What the sandbox has, whatever was asked: its egress
                  * (see create_network), and death at its timeout. */
-                json_object_set_new(o, "allowInternetAccess",
-                                    json_boolean(s->box->network.enabled));
-                if (s->box->network.enabled)
+                json_object_set_new(o, "allowInternetAccess", json_boolean(networked));
+                if (networked)
                         json_object_set_new(o, "network", egress_describe(&s->box->network));
-                json_object_set_new(
-                    o, "lifecycle",
-                    json_pack("{s:s, s:b}", "onTimeout", "kill", "autoResume", false));
+                json_object_set_new(o, "lifecycle",
+                                    json_pack("{s:s, s:b}", "onTimeout",
+                                              s->on_timeout_pause ? "pause" : "kill", "autoResume",
+                                              false));
+                /* A pause keeps the files only: said wherever the pause
+                 * shows, so that no variable is lost unannounced. */
+                if (s->phase == E2B_PAUSED)
+                        json_object_set_new(o, "glovebox",
+                                            json_pack("{s:b, s:s}", "memoryKept", false,
+                                                      "pauseNotice", PAUSE_MEMORY_NOTICE));
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
@@ -193,16 +217,16 @@ static json_t *created_json(const struct e2b_sandbox *s)
 
 /* ---- life and death --------------------------------------------------------- */
 
-static void sandbox_kill(struct e2b_sandbox *s)
+static void on_ttl(lws_sorted_usec_list_t *sul);
+static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                                       const char *language, const char *cwd,
+                                       struct kernel_waiter *w, int *err);
+static bool string_map(json_t *v, size_t max);
+static void reply_quota(struct http_request *r, json_t *why);
+
+/* Ends what runs of s: its commands, its kernels and its box. */
+static void sandbox_stop(struct e2b_sandbox *s)
 {
-        for (struct e2b_sandbox **link = &sandboxes; *link; link = &(*link)->next) {
-                if (*link == s) {
-                        *link = s->next;
-                        break;
-                }
-        }
-        log_info("e2b sandbox %s removed", s->id);
-        loop_timer_stop(&s->ttl);
         envd_forget(s);
         while (s->contexts) {
                 struct e2b_context *c = s->contexts;
@@ -214,6 +238,58 @@ static void sandbox_kill(struct e2b_sandbox *s)
                 free(c);
         }
         sandbox_unref(&s->box);
+}
+
+static void pending_forget(struct http_request *r)
+{
+        struct e2b_sandbox *s = r->ctx;
+
+        if (s && s->pending == r)
+                s->pending = NULL;
+        r->ctx = NULL;
+}
+
+static void pending_set(struct e2b_sandbox *s, struct http_request *r)
+{
+        s->pending = r;
+        if (r) {
+                r->ctx = s;
+                r->cleanup = pending_forget;
+        }
+}
+
+/* The request waiting for s's phase, taken from s: NULL when none. */
+static struct http_request *pending_take(struct e2b_sandbox *s)
+{
+        struct http_request *r = s->pending;
+
+        s->pending = NULL;
+        if (r) {
+                r->ctx = NULL;
+                r->cleanup = NULL;
+        }
+        return r;
+}
+
+static void sandbox_kill(struct e2b_sandbox *s)
+{
+        for (struct e2b_sandbox **link = &sandboxes; *link; link = &(*link)->next) {
+                if (*link == s) {
+                        *link = s->next;
+                        break;
+                }
+        }
+        log_info("e2b sandbox %s removed", s->id);
+        loop_timer_stop(&s->ttl);
+        if (s->phase == E2B_RESUMING && s->resume_waiter.kernel)
+                kernel_waiter_cancel(&s->resume_waiter);
+        if (s->pending)
+                e2b_reply_error(pending_take(s), 410, "the sandbox was removed");
+        sandbox_stop(s);
+        /* A paused sandbox outlives the gateway; a removed one is gone
+         * for good, its saved files with it. */
+        if (!shutting_down && s->phase != E2B_RUNNING)
+                pause_forget(s->id);
         json_decref(s->metadata);
         json_decref(s->env);
         free(s);
@@ -221,8 +297,141 @@ static void sandbox_kill(struct e2b_sandbox *s)
 
 void e2b_shutdown(void)
 {
+        shutting_down = true;
         while (sandboxes)
                 sandbox_kill(sandboxes);
+}
+
+static void set_timeout(struct e2b_sandbox *s, double seconds)
+{
+        s->end_at = time(NULL) + (time_t)seconds;
+        loop_timer_start(&s->ttl, on_ttl, seconds * 1000.0);
+}
+
+/* ---- pause and resume --------------------------------------------------------- */
+
+/* What paused/<id>/meta.json records: all that a resume needs, and who
+ * owns it, so that a gateway started later serves the same sandbox to
+ * the same tenant. */
+static json_t *pause_meta(const struct e2b_sandbox *s)
+{
+        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
+                         "s:s, s:b, s:b, s:s}",
+                         "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner,
+                         "token", s->token, "templateID", s->template_id, "metadata", s->metadata,
+                         "envVars", s->env, "limits", "memory_mb", (json_int_t)s->limits.memory_mb,
+                         "cpu_millis", (json_int_t)s->limits.cpu_millis, "pids",
+                         (json_int_t)s->limits.pids, "disk_mb", (json_int_t)s->limits.disk_mb,
+                         "lifetime", s->lifetime, "startedAt", s->started_at, "onTimeoutPause",
+                         s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+}
+
+/* ctx of a pause job: the sandbox's id, looked up again when the job
+ * ends, since the sandbox may be gone by then. */
+static struct e2b_sandbox *job_sandbox(void *ctx, enum e2b_phase phase)
+{
+        struct e2b_sandbox *s = find_any(ctx);
+
+        free(ctx);
+        return s && s->phase == phase ? s : NULL;
+}
+
+static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        char id[sizeof(((struct e2b_sandbox *)0)->id)];
+        struct e2b_sandbox *s;
+        struct http_request *r;
+        json_t *meta;
+
+        snprintf(id, sizeof(id), "%s", (const char *)ctx);
+        s = job_sandbox(ctx, E2B_PAUSING);
+        if (!s) {
+                /* removed meanwhile: nothing to keep */
+                pause_forget(id);
+                return;
+        }
+        r = pending_take(s);
+        if (status == 0) {
+                meta = pause_meta(s);
+                status = meta ? pause_write_meta(s->id, meta) : -ENOMEM;
+                json_decref(meta);
+                message = status ? "cannot write its record" : NULL;
+        }
+        if (status) {
+                /* Nothing is lost: the sandbox keeps running as it was. */
+                log_error("e2b sandbox %s: pause failed: %s", s->id, message ? message : "");
+                pause_forget(s->id);
+                s->phase = E2B_RUNNING;
+                if (r) {
+                        set_timeout(s, s->end_at > time(NULL) ? (double)(s->end_at - time(NULL))
+                                                              : 1.0);
+                        e2b_reply_error(r, 500, "pause failed, the sandbox keeps running: %s",
+                                        message ? message : strerror(-status));
+                } else {
+                        /* its timeout: it ends as it would have without
+                         * onTimeout 'pause' */
+                        log_error("e2b sandbox %s reached its timeout and could not be paused: "
+                                  "killed",
+                                  s->id);
+                        sandbox_kill(s);
+                }
+                return;
+        }
+        sandbox_stop(s);
+        s->phase = E2B_PAUSED;
+        log_info("e2b sandbox %s paused in %.3f s (%llu bytes of files; %s)", s->id,
+                 loop_now() - s->phase_started, (unsigned long long)bytes, PAUSE_MEMORY_NOTICE);
+        if (r)
+                http_reply_empty(r, 204);
+}
+
+/* Pauses s, answering r (NULL: its timeout) when done. */
+static void pause_begin(struct e2b_sandbox *s, struct http_request *r)
+{
+        char *id;
+        int rc;
+
+        if (!pause_enabled()) {
+                if (r)
+                        e2b_reply_error(r, 400,
+                                        "pause: not enabled (this Glovebox has no --state-dir)");
+                goto refused;
+        }
+        if (s->phase == E2B_PAUSED) {
+                if (r)
+                        e2b_reply_error(r, 409, "sandbox \"%s\" is already paused", s->id);
+                return;
+        }
+        if (s->phase != E2B_RUNNING) {
+                if (r)
+                        e2b_reply_error(r, 409, "sandbox \"%s\" is being %s", s->id,
+                                        s->phase == E2B_PAUSING ? "paused" : "resumed");
+                return;
+        }
+        if (s->box->network.enabled) {
+                if (r)
+                        e2b_reply_error(r, 400,
+                                        "pause: a sandbox with network egress cannot be paused");
+                goto refused;
+        }
+        id = strdup(s->id);
+        rc = id ? pause_save_home(s->box, s->id, on_saved, id) : -ENOMEM;
+        if (rc < 0) {
+                free(id);
+                if (r)
+                        e2b_reply_error(r, 500, "pause: cannot save the files: %s", strerror(-rc));
+                goto refused;
+        }
+        loop_timer_stop(&s->ttl);
+        s->phase = E2B_PAUSING;
+        s->phase_started = loop_now();
+        pending_set(s, r);
+        return;
+refused:
+        if (!r) {
+                log_error("e2b sandbox %s reached its timeout and cannot be paused: killed", s->id);
+                sandbox_kill(s);
+        }
 }
 
 static void on_ttl(lws_sorted_usec_list_t *sul)
@@ -230,13 +439,207 @@ static void on_ttl(lws_sorted_usec_list_t *sul)
         struct e2b_sandbox *s = lws_container_of(sul, struct e2b_sandbox, ttl);
 
         log_info("e2b sandbox %s reached its timeout", s->id);
-        sandbox_kill(s);
+        if (s->on_timeout_pause)
+                pause_begin(s, NULL);
+        else
+                sandbox_kill(s);
 }
 
-static void set_timeout(struct e2b_sandbox *s, double seconds)
+/* A resume that failed: s is paused again, its files still on disk. */
+static void resume_failed(struct e2b_sandbox *s, const char *message)
 {
-        s->end_at = time(NULL) + (time_t)seconds;
-        loop_timer_start(&s->ttl, on_ttl, seconds * 1000.0);
+        struct http_request *r = pending_take(s);
+
+        log_error("e2b sandbox %s: resume failed: %s", s->id, message);
+        sandbox_stop(s);
+        s->phase = E2B_PAUSED;
+        if (r)
+                e2b_reply_error(r, 500, "resume failed, the sandbox stays paused: %s", message);
+}
+
+static void on_restored(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        struct e2b_sandbox *s = job_sandbox(ctx, E2B_RESUMING);
+        struct http_request *r;
+
+        if (!s)
+                return;
+        if (status) {
+                resume_failed(s, message ? message : strerror(-status));
+                return;
+        }
+        pause_forget(s->id);
+        s->phase = E2B_RUNNING;
+        log_info("e2b sandbox %s resumed in %.3f s (%llu bytes of files)", s->id,
+                 loop_now() - s->phase_started, (unsigned long long)bytes);
+        set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
+        r = pending_take(s);
+        if (r)
+                http_reply_json(r, 201, created_json(s));
+}
+
+static void on_resume_ready(struct kernel_waiter *w, struct kernel *k, int status,
+                            const char *message)
+{
+        struct e2b_sandbox *s = lws_container_of(w, struct e2b_sandbox, resume_waiter);
+        char *id;
+        int rc;
+
+        (void)k;
+        if (status) {
+                resume_failed(s, message ? message : "its kernel did not start");
+                return;
+        }
+        id = strdup(s->id);
+        rc = id ? pause_restore_home(s->box, s->id, on_restored, id) : -ENOMEM;
+        if (rc < 0) {
+                free(id);
+                resume_failed(s, strerror(-rc));
+        }
+}
+
+/* Resumes paused s for r: a new box and kernel under the same id, its
+ * files put back, answered 201 once it runs. */
+static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double timeout)
+{
+        const struct config *cfg = kernels_config();
+        struct hostmsg_network net = {0};
+        struct tenant_caller owner = {.admin = false};
+        struct tenant_scope saved;
+        json_t *why = NULL;
+        int rc;
+
+        if (s->phase != E2B_PAUSED) {
+                e2b_reply_error(r, 409, "sandbox \"%s\" is %s", s->id,
+                                s->phase == E2B_RUNNING ? "already running" : "being paused");
+                return;
+        }
+        if (!s->spec) {
+                e2b_reply_error(r, 500,
+                                "resume: template '%s' is no longer served; the sandbox stays "
+                                "paused",
+                                s->template_id);
+                return;
+        }
+        if (!tenants_exists(s->owner)) {
+                e2b_reply_error(r, 403, "resume: the key that created sandbox \"%s\" was removed",
+                                s->id);
+                return;
+        }
+        /* Its kernels and its quota are its owner's, whoever resumes it
+         * (an admin may). */
+        tenants_scope_enter(&saved);
+        snprintf(owner.name, sizeof(owner.name), "%s", s->owner);
+        if (!cfg->no_auth)
+                tenants_set_caller(&owner);
+        else
+                tenants_scope_restore(&saved);
+        if (kernels_quota_check(&s->limits, NULL, &why) < 0) {
+                reply_quota(r, why);
+                goto out;
+        }
+        rc = templates_sandbox_new(s->spec, &s->limits, strcmp(cfg->sandbox, "none") != 0, &net,
+                                   &s->box);
+        if (rc < 0) {
+                e2b_reply_error(r, 500, "resume: cannot make a sandbox: %s", strerror(-rc));
+                goto out;
+        }
+        s->phase = E2B_RESUMING;
+        s->phase_started = loop_now();
+        s->pending_timeout = timeout;
+        pending_set(s, r);
+        s->resume_waiter.done = on_resume_ready;
+        if (!context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
+                resume_failed(s, rc == -EAGAIN   ? "too many kernels"
+                                 : rc == -EDQUOT ? "quota of this key reached"
+                                                 : strerror(-rc));
+out:
+        tenants_scope_restore(&saved);
+}
+
+/* The kernelspec of template tid, as create finds it; NULL if none. */
+static const struct jp_kernelspec *template_spec(const char *tid)
+{
+        const struct config *cfg = kernels_config();
+
+        /* The E2B templates an agent asks for by default, or a kernelspec
+         * (a template's default kernel has the template's name). */
+        if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
+                return jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
+        if (templates_find(tid))
+                return templates_kernel(templates_find(tid), NULL);
+        return jp_kernelspec_find(kernels_specs(), tid);
+}
+
+static bool meta_string(json_t *meta, const char *key, char *out, size_t size)
+{
+        const char *v = json_string_value(json_object_get(meta, key));
+
+        if (!v || strlen(v) >= size)
+                return false;
+        memcpy(out, v, strlen(v) + 1);
+        return true;
+}
+
+static void on_paused_found(void *ctx, const char *id, json_t *meta)
+{
+        json_t *lim = json_object_get(meta, "limits");
+        struct e2b_sandbox *s = calloc(1, sizeof(*s));
+        int *count = ctx;
+
+        if (!s)
+                return;
+        /* A paused Jupyter kernel's (kernel_pause.c) */
+        if (strcmp(json_string_value(json_object_get(meta, "kind")) ?: "", "e2b") != 0) {
+                free(s);
+                return;
+        }
+        if (!meta_string(meta, "sandboxID", s->id, sizeof(s->id)) || strcmp(s->id, id) != 0 ||
+            !meta_string(meta, "owner", s->owner, sizeof(s->owner)) ||
+            !meta_string(meta, "token", s->token, sizeof(s->token)) ||
+            !meta_string(meta, "templateID", s->template_id, sizeof(s->template_id)) ||
+            !meta_string(meta, "startedAt", s->started_at, sizeof(s->started_at)) ||
+            !string_map(json_object_get(meta, "metadata"), MAX_METADATA) ||
+            !json_is_object(json_object_get(meta, "metadata")) ||
+            !string_map(json_object_get(meta, "envVars"), 256) ||
+            !json_is_object(json_object_get(meta, "envVars")) || !json_is_object(lim) ||
+            find_any(id)) {
+                log_warn("paused sandbox %s: its meta.json is not a paused sandbox's; left as it "
+                         "is",
+                         id);
+                free(s);
+                return;
+        }
+        s->metadata = json_incref(json_object_get(meta, "metadata"));
+        s->env = json_incref(json_object_get(meta, "envVars"));
+        s->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
+        s->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
+        s->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
+        s->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        s->lifetime = json_number_value(json_object_get(meta, "lifetime"));
+        if (s->lifetime <= 0)
+                s->lifetime = 300;
+        s->on_timeout_pause = json_is_true(json_object_get(meta, "onTimeoutPause"));
+        s->spec = template_spec(s->template_id);
+        if (!s->spec)
+                log_warn("paused sandbox %s: template '%s' is not served now; it cannot resume", id,
+                         s->template_id);
+        s->end_at = time(NULL);
+        s->ready = true;
+        s->phase = E2B_PAUSED;
+        s->next = sandboxes;
+        sandboxes = s;
+        (*count)++;
+}
+
+void e2b_load_paused(void)
+{
+        int count = 0;
+
+        pause_load_all(on_paused_found, &count);
+        if (count)
+                log_info("%d paused e2b sandbox%s found in the state directory", count,
+                         count == 1 ? "" : "es");
 }
 
 /* ---- contexts --------------------------------------------------------------- */
@@ -545,12 +948,13 @@ static const char *create_refusal(json_t *body)
                                   json_object_get(net, "egressProxy")))
                 return "network.allowOut, rules and egressProxy are not supported: Glovebox "
                        "sandboxes have no network (loopback only)";
-        if (json_is_true(json_object_get(body, "autoPause")))
-                return "autoPause (lifecycle onTimeout 'pause') is not supported: Glovebox "
-                       "cannot pause sandboxes";
+        if (json_is_true(json_object_get(body, "autoPause")) && !pause_enabled())
+                return "autoPause (lifecycle onTimeout 'pause') is not enabled: this Glovebox "
+                       "has no --state-dir";
         if (resume &&
             !(json_is_object(resume) && json_is_false(json_object_get(resume, "enabled"))))
-                return "autoResume.enabled is not supported: Glovebox cannot pause sandboxes";
+                return "autoResume.enabled is not supported: a paused Glovebox sandbox resumes "
+                       "on connect (Sandbox.connect), not on traffic";
         if (json_array_size(json_object_get(body, "volumeMounts")) > 0)
                 return "volumeMounts are not supported";
         if (json_object_get(body, "mcp"))
@@ -650,14 +1054,7 @@ static void create_sandbox(struct http_request *r)
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
-        /* The E2B templates an agent asks for by default, or a kernelspec
-         * (a template's default kernel has the template's name). */
-        if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
-                spec = jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
-        else if (templates_find(tid))
-                spec = templates_kernel(templates_find(tid), NULL);
-        else
-                spec = jp_kernelspec_find(kernels_specs(), tid);
+        spec = template_spec(tid);
         refusal = create_refusal(body);
         if (!spec) {
                 e2b_reply_error(r, 404, "template '%.64s' not found; templates: %s%s%s", tid,
@@ -693,6 +1090,7 @@ static void create_sandbox(struct http_request *r)
                 snprintf(s->owner, sizeof(s->owner), "%s", tenants_owner_now());
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
                 s->spec = spec;
+                s->on_timeout_pause = json_is_true(json_object_get(body, "autoPause"));
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
@@ -705,6 +1103,7 @@ static void create_sandbox(struct http_request *r)
                 pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
+                        s->limits = s->box->limits;
                         set_public_traffic(s, body);
                         s->next = sandboxes;
                         sandboxes = s;
@@ -721,6 +1120,7 @@ static void create_sandbox(struct http_request *r)
                 rc = templates_sandbox_new(spec, &limits, strcmp(cfg->sandbox, "none") != 0, &net,
                                            &s->box);
                 if (rc == 0) {
+                        s->limits = s->box->limits;
                         set_public_traffic(s, body);
                         s->next = sandboxes;
                         sandboxes = s;
@@ -801,8 +1201,8 @@ static void list_sandboxes(struct http_request *r)
         if (limit <= 0 || limit > 1000)
                 limit = 100;
         for (struct e2b_sandbox *s = sandboxes; list && s; s = s->next) {
-                /* Only running sandboxes exist here: a "paused" filter finds none. */
-                if (!s->ready || !tenants_may_reach(s->owner) || (st && !strstr(st, "running")) ||
+                if (!s->ready || !tenants_may_reach(s->owner) ||
+                    (st && !strstr(st, s->phase == E2B_PAUSED ? "paused" : "running")) ||
                     (m && !metadata_matches(s, m)))
                         continue;
                 if (index++ < skip)
@@ -849,8 +1249,8 @@ static const char *lacking_route(const char *route)
 
 static bool lacking_action(const char *action)
 {
-        static const char *const actions[] = {"pause",   "resume", "snapshots", "fork",
-                                              "network", "logs",   "refreshes", NULL};
+        static const char *const actions[] = {"snapshots", "fork",      "network",
+                                              "logs",      "refreshes", NULL};
 
         return jp_strv_contains(actions, action);
 }
@@ -861,7 +1261,7 @@ static void sandbox_metrics(struct http_request *r, struct e2b_sandbox *s)
 {
         struct sandbox_usage u;
 
-        if (monitor_sandbox_usage(s->box, &u) < 0)
+        if (!s->box || monitor_sandbox_usage(s->box, &u) < 0)
                 http_reply_json(r, 200, json_array());
         else
                 http_reply_json(r, 200, json_pack("[o]", monitor_usage_json(&u)));
@@ -904,9 +1304,19 @@ static void control_plane(struct http_request *r, const char *route)
         if (!rest[0] && r->method == HTTP_GET) {
                 http_reply_json(r, 200, sandbox_json(s, true));
         } else if (!rest[0] && r->method == HTTP_DELETE) {
+                if (s->phase == E2B_PAUSING || s->phase == E2B_RESUMING) {
+                        e2b_reply_error(r, 409, "sandbox \"%s\" is being %s; try again", s->id,
+                                        s->phase == E2B_PAUSING ? "paused" : "resumed");
+                        return;
+                }
                 sandbox_kill(s);
                 http_reply_empty(r, 204);
-        } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0) &&
+        } else if (strcmp(rest, "pause") == 0 && r->method == HTTP_POST) {
+                /* {"memory": true} (the SDKs' default) gets the files: the
+                 * sandbox's info says so (sandbox_json). */
+                pause_begin(s, r);
+        } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0 ||
+                    strcmp(rest, "resume") == 0) &&
                    r->method == HTTP_POST) {
                 double t;
 
@@ -916,6 +1326,19 @@ static void control_plane(struct http_request *r, const char *route)
                         return;
                 }
                 json_decref(body);
+                /* A connect resumes a paused sandbox, as E2B's does. */
+                if (strcmp(rest, "resume") == 0 ||
+                    (strcmp(rest, "connect") == 0 && s->phase == E2B_PAUSED)) {
+                        resume_begin(s, r, t);
+                        return;
+                }
+                if (s->phase != E2B_RUNNING) {
+                        e2b_reply_error(r, 409, "sandbox \"%s\" is %s", s->id,
+                                        s->phase == E2B_PAUSED    ? "paused"
+                                        : s->phase == E2B_PAUSING ? "being paused"
+                                                                  : "being resumed");
+                        return;
+                }
                 /* setTimeout sets the lifetime; a connect only ever extends
                  * it, as E2B's does (the Python SDK sends its default 300 s
                  * on every connect). Without a timeout, nothing changes. */
@@ -1138,6 +1561,12 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
         /* Found whoever asks: its access token is the credential here. A
          * sandbox whose key was removed is reached by admins only, so its
          * token stops working with the key. */
+        if (header(r, "e2b-sandbox-id:", id, sizeof(id)) && (s = find_any(id)) && s->ready &&
+            s->phase != E2B_RUNNING && tenants_exists(s->owner)) {
+                e2b_reply_error(r, 502, "The sandbox is %s: connect to it to resume it",
+                                s->phase == E2B_RESUMING ? "being resumed" : "paused");
+                return NULL;
+        }
         if (!header(r, "e2b-sandbox-id:", id, sizeof(id)) || !(s = find_any(id)) || !s->ready ||
             !tenants_exists(s->owner)) {
                 /* 502 is what E2B answers for a sandbox that is gone; the

@@ -39,7 +39,10 @@ void e2b_handle(struct http_request *r);
  * E2B Python SDK refuses to send any other unless E2B_VALIDATE_API_KEY is
  * false. */
 bool e2b_key_form(const char *key);
-/* Kills every E2B sandbox (at shutdown). */
+/* Lists again the sandboxes paused in the state directory (pause.h), at
+ * start. */
+void e2b_load_paused(void);
+/* Kills every E2B sandbox (at shutdown); paused ones stay on disk. */
 void e2b_shutdown(void);
 
 /* For envd.c: the sandbox a sandbox-plane request names, after checking

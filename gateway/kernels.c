@@ -1034,7 +1034,7 @@ static void launch(struct kernel *k)
 
 static int start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox, bool pooled,
-                 struct kernel_waiter *w, struct kernel **out)
+                 const char *id, struct kernel_waiter *w, struct kernel **out)
 {
         struct kernel *k;
         size_t nenv = 0;
@@ -1045,6 +1045,10 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
                 return -ESHUTDOWN;
         if (kernels_count() >= (size_t)cfg->max_kernels)
                 return -EAGAIN;
+        /* A resumed kernel keeps its id; never two of one id, a stopping
+         * one included. */
+        if (id && (strlen(id) >= JP_UUID_SIZE || find_any(id)))
+                return -EBUSY;
         /* Every way of starting a kernel comes here: the quota holds for
          * routes that do not check it first. */
         if (!pooled) {
@@ -1069,7 +1073,9 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
                 if (!k->env[i])
                         goto fail;
         }
-        if (!k->env || jp_uuid4(k->id) < 0 || jp_random_hex(k->key, 32) < 0)
+        if (id)
+                snprintf(k->id, sizeof(k->id), "%s", id);
+        if (!k->env || (!id && jp_uuid4(k->id) < 0) || jp_random_hex(k->key, 32) < 0)
                 goto fail;
         rc = jp_signer_new(k->key, strlen(k->key), &k->signer);
         if (rc < 0)
@@ -1102,7 +1108,14 @@ int kernel_start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox,
                  struct kernel_waiter *w, struct kernel **out)
 {
-        return start(spec, env, limits, sandbox, false, w, out);
+        return start(spec, env, limits, sandbox, false, NULL, w, out);
+}
+
+int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
+                    const struct hostmsg_limits *limits, const char *id, struct kernel_waiter *w,
+                    struct kernel **out)
+{
+        return start(spec, env, limits, NULL, false, id, w, out);
 }
 
 /* ---- the warm pool's kernels --------------------------------------------- */
@@ -1113,7 +1126,7 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, stru
         struct hostmsg_limits limits;
 
         kernels_default_limits(&limits);
-        return start(spec, env, &limits, NULL, true, w, out);
+        return start(spec, env, &limits, NULL, true, NULL, w, out);
 }
 
 int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w)

@@ -158,6 +158,11 @@ json_t *kernels_owners(void);
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox,
                  struct kernel_waiter *w, struct kernel **out);
+/* The same in a new sandbox of its own, under id (a paused kernel
+ * resumed, kernel_pause.h); -EBUSY while a kernel of that id exists. */
+int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
+                    const struct hostmsg_limits *limits, const char *id, struct kernel_waiter *w,
+                    struct kernel **out);
 /* Starts a kernel for the warm pool: its own sandbox, default limits,
  * invisible (kernel_find, the list) until kernel_pool_claim. */
 int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,

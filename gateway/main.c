@@ -13,7 +13,9 @@
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/loop.h"
+#include "gateway/kernel_pause.h"
 #include "gateway/page.h"
+#include "gateway/pause.h"
 #include "gateway/pool.h"
 #include "gateway/ports.h"
 #include "gateway/server.h"
@@ -40,6 +42,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#define DEFAULT_STATE_DIR   "/var/lib/glovebox"
 #define SHUTDOWN_TIMEOUT_MS 10000.0
 /* After the kernel-host died for good: time for clients to read that their
  * kernels died before the gateway exits. */
@@ -72,6 +75,7 @@ static void shut_down(void)
 {
         gw.shutting_down = 1;
         e2b_shutdown();
+        kernel_pause_shutdown();
         terminals_shutdown();
         mcp_shutdown();
         pool_stop();
@@ -433,8 +437,14 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
         if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
-            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0)
+            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 ||
+            (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0))
                 goto out;
+        /* The default state directory is a convenience: where it cannot
+         * be made (a read-only /var), pausing is off, not the gateway. */
+        if (!gw.cfg.state_dir[0] && geteuid() == 0 && pause_init(DEFAULT_STATE_DIR) < 0)
+                log_warn("pausing is off: the default state directory " DEFAULT_STATE_DIR
+                         " cannot be used; give --state-dir");
         /* Before any thread or ZMQ context exists. */
         if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
                 log_error("cannot start the kernel-host");
@@ -459,6 +469,10 @@ int main(int argc, char **argv)
             pool_init(&gw.cfg, &gw.specs) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
+        /* Paused sandboxes outlive the gateway: listed again, resumed on
+         * connect. */
+        e2b_load_paused();
+        kernel_pause_load();
         log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;
         loop_timer_start(&log_flush_timer, on_log_flush, 1000.0);
         print_url();

@@ -238,6 +238,11 @@ int process_resize(struct process *p, uint16_t rows, uint16_t cols)
         return 0;
 }
 
+int process_stdin_fd(const struct process *p)
+{
+        return p->fds[0];
+}
+
 void process_close_stdin(struct process *p)
 {
         close_fd(p, 0);

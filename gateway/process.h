@@ -45,6 +45,10 @@ void process_close_stdin(struct process *p);
 /* A terminal's new size: 0, -ENOTTY when it has no terminal (or its
  * master is closed), or -errno. */
 int process_resize(struct process *p, uint16_t rows, uint16_t cols);
+/* Its stdin's descriptor (non-blocking; the process keeps it), or -1
+ * before it started or once closed: for a writer that waits for room
+ * itself (pause.c feeds an archive). */
+int process_stdin_fd(const struct process *p);
 /* Reads what its outputs hold now (output() hears it), before an owner
  * that stops listening ends its own stream. */
 void process_drain(struct process *p);

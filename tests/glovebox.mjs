@@ -2,7 +2,9 @@
 // loopback port, and a real glovebox from the build tree started on one.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 
 export const build = process.env.GLOVEBOX_BUILD ?? path.resolve(import.meta.dirname, '../build')
@@ -24,11 +26,18 @@ export function freePort () {
 export async function startGlovebox (args = []) {
   const port = await freePort()
   const token = randomBytes(16).toString('hex')
+  // Its own state directory (paused sandboxes), unless args name one: as
+  // root the default, /var/lib/glovebox, is every gateway's.
+  const stateDir = args.some((a) => a.startsWith('--state-dir'))
+    ? null
+    : mkdtempSync(path.join(os.tmpdir(), 'glovebox-state-'))
   const proc = spawn(path.join(build, 'glovebox'),
-    ['--listen', `127.0.0.1:${port}`, '--token', token, ...args],
+    ['--listen', `127.0.0.1:${port}`, '--token', token,
+      ...(stateDir ? ['--state-dir', stateDir] : []), ...args],
     { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   proc.stderr.on('data', (d) => { log += d; process.stderr.write(d) })
+  proc.on('exit', () => { if (stateDir) rmSync(stateDir, { recursive: true, force: true }) })
   await new Promise((resolve, reject) => {
     proc.stdout.on('data', (d) => { if (String(d).includes('serving at')) resolve() })
     proc.on('exit', (code) => reject(new Error(`glovebox exited with ${code}: ${log}`)))

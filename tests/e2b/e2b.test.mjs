@@ -276,7 +276,6 @@ test('what Glovebox lacks is refused by name', async () => {
   const sbx = await Sandbox.create()
   try {
     const calls = {
-      pause: () => sbx.pause(),
       createSnapshot: () => sbx.createSnapshot(),
       // The SDK keeps only "400 Bad Request" of a 400's body (the Python
       // SDK shows its "languages: ..." list).

@@ -2,9 +2,11 @@
 channels with websocket-client, in both wire formats."""
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -45,6 +47,15 @@ class Gateway:
         if token:
             cmd += ["--token", token]
         cmd += list(args)
+        # Each gateway its own state directory (paused sandboxes), unless
+        # the test names one: as root the default, /var/lib/glovebox, is
+        # shared by every gateway on the machine.
+        # A runner (another user) keeps the default: none when unprivileged.
+        self.own_state_dir = None
+        if not runner and not any(a == "--state-dir" or a.startswith("--state-dir=")
+                                  for a in cmd):
+            self.own_state_dir = tempfile.mkdtemp(prefix="glovebox-state-")
+            cmd += ["--state-dir", self.own_state_dir]
         self.log_path = f"/tmp/glovebox-test-{self.port}.log"
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log,
@@ -67,6 +78,9 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.own_state_dir:
+            shutil.rmtree(self.own_state_dir, ignore_errors=True)
+            self.own_state_dir = None
         return self.proc.returncode
 
     def request(self, method, path, body=None, token=None, raw=None, headers=None):

@@ -1,0 +1,219 @@
+"""Pause and resume through the unmodified E2B Python SDK: sbx.pause() saves
+/home/user under the gateway's --state-dir and frees the sandbox,
+Sandbox.connect resumes it under the same id with its files, a paused
+sandbox outlives the gateway, lifecycle onTimeout 'pause' pauses instead of
+killing, and a paused sandbox stays its creator's. Files only: the kernel's
+variables are not kept, and the sandbox's info says so."""
+import hashlib
+import json
+import os
+import secrets
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import point_sdk_at
+from gbclient import start_gateway
+
+from e2b_code_interpreter import Sandbox
+from e2b import SandboxException, SandboxNotFoundException, SandboxState
+from e2b.sandbox.sandbox_api import SandboxQuery
+
+
+def api(gw, method, path, body=None, key=None):
+    """The control plane on the wire: (status, parsed JSON or None)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(gw.base + "/e2b" + path, data=data, method=method)
+    req.add_header("X-API-Key", key or gw.token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            text = resp.read()
+            return resp.status, (json.loads(text) if text else None)
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        return e.code, (json.loads(text) if text else None)
+
+
+def state_of(sandbox_id, **opts):
+    return Sandbox.get_info(sandbox_id, **opts).state.value
+
+
+def wait_for_state(sandbox_id, state, seconds=30, **opts):
+    end = time.monotonic() + seconds
+    while state_of(sandbox_id, **opts) != state:
+        assert time.monotonic() < end, f"{sandbox_id} never became {state}"
+        time.sleep(0.2)
+
+
+def test_pause_then_connect_resumes_with_the_files(gateway):
+    sbx = Sandbox.create(metadata={"suite": "pause"})
+    try:
+        sbx.files.write("notes/plan.txt", "pause me")
+        blob = os.urandom(256 * 1024)
+        sbx.files.write("/home/user/data.bin", blob)
+        assert sbx.run_code("answer = 42\nanswer").text == "42"
+        assert sbx.pause() is True
+        assert state_of(sbx.sandbox_id) == "paused"
+        # Its info says what was kept: the files, not the variables.
+        status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
+        assert status == 200 and info["state"] == "paused", info
+        assert info["glovebox"]["memoryKept"] is False
+        assert info["glovebox"]["pauseNotice"].startswith("variables are not kept: ")
+        paused = Sandbox.list(query=SandboxQuery(metadata={"suite": "pause"},
+                                                 state=[SandboxState.PAUSED])).next_items()
+        assert [s.sandbox_id for s in paused] == [sbx.sandbox_id]
+        assert Sandbox.list(query=SandboxQuery(metadata={"suite": "pause"},
+                                               state=[SandboxState.RUNNING])).next_items() == []
+        # Nothing runs while paused.
+        with pytest.raises(Exception):
+            sbx.run_code("1")
+
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.sandbox_id == sbx.sandbox_id
+        assert state_of(sbx.sandbox_id) == "running"
+        assert again.files.read("notes/plan.txt") == "pause me"
+        assert again.files.read("/home/user/data.bin", format="bytes") == bytes(blob)
+        # A fresh kernel: the files came back, the variable did not.
+        assert again.run_code("answer").error.name == "NameError"
+        assert again.run_code("open('/home/user/notes/plan.txt').read()").text == "pause me"
+        # A second pause and resume of the same sandbox works as the first.
+        assert again.pause() is True
+        third = Sandbox.connect(sbx.sandbox_id)
+        assert third.files.read("notes/plan.txt") == "pause me"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
+def test_pause_answers_409_404_and_resume_409(gateway):
+    sbx = Sandbox.create()
+    try:
+        # Resuming a running sandbox: 409.
+        status, body = api(gateway, "POST", f"/sandboxes/{sbx.sandbox_id}/resume", {})
+        assert status == 409 and "already running" in body["message"], body
+        assert sbx.pause() is True
+        # Already paused: the SDK's False is E2B's 409.
+        assert sbx.pause() is False
+        status, body = api(gateway, "POST", f"/sandboxes/{sbx.sandbox_id}/pause", {})
+        assert status == 409 and "already paused" in body["message"], body
+        # The timeout of a paused sandbox is not set: 409.
+        status, body = api(gateway, "POST", f"/sandboxes/{sbx.sandbox_id}/timeout",
+                           {"timeout": 60})
+        assert status == 409 and "paused" in body["message"], body
+        # The deprecated resume route resumes too.
+        status, body = api(gateway, "POST", f"/sandboxes/{sbx.sandbox_id}/resume",
+                           {"timeout": 60})
+        assert status == 201 and body["sandboxID"] == sbx.sandbox_id, body
+        assert state_of(sbx.sandbox_id) == "running"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.pause("gb0123456789abcdef")
+    status, body = api(gateway, "POST", "/sandboxes/gb0123456789abcdef/resume", {})
+    assert status == 404, body
+
+
+def test_killing_a_paused_sandbox_removes_its_files(gateway):
+    sbx = Sandbox.create()
+    sbx.files.write("x.txt", "x")
+    assert sbx.pause() is True
+    listed = os.listdir(os.path.join(gateway.own_state_dir, "paused"))
+    assert listed == [sbx.sandbox_id]
+    assert sorted(os.listdir(os.path.join(gateway.own_state_dir, "paused", sbx.sandbox_id))) \
+        == ["home.tar", "meta.json"]
+    assert Sandbox.kill(sbx.sandbox_id) is True
+    assert os.listdir(os.path.join(gateway.own_state_dir, "paused")) == []
+    with pytest.raises(SandboxException):
+        Sandbox.connect(sbx.sandbox_id)
+
+
+def test_a_paused_sandbox_survives_a_gateway_restart(tmp_path):
+    state = str(tmp_path / "state")
+    gw = start_gateway("--state-dir", state, token="e2b_" + secrets.token_hex(20))
+    try:
+        point_sdk_at(gw, gw.token)
+        sbx = Sandbox.create(metadata={"suite": "restart"})
+        sbx.files.write("kept.txt", "across restarts")
+        sandbox_id = sbx.sandbox_id
+        assert sbx.pause() is True
+    finally:
+        gw.stop()
+    assert os.path.isfile(os.path.join(state, "paused", sandbox_id, "meta.json"))
+    gw = start_gateway("--state-dir", state, token=gw.token)
+    try:
+        point_sdk_at(gw, gw.token)
+        assert state_of(sandbox_id) == "paused"
+        listed = Sandbox.list(query=SandboxQuery(metadata={"suite": "restart"})).next_items()
+        assert [(s.sandbox_id, s.state.value) for s in listed] == [(sandbox_id, "paused")]
+        again = Sandbox.connect(sandbox_id)
+        assert again.files.read("kept.txt") == "across restarts"
+        assert again.run_code("6 * 7").text == "42"
+        # Resumed: its saved state is gone from the disk.
+        assert os.listdir(os.path.join(state, "paused")) == []
+        again.kill()
+    finally:
+        gw.stop()
+
+
+def test_on_timeout_pause_pauses_and_connect_resumes(gateway):
+    sbx = Sandbox.create(timeout=2, lifecycle={"on_timeout": "pause"})
+    try:
+        assert Sandbox.get_info(sbx.sandbox_id).lifecycle["on_timeout"] == "pause"
+        sbx.files.write("t.txt", "timed out, not lost")
+        wait_for_state(sbx.sandbox_id, "paused", seconds=30)
+        again = Sandbox.connect(sbx.sandbox_id, timeout=60)
+        assert again.files.read("t.txt") == "timed out, not lost"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
+@pytest.fixture
+def tenants_gateway(tmp_path):
+    path = tmp_path / "keys.json"
+    keys = {name: "e2b_" + secrets.token_hex(20) for name in ("alice", "bob")}
+    path.write_text(json.dumps({"keys": [
+        {"name": name, "sha256": hashlib.sha256(key.encode()).hexdigest()}
+        for name, key in keys.items()]}))
+    state = str(tmp_path / "state")
+    args = ("--keys-file", str(path), "--state-dir", state)
+    gw = start_gateway(*args)
+    gw.keys, gw.args = keys, args
+    yield gw
+    gw.stop()
+
+
+def test_a_paused_sandbox_stays_its_creators(tenants_gateway):
+    gw = tenants_gateway
+    alice, bob = gw.keys["alice"], gw.keys["bob"]
+    point_sdk_at(gw, gw.token)
+    sbx = Sandbox.create(api_key=alice)
+    sbx.files.write("mine.txt", "alice's")
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.pause(sbx.sandbox_id, api_key=bob)
+    assert state_of(sbx.sandbox_id, api_key=alice) == "running"
+    assert sbx.pause() is True
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect(sbx.sandbox_id, api_key=bob)
+    assert Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED]), api_key=bob).next_items() == []
+    assert Sandbox.kill(sbx.sandbox_id, api_key=bob) is False
+    # The owner is recorded: after a restart too.
+    gw.stop()
+    again_gw = start_gateway(*gw.args)
+    try:
+        point_sdk_at(again_gw, again_gw.token)
+        with pytest.raises(SandboxNotFoundException):
+            Sandbox.connect(sbx.sandbox_id, api_key=bob)
+        assert [s.sandbox_id for s in Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED]),
+                                                   api_key=alice).next_items()] \
+            == [sbx.sandbox_id]
+        again = Sandbox.connect(sbx.sandbox_id, api_key=alice)
+        assert again.files.read("mine.txt") == "alice's"
+        # Resumed, it is still alice's alone.
+        status, body = api(again_gw, "GET", f"/sandboxes/{sbx.sandbox_id}", key=bob)
+        assert status == 404, body
+        again.kill()
+    finally:
+        again_gw.stop()

@@ -1,0 +1,150 @@
+"""Pause and resume of a Jupyter kernel: POST /api/kernels/{id}/pause saves
+its /home/user under --state-dir and ends it, POST .../resume starts it again
+under the same id with its files; a paused kernel is listed, answers 409 to
+what needs it running, outlives the gateway and stays its owner's. Files
+only: variables are not kept, and the model says so."""
+import hashlib
+import json
+import os
+import secrets
+
+import pytest
+import websocket
+
+from gbclient import run_cell, start_gateway
+
+TOKEN = "test-token-0123456789"
+
+
+@pytest.fixture
+def state(tmp_path):
+    return str(tmp_path / "state")
+
+
+@pytest.fixture
+def gw(state):
+    g = start_gateway("--state-dir", state)
+    yield g
+    g.stop()
+
+
+def test_pause_and_resume_keep_the_files_not_the_variables(gw, state):
+    kid = gw.start_kernel()
+    reply, _, _ = run_cell(gw, kid, "import os\nos.makedirs('/home/user/sub', exist_ok=True)\n"
+                                    "open('/home/user/sub/f.txt', 'w').write('kept')\n"
+                                    "open('/home/user/big', 'wb').write(os.urandom(3 << 20))\n"
+                                    "x = 41")
+    assert reply["status"] == "ok", reply
+    _, digest, _ = run_cell(gw, kid, "import hashlib\n"
+                                     "print(hashlib.sha256(open('/home/user/big','rb').read())"
+                                     ".hexdigest())")
+
+    status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+    assert status == 200, model
+    assert model["id"] == kid and model["execution_state"] == "paused"
+    assert model["paused"]["memory_kept"] is False
+    assert model["paused"]["notice"].startswith("variables are not kept: ")
+    assert sorted(os.listdir(os.path.join(state, "paused", kid))) == ["home.tar", "meta.json"]
+    meta = json.load(open(os.path.join(state, "paused", kid, "meta.json")))
+    assert meta["kind"] == "kernel" and meta["kernelspec"] == "python3"
+
+    status, listed, _ = gw.request("GET", "/api/kernels")
+    assert [(k["id"], k["execution_state"]) for k in listed] == [(kid, "paused")]
+    status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+    assert status == 200 and model["execution_state"] == "paused"
+    # What needs a running kernel is refused, by name.
+    status, body, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+    assert status == 409 and "already paused" in body["message"], body
+    status, body, _ = gw.request("POST", f"/api/kernels/{kid}/interrupt")
+    assert status == 409 and "resume" in body["message"], body
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        gw.connect(kid)
+    assert refused.value.status_code == 404
+
+    status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+    assert status == 200, model
+    assert model["id"] == kid and model["execution_state"] == "idle"
+    assert not os.path.exists(os.path.join(state, "paused", kid))
+    reply, out, _ = run_cell(gw, kid, "print(open('/home/user/sub/f.txt').read())\n"
+                                      "import hashlib\n"
+                                      "print(hashlib.sha256(open('/home/user/big','rb').read())"
+                                      ".hexdigest())\nprint('x' in globals())")
+    assert reply["status"] == "ok", reply
+    assert out == "kept\n" + digest + "False\n"
+    status, body, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+    assert status == 409 and "not paused" in body["message"], body
+
+
+def test_unknown_kernels_and_wrong_methods(gw):
+    status, body, _ = gw.request("POST", "/api/kernels/no-such-kernel/pause")
+    assert status == 404 and "does not exist" in body["message"], body
+    status, body, _ = gw.request("POST", "/api/kernels/no-such-kernel/resume")
+    assert status == 404, body
+    kid = gw.start_kernel()
+    status, body, _ = gw.request("GET", f"/api/kernels/{kid}/pause")
+    assert status == 405, body
+    # Deleting a paused kernel removes its saved files.
+    assert gw.request("POST", f"/api/kernels/{kid}/pause")[0] == 200
+    status, _, _ = gw.request("DELETE", f"/api/kernels/{kid}")
+    assert status == 204
+    assert gw.request("GET", f"/api/kernels/{kid}")[0] == 404
+    assert gw.request("POST", f"/api/kernels/{kid}/resume")[0] == 404
+    assert os.listdir(os.path.join(gw_state(gw), "paused")) == []
+
+
+def gw_state(gw):
+    args = gw.proc.args
+    return args[args.index("--state-dir") + 1]
+
+
+def test_an_e2b_sandboxs_kernel_is_paused_through_e2b(gw):
+    status, sbx, _ = gw.request("POST", "/e2b/sandboxes", {"timeout": 60},
+                                headers={"X-API-Key": TOKEN})
+    assert status == 201, sbx
+    try:
+        _, kernels, _ = gw.request("GET", "/api/kernels")
+        assert len(kernels) == 1
+        status, body, _ = gw.request("POST", f"/api/kernels/{kernels[0]['id']}/pause")
+        assert status == 409 and "E2B sandbox" in body["message"], body
+    finally:
+        gw.request("DELETE", f"/e2b/sandboxes/{sbx['sandboxID']}", headers={"X-API-Key": TOKEN})
+
+
+def test_a_paused_kernel_outlives_the_gateway_and_stays_its_owners(tmp_path):
+    keys = {name: "e2b_" + secrets.token_hex(20) for name in ("alice", "bob")}
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"keys": [
+        {"name": n, "sha256": hashlib.sha256(k.encode()).hexdigest()} for n, k in keys.items()]}))
+    args = ("--keys-file", str(path), "--state-dir", str(tmp_path / "state"))
+    gw = start_gateway(*args)
+    try:
+        status, model, _ = gw.request("POST", "/api/kernels", {"name": "python3",
+                                                              "env": {"GREETING": "hi"}},
+                                      token=keys["alice"])
+        assert status == 201, model
+        kid = model["id"]
+        gw.token = keys["alice"]
+        run_cell(gw, kid, "open('/home/user/a.txt', 'w').write('alice')")
+        # bob cannot pause, see or resume it.
+        assert gw.request("POST", f"/api/kernels/{kid}/pause", token=keys["bob"])[0] == 404
+        assert gw.request("POST", f"/api/kernels/{kid}/pause")[0] == 200
+        assert gw.request("GET", "/api/kernels", token=keys["bob"])[1] == []
+        assert gw.request("POST", f"/api/kernels/{kid}/resume", token=keys["bob"])[0] == 404
+    finally:
+        gw.stop()
+    gw = start_gateway(*args)
+    try:
+        assert gw.request("GET", "/api/kernels", token=keys["bob"])[1] == []
+        assert gw.request("GET", f"/api/kernels/{kid}", token=keys["bob"])[0] == 404
+        status, listed, _ = gw.request("GET", "/api/kernels", token=keys["alice"])
+        assert [(k["id"], k["execution_state"]) for k in listed] == [(kid, "paused")]
+        # The admin may resume it; it stays alice's, with its env.
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+        assert status == 200 and model["id"] == kid, model
+        assert gw.request("GET", f"/api/kernels/{kid}", token=keys["bob"])[0] == 404
+        gw.token = keys["alice"]
+        _, out, _ = run_cell(gw, kid, "import os\nprint(open('/home/user/a.txt').read(), "
+                                      "os.environ['GREETING'])")
+        assert out == "alice hi\n"
+    finally:
+        gw.stop()
