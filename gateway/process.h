@@ -45,7 +45,8 @@ void process_close_stdin(struct process *p);
 /* A terminal's new size: 0, -ENOTTY when it has no terminal (or its
  * master is closed), or -errno. */
 int process_resize(struct process *p, uint16_t rows, uint16_t cols);
-/* Reads what its outputs hold now (output() hears it), before an owner
+/* Reads what its outputs hold now, at most 16 pieces of 64 KiB each (output()
+ * hears it), before an owner
  * that stops listening ends its own stream. */
 void process_drain(struct process *p);
 /* SIGKILL kills it at once (the kernel-host's stop); other signals are
