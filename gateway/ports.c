@@ -313,7 +313,9 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                         snprintf(message, size, "Missing or wrong token");
                         return 401;
                 }
-                if (t->known) {
+                /* Another tenant's kernel does not exist for this key,
+                 * not even as one that is starting. */
+                if (t->known && tenants_may_reach(t->owner)) {
                         /* A kernel between sandboxes (starting, restarting). */
                         snprintf(message, size, "The sandbox of %.64s is not running", t->id);
                         return 503;
