@@ -25,8 +25,8 @@ struct relay {
         int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
         bool connecting;
-        bool upgrade;       /* a WebSocket (any Upgrade): bytes both ways after the head */
-        bool body_done;     /* the client's request is all read by lws */
+        bool upgrade;     /* a WebSocket (any Upgrade): bytes both ways after the head */
+        bool body_done;   /* the client's request is all read by lws */
         bool head_passed; /* the app's head went on, with our headers in */
         bool up_eof, client_eof, finished;
         int port;
@@ -37,10 +37,10 @@ struct relay {
         size_t to_up_at;
         struct buf to_client; /* the answer not yet written to the client */
         size_t to_client_at;
-        char inject[PORT_RELAY_INJECT_MAX]; /* header lines put after the answer's first line */
+        char inject[PORT_RELAY_INJECT_MAX];     /* header lines put after the answer's first line */
         char app_prefix[PORT_RELAY_PREFIX_MAX]; /* the path form's prefix, or "" */
         struct buf answer_head;                 /* the app's head until it is whole */
-        lws_sorted_usec_list_t reaper;      /* frees a relay lws no longer knows of */
+        lws_sorted_usec_list_t reaper;          /* frees a relay lws no longer knows of */
 };
 
 static struct relay *relays;
@@ -215,7 +215,8 @@ static bool cookie_stays_in_prefix(const char *value, size_t len, const char *pr
                         while (path < stop && (*path == ' ' || *path == '\t'))
                                 path++;
                         path_len = (size_t)(stop - path);
-                        while (path_len && (path[path_len - 1] == ' ' || path[path_len - 1] == '\t'))
+                        while (path_len &&
+                               (path[path_len - 1] == ' ' || path[path_len - 1] == '\t'))
                                 path_len--;
                 }
                 a = next;
