@@ -611,3 +611,29 @@ def port_status(gw, key, path):
             return resp.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def test_quota_counts_terminals_in_sandboxes_of_their_own(tenants):
+    """A terminal without a kernel starts a sandbox with the default limits
+    (1024 MiB, 1000 m): it counts in the key's quota as a kernel does."""
+    gw, carol = tenants, tenants.keys["carol"]  # 1536 MiB
+    status, term, _ = as_key(gw, carol, "POST", "/api/terminals", {})
+    assert status == 200, term
+    try:
+        status, reply, _ = as_key(gw, carol, "POST", "/api/terminals", {})
+        assert status == 429 and reply["exceeded"] == "memory", reply
+        assert reply["holding"]["memory_mb"] == 1024, reply
+        # Kernels see the terminal's sandbox too.
+        status, reply, _ = as_key(gw, carol, "POST", "/api/kernels",
+                                  {"name": "python3", "env": {"X": "t"}})
+        assert status == 429 and reply["exceeded"] == "memory", reply
+        # Another key is not held back.
+        status, other, _ = as_key(gw, tenants.keys["bob"], "POST", "/api/terminals", {})
+        assert status == 200, other
+        as_key(gw, tenants.keys["bob"], "DELETE", f"/api/terminals/{other['name']}")
+    finally:
+        assert as_key(gw, carol, "DELETE", f"/api/terminals/{term['name']}")[0] == 204
+    # Deleted, it holds nothing: the next one starts.
+    status, term, _ = as_key(gw, carol, "POST", "/api/terminals", {})
+    assert status == 200, term
+    as_key(gw, carol, "DELETE", f"/api/terminals/{term['name']}")
