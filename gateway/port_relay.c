@@ -379,12 +379,17 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool an
                                      "relay does not pass on");
                         return;
                 }
-                if (rc < 0) {
-                        /* Only an answer whose head never ends. */
+                if (rc == -EBADMSG) {
                         log_warn_limited(&overflows,
                                          "port %d: an answer the relay cannot take "
                                          "(no whole head within %d bytes)",
                                          p->port, ANSWER_HEAD_MAX);
+                        answer_error(p, 502, "Bad Gateway",
+                                     "The app's answer head is longer than the relay takes "
+                                     "(16 KiB)");
+                        return;
+                }
+                if (rc < 0) {
                         *eof = true;
                         finish(p);
                         return;
@@ -427,6 +432,15 @@ static void on_up(void *arg)
 
         if (p->up_fd >= 0)
                 pump_in(p, p->up_fd, &p->to_client, &p->to_client_at, true, &p->up_eof);
+        /* Nothing of a head that never ended went to the client: it is
+         * told why rather than left with a closed connection. */
+        if (p->up_eof && !p->head_passed && !p->finished) {
+                answer_error(p, 502, "Bad Gateway",
+                             p->answer_head.len
+                                 ? "The app closed the connection before its answer's head ended"
+                                 : "The app closed the connection without an answer");
+                return;
+        }
         step(p);
 }
 
@@ -476,6 +490,7 @@ static void answer_error(struct relay *p, int status, const char *reason, const 
                    status, reason, body ? strlen(body) : 0, body ? body : "");
         free(body);
         json_decref(o);
+        p->head_passed = true; /* the answer is ours: nothing of the app's follows */
         p->up_eof = true;
         step(p);
 }

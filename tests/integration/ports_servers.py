@@ -51,10 +51,16 @@ def echo_request(c):
 
 def headers_test(c):
     """An answer chosen by the path: /interim sends 100 Continue before a
-    page; /cookies sets cookies of every scope and origin-wide headers."""
+    page; /cookies sets cookies of every scope and origin-wide headers;
+    /close closes without an answer; /long sends a head over 16 KiB."""
     head, _ = read_head(c)
     path = head.split(" ")[1]
     page = b"<script>localStorage.getItem('token')</script>"
+    if path.startswith("/close"):
+        return
+    if path.startswith("/long"):
+        c.sendall(b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 20000 + b"\r\n\r\n")
+        return
     if path.startswith("/interim"):
         c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         extra = b""

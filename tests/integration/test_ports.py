@@ -125,6 +125,13 @@ def test_an_interim_answer_is_refused_so_the_page_never_runs_without_csp(gateway
     assert headers["content-security-policy"].startswith("sandbox")
 
 
+def test_an_answer_without_a_whole_head_is_502(gateway, kernel):
+    for path, words in (("close", "without an answer"), ("long", "16 KiB")):
+        status, _, body = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8003/{path}")
+        assert status == 502, (path, status, body)
+        assert words in json.loads(body)["message"], body
+
+
 def test_the_path_form_keeps_origin_wide_headers_of_the_app_out(gateway, kernel):
     """In the path form the app shares the gateway's origin: only cookies
     for its own prefix pass, and no Clear-Site-Data or
