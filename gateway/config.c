@@ -156,6 +156,12 @@ static const struct option_def options[] = {
         OPT("mcp-max-sessions", OPT_INT, mcp_max_sessions, 1, 1000000, "256",
             "MCP sessions at once (each gets a sandbox at its first tool call); past it an "
             "initialize is answered 503"),
+        OPT("mcp-max-sessions-per-key", OPT_INT, mcp_max_sessions_per_key, 0, 1000000, "0",
+            "MCP sessions one key (not an admin's) holds at once; past it an initialize is "
+            "answered 429 (0: a quarter of --mcp-max-sessions, at least 1)"),
+        OPT("mcp-unused-session-timeout", OPT_DOUBLE, mcp_unused_session_timeout, 1, 1e7, "600",
+            "seconds after which an MCP session that never started its kernel ends, "
+            "whatever --cull-idle-timeout says"),
         OPT("mcp-max-output-bytes", OPT_INT, mcp_max_output_bytes, 1024, 1LL << 30, "1048576",
             "bytes of output one MCP tool call returns (a cell's text and images, a command's "
             "stdout and stderr each, a file read); past it the rest is cut with a note"),

@@ -59,6 +59,8 @@ struct config {
         bool allow_unenforced_limits; /* accept limits the kernel-host cannot enforce */
         /* MCP (gateway/mcp.c) */
         int64_t mcp_max_sessions;
+        int64_t mcp_max_sessions_per_key; /* 0: a quarter of mcp_max_sessions */
+        double mcp_unused_session_timeout;
         int64_t mcp_max_output_bytes;
         /* idle culling */
         double cull_idle_timeout;

@@ -901,8 +901,10 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                   void *in, size_t len)
 {
         /* The rest of a request runs as its caller (server.c made the
-         * callback start as nobody). */
-        if (r->has_caller)
+         * callback start as nobody). A new request starts as nobody: r
+         * may still hold the caller of the connection's previous one
+         * until begin() resets it. */
+        if (r->has_caller && reason != LWS_CALLBACK_HTTP)
                 tenants_set_caller(&r->caller);
         switch (reason) {
         case LWS_CALLBACK_HTTP:

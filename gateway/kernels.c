@@ -10,6 +10,7 @@
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
 #include "gateway/templates.h"
+#include "gateway/terminals.h"
 #include "gateway/specs.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
@@ -103,6 +104,8 @@ void kernels_usage(const char *owner, struct tenant_usage *out)
                         out->cpu_millicores += k->limits.cpu_millis;
                 }
         }
+        /* A terminal's own sandbox holds memory and CPU as a kernel's does. */
+        terminals_usage(owner, &out->memory_mb, &out->cpu_millicores);
 }
 
 static json_t *quota_value(int64_t v)
@@ -110,8 +113,22 @@ static json_t *quota_value(int64_t v)
         return v == KEYS_NO_QUOTA ? json_null() : json_integer(v);
 }
 
+static int quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
+                       bool one_more_kernel, json_t **why);
+
 int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
                         json_t **why)
+{
+        return quota_check(limits, shared, true, why);
+}
+
+int kernels_quota_check_sandbox(const struct hostmsg_limits *limits, json_t **why)
+{
+        return quota_check(limits, NULL, false, why);
+}
+
+static int quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
+                       bool one_more_kernel, json_t **why)
 {
         const struct tenant_caller *c = tenants_caller();
         const struct key_entry *key = c ? tenants_key(c->name) : NULL;
@@ -131,7 +148,8 @@ int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbo
                         break;
                 }
         }
-        if (key->max_kernels != KEYS_NO_QUOTA && u.kernels + 1 > key->max_kernels)
+        if (one_more_kernel && key->max_kernels != KEYS_NO_QUOTA &&
+            u.kernels + 1 > key->max_kernels)
                 over = "kernels";
         else if (key->max_memory_mb != KEYS_NO_QUOTA && u.memory_mb + memory > key->max_memory_mb)
                 over = "memory";

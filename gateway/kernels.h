@@ -146,6 +146,9 @@ void kernels_usage(const char *owner, struct tenant_usage *out);
  * {"message", "reason": "quota", "quota": {...}, "holding": {...}}. */
 int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
                         json_t **why);
+/* The same for a sandbox of its own that runs no kernel (a terminal's):
+ * its memory and CPU count, the number of kernels does not. */
+int kernels_quota_check_sandbox(const struct hostmsg_limits *limits, json_t **why);
 /* The kernels the caller may reach, per owner: {"name": count} (for the
  * metrics' tenant labels; "" is shown as "(pool)"). */
 json_t *kernels_owners(void);

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,27 +110,49 @@ static void session_end(struct mcp_session *s, const char *why)
         free(s);
 }
 
-/* The idle culler's rule for sessions that never started a kernel, or
- * whose kernel it has already taken: a session is over once it has been
- * idle for --cull-idle-timeout (its kernel, if any, is culled by the same
- * rule in kernels.c). */
+/* When sessions end on their own: at the idle culler's rule (a session
+ * that never started a kernel, or whose kernel it has already taken, is
+ * over once it has been idle for --cull-idle-timeout; its kernel, if any,
+ * is culled by the same rule in kernels.c); and, culling or not, a
+ * session that never started its kernel after
+ * --mcp-unused-session-timeout, since an initialize costs nothing and
+ * would otherwise hold a place under --mcp-max-sessions for ever. */
+static double expiry_interval_ms(void)
+{
+        const struct config *cfg = kernels_config();
+        double every = cfg->mcp_unused_session_timeout / 4;
+
+        if (cfg->cull_idle_timeout > 0 && cfg->cull_interval < every)
+                every = cfg->cull_interval;
+        return every * 1000.0;
+}
+
 static void on_expiry(lws_sorted_usec_list_t *sul)
 {
         const struct config *cfg = kernels_config();
         double now = loop_now();
         struct mcp_session *s = sessions, *next;
 
+        (void)sul;
         for (; s; s = next) {
+                double idle = now - s->active_at;
+
                 next = s->next;
-                if (s->calls == 0 && now - s->active_at > cfg->cull_idle_timeout)
+                if (s->calls)
+                        continue;
+                if (cfg->cull_idle_timeout > 0 && idle > cfg->cull_idle_timeout)
                         session_end(s, "idle");
+                else if (!s->kernel_id[0] && idle > cfg->mcp_unused_session_timeout)
+                        session_end(s, "unused");
         }
-        loop_timer_start(&expiry_timer, on_expiry, cfg->cull_interval * 1000.0);
+        if (sessions)
+                loop_timer_start(&expiry_timer, on_expiry, expiry_interval_ms());
+        else
+                expiry_started = false;
 }
 
 static struct mcp_session *session_new(void)
 {
-        const struct config *cfg = kernels_config();
         struct mcp_session *s = calloc(1, sizeof(*s));
 
         if (!s || jp_uuid4(s->id) < 0) {
@@ -141,11 +164,35 @@ static struct mcp_session *session_new(void)
         s->next = sessions;
         sessions = s;
         session_count++;
-        if (!expiry_started && cfg->cull_idle_timeout > 0) {
+        if (!expiry_started) {
                 expiry_started = true;
-                loop_timer_start(&expiry_timer, on_expiry, cfg->cull_interval * 1000.0);
+                loop_timer_start(&expiry_timer, on_expiry, expiry_interval_ms());
         }
         return s;
+}
+
+/* The sessions owner holds. */
+static size_t sessions_of(const char *owner)
+{
+        size_t n = 0;
+
+        for (struct mcp_session *s = sessions; s; s = s->next)
+                n += strcmp(s->owner, owner) == 0;
+        return n;
+}
+
+/* How many sessions the caller's key may hold: an admin (and the
+ * gateway's own token) any number under the gateway's bound. */
+static int64_t per_key_cap(void)
+{
+        const struct config *cfg = kernels_config();
+        const struct tenant_caller *c = tenants_caller();
+
+        if (!c || c->admin)
+                return INT64_MAX;
+        if (cfg->mcp_max_sessions_per_key > 0)
+                return cfg->mcp_max_sessions_per_key;
+        return cfg->mcp_max_sessions / 4 > 0 ? cfg->mcp_max_sessions / 4 : 1;
 }
 
 void mcp_shutdown(void)
@@ -381,6 +428,13 @@ static void initialize(struct http_request *r, json_t *id, json_t *params)
                 reply_rpc_error(r, 503, id, RPC_SERVER_ERROR,
                                 "MCP session limit of %lld reached (--mcp-max-sessions)",
                                 (long long)kernels_config()->mcp_max_sessions);
+                return;
+        }
+        if ((int64_t)sessions_of(tenants_owner_now()) >= per_key_cap()) {
+                reply_rpc_error(r, 429, id, RPC_SERVER_ERROR,
+                                "MCP session limit of %lld per key reached "
+                                "(--mcp-max-sessions-per-key): end one (DELETE) first",
+                                (long long)per_key_cap());
                 return;
         }
         s = session_new();

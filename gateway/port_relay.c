@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define STATUS_LINE_MAX 8192 /* the app's first line, before our headers go in */
+#define ANSWER_HEAD_MAX (16 * 1024) /* the app's answer head, held until it is whole */
 
 /* One client connection relayed to one connection into a sandbox. */
 struct relay {
@@ -25,9 +25,9 @@ struct relay {
         int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
         bool connecting;
-        bool upgrade;       /* a WebSocket (any Upgrade): bytes both ways after the head */
-        bool body_done;     /* the client's request is all read by lws */
-        bool status_passed; /* our headers went in after the first line */
+        bool upgrade;     /* a WebSocket (any Upgrade): bytes both ways after the head */
+        bool body_done;   /* the client's request is all read by lws */
+        bool head_passed; /* the app's head went on, with our headers in */
         bool up_eof, client_eof, finished;
         int port;
         int up_fd; /* the sandbox side */
@@ -37,9 +37,10 @@ struct relay {
         size_t to_up_at;
         struct buf to_client; /* the answer not yet written to the client */
         size_t to_client_at;
-        char inject[PORT_RELAY_INJECT_MAX]; /* header lines put after the answer's first line */
-        size_t status_seen;                 /* bytes of the first line so far */
-        lws_sorted_usec_list_t reaper;      /* frees a relay lws no longer knows of */
+        char inject[PORT_RELAY_INJECT_MAX];     /* header lines put after the answer's first line */
+        char app_prefix[PORT_RELAY_PREFIX_MAX]; /* the path form's prefix, or "" */
+        struct buf answer_head;                 /* the app's head until it is whole */
+        lws_sorted_usec_list_t reaper;          /* frees a relay lws no longer knows of */
 };
 
 static struct relay *relays;
@@ -87,6 +88,7 @@ static void relay_free(struct relay *p)
         }
         buf_free(&p->to_up);
         buf_free(&p->to_client);
+        buf_free(&p->answer_head);
         free(p);
 }
 
@@ -159,6 +161,7 @@ static int flush(int fd, struct buf *b, size_t *at)
 }
 
 static void step(struct relay *p);
+static void answer_error(struct relay *p, int status, const char *reason, const char *message);
 
 static void client_out(struct relay *p)
 {
@@ -184,28 +187,160 @@ static void up_out(struct relay *p)
                 loop_want_write(p->up_watch);
 }
 
-/* Takes a piece of the answer, our header lines put in after its first
- * line. */
+/* Whether a Set-Cookie value may pass in the path form: a cookie for
+ * the app's own prefix only. A Domain attribute or a Path outside the
+ * prefix would set (or overwrite) cookies of the gateway's origin, which
+ * every other kernel's app and the gateway's page share. */
+static bool cookie_stays_in_prefix(const char *value, size_t len, const char *prefix)
+{
+        size_t plen = strlen(prefix);
+        const char *end = value + len;
+        const char *path = NULL;
+        size_t path_len = 0;
+
+        for (const char *a = memchr(value, ';', len); a && a < end;) {
+                const char *next = memchr(a + 1, ';', (size_t)(end - a - 1));
+                const char *stop = next ? next : end;
+
+                a++;
+                while (a < stop && (*a == ' ' || *a == '\t'))
+                        a++;
+                if ((size_t)(stop - a) >= 6 && strncasecmp(a, "domain", 6) == 0)
+                        return false;
+                if ((size_t)(stop - a) >= 4 && strncasecmp(a, "path", 4) == 0) {
+                        const char *eq = memchr(a, '=', (size_t)(stop - a));
+
+                        /* The last Path is the one browsers take. */
+                        path = eq ? eq + 1 : stop;
+                        while (path < stop && (*path == ' ' || *path == '\t'))
+                                path++;
+                        path_len = (size_t)(stop - path);
+                        while (path_len &&
+                               (path[path_len - 1] == ' ' || path[path_len - 1] == '\t'))
+                                path_len--;
+                }
+                a = next;
+        }
+        /* Without a Path the browser takes the request's own directory,
+         * which is inside the prefix. */
+        if (!path)
+                return true;
+        if (path_len < plen || strncmp(path, prefix, plen) != 0)
+                return false;
+        if (path_len > plen && path[plen] != '/')
+                return false;
+        /* Browsers compare paths as strings; a dot segment is refused
+         * rather than reasoned about. */
+        for (size_t i = 0; i + 1 < path_len; i++) {
+                if (path[i] == '.' && path[i + 1] == '.')
+                        return false;
+        }
+        return true;
+}
+
+/* Whether a header line of the app's answer goes on. In the path form the
+ * app shares the gateway's origin: a header that acts on the whole origin
+ * (its cookies, its storage, its service workers) stays out. */
+static bool header_passes(const struct relay *p, const char *line, size_t len)
+{
+        const char *colon = memchr(line, ':', len);
+        size_t name_len = colon ? (size_t)(colon - line) : len;
+        const char *value = colon ? colon + 1 : line + len;
+
+        if (!p->app_prefix[0])
+                return true;
+        if (name_len == 15 && strncasecmp(line, "Clear-Site-Data", 15) == 0)
+                return false;
+        if (name_len == 22 && strncasecmp(line, "Service-Worker-Allowed", 22) == 0)
+                return false;
+        if (name_len == 10 && strncasecmp(line, "Set-Cookie", 10) == 0)
+                return cookie_stays_in_prefix(value, (size_t)(line + len - value), p->app_prefix);
+        return true;
+}
+
+/* Whether a first line is an interim status (1xx) other than the 101 of
+ * an upgrade; read as leniently as browsers do (any version word, any
+ * blanks before the code). */
+static bool interim_status(const char *line, size_t len, bool upgrade)
+{
+        size_t i = 0;
+
+        while (i < len && line[i] != ' ' && line[i] != '\t')
+                i++;
+        while (i < len && (line[i] == ' ' || line[i] == '\t'))
+                i++;
+        if (i >= len || line[i] != '1')
+                return false;
+        return !(upgrade && len - i >= 3 && strncmp(line + i, "101", 3) == 0 &&
+                 (len - i == 3 || line[i + 3] < '0' || line[i + 3] > '9'));
+}
+
+/* The app's head is whole in answer_head: it goes to the client with our
+ * header lines after its first line, less the lines header_passes keeps
+ * out. 0, -EPROTO for an answer the relay refuses, or -errno. */
+static int pass_head(struct relay *p)
+{
+        const char *at = p->answer_head.data, *end = at + p->answer_head.len;
+        bool first = true, dropping = false;
+        int rc = 0;
+
+        while (rc == 0 && at < end) {
+                const char *nl = memchr(at, '\n', (size_t)(end - at));
+                size_t len = (size_t)(nl - at) + 1, text = len - 1;
+
+                if (text && at[text - 1] == '\r')
+                        text--;
+                if (first) {
+                        /* An interim answer (1xx) would carry our headers,
+                         * and the final one, which browsers render, none:
+                         * only 101, the answer to an upgrade, passes. */
+                        if (interim_status(at, text, p->upgrade))
+                                return -EPROTO;
+                        rc = buf_append(&p->to_client, at, len);
+                        if (rc == 0)
+                                rc = buf_append_str(&p->to_client, p->inject);
+                        first = false;
+                } else if (text == 0) {
+                        /* The empty line, and what came after it. */
+                        rc = buf_append(&p->to_client, at, (size_t)(end - at));
+                        break;
+                } else {
+                        /* A folded line continues the header before it. */
+                        if (at[0] != ' ' && at[0] != '\t')
+                                dropping = !header_passes(p, at, text);
+                        if (!dropping)
+                                rc = buf_append(&p->to_client, at, len);
+                }
+                at += len;
+        }
+        buf_free(&p->answer_head);
+        p->head_passed = true;
+        return rc;
+}
+
+/* Takes a piece of the answer: its head is held until it is whole (then
+ * pass_head), the rest goes on as it comes. */
 static int take_answer(struct relay *p, const char *data, size_t len)
 {
-        const char *nl;
+        size_t from;
         int rc;
 
-        if (p->status_passed)
+        if (p->head_passed)
                 return buf_append(&p->to_client, data, len);
-        nl = memchr(data, '\n', len);
-        if (!nl) {
-                p->status_seen += len;
-                return p->status_seen > STATUS_LINE_MAX ? -EBADMSG
-                                                        : buf_append(&p->to_client, data, len);
+        from = p->answer_head.len;
+        rc = buf_append(&p->answer_head, data, len);
+        if (rc < 0)
+                return -EBADMSG;
+        /* The head ends at an empty line ("\r\n" or "\n" after a "\n"). */
+        for (size_t i = from > 2 ? from - 2 : 0; i < p->answer_head.len; i++) {
+                const char *c = p->answer_head.data + i;
+                size_t left = p->answer_head.len - i;
+
+                if (c[0] == '\n' && left >= 2 &&
+                    (c[1] == '\n' || (c[1] == '\r' && left >= 3 && c[2] == '\n')))
+                        return pass_head(p);
         }
-        rc = buf_append(&p->to_client, data, (size_t)(nl + 1 - data));
-        if (rc == 0)
-                rc = buf_append_str(&p->to_client, p->inject);
-        if (rc == 0)
-                rc = buf_append(&p->to_client, nl + 1, len - (size_t)(nl + 1 - data));
-        p->status_passed = true;
-        return rc;
+        return 0;
 }
 
 /* Reads as much as fits within the bound (the buffer's own maximum has
@@ -215,6 +350,7 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool an
 {
         static char chunk[16 * 1024];
         size_t at;
+        int rc;
 
         compact(b, atp, true);
         at = *atp;
@@ -232,13 +368,28 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool an
                         *eof = true;
                         return;
                 }
-                if ((answer ? take_answer(p, chunk, (size_t)n) : buf_append(b, chunk, (size_t)n)) <
-                    0) {
-                        /* Only an answer whose first line never ends. */
+                rc = answer ? take_answer(p, chunk, (size_t)n) : buf_append(b, chunk, (size_t)n);
+                if (rc == -EPROTO) {
+                        log_warn_limited(&overflows,
+                                         "port %d: the app answered with an interim (1xx) "
+                                         "status; refused",
+                                         p->port);
+                        answer_error(p, 502, "Bad Gateway",
+                                     "The app answered with an interim (1xx) status, which the "
+                                     "relay does not pass on");
+                        return;
+                }
+                if (rc == -EBADMSG) {
                         log_warn_limited(&overflows,
                                          "port %d: an answer the relay cannot take "
-                                         "(no status line within %d bytes)",
-                                         p->port, STATUS_LINE_MAX);
+                                         "(no whole head within %d bytes)",
+                                         p->port, ANSWER_HEAD_MAX);
+                        answer_error(p, 502, "Bad Gateway",
+                                     "The app's answer head is longer than the relay takes "
+                                     "(16 KiB)");
+                        return;
+                }
+                if (rc < 0) {
                         *eof = true;
                         finish(p);
                         return;
@@ -281,6 +432,15 @@ static void on_up(void *arg)
 
         if (p->up_fd >= 0)
                 pump_in(p, p->up_fd, &p->to_client, &p->to_client_at, true, &p->up_eof);
+        /* Nothing of a head that never ended went to the client: it is
+         * told why rather than left with a closed connection. */
+        if (p->up_eof && !p->head_passed && !p->finished) {
+                answer_error(p, 502, "Bad Gateway",
+                             p->answer_head.len
+                                 ? "The app closed the connection before its answer's head ended"
+                                 : "The app closed the connection without an answer");
+                return;
+        }
         step(p);
 }
 
@@ -330,6 +490,7 @@ static void answer_error(struct relay *p, int status, const char *reason, const 
                    status, reason, body ? strlen(body) : 0, body ? body : "");
         free(body);
         json_decref(o);
+        p->head_passed = true; /* the answer is ours: nothing of the app's follows */
         p->up_eof = true;
         step(p);
 }
@@ -416,7 +577,7 @@ static int take_connection(struct relay *p)
 }
 
 int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
-                     const char *inject, bool upgrade, bool body_done)
+                     const char *inject, const char *app_prefix, bool upgrade, bool body_done)
 {
         struct hostmsg_connect req = {.port = port};
         struct relay *p = calloc(1, sizeof(*p));
@@ -438,7 +599,9 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct b
         p->to_up.max = head->len + buffer_bytes + 256 * 1024;
         memset(head, 0, sizeof(*head));
         snprintf(p->inject, sizeof(p->inject), "%s", inject);
-        buf_init(&p->to_client, buffer_bytes + sizeof(p->inject) + 512);
+        snprintf(p->app_prefix, sizeof(p->app_prefix), "%s", app_prefix ? app_prefix : "");
+        buf_init(&p->answer_head, ANSWER_HEAD_MAX);
+        buf_init(&p->to_client, buffer_bytes + ANSWER_HEAD_MAX + sizeof(p->inject) + 512);
         jp_uuid4(p->request_id);
         snprintf(req.id, sizeof(req.id), "%s", p->request_id);
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sandbox_id);

@@ -4,7 +4,8 @@
  * The connection into the sandbox comes from the kernel-host
  * (host_connect). The request head goes first, then the request's body as
  * lws reads it; the answer goes back to the client's socket as it comes,
- * with a few header lines of ours put in after its first line. Each
+ * with a few header lines of ours put in after its first line (the head
+ * is held until it is whole, at most 16 KiB). Each
  * direction holds at most the buffer bound: past it, the reader of that
  * direction stops (lws's reading of the body, or our reading of a socket),
  * so a side that reads slowly holds the other back instead of growing our
@@ -20,16 +21,21 @@
 #include <stddef.h>
 
 #define PORT_RELAY_INJECT_MAX 512 /* header lines put into the answer */
+#define PORT_RELAY_PREFIX_MAX 256 /* the path form's prefix */
 
 /* Bytes held per relay and direction (--port-buffer-bytes). */
 void port_relay_init(size_t buffer_bytes);
 /* Starts relaying wsi's request to 127.0.0.1:port in the sandbox: head
  * (the request head for the app) is taken over (and emptied), inject is
- * copied. Returns 0 or -errno (nothing is left then). With upgrade, the
+ * copied. app_prefix (the path form's, copied; NULL in the Host form)
+ * confines the app's answer to it: Set-Cookie for other paths or with a
+ * Domain, Clear-Site-Data and Service-Worker-Allowed are dropped. An
+ * interim answer (1xx, but an upgrade's 101) is refused with 502: our
+ * headers (the CSP) must reach the answer browsers render. Returns 0 or -errno (nothing is left then). With upgrade, the
  * client's connection is the relay's on return: lws is to hang up on its
  * own descriptor, which no longer is the connection. */
 int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
-                     const char *inject, bool upgrade, bool body_done);
+                     const char *inject, const char *app_prefix, bool upgrade, bool body_done);
 /* A piece of the body of wsi's relayed request (LWS_CALLBACK_HTTP_BODY). */
 int port_relay_body(struct lws *wsi, const void *data, size_t len);
 /* The body is complete (lws counted its Content-Length). */

@@ -313,7 +313,9 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                         snprintf(message, size, "Missing or wrong token");
                         return 401;
                 }
-                if (t->known) {
+                /* Another tenant's kernel does not exist for this key,
+                 * not even as one that is starting. */
+                if (t->known && tenants_may_reach(t->owner)) {
                         /* A kernel between sandboxes (starting, restarting). */
                         snprintf(message, size, "The sandbox of %.64s is not running", t->id);
                         return 503;
@@ -571,7 +573,7 @@ static void build_inject(char *out, size_t size, const struct target *t, enum ad
 static int relay_start(struct lws *wsi, const struct target *t, enum admission how, bool upgrade,
                        bool body_done)
 {
-        char inject[PORT_RELAY_INJECT_MAX];
+        char inject[PORT_RELAY_INJECT_MAX], prefix[PORT_RELAY_PREFIX_MAX];
         struct buf head;
         int rc;
 
@@ -582,7 +584,13 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
                 return rc == -E2BIG || rc == -EINVAL ? rc : -ENOMEM;
         }
         build_inject(inject, sizeof(inject), t, how);
-        return port_relay_start(wsi, t->box->id, t->port, &head, inject, upgrade, body_done);
+        if ((size_t)snprintf(prefix, sizeof(prefix), "%sapi/kernels/%s/ports/%d",
+                             kernels_config()->base_url, t->id, t->port) >= sizeof(prefix)) {
+                buf_free(&head);
+                return -E2BIG;
+        }
+        return port_relay_start(wsi, t->box->id, t->port, &head, inject,
+                                t->host_form ? NULL : prefix, upgrade, body_done);
 }
 
 static void redirect_to_root(struct lws *wsi, struct http_request *r, const struct target *t)

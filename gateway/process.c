@@ -15,7 +15,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define READ_PIECE (64 * 1024)
+#define READ_PIECE       (64 * 1024)
+#define DRAIN_TURN_READS 16 /* pieces read per output and turn of the loop */
 /* After the process died, how long a child of it may keep its outputs
  * open before they stop being waited for. */
 #define LINGER_MS 200.0
@@ -74,8 +75,13 @@ static bool pump(struct process *p, int i)
 void process_drain(struct process *p)
 {
         for (int i = 1; i < 3; i++) {
-                /* Each pipe as far as it goes now. */
-                while (p->fds[i] >= 0 && pump(p, i) && p->fds[i] >= 0) {
+                /* Each pipe as far as it goes now, but for at most
+                 * DRAIN_TURN_READS pieces: a command that writes without
+                 * end (yes, cat /dev/zero) would otherwise keep the one
+                 * event loop, and every other tenant, waiting for as long
+                 * as it runs. What is left wakes the loop again. */
+                for (int n = 0;
+                     n < DRAIN_TURN_READS && p->fds[i] >= 0 && pump(p, i) && p->fds[i] >= 0; n++) {
                         int pending = 0;
 
                         if (ioctl(p->fds[i], FIONREAD, &pending) < 0 || pending == 0)

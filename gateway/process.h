@@ -49,7 +49,8 @@ int process_resize(struct process *p, uint16_t rows, uint16_t cols);
  * before it started or once closed: for a writer that waits for room
  * itself (pause.c feeds an archive). */
 int process_stdin_fd(const struct process *p);
-/* Reads what its outputs hold now (output() hears it), before an owner
+/* Reads what its outputs hold now, at most 16 pieces of 64 KiB each (output()
+ * hears it), before an owner
  * that stops listening ends its own stream. */
 void process_drain(struct process *p);
 /* SIGKILL kills it at once (the kernel-host's stop); other signals are

@@ -529,6 +529,17 @@ static void post_terminal(struct http_request *r)
                         goto out;
                 }
         }
+        if (!jkernel) {
+                json_t *why = NULL;
+
+                /* A sandbox of its own counts in the key's quota as a
+                 * kernel's does (its memory and CPU). */
+                kernels_default_limits(&limits);
+                if (kernels_quota_check_sandbox(&limits, &why) == -EDQUOT) {
+                        http_reply_json(r, 429, why);
+                        goto out;
+                }
+        }
         t = calloc(1, sizeof(*t));
         if (!t || jp_uuid4(t->id) < 0) {
                 http_reply_error(r, 500, "out of memory");
@@ -557,7 +568,6 @@ static void post_terminal(struct http_request *r)
         if (sb) {
                 rc = start_shell(t, sb);
         } else {
-                kernels_default_limits(&limits);
                 rc = sandbox_new(&limits, specs_ro_paths(), strcmp(cfg->sandbox, "none") != 0,
                                  &t->own);
                 if (rc == 0)
@@ -571,6 +581,17 @@ static void post_terminal(struct http_request *r)
 out:
         free(t);
         json_decref(body);
+}
+
+void terminals_usage(const char *owner, int64_t *memory_mb, int64_t *cpu_millicores)
+{
+        for (struct terminal *t = terminals; t; t = t->next) {
+                /* Deleted, it no longer counts while its shell ends. */
+                if (t->own && (t->listed || t->creating) && strcmp(t->owner, owner) == 0) {
+                        *memory_mb += t->own->limits.memory_mb;
+                        *cpu_millicores += t->own->limits.cpu_millis;
+                }
+        }
 }
 
 void terminals_handle(struct http_request *r, const char *name)

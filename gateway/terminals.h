@@ -17,6 +17,7 @@
 #include <libwebsockets.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct terminal;
 struct terminal_frame;
@@ -45,6 +46,9 @@ int terminals_callback(struct lws *wsi, enum lws_callback_reasons reason, struct
                        void *in, size_t len);
 /* /api/terminals (name NULL) and /api/terminals/{name}. */
 void terminals_handle(struct http_request *r, const char *name);
+/* Adds what the terminals in sandboxes of their own that owner started
+ * hold (their sandboxes' limits) to *memory_mb and *cpu_millicores. */
+void terminals_usage(const char *owner, int64_t *memory_mb, int64_t *cpu_millicores);
 /* Ends every terminal (at shutdown). */
 void terminals_shutdown(void);
 

@@ -1,6 +1,7 @@
 """Servers that test_ports.py starts inside a sandbox (Python's standard
 library only): files over HTTP on 8000, the request echoed back on 8001,
-an endless answer on 8002 (it counts what it could send), and a WebSocket
+an endless answer on 8002 (it counts what it could send), chosen answer
+heads on 8003, and a WebSocket
 echo on 8765 whose first message is the path it was asked for."""
 import base64
 import functools
@@ -46,6 +47,39 @@ def echo_request(c):
     out = json.dumps({"head": head, "body": body.decode("latin-1")}).encode()
     c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
               + str(len(out)).encode() + b"\r\nConnection: close\r\n\r\n" + out)
+
+
+def headers_test(c):
+    """An answer chosen by the path: /interim sends 100 Continue before a
+    page; /cookies sets cookies of every scope and origin-wide headers;
+    /close closes without an answer; /long sends a head over 16 KiB."""
+    head, _ = read_head(c)
+    path = head.split(" ")[1]
+    page = b"<script>localStorage.getItem('token')</script>"
+    if path.startswith("/close"):
+        return
+    if path.startswith("/long"):
+        c.sendall(b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 20000 + b"\r\n\r\n")
+        return
+    if path.startswith("/interim"):
+        c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        extra = b""
+    else:
+        prefix = header(head, "x-forwarded-prefix") or ""
+        extra = ("".join(f"Set-Cookie: {line}\r\n" for line in (
+            f"own=1; Path={prefix}/x; HttpOnly",
+            "nopath=1",
+            f"exact=1; path={prefix}",
+            "root=1; Path=/",
+            f"sibling=1; Path={prefix}0/",
+            f"dom=1; Path={prefix}/; Domain=127.0.0.1",
+            f"dots=1; Path={prefix}/../../",
+            f"twice=1; Path={prefix}/; Path=/",
+        )) + "Clear-Site-Data: \"storage\"\r\nService-Worker-Allowed: /\r\n"
+            "X-Kept: yes\r\n").encode()
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + extra
+              + b"Content-Length: " + str(len(page)).encode()
+              + b"\r\nConnection: close\r\n\r\n" + page)
 
 
 def firehose(c):
@@ -126,7 +160,8 @@ def serve(port, handle):
         threading.Thread(target=one, args=(c,), daemon=True).start()
 
 
-for port, handle in ((8001, echo_request), (8002, firehose), (8765, websocket_echo)):
+for port, handle in ((8001, echo_request), (8002, firehose), (8003, headers_test),
+                     (8765, websocket_echo)):
     threading.Thread(target=serve, args=(port, handle), daemon=True).start()
 files = functools.partial(http.server.SimpleHTTPRequestHandler, directory=HOME)
 http.server.ThreadingHTTPServer(("127.0.0.1", 8000), files).serve_forever()

@@ -251,6 +251,57 @@ def test_session_limit_503():
         g.stop()
 
 
+def test_session_limit_per_key_429(tmp_path):
+    """initialize costs nothing: one key holds at most
+    --mcp-max-sessions-per-key sessions, so it cannot take every place of
+    --mcp-max-sessions from the other keys; an admin is not held to it."""
+    from test_tenants import new_key, write_keys
+    keys = {"a": new_key("a"), "b": new_key("b")}
+    path = tmp_path / "keys.json"
+    write_keys(path, {"a": (keys["a"], {}), "b": (keys["b"], {})})
+    g = start_gateway("--keys-file", str(path), "--mcp-max-sessions-per-key", "2")
+    try:
+        def init_as(key):
+            return mcp(g, INIT, auth=f"Bearer {key}")
+        first = [init_as(keys["a"]) for _ in range(2)]
+        assert [st for st, _, _ in first] == [200, 200], first
+        status, reply, headers = init_as(keys["a"])
+        assert status == 429, (status, reply)
+        assert "--mcp-max-sessions-per-key" in rpc_error(reply)[1]
+        assert "Mcp-Session-Id" not in headers
+        assert init_as(keys["b"])[0] == 200
+        for _ in range(3):
+            initialize(g)  # the gateway's token: an admin
+        a = first[0][2]["Mcp-Session-Id"]
+        req = urllib.request.Request(g.base + "/mcp", method="DELETE",
+                                     headers={"Authorization": f"Bearer {keys['a']}",
+                                              "Mcp-Session-Id": a})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status == 204
+        assert init_as(keys["a"])[0] == 200
+    finally:
+        g.stop()
+
+
+def test_unused_session_expires_without_culling():
+    """A session that never started its kernel ends after
+    --mcp-unused-session-timeout even with culling off (the default); one
+    with its kernel stays."""
+    g = start_gateway("--mcp-unused-session-timeout", "1")
+    try:
+        unused, _ = initialize(g)
+        used, _ = initialize(g)
+        assert call_tool(g, used, "run_code", {"code": "1"})["result"]["isError"] is False
+        # (a request would make it active again: none until then)
+        time.sleep(3)
+        status, _, _ = mcp(g, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session=unused)
+        assert status == 404
+        status, _, _ = mcp(g, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session=used)
+        assert status == 200
+    finally:
+        g.stop()
+
+
 def test_idle_session_expires_with_its_kernel():
     g = start_gateway("--cull-idle-timeout", "1", "--cull-interval", "1")
     try:

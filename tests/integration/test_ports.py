@@ -26,7 +26,7 @@ def gateway():
 
 @pytest.fixture(scope="module")
 def kernel(gateway):
-    """A kernel whose sandbox runs ports_servers.py (ports 8000-8002, 8765)."""
+    """A kernel whose sandbox runs ports_servers.py (ports 8000-8003, 8765)."""
     kid = gateway.start_kernel()
     with open(os.path.join(HERE, "ports_servers.py")) as f:
         source = f.read()
@@ -34,7 +34,7 @@ def kernel(gateway):
             f"open('/home/user/servers.py', 'w').write({source!r})\n"
             f"open('/home/user/hello.txt', 'w').write('hello from the sandbox')\n"
             f"servers = subprocess.Popen([sys.executable, '/home/user/servers.py'])\n"
-            f"for port in (8000, 8001, 8002, 8765):\n"
+            f"for port in (8000, 8001, 8002, 8003, 8765):\n"
             f"    for _ in range(100):\n"
             f"        try:\n"
             f"            socket.create_connection(('127.0.0.1', port)).close()\n"
@@ -109,6 +109,49 @@ def test_the_app_sees_the_path_without_the_prefix_and_no_credentials(gateway, ke
     assert "glovebox-port" not in seen["head"]
     assert "Cookie: app=1" in seen["head"]
     assert f"X-Forwarded-Prefix: /api/kernels/{kernel}/ports/8001" in seen["head"]
+
+
+def test_an_interim_answer_is_refused_so_the_page_never_runs_without_csp(gateway, kernel):
+    """An app answering 100 Continue and then its page would get our CSP on
+    the 1xx, which browsers discard, and its page would run in the
+    gateway's origin: the relay refuses such an answer."""
+    status, headers, body = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8003/interim")
+    assert status == 502, (status, headers, body)
+    assert b"localStorage" not in body
+    assert "interim" in json.loads(body)["message"]
+    # Without the 100, the same page comes with the CSP.
+    status, headers, body = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8003/page")
+    assert status == 200, (status, body)
+    assert headers["content-security-policy"].startswith("sandbox")
+
+
+def test_an_answer_without_a_whole_head_is_502(gateway, kernel):
+    for path, words in (("close", "without an answer"), ("long", "16 KiB")):
+        status, _, body = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8003/{path}")
+        assert status == 502, (path, status, body)
+        assert words in json.loads(body)["message"], body
+
+
+def test_the_path_form_keeps_origin_wide_headers_of_the_app_out(gateway, kernel):
+    """In the path form the app shares the gateway's origin: only cookies
+    for its own prefix pass, and no Clear-Site-Data or
+    Service-Worker-Allowed."""
+    prefix = f"/api/kernels/{kernel}/ports/8003"
+    status, headers, body = http(gateway, "GET", f"{prefix}/cookies")
+    assert status == 200, (status, body)
+    cookies = headers.get("set-cookie", [])
+    cookies = [cookies] if isinstance(cookies, str) else cookies
+    names = sorted(c.split("=")[0] for c in cookies if not c.startswith("glovebox-port="))
+    assert names == ["exact", "nopath", "own"], cookies
+    assert "clear-site-data" not in headers
+    assert "service-worker-allowed" not in headers
+    assert headers["x-kept"] == "yes"
+    assert headers["content-security-policy"].startswith("sandbox")
+    # The Host form is the app's own origin: its headers pass as they are.
+    status, headers, _ = http(gateway, "GET", "/cookies",
+                              host=f"8003-{kernel}.localhost:{gateway.port}")
+    assert status == 200
+    assert len(headers["set-cookie"]) == 9 and headers["clear-site-data"] == '"storage"'
 
 
 def test_a_large_request_body_reaches_the_app_whole(gateway, kernel):

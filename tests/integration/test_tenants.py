@@ -9,6 +9,7 @@ import secrets
 import signal
 import struct
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -573,3 +574,66 @@ def test_mcp_sessions_are_their_owners(tenants):
         assert "42" in json.dumps(reply["result"]["content"])
     finally:
         mcp_as(gw, k["bob"], None, sid, method="DELETE")
+
+
+def test_another_tenants_starting_kernel_is_unknown_on_ports(tenants):
+    """While Bob's kernel starts (known, no sandbox yet), Alice naming it on
+    the ports route is told it does not exist, not that it is starting;
+    an admin is told it is starting."""
+    gw, k = tenants, tenants.keys
+    started = {}
+    # (env: not the pooled kernel, which would be ready at once)
+    starter = threading.Thread(target=lambda: started.update(
+        id=start_as(gw, k["bob"], name="python3", env={"X": "starting"})))
+    starter.start()
+    alice, ops = [], []
+    try:
+        while starter.is_alive():
+            _, listed, _ = as_key(gw, k["ops"], "GET", "/api/kernels")
+            for m in listed:
+                if m["execution_state"] != "starting":
+                    continue
+                path = f"/api/kernels/{m['id']}/ports/8000/"
+                ops.append(port_status(gw, k["ops"], path))
+                alice.append(port_status(gw, k["alice"], path))
+        assert 503 in ops, ops  # the window was seen
+        assert set(alice) == {404}, alice
+    finally:
+        starter.join()
+        if "id" in started:
+            as_key(gw, k["bob"], "DELETE", f"/api/kernels/{started['id']}")
+
+
+def port_status(gw, key, path):
+    req = urllib.request.Request(gw.base + path, headers={"Authorization": f"token {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_quota_counts_terminals_in_sandboxes_of_their_own(tenants):
+    """A terminal without a kernel starts a sandbox with the default limits
+    (1024 MiB, 1000 m): it counts in the key's quota as a kernel does."""
+    gw, carol = tenants, tenants.keys["carol"]  # 1536 MiB
+    status, term, _ = as_key(gw, carol, "POST", "/api/terminals", {})
+    assert status == 200, term
+    try:
+        status, reply, _ = as_key(gw, carol, "POST", "/api/terminals", {})
+        assert status == 429 and reply["exceeded"] == "memory", reply
+        assert reply["holding"]["memory_mb"] == 1024, reply
+        # Kernels see the terminal's sandbox too.
+        status, reply, _ = as_key(gw, carol, "POST", "/api/kernels",
+                                  {"name": "python3", "env": {"X": "t"}})
+        assert status == 429 and reply["exceeded"] == "memory", reply
+        # Another key is not held back.
+        status, other, _ = as_key(gw, tenants.keys["bob"], "POST", "/api/terminals", {})
+        assert status == 200, other
+        as_key(gw, tenants.keys["bob"], "DELETE", f"/api/terminals/{other['name']}")
+    finally:
+        assert as_key(gw, carol, "DELETE", f"/api/terminals/{term['name']}")[0] == 204
+    # Deleted, it holds nothing: the next one starts.
+    status, term, _ = as_key(gw, carol, "POST", "/api/terminals", {})
+    assert status == 200, term
+    as_key(gw, carol, "DELETE", f"/api/terminals/{term['name']}")
