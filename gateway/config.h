@@ -41,6 +41,8 @@ struct config {
         char *kernelspec_path;
         char *default_kernel;
         char *runtime_dir;
+        char *state_dir;    /* sandboxes' state on disk (--state-dir) */
+        char *home_storage; /* "memory" or "disk" */
         char *sandbox;         /* "full" or "none" */
         char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;
