@@ -1,0 +1,240 @@
+"""--home-storage disk: each sandbox's /home/user is an ext4 image of its
+disk limit on a loop device under --state-dir, not memory."""
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import run, start_gateway, value
+# The escape battery's /home/user checks, run again here against a gateway
+# whose homes are disks (pytest collects them in this module, with its
+# gateway fixture).
+from test_escape import (  # noqa: F401
+    test_disk_quota,
+    test_host_file_canary_unreadable,
+    test_kernels_cannot_see_each_other,
+    test_read_only_system,
+    test_restart_is_not_fooled_by_what_the_kernel_left,
+)
+
+MIB = 1024 * 1024
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/loop-control")
+                                or not shutil.which("mkfs.ext4", path="/sbin:/usr/sbin"),
+                                reason="disk homes need root, loop devices and mkfs.ext4")
+
+
+class DiskGateway:
+    def __init__(self, mode):
+        self.state = tempfile.mkdtemp(prefix="glovebox-state-")
+        self.gw = start_gateway("--home-storage", mode, "--state-dir", self.state)
+
+    def host_pid(self):
+        out = subprocess.run(["pgrep", "-P", str(self.gw.proc.pid), "-f", "kernel-host"],
+                             capture_output=True, text=True).stdout.split()
+        return int(out[0])
+
+    def stop(self):
+        self.gw.stop()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def disk():
+    d = DiskGateway("disk")
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(disk):
+    return disk.gw
+
+
+@pytest.fixture
+def kernel(gateway):
+    kid = gateway.start_kernel()
+    yield kid
+    gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def memory_group(host_pid):
+    """The memory cgroup holding every sandbox of this kernel-host: beneath
+    the kernel-host's own (another run's group of a recycled pid may lie
+    elsewhere)."""
+    with open(f"/proc/{host_pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if "memory" in controllers.split(","):
+            group = f"/sys/fs/cgroup/memory{path.rstrip('/')}/glovebox-{host_pid}"
+            if os.path.exists(os.path.join(group, "memory.stat")):
+                return group
+    for hid, _, path in lines:
+        group = f"/sys/fs/cgroup{path.rstrip('/')}/glovebox-{host_pid}"
+        if hid == "0" and os.path.exists(os.path.join(group, "memory.current")):
+            return group
+    raise AssertionError(f"no memory cgroup of kernel-host {host_pid}")
+
+
+def unevictable_bytes(group):
+    """What the group's memory holds that reclaim cannot give back: its
+    anonymous and shared memory (a tmpfs file's pages are shared memory)."""
+    stat = {}
+    with open(os.path.join(group, "memory.stat")) as f:
+        for line in f:
+            key, val = line.split()
+            stat[key] = int(val)
+    if "total_shmem" in stat:  # cgroup v1, hierarchical
+        return stat["total_shmem"] + stat["total_rss"]
+    return stat["shmem"] + stat["anon"]
+
+
+def backing_files():
+    found = []
+    for path in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(path) as f:
+                found.append(f.read().strip())
+        except OSError:
+            pass
+    return found
+
+
+WRITE_BIG = """
+import os
+with open('/home/user/big', 'wb') as f:
+    chunk = b'x' * (1024 * 1024)
+    for _ in range(200):
+        f.write(chunk)
+    f.flush()
+    os.fsync(f.fileno())
+    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+print(os.stat('/home/user/big').st_size)
+"""
+
+
+def growth_of_memory(d):
+    kid = d.gw.start_kernel(name="python3", limits={"disk_mb": 300})
+    try:
+        group = memory_group(d.host_pid())
+        before = unevictable_bytes(group)
+        _, stdout, _ = run(d.gw, kid, WRITE_BIG, timeout=120)
+        assert stdout.strip() == str(200 * MIB)
+        after = unevictable_bytes(group)
+        return after - before
+    finally:
+        d.gw.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_large_file_does_not_count_against_memory(disk):
+    grown = growth_of_memory(disk)
+    assert grown < 50 * MIB, grown // MIB
+    # Positive control: in a tmpfs home the same file is 200 MiB of memory.
+    mem = DiskGateway("memory")
+    try:
+        grown = growth_of_memory(mem)
+        assert grown >= 190 * MIB, grown // MIB
+    finally:
+        mem.stop()
+
+
+def test_home_is_its_own_filesystem_of_the_disk_limit(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 100})
+    try:
+        code = """
+import os
+mnt = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/home/user']
+st = os.statvfs('/home/user')
+print(repr((mnt[0][mnt[0].index('-') + 1], 'nosuid' in mnt[0][5], 'nodev' in mnt[0][5],
+            st.f_blocks * st.f_frsize // 2**20, sorted(os.listdir('/home/user')),
+            oct(os.stat('/home/user').st_mode & 0o7777), os.stat('/home/user').st_uid)))
+"""
+        _, stdout, _ = run(gateway, kid, code)
+        fstype, nosuid, nodev, size_mb, entries, mode, uid = eval(stdout)
+        assert (fstype, nosuid, nodev) == ("ext4", True, True)
+        assert 80 <= size_mb <= 100, size_mb
+        assert "lost+found" not in entries
+        assert (mode, uid) == ("0o700", 1000)
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_enospc_at_the_quota_and_nothing_outside(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 64})
+    try:
+        code = """
+import errno, os
+written = 0
+try:
+    with open('/home/user/fill', 'wb') as f:
+        while written < 512 * 2**20:
+            f.write(b'y' * 2**20)
+            f.flush()
+            written += 2**20
+        os.fsync(f.fileno())
+    err = None
+except OSError as e:
+    err = errno.errorcode[e.errno]
+print(repr((written // 2**20, err, open('/tmp/other', 'w').write('tmp still writable'))))
+"""
+        _, stdout, _ = run(gateway, kid, code, timeout=120)
+        mb, err, tmp = eval(stdout.strip().splitlines()[-1])
+        assert err == "ENOSPC" and 40 <= mb <= 64, (mb, err)
+        assert tmp == len("tmp still writable")
+        # Positive control: removing the file frees the space again.
+        assert value(gateway, kid, "(__import__('os').unlink('/home/user/fill'), "
+                     "open('/home/user/small', 'w').write('ok'))[1]") == 2
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_files_survive_a_kernel_restart(gateway):
+    kid = gateway.start_kernel()
+    try:
+        run(gateway, kid, "open('/home/user/kept', 'w').write('across restarts'); x = 1")
+        status, _, _ = gateway.request("POST", f"/api/kernels/{kid}/restart")
+        assert status == 200
+        # A new kernel process (its variables are gone), the same home.
+        assert value(gateway, kid, "'x' in dir()") is False
+        assert value(gateway, kid, "open('/home/user/kept').read()") == "across restarts"
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_nothing_left_on_the_host_after_the_sandbox():
+    # A gateway of its own: no other test's sandbox is ending meanwhile.
+    d = DiskGateway("disk")
+    homes = os.path.join(d.state, "homes")
+    try:
+        kid = d.gw.start_kernel()
+        run(d.gw, kid, "open('/home/user/data', 'wb').write(b'z' * 2**20)")
+        # While the sandbox lives its image backs a loop device, and has no
+        # name in the state directory.
+        live = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert len(live) == 1 and live[0].endswith("(deleted)"), live
+        assert os.listdir(homes) == []
+        status, _, _ = d.gw.request("DELETE", f"/api/kernels/{kid}")
+        assert status == 204
+        deadline = time.monotonic() + 15
+        left = live
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert left == []
+        assert os.listdir(homes) == []
+    finally:
+        d.stop()
+
+
+def test_refused_without_what_it_needs(tmp_path):
+    # A state directory that cannot be made: the gateway does not start.
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(RuntimeError, match="cannot start the kernel-host"):
+        start_gateway("--home-storage", "disk", "--state-dir", str(blocker / "state"))
+    with pytest.raises(RuntimeError, match="--home-storage must be"):
+        start_gateway("--home-storage", "ssd")
