@@ -238,3 +238,37 @@ def test_refused_without_what_it_needs(tmp_path):
         start_gateway("--home-storage", "disk", "--state-dir", str(blocker / "state"))
     with pytest.raises(RuntimeError, match="--home-storage must be"):
         start_gateway("--home-storage", "ssd")
+
+
+def test_template_sandbox_gets_a_disk_home_too(tmp_path):
+    from gbtemplate import MARKER, make_tree
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(tree, 0o755)
+    make_tree(str(tree))
+    state = tempfile.mkdtemp(prefix="glovebox-state-")
+    gw = start_gateway("--home-storage", "disk", "--state-dir", state, "--template",
+                       f"tpl={tree}")
+    try:
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"template": "tpl", "limits": {"disk_mb": 32}})
+        assert status == 201, model
+        kid = model["id"]
+        code = """
+import os
+fs = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/home/user']
+open('/home/user/w', 'w').write('home')
+print(repr((fs[0][fs[0].index('-') + 1], open('/etc/template-marker').read(),
+            open('/home/user/w').read(), os.stat('/home/user').st_uid)))
+"""
+        content, stdout, outputs = run(gw, kid, code)
+        assert content["status"] == "ok", (content, outputs)
+        assert eval(stdout) == ("ext4", MARKER, "home", 1000)
+        # The tree itself is never written.
+        assert not os.path.exists(tree / "home" / "user" / "w")
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+        shutil.rmtree(state, ignore_errors=True)
