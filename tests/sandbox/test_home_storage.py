@@ -205,6 +205,22 @@ def test_files_survive_a_kernel_restart(gateway):
         gateway.request("DELETE", f"/api/kernels/{kid}")
 
 
+def test_gateway_file_calls_reach_the_disk_home(gateway, kernel):
+    # The gateway's file API (through the sandbox's root) and the kernel
+    # see the same files, owned by the sandbox's user.
+    status, body, _ = gateway.request("PUT", f"/api/kernels/{kernel}/files/notes/a.txt",
+                                      raw=b"from the API")
+    assert status == 201, body
+    assert value(gateway, kernel, "(open('/home/user/notes/a.txt').read(), "
+                 "__import__('os').stat('/home/user/notes/a.txt').st_uid)") == (
+                     "from the API", 1000)
+    run(gateway, kernel, "open('/home/user/b.txt', 'w').write('from code')")
+    status, listing, _ = gateway.request("GET", f"/api/kernels/{kernel}/files")
+    assert status == 200
+    assert ("b.txt", "file", 9) in [(e["name"], e["type"], e.get("size"))
+                                    for e in listing["entries"]]
+
+
 def test_nothing_left_on_the_host_after_the_sandbox():
     # A gateway of its own: no other test's sandbox is ending meanwhile.
     d = DiskGateway("disk")
