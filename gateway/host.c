@@ -35,7 +35,7 @@ static struct {
         char runtime_dir[PATH_MAX];
         char log_level[16];
         char home_dir[PATH_MAX]; /* "": a tmpfs home */
-        int max_restarts; /* replacements allowed after a kernel-host died */
+        int max_restarts;        /* replacements allowed after a kernel-host died */
         int restarts;
 } spawn_args;
 

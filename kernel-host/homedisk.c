@@ -48,8 +48,8 @@ int homedisk_init(const char *state_dir)
         if (rc == 0)
                 rc = make_private_dir(dir_fd, HOMES_DIR);
         if (rc == 0) {
-                homes_fd = openat(dir_fd, HOMES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                             O_CLOEXEC);
+                homes_fd =
+                    openat(dir_fd, HOMES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 rc = homes_fd < 0 ? -errno : 0;
         }
         if (rc == 0 && access(MKFS_PROGRAM, X_OK) < 0)
