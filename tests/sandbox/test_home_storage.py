@@ -29,9 +29,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/lo
 
 
 class DiskGateway:
-    def __init__(self, mode):
+    def __init__(self, mode, *args):
         self.state = tempfile.mkdtemp(prefix="glovebox-state-")
-        self.gw = start_gateway("--home-storage", mode, "--state-dir", self.state)
+        self.gw = start_gateway("--home-storage", mode, "--state-dir", self.state, *args)
 
     def host_pid(self):
         out = subprocess.run(["pgrep", "-P", str(self.gw.proc.pid), "-f", "kernel-host"],
@@ -256,6 +256,34 @@ def test_nothing_left_on_the_host_after_the_sandbox():
             left = [b for b in backing_files() if b.startswith(homes + "/")]
         assert left == []
         assert os.listdir(homes) == []
+    finally:
+        d.stop()
+
+
+def test_a_killed_kernel_host_leaves_no_image():
+    # Killed hard it cleans nothing up: its sandboxes die with it (their
+    # init's parent-death signal), and with them their homes' images,
+    # which never had a name.
+    # (No automatic restart: its kernel's new sandbox would get a new image.)
+    d = DiskGateway("disk", "--no-autorestart")
+    homes = os.path.join(d.state, "homes")
+    try:
+        kid = d.gw.start_kernel()
+        run(d.gw, kid, "open('/home/user/data', 'wb').write(b'z' * 2**20)")
+        old = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert len(old) == 1, old
+        os.kill(d.host_pid(), 9)
+        deadline = time.monotonic() + 20
+        left = old
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert left == []
+        assert os.listdir(homes) == []
+        # Positive control: the gateway goes on, on a new kernel-host, whose
+        # sandboxes get new disk homes.
+        kid2 = d.gw.start_kernel()
+        assert value(d.gw, kid2, "open('/home/user/new', 'w').write('new')") == 3
     finally:
         d.stop()
 
