@@ -74,8 +74,13 @@ static const struct option_def options[] = {
         OPT("runtime-dir", OPT_STRING, runtime_dir, 0, 0, "/tmp",
             "where per-kernel directories (sockets, connection files) are created"),
         OPT("state-dir", OPT_STRING, state_dir, 0, 0, "",
-            "durable state: paused sandboxes under paused/<id>/ (default /var/lib/glovebox when "
-            "run as root; unprivileged, none unless given: pausing is then refused)"),
+            "durable state: paused sandboxes under paused/<id>/, disk-backed homes under homes/ "
+            "(default /var/lib/glovebox when run as root; unprivileged, none unless given: "
+            "pausing is then refused)"),
+        OPT("home-storage", OPT_STRING, home_storage, 0, 0, "memory",
+            "what backs each sandbox's /home/user: 'memory' (a tmpfs, counted against its "
+            "memory) or 'disk' (an ext4 image of --disk-mb under --state-dir, removed with the "
+            "sandbox; needs root and loop devices)"),
         OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
             "'full' (default) or 'none' (developers only: kernels run unconfined)"),
         OPT("template", OPT_LIST, templates, 0, 0, NULL,
@@ -560,6 +565,30 @@ static int validate(struct config *cfg)
                 return -ENOMEM;
         if (strcmp(cfg->sandbox, "full") != 0 && strcmp(cfg->sandbox, "none") != 0) {
                 fprintf(stderr, "glovebox: --sandbox must be 'full' or 'none'\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "memory") != 0 && strcmp(cfg->home_storage, "disk") != 0) {
+                fprintf(stderr, "glovebox: --home-storage must be 'memory' or 'disk'\n");
+                return -EINVAL;
+        }
+        /* Disk homes need a state directory: the default one, unless given. */
+        if (strcmp(cfg->home_storage, "disk") == 0 && !cfg->state_dir[0]) {
+                free(cfg->state_dir);
+                cfg->state_dir = strdup("/var/lib/glovebox");
+                if (!cfg->state_dir)
+                        return -ENOMEM;
+        }
+        if (strcmp(cfg->home_storage, "disk") == 0 && cfg->state_dir[0] != '/') {
+                fprintf(stderr, "glovebox: --state-dir must be an absolute path\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "disk") == 0 && strcmp(cfg->sandbox, "full") != 0) {
+                fprintf(stderr, "glovebox: --home-storage disk needs --sandbox full\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "disk") == 0 && geteuid() != 0) {
+                fprintf(stderr, "glovebox: --home-storage disk needs root (it mounts a loop "
+                                "device per sandbox)\n");
                 return -EINVAL;
         }
         if (cfg->no_auth && !is_loopback(cfg->host)) {

@@ -42,6 +42,7 @@ struct config {
         char *default_kernel;
         char *runtime_dir;
         char *state_dir;       /* "": /var/lib/glovebox as root, else none */
+        char *home_storage; /* "memory" or "disk" */
         char *sandbox;         /* "full" or "none" */
         char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;

@@ -34,7 +34,8 @@ static struct {
         char program[PATH_MAX];
         char runtime_dir[PATH_MAX];
         char log_level[16];
-        int max_restarts; /* replacements allowed after a kernel-host died */
+        char home_dir[PATH_MAX]; /* "": a tmpfs home */
+        int max_restarts;        /* replacements allowed after a kernel-host died */
         int restarts;
 } spawn_args;
 
@@ -65,8 +66,14 @@ static int find_program(char *out, size_t size)
  * (a replacement): the child makes only async-signal-safe calls. */
 static int start_process(void)
 {
-        char *argv[] = {spawn_args.program, (char *)"--runtime-dir", spawn_args.runtime_dir,
-                        (char *)"--log-level", spawn_args.log_level, NULL};
+        char *argv[] = {spawn_args.program,
+                        (char *)"--runtime-dir",
+                        spawn_args.runtime_dir,
+                        (char *)"--log-level",
+                        spawn_args.log_level,
+                        spawn_args.home_dir[0] ? (char *)"--home-disk-dir" : NULL,
+                        spawn_args.home_dir,
+                        NULL};
         /* Nothing of our environment (tokens, secrets) goes further. */
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
                         log_format == LOG_FORMAT_JSON ? (char *)"GLOVEBOX_LOG_FORMAT=json" : NULL,
@@ -146,7 +153,8 @@ unsigned host_controllers(void)
         return host_controller_bits;
 }
 
-int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
+int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
+               const char *home_dir)
 {
         int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
 
@@ -157,6 +165,7 @@ int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts)
         }
         snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
         snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
+        snprintf(spawn_args.home_dir, sizeof(spawn_args.home_dir), "%s", home_dir ? home_dir : "");
         spawn_args.max_restarts = max_restarts;
         rc = start_process();
         if (rc == 0) {

@@ -12,6 +12,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/cgroup.h"
+#include "kernel-host/homedisk.h"
 #include "kernel-host/leftovers.h"
 #include "kernel-host/net.h"
 #include "kernel-host/ports.h"
@@ -215,7 +216,7 @@ static void handle_signals(void)
 static void usage(void)
 {
         fprintf(stderr, "usage: glovebox-kernel-host --runtime-dir DIR [--fd N] "
-                        "[--log-level LEVEL]\n"
+                        "[--log-level LEVEL] [--home-disk-dir STATE_DIR]\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
                         "prints the kernels' seccomp filter as pseudo-filter code.\n");
@@ -224,6 +225,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
         const char *runtime_dir = NULL;
+        const char *home_disk_dir = NULL;
         sigset_t mask;
         int rc = 1;
 
@@ -244,6 +246,8 @@ int main(int argc, char **argv)
                                 return 2;
                         }
                         host.link = (int)fd;
+                } else if (strcmp(argv[i], "--home-disk-dir") == 0 && i + 1 < argc) {
+                        home_disk_dir = argv[++i];
                 } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
                         if (log_level_parse(argv[++i], &log_threshold) < 0) {
                                 usage();
@@ -279,6 +283,11 @@ int main(int argc, char **argv)
         if (spawn_init(runtime_dir) < 0)
                 return 1;
         cgroup_init();
+        /* Asked for and not possible: no sandbox would have the home the
+         * operator chose, so none is made at all (no hello: the gateway
+         * does not start). */
+        if (home_disk_dir && homedisk_init(home_disk_dir) < 0)
+                goto out;
         say_hello();
         /* Before the first sandbox: a predecessor's directories would be in
          * the way of ours. */

@@ -62,52 +62,77 @@ fail:
         return rc;
 }
 
-int overlay_send_go(int sock, int fd)
+/* The go-ahead is two bytes: 'g', then which descriptors follow, in this
+ * order. */
+#define GO_LOWER 1
+#define GO_HOME  2
+
+int overlay_send_go(int sock, int lower_fd, int home_fd)
 {
-        char cbuf[CMSG_SPACE(sizeof(int))];
-        char go = 'g';
-        struct iovec iov = {&go, 1};
+        char cbuf[CMSG_SPACE(2 * sizeof(int))];
+        char go[2] = {'g', 0};
+        struct iovec iov = {go, sizeof(go)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         struct cmsghdr *cmsg;
+        int fds[2];
+        size_t nfds = 0;
         ssize_t n;
 
-        if (fd >= 0) {
+        if (lower_fd >= 0) {
+                fds[nfds++] = lower_fd;
+                go[1] |= GO_LOWER;
+        }
+        if (home_fd >= 0) {
+                fds[nfds++] = home_fd;
+                go[1] |= GO_HOME;
+        }
+        if (nfds > 0) {
                 memset(cbuf, 0, sizeof(cbuf));
                 msg.msg_control = cbuf;
-                msg.msg_controllen = sizeof(cbuf);
+                msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
                 cmsg = CMSG_FIRSTHDR(&msg);
                 cmsg->cmsg_level = SOL_SOCKET;
                 cmsg->cmsg_type = SCM_RIGHTS;
-                cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+                cmsg->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+                memcpy(CMSG_DATA(cmsg), fds, nfds * sizeof(int));
         }
         do {
                 n = sendmsg(sock, &msg, MSG_NOSIGNAL);
         } while (n < 0 && errno == EINTR);
-        return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+        return n == (ssize_t)sizeof(go) ? 0 : n < 0 ? -errno : -EIO;
 }
 
-int overlay_recv_go(int sock, int *fd)
+int overlay_recv_go(int sock, int *lower_fd, int *home_fd)
 {
-        char cbuf[CMSG_SPACE(sizeof(int))];
-        char go;
-        struct iovec iov = {&go, 1};
+        char cbuf[CMSG_SPACE(2 * sizeof(int))];
+        char go[2];
+        struct iovec iov = {go, sizeof(go)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         struct cmsghdr *cmsg;
+        int fds[2] = {-1, -1};
+        size_t nfds = 0, next = 0;
         ssize_t n;
 
-        *fd = -1;
+        *lower_fd = -1;
+        *home_fd = -1;
         msg.msg_control = cbuf;
         msg.msg_controllen = sizeof(cbuf);
         do {
                 n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
         } while (n < 0 && errno == EINTR);
-        if (n != 1)
+        if (n != (ssize_t)sizeof(go))
                 return -1;
         for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
                 if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
-                    cmsg->cmsg_len == CMSG_LEN(sizeof(int)))
-                        memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
+                    cmsg->cmsg_len >= CMSG_LEN(sizeof(int)) &&
+                    cmsg->cmsg_len <= CMSG_LEN(2 * sizeof(int))) {
+                        nfds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        memcpy(fds, CMSG_DATA(cmsg), nfds * sizeof(int));
+                }
         }
+        if ((go[1] & GO_LOWER) && next < nfds)
+                *lower_fd = fds[next++];
+        if ((go[1] & GO_HOME) && next < nfds)
+                *home_fd = fds[next++];
         return 0;
 }

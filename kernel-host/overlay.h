@@ -28,11 +28,12 @@
  * (*idmapped false): the sandbox can then write only its home and /tmp.
  * 0 with *fd_out set (the caller closes it), or -errno. */
 int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *idmapped);
-/* Sends the one-byte go-ahead on sock, with fd when fd >= 0. 0 or -errno. */
-int overlay_send_go(int sock, int fd);
+/* Sends the go-ahead on sock, with the template's tree (lower_fd) and a
+ * disk-backed home (home_fd, homedisk.h) when they are >= 0. 0 or -errno. */
+int overlay_send_go(int sock, int lower_fd, int home_fd);
 /* In the sandbox's first process: receives the go-ahead and the
- * descriptor that came with it (close-on-exec; -1 without one).
- * Async-signal-safe. 0, or -1 when sock is closed or failed. */
-int overlay_recv_go(int sock, int *fd);
+ * descriptors that came with it (close-on-exec; -1 for one that did not
+ * come). Async-signal-safe. 0, or -1 when sock is closed or failed. */
+int overlay_recv_go(int sock, int *lower_fd, int *home_fd);
 
 #endif

@@ -21,9 +21,12 @@ enum op_kind {
         OP_BIND,    /* bind source on target; read-only unless OP_WRITABLE */
         OP_PROC,    /* a new proc on target */
         OP_DEVPTS,  /* a private devpts on target */
-        OP_ATTACH,  /* the template's lower layer (a detached mount) on target */
+        OP_ATTACH,  /* a detached mount on target: flags ATTACH_LOWER or ATTACH_HOME */
         OP_OVERLAY, /* overlayfs on target, options in data */
 };
+
+#define ATTACH_LOWER 0ul /* the template's lower layer */
+#define ATTACH_HOME  1ul /* a disk-backed /home/user */
 
 #define OP_WRITABLE   1u /* bind stays writable */
 #define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */
@@ -494,7 +497,8 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
                 if (rc == 0)
                         rc = add_op(p, OP_DIR, "/lower", NULL, NULL, 0755, 0, "template layers");
                 if (rc == 0)
-                        rc = add_op(p, OP_ATTACH, "/lower", NULL, NULL, 0, 0, "attach template");
+                        rc = add_op(p, OP_ATTACH, "/lower", NULL, NULL, ATTACH_LOWER, 0,
+                                    "attach template");
                 snprintf(lower, sizeof(lower), "lower");
         } else {
                 snprintf(lower, sizeof(lower), "%s", tree);
@@ -559,10 +563,13 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 rc = add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "mkdir " ROOTFS_HOME);
         snprintf(source, sizeof(source), "%s/home", p->top);
         if (rc == 0)
-                rc = tpl ? add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
-                                  OP_WRITABLE, "bind " ROOTFS_HOME)
-                         : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV, 0,
-                                  "tmpfs " ROOTFS_HOME);
+                rc = params->home_by_fd
+                             ? add_op(p, OP_ATTACH, ROOTFS_HOME, NULL, NULL, ATTACH_HOME, 0,
+                                      "attach " ROOTFS_HOME)
+                     : tpl ? add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
+                                    OP_WRITABLE, "bind " ROOTFS_HOME)
+                           : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV,
+                                    0, "tmpfs " ROOTFS_HOME);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/run", NULL, NULL, 0, 0, "mkdir /run");
         if (rc == 0)
@@ -661,7 +668,7 @@ static int write_all(int fd, const char *data, size_t len)
         return 0;
 }
 
-static int run_op(const struct mount_op *op, int lower_fd)
+static int run_op(const struct mount_op *op, const struct rootfs_mounts *mounts)
 {
         int fd;
 
@@ -696,11 +703,12 @@ static int run_op(const struct mount_op *op, int lower_fd)
         case OP_DEVPTS:
                 return mount("devpts", op->target, "devpts", op->flags, op->data);
         case OP_ATTACH:
-                if (lower_fd < 0) {
+                fd = op->flags == ATTACH_HOME ? mounts->home_fd : mounts->lower_fd;
+                if (fd < 0) {
                         errno = EBADF;
                         return -1;
                 }
-                return move_mount(lower_fd, "", AT_FDCWD, op->target, MOVE_MOUNT_F_EMPTY_PATH);
+                return move_mount(fd, "", AT_FDCWD, op->target, MOVE_MOUNT_F_EMPTY_PATH);
         case OP_OVERLAY:
                 /* In the layers' directory (source): data names them from there. */
                 if (chdir(op->source) < 0)
@@ -722,14 +730,14 @@ static int run_op(const struct mount_op *op, int lower_fd)
         return -1;
 }
 
-int rootfs_apply(const struct rootfs *p, int lower_fd, const char **step)
+int rootfs_apply(const struct rootfs *p, const struct rootfs_mounts *mounts, const char **step)
 {
         if (mount("tmpfs", p->top, "tmpfs", MS_NOSUID | MS_NODEV, p->top_options) < 0) {
                 *step = "tmpfs root";
                 return -1;
         }
         for (size_t i = 0; i < p->nops; i++) {
-                if (run_op(&p->ops[i], lower_fd) < 0) {
+                if (run_op(&p->ops[i], mounts) < 0) {
                         *step = p->ops[i].step;
                         return -1;
                 }

@@ -6,7 +6,8 @@
  * minimal /dev, size-limited tmpfs /tmp and /home/user, and a tiny tmpfs at
  * /run/kernel for the kernels' sockets and connection files. A template's
  * root is instead an overlay of its tree and a writable upper layer on
- * one size-limited tmpfs that holds /home/user and /tmp too. */
+ * one size-limited tmpfs that holds /home/user and /tmp too. With disk
+ * homes (homedisk.h) /home/user is instead a filesystem of its own. */
 #ifndef GLOVEBOX_ROOTFS_H
 #define GLOVEBOX_ROOTFS_H
 
@@ -34,6 +35,13 @@ struct rootfs_params {
         const char *template_root;
         bool lower_by_fd; /* the tree comes as a detached mount to rootfs_apply */
         const char *resolv_conf; /* /etc/resolv.conf (NULL: empty, no resolver) */
+        bool home_by_fd; /* /home/user comes as a detached mount (homedisk.h) */
+};
+
+/* The detached mounts rootfs_apply attaches (-1: none). */
+struct rootfs_mounts {
+        int lower_fd; /* a template's tree (lower_by_fd) */
+        int home_fd;  /* /home/user (home_by_fd) */
 };
 
 /* Plans every step; the caller frees the plan. 0 or -errno. */
@@ -45,9 +53,10 @@ const char *rootfs_root(const struct rootfs *rootfs);
  * being remounted read-only. */
 bool rootfs_writable_root(const struct rootfs *rootfs);
 /* In the child, inside a private mount namespace: mounts the new root and
- * applies every step; lower_fd is the template's tree when lower_by_fd
- * (else -1). Async-signal-safe. On failure returns -1 with errno set and
- * *step naming the step. */
-int rootfs_apply(const struct rootfs *rootfs, int lower_fd, const char **step);
+ * applies every step, attaching the detached mounts the params said would
+ * come. Async-signal-safe. On failure returns -1 with errno set and *step
+ * naming the step. */
+int rootfs_apply(const struct rootfs *rootfs, const struct rootfs_mounts *mounts,
+                 const char **step);
 
 #endif

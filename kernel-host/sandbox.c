@@ -290,13 +290,14 @@ struct create_args {
 static __attribute__((noreturn)) void init_main(const struct create_args *args, int sync_fd)
 {
         struct report ready;
+        struct rootfs_mounts mounts;
         const char *step;
-        int lower_fd;
         char go;
         ssize_t n;
 
-        /* The go-ahead brings a template's tree along (overlay.h). */
-        if (overlay_recv_go(sync_fd, &lower_fd) < 0)
+        /* The go-ahead brings a template's tree and a disk home along
+         * (overlay.h). */
+        if (overlay_recv_go(sync_fd, &mounts.lower_fd, &mounts.home_fd) < 0)
                 _exit(127);
         if (title_area && title_len > sizeof("glovebox-init")) {
                 memset(title_area, 0, title_len);
@@ -319,10 +320,12 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 child_fail(sync_fd, "make mounts private", errno);
-        if (rootfs_apply(args->rootfs, lower_fd, &step) < 0)
+        if (rootfs_apply(args->rootfs, &mounts, &step) < 0)
                 child_fail(sync_fd, step, errno);
-        if (lower_fd >= 0)
-                close(lower_fd);
+        if (mounts.lower_fd >= 0)
+                close(mounts.lower_fd);
+        if (mounts.home_fd >= 0)
+                close(mounts.home_fd);
         if (sethostname("glovebox", 8) < 0)
                 child_fail(sync_fd, "sethostname", errno);
         if (loopback_up() < 0)
@@ -473,7 +476,7 @@ static int open_handles(pid_t pid, struct sandbox *sb)
 
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const char *template_root, const char *resolv_conf,
+                   const char *template_root, const char *resolv_conf, int home_fd,
                    const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail)
 {
         const struct rootfs_params params = {root_dir,
@@ -481,7 +484,8 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                                              ro_paths,
                                              template_root,
                                              template_root && template_root[0] && ids->privileged,
-                                             resolv_conf};
+                                             resolv_conf,
+                                             home_fd >= 0};
         struct create_args args = {NULL, root_dir, ids};
         struct rootfs *rootfs = NULL;
         struct report report;
@@ -555,7 +559,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                                  "sandboxes can write only their home and /tmp",
                                  template_root);
         }
-        rc = overlay_send_go(sv[0], lower_fd);
+        rc = overlay_send_go(sv[0], lower_fd, home_fd);
         if (rc < 0) {
                 fail_set(fail, "start child", -rc);
                 goto kill;

@@ -2,6 +2,7 @@
 
 #include "kernel-host/tcp_bridge.h"
 #include "kernel-host/spawn.h"
+#include "kernel-host/homedisk.h"
 #include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/connfile.h"
@@ -363,8 +364,26 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                         goto fail;
         }
         if (b->sandboxed) {
+                int home_fd = -1;
+
+                /* A disk home (homedisk.h) is made here, where we are root;
+                 * the sandbox's setup only attaches it. */
+                if (homedisk_enabled() && ids.privileged) {
+                        const char *step;
+
+                        rc = homedisk_create(req->limits.disk_mb, ids.user_uid, ids.user_gid,
+                                             &home_fd, &step);
+                        if (rc < 0) {
+                                fail_set(fail, b->id, step, -rc,
+                                         "the sandbox's disk-backed /home/user");
+                                goto fail;
+                        }
+                }
                 rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, req->template_root,
-                                    req->network.enabled ? resolv : NULL, &ids, &b->sandbox, fail);
+                                    req->network.enabled ? resolv : NULL, home_fd, &ids,
+                                    &b->sandbox, fail);
+                if (home_fd >= 0)
+                        close(home_fd);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;

@@ -23,6 +23,8 @@ LANGUAGE_PACKAGES="python3-pexpect r-cran-irkernel jupyter-client g++ make"
 # Egress (--egress-allow): the veth pairs, the nft tables, the sandboxes'
 # resolvers (kernel-host/net.h).
 NETWORK_PACKAGES="iproute2 nftables dnsmasq-base"
+# --home-storage disk formats each sandbox's home (kernel-host/homedisk.h).
+STORAGE_PACKAGES="e2fsprogs"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

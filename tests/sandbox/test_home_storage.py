@@ -1,0 +1,332 @@
+"""--home-storage disk: each sandbox's /home/user is an ext4 image of its
+disk limit on a loop device under --state-dir, not memory."""
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import run, start_gateway, value
+# The escape battery's /home/user checks, run again here against a gateway
+# whose homes are disks (pytest collects them in this module, with its
+# gateway fixture).
+from test_escape import (  # noqa: F401
+    test_disk_quota,
+    test_host_file_canary_unreadable,
+    test_kernels_cannot_see_each_other,
+    test_read_only_system,
+    test_restart_is_not_fooled_by_what_the_kernel_left,
+)
+
+MIB = 1024 * 1024
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/loop-control")
+                                or not shutil.which("mkfs.ext4", path="/sbin:/usr/sbin"),
+                                reason="disk homes need root, loop devices and mkfs.ext4")
+
+
+class DiskGateway:
+    def __init__(self, mode, *args):
+        self.state = tempfile.mkdtemp(prefix="glovebox-state-")
+        self.gw = start_gateway("--home-storage", mode, "--state-dir", self.state, *args)
+
+    def host_pid(self):
+        out = subprocess.run(["pgrep", "-P", str(self.gw.proc.pid), "-f", "kernel-host"],
+                             capture_output=True, text=True).stdout.split()
+        return int(out[0])
+
+    def stop(self):
+        self.gw.stop()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def disk():
+    d = DiskGateway("disk")
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(disk):
+    return disk.gw
+
+
+@pytest.fixture
+def kernel(gateway):
+    kid = gateway.start_kernel()
+    yield kid
+    gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def memory_group(host_pid):
+    """The memory cgroup holding every sandbox of this kernel-host: beneath
+    the kernel-host's own (another run's group of a recycled pid may lie
+    elsewhere)."""
+    with open(f"/proc/{host_pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if "memory" in controllers.split(","):
+            group = f"/sys/fs/cgroup/memory{path.rstrip('/')}/glovebox-{host_pid}"
+            if os.path.exists(os.path.join(group, "memory.stat")):
+                return group
+    for hid, _, path in lines:
+        group = f"/sys/fs/cgroup{path.rstrip('/')}/glovebox-{host_pid}"
+        if hid == "0" and os.path.exists(os.path.join(group, "memory.current")):
+            return group
+    raise AssertionError(f"no memory cgroup of kernel-host {host_pid}")
+
+
+def unevictable_bytes(group):
+    """What the group's memory holds that reclaim cannot give back: its
+    anonymous and shared memory (a tmpfs file's pages are shared memory)."""
+    stat = {}
+    with open(os.path.join(group, "memory.stat")) as f:
+        for line in f:
+            key, val = line.split()
+            stat[key] = int(val)
+    if "total_shmem" in stat:  # cgroup v1, hierarchical
+        return stat["total_shmem"] + stat["total_rss"]
+    return stat["shmem"] + stat["anon"]
+
+
+def backing_files():
+    found = []
+    for path in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(path) as f:
+                found.append(f.read().strip())
+        except OSError:
+            pass
+    return found
+
+
+WRITE_BIG = """
+import os
+with open({path!r}, 'wb') as f:
+    chunk = b'x' * (1024 * 1024)
+    for _ in range(200):
+        f.write(chunk)
+    f.flush()
+    os.fsync(f.fileno())
+    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+print(os.stat({path!r}).st_size)
+"""
+
+
+def growth_after_write(gw, group, kid, path, settle):
+    """How much the group's unevictable memory grew by writing 200 MiB to
+    path. The kernel's per-cgroup statistics are flushed lazily (every 2 s
+    at most), so a growth is waited for up to settle seconds."""
+    before = unevictable_bytes(group)
+    _, stdout, _ = run(gw, kid, WRITE_BIG.format(path=path), timeout=120)
+    assert stdout.strip() == str(200 * MIB)
+    deadline = time.monotonic() + settle
+    grown = unevictable_bytes(group) - before
+    while grown < 190 * MIB and time.monotonic() < deadline:
+        time.sleep(0.25)
+        grown = unevictable_bytes(group) - before
+    return grown
+
+
+def test_large_file_does_not_count_against_memory(disk):
+    kid = disk.gw.start_kernel(name="python3", limits={"disk_mb": 300})
+    try:
+        group = memory_group(disk.host_pid())
+        # Waited for long enough for the statistics to show it, were it there.
+        grown = growth_after_write(disk.gw, group, kid, "/home/user/big", 5)
+        assert grown < 50 * MIB, grown // MIB
+        # Positive control, same sandbox, same measure: /tmp is a tmpfs, and
+        # there the same file is 200 MiB of the sandbox's memory.
+        grown = growth_after_write(disk.gw, group, kid, "/tmp/big", 30)
+        assert grown >= 190 * MIB, grown // MIB
+    finally:
+        disk.gw.request("DELETE", f"/api/kernels/{kid}")
+    # And so is it in /home/user with --home-storage memory.
+    mem = DiskGateway("memory")
+    try:
+        kid = mem.gw.start_kernel(name="python3", limits={"disk_mb": 300})
+        grown = growth_after_write(mem.gw, memory_group(mem.host_pid()), kid,
+                                   "/home/user/big", 30)
+        assert grown >= 190 * MIB, grown // MIB
+    finally:
+        mem.stop()
+
+
+def test_home_is_its_own_filesystem_of_the_disk_limit(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 100})
+    try:
+        code = """
+import os
+mnt = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/home/user']
+st = os.statvfs('/home/user')
+print(repr((mnt[0][mnt[0].index('-') + 1], 'nosuid' in mnt[0][5], 'nodev' in mnt[0][5],
+            st.f_blocks * st.f_frsize // 2**20, sorted(os.listdir('/home/user')),
+            oct(os.stat('/home/user').st_mode & 0o7777), os.stat('/home/user').st_uid)))
+"""
+        _, stdout, _ = run(gateway, kid, code)
+        fstype, nosuid, nodev, size_mb, entries, mode, uid = eval(stdout)
+        assert (fstype, nosuid, nodev) == ("ext4", True, True)
+        assert 80 <= size_mb <= 100, size_mb
+        assert "lost+found" not in entries
+        assert (mode, uid) == ("0o700", 1000)
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_enospc_at_the_quota_and_nothing_outside(gateway):
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 64})
+    try:
+        code = """
+import errno, os
+written = 0
+try:
+    with open('/home/user/fill', 'wb') as f:
+        while written < 512 * 2**20:
+            f.write(b'y' * 2**20)
+            f.flush()
+            written += 2**20
+        os.fsync(f.fileno())
+    err = None
+except OSError as e:
+    err = errno.errorcode[e.errno]
+print(repr((written // 2**20, err, open('/tmp/other', 'w').write('tmp still writable'))))
+"""
+        _, stdout, _ = run(gateway, kid, code, timeout=120)
+        mb, err, tmp = eval(stdout.strip().splitlines()[-1])
+        assert err == "ENOSPC" and 40 <= mb <= 64, (mb, err)
+        assert tmp == len("tmp still writable")
+        # Positive control: removing the file frees the space again.
+        assert value(gateway, kid, "(__import__('os').unlink('/home/user/fill'), "
+                     "open('/home/user/small', 'w').write('ok'))[1]") == 2
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_files_survive_a_kernel_restart(gateway):
+    kid = gateway.start_kernel()
+    try:
+        run(gateway, kid, "open('/home/user/kept', 'w').write('across restarts'); x = 1")
+        status, _, _ = gateway.request("POST", f"/api/kernels/{kid}/restart")
+        assert status == 200
+        # A new kernel process (its variables are gone), the same home.
+        assert value(gateway, kid, "'x' in dir()") is False
+        assert value(gateway, kid, "open('/home/user/kept').read()") == "across restarts"
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_gateway_file_calls_reach_the_disk_home(gateway, kernel):
+    # The gateway's file API (through the sandbox's root) and the kernel
+    # see the same files, owned by the sandbox's user.
+    status, body, _ = gateway.request("PUT", f"/api/kernels/{kernel}/files/notes/a.txt",
+                                      raw=b"from the API")
+    assert status == 201, body
+    assert value(gateway, kernel, "(open('/home/user/notes/a.txt').read(), "
+                 "__import__('os').stat('/home/user/notes/a.txt').st_uid)") == (
+                     "from the API", 1000)
+    run(gateway, kernel, "open('/home/user/b.txt', 'w').write('from code')")
+    status, listing, _ = gateway.request("GET", f"/api/kernels/{kernel}/files")
+    assert status == 200
+    assert ("b.txt", "file", 9) in [(e["name"], e["type"], e.get("size"))
+                                    for e in listing["entries"]]
+
+
+def test_nothing_left_on_the_host_after_the_sandbox():
+    # A gateway of its own: no other test's sandbox is ending meanwhile.
+    d = DiskGateway("disk")
+    homes = os.path.join(d.state, "homes")
+    try:
+        kid = d.gw.start_kernel()
+        run(d.gw, kid, "open('/home/user/data', 'wb').write(b'z' * 2**20)")
+        # While the sandbox lives its image backs a loop device, and has no
+        # name in the state directory.
+        live = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert len(live) == 1 and live[0].endswith("(deleted)"), live
+        assert os.listdir(homes) == []
+        status, _, _ = d.gw.request("DELETE", f"/api/kernels/{kid}")
+        assert status == 204
+        deadline = time.monotonic() + 15
+        left = live
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert left == []
+        assert os.listdir(homes) == []
+    finally:
+        d.stop()
+
+
+def test_a_killed_kernel_host_leaves_no_image():
+    # Killed hard it cleans nothing up: its sandboxes die with it (their
+    # init's parent-death signal), and with them their homes' images,
+    # which never had a name.
+    # (No automatic restart: its kernel's new sandbox would get a new image.)
+    d = DiskGateway("disk", "--no-autorestart")
+    homes = os.path.join(d.state, "homes")
+    try:
+        kid = d.gw.start_kernel()
+        run(d.gw, kid, "open('/home/user/data', 'wb').write(b'z' * 2**20)")
+        old = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert len(old) == 1, old
+        os.kill(d.host_pid(), 9)
+        deadline = time.monotonic() + 20
+        left = old
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [b for b in backing_files() if b.startswith(homes + "/")]
+        assert left == []
+        assert os.listdir(homes) == []
+        # Positive control: the gateway goes on, on a new kernel-host, whose
+        # sandboxes get new disk homes.
+        kid2 = d.gw.start_kernel()
+        assert value(d.gw, kid2, "open('/home/user/new', 'w').write('new')") == 3
+    finally:
+        d.stop()
+
+
+def test_refused_without_what_it_needs(tmp_path):
+    # A state directory that cannot be made: the gateway does not start.
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(RuntimeError, match="cannot start the kernel-host"):
+        start_gateway("--home-storage", "disk", "--state-dir", str(blocker / "state"))
+    with pytest.raises(RuntimeError, match="--home-storage must be"):
+        start_gateway("--home-storage", "ssd")
+
+
+def test_template_sandbox_gets_a_disk_home_too(tmp_path):
+    from gbtemplate import MARKER, make_tree
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(tree, 0o755)
+    make_tree(str(tree))
+    state = tempfile.mkdtemp(prefix="glovebox-state-")
+    gw = start_gateway("--home-storage", "disk", "--state-dir", state, "--template",
+                       f"tpl={tree}")
+    try:
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"template": "tpl", "limits": {"disk_mb": 32}})
+        assert status == 201, model
+        kid = model["id"]
+        code = """
+import os
+fs = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/home/user']
+open('/home/user/w', 'w').write('home')
+print(repr((fs[0][fs[0].index('-') + 1], open('/etc/template-marker').read(),
+            open('/home/user/w').read(), os.stat('/home/user').st_uid)))
+"""
+        content, stdout, outputs = run(gw, kid, code)
+        assert content["status"] == "ok", (content, outputs)
+        assert eval(stdout) == ("ext4", MARKER, "home", 1000)
+        # The tree itself is never written.
+        assert not os.path.exists(tree / "home" / "user" / "w")
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+        shutil.rmtree(state, ignore_errors=True)
