@@ -292,7 +292,7 @@ def test_refused_without_what_it_needs(tmp_path):
     # A state directory that cannot be made: the gateway does not start.
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(RuntimeError, match="cannot start the kernel-host"):
+    with pytest.raises(RuntimeError, match="state directory .*: Not a directory"):
         start_gateway("--home-storage", "disk", "--state-dir", str(blocker / "state"))
     with pytest.raises(RuntimeError, match="--home-storage must be"):
         start_gateway("--home-storage", "ssd")
