@@ -234,25 +234,35 @@ static int cookie_value(const struct target *t, char out[65])
         return 0;
 }
 
+/* The next "name=value" of a Cookie header from *p: its bounds, and *p
+ * moved past it; false at the end. */
+static bool next_cookie(const char **p, const char **start, const char **end)
+{
+        while (**p == ' ' || **p == ';')
+                (*p)++;
+        if (!**p)
+                return false;
+        *start = *p;
+        *end = strchr(*p, ';');
+        if (!*end)
+                *end = *p + strlen(*p);
+        *p = *end;
+        return true;
+}
+
 /* Finds "name=value" in a Cookie header; copies value. */
 static bool cookie_find(const char *cookies, const char *name, char *out, size_t size)
 {
         size_t nlen = strlen(name);
-        const char *p = cookies;
+        const char *p = cookies, *start, *end;
 
-        while (p && *p) {
-                const char *end;
-
-                while (*p == ' ' || *p == ';')
-                        p++;
-                end = strchr(p, ';');
-                if (!end)
-                        end = p + strlen(p);
-                if ((size_t)(end - p) > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
-                        snprintf(out, size, "%.*s", (int)(end - p - (long)nlen - 1), p + nlen + 1);
+        while (next_cookie(&p, &start, &end)) {
+                if ((size_t)(end - start) > nlen && strncmp(start, name, nlen) == 0 &&
+                    start[nlen] == '=') {
+                        snprintf(out, size, "%.*s", (int)(end - start - (long)nlen - 1),
+                                 start + nlen + 1);
                         return true;
                 }
-                p = end;
         }
         return false;
 }
@@ -452,25 +462,18 @@ static int append_cookies_but_ours(struct buf *b, struct lws *wsi)
 {
         char cookies[8192];
         int n = lws_hdr_copy(wsi, cookies, sizeof(cookies), WSI_TOKEN_HTTP_COOKIE);
-        const char *p = cookies;
+        const char *p = cookies, *start, *end;
         bool any = false;
         int rc = 0;
 
         if (n <= 0)
                 return 0;
-        while (*p && rc == 0) {
-                const char *end;
-
-                while (*p == ' ' || *p == ';')
-                        p++;
-                end = strchr(p, ';');
-                if (!end)
-                        end = p + strlen(p);
-                if (end > p && !(strncmp(p, COOKIE_NAME "=", sizeof(COOKIE_NAME)) == 0)) {
-                        rc = buf_printf(b, "%s%.*s", any ? "; " : "Cookie: ", (int)(end - p), p);
+        while (rc == 0 && next_cookie(&p, &start, &end)) {
+                if (strncmp(start, COOKIE_NAME "=", sizeof(COOKIE_NAME)) != 0) {
+                        rc = buf_printf(b, "%s%.*s", any ? "; " : "Cookie: ", (int)(end - start),
+                                        start);
                         any = true;
                 }
-                p = end;
         }
         if (rc == 0 && any)
                 rc = buf_append_str(b, "\r\n");
