@@ -150,7 +150,7 @@ static void raise_fd_limit(void)
         setrlimit(RLIMIT_NOFILE, &rl);
         if (rl.rlim_cur < 32768)
                 log_info("descriptor limit %lu: about %lu kernels with a client each fit in it",
-                         (unsigned long)rl.rlim_cur, (unsigned long)rl.rlim_cur / 25);
+                         (unsigned long)rl.rlim_cur, (unsigned long)rl.rlim_cur / 21);
 }
 
 /* Marks the runtime directory as this live run's: a lock held as long as
