@@ -23,6 +23,8 @@
 #define MAX_COMMANDS 256  /* per sandbox, running or not yet reported */
 #define MAX_STREAMS  8    /* per command: its Start and the Connects to it */
 #define MAX_PTY_SIDE 4096 /* rows or columns of a terminal */
+/* A stream's unwritten output past which its command is held (pace). */
+#define HOLD_BYTES (1024 * 1024)
 
 struct command {
         struct command *next;
@@ -36,6 +38,7 @@ struct command {
         struct http_request *streams[MAX_STREAMS];
         bool pty;
         bool started;
+        bool held; /* its output is not read: a stream is behind (pace) */
         lws_sorted_usec_list_t deadline, keepalive;
 };
 
@@ -79,6 +82,35 @@ static void command_free(struct command *c)
         free(c);
 }
 
+/* A client that reads slower than its command writes holds the command
+ * (its pipe fills and it waits), as a pipe to a slow reader would: the
+ * gateway queues at most about HOLD_BYTES (and one turn's reads) per
+ * stream, and drops nothing. It goes on once every stream has taken most
+ * of its queue, or the slow client has left. */
+static void pace(struct command *c)
+{
+        size_t most = 0;
+
+        if (!c || !c->process)
+                return;
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                if (c->streams[i] && http_stream_pending(c->streams[i]) > most)
+                        most = http_stream_pending(c->streams[i]);
+        }
+        if (!c->held && most > HOLD_BYTES)
+                c->held = true;
+        else if (c->held && most <= HOLD_BYTES / 4)
+                c->held = false;
+        else
+                return;
+        process_hold_output(c->process, c->held);
+}
+
+static void on_stream_drained(struct http_request *r)
+{
+        pace(r->ctx);
+}
+
 /* What the command wrote, to every stream. */
 static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
 {
@@ -94,6 +126,7 @@ static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
                                           : "stderr",
                             b64.data ? b64.data : "", (int)b64.len));
         buf_free(&b64);
+        pace(c);
 }
 
 static void end_stream(struct command *c, const struct hostmsg_exit *ex)
@@ -124,6 +157,7 @@ static void let_go_stream(struct command *c, int i)
         http_stream_end(r);
         r->ctx = NULL;
         r->cleanup = NULL;
+        r->drained = NULL;
         c->streams[i] = NULL;
 }
 
@@ -205,10 +239,12 @@ static void on_client_gone(struct http_request *r)
         /* The command runs on, as E2B's do; output nobody follows is read
          * and dropped. */
         r->ctx = NULL;
+        r->drained = NULL;
         for (int i = 0; c && i < MAX_STREAMS; i++) {
                 if (c->streams[i] == r)
                         c->streams[i] = NULL;
         }
+        pace(c);
 }
 
 /* At Connect-Timeout-Ms the command is killed and its stream ends as
@@ -328,12 +364,14 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         c->streams[0] = r;
         r->ctx = c;
         r->cleanup = on_client_gone;
+        r->drained = on_stream_drained;
         c->next = commands;
         commands = c;
         if (process_start(&start, keep_stdin, &command_ops, c, &c->process) < 0) {
                 commands = c->next;
                 r->ctx = NULL;
                 r->cleanup = NULL;
+                r->drained = NULL;
                 envd_error(r, true, -EIO, "cannot reach the kernel-host");
                 json_decref(c->config);
                 free(c->tag);
@@ -384,6 +422,7 @@ static void connect_command(struct http_request *r, struct e2b_sandbox *s)
         c->streams[slot] = r;
         r->ctx = c;
         r->cleanup = on_client_gone;
+        r->drained = on_stream_drained;
         if (c->started)
                 open_stream(c, r);
 out:

@@ -394,6 +394,8 @@ static int stream_out_step(struct lws *wsi, struct http_request *r)
                 } else {
                         buf_reset(&r->out);
                 }
+                if (r->drained)
+                        r->drained(r);
         } else {
                 lws_callback_on_writable(wsi);
         }

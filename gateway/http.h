@@ -70,6 +70,9 @@ struct http_request {
          * included). */
         void *ctx;
         void (*cleanup)(struct http_request *r);
+        /* A streamed response's queue was written whole (NULL: nobody
+         * asks): a producer that waits for a slow client goes on. */
+        void (*drained)(struct http_request *r);
 };
 
 /* Called from the lws callback for the HTTP reasons; returns what the

@@ -32,6 +32,7 @@ struct process {
         int fds[3];
         struct loop_watch *watch[3];
         bool exited;
+        bool held; /* outputs not read (process_hold_output) */
         struct hostmsg_exit ex;
         lws_sorted_usec_list_t linger;
 };
@@ -74,14 +75,15 @@ static bool pump(struct process *p, int i)
 
 void process_drain(struct process *p)
 {
-        for (int i = 1; i < 3; i++) {
+        for (int i = 1; i < 3 && !p->held; i++) {
                 /* Each pipe as far as it goes now, but for at most
                  * DRAIN_TURN_READS pieces: a command that writes without
                  * end (yes, cat /dev/zero) would otherwise keep the one
                  * event loop, and every other tenant, waiting for as long
                  * as it runs. What is left wakes the loop again. */
-                for (int n = 0;
-                     n < DRAIN_TURN_READS && p->fds[i] >= 0 && pump(p, i) && p->fds[i] >= 0; n++) {
+                for (int n = 0; n < DRAIN_TURN_READS && !p->held && p->fds[i] >= 0 &&
+                                pump(p, i) && p->fds[i] >= 0;
+                     n++) {
                         int pending = 0;
 
                         if (ioctl(p->fds[i], FIONREAD, &pending) < 0 || pending == 0)
@@ -112,6 +114,11 @@ static void on_linger(lws_sorted_usec_list_t *sul)
 {
         struct process *p = lws_container_of(sul, struct process, linger);
 
+        /* Held, what is left is still to be read, not cut off. */
+        if (p->held) {
+                loop_timer_start(&p->linger, on_linger, LINGER_MS);
+                return;
+        }
         process_drain(p);
         close_fd(p, 1);
         close_fd(p, 2);
@@ -252,6 +259,15 @@ int process_stdin_fd(const struct process *p)
 void process_close_stdin(struct process *p)
 {
         close_fd(p, 0);
+}
+
+void process_hold_output(struct process *p, bool hold)
+{
+        if (p->held == hold)
+                return;
+        p->held = hold;
+        for (int i = 1; i < 3; i++)
+                loop_pause_read(p->watch[i], hold);
 }
 
 void process_signal(struct process *p, int sig)

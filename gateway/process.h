@@ -53,6 +53,10 @@ int process_stdin_fd(const struct process *p);
  * hears it), before an owner
  * that stops listening ends its own stream. */
 void process_drain(struct process *p);
+/* While held, its outputs are not read: the process blocks on a full
+ * pipe (or terminal) instead of the gateway queueing what a slow client
+ * does not take. Its end waits for them as always. */
+void process_hold_output(struct process *p, bool hold);
 /* SIGKILL kills it at once (the kernel-host's stop); other signals are
  * sent as they are. ended() follows. */
 void process_signal(struct process *p, int sig);
