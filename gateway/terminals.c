@@ -1,7 +1,6 @@
 #include "autoconf.h"
 
 #include "gateway/terminals.h"
-#include "gateway/fleet.h"
 #include "gateway/api.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
@@ -542,7 +541,7 @@ static void post_terminal(struct http_request *r)
                 }
         }
         t = calloc(1, sizeof(*t));
-        if (!t || fleet_new_uuid(t->id) < 0) {
+        if (!t || jp_uuid4(t->id) < 0) {
                 http_reply_error(r, 500, "out of memory");
                 goto out;
         }
