@@ -13,6 +13,7 @@ gateway is started with nsenter --net only: `ip netns exec` would mount a
 fresh /sys and hide the cgroup hierarchies the sandboxes need.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +26,8 @@ SUBNET = "198.19.77"
 GATEWAY_PORT = 8888
 AGENT_PORT = 9999
 HOSTS = ("h1", "h2", "h3")
-TOKEN = "test-token-0123456789"
+# E2B's form, so that the E2B SDK takes it as it is.
+TOKEN = "e2b_0123456789abcdef0123"
 TEMPLATE = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "haproxy",
                         "glovebox.cfg.in")
 
@@ -283,3 +285,5 @@ class Fleet:
             sh("ip", "netns", "del", h.ns, check=False)
             sh("ip", "link", "del", h.veth, check=False)
         sh("ip", "link", "del", self.bridge, check=False)
+        for d in [self.dir] + [h.state_dir for h in self.hosts]:
+            shutil.rmtree(d, ignore_errors=True)
