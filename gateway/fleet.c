@@ -395,6 +395,20 @@ static void call_finish(struct peer_call *c, const char *failure)
                 fanout_answer(f);
 }
 
+static bool answer_complete(const struct buf *in)
+{
+        const char *end = strstr(in->data, "\r\n\r\n");
+        const char *cl;
+        unsigned long long want;
+
+        if (!end)
+                return false;
+        cl = strcasestr(in->data, "\r\ncontent-length:");
+        if (!cl || cl > end || sscanf(cl + 17, " %llu", &want) != 1)
+                return false;
+        return (size_t)(in->data + in->len - (end + 4)) >= want;
+}
+
 static void on_call_read(void *arg)
 {
         struct peer_call *c = arg;
@@ -415,6 +429,12 @@ static void on_call_read(void *arg)
                 }
                 if (buf_append(&c->in, chunk, (size_t)n) < 0) {
                         call_finish(c, "answer too long");
+                        return;
+                }
+                /* Whole once its Content-Length is in, should the peer
+                 * keep the connection open. */
+                if (answer_complete(&c->in)) {
+                        call_finish(c, NULL);
                         return;
                 }
         }
