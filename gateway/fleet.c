@@ -549,8 +549,7 @@ static int call_start(struct peer_call *c, struct http_request *r)
 
 static bool from_peer(struct http_request *r)
 {
-        return lws_hdr_custom_length(r->wsi, FLEET_PEER_HEADER,
-                                     (int)strlen(FLEET_PEER_HEADER)) > 0;
+        return lws_hdr_custom_length(r->wsi, FLEET_PEER_HEADER, (int)strlen(FLEET_PEER_HEADER)) > 0;
 }
 
 void fleet_reply_list(struct http_request *r, json_t *local)
@@ -623,9 +622,9 @@ void fleet_handle(struct http_request *r, const char *what)
         for (size_t i = 0; list && i < npeers; i++)
                 json_array_append_new(list, json_string(peers[i].url));
         http_reply_json(r, 200,
-                        json_pack("{s:s, s:b, s:i, s:i, s:I, s:o}", "host_id", host_id,
-                                  "draining", draining, "capacity_percent",
-                                  fleet_capacity_percent(), "kernels", (int)kernels_count(),
-                                  "max_kernels", (json_int_t)config->max_kernels, "peers",
+                        json_pack("{s:s, s:b, s:i, s:i, s:I, s:o}", "host_id", host_id, "draining",
+                                  draining, "capacity_percent", fleet_capacity_percent(), "kernels",
+                                  (int)kernels_count(), "max_kernels",
+                                  (json_int_t)config->max_kernels, "peers",
                                   list ? list : json_array()));
 }

@@ -13,9 +13,9 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#define FLEET_MAX_PEERS         32
-#define FLEET_PEER_ANSWER_MAX   (16 * 1024 * 1024) /* one peer's list, head included */
-#define FLEET_PEER_HEADER       "x-glovebox-fleet-peer:"
+#define FLEET_MAX_PEERS       32
+#define FLEET_PEER_ANSWER_MAX (16 * 1024 * 1024) /* one peer's list, head included */
+#define FLEET_PEER_HEADER     "x-glovebox-fleet-peer:"
 
 /* Validates --host-id, --agent-listen and --peer; prints the reason and
  * returns -EINVAL on a bad one. Called from config validation. */

@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define FLEETID_HOST_MAX 6
-#define FLEETID_TAG_LEN  12                    /* hex digits */
+#define FLEETID_HOST_MAX     6
+#define FLEETID_TAG_LEN      12                             /* hex digits */
 #define FLEETID_SANDBOX_SIZE (2 + FLEETID_TAG_LEN + 16 + 1) /* "gb", tag, random, NUL */
 
 /* True when s is a usable host id. */

@@ -42,10 +42,11 @@ static void test_uuid(void)
         for (size_t i = 0; i < NIDS; i++) {
                 char *u = ids[i];
 
-                bad += fleetid_uuid("h1", u) != 0 || !jp_uuid_valid(u, strlen(u)) ||
-                       u[14] != '4' || !strchr("89ab", u[19]);
+                bad += fleetid_uuid("h1", u) != 0 || !jp_uuid_valid(u, strlen(u)) || u[14] != '4' ||
+                       !strchr("89ab", u[19]);
                 wrong_prefix += strncmp(u, "68310000-0000-", 14) != 0;
-                wrong_host += fleetid_host_of(u, host, sizeof(host)) != 0 || strcmp(host, "h1") != 0;
+                wrong_host +=
+                    fleetid_host_of(u, host, sizeof(host)) != 0 || strcmp(host, "h1") != 0;
                 for (size_t j = 0; j < i; j++)
                         dups += strcmp(ids[j], u) == 0;
         }
@@ -77,12 +78,12 @@ static void test_host_of_refuses(void)
 {
         char host[FLEETID_HOST_MAX + 1];
 
-        is_int(fleetid_host_of("00000000-0000-4000-8000-000000000000", host, sizeof(host)),
-               -ENOENT, "an all-zero tag names no host");
-        is_int(fleetid_host_of("68006800-0000-4000-8000-000000000000", host, sizeof(host)),
-               -ENOENT, "bytes after the padding are refused");
-        is_int(fleetid_host_of("48310000-0000-4000-8000-000000000000", host, sizeof(host)),
-               -ENOENT, "a capital in the tag names no host");
+        is_int(fleetid_host_of("00000000-0000-4000-8000-000000000000", host, sizeof(host)), -ENOENT,
+               "an all-zero tag names no host");
+        is_int(fleetid_host_of("68006800-0000-4000-8000-000000000000", host, sizeof(host)), -ENOENT,
+               "bytes after the padding are refused");
+        is_int(fleetid_host_of("48310000-0000-4000-8000-000000000000", host, sizeof(host)), -ENOENT,
+               "a capital in the tag names no host");
         is_int(fleetid_host_of("../../etc", host, sizeof(host)), -ENOENT, "not an id");
         is_int(fleetid_host_of("gb6831000000zz0011223344556677", host, sizeof(host)), -ENOENT,
                "a sandbox id with non-hex is refused");
