@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/api.h"
+#include "gateway/fleet.h"
 #include "gateway/e2b.h"
 #include "gateway/egress.h"
 #include "gateway/host.h"
@@ -347,6 +348,12 @@ int api_start_kernel(struct http_request *r, json_t *request,
         int rc = -EINVAL;
 
         *out = NULL;
+        /* A draining host starts nothing new (fleet.h); its kernels keep
+         * running. */
+        if (fleet_refuse_if_draining(r)) {
+                rc = -ESHUTDOWN;
+                goto out;
+        }
         if (jname && !json_is_null(jname) && !json_is_string(jname)) {
                 http_reply_error(r, 400, "\"name\" must be a string");
                 goto out;
@@ -478,7 +485,7 @@ static void list_kernels(struct http_request *r)
         if (list && paused)
                 json_array_extend(list, paused);
         json_decref(paused);
-        http_reply_json(r, 200, list);
+        fleet_reply_list(r, list);
 }
 
 static void kernel_action(struct http_request *r, const struct route *rt)
@@ -602,6 +609,8 @@ void api_handle(struct http_request *r)
                 kernel_action(r, &rt);
         } else if ((rt.n == 2 || rt.n == 3) && is(&rt, 1, "terminals")) {
                 terminals_handle(r, rt.n == 3 ? rt.seg[2] : NULL);
+        } else if ((rt.n == 2 || rt.n == 3) && is(&rt, 1, "fleet")) {
+                fleet_handle(r, rt.n == 3 ? rt.seg[2] : NULL);
         } else if ((rt.n == 2 || rt.n == 3) && is(&rt, 1, "sessions")) {
                 api_sessions_handle(r, rt.n == 3 ? rt.seg[2] : NULL);
         } else {

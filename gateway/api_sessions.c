@@ -4,6 +4,7 @@
 #include "autoconf.h"
 
 #include "gateway/api.h"
+#include "gateway/fleet.h"
 #include "gateway/kernels.h"
 
 #include <errno.h>
@@ -159,7 +160,7 @@ static void post_session(struct http_request *r)
                 goto out;
         }
         s = calloc(1, sizeof(*s));
-        if (!s || jp_uuid4(s->id) < 0) {
+        if (!s || fleet_new_uuid(s->id) < 0) {
                 http_reply_error(r, 500, "out of memory");
                 goto out;
         }
@@ -312,7 +313,7 @@ void api_sessions_handle(struct http_request *r, const char *id)
                                 if (s->ready && tenants_may_reach(s->owner))
                                         json_array_append_new(list, model(s));
                         }
-                        http_reply_json(r, 200, list);
+                        fleet_reply_list(r, list);
                 } else {
                         http_reply_error(r, 405, "Use GET or POST on /api/sessions");
                 }

@@ -2,6 +2,7 @@
 
 #include "gateway/config.h"
 #include "gateway/egress.h"
+#include "gateway/fleet.h"
 #include "gateway/hostcheck.h"
 #include "protocol/ids.h"
 
@@ -212,6 +213,18 @@ static const struct option_def options[] = {
             "also metadata.glovebox.preimport in kernel.json)"),
         OPT("pool-min-available-mb", OPT_INT, pool_min_available_mb, 0, 1 << 30, "1024",
             "below this much available memory the pool stops refilling and shrinks"),
+        OPT("host-id", OPT_STRING, host_id, 0, 0, "",
+            "this host's name in a fleet (1-6 of a-z, 0-9): every kernel, session, terminal and "
+            "E2B sandbox id names it, for a front proxy to route by (see \"Several hosts\")"),
+        OPT("agent-listen", OPT_STRING, agent_listen, 0, 0, "",
+            "ADDRESS:PORT answering HAProxy's agent-check: 'up ready N%' (free capacity) or "
+            "'drain'"),
+        OPT("peer", OPT_LIST, peers, 0, 0, NULL,
+            "http://ADDRESS:PORT of another gateway of the fleet (numeric address; repeatable): "
+            "lists of kernels, sessions and E2B sandboxes include theirs"),
+        OPT("peer-timeout", OPT_DOUBLE, peer_timeout, 0.1, 60, "2",
+            "seconds a list waits for the peers; one that has not answered is left out and "
+            "named in X-Glovebox-Fleet-Missing"),
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
             "directory of the web page (default: the source tree's when run from the build tree, "
             "else the installed one)"),
@@ -630,6 +643,8 @@ static int validate(struct config *cfg)
                 }
         }
         if (egress_configure(cfg) < 0)
+                return -EINVAL;
+        if (fleet_configure(cfg) < 0)
                 return -EINVAL;
         if (cfg->no_auth && *cfg->keys_file) {
                 fprintf(stderr, "glovebox: --no-auth and --keys-file exclude each other\n");

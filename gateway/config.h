@@ -103,6 +103,11 @@ struct config {
         char **pool;           /* "NAME=N" entries */
         char **pool_preimport; /* "NAME=CODE" entries */
         int64_t pool_min_available_mb;
+        /* several hosts (gateway/fleet.h) */
+        char *host_id;      /* "": a single host */
+        char *agent_listen; /* ADDRESS:PORT of HAProxy's agent-check; "": none */
+        char **peers;       /* http://ADDRESS:PORT of the other gateways */
+        double peer_timeout;
         /* misc */
         char *static_dir;
         char *log_level;

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b.h"
+#include "gateway/fleet.h"
 #include "gateway/ports.h"
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
@@ -46,7 +47,7 @@ enum e2b_phase { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
 
 struct e2b_sandbox {
         struct e2b_sandbox *next;
-        char id[24];
+        char id[FLEETID_SANDBOX_SIZE];
         char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
         char token[65];
         char template_id[64];
@@ -1049,6 +1050,14 @@ static void create_sandbox(struct http_request *r)
 
         if (!body)
                 return;
+        if (fleet_draining()) {
+                /* The front proxy sends creates elsewhere once the agent
+                 * says "drain" (fleet.h); one that came meanwhile is told. */
+                e2b_reply_error(r, 503, "This host (%s) is draining: it starts no new sandboxes",
+                                fleet_host_id()[0] ? fleet_host_id() : "single host");
+                json_decref(body);
+                return;
+        }
         kernels_default_limits(&limits);
         template = json_object_get(body, "templateID");
         metadata = json_object_get(body, "metadata");
@@ -1081,12 +1090,11 @@ static void create_sandbox(struct http_request *r)
                 reply_quota(r, why);
         } else {
                 s = calloc(1, sizeof(*s));
-                if (!s || jp_random_hex(s->id + 2, 8) < 0 || jp_random_hex(s->token, 32) < 0) {
+                if (!s || fleet_new_sandbox_id(s->id) < 0 || jp_random_hex(s->token, 32) < 0) {
                         free(s);
                         e2b_reply_error(r, 500, "out of memory");
                         goto out;
                 }
-                memcpy(s->id, "gb", 2);
                 snprintf(s->owner, sizeof(s->owner), "%s", tenants_owner_now());
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
                 s->spec = spec;
@@ -1213,7 +1221,7 @@ static void list_sandboxes(struct http_request *r)
                 }
                 json_array_append_new(list, sandbox_json(s, false));
         }
-        http_reply_json(r, 200, list);
+        fleet_reply_list(r, list);
 }
 
 static bool authorized_api(struct http_request *r)

@@ -571,6 +571,9 @@ static int add_headers(struct lws *wsi, const struct http_request *r, unsigned c
                 return -1;
         if (r->next_token[0] && add_header(wsi, "x-next-token:", r->next_token, p, end))
                 return -1;
+        if (r->fleet_missing[0] &&
+            add_header(wsi, "x-glovebox-fleet-missing:", r->fleet_missing, p, end))
+                return -1;
         /* A page's MCP client reads the session id from the answer. */
         if (r->mcp_session_id[0] &&
             (add_header(wsi, "mcp-session-id:", r->mcp_session_id, p, end) ||

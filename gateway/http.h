@@ -48,6 +48,7 @@ struct http_request {
         char cors_origin[HTTP_ORIGIN_MAX]; /* echoed in Access-Control-Allow-Origin when set */
         char next_token[32];   /* E2B's paging: an X-Next-Token header when set */
         char mcp_session_id[40]; /* MCP: an Mcp-Session-Id header when set */
+        char fleet_missing[512]; /* peers left out of a fleet list (fleet.h), when set */
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
         struct kernel_waiter waiter;

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels.h"
+#include "gateway/fleet.h"
 #include "gateway/egress.h"
 #include "gateway/host.h"
 #include "gateway/limits.h"
@@ -1093,7 +1094,7 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
         }
         if (id)
                 snprintf(k->id, sizeof(k->id), "%s", id);
-        if (!k->env || (!id && jp_uuid4(k->id) < 0) || jp_random_hex(k->key, 32) < 0)
+        if (!k->env || (!id && fleet_new_uuid(k->id) < 0) || jp_random_hex(k->key, 32) < 0)
                 goto fail;
         rc = jp_signer_new(k->key, strlen(k->key), &k->signer);
         if (rc < 0)

@@ -5,6 +5,7 @@
 #include "autoconf.h"
 
 #include "gateway/config.h"
+#include "gateway/fleet.h"
 #include "gateway/conns.h"
 #include "gateway/e2b.h"
 #include "gateway/mcp.h"
@@ -489,7 +490,7 @@ int main(int argc, char **argv)
                 goto out;
         loop_set_context(ctx);
         if (kernels_init(&gw.cfg, &gw.specs) < 0 || host_attach(on_host_lost) < 0 ||
-            pool_init(&gw.cfg, &gw.specs) < 0 ||
+            pool_init(&gw.cfg, &gw.specs) < 0 || fleet_start(&gw.cfg) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
         /* Paused sandboxes outlive the gateway: listed again, resumed on
@@ -506,6 +507,7 @@ int main(int argc, char **argv)
         rc = gw.exit_code;
 out:
         loop_timer_stop(&log_flush_timer);
+        fleet_stop();
         page_close();
         host_close(5000);
         kernels_free_all();

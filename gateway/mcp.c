@@ -4,6 +4,7 @@
 #include "autoconf.h"
 
 #include "gateway/api.h"
+#include "gateway/fleet.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
 #include "gateway/mcp.h"
@@ -155,7 +156,7 @@ static struct mcp_session *session_new(void)
 {
         struct mcp_session *s = calloc(1, sizeof(*s));
 
-        if (!s || jp_uuid4(s->id) < 0) {
+        if (!s || fleet_new_uuid(s->id) < 0) {
                 free(s);
                 return NULL;
         }

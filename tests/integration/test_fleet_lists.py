@@ -1,0 +1,217 @@
+"""Lists of the whole fleet (README "Several hosts") between real gateways
+on loopback: a gateway with --peer includes its peers' kernels, sessions
+and E2B sandboxes, asked with the caller's own key (a tenant still sees
+only its own); a peer that accepts and never answers, or answers
+nonsense, is left out and named, without failing the list; bad fleet flags
+stop the start with the reason. The proxy and the network namespaces are
+tests/sandbox/test_fleet.py's."""
+import hashlib
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from gbclient import BINARY, free_port, start_gateway
+
+ALICE = "e2b_a11ce0000000000000000001"
+BOB = "e2b_b0b000000000000000000002"
+ADMIN = "test-token-0123456789"
+
+
+def keys_file(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"keys": [
+        {"name": "alice", "sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
+        {"name": "bob", "sha256": hashlib.sha256(BOB.encode()).hexdigest()},
+    ]}))
+    return str(path)
+
+
+def tag(host):
+    t = host.encode().hex().ljust(12, "0")
+    return f"{t[:8]}-{t[8:]}-"
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    keys = keys_file(tmp_path_factory.mktemp("keys"))
+    g1 = start_gateway("--host-id", "h1", "--keys-file", keys, token=ADMIN)
+    g2 = start_gateway("--host-id", "h2", "--keys-file", keys, "--peer",
+                       f"http://127.0.0.1:{g1.port}", token=ADMIN)
+    yield g1, g2
+    g2.stop()
+    g1.stop()
+
+
+def test_lists_include_the_peers_and_keep_tenants_apart(pair):
+    g1, g2 = pair
+    status, a1, _ = g1.request("POST", "/api/kernels", {"name": "python3"}, token=ALICE)
+    assert status == 201 and a1["id"].startswith(tag("h1")), a1
+    status, a2, _ = g2.request("POST", "/api/kernels", {"name": "python3"}, token=ALICE)
+    assert status == 201 and a2["id"].startswith(tag("h2")), a2
+    status, b1, _ = g1.request("POST", "/api/kernels", {"name": "python3"}, token=BOB)
+    assert status == 201, b1
+    status, s1, _ = g1.request("POST", "/api/sessions", {
+        "kernel": {"id": a1["id"]}, "path": "a.ipynb", "type": "notebook", "name": "a"},
+        token=ALICE)
+    assert status == 201 and s1["id"].startswith(tag("h1")), s1
+    try:
+        status, listed, headers = g2.request("GET", "/api/kernels", token=ALICE)
+        assert status == 200 and headers.get("X-Glovebox-Fleet-Missing") is None, headers
+        assert {k["id"] for k in listed} == {a1["id"], a2["id"]}, listed
+        status, listed, _ = g2.request("GET", "/api/kernels", token=BOB)
+        assert {k["id"] for k in listed} == {b1["id"]}, listed
+        status, listed, _ = g2.request("GET", "/api/kernels", token=ADMIN)
+        assert {a1["id"], a2["id"], b1["id"]} <= {k["id"] for k in listed}, listed
+        status, sessions, _ = g2.request("GET", "/api/sessions", token=ALICE)
+        assert [s["id"] for s in sessions] == [s1["id"]], sessions
+        status, sessions, _ = g2.request("GET", "/api/sessions", token=BOB)
+        assert sessions == [], sessions
+        # The key in the query works too (it travels with the query).
+        status, listed, _ = g2.request("GET", f"/api/kernels?token={BOB}", token="")
+        assert status == 200 and {k["id"] for k in listed} == {b1["id"]}, listed
+        # g1 has no peers: its own alone.
+        status, listed, _ = g1.request("GET", "/api/kernels", token=ALICE)
+        assert {k["id"] for k in listed} == {a1["id"]}, listed
+    finally:
+        for k, key in ((a1, ALICE), (a2, ALICE), (b1, BOB)):
+            (g1 if k["id"].startswith(tag("h1")) else g2).request(
+                "DELETE", f"/api/kernels/{k['id']}", token=key)
+
+
+def test_e2b_list_includes_the_peers(pair):
+    g1, g2 = pair
+    status, sb, _ = g1.request("POST", "/e2b/sandboxes",
+                               {"templateID": "code-interpreter-v1",
+                                "metadata": {"who": "alice & co=1"}}, token="",
+                               headers={"X-API-Key": ALICE})
+    assert status == 201 and sb["sandboxID"].startswith("gb" + tag("h1")[:8] + "0000"), sb
+    try:
+        for path in ("/e2b/sandboxes", "/e2b/v2/sandboxes"):
+            status, listed, _ = g2.request("GET", path, token="", headers={"X-API-Key": ALICE})
+            assert [s["sandboxID"] for s in listed] == [sb["sandboxID"]], (path, listed)
+            status, listed, _ = g2.request("GET", path, token="", headers={"X-API-Key": BOB})
+            assert listed == [], (path, listed)
+        # The metadata filter (encoded twice, as the SDKs send it) reaches
+        # the peer encoded as it came.
+        q = "metadata=" + urllib.parse.quote(
+            urllib.parse.urlencode({"who": "alice & co=1"}, quote_via=urllib.parse.quote), safe="")
+        status, listed, _ = g2.request("GET", f"/e2b/v2/sandboxes?{q}", token="",
+                                       headers={"X-API-Key": ALICE})
+        assert [s["sandboxID"] for s in listed] == [sb["sandboxID"]], listed
+        q = "metadata=" + "who%3Dalice"
+        status, listed, _ = g2.request("GET", f"/e2b/v2/sandboxes?{q}", token="",
+                                       headers={"X-API-Key": ALICE})
+        assert listed == [], listed
+    finally:
+        g1.request("DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", token="",
+                   headers={"X-API-Key": ALICE})
+
+
+class SilentPeer:
+    """Accepts connections and answers nothing (or a fixed reply)."""
+
+    def __init__(self, reply=None):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.reply = reply
+        self.held = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(c)
+            if self.reply is not None:
+                c.recv(65536)
+                c.sendall(self.reply)
+                c.close()
+
+    def close(self):
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+def test_a_silent_or_broken_peer_is_left_out_and_named():
+    silent = SilentPeer()
+    broken = SilentPeer(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nnot json!")
+    dead_port = free_port()
+    gw = start_gateway("--host-id", "h3", "--peer-timeout", "1",
+                       "--peer", f"http://127.0.0.1:{silent.port}",
+                       "--peer", f"http://127.0.0.1:{broken.port}",
+                       "--peer", f"http://127.0.0.1:{dead_port}")
+    try:
+        kid = gw.start_kernel()
+        t0 = time.time()
+        status, listed, headers = gw.request("GET", "/api/kernels")
+        took = time.time() - t0
+        assert status == 200 and [k["id"] for k in listed] == [kid], listed
+        missing = headers["X-Glovebox-Fleet-Missing"]
+        assert f"http://127.0.0.1:{silent.port} (no answer in time)" in missing, missing
+        assert f"http://127.0.0.1:{broken.port} (answered no list)" in missing, missing
+        assert f"http://127.0.0.1:{dead_port} (cannot connect)" in missing, missing
+        assert 0.9 < took < 10, took
+        # The gateway goes on serving.
+        assert gw.request("GET", f"/api/kernels/{kid}")[0] == 200
+    finally:
+        gw.stop()
+        silent.close()
+        broken.close()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--host-id", "H1"], "--host-id must be"),
+    (["--host-id", "toolong7"], "--host-id must be"),
+    (["--host-id", "h1", "--peer", "http://localhost:8888"], "numeric address"),
+    (["--host-id", "h1", "--peer", "https://127.0.0.1:8888"], "numeric address"),
+    (["--peer", "http://127.0.0.1:8888"], "--peer needs --host-id"),
+    (["--agent-listen", "somewhere:99"], "--agent-listen must be"),
+])
+def test_bad_fleet_flags_are_refused(args, message):
+    run = subprocess.run([BINARY, "--check-config", "--token", ADMIN] + args,
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode != 0 and message in run.stderr, (run.returncode, run.stderr)
+
+
+def test_agent_answers_capacity_then_drain():
+    agent = free_port()
+    gw = start_gateway("--host-id", "h4", "--agent-listen", f"127.0.0.1:{agent}",
+                       "--max-kernels", "4")
+
+    def line():
+        with socket.create_connection(("127.0.0.1", agent), timeout=5) as s:
+            return s.recv(100).decode()
+
+    try:
+        assert line().startswith("up ready ")
+        kid = gw.start_kernel()
+        # One of four slots taken: at most 75 % free.
+        assert 1 <= int(line().split()[2].rstrip("%")) <= 75, line()
+        status, body, _ = gw.request("POST", "/api/fleet/drain")
+        assert status == 200 and body["draining"] and body["kernels"] == 1, body
+        assert line() == "drain\n"
+        status, body, _ = gw.request("POST", "/e2b/sandboxes", {}, token="",
+                                     headers={"X-API-Key": gw.token})
+        assert status == 503 and "draining" in body["message"], body
+        status, body, _ = gw.request("POST", "/api/sessions", {
+            "kernel": {"name": "python3"}, "path": "x.ipynb", "type": "notebook"})
+        assert status == 503, body
+        # An existing kernel still runs and still gets sessions.
+        status, body, _ = gw.request("POST", "/api/sessions", {
+            "kernel": {"id": kid}, "path": "y.ipynb", "type": "notebook"})
+        assert status == 201, body
+        assert gw.request("DELETE", "/api/fleet/drain")[1]["draining"] is False
+        assert line().startswith("up ready ")
+        assert gw.request("GET", "/api/fleet", token="nope-nope-nope")[0] in (401, 403)
+    finally:
+        gw.stop()
