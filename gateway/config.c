@@ -73,6 +73,12 @@ static const struct option_def options[] = {
             "kernelspec started when a request names none"),
         OPT("runtime-dir", OPT_STRING, runtime_dir, 0, 0, "/tmp",
             "where per-kernel directories (sockets, connection files) are created"),
+        OPT("state-dir", OPT_STRING, state_dir, 0, 0, "",
+            "durable state (kernels.json for a restart that keeps kernels); default "
+            "/var/lib/glovebox when run as root, else none (SIGUSR2 is then refused)"),
+        OPT("keep-grace", OPT_DOUBLE, keep_grace, 1, 3600, "30",
+            "seconds kept kernels have, after SIGUSR2 (restart and keep), to be re-adopted by "
+            "the new gateway before they are killed"),
         OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
             "'full' (default) or 'none' (developers only: kernels run unconfined)"),
         OPT("template", OPT_LIST, templates, 0, 0, NULL,
@@ -545,6 +551,13 @@ bad:
 
 static int validate(struct config *cfg)
 {
+        /* Only root may write /var/lib; another user names a directory. */
+        if (!cfg->state_dir[0] && geteuid() == 0) {
+                free(cfg->state_dir);
+                cfg->state_dir = strdup("/var/lib/glovebox");
+                if (!cfg->state_dir)
+                        return -ENOMEM;
+        }
         if (parse_listen(cfg) < 0)
                 return -EINVAL;
         if (normalise_base_url(cfg) < 0)

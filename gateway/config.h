@@ -41,6 +41,8 @@ struct config {
         char *kernelspec_path;
         char *default_kernel;
         char *runtime_dir;
+        char *state_dir;       /* durable state (kernels.json); "": none */
+        double keep_grace;     /* seconds kept kernels wait for re-adoption */
         char *sandbox;         /* "full" or "none" */
         char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;

@@ -10,11 +10,13 @@
 #include "gateway/mcp.h"
 #include "gateway/terminals.h"
 #include "gateway/host.h"
+#include "gateway/keep.h"
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/loop.h"
 #include "gateway/page.h"
 #include "gateway/pool.h"
+#include "gateway/sandboxes.h"
 #include "gateway/ports.h"
 #include "gateway/server.h"
 #include "gateway/specs.h"
@@ -38,6 +40,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #define SHUTDOWN_TIMEOUT_MS 10000.0
@@ -59,6 +63,7 @@ static struct {
         volatile int stop; /* the loop ends once this is set */
         int shutting_down;
         int exit_code;
+        int keep; /* SIGUSR2: exec a new image that takes the kernels over */
         lws_sorted_usec_list_t host_lost_timer;
 } gw = {.sigfd = -1, .lock_fd = -1};
 
@@ -85,6 +90,19 @@ static void on_signal(void *arg)
         while (read(gw.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 if (si.ssi_signo == SIGHUP) {
                         tenants_reload();
+                        continue;
+                }
+                if (si.ssi_signo == SIGUSR2) {
+                        if (gw.shutting_down || gw.keep)
+                                continue;
+                        if (!gw.cfg.state_dir[0]) {
+                                log_error("SIGUSR2 (restart and keep) refused: no --state-dir");
+                                continue;
+                        }
+                        log_info("received SIGUSR2: restarting, keeping %zu kernel(s)",
+                                 kernels_count());
+                        gw.keep = 1;
+                        gw.stop = 1;
                         continue;
                 }
                 if (gw.shutting_down) {
@@ -371,11 +389,109 @@ static void warn_unenforced_defaults(void)
         json_decref(list);
 }
 
+/* The variable that tells a new image it was exec'd to take kernels over;
+ * a fresh start never has it. */
+#define KEEP_ENV "GLOVEBOX_KEEP"
+
+/* SIGUSR2: records the kernels, destroys what is not kept, and execs this
+ * same program in this same process. The pid stays, so that the
+ * kernel-host stays our child and its fault-safety holds: should this
+ * process die from here on (kill -9), the kernel-host and every sandbox
+ * die with it. Returns only if the exec could not happen; the caller then
+ * shuts everything down. */
+static void restart_keeping(char **argv)
+{
+        struct keep_process proc = {.lock_fd = gw.lock_fd,
+                                    .controllers = host_controllers()};
+        char **args = NULL;
+        size_t n = 0;
+
+        snprintf(proc.runtime_dir, sizeof(proc.runtime_dir), "%s", gw.runtime_dir);
+        if (host_keep_link(&proc.host_fd, &proc.host_pid) < 0 ||
+            keep_save(gw.cfg.state_dir, &proc) < 0) {
+                log_error("cannot record the kernels: shutting down instead");
+                return;
+        }
+        sandboxes_destroy_unkept();
+        /* A --token on the command line was blanked (blank_token_argument)
+         * and a generated one must stay the same: both go by environment,
+         * which other users cannot read. */
+        while (argv[n])
+                n++;
+        args = calloc(n + 1, sizeof(char *));
+        if (!args)
+                goto fail;
+        n = 0;
+        for (size_t i = 0; argv[i]; i++) {
+                if (strcmp(argv[i], "--token") == 0 && argv[i + 1]) {
+                        i++;
+                        continue;
+                }
+                if (strncmp(argv[i], "--token=", 8) == 0)
+                        continue;
+                args[n++] = argv[i];
+        }
+        if ((gw.cfg.token_source == CONFIG_TOKEN_ARGV ||
+             gw.cfg.token_source == CONFIG_TOKEN_GENERATED) &&
+            setenv("GLOVEBOX_TOKEN", gw.cfg.token, 1) < 0)
+                goto fail;
+        if (setenv(KEEP_ENV, "1", 1) < 0)
+                goto fail;
+        /* Nothing but the kernel-host link, the runtime directory's lock
+         * and the kept sandboxes' roots (made inheritable) goes across:
+         * not the listening sockets, not ZMQ's. */
+        if (syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+                goto fail;
+        fcntl(proc.host_fd, F_SETFD, 0);
+        fcntl(proc.lock_fd, F_SETFD, 0);
+        sandboxes_keep_inheritable();
+        log_info("executing a new glovebox; kept kernels have %g s to be re-adopted",
+                 gw.cfg.keep_grace);
+        fflush(stdout);
+        fflush(stderr);
+        execv("/proc/self/exe", args);
+fail:
+        log_error("cannot restart (%s): shutting down instead", strerror(errno));
+        unsetenv(KEEP_ENV);
+        free(args);
+}
+
+/* The start of an image exec'd by restart_keeping: the runtime directory
+ * and kernel-host of the previous one, and its kernels to take over once
+ * the loop runs (*kernels). */
+static int resume_kept(json_t **kernels)
+{
+        struct keep_process proc;
+        int rc = keep_load(gw.cfg.state_dir, &proc, kernels);
+
+        if (rc < 0) {
+                log_error("cannot read the record of kept kernels in %s: %s", gw.cfg.state_dir,
+                          strerror(-rc));
+                return rc;
+        }
+        snprintf(gw.runtime_dir, sizeof(gw.runtime_dir), "%s", proc.runtime_dir);
+        gw.lock_fd = proc.lock_fd;
+        if (fcntl(gw.lock_fd, F_SETFD, FD_CLOEXEC) < 0) {
+                gw.lock_fd = -1;
+                rc = -EBADF;
+        }
+        if (rc == 0)
+                rc = host_adopt(proc.host_fd, proc.host_pid, proc.controllers, gw.runtime_dir,
+                                gw.cfg.log_level, (int)gw.cfg.max_host_restarts);
+        if (rc < 0)
+                log_error("the kept kernel-host is not this process's: cannot take over");
+        return rc;
+}
+
 int main(int argc, char **argv)
 {
         struct lws_context *ctx = NULL;
+        json_t *kept = NULL;
+        bool resuming = getenv(KEEP_ENV) != NULL;
         sigset_t mask;
         int rc;
+
+        unsetenv(KEEP_ENV);
 
         rc = config_load(&gw.cfg, argc, argv);
         blank_token_argument(argc, argv);
@@ -432,11 +548,20 @@ int main(int argc, char **argv)
         return_large_buffers();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
-        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
-            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0)
+        if (resuming) {
+                if (resume_kept(&kept) < 0)
+                        goto out;
+        } else {
+                keep_discard_stale(gw.cfg.state_dir);
+                if (make_runtime_dir() < 0)
+                        goto out;
+        }
+        if (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0 ||
+            page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
-        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
+        if (!resuming &&
+            host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;
         }
@@ -446,6 +571,8 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGINT);
         /* SIGHUP reads --keys-file again. */
         sigaddset(&mask, SIGHUP);
+        /* SIGUSR2 restarts, keeping the kernels. */
+        sigaddset(&mask, SIGUSR2);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         gw.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         conns_init(&gw.cfg);
@@ -459,6 +586,10 @@ int main(int argc, char **argv)
             pool_init(&gw.cfg, &gw.specs) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
+        if (kept)
+                keep_adopt(kept);
+        json_decref(kept);
+        kept = NULL;
         log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;
         loop_timer_start(&log_flush_timer, on_log_flush, 1000.0);
         print_url();
@@ -467,7 +598,10 @@ int main(int argc, char **argv)
                         break;
         }
         rc = gw.exit_code;
+        if (gw.keep)
+                restart_keeping(argv);
 out:
+        json_decref(kept);
         loop_timer_stop(&log_flush_timer);
         page_close();
         host_close(5000);
