@@ -180,7 +180,7 @@ int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
         spawn_args.max_restarts = rc < 0 ? 0 : max_restarts;
         /* The link must be a socket, and the pid our own child: anything
          * else means the record does not describe this process. */
-        if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || waitpid(pid, NULL, WNOHANG) != 0)
+        if (pid <= 0 || waitpid(pid, NULL, WNOHANG) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
                 return -ESRCH;
         host_fd = fd;
         host_pid = pid;

@@ -64,11 +64,10 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
         if (rc < 0)
                 goto out;
         kernels = kernels_keep_record();
-        record = kernels ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O}", "version",
-                                     KEEP_VERSION, "runtime_dir", proc->runtime_dir, "lock_fd",
-                                     proc->lock_fd, "host_fd", proc->host_fd, "host_pid",
-                                     proc->host_pid, "controllers", (int)proc->controllers,
-                                     "kernels", kernels)
+        record = kernels ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O}", "version", KEEP_VERSION,
+                                     "runtime_dir", proc->runtime_dir, "lock_fd", proc->lock_fd,
+                                     "host_fd", proc->host_fd, "host_pid", proc->host_pid,
+                                     "controllers", (int)proc->controllers, "kernels", kernels)
                          : NULL;
         if (!record) {
                 rc = -ENOMEM;
@@ -134,8 +133,8 @@ int keep_load(const char *state_dir, struct keep_process *proc, json_t **kernels
                 return -EBADMSG;
         rc = json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o}", "version", &version,
                          "runtime_dir", &runtime_dir, "lock_fd", &proc->lock_fd, "host_fd",
-                         &proc->host_fd, "host_pid", &proc->host_pid, "controllers",
-                         &controllers, "kernels", kernels);
+                         &proc->host_fd, "host_pid", &proc->host_pid, "controllers", &controllers,
+                         "kernels", kernels);
         if (rc < 0 || version != KEEP_VERSION || !json_is_array(*kernels) ||
             (size_t)snprintf(proc->runtime_dir, sizeof(proc->runtime_dir), "%s", runtime_dir) >=
                 sizeof(proc->runtime_dir)) {
@@ -179,11 +178,10 @@ static void adopt_one(json_t *entry)
                         "kernelspec", &kept.kernelspec, "owner", &kept.owner, "key", &kept.key,
                         "env", &env, "pid", &kept.pid, "ipc", &kept.ipc, "sandbox", &jsb) < 0 ||
             json_unpack(jsb, "{s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:b, s:i, s:i, s:s, s:i}",
-                        "id", &sandbox_id, "memory_mb", &memory, "cpu_millis", &cpu, "pids",
-                        &pids, "disk_mb", &disk, "init_pid", &sbk.init_pid, "user_uid",
-                        &user_uid, "user_gid", &user_gid, "has_root", &has_root, "root_uid",
-                        &root_uid, "root_gid", &root_gid, "root", &root, "root_fd",
-                        &root_fd) < 0 ||
+                        "id", &sandbox_id, "memory_mb", &memory, "cpu_millis", &cpu, "pids", &pids,
+                        "disk_mb", &disk, "init_pid", &sbk.init_pid, "user_uid", &user_uid,
+                        "user_gid", &user_gid, "has_root", &has_root, "root_uid", &root_uid,
+                        "root_gid", &root_gid, "root", &root, "root_fd", &root_fd) < 0 ||
             strlen(sandbox_id) >= sizeof(sbk.id) || !json_is_array(env)) {
                 give_up(kept.id, sandbox_id, root_fd, "malformed record");
                 return;

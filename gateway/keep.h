@@ -11,8 +11,8 @@
 /* What the next image inherits besides the kernels. */
 struct keep_process {
         char runtime_dir[PATH_MAX];
-        int lock_fd;      /* the runtime directory's lock */
-        int host_fd;      /* the link to the kernel-host */
+        int lock_fd; /* the runtime directory's lock */
+        int host_fd; /* the link to the kernel-host */
         int host_pid;
         unsigned controllers; /* the kernel-host's hello */
 };

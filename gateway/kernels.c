@@ -1493,10 +1493,10 @@ json_t *kernels_keep_record(void)
                     "env", env ? env : json_array(), "pid", k->pid, "ipc", ipc, "sandbox", "id",
                     sb->id, "memory_mb", (json_int_t)sb->limits.memory_mb, "cpu_millis",
                     (json_int_t)sb->limits.cpu_millis, "pids", (json_int_t)sb->limits.pids,
-                    "disk_mb", (json_int_t)sb->limits.disk_mb, "init_pid", sb->init_pid,
-                    "user_uid", (int)sb->user_uid, "has_root", sb->has_root, "root_uid",
-                    (int)sb->root_uid, "root_gid", (int)sb->root_gid, "root", sb->root, "root_fd",
-                    sb->root_fd, "user_gid", (int)sb->user_gid);
+                    "disk_mb", (json_int_t)sb->limits.disk_mb, "init_pid", sb->init_pid, "user_uid",
+                    (int)sb->user_uid, "has_root", sb->has_root, "root_uid", (int)sb->root_uid,
+                    "root_gid", (int)sb->root_gid, "root", sb->root, "root_fd", sb->root_fd,
+                    "user_gid", (int)sb->user_gid);
                 if (!entry || json_array_append_new(list, entry) < 0) {
                         json_decref(list);
                         return NULL;
@@ -1556,7 +1556,8 @@ int kernel_adopt(const struct kernel_kept *kept, struct sandbox *sb, struct kern
         k->phase = KERNEL_CONNECTING;
         loop_timer_start(&k->deadline_timer, on_deadline, cfg->keep_grace * 1000.0);
         if (set_ipc_prefix(k, kept->ipc) < 0 || open_own_sockets(k) < 0) {
-                snprintf(k->reason, sizeof(k->reason), "cannot connect to the kept kernel's sockets");
+                snprintf(k->reason, sizeof(k->reason),
+                         "cannot connect to the kept kernel's sockets");
                 klog_warn(k->id, "%s", k->reason);
                 host_stop(k->id);
         } else {

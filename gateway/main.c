@@ -393,6 +393,24 @@ static void warn_unenforced_defaults(void)
  * a fresh start never has it. */
 #define KEEP_ENV "GLOVEBOX_KEEP"
 
+/* The program to exec: the file our executable was started from, so that
+ * an upgrade that replaced it (the old one shows as "PATH (deleted)") runs
+ * the new one; /proc/self/exe if that cannot be told. */
+static const char *program_path(char *buf, size_t size)
+{
+        static const char deleted[] = " (deleted)";
+        ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+        size_t len;
+
+        if (n <= 0)
+                return "/proc/self/exe";
+        buf[n] = '\0';
+        len = (size_t)n;
+        if (len > sizeof(deleted) - 1 && strcmp(buf + len - (sizeof(deleted) - 1), deleted) == 0)
+                buf[len - (sizeof(deleted) - 1)] = '\0';
+        return access(buf, X_OK) == 0 ? buf : "/proc/self/exe";
+}
+
 /* SIGUSR2: records the kernels, destroys what is not kept, and execs this
  * same program in this same process. The pid stays, so that the
  * kernel-host stays our child and its fault-safety holds: should this
@@ -401,8 +419,8 @@ static void warn_unenforced_defaults(void)
  * shuts everything down. */
 static void restart_keeping(char **argv)
 {
-        struct keep_process proc = {.lock_fd = gw.lock_fd,
-                                    .controllers = host_controllers()};
+        struct keep_process proc = {.lock_fd = gw.lock_fd, .controllers = host_controllers()};
+        char exe[PATH_MAX];
         char **args = NULL;
         size_t n = 0;
 
@@ -449,7 +467,7 @@ static void restart_keeping(char **argv)
                  gw.cfg.keep_grace);
         fflush(stdout);
         fflush(stderr);
-        execv("/proc/self/exe", args);
+        execv(program_path(exe, sizeof(exe)), args);
 fail:
         log_error("cannot restart (%s): shutting down instead", strerror(errno));
         unsetenv(KEEP_ENV);

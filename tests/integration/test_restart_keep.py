@@ -6,11 +6,12 @@ sandboxed kernels, real WebSocket clients; every wait has a deadline."""
 import concurrent.futures
 import os
 import signal
+import subprocess
 import tempfile
 import time
 
-from gbclient import start_gateway, value_of
-from test_host_faults import (alive, children, cmdline, kernel_host, sandbox_inits,
+from gbclient import BINARY, start_gateway, value_of
+from test_host_faults import (alive, cmdline, kernel_host, sandbox_inits,
                               sandbox_processes, wait_for)
 
 # 20 by default; GLOVEBOX_KEEP_KERNELS lowers it on a loaded machine.
@@ -95,6 +96,12 @@ def test_kernels_keep_their_variables_across_a_restart():
                    for m in outputs), outputs
         ch.close()
         assert "re-adopting %d kernel(s)" % KERNELS in gw.read_log()
+        # A kept kernel is a kernel like any other: it restarts (fresh) and
+        # interrupts on request.
+        status, _, _ = gw.request("POST", f"/api/kernels/{ids[1]}/restart")
+        assert status == 200
+        assert value_of(gw, ids[1], "'kept' in globals()") is False
+        assert gw.request("POST", f"/api/kernels/{ids[2 % KERNELS]}/interrupt")[0] == 204
 
         # SIGTERM after a kept restart still ends every kernel and sandbox.
         assert gw.stop(signal.SIGTERM, timeout=60) == 0
@@ -176,3 +183,26 @@ def test_without_sigusr2_a_record_is_not_trusted():
         assert value_of(gw, kid, "6 * 7") == 42
     finally:
         gw.stop()
+
+
+def run_as_kept(state, timeout=30):
+    """Starts glovebox as if exec'd for a restart that keeps kernels."""
+    env = dict(os.environ, GLOVEBOX_KEEP="1", GLOVEBOX_TOKEN="test-token-0123456789")
+    return subprocess.run([BINARY, "--listen", "127.0.0.1:0", "--state-dir", state],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_record_that_is_not_this_process_is_refused():
+    """A record naming a kernel-host that is not our child (or none at all)
+    is refused with a clear error: nothing is taken over, nothing crashes."""
+    state = tempfile.mkdtemp(prefix="glovebox-keep-")
+    with open(os.path.join(state, "kernels.json"), "w") as f:
+        f.write('{"version": 1, "runtime_dir": "/tmp", "lock_fd": 1, "host_fd": 2, '
+                '"host_pid": 1, "controllers": 0, "kernels": []}')
+    r = run_as_kept(state)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "is not this process's: cannot take over" in r.stderr
+    assert os.listdir(state) == []
+    r = run_as_kept(state)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "cannot read the record of kept kernels" in r.stderr
