@@ -5,6 +5,7 @@
 #include "autoconf.h"
 
 #include "gateway/keep.h"
+#include "gateway/api.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
 #include "gateway/sandboxes.h"
@@ -50,7 +51,7 @@ static int make_state_dir(const char *state_dir)
 int keep_save(const char *state_dir, const struct keep_process *proc)
 {
         char tmp[PATH_MAX], path[PATH_MAX];
-        json_t *kernels = NULL, *record = NULL;
+        json_t *kernels = NULL, *sessions = NULL, *record = NULL;
         int fd = -1, rc;
 
         rc = make_state_dir(state_dir);
@@ -64,11 +65,14 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
         if (rc < 0)
                 goto out;
         kernels = kernels_keep_record();
-        record = kernels ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O}", "version", KEEP_VERSION,
-                                     "runtime_dir", proc->runtime_dir, "lock_fd", proc->lock_fd,
-                                     "host_fd", proc->host_fd, "host_pid", proc->host_pid,
-                                     "controllers", (int)proc->controllers, "kernels", kernels)
-                         : NULL;
+        sessions = api_sessions_keep_record();
+        record =
+            kernels && sessions
+                ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O}", "version", KEEP_VERSION,
+                            "runtime_dir", proc->runtime_dir, "lock_fd", proc->lock_fd, "host_fd",
+                            proc->host_fd, "host_pid", proc->host_pid, "controllers",
+                            (int)proc->controllers, "kernels", kernels, "sessions", sessions)
+                : NULL;
         if (!record) {
                 rc = -ENOMEM;
                 goto out;
@@ -89,6 +93,7 @@ out:
                 close(fd);
         json_decref(record);
         json_decref(kernels);
+        json_decref(sessions);
         return rc;
 }
 
@@ -103,16 +108,16 @@ void keep_discard_stale(const char *state_dir)
                 log_warn("removed %s: a record of kernels whose gateway is gone", path);
 }
 
-int keep_load(const char *state_dir, struct keep_process *proc, json_t **kernels)
+int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)
 {
         char path[PATH_MAX];
         json_error_t jerr;
-        json_t *record = NULL;
+        json_t *record = NULL, *kernels = NULL, *sessions = NULL;
         const char *runtime_dir = NULL;
         int version = 0, controllers = 0, rc, fd;
         struct stat st;
 
-        *kernels = NULL;
+        *out = NULL;
         rc = record_path(state_dir, KEEP_RECORD, path, sizeof(path));
         if (rc < 0)
                 return rc;
@@ -131,20 +136,19 @@ int keep_load(const char *state_dir, struct keep_process *proc, json_t **kernels
         unlink(path);
         if (!record)
                 return -EBADMSG;
-        rc = json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o}", "version", &version,
+        rc = json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:o}", "version", &version,
                          "runtime_dir", &runtime_dir, "lock_fd", &proc->lock_fd, "host_fd",
                          &proc->host_fd, "host_pid", &proc->host_pid, "controllers", &controllers,
-                         "kernels", kernels);
-        if (rc < 0 || version != KEEP_VERSION || !json_is_array(*kernels) ||
+                         "kernels", &kernels, "sessions", &sessions);
+        if (rc < 0 || version != KEEP_VERSION || !json_is_array(kernels) ||
+            !json_is_array(sessions) ||
             (size_t)snprintf(proc->runtime_dir, sizeof(proc->runtime_dir), "%s", runtime_dir) >=
                 sizeof(proc->runtime_dir)) {
-                *kernels = NULL;
                 json_decref(record);
                 return -EBADMSG;
         }
         proc->controllers = (unsigned)controllers;
-        json_incref(*kernels);
-        json_decref(record);
+        *out = record;
         return 0;
 }
 
@@ -218,12 +222,14 @@ out:
         free(envv);
 }
 
-void keep_adopt(json_t *kernels)
+void keep_adopt(json_t *record)
 {
+        json_t *kernels = json_object_get(record, "kernels"), *entry;
         size_t i;
-        json_t *entry;
 
         json_array_foreach(kernels, i, entry)
                 adopt_one(entry);
+        /* After the kernels: a session names one. */
+        api_sessions_adopt(json_object_get(record, "sessions"));
         log_info("re-adopting %zu kernel(s) kept across the restart", json_array_size(kernels));
 }

@@ -17,16 +17,17 @@ struct keep_process {
         unsigned controllers; /* the kernel-host's hello */
 };
 
-/* Writes the record of proc and of every kernel that can be kept
- * (kernels_keep_record) to state_dir/kernels.json. 0 or -errno. */
+/* Writes the record of proc, of every kernel that can be kept
+ * (kernels_keep_record) and of the /api/sessions to
+ * state_dir/kernels.json. 0 or -errno. */
 int keep_save(const char *state_dir, const struct keep_process *proc);
-/* Reads and removes the record: proc, and *kernels (the caller's). 0,
- * -ENOENT (none), -EPERM (not ours) or -EBADMSG. */
-int keep_load(const char *state_dir, struct keep_process *proc, json_t **kernels);
+/* Reads and removes the record: proc, and *record (the caller's, for
+ * keep_adopt). 0, -ENOENT (none), -EPERM (not ours) or -EBADMSG. */
+int keep_load(const char *state_dir, struct keep_process *proc, json_t **record);
 /* A fresh start: removes a record left by a gateway that is gone. */
 void keep_discard_stale(const char *state_dir);
-/* Takes over every recorded kernel; what cannot be is killed. Needs the
- * loop and the kernel-host link attached. */
-void keep_adopt(json_t *kernels);
+/* Takes over every recorded kernel (what cannot be is killed), then the
+ * sessions of those kept. Needs the loop and the kernel-host link. */
+void keep_adopt(json_t *record);
 
 #endif

@@ -467,7 +467,12 @@ static void restart_keeping(char **argv)
                  gw.cfg.keep_grace);
         fflush(stdout);
         fflush(stderr);
+        /* An alarm survives execve: a new image that hangs before it takes
+         * the kernels over dies of it, and the kernel-host and every
+         * sandbox with it, instead of leaving them unseen. */
+        alarm((unsigned)gw.cfg.keep_grace + 1);
         execv(program_path(exe, sizeof(exe)), args);
+        alarm(0);
 fail:
         log_error("cannot restart (%s): shutting down instead", strerror(errno));
         unsetenv(KEEP_ENV);
@@ -604,8 +609,11 @@ int main(int argc, char **argv)
             pool_init(&gw.cfg, &gw.specs) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)
                 goto out;
-        if (kept)
+        if (kept) {
                 keep_adopt(kept);
+                /* From here each kernel has its own --keep-grace timer. */
+                alarm(0);
+        }
         json_decref(kept);
         kept = NULL;
         log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;

@@ -54,7 +54,13 @@ def test_kernels_keep_their_variables_across_a_restart():
     gw = keep_gateway()
     try:
         host = kernel_host(gw)
-        ids = start_many(gw, KERNELS)
+        ids = start_many(gw, KERNELS - 1)
+        # A notebook's /api/sessions entry, with a kernel of its own.
+        status, nb, _ = gw.request("POST", "/api/sessions", {
+            "path": "work/kept.ipynb", "name": "kept.ipynb", "type": "notebook",
+            "kernel": {"name": "python3"}})
+        assert status == 201, nb
+        ids.append(nb["kernel"]["id"])
         for i, kid in enumerate(ids):
             assert value_of(gw, kid, f"(globals().__setitem__('kept', {i * 31}), kept)[1]") \
                 == i * 31
@@ -79,6 +85,10 @@ def test_kernels_keep_their_variables_across_a_restart():
         assert sorted(m["id"] for m in models) == sorted(ids)
         for i, kid in enumerate(ids):
             assert value_of(gw, kid, "kept") == i * 31, kid
+        status, sessions, _ = gw.request("GET", "/api/sessions")
+        assert status == 200
+        assert [(s["id"], s["path"], s["kernel"]["id"]) for s in sessions] == \
+            [(nb["id"], "work/kept.ipynb", nb["kernel"]["id"])], sessions
         states = {m["id"]: m["execution_state"] for m in gw.request("GET", "/api/kernels")[1]}
         assert set(states.values()) == {"idle"}, states
 
@@ -198,7 +208,7 @@ def test_a_record_that_is_not_this_process_is_refused():
     state = tempfile.mkdtemp(prefix="glovebox-keep-")
     with open(os.path.join(state, "kernels.json"), "w") as f:
         f.write('{"version": 1, "runtime_dir": "/tmp", "lock_fd": 1, "host_fd": 2, '
-                '"host_pid": 1, "controllers": 0, "kernels": []}')
+                '"host_pid": 1, "controllers": 0, "kernels": [], "sessions": []}')
     r = run_as_kept(state)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "is not this process's: cannot take over" in r.stderr
