@@ -9,6 +9,7 @@
 #include "gateway/host.h"
 #include "gateway/kernels.h"
 #include "gateway/sandboxes.h"
+#include "gateway/session.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -217,6 +218,14 @@ static void adopt_one(json_t *entry)
                 give_up(kept.id, NULL, -1, strerror(-rc));
                 /* The last reference: the kernel-host destroys it. */
                 sandbox_unref(&sb);
+                goto out;
+        }
+        json_array_foreach(json_object_get(entry, "sessions"), i, value) {
+                const char *sid = NULL, *identity = NULL;
+
+                if (json_unpack(value, "{s:s, s:s}", "id", &sid, "identity", &identity) < 0 ||
+                    session_adopt(k, sid, identity) < 0)
+                        klog_warn(k->id, "a client session was not kept");
         }
 out:
         free(envv);

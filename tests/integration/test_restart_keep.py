@@ -122,6 +122,49 @@ def test_kernels_keep_their_variables_across_a_restart():
         gw.stop(signal.SIGKILL)
 
 
+def test_a_cell_running_through_the_restart_reaches_its_client():
+    """What a kernel sends a client's session after the new image took the
+    kernel over is queued for it: the client that comes back with its
+    session_id gets its cell's output and reply."""
+    gw = keep_gateway()
+    try:
+        kid = gw.start_kernel()
+        ch = gw.connect(kid)
+        session = ch.session
+        reply, _ = ch.execute("import time")
+        assert reply["content"]["status"] == "ok"
+        msg_id = ch.send("execute_request", {
+            "code": "time.sleep(2); print('after the restart')", "silent": False,
+            "store_history": True, "user_expressions": {}, "allow_stdin": False,
+            "stop_on_error": True})
+        # Running: its busy status came before the restart.
+        while True:
+            m = ch.recv(timeout=30)
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "busy" and \
+                    m["parent_header"].get("msg_id") == msg_id:
+                break
+        restart_keeping(gw)
+        try:
+            ch.close()
+        except Exception:
+            pass
+        # Back well after the cell ended: all of it waited here.
+        time.sleep(3)
+        ch = gw.connect(kid, session_id=session)
+        got = {}
+        deadline = time.time() + 30
+        while "execute_reply" not in got:
+            assert time.time() < deadline, got
+            m = ch.recv(timeout=30)
+            if m["parent_header"].get("msg_id") == msg_id:
+                got.setdefault(m["msg_type"], m["content"])
+        assert got["execute_reply"]["status"] == "ok", got
+        assert got["stream"]["text"] == "after the restart\n", got
+        ch.close()
+    finally:
+        gw.stop(signal.SIGKILL)
+
+
 def test_a_kernel_not_readopted_within_the_grace_is_killed():
     gw = keep_gateway("--keep-grace", "3")
     try:
