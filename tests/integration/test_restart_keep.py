@@ -113,6 +113,12 @@ def test_kernels_keep_their_variables_across_a_restart():
         assert value_of(gw, ids[1], "'kept' in globals()") is False
         assert gw.request("POST", f"/api/kernels/{ids[2 % KERNELS]}/interrupt")[0] == 204
 
+        # The new image restarts and keeps as well as the first.
+        restart_keeping(gw)
+        assert sorted(m["id"] for m in gw.request("GET", "/api/kernels")[1]) == sorted(ids)
+        assert value_of(gw, ids[0], "kept") == 0
+        assert value_of(gw, ids[-1], "kept") == (KERNELS - 1) * 31
+
         # SIGTERM after a kept restart still ends every kernel and sandbox.
         assert gw.stop(signal.SIGTERM, timeout=60) == 0
         wait_for(lambda: not alive(host), 20, "the kernel-host exits")
