@@ -65,6 +65,8 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
                 rc = record_path(state_dir, KEEP_RECORD, path, sizeof(path));
         if (rc < 0)
                 goto out;
+        /* Marks of an earlier attempt that failed do not count. */
+        sandboxes_keep_reset();
         kernels = kernels_keep_record();
         sessions = api_sessions_keep_record();
         record =

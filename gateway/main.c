@@ -415,9 +415,10 @@ static const char *program_path(char *buf, size_t size)
  * same program in this same process. The pid stays, so that the
  * kernel-host stays our child and its fault-safety holds: should this
  * process die from here on (kill -9), the kernel-host and every sandbox
- * die with it. Returns only if the exec could not happen; the caller then
- * shuts everything down. */
-static void restart_keeping(char **argv)
+ * die with it. Returns only if the exec could not happen: -EAGAIN when
+ * nothing was changed yet (no record could be written: serve on), another
+ * -errno when the caller must shut everything down. */
+static int restart_keeping(char **argv)
 {
         struct keep_process proc = {.lock_fd = gw.lock_fd, .controllers = host_controllers()};
         char exe[PATH_MAX];
@@ -427,8 +428,10 @@ static void restart_keeping(char **argv)
         snprintf(proc.runtime_dir, sizeof(proc.runtime_dir), "%s", gw.runtime_dir);
         if (host_keep_link(&proc.host_fd, &proc.host_pid) < 0 ||
             keep_save(gw.cfg.state_dir, &proc) < 0) {
-                log_error("cannot record the kernels: shutting down instead");
-                return;
+                log_error("SIGUSR2 refused: cannot record the kernels; serving on");
+                if (proc.host_fd > 0)
+                        fcntl(proc.host_fd, F_SETFD, FD_CLOEXEC);
+                return -EAGAIN;
         }
         sandboxes_destroy_unkept();
         /* A --token on the command line was blanked (blank_token_argument)
@@ -477,6 +480,7 @@ fail:
         log_error("cannot restart (%s): shutting down instead", strerror(errno));
         unsetenv(KEEP_ENV);
         free(args);
+        return -EIO;
 }
 
 /* The start of an image exec'd by restart_keeping: the runtime directory
@@ -619,13 +623,17 @@ int main(int argc, char **argv)
         log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;
         loop_timer_start(&log_flush_timer, on_log_flush, 1000.0);
         print_url();
-        while (!gw.stop) {
-                if (lws_service(ctx, 0) < 0)
+        for (;;) {
+                while (!gw.stop) {
+                        if (lws_service(ctx, 0) < 0)
+                                break;
+                }
+                if (!gw.keep || restart_keeping(argv) != -EAGAIN)
                         break;
+                gw.keep = 0;
+                gw.stop = 0;
         }
         rc = gw.exit_code;
-        if (gw.keep)
-                restart_keeping(argv);
 out:
         json_decref(kept);
         loop_timer_stop(&log_flush_timer);

@@ -251,3 +251,9 @@ void sandboxes_keep_inheritable(void)
                         fcntl(sb->root_fd, F_SETFD, 0);
         }
 }
+
+void sandboxes_keep_reset(void)
+{
+        for (struct sandbox *sb = sandboxes; sb; sb = sb->next)
+                sb->kept = false;
+}

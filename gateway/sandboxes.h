@@ -77,6 +77,8 @@ int sandbox_keep(struct sandbox *sb);
 /* Asks the kernel-host to destroy every sandbox not marked kept: before a
  * restart that keeps kernels, what is not recorded must not leak. */
 void sandboxes_destroy_unkept(void);
+/* Forgets every mark of sandbox_keep (a restart that did not happen). */
+void sandboxes_keep_reset(void);
 /* Just before execve: the kept sandboxes' root descriptors survive it. */
 void sandboxes_keep_inheritable(void);
 

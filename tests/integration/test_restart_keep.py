@@ -244,6 +244,25 @@ def test_without_sigusr2_a_record_is_not_trusted():
         gw.stop()
 
 
+def test_sigusr2_without_a_usable_state_dir_is_refused_and_serving_goes_on():
+    """A record that cannot be written changes nothing: the kernels keep
+    running under the same gateway, and a later SIGUSR2 can still work."""
+    blocker = tempfile.NamedTemporaryFile(prefix="glovebox-keep-")
+    gw = start_gateway("--state-dir", blocker.name + "/state")
+    try:
+        kid = gw.start_kernel()
+        assert value_of(gw, kid, "(globals().__setitem__('z', 9), z)[1]") == 9
+        gw.proc.send_signal(signal.SIGUSR2)
+        wait_for(lambda: "SIGUSR2 refused: cannot record the kernels" in gw.read_log(), 20,
+                 "the refusal is logged")
+        assert gw.proc.poll() is None
+        assert value_of(gw, kid, "z") == 9
+        assert gw.request("GET", "/api/kernels")[1][0]["id"] == kid
+    finally:
+        gw.stop()
+        blocker.close()
+
+
 def run_as_kept(state, timeout=30):
     """Starts glovebox as if exec'd for a restart that keeps kernels."""
     env = dict(os.environ, GLOVEBOX_KEEP="1", GLOVEBOX_TOKEN="test-token-0123456789")
