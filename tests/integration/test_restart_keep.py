@@ -5,6 +5,7 @@ and a kill -9 at any point leaves no sandbox behind. Real gateway, real
 sandboxed kernels, real WebSocket clients; every wait has a deadline."""
 import concurrent.futures
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -23,6 +24,11 @@ def keep_gateway(*args):
     gw = start_gateway("--state-dir", state, "--max-kernels", "64", *args)
     gw.state_dir = state
     return gw
+
+
+def finish(gw):
+    gw.stop(signal.SIGKILL)
+    shutil.rmtree(gw.state_dir, ignore_errors=True)
 
 
 def restart_keeping(gw, timeout=60):
@@ -125,7 +131,7 @@ def test_kernels_keep_their_variables_across_a_restart():
         wait_for(lambda: not sandbox_processes(host), 20, "no sandbox process is left")
         assert not any(alive(p) for p in inits)
     finally:
-        gw.stop(signal.SIGKILL)
+        finish(gw)
 
 
 def test_a_cell_running_through_the_restart_reaches_its_client():
@@ -168,7 +174,7 @@ def test_a_cell_running_through_the_restart_reaches_its_client():
         assert got["stream"]["text"] == "after the restart\n", got
         ch.close()
     finally:
-        gw.stop(signal.SIGKILL)
+        finish(gw)
 
 
 def test_a_kernel_not_readopted_within_the_grace_is_killed():
@@ -198,7 +204,7 @@ def test_a_kernel_not_readopted_within_the_grace_is_killed():
         assert states[frozen] == "dead", states
         assert value_of(gw, good, "v") == 5
     finally:
-        gw.stop(signal.SIGKILL)
+        finish(gw)
 
 
 def test_kill_9_during_the_grace_leaves_no_sandbox():
@@ -224,7 +230,7 @@ def test_kill_9_during_the_grace_leaves_no_sandbox():
         wait_for(lambda: not sandbox_processes(host), 20, "no sandbox process is left")
         assert not any(alive(p) for p in inits)
     finally:
-        gw.stop(signal.SIGKILL)
+        finish(gw)
 
 
 def test_without_sigusr2_a_record_is_not_trusted():
@@ -242,6 +248,7 @@ def test_without_sigusr2_a_record_is_not_trusted():
         assert value_of(gw, kid, "6 * 7") == 42
     finally:
         gw.stop()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def test_sigusr2_without_a_usable_state_dir_is_refused_and_serving_goes_on():
@@ -284,3 +291,4 @@ def test_a_record_that_is_not_this_process_is_refused():
     r = run_as_kept(state)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "cannot read the record of kept kernels" in r.stderr
+    shutil.rmtree(state, ignore_errors=True)
