@@ -108,7 +108,7 @@ void keep_discard_stale(const char *state_dir)
                 return;
         /* Its descriptors and pids belonged to a process that is gone. */
         if (unlink(path) == 0)
-                log_warn("removed %s: a record of kernels whose gateway is gone", path);
+                log_warn("removed %s: a record of kernels that no gateway takes over", path);
 }
 
 int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)

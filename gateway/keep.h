@@ -24,7 +24,8 @@ int keep_save(const char *state_dir, const struct keep_process *proc);
 /* Reads and removes the record: proc, and *record (the caller's, for
  * keep_adopt). 0, -ENOENT (none), -EPERM (not ours) or -EBADMSG. */
 int keep_load(const char *state_dir, struct keep_process *proc, json_t **record);
-/* A fresh start: removes a record left by a gateway that is gone. */
+/* Removes a record no gateway will take over: at a fresh start (left by
+ * a gateway that is gone), or after an exec that failed. */
 void keep_discard_stale(const char *state_dir);
 /* Takes over every recorded kernel (what cannot be is killed), then the
  * sessions of those kept. Needs the loop and the kernel-host link. */

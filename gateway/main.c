@@ -478,6 +478,8 @@ static int restart_keeping(char **argv)
         alarm(0);
 fail:
         log_error("cannot restart (%s): shutting down instead", strerror(errno));
+        /* Nobody will read the record, and it holds the kernels' keys. */
+        keep_discard_stale(gw.cfg.state_dir);
         unsetenv(KEEP_ENV);
         free(args);
         return -EIO;

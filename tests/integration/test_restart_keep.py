@@ -243,7 +243,7 @@ def test_without_sigusr2_a_record_is_not_trusted():
     gw = start_gateway("--state-dir", state)
     try:
         assert os.listdir(state) == []
-        assert "a record of kernels whose gateway is gone" in gw.read_log()
+        assert "a record of kernels that no gateway takes over" in gw.read_log()
         kid = gw.start_kernel()
         assert value_of(gw, kid, "6 * 7") == 42
     finally:
