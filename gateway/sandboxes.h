@@ -45,6 +45,7 @@ struct sandbox {
         /* ports reached through the gateway without a token (ports.h) */
         unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
         size_t npublic_ports;
+        bool kept; /* recorded for a restart that keeps kernels */
 };
 
 /* Asks for a new sandbox with limits; the caller holds the one reference.
@@ -65,5 +66,20 @@ void sandbox_waiter_cancel(struct sandbox_waiter *w);
 struct sandbox *sandbox_ref(struct sandbox *sb);
 /* Drops a reference; the last one destroys the sandbox. Nulls *sb. */
 void sandbox_unref(struct sandbox **sb);
+
+/* A sandbox kept across a restart (gateway/keep.h): kept's id, limits,
+ * ids and root as recorded, root_fd inherited across execve (now ours).
+ * Ready, one reference (the caller's); no egress is kept. */
+int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out);
+/* Marks a ready sandbox without egress to be kept across execve; -EINVAL
+ * for one that cannot be. */
+int sandbox_keep(struct sandbox *sb);
+/* Asks the kernel-host to destroy every sandbox not marked kept: before a
+ * restart that keeps kernels, what is not recorded must not leak. */
+void sandboxes_destroy_unkept(void);
+/* Forgets every mark of sandbox_keep (a restart that did not happen). */
+void sandboxes_keep_reset(void);
+/* Just before execve: the kept sandboxes' root descriptors survive it. */
+void sandboxes_keep_inheritable(void);
 
 #endif
