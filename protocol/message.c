@@ -234,13 +234,34 @@ int jp_header_fields(struct jp_bytes header, char msg_id[JP_MSG_ID_SIZE],
         return header_fields_parsed(header, msg_id, msg_type);
 }
 
+/* The code unit of a "\uXXXX" escape at p (p[0] is the backslash), or -1
+ * when the escape is not one. */
+static long unicode_escape(const char *p, const char *end)
+{
+        long v = 0;
+
+        if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
+                return -1;
+        for (int i = 2; i < 6; i++) {
+                char c = p[i];
+                int d = c >= '0' && c <= '9'   ? c - '0'
+                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                               : -1;
+
+                if (d < 0)
+                        return -1;
+                v = v * 16 + d;
+        }
+        return v;
+}
+
 /* A JSON string token at p, checked (escapes, control characters, UTF-8,
- * in one pass): returns what follows its closing quote, or NULL when it is
- * not a well-formed string. */
+ * in one pass) as jansson checks it: returns what follows its closing
+ * quote, or NULL when it is not a well-formed string. A surrogate escape
+ * must be a high one followed by a low one. */
 static const char *checked_string(const char *p, const char *end)
 {
-        static const char hex[] = "0123456789abcdefABCDEF";
-
         if (p >= end || *p != '"')
                 return NULL;
         for (p++; p < end && *p != '"'; p++) {
@@ -258,15 +279,22 @@ static const char *checked_string(const char *p, const char *end)
                         return NULL;
                 if (c != '\\')
                         continue;
-                if (++p >= end)
+                if (p + 1 >= end)
                         return NULL;
-                if (*p == 'u') {
-                        /* (memchr within the 22 digits: a NUL is none.) */
-                        if (end - p < 5 || !memchr(hex, p[1], 22) || !memchr(hex, p[2], 22) ||
-                            !memchr(hex, p[3], 22) || !memchr(hex, p[4], 22))
+                if (p[1] == 'u') {
+                        long unit = unicode_escape(p, end);
+
+                        if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF))
                                 return NULL;
-                        p += 4;
-                } else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+                        if (unit >= 0xD800 && unit <= 0xDBFF) {
+                                long low = unicode_escape(p + 6, end);
+
+                                if (low < 0xDC00 || low > 0xDFFF)
+                                        return NULL;
+                                p += 6;
+                        }
+                        p += 5;
+                } else if (!*++p || !strchr("\"\\/bfnrt", *p)) {
                         return NULL;
                 }
         }

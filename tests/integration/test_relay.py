@@ -496,12 +496,15 @@ def test_the_history_of_delivered_messages_is_bounded_by_count():
             "code": COUNT_SLOWLY.format(n=1300, pause=0), "silent": False,
             "store_history": True, "user_expressions": {}, "allow_stdin": False,
             "stop_on_error": True})
-        seen = []
-        while not (seen and seen[-1]["parent_header"].get("msg_id") == exec_id
-                   and seen[-1]["msg_type"] == "status"
-                   and seen[-1]["content"]["execution_state"] == "idle"
-                   and any(m["channel"] == "shell" for m in seen)):
-            seen.append(ch.recv(60))
+        # Until the reply and the idle status, in whichever order they come
+        # (shell and iopub are two sockets).
+        seen, idle, replied = [], False, False
+        while not (idle and replied):
+            m = ch.recv(60)
+            seen.append(m)
+            replied |= m["channel"] == "shell"
+            idle |= (m["parent_header"].get("msg_id") == exec_id and m["msg_type"] == "status"
+                     and m["content"]["execution_state"] == "idle")
         ch.close()
         assert len(seen) > 1100, len(seen)
         got = replay_after(gw, kernel, sid, seen[-1024]["header"]["msg_id"])

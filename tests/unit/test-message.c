@@ -197,6 +197,18 @@ static void test_string_token(void)
         is_int(token("{\"text\":\"\\x\"}", "text", t, sizeof(t)), -EBADMSG, "a bad escape");
         is_int(token("{\"text\":\"\\u12G4\"}", "text", t, sizeof(t)), -EBADMSG, "a bad \\u");
         is_int(token("{\"text\":\"\\u12\"}", "text", t, sizeof(t)), -EBADMSG, "a short \\u");
+        /* Surrogates as jansson reads them (a fuzzer found the lone low one). */
+        is_int(token("{\"text\":\"\\ud83d\\ude00\"}", "text", t, sizeof(t)), 0,
+               "a surrogate pair");
+        is_str(t, "\"\\ud83d\\ude00\"", "the pair is one token");
+        is_int(token("{\"text\":\"\\udddd\"}", "text", t, sizeof(t)), -EBADMSG,
+               "a lone low surrogate");
+        is_int(token("{\"text\":\"\\ud83dx\"}", "text", t, sizeof(t)), -EBADMSG,
+               "a high surrogate without its low one");
+        is_int(token("{\"text\":\"\\ud83d\\u0041\"}", "text", t, sizeof(t)), -EBADMSG,
+               "a high surrogate before another escape");
+        is_int(token("{\"text\":\"\\ud83d\"}", "text", t, sizeof(t)), -EBADMSG,
+               "a high surrogate at the end");
         is_int(token("{\"text\":\"a\nb\"}", "text", t, sizeof(t)), -EBADMSG,
                "a raw control character");
         is_int(token("{\"text\":\"\xff\"}", "text", t, sizeof(t)), -EBADMSG, "bytes not UTF-8");
