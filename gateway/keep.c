@@ -15,136 +15,197 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KEEP_RECORD  "kernels.json"
+#define KEEP_RECORD     "kernels.json"
+#define KEEP_RECORD_TMP "kernels.json.new"
 #define KEEP_VERSION 1
 /* A record is our own small file: anything larger is not one. */
 #define KEEP_RECORD_MAX (64 << 20)
 
-static int record_path(const char *state_dir, const char *name, char *out, size_t size)
-{
-        if ((size_t)snprintf(out, size, "%s/%s", state_dir, name) >= size)
-                return -ENAMETOOLONG;
-        return 0;
-}
-
-/* The state directory holds HMAC keys: ours alone. */
-static int make_state_dir(const char *state_dir)
+/* Opens the state directory, made when missing, as a descriptor every
+ * later step goes through: it holds HMAC keys, so it must be a directory
+ * of ours (not a symlink to one) that only we can enter. -errno. */
+static int open_state_dir(const char *state_dir, bool make)
 {
         struct stat st;
+        int fd, rc;
 
-        if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
+        if (!state_dir[0])
+                return -ENOENT;
+        if (make && mkdir(state_dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        if (lstat(state_dir, &st) < 0)
+        fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
-        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-                return -EPERM;
-        if ((st.st_mode & 077) && chmod(state_dir, 0700) < 0)
-                return -errno;
+        if (fstat(fd, &st) < 0) {
+                rc = -errno;
+                goto fail;
+        }
+        if (st.st_uid != geteuid()) {
+                rc = -EPERM;
+                goto fail;
+        }
+        /* Others must not even list it: the record's name is known. */
+        if ((st.st_mode & 077) && fchmod(fd, 0700) < 0) {
+                rc = -errno;
+                goto fail;
+        }
+        return fd;
+fail:
+        close(fd);
+        return rc;
+}
+
+/* Writes all of text to fd; 0 or -errno. */
+static int write_all(int fd, const char *text, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, text, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? -errno : -EIO;
+                text += n;
+                len -= (size_t)n;
+        }
         return 0;
 }
 
 int keep_save(const char *state_dir, const struct keep_process *proc)
 {
-        char tmp[PATH_MAX], path[PATH_MAX];
-        json_t *kernels = NULL, *sessions = NULL, *record = NULL;
-        int fd = -1, rc;
+        json_t *kernels = NULL, *sessions = NULL, *discard = NULL, *record = NULL;
+        char *text = NULL;
+        int dir = -1, fd = -1, rc;
 
-        rc = make_state_dir(state_dir);
-        if (rc < 0) {
+        dir = open_state_dir(state_dir, true);
+        if (dir < 0) {
+                rc = dir;
                 log_error("cannot use --state-dir %s: %s", state_dir, strerror(-rc));
                 goto out;
         }
-        rc = record_path(state_dir, KEEP_RECORD ".new", tmp, sizeof(tmp));
-        if (rc == 0)
-                rc = record_path(state_dir, KEEP_RECORD, path, sizeof(path));
-        if (rc < 0)
-                goto out;
         /* Marks of an earlier attempt that failed do not count. */
         sandboxes_keep_reset();
         kernels = kernels_keep_record();
         sessions = api_sessions_keep_record();
-        record =
-            kernels && sessions
-                ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O}", "version", KEEP_VERSION,
-                            "runtime_dir", proc->runtime_dir, "lock_fd", proc->lock_fd, "host_fd",
-                            proc->host_fd, "host_pid", proc->host_pid, "controllers",
-                            (int)proc->controllers, "kernels", kernels, "sessions", sessions)
-                : NULL;
-        if (!record) {
+        discard = kernels ? sandboxes_unkept_ids() : NULL;
+        record = kernels && sessions && discard
+                     ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O, s:O}", "version",
+                                 KEEP_VERSION, "runtime_dir", proc->runtime_dir, "lock_fd",
+                                 proc->lock_fd, "host_fd", proc->host_fd, "host_pid",
+                                 proc->host_pid, "controllers", (int)proc->controllers, "kernels",
+                                 kernels, "sessions", sessions, "discard", discard)
+                     : NULL;
+        text = record ? json_dumps(record, JSON_COMPACT) : NULL;
+        if (!text) {
                 rc = -ENOMEM;
                 goto out;
         }
-        unlink(tmp);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 || json_dumpfd(record, fd, JSON_COMPACT) < 0 || fsync(fd) < 0 ||
-            rename(tmp, path) < 0) {
-                rc = errno ? -errno : -EIO;
-                log_error("cannot write %s: %s", path, strerror(-rc));
-                unlink(tmp);
-                goto out;
+        /* Written whole beside the record, made durable, then renamed over
+         * it: the next image reads all of a record or none. A name that
+         * is there (a symlink, a file of a crash) is removed first, and
+         * O_EXCL | O_NOFOLLOW never write through one. */
+        if (unlinkat(dir, KEEP_RECORD_TMP, 0) < 0 && errno != ENOENT) {
+                rc = -errno;
+                goto fail;
         }
-        log_info("recorded %zu kernel(s) to keep in %s", json_array_size(kernels), path);
-        rc = 0;
+        fd = openat(dir, KEEP_RECORD_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    0600);
+        if (fd < 0) {
+                rc = -errno;
+                goto fail;
+        }
+        rc = write_all(fd, text, strlen(text));
+        if (rc == 0 && fsync(fd) < 0)
+                rc = -errno;
+        if (rc == 0 && renameat(dir, KEEP_RECORD_TMP, dir, KEEP_RECORD) < 0)
+                rc = -errno;
+        if (rc == 0 && fsync(dir) < 0)
+                rc = -errno;
+        if (rc < 0)
+                goto fail;
+        log_info("recorded %zu kernel(s) to keep in %s/" KEEP_RECORD, json_array_size(kernels),
+                 state_dir);
+        goto out;
+fail:
+        log_error("cannot write %s/" KEEP_RECORD ": %s", state_dir, strerror(-rc));
+        unlinkat(dir, KEEP_RECORD_TMP, 0);
+        /* A rename that happened before a failed fsync: no half-kept state. */
+        unlinkat(dir, KEEP_RECORD, 0);
 out:
         if (fd >= 0)
                 close(fd);
+        if (dir >= 0)
+                close(dir);
+        if (text) {
+                /* It holds the kernels' keys. */
+                explicit_bzero(text, strlen(text));
+                free(text);
+        }
         json_decref(record);
         json_decref(kernels);
         json_decref(sessions);
+        json_decref(discard);
         return rc;
 }
 
 void keep_discard_stale(const char *state_dir)
 {
-        char path[PATH_MAX];
+        int dir = open_state_dir(state_dir, false);
 
-        if (!state_dir[0] || record_path(state_dir, KEEP_RECORD, path, sizeof(path)) < 0)
+        if (dir < 0)
                 return;
+        unlinkat(dir, KEEP_RECORD_TMP, 0);
         /* Its descriptors and pids belonged to a process that is gone. */
-        if (unlink(path) == 0)
-                log_warn("removed %s: a record of kernels that no gateway takes over", path);
+        if (unlinkat(dir, KEEP_RECORD, 0) == 0)
+                log_warn("removed %s/" KEEP_RECORD ": a record of kernels that no gateway takes over",
+                         state_dir);
+        close(dir);
 }
 
 int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)
 {
-        char path[PATH_MAX];
         json_error_t jerr;
-        json_t *record = NULL, *kernels = NULL, *sessions = NULL;
+        json_t *record = NULL, *kernels = NULL, *sessions = NULL, *discard = NULL;
         const char *runtime_dir = NULL;
-        int version = 0, controllers = 0, rc, fd;
+        int version = 0, controllers = 0, rc, fd, dir;
         struct stat st;
 
         *out = NULL;
-        rc = record_path(state_dir, KEEP_RECORD, path, sizeof(path));
-        if (rc < 0)
+        dir = open_state_dir(state_dir, false);
+        if (dir < 0)
+                return dir;
+        fd = openat(dir, KEEP_RECORD, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+                rc = -errno;
+                close(dir);
                 return rc;
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
+        }
+        /* Read once: the keys in it are not left on disk. */
+        unlinkat(dir, KEEP_RECORD, 0);
+        close(dir);
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-            st.st_size > KEEP_RECORD_MAX) {
+            (st.st_mode & 077) || st.st_size > KEEP_RECORD_MAX) {
                 close(fd);
-                unlink(path);
                 return -EPERM;
         }
         record = json_loadfd(fd, 0, &jerr);
         close(fd);
-        /* Read once: the keys in it are not left on disk. */
-        unlink(path);
         if (!record)
                 return -EBADMSG;
-        rc = json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:o}", "version", &version,
-                         "runtime_dir", &runtime_dir, "lock_fd", &proc->lock_fd, "host_fd",
-                         &proc->host_fd, "host_pid", &proc->host_pid, "controllers", &controllers,
-                         "kernels", &kernels, "sessions", &sessions);
+        rc = json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:o, s:o}", "version",
+                         &version, "runtime_dir", &runtime_dir, "lock_fd", &proc->lock_fd,
+                         "host_fd", &proc->host_fd, "host_pid", &proc->host_pid, "controllers",
+                         &controllers, "kernels", &kernels, "sessions", &sessions, "discard",
+                         &discard);
         if (rc < 0 || version != KEEP_VERSION || !json_is_array(kernels) ||
-            !json_is_array(sessions) ||
+            !json_is_array(sessions) || !json_is_array(discard) ||
             (size_t)snprintf(proc->runtime_dir, sizeof(proc->runtime_dir), "%s", runtime_dir) >=
                 sizeof(proc->runtime_dir)) {
                 json_decref(record);
@@ -242,5 +303,13 @@ void keep_adopt(json_t *record)
                 adopt_one(entry);
         /* After the kernels: a session names one. */
         api_sessions_adopt(json_object_get(record, "sessions"));
+        /* What the old image did not keep (pooled kernels, E2B sandboxes,
+         * terminals, sandboxes with egress) is destroyed only now: had the
+         * exec failed, the old image would have served on with all of it. */
+        json_array_foreach(json_object_get(record, "discard"), i, entry) {
+                if (json_is_string(entry) && host_sandbox_destroy(json_string_value(entry)) < 0)
+                        log_warn("cannot ask for sandbox %.8s to be destroyed",
+                                 json_string_value(entry));
+        }
         log_info("re-adopting %zu kernel(s) kept across the restart", json_array_size(kernels));
 }

@@ -414,35 +414,59 @@ static const char *program_path(char *buf, size_t size)
         return access(buf, X_OK) == 0 ? buf : "/proc/self/exe";
 }
 
-/* SIGUSR2: records the kernels, destroys what is not kept, and execs this
- * same program in this same process. The pid stays, so that the
- * kernel-host stays our child and its fault-safety holds: should this
- * process die from here on (kill -9), the kernel-host and every sandbox
- * die with it. Returns only if the exec could not happen: -EAGAIN when
- * nothing was changed yet (no record could be written: serve on), another
- * -errno when the caller must shut everything down. */
+/* Takes back what restart_keeping prepared for an exec that did not
+ * happen: the record (it holds the kernels' keys), the inheritable
+ * descriptors and the environment. The kernels, their sandboxes and the
+ * listening sockets were never touched: the gateway serves on. */
+static void keep_undo(const struct keep_process *proc, bool token_set)
+{
+        alarm(0);
+        keep_discard_stale(gw.cfg.state_dir);
+        sandboxes_keep_reset();
+        if (proc->host_fd >= 0)
+                fcntl(proc->host_fd, F_SETFD, FD_CLOEXEC);
+        if (proc->lock_fd >= 0)
+                fcntl(proc->lock_fd, F_SETFD, FD_CLOEXEC);
+        unsetenv(KEEP_ENV);
+        if (token_set)
+                unsetenv("GLOVEBOX_TOKEN");
+}
+
+/* SIGUSR2: records the kernels and execs this same program in this same
+ * process. The pid stays, so that the kernel-host stays our child and its
+ * fault-safety holds: should this process die from here on (kill -9), the
+ * kernel-host and every sandbox die with it. Nothing is destroyed before
+ * the exec (the new image destroys what was not kept), so whatever fails
+ * here (the record cannot be written, the program cannot be exec'd) leaves
+ * this gateway serving as before. Returns only then, with -errno. */
 static int restart_keeping(char **argv)
 {
-        struct keep_process proc = {.lock_fd = gw.lock_fd, .controllers = host_controllers()};
+        struct keep_process proc = {.lock_fd = gw.lock_fd, .host_fd = -1,
+                                    .controllers = host_controllers()};
+        bool token_set = false;
         char exe[PATH_MAX];
+        const char *program;
         char **args = NULL;
         size_t n = 0;
+        int rc;
 
         snprintf(proc.runtime_dir, sizeof(proc.runtime_dir), "%s", gw.runtime_dir);
-        if (host_keep_link(&proc.host_fd, &proc.host_pid) < 0 ||
-            keep_save(gw.cfg.state_dir, &proc) < 0) {
-                log_error("SIGUSR2 refused: cannot record the kernels; serving on");
-                if (proc.host_fd > 0)
-                        fcntl(proc.host_fd, F_SETFD, FD_CLOEXEC);
-                return -EAGAIN;
+        rc = host_keep_link(&proc.host_fd, &proc.host_pid);
+        if (rc == 0)
+                rc = keep_save(gw.cfg.state_dir, &proc);
+        if (rc < 0) {
+                log_error("SIGUSR2 refused: cannot record the kernels (%s); serving on",
+                          strerror(-rc));
+                keep_undo(&proc, false);
+                return rc;
         }
-        sandboxes_destroy_unkept();
         /* A --token on the command line was blanked (blank_token_argument)
          * and a generated one must stay the same: both go by environment,
          * which other users cannot read. */
         while (argv[n])
                 n++;
         args = calloc(n + 1, sizeof(char *));
+        rc = -ENOMEM;
         if (!args)
                 goto fail;
         n = 0;
@@ -455,21 +479,25 @@ static int restart_keeping(char **argv)
                         continue;
                 args[n++] = argv[i];
         }
-        if ((gw.cfg.token_source == CONFIG_TOKEN_ARGV ||
-             gw.cfg.token_source == CONFIG_TOKEN_GENERATED) &&
-            setenv("GLOVEBOX_TOKEN", gw.cfg.token, 1) < 0)
-                goto fail;
+        if (gw.cfg.token_source == CONFIG_TOKEN_ARGV ||
+            gw.cfg.token_source == CONFIG_TOKEN_GENERATED) {
+                if (setenv("GLOVEBOX_TOKEN", gw.cfg.token, 1) < 0)
+                        goto fail_errno;
+                token_set = true;
+        }
         if (setenv(KEEP_ENV, "1", 1) < 0)
-                goto fail;
+                goto fail_errno;
         /* Nothing but the kernel-host link, the runtime directory's lock
          * and the kept sandboxes' roots (made inheritable) goes across:
-         * not the listening sockets, not ZMQ's. */
+         * not the listening sockets, not ZMQ's. Close-on-exec only: should
+         * the exec fail, this image uses them on. */
         if (syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
-                goto fail;
+                goto fail_errno;
         fcntl(proc.host_fd, F_SETFD, 0);
         fcntl(proc.lock_fd, F_SETFD, 0);
         sandboxes_keep_inheritable();
-        log_info("executing a new glovebox; kept kernels have %g s to be re-adopted",
+        program = program_path(exe, sizeof(exe));
+        log_info("executing %s; kept kernels have %g s to be re-adopted", program,
                  gw.cfg.keep_grace);
         fflush(stdout);
         fflush(stderr);
@@ -477,15 +505,15 @@ static int restart_keeping(char **argv)
          * the kernels over dies of it, and the kernel-host and every
          * sandbox with it, instead of leaving them unseen. */
         alarm((unsigned)gw.cfg.keep_grace + 1);
-        execv(program_path(exe, sizeof(exe)), args);
-        alarm(0);
+        execv(program, args);
+fail_errno:
+        rc = -errno;
 fail:
-        log_error("cannot restart (%s): shutting down instead", strerror(errno));
-        /* Nobody will read the record, and it holds the kernels' keys. */
-        keep_discard_stale(gw.cfg.state_dir);
-        unsetenv(KEEP_ENV);
+        keep_undo(&proc, token_set);
+        log_error("SIGUSR2: cannot restart (%s); serving on with every kernel",
+                  strerror(-rc));
         free(args);
-        return -EIO;
+        return rc;
 }
 
 /* The start of an image exec'd by restart_keeping: the runtime directory
@@ -640,8 +668,10 @@ int main(int argc, char **argv)
                         if (lws_service(ctx, 0) < 0)
                                 break;
                 }
-                if (!gw.keep || restart_keeping(argv) != -EAGAIN)
+                /* A restart that failed changed nothing: serve on. */
+                if (!gw.keep)
                         break;
+                restart_keeping(argv);
                 gw.keep = 0;
                 gw.stop = 0;
         }

@@ -233,15 +233,19 @@ int sandbox_keep(struct sandbox *sb)
         return 0;
 }
 
-void sandboxes_destroy_unkept(void)
+json_t *sandboxes_unkept_ids(void)
 {
-        for (struct sandbox *sb = sandboxes; sb; sb = sb->next) {
+        json_t *ids = json_array();
+
+        for (struct sandbox *sb = sandboxes; ids && sb; sb = sb->next) {
                 if (sb->kept || sb->destroying || sb->phase == SANDBOX_GONE)
                         continue;
-                sb->destroying = true;
-                if (host_sandbox_destroy(sb->id) < 0)
-                        log_warn("cannot ask for sandbox %.8s to be destroyed", sb->id);
+                if (json_array_append_new(ids, json_string(sb->id)) < 0) {
+                        json_decref(ids);
+                        return NULL;
+                }
         }
+        return ids;
 }
 
 void sandboxes_keep_inheritable(void)
@@ -254,6 +258,10 @@ void sandboxes_keep_inheritable(void)
 
 void sandboxes_keep_reset(void)
 {
-        for (struct sandbox *sb = sandboxes; sb; sb = sb->next)
+        for (struct sandbox *sb = sandboxes; sb; sb = sb->next) {
                 sb->kept = false;
+                /* An exec that failed: the roots are ours alone again. */
+                if (sb->root_fd >= 0)
+                        fcntl(sb->root_fd, F_SETFD, FD_CLOEXEC);
+        }
 }

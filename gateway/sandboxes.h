@@ -8,6 +8,7 @@
 #include "protocol/ids.h"
 
 #include <limits.h>
+#include <jansson.h>
 #include <stdbool.h>
 
 #define SANDBOX_MAX_PUBLIC_PORTS 32
@@ -74,10 +75,12 @@ int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out)
 /* Marks a ready sandbox without egress to be kept across execve; -EINVAL
  * for one that cannot be. */
 int sandbox_keep(struct sandbox *sb);
-/* Asks the kernel-host to destroy every sandbox not marked kept: before a
- * restart that keeps kernels, what is not recorded must not leak. */
-void sandboxes_destroy_unkept(void);
-/* Forgets every mark of sandbox_keep (a restart that did not happen). */
+/* The ids of every live sandbox not marked kept, for the record: the new
+ * image has them destroyed once it runs, so that nothing unrecorded leaks
+ * and a failed exec loses nothing. A new array (the caller's), or NULL. */
+json_t *sandboxes_unkept_ids(void);
+/* Forgets every mark of sandbox_keep (a restart that did not happen) and
+ * makes every root descriptor close on exec again. */
 void sandboxes_keep_reset(void);
 /* Just before execve: the kept sandboxes' root descriptors survive it. */
 void sandboxes_keep_inheritable(void);

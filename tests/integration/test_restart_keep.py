@@ -5,18 +5,23 @@ and a kill -9 at any point leaves no sandbox behind. Real gateway, real
 sandboxed kernels, real WebSocket clients; every wait has a deadline."""
 import concurrent.futures
 import os
+import pathlib
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
 
-from gbclient import BINARY, start_gateway, value_of
+from gbclient import BINARY, KERNEL_HOST, Gateway, start_gateway, value_of
 from test_host_faults import (alive, cmdline, kernel_host, sandbox_inits,
                               sandbox_processes, wait_for)
 
-# 20 by default; GLOVEBOX_KEEP_KERNELS lowers it on a loaded machine.
-KERNELS = int(os.environ.get("GLOVEBOX_KEEP_KERNELS", "20"))
+# Issue 15: "20 kernels with state, restart the gateway, every kernel
+# answers with its variables".
+KERNELS = 20
+TOKEN = "test-token-0123456789"  # gbclient's --token
+E2B = {"X-API-Key": TOKEN}
 
 
 def keep_gateway(*args):
@@ -24,6 +29,11 @@ def keep_gateway(*args):
     gw = start_gateway("--state-dir", state, "--max-kernels", "64", *args)
     gw.state_dir = state
     return gw
+
+
+def no_record(state):
+    """Neither the record nor its temporary file is left (keys)."""
+    return not [n for n in os.listdir(state) if n.startswith("kernels.json")]
 
 
 def finish(gw):
@@ -82,7 +92,7 @@ def test_kernels_keep_their_variables_across_a_restart():
         restart_keeping(gw)
 
         # Nothing of the record (it holds the kernels' keys) is left.
-        assert os.listdir(gw.state_dir) == []
+        assert no_record(gw.state_dir), os.listdir(gw.state_dir)
         # The same kernel-host and the same sandboxes: nothing restarted.
         assert kernel_host(gw) == host
         assert set(sandbox_inits(host)) == inits
@@ -242,7 +252,7 @@ def test_without_sigusr2_a_record_is_not_trusted():
                 '"host_pid": 1, "controllers": 0, "kernels": []}')
     gw = start_gateway("--state-dir", state)
     try:
-        assert os.listdir(state) == []
+        assert no_record(state), os.listdir(state)
         assert "a record of kernels that no gateway takes over" in gw.read_log()
         kid = gw.start_kernel()
         assert value_of(gw, kid, "6 * 7") == 42
@@ -251,23 +261,147 @@ def test_without_sigusr2_a_record_is_not_trusted():
         shutil.rmtree(state, ignore_errors=True)
 
 
-def test_sigusr2_without_a_usable_state_dir_is_refused_and_serving_goes_on():
+def test_sigusr2_whose_record_cannot_be_written_is_refused_and_serving_goes_on():
     """A record that cannot be written changes nothing: the kernels keep
-    running under the same gateway, and a later SIGUSR2 can still work."""
-    blocker = tempfile.NamedTemporaryFile(prefix="glovebox-keep-")
-    gw = start_gateway("--state-dir", blocker.name + "/state")
+    running under the same gateway, and a later SIGUSR2 still works."""
+    gw = keep_gateway()
     try:
+        host = kernel_host(gw)
         kid = gw.start_kernel()
         assert value_of(gw, kid, "(globals().__setitem__('z', 9), z)[1]") == 9
+        # A directory where the record goes: the rename over it fails.
+        blocker = os.path.join(gw.state_dir, "kernels.json")
+        os.mkdir(blocker)
         gw.proc.send_signal(signal.SIGUSR2)
         wait_for(lambda: "SIGUSR2 refused: cannot record the kernels" in gw.read_log(), 20,
                  "the refusal is logged")
         assert gw.proc.poll() is None
+        assert kernel_host(gw) == host
         assert value_of(gw, kid, "z") == 9
-        assert gw.request("GET", "/api/kernels")[1][0]["id"] == kid
+        assert [m["id"] for m in gw.request("GET", "/api/kernels")[1]] == [kid]
+        # No temporary copy of the keys is left behind.
+        assert sorted(os.listdir(gw.state_dir)) == ["kernels.json", "paused"]
+        os.rmdir(blocker)
+        restart_keeping(gw)
+        assert value_of(gw, kid, "z") == 9
     finally:
-        gw.stop()
-        blocker.close()
+        finish(gw)
+
+
+def test_a_failed_exec_leaves_the_old_gateway_serving(tmp_path):
+    """An upgrade that installed a program that cannot run: execve fails,
+    and the old image serves on with every kernel, its sessions and its
+    sandboxes (nothing was destroyed before the exec). Once a good program
+    is back, SIGUSR2 works."""
+    # The bridge beside the program is bound into the sandboxes: a
+    # directory their user can enter (pytest's tmp_path is 0700).
+    bindir = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-keep-bin-"))
+    bindir.chmod(0o755)
+    program = bindir / "glovebox"
+    for src in (BINARY, KERNEL_HOST, os.path.join(os.path.dirname(BINARY),
+                                                  "glovebox-kernel-bridge")):
+        shutil.copy2(src, bindir / os.path.basename(src))
+    state = tmp_path / "state"
+    gw = Gateway(str(program), ["--state-dir", str(state), "--keep-grace", "5"])
+    try:
+        host = kernel_host(gw)
+        kid = gw.start_kernel()
+        assert value_of(gw, kid, "(globals().__setitem__('w', 'old'), w)[1]") == "old"
+        status, nb, _ = gw.request("POST", "/api/sessions", {
+            "path": "a.ipynb", "name": "a.ipynb", "type": "notebook", "kernel": {"id": kid}})
+        assert status == 201, nb
+        status, sbx, _ = gw.request("POST", "/e2b/sandboxes", {"timeout": 120}, headers=E2B)
+        assert status == 201, sbx
+        inits = set(sandbox_inits(host))
+        assert len(inits) == 2
+        # The installed program is replaced by one whose interpreter does
+        # not exist: execve returns ENOENT.
+        broken = bindir / "glovebox.new"
+        broken.write_text("#!/nonexistent/interpreter\n")
+        broken.chmod(0o755)
+        os.rename(broken, program)
+        gw.proc.send_signal(signal.SIGUSR2)
+        wait_for(lambda: "SIGUSR2: cannot restart" in gw.read_log(), 20,
+                 "the failed exec is logged")
+        assert gw.proc.poll() is None
+        assert kernel_host(gw) == host
+        assert set(sandbox_inits(host)) == inits
+        assert value_of(gw, kid, "w") == "old"
+        assert gw.request("GET", "/api/sessions")[1][0]["id"] == nb["id"]
+        status, info, _ = gw.request("GET", f"/e2b/sandboxes/{sbx['sandboxID']}", headers=E2B)
+        assert status == 200, info
+        # The record (keys) went with the attempt.
+        assert no_record(state), os.listdir(state)
+        # A new kernel still starts: the kernel-host link is sound.
+        kid2 = gw.start_kernel()
+        assert value_of(gw, kid2, "2 + 3") == 5
+
+        shutil.copy2(BINARY, bindir / "glovebox.new")
+        os.rename(bindir / "glovebox.new", program)
+        restart_keeping(gw)
+        assert value_of(gw, kid, "w") == "old"
+        assert value_of(gw, kid2, "2 + 3") == 5
+    finally:
+        gw.stop(signal.SIGKILL)
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
+def test_the_record_and_its_directory_are_ours_alone(tmp_path):
+    """The record holds the kernels' keys: the state directory is made 0700
+    however it was, and a symlink planted where the record is written is
+    replaced, never written through."""
+    state = tmp_path / "state"
+    state.mkdir()
+    outside = tmp_path / "outside"
+    outside.write_text("untouched")
+    gw = start_gateway("--state-dir", str(state))
+    try:
+        kid = gw.start_kernel()
+        assert value_of(gw, kid, "(globals().__setitem__('q', 3), q)[1]") == 3
+        os.chmod(state, 0o755)
+        os.symlink(outside, state / "kernels.json.new")
+        restart_keeping(gw)
+        assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+        assert outside.read_text() == "untouched"
+        assert no_record(str(state)), os.listdir(state)
+        assert value_of(gw, kid, "q") == 3
+    finally:
+        gw.stop(signal.SIGKILL)
+
+
+def test_e2b_sandboxes_across_a_restart_that_keeps_kernels():
+    """What the README says of E2B sandboxes: a running one is not kept
+    (its processes are ended, and its id is unknown after the restart); a
+    paused one is on disk and resumes under its id."""
+    gw = keep_gateway()
+    try:
+        host = kernel_host(gw)
+        kid = gw.start_kernel()
+        assert value_of(gw, kid, "(globals().__setitem__('j', 1), j)[1]") == 1
+        status, running, _ = gw.request("POST", "/e2b/sandboxes", {"timeout": 120}, headers=E2B)
+        assert status == 201, running
+        status, paused, _ = gw.request("POST", "/e2b/sandboxes", {"timeout": 120}, headers=E2B)
+        assert status == 201, paused
+        status, body, _ = gw.request("POST", f"/e2b/sandboxes/{paused['sandboxID']}/pause",
+                                     headers=E2B)
+        assert status == 204, (status, body)
+        wait_for(lambda: len(sandbox_inits(host)) == 2, 20, "the paused sandbox is gone")
+        restart_keeping(gw)
+        status, body, _ = gw.request("GET", f"/e2b/sandboxes/{running['sandboxID']}",
+                                     headers=E2B)
+        assert status == 404, (status, body)
+        # Its sandbox is destroyed by the new image: only the kept kernel's
+        # is left.
+        wait_for(lambda: len(sandbox_inits(host)) == 1, 20, "the E2B sandbox is destroyed")
+        assert value_of(gw, kid, "j") == 1
+        status, info, _ = gw.request("GET", f"/e2b/sandboxes/{paused['sandboxID']}",
+                                     headers=E2B)
+        assert status == 200 and info["state"] == "paused", (status, info)
+        status, body, _ = gw.request("POST", f"/e2b/sandboxes/{paused['sandboxID']}/resume",
+                                     {"timeout": 60}, headers=E2B)
+        assert status == 201, (status, body)
+    finally:
+        finish(gw)
 
 
 def run_as_kept(state, timeout=30):
@@ -281,13 +415,15 @@ def test_a_record_that_is_not_this_process_is_refused():
     """A record naming a kernel-host that is not our child (or none at all)
     is refused with a clear error: nothing is taken over, nothing crashes."""
     state = tempfile.mkdtemp(prefix="glovebox-keep-")
-    with open(os.path.join(state, "kernels.json"), "w") as f:
+    fd = os.open(os.path.join(state, "kernels.json"), os.O_WRONLY | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "w") as f:
         f.write('{"version": 1, "runtime_dir": "/tmp", "lock_fd": 1, "host_fd": 2, '
-                '"host_pid": 1, "controllers": 0, "kernels": [], "sessions": []}')
+                '"host_pid": 1, "controllers": 0, "kernels": [], "sessions": [], '
+                '"discard": []}')
     r = run_as_kept(state)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "is not this process's: cannot take over" in r.stderr
-    assert os.listdir(state) == []
+    assert no_record(state), os.listdir(state)
     r = run_as_kept(state)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "cannot read the record of kept kernels" in r.stderr
