@@ -24,7 +24,7 @@
 
 #define KEEP_RECORD     "kernels.json"
 #define KEEP_RECORD_TMP "kernels.json.new"
-#define KEEP_VERSION 1
+#define KEEP_VERSION    1
 /* A record is our own small file: anything larger is not one. */
 #define KEEP_RECORD_MAX (64 << 20)
 
@@ -164,7 +164,8 @@ void keep_discard_stale(const char *state_dir)
         unlinkat(dir, KEEP_RECORD_TMP, 0);
         /* Its descriptors and pids belonged to a process that is gone. */
         if (unlinkat(dir, KEEP_RECORD, 0) == 0)
-                log_warn("removed %s/" KEEP_RECORD ": a record of kernels that no gateway takes over",
+                log_warn("removed %s/" KEEP_RECORD
+                         ": a record of kernels that no gateway takes over",
                          state_dir);
         close(dir);
 }
@@ -199,11 +200,11 @@ int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)
         close(fd);
         if (!record)
                 return -EBADMSG;
-        rc = json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:o, s:o}", "version",
-                         &version, "runtime_dir", &runtime_dir, "lock_fd", &proc->lock_fd,
-                         "host_fd", &proc->host_fd, "host_pid", &proc->host_pid, "controllers",
-                         &controllers, "kernels", &kernels, "sessions", &sessions, "discard",
-                         &discard);
+        rc =
+            json_unpack(record, "{s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:o, s:o}", "version",
+                        &version, "runtime_dir", &runtime_dir, "lock_fd", &proc->lock_fd, "host_fd",
+                        &proc->host_fd, "host_pid", &proc->host_pid, "controllers", &controllers,
+                        "kernels", &kernels, "sessions", &sessions, "discard", &discard);
         if (rc < 0 || version != KEEP_VERSION || !json_is_array(kernels) ||
             !json_is_array(sessions) || !json_is_array(discard) ||
             (size_t)snprintf(proc->runtime_dir, sizeof(proc->runtime_dir), "%s", runtime_dir) >=

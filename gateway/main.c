@@ -441,8 +441,8 @@ static void keep_undo(const struct keep_process *proc, bool token_set)
  * this gateway serving as before. Returns only then, with -errno. */
 static int restart_keeping(char **argv)
 {
-        struct keep_process proc = {.lock_fd = gw.lock_fd, .host_fd = -1,
-                                    .controllers = host_controllers()};
+        struct keep_process proc = {
+            .lock_fd = gw.lock_fd, .host_fd = -1, .controllers = host_controllers()};
         bool token_set = false;
         char exe[PATH_MAX];
         const char *program;
@@ -510,8 +510,7 @@ fail_errno:
         rc = -errno;
 fail:
         keep_undo(&proc, token_set);
-        log_error("SIGUSR2: cannot restart (%s); serving on with every kernel",
-                  strerror(-rc));
+        log_error("SIGUSR2: cannot restart (%s); serving on with every kernel", strerror(-rc));
         free(args);
         return rc;
 }
@@ -538,8 +537,7 @@ static int resume_kept(json_t **kernels)
         if (rc == 0)
                 rc = host_adopt(proc.host_fd, proc.host_pid, proc.controllers, gw.runtime_dir,
                                 gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
-                                strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir
-                                                                         : NULL);
+                                strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir : NULL);
         if (rc < 0)
                 log_error("the kept kernel-host is not this process's: cannot take over");
         return rc;

@@ -428,3 +428,32 @@ def test_a_record_that_is_not_this_process_is_refused():
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "cannot read the record of kept kernels" in r.stderr
     shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_record_others_could_read_or_a_symlink_is_not_read(tmp_path):
+    """The record is read only as the gateway wrote it: a regular file of
+    its user, mode 0600, not reached through a symlink. Anything else is
+    refused and removed (it may hold keys), and the start fails clearly."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    good = ('{"version": 1, "runtime_dir": "/tmp", "lock_fd": 1, "host_fd": 2, '
+            '"host_pid": 1, "controllers": 0, "kernels": [], "sessions": [], "discard": []}')
+    record = state / "kernels.json"
+    record.write_text(good)
+    record.chmod(0o644)
+    r = run_as_kept(str(state))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "cannot read the record of kept kernels" in r.stderr
+    assert "Operation not permitted" in r.stderr, r.stderr
+    assert no_record(str(state)), os.listdir(state)
+
+    target = tmp_path / "elsewhere.json"
+    target.write_text(good)
+    target.chmod(0o600)
+    os.symlink(target, record)
+    r = run_as_kept(str(state))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "cannot read the record of kept kernels" in r.stderr
+    assert "Too many levels of symbolic links" in r.stderr, r.stderr
+    # The link is not followed: what it points at is untouched.
+    assert target.read_text() == good
