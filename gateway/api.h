@@ -42,5 +42,10 @@ void api_execute(struct http_request *r, struct kernel *k);
 int files_http_status(int error);
 /* /api/sessions and /api/sessions/{id}. */
 void api_sessions_handle(struct http_request *r, const char *id);
+/* Restart and keep (gateway/keep.h): the ready /api/sessions as JSON (the
+ * caller's), and taking them back once their kernels are re-adopted (one
+ * whose kernel was not kept is dropped). */
+json_t *api_sessions_keep_record(void);
+void api_sessions_adopt(json_t *list);
 
 #endif

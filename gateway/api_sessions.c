@@ -345,3 +345,61 @@ void api_sessions_handle(struct http_request *r, const char *id)
                 http_reply_error(r, 405, "Use GET, PATCH or DELETE on a session");
         }
 }
+
+json_t *api_sessions_keep_record(void)
+{
+        json_t *list = json_array();
+
+        prune();
+        for (struct nbsession *s = nbsessions; list && s; s = s->next) {
+                /* One in the middle of a PATCH is kept with the kernel it
+                 * has now; the client repeats the PATCH. */
+                if (!s->ready)
+                        continue;
+                if (json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id",
+                                                          s->id, "owner", s->owner, "path", s->path,
+                                                          "name", s->name, "type", s->type,
+                                                          "kernel", s->kernel_id)) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        }
+        return list;
+}
+
+void api_sessions_adopt(json_t *list)
+{
+        json_t *entry;
+        size_t i;
+
+        json_array_foreach(list, i, entry) {
+                const char *id, *owner, *path, *name, *type, *kernel;
+                struct nbsession *s;
+
+                if (json_unpack(entry, "{s:s, s:s, s:s, s:s, s:s, s:s}", "id", &id, "owner", &owner,
+                                "path", &path, "name", &name, "type", &type, "kernel",
+                                &kernel) < 0 ||
+                    strlen(id) >= JP_UUID_SIZE || strlen(kernel) >= JP_UUID_SIZE ||
+                    strlen(owner) >= KEYS_NAME_MAX)
+                        continue;
+                /* A session whose kernel was not kept goes with it. */
+                if (!kernel_find_any(kernel))
+                        continue;
+                s = calloc(1, sizeof(*s));
+                if (!s)
+                        return;
+                snprintf(s->id, sizeof(s->id), "%s", id);
+                snprintf(s->owner, sizeof(s->owner), "%s", owner);
+                snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", kernel);
+                s->path = strdup(path);
+                s->name = strdup(name);
+                s->type = strdup(type);
+                if (!s->path || !s->name || !s->type) {
+                        nbsession_free(s);
+                        return;
+                }
+                s->ready = true;
+                s->next = nbsessions;
+                nbsessions = s;
+        }
+}

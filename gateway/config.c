@@ -75,13 +75,16 @@ static const struct option_def options[] = {
         OPT("runtime-dir", OPT_STRING, runtime_dir, 0, 0, "/tmp",
             "where per-kernel directories (sockets, connection files) are created"),
         OPT("state-dir", OPT_STRING, state_dir, 0, 0, "",
-            "durable state: paused sandboxes under paused/<id>/, disk-backed homes under homes/ "
-            "(default /var/lib/glovebox when run as root; unprivileged, none unless given: "
-            "pausing is then refused)"),
+            "durable state: paused sandboxes under paused/<id>/, disk-backed homes under homes/, "
+            "kernels.json for a restart that keeps kernels (default /var/lib/glovebox when run "
+            "as root; unprivileged, none unless given: pausing and SIGUSR2 are then refused)"),
         OPT("home-storage", OPT_STRING, home_storage, 0, 0, "memory",
             "what backs each sandbox's /home/user: 'memory' (a tmpfs, counted against its "
             "memory) or 'disk' (an ext4 image of --disk-mb under --state-dir, removed with the "
             "sandbox; needs root and loop devices)"),
+        OPT("keep-grace", OPT_DOUBLE, keep_grace, 1, 3600, "30",
+            "seconds kept kernels have, after SIGUSR2 (restart and keep), to be re-adopted by "
+            "the new gateway before they are killed"),
         OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
             "'full' (default) or 'none' (developers only: kernels run unconfined)"),
         OPT("template", OPT_LIST, templates, 0, 0, NULL,
@@ -572,6 +575,13 @@ bad:
 
 static int validate(struct config *cfg)
 {
+        /* Only root may write /var/lib; another user names a directory. */
+        if (!cfg->state_dir[0] && geteuid() == 0) {
+                free(cfg->state_dir);
+                cfg->state_dir = strdup("/var/lib/glovebox");
+                if (!cfg->state_dir)
+                        return -ENOMEM;
+        }
         if (parse_listen(cfg) < 0)
                 return -EINVAL;
         if (normalise_base_url(cfg) < 0)
@@ -583,13 +593,6 @@ static int validate(struct config *cfg)
         if (strcmp(cfg->home_storage, "memory") != 0 && strcmp(cfg->home_storage, "disk") != 0) {
                 fprintf(stderr, "glovebox: --home-storage must be 'memory' or 'disk'\n");
                 return -EINVAL;
-        }
-        /* Disk homes need a state directory: the default one, unless given. */
-        if (strcmp(cfg->home_storage, "disk") == 0 && !cfg->state_dir[0]) {
-                free(cfg->state_dir);
-                cfg->state_dir = strdup("/var/lib/glovebox");
-                if (!cfg->state_dir)
-                        return -ENOMEM;
         }
         if (strcmp(cfg->home_storage, "disk") == 0 && cfg->state_dir[0] != '/') {
                 fprintf(stderr, "glovebox: --state-dir must be an absolute path\n");

@@ -41,8 +41,9 @@ struct config {
         char *kernelspec_path;
         char *default_kernel;
         char *runtime_dir;
-        char *state_dir;       /* "": /var/lib/glovebox as root, else none */
-        char *home_storage; /* "memory" or "disk" */
+        char *state_dir;       /* durable state; "": none (as root: /var/lib/glovebox) */
+        char *home_storage;    /* "memory" or "disk" */
+        double keep_grace;     /* seconds kept kernels wait for re-adoption */
         char *sandbox;         /* "full" or "none" */
         char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
         int64_t max_kernels;

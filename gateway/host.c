@@ -176,6 +176,41 @@ int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
         return rc;
 }
 
+int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
+               const char *log_level, int max_restarts, const char *home_dir)
+{
+        int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
+
+        /* Without the program a replacement cannot start; this one runs. */
+        if (rc < 0)
+                log_warn("cannot find " HOST_PROGRAM ": a kernel-host that dies is not replaced");
+        snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
+        snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
+        snprintf(spawn_args.home_dir, sizeof(spawn_args.home_dir), "%s", home_dir ? home_dir : "");
+        spawn_args.max_restarts = rc < 0 ? 0 : max_restarts;
+        /* The link must be a socket, and the pid our own child: anything
+         * else means the record does not describe this process. */
+        if (pid <= 0 || waitpid(pid, NULL, WNOHANG) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                return -ESRCH;
+        host_fd = fd;
+        host_pid = pid;
+        host_controller_bits = controllers;
+        fcntl(host_fd, F_SETFL, fcntl(host_fd, F_GETFL) | O_NONBLOCK);
+        return 0;
+}
+
+int host_keep_link(int *fd, int *pid)
+{
+        if (host_fd < 0)
+                return -EPIPE;
+        /* Across execve: the new image takes the same link. */
+        if (fcntl(host_fd, F_SETFD, 0) < 0)
+                return -errno;
+        *fd = host_fd;
+        *pid = (int)host_pid;
+        return 0;
+}
+
 /* Who asked for what: reports are routed back by id. */
 struct listener {
         struct listener *next;
@@ -455,6 +490,12 @@ static void on_link(void *arg)
                         log_error("unexpected message %d from the kernel-host dropped", (int)type);
                 json_decref(body);
         }
+}
+
+int host_listen(const char *id, const struct host_sandbox_ops *sandbox,
+                const struct host_process_ops *process, void *ctx)
+{
+        return listener_add(id, sandbox, process, ctx);
 }
 
 bool host_running(void)

@@ -32,6 +32,17 @@ struct host_process_ops {
  * (--home-storage disk), NULL for a tmpfs home. Returns 0 or -errno. */
 int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
                const char *home_dir);
+/* Takes over the kernel-host a previous image of this process started and
+ * kept across execve (a restart that keeps kernels): its link fd, pid and
+ * controllers as recorded. 0, or -ESRCH when fd or pid is not it. */
+int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
+               const char *log_level, int max_restarts, const char *home_dir);
+/* Makes the link survive execve and says what it is, for the record. */
+int host_keep_link(int *fd, int *pid);
+/* Routes reports for id (a kept sandbox or process) to ops and ctx
+ * without asking the kernel-host for anything. 0 or -EEXIST. */
+int host_listen(const char *id, const struct host_sandbox_ops *sandbox,
+                const struct host_process_ops *process, void *ctx);
 /* Starts delivering reports (needs the loop). If the kernel-host dies,
  * every object waiting for a report hears that it is gone ("host-lost"),
  * after a new kernel-host has started; lost() runs when none could be. */

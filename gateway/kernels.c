@@ -444,6 +444,9 @@ static void become_ready(struct kernel *k)
         if (!k->ever_ready)
                 metrics_kernel_started(k->spec->name);
         k->ever_ready = true;
+        if (k->adopting)
+                klog_info(k->id, "re-adopted after a restart that kept it");
+        k->adopting = false;
         k->reason[0] = '\0';
         set_state(k, "idle");
         kernel_touch(k);
@@ -881,7 +884,10 @@ static void handle_death(struct kernel *k)
         /* Without a kernel-host (it died and no new one could start)
          * nothing can restart; nor can a kernel in a sandbox it shares (an
          * E2B sandbox's context) once that sandbox is gone. */
-        retry = !cfg->no_autorestart && k->restarts < cfg->max_restarts && host_running() &&
+        /* A kept kernel that did not answer its new gateway in the grace
+         * period is killed, not started afresh under its old id. */
+        retry = !k->adopting && !cfg->no_autorestart && k->restarts < cfg->max_restarts &&
+                host_running() &&
                 !(k->sandbox && !k->owns_sandbox && k->sandbox->phase == SANDBOX_GONE);
         if (!retry) {
                 k->phase = KERNEL_DEAD;
@@ -963,8 +969,14 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
 {
         struct kernel *k = lws_container_of(sul, struct kernel, deadline_timer);
 
-        snprintf(k->reason, sizeof(k->reason), "kernel did not answer kernel_info within %g s",
-                 cfg->kernel_start_timeout);
+        if (k->adopting)
+                snprintf(k->reason, sizeof(k->reason),
+                         "kept kernel did not answer kernel_info within --keep-grace (%g s)",
+                         cfg->keep_grace);
+        else
+                snprintf(k->reason, sizeof(k->reason),
+                         "kernel did not answer kernel_info within %g s",
+                         cfg->kernel_start_timeout);
         klog_warn(k->id, "%s", k->reason);
         if (k->running) {
                 host_stop(k->id);
@@ -1466,4 +1478,132 @@ void kernels_free_all(void)
         all_gone = NULL;
         while (kernels)
                 kernel_free(kernels);
+}
+
+/* ---- restart and keep (gateway/keep.h) ----------------------------------- */
+
+/* The path the kernel-host reported for the kernel's sockets: relative to
+ * its sandbox's root when we reach it through a descriptor of that root. */
+static const char *reported_ipc_prefix(const struct kernel *k)
+{
+        char through[64];
+        size_t n;
+
+        if (k->ipc_root_fd < 0)
+                return k->ipc_prefix;
+        n = (size_t)snprintf(through, sizeof(through), "/proc/self/fd/%d/", k->ipc_root_fd);
+        return strncmp(k->ipc_prefix, through, n) == 0 ? k->ipc_prefix + n : NULL;
+}
+
+json_t *kernels_keep_record(void)
+{
+        json_t *list = json_array();
+
+        for (struct kernel *k = kernels; list && k; k = k->next) {
+                const char *ipc = reported_ipc_prefix(k);
+                struct sandbox *sb = k->sandbox;
+                json_t *env, *entry;
+
+                /* Only a ready kernel in a sandbox of its own can be taken
+                 * over as it is; the rest is shut down with the old image. */
+                if (k->pooled || k->phase != KERNEL_READY || !k->owns_sandbox || !sb || !ipc ||
+                    sandbox_keep(sb) < 0) {
+                        if (!k->pooled)
+                                klog_warn(k->id, "not kept across the restart (%s)",
+                                          k->phase != KERNEL_READY ? "not ready"
+                                          : !k->owns_sandbox       ? "in a shared sandbox"
+                                                                   : "its sandbox has egress");
+                        continue;
+                }
+                env = json_array();
+                for (size_t i = 0; env && k->env && k->env[i]; i++)
+                        json_array_append_new(env, json_string(k->env[i]));
+                entry = json_pack(
+                    "{s:s, s:s, s:s, s:s, s:o, s:i, s:s, s:{s:s, s:I, s:I, s:I, s:I, s:i, s:i, "
+                    "s:b, s:i, s:i, s:s, s:i, s:i}}",
+                    "id", k->id, "kernelspec", k->spec->name, "owner", k->owner, "key", k->key,
+                    "env", env ? env : json_array(), "pid", k->pid, "ipc", ipc, "sandbox", "id",
+                    sb->id, "memory_mb", (json_int_t)sb->limits.memory_mb, "cpu_millis",
+                    (json_int_t)sb->limits.cpu_millis, "pids", (json_int_t)sb->limits.pids,
+                    "disk_mb", (json_int_t)sb->limits.disk_mb, "init_pid", sb->init_pid, "user_uid",
+                    (int)sb->user_uid, "has_root", sb->has_root, "root_uid", (int)sb->root_uid,
+                    "root_gid", (int)sb->root_gid, "root", sb->root, "root_fd", sb->root_fd,
+                    "user_gid", (int)sb->user_gid);
+                if (entry && json_object_set_new(entry, "sessions", session_keep_record(k)) < 0) {
+                        json_decref(entry);
+                        entry = NULL;
+                }
+                if (!entry || json_array_append_new(list, entry) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        }
+        return list;
+}
+
+int kernel_adopt(const struct kernel_kept *kept, struct sandbox *sb, struct kernel **out)
+{
+        const struct jp_kernelspec *spec = jp_kernelspec_find(specs, kept->kernelspec);
+        struct kernel *k;
+        size_t nenv = 0;
+        int rc = -ENOMEM;
+
+        *out = NULL;
+        if (!spec)
+                return -ENOENT;
+        if (find_any(kept->id))
+                return -EEXIST;
+        k = calloc(1, sizeof(*k));
+        if (!k)
+                return -ENOMEM;
+        snprintf(k->id, sizeof(k->id), "%s", kept->id);
+        snprintf(k->owner, sizeof(k->owner), "%s", kept->owner);
+        snprintf(k->key, sizeof(k->key), "%s", kept->key);
+        while (kept->env && kept->env[nenv])
+                nenv++;
+        k->env = calloc(nenv + 1, sizeof(char *));
+        for (size_t i = 0; k->env && i < nenv; i++) {
+                k->env[i] = strdup(kept->env[i]);
+                if (!k->env[i])
+                        goto fail;
+        }
+        if (!k->env)
+                goto fail;
+        rc = jp_signer_new(k->key, strlen(k->key), &k->signer);
+        if (rc < 0)
+                goto fail;
+        rc = host_listen(k->id, NULL, &kernel_process_ops, k);
+        if (rc < 0)
+                goto fail;
+        k->spec = spec;
+        k->ipc_separator = specs_ipc_separator(spec);
+        k->ipc_root_fd = -1;
+        k->limits = sb->limits;
+        k->sandbox = sb;
+        k->owns_sandbox = true;
+        k->ever_ready = true;
+        k->running = true;
+        k->adopting = true;
+        k->pid = kept->pid;
+        set_state(k, "starting");
+        kernel_touch(k);
+        k->next = kernels;
+        kernels = k;
+        k->phase = KERNEL_CONNECTING;
+        loop_timer_start(&k->deadline_timer, on_deadline, cfg->keep_grace * 1000.0);
+        if (set_ipc_prefix(k, kept->ipc) < 0 || open_own_sockets(k) < 0) {
+                snprintf(k->reason, sizeof(k->reason),
+                         "cannot connect to the kept kernel's sockets");
+                klog_warn(k->id, "%s", k->reason);
+                host_stop(k->id);
+        } else {
+                on_probe_timer(&k->probe_timer);
+        }
+        *out = k;
+        return 0;
+fail:
+        jp_strv_free(k->env);
+        jp_signer_destroy(&k->signer);
+        free(k);
+        return rc;
 }

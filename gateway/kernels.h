@@ -80,6 +80,7 @@ struct kernel {
         bool warm;        /* pooled, ready and pre-imported: may be handed out */
         char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
         bool ever_ready;  /* false until the first start succeeds */
+        bool adopting;    /* kept across a restart, not yet answering the new gateway */
         char *startup_code; /* run silently at every ready (start, restart), or NULL */
         char startup_id[JP_UUID_SIZE + 8]; /* its execute_request while it runs */
 
@@ -223,5 +224,22 @@ int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
 void kernels_shutdown_all(double timeout_ms, void (*done)(void));
 /* Frees what is left (at exit, after the loop stopped). */
 void kernels_free_all(void);
+
+/* What a restart that keeps kernels (gateway/keep.h) records of a kernel. */
+struct kernel_kept {
+        const char *id, *kernelspec, *owner, *key;
+        char *const *env; /* NULL-terminated */
+        int pid;
+        const char *ipc; /* the sockets' path as the kernel-host reported it */
+};
+/* The record of every kernel that can be kept (ready, not pooled, in a
+ * sandbox of its own without egress), marking their sandboxes kept
+ * (sandbox_keep); the caller owns the array. NULL when out of memory. */
+json_t *kernels_keep_record(void);
+/* Takes over a kept kernel in its adopted sandbox sb (the kernel takes the
+ * caller's reference on success): same id and key; it reconnects and
+ * probes with kernel_info, and is killed if it does not answer within
+ * --keep-grace. 0, -ENOENT (no such kernelspec now), -EEXIST or -errno. */
+int kernel_adopt(const struct kernel_kept *kept, struct sandbox *sb, struct kernel **out);
 
 #endif

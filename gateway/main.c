@@ -11,6 +11,7 @@
 #include "gateway/mcp.h"
 #include "gateway/terminals.h"
 #include "gateway/host.h"
+#include "gateway/keep.h"
 #include "gateway/kernels.h"
 #include "gateway/limits.h"
 #include "gateway/loop.h"
@@ -18,6 +19,7 @@
 #include "gateway/page.h"
 #include "gateway/pause.h"
 #include "gateway/pool.h"
+#include "gateway/sandboxes.h"
 #include "gateway/ports.h"
 #include "gateway/server.h"
 #include "gateway/specs.h"
@@ -42,9 +44,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
-#define DEFAULT_STATE_DIR   "/var/lib/glovebox"
 #define SHUTDOWN_TIMEOUT_MS 10000.0
 /* After the kernel-host died for good: time for clients to read that their
  * kernels died before the gateway exits. */
@@ -64,6 +67,7 @@ static struct {
         volatile int stop; /* the loop ends once this is set */
         int shutting_down;
         int exit_code;
+        int keep; /* SIGUSR2: exec a new image that takes the kernels over */
         lws_sorted_usec_list_t host_lost_timer;
 } gw = {.sigfd = -1, .lock_fd = -1};
 
@@ -91,6 +95,19 @@ static void on_signal(void *arg)
         while (read(gw.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 if (si.ssi_signo == SIGHUP) {
                         tenants_reload();
+                        continue;
+                }
+                if (si.ssi_signo == SIGUSR2) {
+                        if (gw.shutting_down || gw.keep)
+                                continue;
+                        if (!gw.cfg.state_dir[0]) {
+                                log_error("SIGUSR2 (restart and keep) refused: no --state-dir");
+                                continue;
+                        }
+                        log_info("received SIGUSR2: restarting, keeping %zu kernel(s)",
+                                 kernels_count());
+                        gw.keep = 1;
+                        gw.stop = 1;
                         continue;
                 }
                 if (gw.shutting_down) {
@@ -398,11 +415,166 @@ static void warn_unenforced_defaults(void)
         json_decref(list);
 }
 
+/* The variable that tells a new image it was exec'd to take kernels over;
+ * a fresh start never has it. */
+#define KEEP_ENV "GLOVEBOX_KEEP"
+
+/* The program to exec: the file our executable was started from, so that
+ * an upgrade that replaced it (the old one shows as "PATH (deleted)") runs
+ * the new one; /proc/self/exe if that cannot be told. */
+static const char *program_path(char *buf, size_t size)
+{
+        static const char deleted[] = " (deleted)";
+        ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+        size_t len;
+
+        if (n <= 0)
+                return "/proc/self/exe";
+        buf[n] = '\0';
+        len = (size_t)n;
+        if (len > sizeof(deleted) - 1 && strcmp(buf + len - (sizeof(deleted) - 1), deleted) == 0)
+                buf[len - (sizeof(deleted) - 1)] = '\0';
+        return access(buf, X_OK) == 0 ? buf : "/proc/self/exe";
+}
+
+/* Takes back what restart_keeping prepared for an exec that did not
+ * happen: the record (it holds the kernels' keys), the inheritable
+ * descriptors and the environment. The kernels, their sandboxes and the
+ * listening sockets were never touched: the gateway serves on. */
+static void keep_undo(const struct keep_process *proc, bool token_set)
+{
+        alarm(0);
+        keep_discard_stale(gw.cfg.state_dir);
+        sandboxes_keep_reset();
+        if (proc->host_fd >= 0)
+                fcntl(proc->host_fd, F_SETFD, FD_CLOEXEC);
+        if (proc->lock_fd >= 0)
+                fcntl(proc->lock_fd, F_SETFD, FD_CLOEXEC);
+        unsetenv(KEEP_ENV);
+        if (token_set)
+                unsetenv("GLOVEBOX_TOKEN");
+}
+
+/* SIGUSR2: records the kernels and execs this same program in this same
+ * process. The pid stays, so that the kernel-host stays our child and its
+ * fault-safety holds: should this process die from here on (kill -9), the
+ * kernel-host and every sandbox die with it. Nothing is destroyed before
+ * the exec (the new image destroys what was not kept), so whatever fails
+ * here (the record cannot be written, the program cannot be exec'd) leaves
+ * this gateway serving as before. Returns only then, with -errno. */
+static int restart_keeping(char **argv)
+{
+        struct keep_process proc = {
+            .lock_fd = gw.lock_fd, .host_fd = -1, .controllers = host_controllers()};
+        bool token_set = false;
+        char exe[PATH_MAX];
+        const char *program;
+        char **args = NULL;
+        size_t n = 0;
+        int rc;
+
+        snprintf(proc.runtime_dir, sizeof(proc.runtime_dir), "%s", gw.runtime_dir);
+        rc = host_keep_link(&proc.host_fd, &proc.host_pid);
+        if (rc == 0)
+                rc = keep_save(gw.cfg.state_dir, &proc);
+        if (rc < 0) {
+                log_error("SIGUSR2 refused: cannot record the kernels (%s); serving on",
+                          strerror(-rc));
+                keep_undo(&proc, false);
+                return rc;
+        }
+        /* A --token on the command line was blanked (blank_token_argument)
+         * and a generated one must stay the same: both go by environment,
+         * which other users cannot read. */
+        while (argv[n])
+                n++;
+        args = calloc(n + 1, sizeof(char *));
+        rc = -ENOMEM;
+        if (!args)
+                goto fail;
+        n = 0;
+        for (size_t i = 0; argv[i]; i++) {
+                if (strcmp(argv[i], "--token") == 0 && argv[i + 1]) {
+                        i++;
+                        continue;
+                }
+                if (strncmp(argv[i], "--token=", 8) == 0)
+                        continue;
+                args[n++] = argv[i];
+        }
+        if (gw.cfg.token_source == CONFIG_TOKEN_ARGV ||
+            gw.cfg.token_source == CONFIG_TOKEN_GENERATED) {
+                if (setenv("GLOVEBOX_TOKEN", gw.cfg.token, 1) < 0)
+                        goto fail_errno;
+                token_set = true;
+        }
+        if (setenv(KEEP_ENV, "1", 1) < 0)
+                goto fail_errno;
+        /* Nothing but the kernel-host link, the runtime directory's lock
+         * and the kept sandboxes' roots (made inheritable) goes across:
+         * not the listening sockets, not ZMQ's. Close-on-exec only: should
+         * the exec fail, this image uses them on. */
+        if (syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+                goto fail_errno;
+        fcntl(proc.host_fd, F_SETFD, 0);
+        fcntl(proc.lock_fd, F_SETFD, 0);
+        sandboxes_keep_inheritable();
+        program = program_path(exe, sizeof(exe));
+        log_info("executing %s; kept kernels have %g s to be re-adopted", program,
+                 gw.cfg.keep_grace);
+        fflush(stdout);
+        fflush(stderr);
+        /* An alarm survives execve: a new image that hangs before it takes
+         * the kernels over dies of it, and the kernel-host and every
+         * sandbox with it, instead of leaving them unseen. */
+        alarm((unsigned)gw.cfg.keep_grace + 1);
+        execv(program, args);
+fail_errno:
+        rc = -errno;
+fail:
+        keep_undo(&proc, token_set);
+        log_error("SIGUSR2: cannot restart (%s); serving on with every kernel", strerror(-rc));
+        free(args);
+        return rc;
+}
+
+/* The start of an image exec'd by restart_keeping: the runtime directory
+ * and kernel-host of the previous one, and its kernels to take over once
+ * the loop runs (*kernels). */
+static int resume_kept(json_t **kernels)
+{
+        struct keep_process proc;
+        int rc = keep_load(gw.cfg.state_dir, &proc, kernels);
+
+        if (rc < 0) {
+                log_error("cannot read the record of kept kernels in %s: %s", gw.cfg.state_dir,
+                          strerror(-rc));
+                return rc;
+        }
+        snprintf(gw.runtime_dir, sizeof(gw.runtime_dir), "%s", proc.runtime_dir);
+        gw.lock_fd = proc.lock_fd;
+        if (fcntl(gw.lock_fd, F_SETFD, FD_CLOEXEC) < 0) {
+                gw.lock_fd = -1;
+                rc = -EBADF;
+        }
+        if (rc == 0)
+                rc = host_adopt(proc.host_fd, proc.host_pid, proc.controllers, gw.runtime_dir,
+                                gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
+                                strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir : NULL);
+        if (rc < 0)
+                log_error("the kept kernel-host is not this process's: cannot take over");
+        return rc;
+}
+
 int main(int argc, char **argv)
 {
         struct lws_context *ctx = NULL;
+        json_t *kept = NULL;
+        bool resuming = getenv(KEEP_ENV) != NULL;
         sigset_t mask;
         int rc;
+
+        unsetenv(KEEP_ENV);
 
         rc = config_load(&gw.cfg, argc, argv);
         blank_token_argument(argc, argv);
@@ -459,17 +631,20 @@ int main(int argc, char **argv)
         return_large_buffers();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
-        if (make_runtime_dir() < 0 || discover_kernelspecs() < 0 ||
-            templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 ||
-            (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0))
+        if (resuming) {
+                if (resume_kept(&kept) < 0)
+                        goto out;
+        } else {
+                keep_discard_stale(gw.cfg.state_dir);
+                if (make_runtime_dir() < 0)
+                        goto out;
+        }
+        if (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0 ||
+            page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0))
                 goto out;
-        /* The default state directory is a convenience: where it cannot
-         * be made (a read-only /var), pausing is off, not the gateway. */
-        if (!gw.cfg.state_dir[0] && geteuid() == 0 && pause_init(DEFAULT_STATE_DIR) < 0)
-                log_warn("pausing is off: the default state directory " DEFAULT_STATE_DIR
-                         " cannot be used; give --state-dir");
         /* Before any thread or ZMQ context exists. */
-        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
+        if (!resuming &&
+            host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
                        strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir : NULL) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;
@@ -480,6 +655,8 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGINT);
         /* SIGHUP reads --keys-file again. */
         sigaddset(&mask, SIGHUP);
+        /* SIGUSR2 restarts, keeping the kernels. */
+        sigaddset(&mask, SIGUSR2);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         gw.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         conns_init(&gw.cfg);
@@ -497,15 +674,31 @@ int main(int argc, char **argv)
          * connect. */
         e2b_load_paused();
         kernel_pause_load();
+        if (kept) {
+                keep_adopt(kept);
+                /* From here each kernel has its own --keep-grace timer. */
+                alarm(0);
+        }
+        json_decref(kept);
+        kept = NULL;
         log_limit_per_second = (uint32_t)gw.cfg.log_rate_limit;
         loop_timer_start(&log_flush_timer, on_log_flush, 1000.0);
         print_url();
-        while (!gw.stop) {
-                if (lws_service(ctx, 0) < 0)
+        for (;;) {
+                while (!gw.stop) {
+                        if (lws_service(ctx, 0) < 0)
+                                break;
+                }
+                /* A restart that failed changed nothing: serve on. */
+                if (!gw.keep)
                         break;
+                restart_keeping(argv);
+                gw.keep = 0;
+                gw.stop = 0;
         }
         rc = gw.exit_code;
 out:
+        json_decref(kept);
         loop_timer_stop(&log_flush_timer);
         fleet_stop();
         page_close();

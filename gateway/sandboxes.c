@@ -6,6 +6,7 @@
 #include "protocol/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,4 +188,80 @@ void sandbox_unref(struct sandbox **sbp)
         sb->destroying = true;
         if (host_sandbox_destroy(sb->id) < 0)
                 log_warn("cannot ask for sandbox %.8s to be destroyed", sb->id);
+}
+
+int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out)
+{
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+        int rc;
+
+        *out = NULL;
+        if (!sb)
+                return -ENOMEM;
+        *sb = *kept;
+        sb->next = NULL;
+        sb->network = (struct hostmsg_network){0};
+        sb->phase = SANDBOX_READY;
+        sb->refs = 1;
+        sb->destroying = false;
+        sb->kept = false;
+        sb->waiters = NULL;
+        sb->npublic_ports = 0;
+        sb->root_fd = -1;
+        /* The descriptor came across execve: ours again, not a child's. */
+        if (root_fd >= 0 && fcntl(root_fd, F_SETFD, FD_CLOEXEC) < 0) {
+                free(sb);
+                return -EBADF;
+        }
+        rc = host_listen(sb->id, &sandbox_ops, NULL, sb);
+        if (rc < 0) {
+                free(sb);
+                return rc;
+        }
+        sb->root_fd = root_fd;
+        sb->next = sandboxes;
+        sandboxes = sb;
+        *out = sb;
+        return 0;
+}
+
+int sandbox_keep(struct sandbox *sb)
+{
+        if (sb->phase != SANDBOX_READY || sb->destroying || sb->network.enabled)
+                return -EINVAL;
+        sb->kept = true;
+        return 0;
+}
+
+json_t *sandboxes_unkept_ids(void)
+{
+        json_t *ids = json_array();
+
+        for (struct sandbox *sb = sandboxes; ids && sb; sb = sb->next) {
+                if (sb->kept || sb->destroying || sb->phase == SANDBOX_GONE)
+                        continue;
+                if (json_array_append_new(ids, json_string(sb->id)) < 0) {
+                        json_decref(ids);
+                        return NULL;
+                }
+        }
+        return ids;
+}
+
+void sandboxes_keep_inheritable(void)
+{
+        for (struct sandbox *sb = sandboxes; sb; sb = sb->next) {
+                if (sb->kept && sb->root_fd >= 0)
+                        fcntl(sb->root_fd, F_SETFD, 0);
+        }
+}
+
+void sandboxes_keep_reset(void)
+{
+        for (struct sandbox *sb = sandboxes; sb; sb = sb->next) {
+                sb->kept = false;
+                /* An exec that failed: the roots are ours alone again. */
+                if (sb->root_fd >= 0)
+                        fcntl(sb->root_fd, F_SETFD, FD_CLOEXEC);
+        }
 }

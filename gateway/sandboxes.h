@@ -8,6 +8,7 @@
 #include "protocol/ids.h"
 
 #include <limits.h>
+#include <jansson.h>
 #include <stdbool.h>
 
 #define SANDBOX_MAX_PUBLIC_PORTS 32
@@ -45,6 +46,7 @@ struct sandbox {
         /* ports reached through the gateway without a token (ports.h) */
         unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
         size_t npublic_ports;
+        bool kept; /* recorded for a restart that keeps kernels */
 };
 
 /* Asks for a new sandbox with limits; the caller holds the one reference.
@@ -65,5 +67,22 @@ void sandbox_waiter_cancel(struct sandbox_waiter *w);
 struct sandbox *sandbox_ref(struct sandbox *sb);
 /* Drops a reference; the last one destroys the sandbox. Nulls *sb. */
 void sandbox_unref(struct sandbox **sb);
+
+/* A sandbox kept across a restart (gateway/keep.h): kept's id, limits,
+ * ids and root as recorded, root_fd inherited across execve (now ours).
+ * Ready, one reference (the caller's); no egress is kept. */
+int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out);
+/* Marks a ready sandbox without egress to be kept across execve; -EINVAL
+ * for one that cannot be. */
+int sandbox_keep(struct sandbox *sb);
+/* The ids of every live sandbox not marked kept, for the record: the new
+ * image has them destroyed once it runs, so that nothing unrecorded leaks
+ * and a failed exec loses nothing. A new array (the caller's), or NULL. */
+json_t *sandboxes_unkept_ids(void);
+/* Forgets every mark of sandbox_keep (a restart that did not happen) and
+ * makes every root descriptor close on exec again. */
+void sandboxes_keep_reset(void);
+/* Just before execve: the kept sandboxes' root descriptors survive it. */
+void sandboxes_keep_inheritable(void);
 
 #endif

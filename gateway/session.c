@@ -633,3 +633,46 @@ void session_destroy(struct session **sp, int code, const char *reason)
         }
         free(s);
 }
+
+json_t *session_keep_record(const struct kernel *k)
+{
+        json_t *list = json_array();
+
+        for (struct session *s = k->sessions; list && s; s = s->next) {
+                if (s->private)
+                        continue;
+                if (json_array_append_new(
+                        list, json_pack("{s:s, s:s}", "id", s->id, "identity", s->identity)) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        }
+        return list;
+}
+
+int session_adopt(struct kernel *k, const char *id, const char *identity)
+{
+        struct session *s;
+
+        if (!id[0] || strlen(id) > SESSION_ID_MAX || strlen(identity) >= sizeof(s->identity))
+                return -EINVAL;
+        s = session_open(k, id);
+        if (!s)
+                return -ENOMEM;
+        /* The identity it had: the kernel routes the replies to requests
+         * sent before the restart to it, and they wait here for the
+         * client. */
+        for (int i = 0; i < 3; i++)
+                zio_close(&s->sockets[i]);
+        snprintf(s->identity, sizeof(s->identity), "%s", identity);
+        if (k->ipc_prefix[0] && session_connect(s) < 0)
+                klog_warn(k->id, "cannot connect a kept client session's sockets");
+        /* Detached, as its client is until it comes back. */
+        s->detached_at = loop_now();
+        loop_timer_start(&s->linger_timer, on_linger_expired,
+                         kernels_config()->max_lingering_sessions == 0
+                             ? 0
+                             : kernels_config()->session_linger * 1000.0);
+        evict_lingering(k, s);
+        return 0;
+}

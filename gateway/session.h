@@ -113,5 +113,11 @@ void session_fail_pending(struct session *s, const char *ename, const char *eval
 void session_mark_timed_out(struct session *s);
 /* Tells the sink, closes the sockets, frees s and nulls *sp. */
 void session_destroy(struct session **sp, int code, const char *reason);
+/* Restart and keep (gateway/keep.h): the resumable sessions of k as
+ * [{"id", "identity"}] (the caller's), and one taken back, detached and
+ * lingering, with its old ZMQ identity, so that what the kernel sends it
+ * before its client reconnects is queued for it. 0 or -errno. */
+json_t *session_keep_record(const struct kernel *k);
+int session_adopt(struct kernel *k, const char *id, const char *identity);
 
 #endif
