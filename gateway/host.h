@@ -29,7 +29,8 @@ struct host_process_ops {
  * exists, so that the kernel-host inherits none. If it dies, a new one is
  * started, at most max_restarts times. Waits for its hello (which limits
  * it can enforce). Returns 0 or -errno. */
-int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts);
+int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygotes,
+               int max_restarts);
 /* Starts delivering reports (needs the loop). If the kernel-host dies,
  * every object waiting for a report hears that it is gone ("host-lost"),
  * after a new kernel-host has started; lost() runs when none could be. */

@@ -381,7 +381,8 @@ int main(int argc, char **argv)
             templates_init(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
-        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts) < 0) {
+        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, gw.cfg.zygote,
+                       (int)gw.cfg.max_host_restarts) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;
         }

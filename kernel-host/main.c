@@ -17,6 +17,7 @@
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
+#include "kernel-host/zygote.h"
 #include "protocol/hostmsg.h"
 #include "protocol/log.h"
 
@@ -191,14 +192,17 @@ static void handle_signals(void)
                 if (si.ssi_signo == SIGTERM)
                         host.stopping = 1;
         }
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-                spawn_reap(pid, status, report);
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                if (!zygote_reaped(pid, status))
+                        spawn_reap(pid, status, report);
+        }
 }
 
 static void usage(void)
 {
         fprintf(stderr, "usage: glovebox-kernel-host --runtime-dir DIR [--fd N] "
                         "[--log-level LEVEL]\n"
+                        "                            [--zygote NAME:MODULE,...]...\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
                         "prints the kernels' seccomp filter as pseudo-filter code.\n");
@@ -207,6 +211,8 @@ static void usage(void)
 int main(int argc, char **argv)
 {
         const char *runtime_dir = NULL;
+        const char *zygote_specs[8];
+        size_t nzygote_specs = 0;
         sigset_t mask;
         int rc = 1;
 
@@ -227,6 +233,9 @@ int main(int argc, char **argv)
                                 return 2;
                         }
                         host.link = (int)fd;
+                } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
+                           nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
+                        zygote_specs[nzygote_specs++] = argv[++i];
                 } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
                         if (log_level_parse(argv[++i], &log_threshold) < 0) {
                                 usage();
@@ -270,6 +279,10 @@ int main(int argc, char **argv)
         leftovers_record_write();
         if (geteuid() == 0)
                 net_init();
+        /* A zygote that cannot start only costs speed: its kernels start
+         * cold, as without one. */
+        for (size_t i = 0; i < nzygote_specs; i++)
+                zygote_start(zygote_specs[i]);
 
         while (!host.stopping) {
                 struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};
@@ -289,6 +302,7 @@ int main(int argc, char **argv)
         }
         rc = 0;
 out:
+        zygote_stop_all();
         spawn_stop_all(report);
         cgroup_shutdown();
         leftovers_record_remove();
