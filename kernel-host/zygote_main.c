@@ -37,11 +37,28 @@
  * kernel what an exec'd interpreter would have: its own random state (the
  * fork copied ours), its environment, Python's signal dispositions (the
  * sandbox reset them), user site-packages and PYTHONPATH as they are now,
- * the cwd first on sys.path, and "-m MODULE args" run as __main__. */
+ * the cwd first on sys.path, and "-m MODULE args" run as __main__. It
+ * ends as Python's own exit does (threads, atexit, open files flushed) but
+ * without tearing down every module: that would write to, and so copy,
+ * every page the kernel shares with the zygote (a second per kernel with
+ * pandas and matplotlib). gc.freeze() keeps the collector off the
+ * zygote's objects for the same reason. */
 static const char bootstrap[] =
-        "import importlib, os, sys\n"
+        "import gc, importlib, os, sys\n"
         "for _name in _glovebox_preload:\n"
         "    importlib.import_module(_name)\n"
+        "def _glovebox_exit(code):\n"
+        "    import atexit, gc, io, threading\n"
+        "    threading._shutdown()\n"
+        "    atexit._run_exitfuncs()\n"
+        "    for f in gc.get_objects():\n"
+        "        if isinstance(f, io.IOBase):\n"
+        "            try:\n"
+        "                if not f.closed and f.writable():\n"
+        "                    f.flush()\n"
+        "            except Exception:\n"
+        "                pass\n"
+        "    os._exit(code)\n"
         "def _glovebox_run(argv, env):\n"
         "    import os, random, signal, site, sys\n"
         "    os.environ.clear()\n"
@@ -59,8 +76,20 @@ static const char bootstrap[] =
         "    extra = [p for p in env.get('PYTHONPATH', '').split(':') if p]\n"
         "    sys.path[0:0] = [os.getcwd()] + extra\n"
         "    sys.argv = [argv[0]] + list(argv[3:])\n"
-        "    import runpy\n"
-        "    runpy._run_module_as_main(argv[2], alter_argv=True)\n";
+        "    import runpy, traceback\n"
+        "    try:\n"
+        "        runpy._run_module_as_main(argv[2], alter_argv=True)\n"
+        "        code = 0\n"
+        "    except SystemExit as e:\n"
+        "        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1\n"
+        "        if not isinstance(e.code, int) and e.code is not None:\n"
+        "            print(e.code, file=sys.stderr)\n"
+        "    except BaseException:\n"
+        "        traceback.print_exc()\n"
+        "        code = 1\n"
+        "    _glovebox_exit(code & 0xff)\n"
+        "gc.collect()\n"
+        "gc.freeze()\n";
 
 static char *title_area;
 static size_t title_len;
