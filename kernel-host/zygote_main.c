@@ -75,6 +75,7 @@ static const char bootstrap[] =
         "        site.addsitedir(site.USER_SITE)\n"
         "    extra = [p for p in env.get('PYTHONPATH', '').split(':') if p]\n"
         "    sys.path[0:0] = [os.getcwd()] + extra\n"
+        "    sys.orig_argv = list(argv)\n"
         "    sys.argv = [argv[0]] + list(argv[3:])\n"
         "    import runpy, traceback\n"
         "    try:\n"

@@ -45,11 +45,13 @@ def test_kernels_come_from_the_zygote(gw, pair):
         assert_from_zygote(gw, kid)
         # And behave as an exec'd kernel: sys.argv, sys.executable, cwd on
         # sys.path, the kernel's own command line.
-        argv, exe, path0, cmdline = value(gw, kid, "(__import__('sys').argv, "
-                                          "__import__('sys').executable, "
-                                          "__import__('sys').path[0], "
-                                          "open('/proc/self/cmdline','rb').read())")
+        argv, orig, exe, path0, cmdline = value(gw, kid, "(__import__('sys').argv, "
+                                                "__import__('sys').orig_argv, "
+                                                "__import__('sys').executable, "
+                                                "__import__('sys').path[0], "
+                                                "open('/proc/self/cmdline','rb').read())")
         assert argv[0].endswith("ipykernel_launcher.py") and argv[1] == "-f", argv
+        assert orig[:3] == ["/usr/bin/python3", "-m", "ipykernel_launcher"], orig
         assert exe == "/usr/bin/python3"
         assert path0 == "/home/user"
         assert cmdline.startswith(b"/usr/bin/python3\0-m\0ipykernel_launcher\0-f\0/run/kernel/")
