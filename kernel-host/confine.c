@@ -122,8 +122,8 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
                   const char *conn_name, const char *conn_text, int report_fd)
 {
         /* In the order of confine_sandbox.ns_fds. */
-        static const int ns_types[CONFINE_NAMESPACES] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
-                                                         CLONE_NEWNET,  CLONE_NEWIPC, CLONE_NEWUTS,
+        static const int ns_types[CONFINE_NAMESPACES] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
+                                                         CLONE_NEWNET,   CLONE_NEWIPC, CLONE_NEWUTS,
                                                          CLONE_NEWCGROUP};
 
         /* The process's own group first, while we still are root on the
@@ -205,10 +205,10 @@ void confine_process(const struct confine_sandbox *sb, const int stdio[3], const
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
                         confine_fail(keep_fd, "drop bounding set", errno);
         }
-        if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                             SECBIT_NO_SETUID_FIXUP_LOCKED |
-                                             SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                                             SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+        if (prctl(PR_SET_SECUREBITS,
+                  SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                      SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
                   0, 0, 0) < 0)
                 confine_fail(keep_fd, "securebits", errno);
         if (sb->privileged && setgroups(0, NULL) < 0)

@@ -34,7 +34,7 @@ struct confine_sandbox {
         bool privileged; /* the kernel-host is root: the sandbox has a root of its own */
         uint64_t disk_mb;
         uint32_t pids;
-        int cap_last;                   /* /proc/sys/kernel/cap_last_cap */
+        int cap_last;                    /* /proc/sys/kernel/cap_last_cap */
         const struct sock_fprog *filter; /* seccomp, loaded last */
 };
 

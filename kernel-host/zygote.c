@@ -97,8 +97,12 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
 {
         /* Room for a kernel's command line: the kernels overwrite it. */
         static char title[160];
-        char *argv[] = {(char *)ZYGOTE_PROGRAM, (char *)"--preload", (char *)modules,
-                        (char *)"--title", title, NULL};
+        char *argv[] = {(char *)ZYGOTE_PROGRAM,
+                        (char *)"--preload",
+                        (char *)modules,
+                        (char *)"--title",
+                        title,
+                        NULL};
         /* The imports see what a kernel's environment says (spawn.c's
          * base), and one thread for BLAS and OpenMP: fork() copies one. */
         char *envp[] = {(char *)"PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
@@ -233,9 +237,9 @@ static int zygote_wait_ready(struct zygote *z)
  * a kernel whose environment sets one starts cold, so it still works. */
 static bool env_read_at_start(const char *entry)
 {
-        static const char *const prefixes[] = {"PYTHON", "LD_",      "LC_",   "LANG=",
-                                               "MPL",    "OPENBLAS", "OMP_",  "MKL_",
-                                               "NUMEXPR", "GOTO",    "BLIS_", "JPY_"};
+        static const char *const prefixes[] = {
+            "PYTHON", "LD_",  "LC_",     "LANG=", "MPL",   "OPENBLAS",
+            "OMP_",   "MKL_", "NUMEXPR", "GOTO",  "BLIS_", "JPY_"};
 
         if (strncmp(entry, "PYTHONPATH=", 11) == 0)
                 return false; /* applied after the fork */
