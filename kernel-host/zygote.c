@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define MAX_ZYGOTES      8
-#define READY_TIMEOUT_MS 120000 /* importing pandas on a loaded machine */
+#define READY_TIMEOUT_MS 30000 /* importing pandas on a loaded machine */
 #define START_TIMEOUT_MS 30000
 #define MAX_MODULES      1024
 
