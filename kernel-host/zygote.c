@@ -207,6 +207,14 @@ static void zygote_lost(struct zygote *z, const char *why)
                 kill(z->pid, SIGKILL);
 }
 
+/* Whether the zygote's end of its socket is closed: it is gone. */
+static bool zygote_hung_up(const struct zygote *z)
+{
+        struct pollfd p = {z->link, 0, 0};
+
+        return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 /* Waits for the zygote's "ready", the first time. */
 static int zygote_wait_ready(struct zygote *z)
 {
@@ -447,6 +455,14 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
         close(report[1]);
         report[1] = -1;
         rc = wait_report(report[0], &r);
+        if (rc == -EPIPE && zygote_hung_up(z)) {
+                /* It died with our request: whatever of the request ran
+                 * joined the kernel's group first, and goes with it. */
+                cgroup_kill((struct kernel_cgroup *)ex->cgroup, 0);
+                zygote_lost(z, "gone");
+                rc = -ENOENT;
+                goto out;
+        }
         if (rc == 0 && r.kind != CONFINE_STARTED)
                 rc = -(r.error ? r.error : EIO);
         if (rc < 0) {
