@@ -252,3 +252,24 @@ def test_bad_zygote_flag_is_refused(bad):
     out = subprocess.run([binary, "--zygote", "python3:numpy,pandas", "--check-config"],
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 0, out.stderr
+
+
+def test_pooled_kernels_come_from_the_zygote_too():
+    g = start_gateway(*ZYGOTE_ARGS, "--pool", "python3=1")
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, body, _ = g.request("GET", "/api/status")
+            if status == 200 and body["pool"]["kernelspecs"]["python3"]["ready"] >= 1:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the pool did not fill")
+        kid = g.start_kernel()
+        assert_from_zygote(g, kid)
+        # A request with its own limits is not served by the pool, and still
+        # comes from the zygote.
+        other = g.start_kernel(name="python3", limits={"pids": 100})
+        assert_from_zygote(g, other)
+    finally:
+        g.stop()
