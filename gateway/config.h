@@ -103,6 +103,8 @@ struct config {
         char **pool;           /* "NAME=N" entries */
         char **pool_preimport; /* "NAME=CODE" entries */
         int64_t pool_min_available_mb;
+        /* zygotes: "NAME:MODULE,..." entries, one fork server per kernelspec */
+        char **zygote;
         /* misc */
         char *static_dir;
         char *log_level;
@@ -123,5 +125,8 @@ struct config {
 int config_load(struct config *cfg, int argc, char **argv);
 void config_free(struct config *cfg);
 void config_print_help(const char *program);
+
+/* Whether kernelspec name has a zygote (--zygote). */
+bool config_has_zygote(const struct config *cfg, const char *name);
 
 #endif

@@ -28,10 +28,12 @@ struct host_process_ops {
  * else in the libexec directory). Runs before any thread or ZMQ context
  * exists, so that the kernel-host inherits none. If it dies, a new one is
  * started, at most max_restarts times. Waits for its hello (which limits
- * it can enforce). home_dir: where sandboxes' /home/user images go
- * (--home-storage disk), NULL for a tmpfs home. Returns 0 or -errno. */
-int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
-               const char *home_dir);
+ * it can enforce). zygotes: the --zygote entries, passed on (borrowed: they
+ * must outlive the kernel-host's replacements). home_dir: where sandboxes'
+ * /home/user images go (--home-storage disk), NULL for a tmpfs home.
+ * Returns 0 or -errno. */
+int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygotes,
+               int max_restarts, const char *home_dir);
 /* Starts delivering reports (needs the loop). If the kernel-host dies,
  * every object waiting for a report hears that it is gone ("host-lost"),
  * after a new kernel-host has started; lost() runs when none could be. */

@@ -446,7 +446,8 @@ int main(int argc, char **argv)
                 log_warn("pausing is off: the default state directory " DEFAULT_STATE_DIR
                          " cannot be used; give --state-dir");
         /* Before any thread or ZMQ context exists. */
-        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
+        if (host_spawn(gw.runtime_dir, gw.cfg.log_level, gw.cfg.zygote,
+                       (int)gw.cfg.max_host_restarts,
                        strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir : NULL) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;
