@@ -3,7 +3,10 @@
 ids, capability sets, securebits, no_new_privs, seccomp, rlimits, session,
 stdio and cgroup, compared side by side with a cold kernel of the same
 gateway, and each checked against the values the sandbox must give."""
+import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -112,3 +115,24 @@ def test_the_comparison_sees_the_zygote(gw):
     finally:
         gw.request("DELETE", f"/api/kernels/{kid}")
         gw.request("DELETE", f"/api/kernels/{cold}")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/loop-control")
+                    or not shutil.which("mkfs.ext4", path="/sbin:/usr/sbin"),
+                    reason="disk homes need loop devices and mkfs.ext4")
+def test_a_forked_kernel_works_in_a_disk_home():
+    # The disk home is mounted in the sandbox's mount namespace, which the
+    # zygote's child joins: its kernel's /home/user is that filesystem.
+    state = tempfile.mkdtemp(prefix="glovebox-state-")
+    g = start_gateway(*ZYGOTE_ARGS, "--home-storage", "disk", "--state-dir", state)
+    try:
+        kid = g.start_kernel()
+        assert_from_zygote(g, kid)
+        mounts = value(g, kid, "[l.split(' - ')[1].split()[0] for l in "
+                       "open('/proc/self/mountinfo').read().splitlines() if ' /home/user ' in l]")
+        assert mounts == ["ext4"], mounts
+        assert value(g, kid, "(open('/home/user/f', 'w').write('x'), "
+                     "__import__('os').stat('/home/user/f').st_uid)") == (1, 1000)
+    finally:
+        g.stop()
+        shutil.rmtree(state, ignore_errors=True)
