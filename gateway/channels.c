@@ -138,6 +138,13 @@ static const char *last_msg_id_of(struct lws *wsi, char *arg, size_t size)
         return id;
 }
 
+/* Removed keys stop working at once, open connections included. */
+static void on_key_removed(struct tenant_watch *w)
+{
+        close_later(lws_container_of(w, struct channel_conn, key), 1008,
+                    "The key of this connection was removed");
+}
+
 static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_format format)
 {
         char path[HTTP_PATH_MAX], arg[256], last_arg[256];
@@ -154,8 +161,6 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
          * caller (the upgrade was refused without one). */
         if (!http_authorized(wsi))
                 return -1;
-        snprintf(c->tenant, sizeof(c->tenant), "%s", tenants_caller()->name);
-        c->key_generation = tenants_generation();
         k = http_route_path(wsi, path, sizeof(path)) == 0 ? kernel_of_path(path) : NULL;
         if (!k)
                 return -1;
@@ -174,6 +179,7 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
         /* Only a session that existed can have delivered it. */
         last_msg_id = session_id ? last_msg_id_of(wsi, last_arg, sizeof(last_arg)) : NULL;
         session_attach(c->session, &c->sink, last_msg_id);
+        tenants_watch(&c->key, tenants_caller()->name, on_key_removed);
         return 0;
 }
 
@@ -320,26 +326,10 @@ out:
         jp_msg_release(&msg);
 }
 
-/* Whether the key that opened c was removed by a reload since: removed
- * keys stop working at once, open connections included. */
-static bool key_removed(struct channel_conn *c)
-{
-        if (c->key_generation == tenants_generation())
-                return false;
-        if (!tenants_exists(c->tenant))
-                return true;
-        c->key_generation = tenants_generation();
-        return false;
-}
-
 static int on_receive(struct channel_conn *c, void *in, size_t len)
 {
         if (c->closing || !c->session)
                 return 0;
-        if (key_removed(c)) {
-                close_later(c, 1008, "The key of this connection was removed");
-                return 0;
-        }
         if (c->rx.len == 0 && !c->rx_oversized)
                 c->rx_binary = lws_frame_is_binary(c->wsi);
         if (!c->rx_oversized && buf_append(&c->rx, in, len) < 0) {
@@ -408,8 +398,6 @@ static int on_writeable(struct channel_conn *c)
         uint8_t *piece;
         int rc = 0;
 
-        if (!c->closing && key_removed(c))
-                close_later(c, 1008, "The key of this connection was removed");
         if (c->closing) {
                 lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
                                  (unsigned char *)c->close_reason, strlen(c->close_reason));
@@ -489,6 +477,7 @@ int channels_callback(struct lws *wsi, enum lws_callback_reasons reason, struct 
                 return on_writeable(c);
         case LWS_CALLBACK_CLOSED:
                 metrics_ws_closed();
+                tenants_unwatch(&c->key);
                 requeue_sending(c);
                 if (c->session)
                         session_detach(c->session, &c->sink);

@@ -27,10 +27,8 @@ struct channel_conn {
         bool closing;
         int close_code;
         char close_reason[100];
-        /* The tenant whose key opened it: a reload that removes the key
-         * closes it (tenants_generation tells when to look). */
-        char tenant[KEYS_NAME_MAX];
-        unsigned key_generation;
+        /* The key that opened it: a reload that removes the key closes it. */
+        struct tenant_watch key;
 };
 
 /* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to allow, 1 when refused with an HTTP

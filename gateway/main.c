@@ -23,6 +23,7 @@
 #include "gateway/templates.h"
 #include "gateway/tenants.h"
 #include "gateway/zio.h"
+#include "protocol/buf.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
 
@@ -120,15 +121,36 @@ static void on_host_lost(void)
         loop_timer_start(&gw.host_lost_timer, on_host_lost_grace, HOST_LOST_GRACE_MS);
 }
 
-/* Kernels hold several descriptors each (ZMQ sockets); use all we may. */
+/* Kernels hold several descriptors each (its ZMQ sockets, and three more
+ * per connected client): a thousand sessions need about 25,000. Root may
+ * raise the hard limit itself (up to fs.nr_open); anyone may raise the
+ * soft limit to the hard one. */
+#define WANTED_FDS 131072
+
 static void raise_fd_limit(void)
 {
         struct rlimit rl;
+        rlim_t want = WANTED_FDS;
+        char text[32];
+        long nr_open = 0;
 
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-                rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
-                setrlimit(RLIMIT_NOFILE, &rl);
+        if (read_small_file("/proc/sys/fs/nr_open", text, sizeof(text)) > 0)
+                nr_open = strtol(text, NULL, 10);
+        if (nr_open > 0 && (rlim_t)nr_open < want)
+                want = (rlim_t)nr_open;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+                return;
+        if (rl.rlim_max < want) {
+                struct rlimit raised = {want, want};
+
+                if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+                        return;
         }
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < 32768)
+                log_info("descriptor limit %lu: about %lu kernels with a client each fit in it",
+                         (unsigned long)rl.rlim_cur, (unsigned long)rl.rlim_cur / 21);
 }
 
 /* Marks the runtime directory as this live run's: a lock held as long as

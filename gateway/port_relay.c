@@ -4,6 +4,7 @@
 #include "gateway/conns.h"
 #include "gateway/host.h"
 #include "gateway/loop.h"
+#include "gateway/tenants.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -41,6 +42,7 @@ struct relay {
         char app_prefix[PORT_RELAY_PREFIX_MAX]; /* the path form's prefix, or "" */
         struct buf answer_head;                 /* the app's head until it is whole */
         lws_sorted_usec_list_t reaper;          /* frees a relay lws no longer knows of */
+        struct tenant_watch key;                /* the key that admitted it */
 };
 
 static struct relay *relays;
@@ -78,6 +80,7 @@ static void relay_free(struct relay *p)
         if (p->connecting)
                 host_connect_cancel(p->request_id);
         loop_timer_stop(&p->reaper);
+        tenants_unwatch(&p->key);
         loop_unwatch(&p->up_watch);
         loop_unwatch(&p->client_watch);
         if (p->up_fd >= 0)
@@ -576,8 +579,18 @@ static int take_connection(struct relay *p)
         return 0;
 }
 
+/* A removed key's relays end at once, upgraded ones included. */
+static void on_key_removed(struct tenant_watch *w)
+{
+        struct relay *p = lws_container_of(w, struct relay, key);
+
+        log_info("port %d relay ends: the key that opened it was removed", p->port);
+        finish(p);
+}
+
 int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
-                     const char *inject, const char *app_prefix, bool upgrade, bool body_done)
+                     const char *inject, const char *app_prefix, bool upgrade, bool body_done,
+                     const char *key)
 {
         struct hostmsg_connect req = {.port = port};
         struct relay *p = calloc(1, sizeof(*p));
@@ -608,6 +621,7 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct b
         p->connecting = true;
         p->next = relays;
         relays = p;
+        tenants_watch(&p->key, key, on_key_removed);
         rc = host_connect(&req, on_connected, p);
         if (rc < 0) {
                 p->connecting = false;

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define PORT_RELAY_INJECT_MAX 512 /* header lines put into the answer */
+#define PORT_RELAY_INJECT_MAX 1024 /* header lines put into the answer */
 #define PORT_RELAY_PREFIX_MAX 256 /* the path form's prefix */
 
 /* Bytes held per relay and direction (--port-buffer-bytes). */
@@ -31,11 +31,15 @@ void port_relay_init(size_t buffer_bytes);
  * confines the app's answer to it: Set-Cookie for other paths or with a
  * Domain, Clear-Site-Data and Service-Worker-Allowed are dropped. An
  * interim answer (1xx, but an upgrade's 101) is refused with 502: our
- * headers (the CSP) must reach the answer browsers render. Returns 0 or -errno (nothing is left then). With upgrade, the
- * client's connection is the relay's on return: lws is to hang up on its
- * own descriptor, which no longer is the connection. */
+ * headers (the CSP) must reach the answer browsers render. key is the
+ * name of the key that admitted the request (NULL or "": none, for a
+ * public port or a sandbox's traffic token): a reload that removes that
+ * key ends the relay. Returns 0 or -errno (nothing is left then). With
+ * upgrade, the client's connection is the relay's on return: lws is to
+ * hang up on its own descriptor, which no longer is the connection. */
 int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
-                     const char *inject, const char *app_prefix, bool upgrade, bool body_done);
+                     const char *inject, const char *app_prefix, bool upgrade, bool body_done,
+                     const char *key);
 /* A piece of the body of wsi's relayed request (LWS_CALLBACK_HTTP_BODY). */
 int port_relay_body(struct lws *wsi, const void *data, size_t len);
 /* The body is complete (lws counted its Content-Length). */

@@ -18,9 +18,14 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define COOKIE_NAME "glovebox-port"
+#define COOKIE_SECONDS (12 * 3600) /* a port cookie's life */
+/* "KEY~EXPIRES~MAC": a key's name, Unix seconds, 64 hex digits */
+#define COOKIE_VALUE_MAX (KEYS_NAME_MAX + 24 + 64)
 #define HEAD_MAX    (32 * 1024) /* the rebuilt request head */
 /* A document served under the gateway's own origin could read what the
  * gateway's page keeps (the token): in the path form it runs in an opaque
@@ -38,6 +43,7 @@ struct target {
         struct sandbox *box;
         struct e2b_sandbox *e2b;
         const char *owner; /* the tenant whose kernel or sandbox it is */
+        char key[KEYS_NAME_MAX]; /* the key that admitted the request, or "" */
 };
 
 static char domain[HOSTCHECK_MAX]; /* "name[:port]" */
@@ -207,30 +213,43 @@ static bool port_public(const struct sandbox *box, int port)
 
 /* ---- credentials -------------------------------------------------------- */
 
-/* The cookie's value for one port of one sandbox: an HMAC under a secret
- * of this gateway's run, so that the cookie opens that port only (it is
- * given only to a key that may reach the port's owner) and says nothing of
- * any key. */
-static int cookie_value(const struct target *t, char out[65])
+/* The MAC of a cookie for one port of one sandbox, issued to key (a
+ * key's name, or "" for the sandbox's traffic token) until expires (Unix
+ * seconds): an HMAC under a secret of this gateway's run, so that the
+ * cookie opens that port only, only while that key stays in force, and
+ * only until it expires. */
+static int cookie_mac(const struct target *t, const char *key, long long expires, char out[65])
 {
         static unsigned char secret[32];
         static bool have_secret;
         unsigned char mac[32];
         unsigned int len = 0;
-        char what[128];
+        char what[JP_UUID_SIZE + KEYS_NAME_MAX + 64];
 
         if (!have_secret) {
                 if (RAND_bytes(secret, sizeof(secret)) != 1)
                         return -EIO;
                 have_secret = true;
         }
-        snprintf(what, sizeof(what), "port:%s:%d", t->id, t->port);
+        snprintf(what, sizeof(what), "port:%s:%d:%s:%lld", t->id, t->port, key, expires);
         if (!HMAC(EVP_sha256(), secret, (int)sizeof(secret), (const unsigned char *)what,
                   strlen(what), mac, &len) ||
             len != sizeof(mac))
                 return -EIO;
         for (size_t i = 0; i < sizeof(mac); i++)
                 snprintf(out + 2 * i, 3, "%02x", mac[i]);
+        return 0;
+}
+
+/* The cookie's value: "KEY~EXPIRES~MAC" (a key's name has no '~'). */
+static int cookie_value(const struct target *t, char *out, size_t size)
+{
+        long long expires = (long long)time(NULL) + COOKIE_SECONDS;
+        char mac[65];
+
+        if (cookie_mac(t, t->key, expires, mac) < 0)
+                return -EIO;
+        snprintf(out, size, "%s~%lld~%s", t->key, expires, mac);
         return 0;
 }
 
@@ -267,14 +286,37 @@ static bool cookie_find(const char *cookies, const char *name, char *out, size_t
         return false;
 }
 
-static bool cookie_ok(struct lws *wsi, const struct target *t)
+/* A cookie of ours for t's port, unexpired, whose key is still in force
+ * and may still reach the port's owner; t->key becomes that key. */
+static bool cookie_ok(struct lws *wsi, struct target *t)
 {
-        char cookies[4096], given[80], expected[65];
+        char cookies[4096], given[COOKIE_VALUE_MAX + 1], expected[65], *tilde, *mac, *end;
         int n = lws_hdr_copy(wsi, cookies, sizeof(cookies), WSI_TOKEN_HTTP_COOKIE);
+        const struct key_entry *key;
+        long long expires;
 
-        return n > 0 && cookie_find(cookies, COOKIE_NAME, given, sizeof(given)) &&
-               strlen(given) == 64 && cookie_value(t, expected) == 0 &&
-               CRYPTO_memcmp(given, expected, 64) == 0;
+        if (n <= 0 || !cookie_find(cookies, COOKIE_NAME, given, sizeof(given)))
+                return false;
+        tilde = strchr(given, '~');
+        mac = tilde ? strchr(tilde + 1, '~') : NULL;
+        if (!mac || (size_t)(tilde - given) >= KEYS_NAME_MAX)
+                return false;
+        *tilde = *mac++ = '\0';
+        errno = 0;
+        expires = strtoll(tilde + 1, &end, 10);
+        if (errno || *end || end == tilde + 1 || expires < (long long)time(NULL) ||
+            strlen(mac) != 64 || cookie_mac(t, given, expires, expected) < 0 ||
+            CRYPTO_memcmp(mac, expected, 64) != 0)
+                return false;
+        /* Issued with the sandbox's traffic token: that lives as long as
+         * the sandbox. Issued to a key: that key must still be in force. */
+        if (given[0]) {
+                key = tenants_key(given);
+                if (!key || (!key->admin && strcmp(given, t->owner ? t->owner : "") != 0))
+                        return false;
+        }
+        snprintf(t->key, sizeof(t->key), "%s", given);
+        return true;
 }
 
 static bool traffic_token_ok(struct lws *wsi, const struct target *t)
@@ -347,6 +389,7 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                         snprintf(message, size, "No kernel or sandbox %.64s", t->id);
                         return 404;
                 }
+                snprintf(t->key, sizeof(t->key), "%s", tenants_caller()->name);
                 *how = ADMIT_TOKEN;
         }
         else if (cookie_ok(wsi, t))
@@ -549,7 +592,7 @@ static int build_head(struct buf *b, struct lws *wsi, const struct target *t, bo
 /* Header lines that go into the answer after its first line. */
 static void build_inject(char *out, size_t size, const struct target *t, enum admission how)
 {
-        char value[65];
+        char value[COOKIE_VALUE_MAX + 1];
         size_t at = 0;
 
         out[0] = '\0';
@@ -558,17 +601,18 @@ static void build_inject(char *out, size_t size, const struct target *t, enum ad
         /* The first visit with the token (a browser's, with ?token=) gets
          * the cookie, so that the app's own relative links keep working;
          * SameSite keeps other sites' pages from sending it. */
-        if (how == ADMIT_TOKEN && cookie_value(t, value) == 0) {
+        if (how == ADMIT_TOKEN && cookie_value(t, value, sizeof(value)) == 0) {
                 if (t->host_form)
                         snprintf(out + at, size - at,
-                                 "Set-Cookie: " COOKIE_NAME "=%s; Path=/; HttpOnly; "
+                                 "Set-Cookie: " COOKIE_NAME "=%s; Path=/; Max-Age=%d; HttpOnly; "
                                  "SameSite=Lax\r\n",
-                                 value);
+                                 value, COOKIE_SECONDS);
                 else
                         snprintf(out + at, size - at,
                                  "Set-Cookie: " COOKIE_NAME "=%s; Path=%sapi/kernels/%s/ports/%d/; "
-                                 "HttpOnly; SameSite=Lax\r\n",
-                                 value, kernels_config()->base_url, t->id, t->port);
+                                 "Max-Age=%d; HttpOnly; SameSite=Lax\r\n",
+                                 value, kernels_config()->base_url, t->id, t->port,
+                                 COOKIE_SECONDS);
         }
 }
 
@@ -593,7 +637,7 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
                 return -E2BIG;
         }
         return port_relay_start(wsi, t->box->id, t->port, &head, inject,
-                                t->host_form ? NULL : prefix, upgrade, body_done);
+                                t->host_form ? NULL : prefix, upgrade, body_done, t->key);
 }
 
 static void redirect_to_root(struct lws *wsi, struct http_request *r, const struct target *t)

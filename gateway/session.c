@@ -13,6 +13,8 @@
 
 static const enum jp_channel session_channels[3] = {JP_SHELL, JP_CONTROL, JP_STDIN};
 
+static void park_soon(struct session *s);
+
 /* The bytes of an execute_request's code (its "code" string decoded). */
 static size_t code_bytes(struct jp_bytes content)
 {
@@ -104,6 +106,7 @@ static void pending_remove(struct session *s, const struct jp_msg *reply)
                         *link = p->next;
                         pending_free(p);
                         s->npending--;
+                        park_soon(s);
                         return;
                 }
         }
@@ -195,6 +198,8 @@ static int session_connect(struct session *s)
         char endpoint[PATH_MAX + 16];
         int rc = 0;
 
+        if (s->parked)
+                return 0;
         for (int i = 0; rc == 0 && i < 3; i++) {
                 if (s->sockets[i])
                         continue;
@@ -204,6 +209,39 @@ static int session_connect(struct session *s)
                               on_kernel_message, s, &s->sockets[i]);
         }
         return rc;
+}
+
+static void on_park(lws_sorted_usec_list_t *sul)
+{
+        struct session *s = lws_container_of(sul, struct session, park_timer);
+
+        if (s->sink || s->npending || s->parked)
+                return;
+        for (int i = 0; i < 3; i++)
+                zio_close(&s->sockets[i]);
+        s->parked = true;
+        klog_debug(s->kernel->id, "session %.8s parked: its sockets are closed until it returns",
+                   s->id);
+}
+
+/* A lingering session that waits for no reply gives its three sockets
+ * back (six descriptors here, three in the kernel) after
+ * SESSION_PARK_SECONDS: a kernel's idle sessions then cost no descriptors,
+ * so that a thousand kernels fit in a process's limit. Its queue and
+ * history stay; it reconnects with its identity when it is used again. */
+static void park_soon(struct session *s)
+{
+        if (!s->sink && !s->npending && !s->parked && !s->private)
+                loop_timer_start(&s->park_timer, on_park, SESSION_PARK_SECONDS * 1000.0);
+}
+
+static int unpark(struct session *s)
+{
+        loop_timer_stop(&s->park_timer);
+        if (!s->parked)
+                return 0;
+        s->parked = false;
+        return s->kernel->ipc_prefix[0] ? session_connect(s) : 0;
 }
 
 static void on_linger_expired(lws_sorted_usec_list_t *sul)
@@ -475,6 +513,8 @@ void session_attach(struct session *s, struct session_sink *sink, const char *la
                 old->closing(old, 1000, "replaced by a newer connection");
         }
         loop_timer_stop(&s->linger_timer);
+        if (unpark(s) < 0)
+                klog_warn(s->kernel->id, "cannot reopen a returning session's sockets");
         /* After the old sink let go: what it was writing is back in the
          * outbox, and what it wrote is in the history. */
         if (last_msg_id && *last_msg_id)
@@ -497,8 +537,10 @@ void session_detach(struct session *s, struct session_sink *sink)
                          s->private || kernels_config()->max_lingering_sessions == 0
                              ? 0
                              : kernels_config()->session_linger * 1000.0);
-        if (!s->private)
+        if (!s->private) {
                 evict_lingering(s->kernel, s);
+                park_soon(s);
+        }
 }
 
 int session_send(struct session *s, struct jp_msg *msg)
@@ -507,6 +549,8 @@ int session_send(struct session *s, struct jp_msg *msg)
         struct zio *z = NULL;
         int rc;
 
+        if (unpark(s) < 0)
+                return -ENOTCONN;
         for (int i = 0; i < 3; i++) {
                 if (session_channels[i] == msg->channel)
                         z = s->sockets[i];
@@ -574,6 +618,7 @@ void session_destroy(struct session **sp, int code, const char *reason)
                 s->sink->closing(s->sink, code, reason);
         }
         loop_timer_stop(&s->linger_timer);
+        loop_timer_stop(&s->park_timer);
         for (int i = 0; i < 3; i++)
                 zio_close(&s->sockets[i]);
         outbox_clear(&s->outbox);

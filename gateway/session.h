@@ -39,6 +39,9 @@ struct pending_exec {
 
 #define SESSION_MAX_PENDING 1024
 
+/* How long a detached session that waits for no reply keeps its sockets. */
+#define SESSION_PARK_SECONDS 10
+
 /* The bounds of a session's history of delivered messages: its newest are
  * kept, up to this many and (but always the newest one) this many bytes,
  * or --replay-bytes if that is less. The messages are shared with every
@@ -64,6 +67,8 @@ struct session {
         struct session_history history;
         struct session_sink *sink;
         lws_sorted_usec_list_t linger_timer;
+        lws_sorted_usec_list_t park_timer;
+        bool parked;                  /* lingering without sockets (session.c: park_soon) */
         bool private;                 /* not resumable: ends when its sink detaches */
         double detached_at;           /* monotonic seconds; the oldest lingering is evicted first */
         struct pending_exec *pending; /* newest first */

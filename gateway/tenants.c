@@ -12,7 +12,9 @@ static struct keyset *keys;
 static char *keys_file; /* NULL: the token alone */
 static char *token;     /* the admin key, or NULL */
 static bool no_auth;
-static unsigned generation;
+static struct tenant_watch *watches; /* connections, by the key that opened them */
+
+static void revoke_removed(void);
 static struct tenant_scope scope = {.kind = TENANT_SCOPE_INTERNAL};
 
 /* The keys file's set, with the token added as the admin key. On failure
@@ -83,8 +85,8 @@ int tenants_reload(void)
         }
         keyset_destroy(&keys);
         keys = fresh;
-        generation++;
         log_info("SIGHUP: %zu keys in force from --keys-file %s", keys->count, keys_file);
+        revoke_removed();
         return 0;
 }
 
@@ -100,9 +102,54 @@ void tenants_free(void)
         }
 }
 
-unsigned tenants_generation(void)
+void tenants_watch(struct tenant_watch *w, const char *name,
+                   void (*revoked)(struct tenant_watch *w))
 {
-        return generation;
+        tenants_unwatch(w);
+        if (!name || !*name)
+                return;
+        snprintf(w->name, sizeof(w->name), "%s", name);
+        w->revoked = revoked;
+        w->next = watches;
+        if (watches)
+                watches->link = &w->next;
+        w->link = &watches;
+        watches = w;
+}
+
+void tenants_unwatch(struct tenant_watch *w)
+{
+        if (!w->link)
+                return;
+        *w->link = w->next;
+        if (w->next)
+                w->next->link = w->link;
+        w->next = NULL;
+        w->link = NULL;
+}
+
+/* Tells every connection whose key the reload removed. A revoked callback
+ * may unwatch others (a relay ending takes its connection with it), so
+ * the walk starts over after each. */
+static void revoke_removed(void)
+{
+        size_t told = 0;
+        bool again = true;
+
+        while (again) {
+                again = false;
+                for (struct tenant_watch *w = watches; w; w = w->next) {
+                        if (tenants_exists(w->name))
+                                continue;
+                        tenants_unwatch(w);
+                        w->revoked(w);
+                        told++;
+                        again = true;
+                        break;
+                }
+        }
+        if (told)
+                log_info("SIGHUP: %zu connections of removed keys closed", told);
 }
 
 bool tenants_authenticate(const char *key, size_t len, struct tenant_caller *out)

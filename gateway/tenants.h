@@ -46,9 +46,21 @@ int tenants_init(const struct config *cfg);
  * force and logs why; -EINVAL then, 0 when the new keys are in force. */
 int tenants_reload(void);
 void tenants_free(void);
-/* Bumped at every reload that changed the keys: a connection admitted
- * under an older one checks that its key still exists. */
-unsigned tenants_generation(void);
+
+/* A connection admitted under a tenant's key (a kernel's channels, a
+ * terminal, a relayed port): a reload that removes the key calls
+ * revoked, once, so that the connection ends at once rather than at its
+ * next message. The watch is off the list when revoked runs. */
+struct tenant_watch {
+        struct tenant_watch *next, **link;
+        char name[KEYS_NAME_MAX];
+        void (*revoked)(struct tenant_watch *w);
+};
+/* Watches the key of tenant name ("" or NULL: no key, nothing to watch). */
+void tenants_watch(struct tenant_watch *w, const char *name,
+                   void (*revoked)(struct tenant_watch *w));
+/* Stops watching (w may be unwatched already, or zeroed). */
+void tenants_unwatch(struct tenant_watch *w);
 
 /* Who presents key (len bytes): true with *out filled, false when nobody.
  * Compared in constant time against every key. */

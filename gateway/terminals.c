@@ -672,6 +672,12 @@ static void detach(struct terminal_conn *c)
                 resume_reading(t);
 }
 
+static void on_key_removed(struct tenant_watch *w)
+{
+        conn_close_later(lws_container_of(w, struct terminal_conn, key), 1008,
+                         "The key of this connection was removed");
+}
+
 static int on_established(struct lws *wsi, struct terminal_conn *c)
 {
         char path[HTTP_PATH_MAX];
@@ -687,6 +693,7 @@ static int on_established(struct lws *wsi, struct terminal_conn *c)
         t = http_route_path(wsi, path, sizeof(path)) == 0 ? terminal_of_path(path) : NULL;
         if (!t)
                 return -1;
+        tenants_watch(&c->key, tenants_caller()->name, on_key_removed);
         c->term = t;
         c->next = t->conns;
         t->conns = c;
@@ -813,6 +820,7 @@ int terminals_callback(struct lws *wsi, enum lws_callback_reasons reason, struct
         case LWS_CALLBACK_SERVER_WRITEABLE:
                 return on_writeable(c);
         case LWS_CALLBACK_CLOSED:
+                tenants_unwatch(&c->key);
                 detach(c);
                 frame_free_all(c);
                 buf_free(&c->rx);

@@ -12,6 +12,7 @@
 #define GLOVEBOX_TERMINALS_H
 
 #include "gateway/http.h"
+#include "gateway/tenants.h"
 #include "protocol/buf.h"
 
 #include <libwebsockets.h>
@@ -34,6 +35,7 @@ struct terminal_conn {
         bool closing;
         int close_code;
         char close_reason[100];
+        struct tenant_watch key; /* the key that opened it: its removal closes it */
 };
 
 /* Whether path (below the base URL) is a terminal's WebSocket. */

@@ -187,6 +187,57 @@ def test_lingering_sessions_are_bounded_and_the_evicted_are_told():
         gw.stop()
 
 
+def test_idle_lingering_sessions_give_back_their_sockets_and_come_back():
+    # A detached session that waits for no reply closes its sockets after
+    # 10 s (SESSION_PARK_SECONDS): idle sessions of a thousand kernels then
+    # cost no descriptors. One that waits for a reply keeps them, or the
+    # reply would be lost; both come back whole.
+    gw = start_gateway("--session-linger", "600")
+    try:
+        kernel = gw.start_kernel()
+
+        def fds():
+            return len(os.listdir(f"/proc/{gw.proc.pid}/fd"))
+
+        idle = gw.connect(kernel, session_id="idle-" + uuid.uuid4().hex)
+        reply, _ = idle.execute("x = 41")
+        assert reply["content"]["status"] == "ok"
+        idle.close()
+        waiting = gw.connect(kernel, session_id="waiting-" + uuid.uuid4().hex)
+        msg_id = waiting.send("execute_request", {
+            "code": "import time; time.sleep(13); print('slept')", "silent": False,
+            "store_history": True, "user_expressions": {}, "allow_stdin": False,
+            "stop_on_error": True})
+        waiting.close()
+        closed_at = time.time()
+        time.sleep(1)
+        both = fds()
+        # The idle session parks (its 3 sockets: 6 descriptors); the one
+        # waiting for its reply does not.
+        deadline = closed_at + 12.5
+        while fds() > both - 6 and time.time() < deadline:
+            time.sleep(0.2)
+        assert fds() <= both - 6, f"{both} descriptors, then {fds()}: the idle session kept its sockets"
+        time.sleep(max(0, closed_at + 15 - time.time()))
+        back = gw.connect(kernel, session_id=waiting.session)
+        reply, outputs = back.collect(msg_id, timeout=30)
+        assert reply["content"]["status"] == "ok"
+        assert "slept\n" in [m["content"]["text"] for m in outputs_of(outputs, "stream")]
+        back.close()
+        # The parked session reconnects with its identity: it has what was
+        # published while it was away, and its kernel state.
+        again = gw.connect(kernel, session_id=idle.session)
+        iopub = iopub_of(again, msg_id)
+        assert "slept\n" in [m["content"]["text"] for m in outputs_of(iopub, "stream")]
+        reply, outputs = again.execute("x + 1")
+        assert reply["content"]["status"] == "ok"
+        assert [m["content"]["data"]["text/plain"]
+                for m in outputs_of(outputs, "execute_result")] == ["42"]
+        again.close()
+    finally:
+        gw.stop()
+
+
 def got_lines(lines):
     return [line for line in lines if line["type"] == "stdout"]
 

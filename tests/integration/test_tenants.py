@@ -637,3 +637,89 @@ def test_quota_counts_terminals_in_sandboxes_of_their_own(tenants):
     status, term, _ = as_key(gw, carol, "POST", "/api/terminals", {})
     assert status == 200, term
     as_key(gw, carol, "DELETE", f"/api/terminals/{term['name']}")
+
+
+def test_removing_a_key_ends_its_connections_at_once(tmp_path):
+    """A reload that removes a key ends every connection that key opened,
+    idle ones included, without waiting for their next message: kernel
+    channels and terminals close with 1008, relayed port connections end,
+    and the key's port cookie stops opening the port. Another key's
+    connections carry on."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = tmp_path / "keys.json"
+    keys = {"alice": new_key("alice"), "bob": new_key("bob")}
+    write_keys(path, {name: (key, {}) for name, key in keys.items()})
+    gw = start_gateway("--keys-file", str(path))
+    try:
+        kernel = start_as(gw, keys["bob"])
+        with open(os.path.join(here, "ports_servers.py")) as f:
+            source = f.read()
+        reply, _ = run_as(gw, keys["bob"], kernel, "\n".join([
+            "import socket, subprocess, sys, time",
+            f"open('/home/user/servers.py', 'w').write({source!r})",
+            "open('/home/user/hello.txt', 'w').write('hello')",
+            "srv = subprocess.Popen([sys.executable, '/home/user/servers.py'])",
+            "for port in (8000, 8765):",
+            "    for _ in range(100):",
+            "        try: socket.create_connection(('127.0.0.1', port)).close(); break",
+            "        except OSError: time.sleep(0.1)",
+        ]))
+        assert reply["status"] == "ok", reply
+        channel = Channel(gw, kernel, token=keys["bob"])
+        assert channel.execute("1", timeout=120)[0]["content"]["status"] == "ok"
+        status, term, _ = as_key(gw, keys["bob"], "POST", "/api/terminals", {"kernel_id": kernel})
+        assert status == 200, term
+        terminal = websocket.create_connection(
+            f"ws://127.0.0.1:{gw.port}/terminals/websocket/{term['name']}",
+            header=[f"Authorization: token {keys['bob']}"], timeout=10)
+        relayed = websocket.create_connection(
+            f"ws://127.0.0.1:{gw.port}/api/kernels/{kernel}/ports/8765/echo",
+            header=[f"Authorization: token {keys['bob']}"], timeout=10)
+        assert relayed.recv() == "path:/echo"
+        port_path = f"/api/kernels/{kernel}/ports/8000/hello.txt"
+        req = urllib.request.Request(f"{gw.base}{port_path}?token={keys['bob']}")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            cookie = resp.headers["Set-Cookie"].split(";")[0]
+            assert "Max-Age=43200" in resp.headers["Set-Cookie"]
+
+        def with_cookie():
+            req = urllib.request.Request(gw.base + port_path, headers={"Cookie": cookie})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        assert with_cookie() == 200
+        # The cookie names its key and its expiry under the MAC: neither
+        # can be changed.
+        name, expires, mac = cookie.split("=", 1)[1].split("~")
+        for forged in (f"alice~{expires}~{mac}", f"bob~{int(expires) + 1}~{mac}"):
+            req = urllib.request.Request(gw.base + port_path,
+                                         headers={"Cookie": f"glovebox-port={forged}"})
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(req, timeout=30)
+            assert info.value.code == 401
+        # Alice's connection, for the control.
+        kept = Channel(gw, start_as(gw, keys["alice"]), token=keys["alice"])
+        assert kept.execute("1", timeout=120)[0]["content"]["status"] == "ok"
+
+        write_keys(path, {"alice": (keys["alice"], {})})
+        gw.proc.send_signal(signal.SIGHUP)
+        # Nothing is sent on them: the gateway ends them itself.
+        assert close_code_of(channel) == 1008
+        terminal.settimeout(30)
+        while True:
+            frame = terminal.recv_frame()
+            if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
+                assert struct.unpack("!H", frame.data[:2])[0] == 1008
+                break
+        relayed.settimeout(30)
+        with pytest.raises((websocket.WebSocketConnectionClosedException, ConnectionError)):
+            while True:
+                relayed.recv()
+        assert with_cookie() == 401
+        assert "connections of removed keys closed" in gw.read_log()
+        assert kept.execute("2", timeout=120)[0]["content"]["status"] == "ok"
+        kept.close()
+    finally:
+        gw.stop()
