@@ -4,9 +4,11 @@ talked to over ZMQ directly (jupyter_client). Prints a Markdown table and
 writes it, with the raw numbers, to $GLOVEBOX_BUILD/bench/.
 
 usage: /usr/bin/python3 bench/compare.py [--quick] [--only NAME,...]
-  NAMES: start, e2b, roundtrip, stdout, png, concurrent, density, cpu
+  NAMES: start, e2b, roundtrip, stdout, png, concurrent, density, cpu, zygote
   --quick: fewer repetitions and a density of 60 (a smoke run)
-Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once."""
+Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once;
+BENCH_ZYGOTE_DENSITY (default 300) zygote kernels with numpy, pandas and
+matplotlib imported held at once."""
 import argparse
 import datetime
 import json
@@ -372,6 +374,130 @@ def bench_density(n_gb, n_js):
         ratio(g["server_rss_per_session_kb"], j["server_rss_per_session_kb"]))
 
 
+# ---- 6b. zygotes ------------------------------------------------------------------
+
+ZYGOTE = "python3:numpy,pandas,matplotlib.pyplot"
+DATA_SCIENCE = "import numpy, pandas, matplotlib.pyplot\n1+1"
+
+
+def first_result_of(server, code, body=None):
+    t0 = time.perf_counter()
+    status, model = server.request("POST", "/api/kernels", body or {"name": "python3"})
+    if status != 201:
+        raise RuntimeError(f"{server.name}: POST /api/kernels answered {status}")
+    ch = server.connect(model["id"])
+    out = ch.execute(code)
+    took = time.perf_counter() - t0
+    assert any(m["msg_type"] == "execute_result" for m in out), out
+    ch.close()
+    return took, model["id"]
+
+
+def concurrent_with_limits(server, n, code):
+    barrier = threading.Barrier(n)
+    results, failures, kids = [], [], []
+    body = {"name": "python3", "limits": {"memory_mb": 768, "pids": 128}}
+
+    def one():
+        barrier.wait()
+        try:
+            took, kid = first_result_of(server, code, body)
+            results.append(took)
+            kids.append(kid)
+        except Exception as e:  # noqa: BLE001 - any failure counts
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for kid in kids:
+        server.delete_kernel(kid)
+    return results, failures
+
+
+def hold_answering(server, n, code, parallel=4):
+    """n kernels that each ran code; returns (kernels answering 1+1 at the
+    end, PSS of the server and all its descendants, seconds to start)."""
+    t0 = time.perf_counter()
+    kids, errors = hold(server, n, parallel)
+    for kid in kids:
+        ch = server.connect(kid)
+        ch.execute(code)
+        ch.close()
+    took = time.perf_counter() - t0
+    time.sleep(5)
+    total, _ = memory_of(server)
+    alive = 0
+    for kid in kids:
+        ch = server.connect(kid)
+        alive += any(m["msg_type"] == "execute_result" for m in ch.execute("1+1"))
+        ch.close()
+    return alive, total, took, errors
+
+
+def bench_zygote(n, conc, density, density_cold):
+    """Cold starts (no pool) with and without a zygote of ZYGOTE, beside
+    Jupyter Server and a bare ipykernel; creates with per-request limits;
+    PSS per idle session that imported numpy, pandas and matplotlib."""
+    log(f"zygote ({ZYGOTE}): cold starts, {conc} concurrent creates, {density} sessions")
+    res = {"cold": {}, "data_science": {}, "concurrent": {}, "density": {}}
+    servers = (("gb", lambda: Glovebox()), ("gbz", lambda: Glovebox("--zygote", ZYGOTE)),
+               ("js", lambda: JupyterServer()))
+    for key, make in servers:
+        server = make()
+        try:
+            server.delete_kernel(first_result_of(server, DATA_SCIENCE)[1])  # zygote ready
+            for label, code in (("cold", "1+1"), ("data_science", DATA_SCIENCE)):
+                times = []
+                for _ in range(n):
+                    took, kid = first_result_of(server, code)
+                    times.append(took)
+                    server.delete_kernel(kid)
+                res[label][key] = times
+            if key != "js":
+                res["concurrent"][key] = concurrent_with_limits(server, conc, "1+1")
+        finally:
+            server.stop()
+    res["cold"]["bare"] = [bare_first_result() for _ in range(n)]
+    for key, make, count in (("gbz", lambda: Glovebox("--zygote", ZYGOTE), density),
+                             ("gb", lambda: Glovebox(), density_cold)):
+        server = make()
+        try:
+            alive, pss, took, errors = hold_answering(server, count, DATA_SCIENCE)
+            res["density"][key] = {"n": count, "alive": alive, "pss_kb": pss, "seconds": took,
+                                   "errors": errors[:5]}
+            log(f"  {key}: {alive}/{count} answer, {pss / 1024:.0f} MiB PSS in all, "
+                f"{took:.0f} s to start them")
+        finally:
+            server.stop()
+    RAW["zygote"] = res
+    c, d = res["cold"], res["data_science"]
+    med = {k: statistics.median(v) for k, v in c.items()}
+    row("start to first result `1+1`, no pool (p50): zygote / no zygote",
+        f"{ms(med['gbz'])} / {ms(med['gb'])}", ms(med["js"]), f"bare ipykernel {ms(med['bare'])}",
+        ratio(med["gbz"], med["js"]), f"zygote {ZYGOTE}")
+    dm = {k: statistics.median(v) for k, v in d.items()}
+    row("start to first result importing numpy+pandas+matplotlib, no pool (p50): "
+        "zygote / no zygote", f"{ms(dm['gbz'])} / {ms(dm['gb'])}", ms(dm["js"]), "",
+        ratio(dm["gbz"], dm["js"]))
+    cz, cg = res["concurrent"]["gbz"], res["concurrent"]["gb"]
+
+    def fmt(v, f):
+        return (f"{ms(statistics.median(v))} / {ms(pct(v, 95))}, {len(f)} failed"
+                if v else f"all {len(f)} failed")
+    row(f"{conc} concurrent creates with per-request limits, no pool (p50 / p95)",
+        f"zygote {fmt(*cz)}; no zygote {fmt(*cg)}", "–", "", None)
+    dz, dg = res["density"]["gbz"], res["density"]["gb"]
+    per_z = dz["pss_kb"] / max(1, dz["alive"]) / 1024
+    per_g = dg["pss_kb"] / max(1, dg["alive"]) / 1024
+    row("PSS per idle session that imported numpy+pandas+matplotlib: zygote / no zygote",
+        f"{per_z:.1f} MiB ({dz['alive']} of {dz['n']} answering) / {per_g:.1f} MiB "
+        f"({dg['alive']} of {dg['n']})", "", "", ratio(per_z, per_g),
+        f"24 GiB / {per_z:.1f} MiB ≈ {24 * 1024 / per_z:.0f} sessions (extrapolated)")
+
+
 # ---- 7. gateway CPU per relayed message -----------------------------------------
 
 def print_messages(n):
@@ -428,7 +554,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only",
-                    default="start,e2b,roundtrip,stdout,png,concurrent,density,cpu")
+                    default="start,e2b,roundtrip,stdout,png,concurrent,density,cpu,zygote")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -442,7 +568,11 @@ def main():
              ("png", lambda: bench_png(5 if q else 30)),
              ("concurrent", lambda: bench_concurrent(10 if q else 50)),
              ("density", lambda: bench_density(density, 10 if q else 20)),
-             ("cpu", lambda: bench_cpu(2000 if q else 20000))]
+             ("cpu", lambda: bench_cpu(2000 if q else 20000)),
+             ("zygote", lambda: bench_zygote(3 if q else 10, 10 if q else 50,
+                                             int(os.environ.get("BENCH_ZYGOTE_DENSITY",
+                                                                "20" if q else "300")),
+                                             5 if q else 20))]
     for name, fn in steps:
         if name in only:
             fn()

@@ -228,6 +228,10 @@ static const struct option_def options[] = {
         OPT("peer-timeout", OPT_DOUBLE, peer_timeout, 0.1, 60, "2",
             "seconds a list waits for the peers; one that has not answered is left out and "
             "named in X-Glovebox-Fleet-Missing"),
+        OPT("zygote", OPT_LIST, zygote, 0, 0, NULL,
+            "NAME:MODULE,...: start kernelspec NAME's kernels by forking a process that has "
+            "imported ipykernel and these modules once (repeatable, at most 8; Python "
+            "kernelspecs of the Python glovebox was built with; needs root; default none)"),
         OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
             "directory of the web page (default: the source tree's when run from the build tree, "
             "else the installed one)"),
@@ -573,6 +577,69 @@ bad:
         return 0;
 }
 
+#define MAX_ZYGOTES 8
+
+static bool zygote_char_ok(char c, bool module)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || (module ? c == ',' : c == '-');
+}
+
+/* NAME:MODULE,MODULE,... with names as kernelspec names and modules as
+ * dotted Python names; each kernelspec at most once. */
+static int validate_zygotes(char **list)
+{
+        size_t n = 0;
+
+        for (; list && list[n]; n++) {
+                const char *e = list[n], *colon = strchr(e, ':');
+                size_t name_len = colon ? (size_t)(colon - e) : strlen(e);
+
+                if (n == MAX_ZYGOTES) {
+                        fprintf(stderr, "glovebox: --zygote: at most %d\n", MAX_ZYGOTES);
+                        return -EINVAL;
+                }
+                if (name_len == 0 || name_len >= 64 || (colon && strlen(colon + 1) > 1024))
+                        goto bad;
+                for (size_t i = 0; i < name_len; i++) {
+                        if (!zygote_char_ok(e[i], false))
+                                goto bad;
+                }
+                for (const char *m = colon ? colon + 1 : ""; *m; m++) {
+                        if (!zygote_char_ok(*m, true))
+                                goto bad;
+                }
+                for (size_t j = 0; j < n; j++) {
+                        if (strncmp(list[j], e, name_len) == 0 &&
+                            (list[j][name_len] == ':' || list[j][name_len] == '\0')) {
+                                fprintf(stderr, "glovebox: --zygote: kernelspec %.*s twice\n",
+                                        (int)name_len, e);
+                                return -EINVAL;
+                        }
+                }
+                continue;
+bad:
+                fprintf(stderr,
+                        "glovebox: --zygote: '%s' is not NAME:MODULE,... (a kernelspec name, "
+                        "then Python module names)\n",
+                        e);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+bool config_has_zygote(const struct config *cfg, const char *name)
+{
+        size_t len = strlen(name);
+
+        for (size_t i = 0; cfg->zygote && cfg->zygote[i]; i++) {
+                if (strncmp(cfg->zygote[i], name, len) == 0 &&
+                    (cfg->zygote[i][len] == ':' || cfg->zygote[i][len] == '\0'))
+                        return true;
+        }
+        return false;
+}
+
 static int validate(struct config *cfg)
 {
         /* Only root may write /var/lib; another user names a directory. */
@@ -647,7 +714,7 @@ static int validate(struct config *cfg)
         }
         if (egress_configure(cfg) < 0)
                 return -EINVAL;
-        if (fleet_configure(cfg) < 0)
+        if (fleet_configure(cfg) < 0 || validate_zygotes(cfg->zygote) < 0)
                 return -EINVAL;
         if (cfg->no_auth && *cfg->keys_file) {
                 fprintf(stderr, "glovebox: --no-auth and --keys-file exclude each other\n");

@@ -109,6 +109,8 @@ struct config {
         char *agent_listen; /* ADDRESS:PORT of HAProxy's agent-check; "": none */
         char **peers;       /* http://ADDRESS:PORT of the other gateways */
         double peer_timeout;
+        /* zygotes: "NAME:MODULE,..." entries, one fork server per kernelspec */
+        char **zygote;
         /* misc */
         char *static_dir;
         char *log_level;
@@ -129,5 +131,8 @@ struct config {
 int config_load(struct config *cfg, int argc, char **argv);
 void config_free(struct config *cfg);
 void config_print_help(const char *program);
+
+/* Whether kernelspec name has a zygote (--zygote). */
+bool config_has_zygote(const struct config *cfg, const char *name);
 
 #endif

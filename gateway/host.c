@@ -23,6 +23,7 @@
 
 #define HOST_PROGRAM "glovebox-kernel-host"
 #define HOST_FD      3
+#define HOST_MAX_ZYGOTES 8
 
 static int host_fd = -1;
 static pid_t host_pid = -1;
@@ -35,6 +36,7 @@ static struct {
         char runtime_dir[PATH_MAX];
         char log_level[16];
         char home_dir[PATH_MAX]; /* "": a tmpfs home */
+        char *const *zygotes;    /* --zygote entries, the configuration's */
         int max_restarts;        /* replacements allowed after a kernel-host died */
         int restarts;
 } spawn_args;
@@ -66,14 +68,12 @@ static int find_program(char *out, size_t size)
  * (a replacement): the child makes only async-signal-safe calls. */
 static int start_process(void)
 {
-        char *argv[] = {spawn_args.program,
-                        (char *)"--runtime-dir",
-                        spawn_args.runtime_dir,
-                        (char *)"--log-level",
-                        spawn_args.log_level,
-                        spawn_args.home_dir[0] ? (char *)"--home-disk-dir" : NULL,
-                        spawn_args.home_dir,
-                        NULL};
+        /* The program, --runtime-dir and --log-level with their values,
+         * --home-disk-dir DIR, two words per zygote, the end. */
+        char *argv[7 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
+                                                    spawn_args.runtime_dir, (char *)"--log-level",
+                                                    spawn_args.log_level};
+        size_t argc = 5;
         /* Nothing of our environment (tokens, secrets) goes further. */
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
                         log_format == LOG_FORMAT_JSON ? (char *)"GLOVEBOX_LOG_FORMAT=json" : NULL,
@@ -83,6 +83,16 @@ static int start_process(void)
         pid_t pid;
         int rc;
 
+        if (spawn_args.home_dir[0]) {
+                argv[argc++] = (char *)"--home-disk-dir";
+                argv[argc++] = spawn_args.home_dir;
+        }
+        for (size_t i = 0; spawn_args.zygotes && spawn_args.zygotes[i] && i < HOST_MAX_ZYGOTES;
+             i++) {
+                argv[argc++] = (char *)"--zygote";
+                argv[argc++] = spawn_args.zygotes[i];
+        }
+        argv[argc] = NULL;
         sigemptyset(&none);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
@@ -153,8 +163,8 @@ unsigned host_controllers(void)
         return host_controller_bits;
 }
 
-int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
-               const char *home_dir)
+int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygotes,
+               int max_restarts, const char *home_dir)
 {
         int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
 
@@ -166,6 +176,7 @@ int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
         snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
         snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
         snprintf(spawn_args.home_dir, sizeof(spawn_args.home_dir), "%s", home_dir ? home_dir : "");
+        spawn_args.zygotes = zygotes;
         spawn_args.max_restarts = max_restarts;
         rc = start_process();
         if (rc == 0) {
@@ -177,7 +188,8 @@ int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
 }
 
 int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
-               const char *log_level, int max_restarts, const char *home_dir)
+               const char *log_level, char *const *zygotes, int max_restarts,
+               const char *home_dir)
 {
         int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
 
@@ -187,6 +199,7 @@ int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
         snprintf(spawn_args.runtime_dir, sizeof(spawn_args.runtime_dir), "%s", runtime_dir);
         snprintf(spawn_args.log_level, sizeof(spawn_args.log_level), "%s", log_level);
         snprintf(spawn_args.home_dir, sizeof(spawn_args.home_dir), "%s", home_dir ? home_dir : "");
+        spawn_args.zygotes = zygotes;
         spawn_args.max_restarts = rc < 0 ? 0 : max_restarts;
         /* The link must be a socket, and the pid our own child: anything
          * else means the record does not describe this process. */

@@ -28,15 +28,18 @@ struct host_process_ops {
  * else in the libexec directory). Runs before any thread or ZMQ context
  * exists, so that the kernel-host inherits none. If it dies, a new one is
  * started, at most max_restarts times. Waits for its hello (which limits
- * it can enforce). home_dir: where sandboxes' /home/user images go
- * (--home-storage disk), NULL for a tmpfs home. Returns 0 or -errno. */
-int host_spawn(const char *runtime_dir, const char *log_level, int max_restarts,
-               const char *home_dir);
+ * it can enforce). zygotes: the --zygote entries, passed on (borrowed: they
+ * must outlive the kernel-host's replacements). home_dir: where sandboxes'
+ * /home/user images go (--home-storage disk), NULL for a tmpfs home.
+ * Returns 0 or -errno. */
+int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygotes,
+               int max_restarts, const char *home_dir);
 /* Takes over the kernel-host a previous image of this process started and
  * kept across execve (a restart that keeps kernels): its link fd, pid and
  * controllers as recorded. 0, or -ESRCH when fd or pid is not it. */
 int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
-               const char *log_level, int max_restarts, const char *home_dir);
+               const char *log_level, char *const *zygotes, int max_restarts,
+               const char *home_dir);
 /* Makes the link survive execve and says what it is, for the record. */
 int host_keep_link(int *fd, int *pid);
 /* Routes reports for id (a kept sandbox or process) to ops and ctx

@@ -1002,6 +1002,9 @@ static void start_process(struct kernel *k)
                  k->spec->dir + k->spec->root_len);
         snprintf(req.key, sizeof(req.key), "%s", k->key);
         req.tcp_bridge = specs_tcp_only(k->spec);
+        /* The kernel-host forks it from the zygote when it can. */
+        if (config_has_zygote(cfg, k->spec->name))
+                snprintf(req.zygote, sizeof(req.zygote), "%s", k->spec->name);
         req.env = k->env;
         /* The kernelspec's argv (validated strings), borrowed. */
         req.argv = calloc(n + 1, sizeof(char *));

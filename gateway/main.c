@@ -559,7 +559,7 @@ static int resume_kept(json_t **kernels)
         }
         if (rc == 0)
                 rc = host_adopt(proc.host_fd, proc.host_pid, proc.controllers, gw.runtime_dir,
-                                gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
+                                gw.cfg.log_level, gw.cfg.zygote, (int)gw.cfg.max_host_restarts,
                                 strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir : NULL);
         if (rc < 0)
                 log_error("the kept kernel-host is not this process's: cannot take over");
@@ -644,7 +644,8 @@ int main(int argc, char **argv)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&
-            host_spawn(gw.runtime_dir, gw.cfg.log_level, (int)gw.cfg.max_host_restarts,
+            host_spawn(gw.runtime_dir, gw.cfg.log_level, gw.cfg.zygote,
+                       (int)gw.cfg.max_host_restarts,
                        strcmp(gw.cfg.home_storage, "disk") == 0 ? gw.cfg.state_dir : NULL) < 0) {
                 log_error("cannot start the kernel-host");
                 goto out;

@@ -19,6 +19,7 @@
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
+#include "kernel-host/zygote.h"
 #include "protocol/hostmsg.h"
 #include "protocol/log.h"
 
@@ -208,7 +209,7 @@ static void handle_signals(void)
                         host.stopping = 1;
         }
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                if (!ports_reaped(host.link, pid, status))
+                if (!ports_reaped(host.link, pid, status) && !zygote_reaped(pid, status))
                         spawn_reap(pid, status, report);
         }
 }
@@ -217,6 +218,7 @@ static void usage(void)
 {
         fprintf(stderr, "usage: glovebox-kernel-host --runtime-dir DIR [--fd N] "
                         "[--log-level LEVEL] [--home-disk-dir STATE_DIR]\n"
+                        "                            [--zygote NAME:MODULE,...]...\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
                         "prints the kernels' seccomp filter as pseudo-filter code.\n");
@@ -226,6 +228,8 @@ int main(int argc, char **argv)
 {
         const char *runtime_dir = NULL;
         const char *home_disk_dir = NULL;
+        const char *zygote_specs[8];
+        size_t nzygote_specs = 0;
         sigset_t mask;
         int rc = 1;
 
@@ -248,6 +252,9 @@ int main(int argc, char **argv)
                         host.link = (int)fd;
                 } else if (strcmp(argv[i], "--home-disk-dir") == 0 && i + 1 < argc) {
                         home_disk_dir = argv[++i];
+                } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
+                           nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
+                        zygote_specs[nzygote_specs++] = argv[++i];
                 } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
                         if (log_level_parse(argv[++i], &log_threshold) < 0) {
                                 usage();
@@ -296,6 +303,10 @@ int main(int argc, char **argv)
         leftovers_record_write();
         if (geteuid() == 0)
                 net_init();
+        /* A zygote that cannot start only costs speed: its kernels start
+         * cold, as without one. */
+        for (size_t i = 0; i < nzygote_specs; i++)
+                zygote_start(zygote_specs[i]);
 
         while (!host.stopping) {
                 struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};
@@ -315,6 +326,7 @@ int main(int argc, char **argv)
         }
         rc = 0;
 out:
+        zygote_stop_all();
         spawn_stop_all(report);
         cgroup_shutdown();
         leftovers_record_remove();

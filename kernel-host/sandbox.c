@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/sandbox.h"
+#include "kernel-host/confine.h"
 #include "kernel-host/overlay.h"
 #include "kernel-host/seccomp.h"
 #include "protocol/log.h"
@@ -29,29 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef SECBIT_NOROOT
-#define SECBIT_NOROOT                      (1 << 0)
-#define SECBIT_NOROOT_LOCKED               (1 << 1)
-#define SECBIT_NO_SETUID_FIXUP             (1 << 2)
-#define SECBIT_NO_SETUID_FIXUP_LOCKED      (1 << 3)
-#define SECBIT_KEEP_CAPS_LOCKED            (1 << 5)
-#define SECBIT_NO_CAP_AMBIENT_RAISE        (1 << 6)
-#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED (1 << 7)
-#endif
-
 #define SETUP_TIMEOUT_MS 30000
-
-/* Reports from a sandbox's first process (over a socket) and from a
- * watcher (over a pipe) to the kernel-host. */
-enum report_kind { REPORT_STARTED = 1, REPORT_FAILED = 2, REPORT_EXIT = 3 };
-
-struct report {
-        int kind;
-        int error;  /* errno, for REPORT_FAILED */
-        int status; /* wait status, for REPORT_EXIT */
-        int pid;    /* host pid, for a process's REPORT_STARTED */
-        char step[64];
-};
 
 static struct sock_fprog seccomp_program;
 static int cap_last = CAP_LAST_CAP;
@@ -80,76 +59,18 @@ void sandbox_set_title_area(char *start, size_t len)
         title_len = len;
 }
 
+void sandbox_confine_view(const struct sandbox *sb, struct confine_sandbox *view)
+{
+        *view = (struct confine_sandbox){.ns_fds = sb->ns_fds,
+                                         .run_fd = sb->run_fd,
+                                         .privileged = sb->ids.privileged,
+                                         .disk_mb = sb->limits.disk_mb,
+                                         .pids = sb->limits.pids,
+                                         .cap_last = cap_last,
+                                         .filter = &seccomp_program};
+}
+
 /* ---- in children: async-signal-safe calls only --------------------------- */
-
-static void report_send(int fd, const struct report *r)
-{
-        ssize_t n;
-
-        /* write(), not send(): fd is a socket or a pipe. */
-        do {
-                n = write(fd, r, sizeof(*r));
-        } while (n < 0 && errno == EINTR);
-}
-
-static void report_init(struct report *r, int kind)
-{
-        memset(r, 0, sizeof(*r));
-        r->kind = kind;
-}
-
-static __attribute__((noreturn)) void child_fail(int fd, const char *step, int error)
-{
-        struct report r;
-        size_t len = 0;
-
-        report_init(&r, REPORT_FAILED);
-        r.error = error;
-        while (step[len] && len < sizeof(r.step) - 1) {
-                r.step[len] = step[len];
-                len++;
-        }
-        report_send(fd, &r);
-        _exit(127);
-}
-
-static void close_fds_except(int keep)
-{
-        for (int fd = 3; fd < 4096; fd++) {
-                if (fd != keep)
-                        close(fd);
-        }
-}
-
-/* What the sandbox's root may do beyond "user": own, read and write every
- * file of the sandbox whatever its owner and mode. Nothing else: with
- * CAP_SYS_ADMIN it could remount the read-only binds of host directories
- * writable (mounts made in the sandbox's own mount namespace are not
- * locked); with CAP_SETUID/CAP_SETGID it could take ids its namespace maps
- * only for setup; with CAP_SYS_PTRACE reach init; CAP_NET_* would matter
- * for a sandbox with egress. CAP_FSETID and CAP_MKNOD stay out too. */
-#define ROOT_CAPS                                                                                  \
-        ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) |        \
-         (1ull << CAP_FOWNER))
-
-/* Sets the permitted and effective sets to caps (inheritable empty). */
-static int keep_capabilities(unsigned long long caps)
-{
-        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-        struct __user_cap_data_struct data[2];
-
-        memset(data, 0, sizeof(data));
-        for (int i = 0; i < 2; i++) {
-                data[i].permitted = (uint32_t)(caps >> (32 * i));
-                data[i].effective = data[i].permitted;
-        }
-        return (int)syscall(SYS_capset, &hdr, data);
-}
-
-static int drop_capabilities(void)
-{
-        return keep_capabilities(0);
-}
 
 /* Brings up lo, the only interface of the new network namespace. */
 static int loopback_up(void)
@@ -171,96 +92,16 @@ static int loopback_up(void)
         return rc;
 }
 
-/* Sets stdio: each descriptor given, or /dev/null. */
-static int set_stdio(const int stdio[3])
-{
-        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-        if (null_fd < 0)
-                return -1;
-        for (int i = 0; i < 3; i++) {
-                if (dup2(stdio[i] >= 0 ? stdio[i] : null_fd, i) < 0)
-                        return -1;
-        }
-        return 0;
-}
-
 /* The process itself, inside every namespace: drop everything, execve. */
 static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
                                                    const struct sandbox_exec *ex, int exec_fd)
 {
-        const struct rlimit core = {0, 0}, nofile = {4096, 4096};
-        /* A backstop for files on mounts without their own size limit; a
-         * little over the disk limit so that a full disk says ENOSPC. */
-        const struct rlimit fsize = {(rlim_t)(sb->limits.disk_mb + 1) * 1024 * 1024,
-                                     (rlim_t)(sb->limits.disk_mb + 1) * 1024 * 1024};
-        /* Counted per host uid: exact when each sandbox has its own. */
-        const struct rlimit nproc = {sb->limits.pids, sb->limits.pids};
-        /* spawn.c starts root only in a sandbox that maps one. */
-        const uid_t id = ex->as_root ? 0 : ROOTFS_USER_UID;
-        sigset_t none;
+        struct confine_sandbox csb;
 
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        for (int sig = 1; sig < NSIG; sig++)
-                signal(sig, SIG_DFL);
-        /* Its own process group: interrupts go to it and its children. */
-        if (setsid() < 0)
-                child_fail(exec_fd, "setsid", errno);
-        if (set_stdio(ex->stdio) < 0)
-                child_fail(exec_fd, "stdio", errno);
-        /* A terminal of the sandbox's devpts, made the controlling terminal
-         * of the new session: job control and ^C work as in any shell, and
-         * its hangup reaches the session when the gateway lets go. */
-        if (ex->tty && ioctl(0, TIOCSCTTY, 0) < 0)
-                child_fail(exec_fd, "controlling terminal", errno);
-        close_fds_except(exec_fd);
-        if (chdir(ex->cwd) < 0)
-                child_fail(exec_fd, "chdir", errno);
-        if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0 ||
-            setrlimit(RLIMIT_FSIZE, &fsize) < 0 ||
-            (sb->ids.privileged && setrlimit(RLIMIT_NPROC, &nproc) < 0))
-                child_fail(exec_fd, "setrlimit", errno);
-        /* Empty the bounding set (needs CAP_SETPCAP, so before setuid) and
-         * lock the securebits: no path back to any capability, not even
-         * through a root-owned or file-capability binary. The sandbox's
-         * root keeps file-ownership capabilities only (ROOT_CAPS). */
-        for (int cap = 0; cap <= cap_last; cap++) {
-                if (ex->as_root && (ROOT_CAPS & (1ull << cap)))
-                        continue;
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        child_fail(exec_fd, "drop bounding set", errno);
-        }
-        /* Root's exec must grant it root's capabilities (at most the
-         * bounding set), so its NOROOT and NO_SETUID_FIXUP bits stay off,
-         * locked off: a setuid() away from 0 then drops them all. */
-        if (prctl(PR_SET_SECUREBITS,
-                  (ex->as_root ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP) |
-                      SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                      SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                      SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
-                  0, 0, 0) < 0)
-                child_fail(exec_fd, "securebits", errno);
-        if (sb->ids.privileged && setgroups(0, NULL) < 0)
-                child_fail(exec_fd, "setgroups", errno);
-        if (setresgid(id, id, id) < 0)
-                child_fail(exec_fd, "setresgid", errno);
-        if (setresuid(id, id, id) < 0)
-                child_fail(exec_fd, "setresuid", errno);
-        /* With NO_SETUID_FIXUP the switch kept capabilities: clear them.
-         * Root keeps ROOT_CAPS permitted: no_new_privs (below) caps what
-         * its exec grants at what it holds now. */
-        if (keep_capabilities(ex->as_root ? ROOT_CAPS : 0) < 0)
-                child_fail(exec_fd, "capset", errno);
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-                child_fail(exec_fd, "clear ambient capabilities", errno);
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                child_fail(exec_fd, "no_new_privs", errno);
-        /* Last, so the calls above were not subject to it. */
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &seccomp_program) < 0)
-                child_fail(exec_fd, "seccomp", errno);
+        sandbox_confine_view(sb, &csb);
+        confine_process(&csb, ex->stdio, ex->cwd, ex->tty, ex->as_root, exec_fd);
         execve(ex->argv[0], ex->argv, ex->envp);
-        child_fail(exec_fd, "exec", errno);
+        confine_fail(exec_fd, "exec", errno);
 }
 
 /* pid 1 of a sandbox: reap whatever is orphaned here, until killed. */
@@ -289,7 +130,7 @@ struct create_args {
 
 static __attribute__((noreturn)) void init_main(const struct create_args *args, int sync_fd)
 {
-        struct report ready;
+        struct confine_report ready;
         struct rootfs_mounts mounts;
         const char *step;
         char go;
@@ -306,43 +147,43 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         /* Become the sandbox's root: our host id (0) has no mapping here, and
          * files cannot be created by an unmapped id. */
         if (args->ids->privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
-                child_fail(sync_fd, "become sandbox root", errno);
+                confine_fail(sync_fd, "become sandbox root", errno);
         /* The sandbox dies with the kernel-host, however it dies (killed
          * with SIGKILL it cleans nothing up): init's death ends the pid
          * namespace. Set after the id change above, which clears it; a
          * kernel-host gone before this line shows as the end of sync_fd
          * below. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-                child_fail(sync_fd, "parent death signal", errno);
+                confine_fail(sync_fd, "parent death signal", errno);
         /* Now in the sandbox's cgroup: its cgroup namespace hides the rest. */
         if (unshare(CLONE_NEWCGROUP) < 0)
-                child_fail(sync_fd, "unshare cgroup namespace", errno);
+                confine_fail(sync_fd, "unshare cgroup namespace", errno);
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                child_fail(sync_fd, "make mounts private", errno);
+                confine_fail(sync_fd, "make mounts private", errno);
         if (rootfs_apply(args->rootfs, &mounts, &step) < 0)
-                child_fail(sync_fd, step, errno);
+                confine_fail(sync_fd, step, errno);
         if (mounts.lower_fd >= 0)
                 close(mounts.lower_fd);
         if (mounts.home_fd >= 0)
                 close(mounts.home_fd);
         if (sethostname("glovebox", 8) < 0)
-                child_fail(sync_fd, "sethostname", errno);
+                confine_fail(sync_fd, "sethostname", errno);
         if (loopback_up() < 0)
-                child_fail(sync_fd, "loopback up", errno);
+                confine_fail(sync_fd, "loopback up", errno);
         /* pivot_root(".", ".") stacks the old root under the new one; the
          * detach then drops the host's whole tree from this namespace. */
         if (chdir(rootfs_root(args->rootfs)) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
-                child_fail(sync_fd, "pivot_root", errno);
+                confine_fail(sync_fd, "pivot_root", errno);
         if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
-                child_fail(sync_fd, "detach old root", errno);
+                confine_fail(sync_fd, "detach old root", errno);
         /* A template's overlay stays writable: its upper layer is the
          * sandbox's, on its size-limited tmpfs. */
         if (!rootfs_writable_root(args->rootfs) &&
             mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-                child_fail(sync_fd, "read-only root", errno);
-        report_init(&ready, REPORT_STARTED);
-        report_send(sync_fd, &ready);
+                confine_fail(sync_fd, "read-only root", errno);
+        confine_report_init(&ready, CONFINE_STARTED);
+        confine_report_send(sync_fd, &ready);
         /* The kernel-host now opens our namespaces and root, which an
          * undumpable process would refuse an unprivileged kernel-host. */
         do {
@@ -352,10 +193,10 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 _exit(127); /* the kernel-host is gone */
         /* init keeps no privilege: no capabilities, undumpable (so no
          * process here can read its memory), not even its own socket. */
-        drop_capabilities();
+        confine_drop_capabilities();
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        close_fds_except(-1);
+        confine_close_fds_except(-1);
         init_loop();
 }
 
@@ -407,7 +248,7 @@ static int write_id_maps(pid_t pid, const struct sandbox_ids *ids)
         return rc < 0 ? rc : write_proc(pid, "gid_map", map);
 }
 
-static int wait_report(int fd, struct report *r, int timeout_ms)
+static int wait_report(int fd, struct confine_report *r, int timeout_ms)
 {
         struct pollfd pfd = {fd, POLLIN, 0};
         ssize_t n;
@@ -488,7 +329,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                                              home_fd >= 0};
         struct create_args args = {NULL, root_dir, ids};
         struct rootfs *rootfs = NULL;
-        struct report report;
+        struct confine_report report;
         char err[HOSTMSG_ERROR_SIZE];
         int sv[2] = {-1, -1};
         int lower_fd = -1;
@@ -569,7 +410,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, rc == -ETIMEDOUT ? "setup timeout" : "sandbox child died", -rc);
                 goto kill;
         }
-        if (report.kind != REPORT_STARTED) {
+        if (report.kind != CONFINE_STARTED) {
                 rc = -(report.error ? report.error : EIO);
                 fail_set(fail, report.step, -rc);
                 goto kill;
@@ -608,50 +449,6 @@ out:
                 close(sv[1]);
         rootfs_free(&rootfs);
         return rc;
-}
-
-/* In the watcher, as the sandbox's root: writes a kernel's connection file
- * into the sandbox's /run/kernel, owned by its user, readable by nobody
- * else. The host's root writes nothing there: the directory is the
- * sandbox user's, so a name in it may have been made to point anywhere,
- * and even a sandbox's root only ever reaches the sandbox's own files. By
- * descriptor, never following a name: what was at the name (a stale file,
- * a planted symlink) is removed first, the file is created exclusively and
- * given away through its own descriptor. Async-signal-safe; -1 with errno
- * on failure. */
-static int write_connection_file(int dir_fd, const char *name, const char *text)
-{
-        size_t len = strlen(text), done = 0;
-        int fd, saved;
-
-        if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
-                return -1;
-        fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -1;
-        if (fchown(fd, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
-                goto fail;
-        while (done < len) {
-                ssize_t n = write(fd, text + done, len - done);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        goto fail;
-                done += (size_t)n;
-        }
-        if (close(fd) < 0) {
-                fd = -1;
-                goto fail;
-        }
-        return 0;
-fail:
-        saved = errno ? errno : EIO;
-        if (fd >= 0)
-                close(fd);
-        unlinkat(dir_fd, name, 0); /* nothing half-written */
-        errno = saved;
-        return -1;
 }
 
 int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master,
@@ -716,50 +513,25 @@ out:
 static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
                                                    const struct sandbox_exec *ex, int report_fd)
 {
-        /* In the order of ns_names. */
-        static const int ns_types[SANDBOX_NAMESPACES] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
-                                                         CLONE_NEWNET,  CLONE_NEWIPC, CLONE_NEWUTS,
-                                                         CLONE_NEWCGROUP};
-        struct report r;
+        const char *dirs[CGROUP_CONTROLLERS];
+        struct confine_sandbox csb;
+        struct confine_report r;
         int exec_pipe[2];
         int status;
         pid_t pid;
         ssize_t n;
 
-        /* The process's own group first, while we still are root on the
-         * host; the process inherits it, and so does all it starts. */
-        for (unsigned i = 0; i < ex->cgroup->ndirs; i++) {
-                const char *dir = ex->cgroup->dirs[i];
-                char path[PATH_MAX + 16];
-                int fd;
-
-                if (!dir[0])
-                        continue;
-                /* The path is short of PATH_MAX: built by cgroup_create_child. */
-                memcpy(path, dir, strlen(dir));
-                memcpy(path + strlen(dir), "/cgroup.procs", 14);
-                fd = open(path, O_WRONLY | O_CLOEXEC);
-                if (fd < 0 || write(fd, "0", 1) != 1)
-                        child_fail(report_fd, "join cgroup", errno);
-                close(fd);
-        }
-        /* The user namespace first: joining it gives the capabilities that
-         * joining the others needs. */
-        for (int i = 0; i < SANDBOX_NAMESPACES; i++) {
-                if (setns(sb->ns_fds[i], ns_types[i]) < 0)
-                        child_fail(report_fd, "setns", errno);
-        }
-        if (sb->ids.privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
-                child_fail(report_fd, "become sandbox root", errno);
-        if (ex->conn_name && write_connection_file(sb->run_fd, ex->conn_name, ex->conn_text) < 0)
-                child_fail(report_fd, "connection-file", errno);
+        for (unsigned i = 0; i < ex->cgroup->ndirs && i < CGROUP_CONTROLLERS; i++)
+                dirs[i] = ex->cgroup->dirs[i];
+        sandbox_confine_view(sb, &csb);
+        confine_join(&csb, dirs, ex->cgroup->ndirs, ex->conn_name, ex->conn_text, report_fd);
         if (pipe2(exec_pipe, O_CLOEXEC) < 0)
-                child_fail(report_fd, "pipe", errno);
+                confine_fail(report_fd, "pipe", errno);
         /* Forked after setns(pid): the process lives in the sandbox's pid
          * namespace; we, the watcher, stay outside. */
         pid = fork();
         if (pid < 0)
-                child_fail(report_fd, "fork", errno);
+                confine_fail(report_fd, "fork", errno);
         if (pid == 0) {
                 close(exec_pipe[0]);
                 close(report_fd);
@@ -771,24 +543,24 @@ static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
                 n = read(exec_pipe[0], &r, sizeof(r));
         } while (n < 0 && errno == EINTR);
         if (n == (ssize_t)sizeof(r)) {
-                report_send(report_fd, &r);
+                confine_report_send(report_fd, &r);
                 waitpid(pid, &status, 0);
                 _exit(127);
         }
         close(exec_pipe[0]);
-        report_init(&r, REPORT_STARTED);
+        confine_report_init(&r, CONFINE_STARTED);
         r.pid = pid;
-        report_send(report_fd, &r);
-        close_fds_except(report_fd);
-        drop_capabilities();
+        confine_report_send(report_fd, &r);
+        confine_close_fds_except(report_fd);
+        confine_drop_capabilities();
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         while (waitpid(pid, &status, 0) < 0) {
                 if (errno != EINTR)
                         _exit(1);
         }
-        report_init(&r, REPORT_EXIT);
+        confine_report_init(&r, CONFINE_EXIT);
         r.status = status;
-        report_send(report_fd, &r);
+        confine_report_send(report_fd, &r);
         _exit(0);
 }
 
@@ -796,7 +568,7 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
                  struct sandbox_process *proc, struct hostmsg_failed *fail)
 {
         int report[2] = {-1, -1};
-        struct report r;
+        struct confine_report r;
         int status;
         int rc = 0;
 
@@ -820,7 +592,7 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
         close(report[1]);
         report[1] = -1;
         rc = wait_report(report[0], &r, SETUP_TIMEOUT_MS);
-        if (rc == 0 && r.kind != REPORT_STARTED)
+        if (rc == 0 && r.kind != CONFINE_STARTED)
                 rc = -(r.error ? r.error : EIO);
         if (rc < 0) {
                 fail_set(fail, rc == -ETIMEDOUT || rc == -EPIPE ? "start process" : r.step, -rc);
@@ -841,12 +613,12 @@ out:
 
 int sandbox_process_status(struct sandbox_process *proc, int watcher_status)
 {
-        struct report r;
+        struct confine_report r;
         int status = watcher_status;
 
         if (proc->status_fd >= 0) {
                 if (read(proc->status_fd, &r, sizeof(r)) == (ssize_t)sizeof(r) &&
-                    r.kind == REPORT_EXIT)
+                    r.kind == CONFINE_EXIT)
                         status = r.status;
                 close(proc->status_fd);
                 proc->status_fd = -1;

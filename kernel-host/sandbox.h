@@ -13,6 +13,7 @@
 #define GLOVEBOX_SANDBOX_H
 
 #include "kernel-host/cgroup.h"
+#include "kernel-host/confine.h"
 #include "kernel-host/rootfs.h"
 #include "protocol/hostmsg.h"
 
@@ -27,7 +28,7 @@ struct sandbox_ids {
         bool privileged; /* we are root: two mapped ids, else only our own */
 };
 
-#define SANDBOX_NAMESPACES 7
+#define SANDBOX_NAMESPACES CONFINE_NAMESPACES
 #define SANDBOX_NS_NET     3 /* its index in ns_fds */
 
 struct sandbox {
@@ -55,7 +56,8 @@ struct sandbox_exec {
          * process's controlling terminal */
         bool tty;
         /* Runs as the sandbox's own root (uid 0 inside, ids.setup_uid on
-         * the host) with SANDBOX_ROOT_CAPS only; false: as "user". */
+         * the host) with the file-ownership capabilities only (confine.h);
+         * false: as "user". */
         bool as_root;
 };
 
@@ -71,6 +73,10 @@ int sandbox_init(void);
 /* The memory holding our argv strings: each sandbox's init overwrites its
  * copy, so that its /proc/1/cmdline names no host path. */
 void sandbox_set_title_area(char *start, size_t len);
+
+/* How a process entering sb sees it (confine.h); borrows sb's descriptors
+ * and the seccomp filter. */
+void sandbox_confine_view(const struct sandbox *sb, struct confine_sandbox *view);
 
 /* Makes a sandbox whose root is mounted on root_dir, in a new cgroup named
  * cgroup_name; its root is template_root's tree under an overlay when that

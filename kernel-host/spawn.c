@@ -5,6 +5,7 @@
 #include "kernel-host/homedisk.h"
 #include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
+#include "kernel-host/zygote.h"
 #include "protocol/connfile.h"
 #include "protocol/log.h"
 #include "protocol/tree.h"
@@ -38,6 +39,7 @@ struct box {
         char ipc_dir[PATH_MAX + 8]; /* without a sandbox: where the sockets are */
         int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
         bool sandboxed;
+        bool templated; /* its root is a template's tree, not the host's /usr */
         struct sandbox sandbox;
         struct net_egress net; /* slot -1: no network */
         int slot;
@@ -312,6 +314,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         b->net.slot = -1;
         b->plain_ipc_fd = -1;
         b->sandboxed = req->sandbox;
+        b->templated = req->template_root[0] != '\0';
         snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
         /* Short names keep socket paths far below their 108-byte limit. */
         snprintf(b->run_dir, sizeof(b->run_dir), "%s/s%u", runtime, next_box++);
@@ -796,7 +799,17 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                         fail_set(fail, req->id, "cgroup", -rc, err);
                         goto fail;
                 }
-                rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);
+                /* A zygote's modules are the host's: only a sandbox on
+                 * the host's /usr sees the same files. */
+                rc = -ENOENT;
+                if (req->kernel && !req->tcp_bridge && !b->templated &&
+                    zygote_fits(req->zygote, argv, envp)) {
+                        rc = zygote_exec(req->zygote, &b->sandbox, &ex, &p->sp, fail);
+                        if (rc == 0)
+                                klog_debug(req->id, "forked from zygote %s", req->zygote);
+                }
+                if (rc == -ENOENT)
+                        rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", req->id);
                 p->pid = p->sp.pid;
                 p->reap = p->sp.watcher;

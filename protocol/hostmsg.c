@@ -498,6 +498,8 @@ json_t *hostmsg_start_encode(const struct hostmsg_start *m)
                                                         (int)m->cols));
         if (o && m->as_root)
                 json_object_set_new(o, "as_root", json_true());
+        if (o && m->zygote[0])
+                json_object_set_new(o, "zygote", json_string(m->zygote));
         return o;
 }
 
@@ -546,6 +548,8 @@ int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
         if (rc == 0 && json_object_get(body, "as_root") &&
             !json_is_boolean(json_object_get(body, "as_root")))
                 rc = -EBADMSG;
+        if (rc == 0 && json_object_get(body, "zygote"))
+                rc = get_str(body, "zygote", m->zygote, sizeof(m->zygote));
         if (rc < 0) {
                 hostmsg_start_clear(m);
                 return rc;

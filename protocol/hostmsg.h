@@ -113,6 +113,10 @@ struct hostmsg_start {
          * file names loopback ports, and glovebox-kernel-bridge joins them
          * to the ipc sockets the gateway uses */
         bool tcp_bridge;
+        /* kernels: the kernelspec's name when the operator gave it a
+         * zygote (--zygote); the kernel-host forks the kernel from it when
+         * it can, else starts it cold. "" for none. */
+        char zygote[64];
         char kernelspec_dir[PATH_MAX]; /* kernels: expands "{resource_dir}" */
         char key[JP_MAX_KEY_LEN + 1];  /* kernels: the HMAC key */
         char cwd[PATH_MAX];           /* inside the sandbox; "" for the home directory */

@@ -9,11 +9,35 @@ from gbclient import run_cell as run, start_gateway, value_of as value  # noqa: 
 CANARY_ENV = "GLOVEBOX_CANARY_SECRET"
 CANARY_VALUE = "canary-4a1f9e"
 
+# A kernel forked from this zygote has numpy imported before its first
+# cell; a cold one has not.
+ZYGOTE_ARGS = ("--zygote", "python3:numpy")
+
+
+def pytest_generate_tests(metafunc):
+    # The escape battery runs against cold kernels and, unchanged, against
+    # kernels forked from a zygote.
+    if "gateway" in metafunc.fixturenames and metafunc.module.__name__.endswith("test_escape"):
+        metafunc.parametrize("gateway", ["cold", "zygote"], indirect=True, scope="module")
+
+
+def assert_from_zygote(gw, kid, expected=True):
+    """A kernel of the zygote gateway came from the zygote (numpy was
+    imported before anything ran), or a cold one did not."""
+    assert value(gw, kid, "'numpy' in __import__('sys').modules") is expected
+
 
 @pytest.fixture(scope="module")
-def gateway():
+def gateway(request):
     env = dict(os.environ, **{CANARY_ENV: CANARY_VALUE})
-    gw = start_gateway(env=env)
+    mode = getattr(request, "param", "cold")
+    gw = start_gateway(*(ZYGOTE_ARGS if mode == "zygote" else ()), env=env)
+    gw.mode = mode
+    if mode == "zygote":
+        # Else the battery could pass on cold kernels without saying so.
+        kid = gw.start_kernel()
+        assert_from_zygote(gw, kid)
+        gw.request("DELETE", f"/api/kernels/{kid}")
     yield gw
     gw.stop()
 

@@ -247,6 +247,24 @@ static void test_start(void)
         json_decref(body);
         m.tcp_bridge = false;
 
+        /* A kernel forked from its kernelspec's zygote. */
+        snprintf(m.zygote, sizeof(m.zygote), "python3");
+        body = transfer(HOSTMSG_START, hostmsg_start_encode(&m), "START from a zygote");
+        is_int(hostmsg_start_decode(body, &back), 0, "START from a zygote: decodes");
+        is_str(back.zygote, "python3", "START from a zygote: its name");
+        hostmsg_start_clear(&back);
+        json_object_set_new(body, "zygote", json_integer(3));
+        is_int(hostmsg_start_decode(body, &back), -EBADMSG,
+               "START: a zygote that is not a string is refused");
+        json_decref(body);
+        m.zygote[0] = '\0';
+        body = transfer(HOSTMSG_START, hostmsg_start_encode(&m), "START without a zygote");
+        ok(json_object_get(body, "zygote") == NULL, "START: no zygote unless asked");
+        is_int(hostmsg_start_decode(body, &back), 0, "START without a zygote: decodes");
+        is_str(back.zygote, "", "START without a zygote: none");
+        hostmsg_start_clear(&back);
+        json_decref(body);
+
         /* A command: no kernel, a working directory, no environment. */
         m.kernel = false;
         m.kernelspec_dir[0] = m.key[0] = '\0';

@@ -1,0 +1,267 @@
+#include "autoconf.h"
+
+#include "kernel-host/confine.h"
+#include "kernel-host/rootfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SECBIT_NOROOT
+#define SECBIT_NOROOT                      (1 << 0)
+#define SECBIT_NOROOT_LOCKED               (1 << 1)
+#define SECBIT_NO_SETUID_FIXUP             (1 << 2)
+#define SECBIT_NO_SETUID_FIXUP_LOCKED      (1 << 3)
+#define SECBIT_KEEP_CAPS_LOCKED            (1 << 5)
+#define SECBIT_NO_CAP_AMBIENT_RAISE        (1 << 6)
+#define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED (1 << 7)
+#endif
+
+void confine_report_send(int fd, const struct confine_report *r)
+{
+        ssize_t n;
+
+        /* write(), not send(): fd is a socket or a pipe. */
+        do {
+                n = write(fd, r, sizeof(*r));
+        } while (n < 0 && errno == EINTR);
+}
+
+void confine_report_init(struct confine_report *r, int kind)
+{
+        memset(r, 0, sizeof(*r));
+        r->kind = kind;
+}
+
+void confine_fail(int fd, const char *step, int error)
+{
+        struct confine_report r;
+        size_t len = 0;
+
+        confine_report_init(&r, CONFINE_FAILED);
+        r.error = error;
+        while (step[len] && len < sizeof(r.step) - 1) {
+                r.step[len] = step[len];
+                len++;
+        }
+        confine_report_send(fd, &r);
+        _exit(127);
+}
+
+void confine_close_fds_except(int keep)
+{
+        for (int fd = 3; fd < 4096; fd++) {
+                if (fd != keep)
+                        close(fd);
+        }
+}
+
+/* What the sandbox's root may do beyond "user": own, read and write every
+ * file of the sandbox whatever its owner and mode. Nothing else: with
+ * CAP_SYS_ADMIN it could remount the read-only binds of host directories
+ * writable (mounts made in the sandbox's own mount namespace are not
+ * locked); with CAP_SETUID/CAP_SETGID it could take ids its namespace maps
+ * only for setup; with CAP_SYS_PTRACE reach init; CAP_NET_* would matter
+ * for a sandbox with egress. CAP_FSETID and CAP_MKNOD stay out too. */
+#define ROOT_CAPS                                                                                  \
+        ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) |        \
+         (1ull << CAP_FOWNER))
+
+/* Sets the permitted and effective sets to caps (inheritable empty). */
+static int keep_capabilities(unsigned long long caps)
+{
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct data[2];
+
+        memset(data, 0, sizeof(data));
+        for (int i = 0; i < 2; i++) {
+                data[i].permitted = (uint32_t)(caps >> (32 * i));
+                data[i].effective = data[i].permitted;
+        }
+        return (int)syscall(SYS_capset, &hdr, data);
+}
+
+int confine_drop_capabilities(void)
+{
+        return keep_capabilities(0);
+}
+
+/* As the sandbox's root: writes a kernel's connection file into the
+ * sandbox's /run/kernel, owned by its user, readable by nobody else. The
+ * host's root writes nothing there: the directory is the sandbox user's,
+ * so a name in it may have been made to point anywhere, and even a
+ * sandbox's root only ever reaches the sandbox's own files. By descriptor,
+ * never following a name: what was at the name (a stale file, a planted
+ * symlink) is removed first, the file is created exclusively and given
+ * away through its own descriptor. -1 with errno on failure. */
+static int write_connection_file(int dir_fd, const char *name, const char *text)
+{
+        size_t len = strlen(text), done = 0;
+        int fd, saved;
+
+        if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
+                return -1;
+        fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -1;
+        if (fchown(fd, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
+                goto fail;
+        while (done < len) {
+                ssize_t n = write(fd, text + done, len - done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        goto fail;
+                done += (size_t)n;
+        }
+        if (close(fd) < 0) {
+                fd = -1;
+                goto fail;
+        }
+        return 0;
+fail:
+        saved = errno ? errno : EIO;
+        if (fd >= 0)
+                close(fd);
+        unlinkat(dir_fd, name, 0); /* nothing half-written */
+        errno = saved;
+        return -1;
+}
+
+void confine_join(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
+                  const char *conn_name, const char *conn_text, int report_fd)
+{
+        /* In the order of confine_sandbox.ns_fds. */
+        static const int ns_types[CONFINE_NAMESPACES] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
+                                                         CLONE_NEWNET,   CLONE_NEWIPC, CLONE_NEWUTS,
+                                                         CLONE_NEWCGROUP};
+
+        /* The process's own group first, while we still are root on the
+         * host; the process inherits it, and so does all it starts. */
+        for (size_t i = 0; i < ndirs; i++) {
+                char path[PATH_MAX + 16];
+                size_t len = strlen(dirs[i]);
+                int fd;
+
+                if (!len)
+                        continue;
+                if (len >= PATH_MAX)
+                        confine_fail(report_fd, "join cgroup", ENAMETOOLONG);
+                memcpy(path, dirs[i], len);
+                memcpy(path + len, "/cgroup.procs", 14);
+                fd = open(path, O_WRONLY | O_CLOEXEC);
+                if (fd < 0 || write(fd, "0", 1) != 1)
+                        confine_fail(report_fd, "join cgroup", errno);
+                close(fd);
+        }
+        /* The user namespace first: joining it gives the capabilities that
+         * joining the others needs. */
+        for (int i = 0; i < CONFINE_NAMESPACES; i++) {
+                if (setns(sb->ns_fds[i], ns_types[i]) < 0)
+                        confine_fail(report_fd, "setns", errno);
+        }
+        if (sb->privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
+                confine_fail(report_fd, "become sandbox root", errno);
+        if (conn_name && write_connection_file(sb->run_fd, conn_name, conn_text) < 0)
+                confine_fail(report_fd, "connection-file", errno);
+}
+
+/* Sets stdio: each descriptor given, or /dev/null. */
+static int set_stdio(const int stdio[3])
+{
+        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+        if (null_fd < 0)
+                return -1;
+        for (int i = 0; i < 3; i++) {
+                if (dup2(stdio[i] >= 0 ? stdio[i] : null_fd, i) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+void confine_process(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
+                     bool tty, bool as_root, int keep_fd)
+{
+        const struct rlimit core = {0, 0}, nofile = {4096, 4096};
+        /* A backstop for files on mounts without their own size limit; a
+         * little over the disk limit so that a full disk says ENOSPC. */
+        const struct rlimit fsize = {(rlim_t)(sb->disk_mb + 1) * 1024 * 1024,
+                                     (rlim_t)(sb->disk_mb + 1) * 1024 * 1024};
+        /* Counted per host uid: exact when each sandbox has its own. */
+        const struct rlimit nproc = {sb->pids, sb->pids};
+        /* spawn.c starts root only in a sandbox that maps one. */
+        const uid_t id = as_root ? 0 : ROOTFS_USER_UID;
+        sigset_t none;
+
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);
+        /* Its own process group: interrupts go to it and its children. */
+        if (setsid() < 0)
+                confine_fail(keep_fd, "setsid", errno);
+        if (set_stdio(stdio) < 0)
+                confine_fail(keep_fd, "stdio", errno);
+        /* A terminal of the sandbox's devpts, made the controlling terminal
+         * of the new session: job control and ^C work as in any shell, and
+         * its hangup reaches the session when the gateway lets go. */
+        if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
+                confine_fail(keep_fd, "controlling terminal", errno);
+        confine_close_fds_except(keep_fd);
+        if (chdir(cwd) < 0)
+                confine_fail(keep_fd, "chdir", errno);
+        if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0 ||
+            setrlimit(RLIMIT_FSIZE, &fsize) < 0 ||
+            (sb->privileged && setrlimit(RLIMIT_NPROC, &nproc) < 0))
+                confine_fail(keep_fd, "setrlimit", errno);
+        /* Empty the bounding set (needs CAP_SETPCAP, so before setuid) and
+         * lock the securebits: no path back to any capability, not even
+         * through a root-owned or file-capability binary. The sandbox's
+         * root keeps file-ownership capabilities only (ROOT_CAPS). */
+        for (int cap = 0; cap <= sb->cap_last; cap++) {
+                if (as_root && (ROOT_CAPS & (1ull << cap)))
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        confine_fail(keep_fd, "drop bounding set", errno);
+        }
+        /* Root's exec must grant it root's capabilities (at most the
+         * bounding set), so its NOROOT and NO_SETUID_FIXUP bits stay off,
+         * locked off: a setuid() away from 0 then drops them all. */
+        if (prctl(PR_SET_SECUREBITS,
+                  (as_root ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP) | SECBIT_NOROOT_LOCKED |
+                      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                      SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+                  0, 0, 0) < 0)
+                confine_fail(keep_fd, "securebits", errno);
+        if (sb->privileged && setgroups(0, NULL) < 0)
+                confine_fail(keep_fd, "setgroups", errno);
+        if (setresgid(id, id, id) < 0)
+                confine_fail(keep_fd, "setresgid", errno);
+        if (setresuid(id, id, id) < 0)
+                confine_fail(keep_fd, "setresuid", errno);
+        /* With NO_SETUID_FIXUP the switch kept capabilities: clear them.
+         * Root keeps ROOT_CAPS permitted: no_new_privs (below) caps what
+         * its exec grants at what it holds now. */
+        if (keep_capabilities(as_root ? ROOT_CAPS : 0) < 0)
+                confine_fail(keep_fd, "capset", errno);
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                confine_fail(keep_fd, "clear ambient capabilities", errno);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                confine_fail(keep_fd, "no_new_privs", errno);
+        /* Last, so the calls above were not subject to it. */
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, sb->filter) < 0)
+                confine_fail(keep_fd, "seccomp", errno);
+}

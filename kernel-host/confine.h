@@ -1,0 +1,69 @@
+/* The steps that put one process into a sandbox made by sandbox.h, shared
+ * by the kernel-host's watchers (which then execve the process) and the
+ * zygote's children (glovebox-zygote, which go on to run a kernel that was
+ * already loaded before the fork). Everything here runs in a child between
+ * fork and execve (or the kernel's first line): async-signal-safe calls
+ * only, and a failing step is reported on a descriptor, then _exit. */
+#ifndef GLOVEBOX_CONFINE_H
+#define GLOVEBOX_CONFINE_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CONFINE_NAMESPACES 7
+
+/* What a child reports to the kernel-host, over a socket or a pipe. */
+enum confine_report_kind { CONFINE_STARTED = 1, CONFINE_FAILED = 2, CONFINE_EXIT = 3 };
+
+struct confine_report {
+        int kind;
+        int error;  /* errno, for CONFINE_FAILED */
+        int status; /* wait status, for CONFINE_EXIT */
+        int pid;    /* host pid, for a process's CONFINE_STARTED */
+        char step[64];
+};
+
+/* A sandbox as a process entering it sees it: borrowed descriptors. */
+struct confine_sandbox {
+        /* Its namespaces in the order user, mnt, pid, net, ipc, uts, cgroup. */
+        const int *ns_fds;
+        int run_fd;      /* its /run/kernel (O_PATH): connection files go here */
+        bool privileged; /* the kernel-host is root: the sandbox has a root of its own */
+        uint64_t disk_mb;
+        uint32_t pids;
+        int cap_last;                    /* /proc/sys/kernel/cap_last_cap */
+        const struct sock_fprog *filter; /* seccomp, loaded last */
+};
+
+void confine_report_init(struct confine_report *r, int kind);
+void confine_report_send(int fd, const struct confine_report *r);
+/* Reports the failed step and its errno on fd, then _exit(127). */
+__attribute__((noreturn)) void confine_fail(int fd, const char *step, int error);
+void confine_close_fds_except(int keep);
+/* Clears every capability set of the calling thread; -1 with errno. */
+int confine_drop_capabilities(void);
+
+/* Moves the caller into the cgroup directories dirs (host paths), then into
+ * every namespace of sb (the pid namespace for its children: fork after
+ * this), and becomes the sandbox's root. Writes a kernel's connection file
+ * (conn_name non-NULL) into /run/kernel as that root. Fails through
+ * confine_fail(report_fd). */
+void confine_join(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
+                  const char *conn_name, const char *conn_text, int report_fd);
+
+/* In the process itself, inside the sandbox: resets signals, makes a
+ * session, sets stdio (-1: /dev/null) and, with tty (stdio is a terminal's
+ * peer), makes it the session's controlling terminal, closes every other
+ * descriptor but keep_fd, changes to cwd, sets rlimits, drops every
+ * privilege for the sandbox's user, or with as_root (only in a sandbox
+ * that maps a root: privileged) becomes the sandbox's root keeping the
+ * file-ownership capabilities (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH,
+ * FOWNER) and nothing else, sets no_new_privs and loads the seccomp
+ * filter, last. Fails through confine_fail(keep_fd). */
+void confine_process(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
+                     bool tty, bool as_root, int keep_fd);
+
+#endif

@@ -1,0 +1,514 @@
+#include "autoconf.h"
+
+#include "kernel-host/zygote.h"
+#include "kernel-host/rootfs.h"
+#include "kernel-host/sandbox.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_ZYGOTES      8
+#define READY_TIMEOUT_MS 30000 /* importing pandas on a loaded machine */
+#define START_TIMEOUT_MS 30000
+#define MAX_MODULES      1024
+
+struct zygote {
+        char name[ZYGOTE_MAX_NAME];
+        pid_t pid;
+        int link;   /* our end of its socket; -1 once it is gone */
+        bool ready; /* it said "ready" */
+};
+
+static struct zygote zygotes[MAX_ZYGOTES];
+static size_t nzygotes;
+static char python_real[PATH_MAX];
+
+static bool name_ok(const char *s, size_t len)
+{
+        if (len == 0 || len >= ZYGOTE_MAX_NAME)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                char c = s[i];
+
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.'))
+                        return false;
+        }
+        return true;
+}
+
+/* Module names: dotted identifiers separated by commas, or nothing. */
+static bool modules_ok(const char *s)
+{
+        size_t len = strlen(s);
+
+        if (len > MAX_MODULES)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                char c = s[i];
+
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '.' || c == ','))
+                        return false;
+        }
+        return true;
+}
+
+static int find_program(char *out, size_t size)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+
+        if (n <= 0)
+                return -ENOENT;
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        if (!slash)
+                return -ENOENT;
+        *slash = '\0';
+        if ((size_t)snprintf(out, size, "%s/" ZYGOTE_PROGRAM, self) >= size ||
+            access(out, X_OK) < 0)
+                return -ENOENT;
+        return 0;
+}
+
+/* In the forked child, before execve: the zygote's own mount namespace,
+ * where /tmp and /home are private tmpfs (its imports may write caches
+ * under $HOME, never on the host), dying with us. */
+static __attribute__((noreturn)) void zygote_child(const char *program, const char *modules,
+                                                   int link)
+{
+        /* Room for a kernel's command line: the kernels overwrite it. */
+        static char title[160];
+        char *argv[] = {(char *)ZYGOTE_PROGRAM,
+                        (char *)"--preload",
+                        (char *)modules,
+                        (char *)"--title",
+                        title,
+                        NULL};
+        /* The imports see what a kernel's environment says (spawn.c's
+         * base), and one thread for BLAS and OpenMP: fork() copies one. */
+        char *envp[] = {(char *)"PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
+                        (char *)"HOME=" ROOTFS_HOME,
+                        (char *)"LANG=C.UTF-8",
+                        (char *)"TERM=xterm-256color",
+                        (char *)"MPLBACKEND=module://matplotlib_inline.backend_inline",
+                        (char *)"OPENBLAS_NUM_THREADS=1",
+                        (char *)"OMP_NUM_THREADS=1",
+                        (char *)"MKL_NUM_THREADS=1",
+                        (char *)"NUMEXPR_NUM_THREADS=1",
+                        NULL};
+        sigset_t none;
+
+        memset(title, ' ', sizeof(title) - 1);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || unshare(CLONE_NEWNS) < 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") < 0 ||
+            mount("tmpfs", "/home", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m") < 0 ||
+            mkdir(ROOTFS_HOME, 0700) < 0 || chdir(ROOTFS_HOME) < 0)
+                _exit(126);
+        if (dup2(link, ZYGOTE_FD) < 0)
+                _exit(126);
+        syscall(SYS_close_range, ZYGOTE_FD + 1, ~0u, 0);
+        execve(program, argv, envp);
+        _exit(127);
+}
+
+int zygote_start(const char *spec)
+{
+        const char *colon = strchr(spec, ':');
+        size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
+        const char *modules = colon ? colon + 1 : "";
+        char program[PATH_MAX];
+        struct zygote *z;
+        int sv[2];
+        pid_t pid;
+
+        if (!name_ok(spec, name_len) || !modules_ok(modules)) {
+                log_error("--zygote %s: expected NAME:MODULE,MODULE,...", spec);
+                return -EINVAL;
+        }
+        if (nzygotes == MAX_ZYGOTES) {
+                log_error("--zygote %s: at most %d zygotes", spec, MAX_ZYGOTES);
+                return -E2BIG;
+        }
+        if (geteuid() != 0) {
+                log_warn("zygote %.*s needs a kernel-host running as root: its kernels start cold",
+                         (int)name_len, spec);
+                return -EPERM;
+        }
+        if (find_program(program, sizeof(program)) < 0) {
+                log_warn("no " ZYGOTE_PROGRAM " beside the kernel-host: kernels start cold");
+                return -ENOENT;
+        }
+        if (!python_real[0] && !realpath(GLOVEBOX_ZYGOTE_PYTHON, python_real)) {
+                log_warn("zygote: %s: %s", GLOVEBOX_ZYGOTE_PYTHON, strerror(errno));
+                return -errno;
+        }
+        /* A kernel's parent, the zygote's child, exits once the kernel
+         * runs: the kernel then becomes ours to reap and report. */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+                return -errno;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                close(sv[0]);
+                close(sv[1]);
+                return -errno;
+        }
+        if (pid == 0)
+                zygote_child(program, modules, sv[1]);
+        close(sv[1]);
+        z = &zygotes[nzygotes++];
+        memset(z, 0, sizeof(*z));
+        memcpy(z->name, spec, name_len);
+        z->pid = pid;
+        z->link = sv[0];
+        log_info("zygote %s started (pid %d), preloading %s", z->name, (int)pid,
+                 modules[0] ? modules : "ipykernel only");
+        return 0;
+}
+
+static struct zygote *zygote_find(const char *name)
+{
+        for (size_t i = 0; i < nzygotes; i++) {
+                if (zygotes[i].link >= 0 && strcmp(zygotes[i].name, name) == 0)
+                        return &zygotes[i];
+        }
+        return NULL;
+}
+
+static void zygote_lost(struct zygote *z, const char *why)
+{
+        log_warn("zygote %s: %s; its kernels start cold", z->name, why);
+        close(z->link);
+        z->link = -1;
+        if (z->pid > 0)
+                kill(z->pid, SIGKILL);
+}
+
+/* Whether the zygote's end of its socket is closed: it is gone. */
+static bool zygote_hung_up(const struct zygote *z)
+{
+        struct pollfd p = {z->link, 0, 0};
+
+        return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
+/* Waits for the zygote's "ready", the first time. */
+static int zygote_wait_ready(struct zygote *z)
+{
+        struct pollfd p = {z->link, POLLIN, 0};
+        char word[16];
+        ssize_t n;
+        int rc;
+
+        if (z->ready)
+                return 0;
+        do {
+                rc = poll(&p, 1, READY_TIMEOUT_MS);
+        } while (rc < 0 && errno == EINTR);
+        if (rc <= 0) {
+                zygote_lost(z, "not ready in time");
+                return -ENOENT;
+        }
+        n = recv(z->link, word, sizeof(word), MSG_DONTWAIT);
+        if (n != 5 || memcmp(word, "ready", 5) != 0) {
+                zygote_lost(z, "preloading failed (see its log)");
+                return -ENOENT;
+        }
+        z->ready = true;
+        return 0;
+}
+
+/* Variables an interpreter or a preloaded module reads only as it starts:
+ * a kernel whose environment sets one starts cold, so it still works. */
+static bool env_read_at_start(const char *entry)
+{
+        static const char *const prefixes[] = {
+            "PYTHON", "LD_",  "LC_",     "LANG=", "MPL",   "OPENBLAS",
+            "OMP_",   "MKL_", "NUMEXPR", "GOTO",  "BLIS_", "JPY_"};
+
+        if (strncmp(entry, "PYTHONPATH=", 11) == 0)
+                return false; /* applied after the fork */
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+                if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0)
+                        return true;
+        }
+        return false;
+}
+
+bool zygote_fits(const char *name, char *const *argv, char *const *envp)
+{
+        char real[PATH_MAX];
+
+        if (!name || !name[0] || !zygote_find(name))
+                return false;
+        if (!argv[0] || !argv[1] || !argv[2] || strcmp(argv[1], "-m") != 0 || !argv[2][0])
+                return false;
+        if (!realpath(argv[0], real) || strcmp(real, python_real) != 0)
+                return false;
+        for (size_t i = 0; envp[i]; i++) {
+                /* spawn.c's own base sets these to what the zygote has. */
+                if (strcmp(envp[i], "LANG=C.UTF-8") == 0 ||
+                    strcmp(envp[i], "MPLBACKEND=module://matplotlib_inline.backend_inline") == 0)
+                        continue;
+                if (env_read_at_start(envp[i]))
+                        return false;
+        }
+        return true;
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+        if (*len + n > ZYGOTE_MAX_SPEC)
+                return -E2BIG;
+        if (*len + n > *cap) {
+                size_t want = (*len + n) * 2;
+                char *grown = realloc(*buf, want);
+
+                if (!grown)
+                        return -ENOMEM;
+                *buf = grown;
+                *cap = want;
+        }
+        memcpy(*buf + *len, data, n);
+        *len += n;
+        return 0;
+}
+
+static int append_str(char **buf, size_t *len, size_t *cap, const char *s)
+{
+        return append(buf, len, cap, s ? s : "", strlen(s ? s : "") + 1);
+}
+
+/* The request's memfd, sealed: the child reads exactly what we wrote. */
+static int build_spec(const struct sandbox *sb, const struct sandbox_exec *ex)
+{
+        struct zygote_spec spec = {.magic = ZYGOTE_SPEC_MAGIC,
+                                   .privileged = sb->ids.privileged,
+                                   .disk_mb = sb->limits.disk_mb,
+                                   .pids = sb->limits.pids};
+        char *buf = NULL;
+        size_t len = 0, cap = 0, done = 0;
+        int fd = -1, rc = 0;
+
+        spec.ndirs = ex->cgroup->ndirs;
+        while (ex->argv[spec.nargv])
+                spec.nargv++;
+        while (ex->envp[spec.nenv])
+                spec.nenv++;
+        rc = append(&buf, &len, &cap, &spec, sizeof(spec));
+        for (unsigned i = 0; rc == 0 && i < spec.ndirs; i++)
+                rc = append_str(&buf, &len, &cap, ex->cgroup->dirs[i]);
+        if (rc == 0)
+                rc = append_str(&buf, &len, &cap, ex->conn_name);
+        if (rc == 0)
+                rc = append_str(&buf, &len, &cap, ex->conn_text);
+        if (rc == 0)
+                rc = append_str(&buf, &len, &cap, ex->cwd);
+        for (unsigned i = 0; rc == 0 && i < spec.nargv; i++)
+                rc = append_str(&buf, &len, &cap, ex->argv[i]);
+        for (unsigned i = 0; rc == 0 && i < spec.nenv; i++)
+                rc = append_str(&buf, &len, &cap, ex->envp[i]);
+        if (rc < 0)
+                goto out;
+        fd = memfd_create("glovebox-zygote-request", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0) {
+                rc = -errno;
+                goto out;
+        }
+        while (done < len) {
+                ssize_t n = write(fd, buf + done, len - done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        rc = n < 0 ? -errno : -EIO;
+                        goto out;
+                }
+                done += (size_t)n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                rc = -errno;
+out:
+        free(buf);
+        if (rc < 0 && fd >= 0)
+                close(fd);
+        return rc < 0 ? rc : fd;
+}
+
+static void fail_set(struct hostmsg_failed *fail, const char *step, int error)
+{
+        snprintf(fail->step, sizeof(fail->step), "%s", step);
+        fail->error = error;
+        snprintf(fail->message, sizeof(fail->message), "zygote step \"%s\" failed: %s", step,
+                 strerror(error));
+}
+
+static int send_request(struct zygote *z, const int fds[ZYGOTE_NFDS])
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * ZYGOTE_NFDS)];
+                struct cmsghdr align;
+        } control;
+        char tag = 'F';
+        struct iovec iov = {&tag, 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control.buf,
+                             .msg_controllen = sizeof(control.buf)};
+        struct cmsghdr *c;
+        ssize_t n;
+
+        memset(control.buf, 0, sizeof(control.buf));
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_NFDS);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_NFDS);
+        do {
+                n = sendmsg(z->link, &msg, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        return n == 1 ? 0 : -errno;
+}
+
+static int wait_report(int fd, struct confine_report *r)
+{
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t n;
+        int rc;
+
+        do {
+                rc = poll(&p, 1, START_TIMEOUT_MS);
+        } while (rc < 0 && errno == EINTR);
+        if (rc == 0)
+                return -ETIMEDOUT;
+        if (rc < 0)
+                return -errno;
+        do {
+                n = read(fd, r, sizeof(*r));
+        } while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof(*r))
+                return -EPIPE;
+        r->step[sizeof(r->step) - 1] = '\0';
+        return 0;
+}
+
+int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
+                struct sandbox_process *proc, struct hostmsg_failed *fail)
+{
+        struct zygote *z = zygote_find(name);
+        struct confine_report r;
+        int fds[ZYGOTE_NFDS];
+        int report[2] = {-1, -1};
+        int spec_fd = -1;
+        int rc;
+
+        memset(proc, 0, sizeof(*proc));
+        proc->status_fd = -1;
+        /* A zygote's child confines itself as an exec'd kernel does: the
+         * sandbox's user, output on a pipe. Anything else starts cold. */
+        if (ex->tty || ex->as_root)
+                return -ENOENT;
+        if (!z || zygote_wait_ready(z) < 0)
+                return -ENOENT;
+        spec_fd = build_spec(sb, ex);
+        if (spec_fd < 0) {
+                rc = spec_fd;
+                fail_set(fail, "request", -rc);
+                goto out;
+        }
+        if (pipe2(report, O_CLOEXEC) < 0) {
+                rc = -errno;
+                fail_set(fail, "pipe", errno);
+                goto out;
+        }
+        fds[ZYGOTE_FD_SPEC] = spec_fd;
+        fds[ZYGOTE_FD_REPORT] = report[1];
+        fds[ZYGOTE_FD_OUTPUT] = ex->stdio[1];
+        fds[ZYGOTE_FD_RUN] = sb->run_fd;
+        for (int i = 0; i < CONFINE_NAMESPACES; i++)
+                fds[ZYGOTE_FD_NS + i] = sb->ns_fds[i];
+        rc = send_request(z, fds);
+        if (rc < 0) {
+                zygote_lost(z, "its socket failed");
+                rc = -ENOENT;
+                goto out;
+        }
+        close(report[1]);
+        report[1] = -1;
+        rc = wait_report(report[0], &r);
+        if (rc == -EPIPE && zygote_hung_up(z)) {
+                /* It died with our request: whatever of the request ran
+                 * joined the kernel's group first, and goes with it. */
+                cgroup_kill((struct kernel_cgroup *)ex->cgroup, 0);
+                zygote_lost(z, "gone");
+                rc = -ENOENT;
+                goto out;
+        }
+        if (rc == 0 && r.kind != CONFINE_STARTED)
+                rc = -(r.error ? r.error : EIO);
+        if (rc < 0) {
+                fail_set(fail, rc == -ETIMEDOUT || rc == -EPIPE ? "start process" : r.step, -rc);
+                goto out;
+        }
+        /* The zygote's child exits now; the kernel is then our child. */
+        proc->pid = r.pid;
+        proc->watcher = r.pid;
+        rc = 0;
+out:
+        if (spec_fd >= 0)
+                close(spec_fd);
+        if (report[0] >= 0)
+                close(report[0]);
+        if (report[1] >= 0)
+                close(report[1]);
+        return rc;
+}
+
+bool zygote_reaped(pid_t pid, int status)
+{
+        for (size_t i = 0; i < nzygotes; i++) {
+                if (zygotes[i].pid == pid) {
+                        zygotes[i].pid = 0;
+                        if (zygotes[i].link >= 0) {
+                                log_warn("zygote %s ended (status %d)", zygotes[i].name, status);
+                                zygote_lost(&zygotes[i], "gone");
+                        }
+                        return true;
+                }
+        }
+        return false;
+}
+
+void zygote_stop_all(void)
+{
+        for (size_t i = 0; i < nzygotes; i++) {
+                if (zygotes[i].link >= 0)
+                        close(zygotes[i].link);
+                zygotes[i].link = -1;
+                if (zygotes[i].pid > 0)
+                        kill(zygotes[i].pid, SIGKILL);
+        }
+}

@@ -1,0 +1,86 @@
+/* Zygotes (issue 12): per kernelspec, one process that has imported
+ * ipykernel and the operator's modules once (glovebox-zygote, which embeds
+ * the Python of that kernelspec) and forks a child per kernel instead of a
+ * cold execve. The kernel-host starts each zygote as root in a mount
+ * namespace of its own (a private /tmp and /home/user for its imports) and
+ * talks to it over a SOCK_SEQPACKET socket: one request per kernel, which
+ * carries only descriptors (the sandbox's namespaces and /run/kernel, the
+ * kernel's output pipe, a report pipe, and a sealed memfd with the
+ * kernel's cgroups, connection file, argv and environment). The zygote
+ * never reads the memfd; only the child does, after the fork, so no
+ * request's key or environment is ever in the zygote's memory, and no
+ * child can find another's there.
+ *
+ * The child (host pid namespace, still root) joins the kernel's cgroup,
+ * then the sandbox's namespaces, writes the connection file as the
+ * sandbox's root and forks the kernel into the sandbox's pid namespace;
+ * the kernel confines itself exactly as an exec'd kernel does (confine.h:
+ * session, rlimits, no capabilities, the sandbox's user, no_new_privs,
+ * seccomp), reseeds its random state, takes its environment and runs the
+ * kernelspec's "-m module" in the already loaded interpreter. The child
+ * reports the kernel's host pid and exits; the kernel-host is a child
+ * subreaper, so the kernel becomes its child and is reaped, signalled and
+ * reported like any other. */
+#ifndef GLOVEBOX_ZYGOTE_H
+#define GLOVEBOX_ZYGOTE_H
+
+#include "kernel-host/confine.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define ZYGOTE_PROGRAM  "glovebox-zygote"
+#define ZYGOTE_FD       3 /* the zygote's end of its socket */
+#define ZYGOTE_MAX_NAME 64
+#define ZYGOTE_MAX_SPEC (4u << 20) /* bytes of one request's memfd */
+
+/* The descriptors of one request, in this order. */
+enum zygote_fd {
+        ZYGOTE_FD_SPEC = 0, /* sealed memfd: struct zygote_spec, then strings */
+        ZYGOTE_FD_REPORT,   /* write end: struct confine_report */
+        ZYGOTE_FD_OUTPUT,   /* the kernel's stdout and stderr */
+        ZYGOTE_FD_RUN,      /* the sandbox's /run/kernel (O_PATH) */
+        ZYGOTE_FD_NS,       /* then CONFINE_NAMESPACES namespaces */
+        ZYGOTE_NFDS = ZYGOTE_FD_NS + CONFINE_NAMESPACES
+};
+
+#define ZYGOTE_SPEC_MAGIC 0x7a796731u
+
+/* The memfd's header; NUL-terminated strings follow: ndirs cgroup
+ * directories, the connection file's name and text, the cwd, nargv
+ * arguments, nenv "NAME=value" entries. */
+struct zygote_spec {
+        uint32_t magic;
+        uint32_t privileged;
+        uint64_t disk_mb;
+        uint32_t pids;
+        uint32_t ndirs;
+        uint32_t nargv;
+        uint32_t nenv;
+};
+
+struct sandbox;
+struct sandbox_exec;
+struct sandbox_process;
+struct hostmsg_failed;
+
+/* Starts the zygote described by spec, "NAME:MODULE,MODULE,..." (the
+ * modules may be empty). Needs root. 0 or -errno (logged). */
+int zygote_start(const char *spec);
+/* Whether a kernel with this argv and environment can come from zygote
+ * name: the kernelspec runs "-m MODULE" with the zygote's own Python, and
+ * its environment sets nothing the interpreter or the preloaded modules
+ * read only as they start. */
+bool zygote_fits(const char *name, char *const *argv, char *const *envp);
+/* Starts ex in sb through zygote name: proc->pid (also proc->watcher, to
+ * reap) is the kernel itself. -ENOENT when that zygote is gone (start
+ * cold instead); other failures fill fail. */
+int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
+                struct sandbox_process *proc, struct hostmsg_failed *fail);
+/* Whether pid was a zygote (now gone: its kernels start cold). */
+bool zygote_reaped(pid_t pid, int status);
+/* Closes every zygote's socket: they exit. */
+void zygote_stop_all(void);
+
+#endif

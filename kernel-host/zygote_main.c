@@ -1,0 +1,526 @@
+/* glovebox-zygote: the fork server of one kernelspec (zygote.h).
+ *
+ * It embeds the Python of the kernelspec, imports ipykernel and the
+ * operator's modules once, before any thread exists (the kernel-host sets
+ * the BLAS and OpenMP pools to one thread), checks that it is still
+ * single-threaded, says "ready" and then only forks: one child per request
+ * of the kernel-host. It runs no code of any user and reads nothing but
+ * the kernel-host's socket; what a request carries it never reads itself. */
+#include "autoconf.h"
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "kernel-host/confine.h"
+#include "kernel-host/seccomp.h"
+#include "kernel-host/zygote.h"
+#include "protocol/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs once in the zygote: the imports every kernel shares, and the
+ * function each kernel starts with after its fork. The function gives the
+ * kernel what an exec'd interpreter would have: its own random state (the
+ * fork copied ours), its environment, Python's signal dispositions (the
+ * sandbox reset them), user site-packages and PYTHONPATH as they are now,
+ * the cwd first on sys.path, and "-m MODULE args" run as __main__. It
+ * ends as Python's own exit does (threads, atexit, open files flushed) but
+ * without tearing down every module: that would write to, and so copy,
+ * every page the kernel shares with the zygote (a second per kernel with
+ * pandas and matplotlib). gc.freeze() keeps the collector off the
+ * zygote's objects for the same reason. */
+static const char bootstrap[] =
+    "import gc, importlib, os, sys\n"
+    "for _name in _glovebox_preload:\n"
+    "    importlib.import_module(_name)\n"
+    "def _glovebox_exit(code):\n"
+    "    import atexit, gc, io, threading\n"
+    "    threading._shutdown()\n"
+    "    atexit._run_exitfuncs()\n"
+    "    for f in gc.get_objects():\n"
+    "        if isinstance(f, io.IOBase):\n"
+    "            try:\n"
+    "                if not f.closed and f.writable():\n"
+    "                    f.flush()\n"
+    "            except Exception:\n"
+    "                pass\n"
+    "    os._exit(code)\n"
+    "def _glovebox_run(argv, env):\n"
+    "    import os, random, signal, site, sys\n"
+    "    os.environ.clear()\n"
+    "    os.environ.update(env)\n"
+    "    random.seed()\n"
+    "    numpy = sys.modules.get('numpy')\n"
+    "    if numpy is not None:\n"
+    "        numpy.random.seed()\n"
+    "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "    signal.signal(signal.SIGPIPE, signal.SIG_IGN)\n"
+    "    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+    "    if site.ENABLE_USER_SITE and os.path.isdir(site.USER_SITE) \\\n"
+    "            and site.USER_SITE not in sys.path:\n"
+    "        site.addsitedir(site.USER_SITE)\n"
+    "    extra = [p for p in env.get('PYTHONPATH', '').split(':') if p]\n"
+    "    sys.path[0:0] = [os.getcwd()] + extra\n"
+    "    sys.orig_argv = list(argv)\n"
+    "    sys.argv = [argv[0]] + list(argv[3:])\n"
+    "    import runpy, traceback\n"
+    "    try:\n"
+    "        runpy._run_module_as_main(argv[2], alter_argv=True)\n"
+    "        code = 0\n"
+    "    except SystemExit as e:\n"
+    "        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1\n"
+    "        if not isinstance(e.code, int) and e.code is not None:\n"
+    "            print(e.code, file=sys.stderr)\n"
+    "    except BaseException:\n"
+    "        traceback.print_exc()\n"
+    "        code = 1\n"
+    "    _glovebox_exit(code & 0xff)\n"
+    "gc.collect()\n"
+    "gc.freeze()\n";
+
+static char *title_area;
+static size_t title_len;
+static int cap_last = CAP_LAST_CAP;
+static struct sock_fprog filter;
+
+/* ---- the kernel, in the sandbox ------------------------------------------ */
+
+/* Overwrites our command line (what /proc/PID/cmdline shows) with the
+ * kernel's argv, as far as it fits, so that it names no host path. */
+static void set_title(char **argv)
+{
+        size_t used = 0;
+
+        if (!title_area)
+                return;
+        memset(title_area, 0, title_len);
+        for (size_t i = 0; argv[i]; i++) {
+                size_t len = strlen(argv[i]) + 1;
+
+                if (used + len >= title_len)
+                        break;
+                memcpy(title_area + used, argv[i], len);
+                used += len;
+        }
+        prctl(PR_SET_NAME, "python3", 0, 0, 0);
+}
+
+/* Runs the kernel: never returns. Python's own exit (SystemExit included)
+ * ends the process with the kernel's exit code. */
+static __attribute__((noreturn)) void run_kernel(char **argv, char **envp)
+{
+        PyObject *main_mod, *fn, *args = NULL, *env = NULL, *result;
+        size_t argc = 0;
+
+        while (argv[argc])
+                argc++;
+        main_mod = PyImport_AddModule("__main__");
+        fn = main_mod ? PyObject_GetAttrString(main_mod, "_glovebox_run") : NULL;
+        args = PyTuple_New((Py_ssize_t)argc);
+        env = PyDict_New();
+        if (!fn || !args || !env)
+                goto fail;
+        for (size_t i = 0; i < argc; i++) {
+                PyObject *s = PyUnicode_DecodeFSDefault(argv[i]);
+
+                if (!s)
+                        goto fail;
+                PyTuple_SET_ITEM(args, (Py_ssize_t)i, s);
+        }
+        for (size_t i = 0; envp[i]; i++) {
+                const char *eq = strchr(envp[i], '=');
+                PyObject *k, *v;
+                int rc;
+
+                if (!eq)
+                        continue;
+                k = PyUnicode_DecodeFSDefaultAndSize(envp[i], eq - envp[i]);
+                v = PyUnicode_DecodeFSDefault(eq + 1);
+                rc = k && v ? PyDict_SetItem(env, k, v) : -1;
+                Py_XDECREF(k);
+                Py_XDECREF(v);
+                if (rc < 0)
+                        goto fail;
+        }
+        result = PyObject_CallFunctionObjArgs(fn, args, env, NULL);
+        if (result) {
+                Py_DECREF(result);
+                exit(Py_FinalizeEx() < 0 ? 120 : 0);
+        }
+fail:
+        /* Prints the traceback, or exits with a SystemExit's code. */
+        PyErr_Print();
+        exit(1);
+}
+
+/* The kernel's process, forked into the sandbox's pid namespace: confines
+ * itself, reports on report_fd, then runs. */
+static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *csb, int output_fd,
+                                                  const char *cwd, char **argv, char **envp,
+                                                  int report_fd)
+{
+        const int stdio[3] = {-1, output_fd, output_fd};
+        struct confine_report r;
+
+        /* A kernel: the sandbox's user, on pipes (never root, never a
+         * terminal: hostmsg.c refuses both for kernels). */
+        confine_process(csb, stdio, cwd, false, false, report_fd);
+        /* An exec'd kernel is dumpable again after its execve; the id
+         * change above made us not. As then, only the sandbox's own user
+         * could look, and seccomp denies ptrace anyway. */
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        set_title(argv);
+        confine_report_init(&r, CONFINE_STARTED);
+        confine_report_send(report_fd, &r);
+        close(report_fd);
+        run_kernel(argv, envp);
+}
+
+/* ---- the child of one request, on the host ------------------------------- */
+
+/* Reads the request's memfd: the header and the strings into one buffer;
+ * out[] points into it. 0, or -1 with errno. */
+static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, size_t *nout)
+{
+        struct stat st;
+        size_t len, n = 0, want;
+        char *p, *end;
+
+        if (fstat(fd, &st) < 0)
+                return -1;
+        if (st.st_size < (off_t)sizeof(*spec) || st.st_size > (off_t)ZYGOTE_MAX_SPEC) {
+                errno = EMSGSIZE;
+                return -1;
+        }
+        len = (size_t)st.st_size;
+        *buf = malloc(len + 1);
+        if (!*buf || pread(fd, *buf, len, 0) != (ssize_t)len)
+                return -1;
+        (*buf)[len] = '\0';
+        memcpy(spec, *buf, sizeof(*spec));
+        if (spec->magic != ZYGOTE_SPEC_MAGIC || spec->ndirs > 16 || spec->nargv < 3 ||
+            spec->nargv > 4096 || spec->nenv > 4096) {
+                errno = EBADMSG;
+                return -1;
+        }
+        want = spec->ndirs + 3 + spec->nargv + spec->nenv;
+        *out = calloc(want + 2, sizeof(char *));
+        if (!*out)
+                return -1;
+        p = *buf + sizeof(*spec);
+        end = *buf + len;
+        while (n < want && p < end) {
+                (*out)[n++] = p;
+                p += strlen(p) + 1;
+        }
+        if (n != want) {
+                errno = EBADMSG;
+                return -1;
+        }
+        *nout = n;
+        return 0;
+}
+
+/* What a request's fork does: it still runs on the host, as root. */
+static __attribute__((noreturn)) void request_main(int fds[ZYGOTE_NFDS])
+{
+        struct zygote_spec spec;
+        struct confine_sandbox csb;
+        struct confine_report r;
+        char *buf = NULL, **s = NULL, **argv, **envp;
+        const char *conn_name, *conn_text, *cwd;
+        size_t n = 0;
+        int report_fd = fds[ZYGOTE_FD_REPORT], pipefd[2], status;
+        pid_t pid;
+        ssize_t got;
+
+        if (read_spec(fds[ZYGOTE_FD_SPEC], &spec, &buf, &s, &n) < 0)
+                confine_fail(report_fd, "zygote request", errno);
+        conn_name = s[spec.ndirs];
+        conn_text = s[spec.ndirs + 1];
+        cwd = s[spec.ndirs + 2];
+        argv = s + spec.ndirs + 3;
+        envp = argv + spec.nargv;
+        /* The array has room for both NULLs: argv's ends where envp starts,
+         * so envp moves one up. */
+        memmove(envp + 1, envp, spec.nenv * sizeof(char *));
+        envp[0] = NULL;
+        envp++;
+        envp[spec.nenv] = NULL;
+        csb = (struct confine_sandbox){.ns_fds = fds + ZYGOTE_FD_NS,
+                                       .run_fd = fds[ZYGOTE_FD_RUN],
+                                       .privileged = spec.privileged != 0,
+                                       .disk_mb = spec.disk_mb,
+                                       .pids = spec.pids,
+                                       .cap_last = cap_last,
+                                       .filter = &filter};
+        confine_join(&csb, (const char *const *)s, spec.ndirs, conn_name[0] ? conn_name : NULL,
+                     conn_text, report_fd);
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                confine_fail(report_fd, "pipe", errno);
+        /* Forked after setns(pid): the kernel lives in the sandbox's pid
+         * namespace. Python's fork hooks run as for os.fork(). */
+        PyOS_BeforeFork();
+        pid = fork();
+        if (pid < 0)
+                confine_fail(report_fd, "fork", errno);
+        if (pid == 0) {
+                PyOS_AfterFork_Child();
+                close(pipefd[0]);
+                close(report_fd);
+                kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], cwd, argv, envp, pipefd[1]);
+        }
+        PyOS_AfterFork_Parent();
+        close(pipefd[1]);
+        do {
+                got = read(pipefd[0], &r, sizeof(r));
+        } while (got < 0 && errno == EINTR);
+        if (got != (ssize_t)sizeof(r)) {
+                confine_report_init(&r, CONFINE_FAILED);
+                r.error = EPIPE;
+                memcpy(r.step, "start process", 14);
+        }
+        if (r.kind != CONFINE_STARTED) {
+                confine_report_send(report_fd, &r);
+                waitpid(pid, &status, 0);
+                _exit(127);
+        }
+        /* Our exit hands the kernel to the kernel-host (a subreaper). */
+        r.pid = pid;
+        confine_report_send(report_fd, &r);
+        _exit(0);
+}
+
+/* ---- the zygote's loop ---------------------------------------------------- */
+
+static int count_threads(void)
+{
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *e;
+        int n = 0;
+
+        if (!d)
+                return -1;
+        while ((e = readdir(d))) {
+                if (e->d_name[0] != '.')
+                        n++;
+        }
+        closedir(d);
+        return n;
+}
+
+static int preload(const char *modules)
+{
+        PyObject *main_mod, *globals, *list, *result;
+        char *copy = strdup(modules), *p, *next;
+        int rc = -1;
+
+        main_mod = PyImport_AddModule("__main__");
+        globals = main_mod ? PyModule_GetDict(main_mod) : NULL;
+        list = PyList_New(0);
+        if (!copy || !globals || !list)
+                goto out;
+        /* ipykernel itself first: every kernel imports it. */
+        if (PyList_Append(list, PyUnicode_FromString("ipykernel.kernelapp")) < 0)
+                goto out;
+        for (p = copy; p && *p; p = next) {
+                PyObject *name;
+
+                next = strchr(p, ',');
+                if (next)
+                        *next++ = '\0';
+                if (!*p)
+                        continue;
+                name = PyUnicode_FromString(p);
+                if (!name || PyList_Append(list, name) < 0) {
+                        Py_XDECREF(name);
+                        goto out;
+                }
+                Py_DECREF(name);
+        }
+        if (PyDict_SetItemString(globals, "_glovebox_preload", list) < 0)
+                goto out;
+        result = PyRun_String(bootstrap, Py_file_input, globals, globals);
+        if (!result) {
+                PyErr_Print();
+                goto out;
+        }
+        Py_DECREF(result);
+        rc = 0;
+out:
+        Py_XDECREF(list);
+        free(copy);
+        return rc;
+}
+
+static void serve(int link, int sigfd)
+{
+        for (;;) {
+                struct pollfd pfd[2] = {{link, POLLIN, 0}, {sigfd, POLLIN, 0}};
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * ZYGOTE_NFDS)];
+                        struct cmsghdr align;
+                } control;
+                int fds[ZYGOTE_NFDS];
+                size_t nfds = 0;
+                char tag;
+                struct iovec iov = {&tag, 1};
+                struct msghdr msg = {.msg_iov = &iov,
+                                     .msg_iovlen = 1,
+                                     .msg_control = control.buf,
+                                     .msg_controllen = sizeof(control.buf)};
+                ssize_t n;
+                pid_t pid;
+
+                if (poll(pfd, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return;
+                }
+                if (pfd[1].revents) {
+                        struct signalfd_siginfo si;
+
+                        while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                                ;
+                        while (waitpid(-1, NULL, WNOHANG) > 0)
+                                ;
+                }
+                if (!pfd[0].revents)
+                        continue;
+                n = recvmsg(link, &msg, MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return; /* the kernel-host is gone */
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+                                for (size_t i = 0; i < k; i++) {
+                                        int fd;
+
+                                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                                        if (nfds < ZYGOTE_NFDS)
+                                                fds[nfds++] = fd;
+                                        else
+                                                close(fd);
+                                }
+                        }
+                }
+                if (tag != 'F' || nfds != ZYGOTE_NFDS || (msg.msg_flags & MSG_CTRUNC)) {
+                        log_error("malformed request dropped");
+                        goto close_fds;
+                }
+                PyOS_BeforeFork();
+                pid = fork();
+                if (pid == 0) {
+                        PyOS_AfterFork_Child();
+                        close(link);
+                        close(sigfd);
+                        request_main(fds);
+                }
+                PyOS_AfterFork_Parent();
+                if (pid < 0) {
+                        struct confine_report r;
+
+                        confine_report_init(&r, CONFINE_FAILED);
+                        r.error = errno;
+                        memcpy(r.step, "zygote fork", 12);
+                        confine_report_send(fds[ZYGOTE_FD_REPORT], &r);
+                }
+        close_fds:
+                for (size_t i = 0; i < nfds; i++)
+                        close(fds[i]);
+        }
+}
+
+static void usage(void)
+{
+        fprintf(stderr, "usage: glovebox-zygote --preload MODULE,... [--title TEXT]\n"
+                        "Started by glovebox-kernel-host (--zygote); not meant to be run by "
+                        "hand.\n");
+}
+
+int main(int argc, char **argv)
+{
+        const char *modules = "";
+        PyConfig config;
+        PyStatus status;
+        sigset_t mask;
+        FILE *f;
+        int sigfd, threads;
+
+        log_set_program("zygote");
+        title_area = argv[0];
+        title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
+                        modules = argv[++i];
+                } else if (strcmp(argv[i], "--title") == 0 && i + 1 < argc) {
+                        i++; /* room for the kernels' command lines */
+                } else {
+                        usage();
+                        return 2;
+                }
+        }
+        f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+        if (f) {
+                if (fscanf(f, "%d", &cap_last) != 1)
+                        cap_last = CAP_LAST_CAP;
+                fclose(f);
+        }
+        if (seccomp_policy_build(&filter) < 0) {
+                log_error("cannot build the seccomp filter");
+                return 1;
+        }
+        /* Children are reaped from the loop: SIGCHLD through a signalfd. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (sigfd < 0)
+                return 1;
+
+        PyConfig_InitPythonConfig(&config);
+        /* sys.executable and the paths of the kernelspec's interpreter. */
+        status = PyConfig_SetBytesString(&config, &config.program_name, GLOVEBOX_ZYGOTE_PYTHON);
+        if (!PyStatus_Exception(status))
+                status = Py_InitializeFromConfig(&config);
+        PyConfig_Clear(&config);
+        if (PyStatus_Exception(status)) {
+                log_error("cannot start Python: %s", status.err_msg ? status.err_msg : "?");
+                return 1;
+        }
+        if (preload(modules) < 0) {
+                log_error("preloading %s failed", modules);
+                (void)!write(ZYGOTE_FD, "failed", 6);
+                return 1;
+        }
+        /* fork() copies one thread: a pool started by an import would be
+         * missing in every kernel, with its locks held. */
+        threads = count_threads();
+        if (threads != 1) {
+                log_error("preloading %s left %d threads; a zygote must fork with one", modules,
+                          threads);
+                (void)!write(ZYGOTE_FD, "failed", 6);
+                return 1;
+        }
+        if (write(ZYGOTE_FD, "ready", 5) != 5)
+                return 1;
+        serve(ZYGOTE_FD, sigfd);
+        return 0;
+}

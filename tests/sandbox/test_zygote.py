@@ -1,0 +1,275 @@
+"""Kernels forked from a zygote (--zygote): they come from it, start cold
+when they must, take their environment and limits after the fork, and two
+of them share nothing: not memory, files, /tmp, random state or HMAC keys.
+The escape battery (test_escape.py) also runs against zygote kernels."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ZYGOTE_ARGS, assert_from_zygote, run, start_gateway, value
+
+
+@pytest.fixture(scope="module")
+def gw():
+    g = start_gateway(*ZYGOTE_ARGS)
+    yield g
+    g.stop()
+
+
+@pytest.fixture
+def pair(gw):
+    kids = [gw.start_kernel() for _ in range(2)]
+    yield kids
+    for kid in kids:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+
+
+def children(pid, name):
+    out = subprocess.run(["pgrep", "-P", str(pid), "-f", name], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def zygote_pid(g):
+    (host,) = children(g.proc.pid, "kernel-host")
+    (zygote,) = children(host, "glovebox-zygote")
+    return zygote
+
+
+def test_kernels_come_from_the_zygote(gw, pair):
+    for kid in pair:
+        assert_from_zygote(gw, kid)
+        # And behave as an exec'd kernel: sys.argv, sys.executable, cwd on
+        # sys.path, the kernel's own command line.
+        argv, orig, exe, path0, cmdline = value(gw, kid, "(__import__('sys').argv, "
+                                                "__import__('sys').orig_argv, "
+                                                "__import__('sys').executable, "
+                                                "__import__('sys').path[0], "
+                                                "open('/proc/self/cmdline','rb').read())")
+        assert argv[0].endswith("ipykernel_launcher.py") and argv[1] == "-f", argv
+        assert orig[:3] == ["/usr/bin/python3", "-m", "ipykernel_launcher"], orig
+        assert exe == "/usr/bin/python3"
+        assert path0 == "/home/user"
+        assert cmdline.startswith(b"/usr/bin/python3\0-m\0ipykernel_launcher\0-f\0/run/kernel/")
+
+
+def test_environment_is_applied_after_the_fork(gw):
+    kid = gw.start_kernel(name="python3", env={"GLOVEBOX_ZYGOTE_TEST": "per-request"})
+    try:
+        assert_from_zygote(gw, kid)
+        # Both os.environ and the C library's environment (subprocesses).
+        assert value(gw, kid, "__import__('os').environ['GLOVEBOX_ZYGOTE_TEST']") == "per-request"
+        assert value(gw, kid, "__import__('subprocess').run(['sh', '-c', "
+                     "'echo $GLOVEBOX_ZYGOTE_TEST'], capture_output=True, text=True)"
+                     ".stdout.strip()") == "per-request"
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_startup_variables_start_cold(gw):
+    # The interpreter reads PYTHON* variables only as it starts: such a
+    # kernel must not come from the zygote, or the variable would be lost.
+    kid = gw.start_kernel(name="python3", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        assert_from_zygote(gw, kid, expected=False)
+        assert value(gw, kid, "__import__('sys').flags.dont_write_bytecode") == 1
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_limits_are_applied_after_the_fork(gw):
+    kid = gw.start_kernel(name="python3", limits={"memory_mb": 300, "pids": 40})
+    try:
+        assert_from_zygote(gw, kid)
+        limits = value(gw, kid, """(
+    __import__('resource').getrlimit(__import__('resource').RLIMIT_NPROC)[0],
+    [l for l in open('/proc/self/cgroup').read().splitlines()])""")
+        assert limits[0] == 40, limits
+        # Its memory limit holds: the allocation fails or the kernel dies of it.
+        ch = gw.connect(kid)
+        msg_id = ch.send("execute_request", {"code": "x = bytearray(600 * 1024 * 1024)",
+                                             "silent": False})
+        deadline = time.time() + 60
+        reason = ""
+        while time.time() < deadline:
+            status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+            reason = model.get("reason", "") if status == 200 else ""
+            if "memory" in reason:
+                break
+            time.sleep(0.2)
+        ch.close()
+        assert "memory" in reason, (msg_id, reason)
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+
+
+RANDOM_STATE = """(
+    __import__('random').random(),
+    float(__import__('numpy').random.random()),
+    __import__('os').urandom(16).hex(),
+    str(__import__('uuid').uuid4()),
+    __import__('tempfile').mktemp())"""
+
+
+def test_random_state_differs(gw, pair):
+    a = value(gw, pair[0], RANDOM_STATE)
+    b = value(gw, pair[1], RANDOM_STATE)
+    for x, y, what in zip(a, b, ["random", "numpy.random", "os.urandom", "uuid4", "tempfile"]):
+        assert x != y, f"{what} repeats across zygote kernels: {x}"
+    # A restarted kernel does not repeat its predecessor's either.
+    status, _, _ = gw.request("POST", f"/api/kernels/{pair[0]}/restart")
+    assert status == 200
+    c = value(gw, pair[0], RANDOM_STATE)
+    assert_from_zygote(gw, pair[0])
+    assert all(x != z for x, z in zip(a, c)), (a, c)
+
+
+def test_hmac_keys_differ_and_never_reach_the_zygote(gw, pair):
+    keys = []
+    for kid in pair:
+        conn = value(gw, kid, f"open('/run/kernel/{kid[:8]}.json').read()")
+        keys.append(json.loads(conn)["key"])
+    assert len(keys[0]) >= 32 and keys[0] != keys[1]
+    # The zygote only passes descriptors on; no key is in its memory.
+    zpid = zygote_pid(gw)
+    found = []
+    with open(f"/proc/{zpid}/maps") as maps, open(f"/proc/{zpid}/mem", "rb") as mem:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if not perms.startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in addr.split("-"))
+            try:
+                mem.seek(start)
+                chunk = mem.read(end - start)
+            except OSError:
+                continue
+            found += [k for k in keys if k.encode() in chunk]
+    assert found == []
+    # Positive control: the same scan finds what the zygote does hold.
+    with open(f"/proc/{zpid}/mem", "rb") as mem, open(f"/proc/{zpid}/maps") as maps:
+        seen = False
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if perms.startswith("rw"):
+                start, end = (int(x, 16) for x in addr.split("-"))
+                try:
+                    mem.seek(start)
+                    seen = seen or b"_glovebox_run" in mem.read(end - start)
+                except OSError:
+                    pass
+        assert seen
+
+
+def test_memory_is_not_shared(gw, pair):
+    a, b = pair
+    # A changes objects both inherited from the zygote; B still has the
+    # zygote's.
+    run(gw, a, "import numpy, json; numpy.glovebox_marker = 'from A'; "
+               "json.decoder.glovebox_marker = 'from A'; numpy.e_backup = numpy.e; numpy.e = 3")
+    assert value(gw, a, "__import__('numpy').e") == 3
+    assert value(gw, b, "(getattr(__import__('numpy'), 'glovebox_marker', None), "
+                        "getattr(__import__('json').decoder, 'glovebox_marker', None), "
+                        "__import__('numpy').e)") == (None, None, 2.718281828459045)
+    # Nor can B reach A's process: it is not in B's pid namespace, and
+    # reading another process's memory is denied.
+    a_pid = int(re.findall(rf"\[{a[:8]}\] started pid (\d+)", gw.read_log())[-1])
+    b_pids = value(gw, b, "sorted(int(p) for p in __import__('os').listdir('/proc') "
+                          "if p.isdigit())")
+    assert len(b_pids) <= 3 and a_pid not in b_pids, b_pids
+    out = value(gw, b, f"""(__import__('ctypes').CDLL(None, use_errno=True).syscall(
+        310, {a_pid}, 0, 1, 0, 1, 0), __import__('ctypes').get_errno(),
+        __import__('os').path.exists('/proc/{a_pid}/mem'))""")
+    assert out[2] is False, out
+    assert out[0] == -1 and out[1] in (1, 3), out  # EPERM (seccomp) or ESRCH
+
+
+def test_files_and_tmp_are_private(gw, pair):
+    a, b = pair
+    run(gw, a, "open('/tmp/only-a', 'w').write('a'); open('/home/user/only-a', 'w').write('a')")
+    seen = value(gw, b, """(sorted(__import__('os').listdir('/tmp')),
+        __import__('os').path.exists('/home/user/only-a'),
+        sorted(__import__('os').listdir('/run/kernel')))""")
+    assert "only-a" not in seen[0] and seen[1] is False
+    assert not any(name.startswith(a[:8]) for name in seen[2]), seen[2]
+    # Positive control: A sees its own.
+    assert value(gw, a, "__import__('os').path.exists('/tmp/only-a')") is True
+
+
+def test_interrupt_restart_and_shutdown(gw):
+    kid = gw.start_kernel()
+    try:
+        assert_from_zygote(gw, kid)
+        ch = gw.connect(kid)
+        msg_id = ch.send("execute_request", {"code": "import time; time.sleep(60)",
+                                             "silent": False})
+        time.sleep(1)
+        status, _, _ = gw.request("POST", f"/api/kernels/{kid}/interrupt")
+        assert status == 204
+        reply, _ = ch.collect(msg_id, timeout=20)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        ch.close()
+        run(gw, kid, "state = 1")
+        status, _, _ = gw.request("POST", f"/api/kernels/{kid}/restart")
+        assert status == 200
+        assert value(gw, kid, "'state' in globals()") is False
+        assert_from_zygote(gw, kid)
+    finally:
+        status, _, _ = gw.request("DELETE", f"/api/kernels/{kid}")
+    assert status == 204
+    assert gw.request("GET", f"/api/kernels/{kid}")[0] == 404
+
+
+def test_a_dead_zygote_means_cold_starts():
+    g = start_gateway(*ZYGOTE_ARGS)
+    try:
+        kid = g.start_kernel()
+        assert_from_zygote(g, kid)
+        os.kill(zygote_pid(g), signal.SIGKILL)
+        # The kernel it made lives on; new ones start cold and work.
+        assert value(g, kid, "1 + 1") == 2
+        cold = g.start_kernel()
+        assert_from_zygote(g, cold, expected=False)
+        assert re.search(r"zygote python3: .*start cold", g.read_log())
+    finally:
+        g.stop()
+
+
+@pytest.mark.parametrize("bad", ["py thon:numpy", ":numpy", "python3:numpy;os", "python3:a b",
+                                 "x" * 80 + ":numpy"])
+def test_bad_zygote_flag_is_refused(bad):
+    binary = os.path.join(os.environ["GLOVEBOX_BUILD"], "glovebox")
+    out = subprocess.run([binary, "--zygote", bad, "--check-config"], capture_output=True,
+                         text=True, timeout=20)
+    assert out.returncode != 0
+    assert "--zygote" in out.stderr, out.stderr
+    # Positive control.
+    out = subprocess.run([binary, "--zygote", "python3:numpy,pandas", "--check-config"],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+
+
+def test_pooled_kernels_come_from_the_zygote_too():
+    g = start_gateway(*ZYGOTE_ARGS, "--pool", "python3=1")
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, body, _ = g.request("GET", "/api/status")
+            if status == 200 and body["pool"]["kernelspecs"]["python3"]["ready"] >= 1:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the pool did not fill")
+        kid = g.start_kernel()
+        assert_from_zygote(g, kid)
+        # A request with its own limits is not served by the pool, and still
+        # comes from the zygote.
+        other = g.start_kernel(name="python3", limits={"pids": 100})
+        assert_from_zygote(g, other)
+    finally:
+        g.stop()
