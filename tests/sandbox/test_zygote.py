@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import ZYGOTE_ARGS, assert_from_zygote, run, start_gateway, value
+from gbclient import stdout_of
 
 
 @pytest.fixture(scope="module")
@@ -390,6 +391,8 @@ def shell_behaviour(gw, kid):
         reply, out = cells.execute("input('? ')", stdin_reply=lambda prompt: prompt + "yes")
         seen["stdin"] = [m["content"]["data"]["text/plain"] for m in out
                          if m["msg_type"] == "execute_result"]
+        reply, out = cells.execute("!echo from a shell\n%reset -f\n%who")
+        seen["reset"] = stdout_of(out)
     finally:
         ch.close()
     return seen
@@ -411,6 +414,9 @@ def test_prebuilt_shell_behaves_as_a_cold_one(gw):
         assert want["traceback"] == ("ZeroDivisionError", "ZeroDivisionError", True)
         assert want["no stdin"] == "StdinNotImplementedError"
         assert want["stdin"] == ["'? yes'"]
+        # (A system command prints through a pseudo-terminal: CR LF.)
+        assert want["reset"].replace("\r\n", "\n") == ("from a shell\n"
+                                                     "Interactive namespace is empty.\n")
     finally:
         gw.request("DELETE", f"/api/kernels/{kid}")
         gw.request("DELETE", f"/api/kernels/{cold}")
