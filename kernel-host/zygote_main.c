@@ -32,12 +32,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs once in the zygote: the imports every kernel shares, and the
- * function each kernel starts with after its fork. The function gives the
- * kernel what an exec'd interpreter would have: its own random state (the
- * fork copied ours), its environment, Python's signal dispositions (the
- * sandbox reset them), user site-packages and PYTHONPATH as they are now,
- * the cwd first on sys.path, and "-m MODULE args" run as __main__. It
+/* Runs once in the zygote: the imports every kernel shares, the IPython
+ * shell every ipykernel kernel would build, and the function each kernel
+ * starts with after its fork.
+ *
+ * The shell (ipykernel's ZMQInteractiveShell: magics, formatters,
+ * completer, inspector, prefilters, aliases) is most of ipykernel's start
+ * and depends on no kernel's identity, so it is built here, once, with its
+ * history disabled (no database, no saving thread) and no kernel, session
+ * or socket; the zygote's sys.modules["__main__"] and atexit are put back
+ * as they were. A kernel offers it to ipykernel through
+ * ZMQInteractiveShell.instance(), which IPythonKernel calls: for one call it
+ * returns the prebuilt shell, adopted by the kernel (its parent, kernel,
+ * configuration, profile and ipython directories, compiler, environment
+ * variables, a fresh user module and namespace, its own history database
+ * and saving thread in the kernel's home, execution count 1), or, when the
+ * kernel's configuration has a section for anything but the kernel
+ * application, the kernel and its session (a profile's
+ * ipython_kernel_config.py setting InteractiveShell, a formatter, the
+ * history...), builds a shell of its own as a cold kernel would. Startup
+ * files and exec_lines run in the kernel either way (the application
+ * runs them).
+ *
+ * If building the shell fails, the zygote says why on its stderr and its
+ * kernels build their own. The run function gives the kernel what an
+ * exec'd interpreter would have: its own random state (the fork copied
+ * ours), its environment, Python's signal dispositions (the sandbox reset
+ * them), user site-packages and PYTHONPATH as they are now, the cwd first
+ * on sys.path, and "-m MODULE args" run as __main__. It
  * ends as Python's own exit does (threads, atexit, open files flushed) but
  * without tearing down every module: that would write to, and so copy,
  * every page the kernel shares with the zygote (a second per kernel with
@@ -47,6 +69,94 @@ static const char bootstrap[] =
     "import gc, importlib, os, sys\n"
     "for _name in _glovebox_preload:\n"
     "    importlib.import_module(_name)\n"
+    "_GLOVEBOX_GENERIC = {'object', 'HasDescriptors', 'HasTraits', 'Configurable',\n"
+    "                     'LoggingConfigurable', 'SingletonConfigurable'}\n"
+    "def _glovebox_prebuild():\n"
+    "    import atexit\n"
+    "    from IPython.core.history import HistoryManager\n"
+    "    from ipykernel.compiler import XCachingCompiler\n"
+    "    from ipykernel.zmqshell import ZMQInteractiveShell\n"
+    "    def init_history(self):\n"
+    "        self.history_manager = HistoryManager(shell=self, parent=self, enabled=False)\n"
+    "        self.configurables.append(self.history_manager)\n"
+    "    ZMQInteractiveShell.init_history = init_history\n"
+    "    try:\n"
+    "        shell = ZMQInteractiveShell(compiler_class=XCachingCompiler)\n"
+    "    finally:\n"
+    "        del ZMQInteractiveShell.init_history\n"
+    "    shell.restore_sys_module_state()\n"
+    "    atexit.unregister(shell.atexit_operations)\n"
+    "    return shell\n"
+    "def _glovebox_shell_fits(cls, shell, args, kw):\n"
+    "    parent = kw.get('parent')\n"
+    "    if cls is not type(shell) or args or parent is None:\n"
+    "        return False\n"
+    "    if any(c._instance is not None for c in cls._walk_mro()):\n"
+    "        return False\n"
+    "    if set(kw) - {'parent', 'profile_dir', 'user_module', 'user_ns', 'kernel',\n"
+    "                  'compiler_class'}:\n"
+    "        return False\n"
+    "    if kw.get('user_module') is not None or kw.get('user_ns') is not None:\n"
+    "        return False\n"
+    "    if kw.get('compiler_class', type(shell.compile)) is not type(shell.compile):\n"
+    "        return False\n"
+    "    known = {'Session', 'ProfileDir'}\n"
+    "    for c in type(parent).__mro__ + type(getattr(parent, 'parent', None)).__mro__:\n"
+    "        known.add(c.__name__)\n"
+    "    known -= _GLOVEBOX_GENERIC\n"
+    "    return all(k in known or not v for k, v in dict.items(parent.config))\n"
+    "def _glovebox_adopt(shell, parent, kernel=None, profile_dir=None, compiler_class=None, **_):\n"
+    "    import atexit\n"
+    "    from IPython.paths import get_ipython_dir\n"
+    "    from IPython.utils.path import get_home_dir\n"
+    "    shell.config = parent.config\n"
+    "    shell.parent = parent\n"
+    "    shell.kernel = kernel\n"
+    "    shell.ipython_dir = get_ipython_dir()\n"
+    "    shell.init_profile_dir(profile_dir)\n"
+    "    shell.starting_dir = os.getcwd()\n"
+    "    shell.home_dir = shell.logger.home_dir = get_home_dir()\n"
+    "    shell.compile = type(shell.compile)()\n"
+    "    shell.init_environment()\n"
+    "    shell.db = type(shell.db)(os.path.join(shell.profile_dir.location, 'db'))\n"
+    "    old_ns, old_hidden = shell.user_ns, shell.user_ns_hidden\n"
+    "    shell.init_create_namespaces()\n"
+    "    for k, v in old_ns.items():\n"
+    "        shell.user_ns.setdefault(k, v)\n"
+    "    for k, v in old_hidden.items():\n"
+    "        shell.user_ns_hidden.setdefault(k, v)\n"
+    "    shell.save_sys_module_state()\n"
+    "    shell.init_sys_modules()\n"
+    "    shell.configurables.remove(shell.history_manager)\n"
+    "    shell.init_history()\n"
+    "    shell.init_encoding()\n"
+    "    shell.init_user_ns()\n"
+    "    shell.Completer.namespace = shell.user_ns\n"
+    "    shell.Completer.global_namespace = shell.user_global_ns\n"
+    "    shell.execution_count = 1\n"
+    "    atexit.register(shell.atexit_operations)\n"
+    "def _glovebox_offer_shell(shell):\n"
+    "    from ipykernel.zmqshell import ZMQInteractiveShell\n"
+    "    def instance(cls, *args, **kw):\n"
+    "        del ZMQInteractiveShell.instance\n"
+    "        if not _glovebox_shell_fits(cls, shell, args, kw):\n"
+    "            return cls.instance(*args, **kw)\n"
+    "        try:\n"
+    "            _glovebox_adopt(shell, **kw)\n"
+    "        except Exception:\n"
+    "            import traceback\n"
+    "            traceback.print_exc()\n"
+    "            return cls.instance(*args, **kw)\n"
+    "        for c in cls._walk_mro():\n"
+    "            c._instance = shell\n"
+    "        return shell\n"
+    "    ZMQInteractiveShell.instance = classmethod(instance)\n"
+    "try:\n"
+    "    _glovebox_shell = _glovebox_prebuild()\n"
+    "except Exception:\n"
+    "    import traceback\n"
+    "    traceback.print_exc()\n"
+    "    _glovebox_shell = None\n"
     "def _glovebox_exit(code):\n"
     "    import atexit, gc, io, threading\n"
     "    threading._shutdown()\n"
@@ -77,6 +187,8 @@ static const char bootstrap[] =
     "    sys.path[0:0] = [os.getcwd()] + extra\n"
     "    sys.orig_argv = list(argv)\n"
     "    sys.argv = [argv[0]] + list(argv[3:])\n"
+    "    if _glovebox_shell is not None and argv[2] in ('ipykernel_launcher', 'ipykernel'):\n"
+    "        _glovebox_offer_shell(_glovebox_shell)\n"
     "    import runpy, traceback\n"
     "    try:\n"
     "        runpy._run_module_as_main(argv[2], alter_argv=True)\n"

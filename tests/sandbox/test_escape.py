@@ -622,3 +622,26 @@ print(repr((oct(st.st_mode), st.st_uid, alive, open('/home/user/inside').read())
         assert inside == "inside"
     finally:
         os.unlink(canary)
+
+
+FDS = """(lambda os: sorted(
+    (int(fd), os.readlink('/proc/self/fd/' + fd)) for fd in os.listdir('/proc/self/fd')
+    if os.path.exists('/proc/self/fd/' + fd)))(__import__('os'))"""
+
+
+def test_no_descriptor_of_the_host_is_inherited(gateway, kernel):
+    # Whatever made the kernel (the kernel-host, a zygote and its request
+    # child) held namespaces, its socket, a signalfd, the request's memfd
+    # and /run/kernel as descriptors: none of them may reach the kernel.
+    fds = value(gateway, kernel, FDS)
+    leaked = [(fd, target) for fd, target in fds
+              if target.split(":")[0] in ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup",
+                                          "time")
+              or "signalfd" in target or "memfd:" in target or target == "/run/kernel"]
+    assert leaked == [], fds
+    # Positive control: the listing sees the kernel's own descriptors, its
+    # history database among them, and a namespace descriptor it opens.
+    assert any(t.endswith("/history.sqlite") for _, t in fds), fds
+    mine = value(gateway, kernel, "(lambda os: (os.open('/proc/self/ns/uts', os.O_RDONLY), "
+                                  f"{FDS})[1])(__import__('os'))")
+    assert any(t.startswith("uts:[") for _, t in mine), mine

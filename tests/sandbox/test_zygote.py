@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import ZYGOTE_ARGS, assert_from_zygote, run, start_gateway, value
+from gbclient import stdout_of
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +274,190 @@ def test_pooled_kernels_come_from_the_zygote_too():
         assert_from_zygote(g, other)
     finally:
         g.stop()
+
+
+# ---- the IPython shell the zygote builds once -------------------------------
+
+FIRST_CELL = """import sys
+print(repr((sorted(k for k in globals() if k != 'sys'), list(In), dict(Out),
+            get_ipython().execution_count,
+            [h[2] for h in get_ipython().history_manager.get_range()])))"""
+
+
+def first_cell(gw, kid):
+    content, stdout, _ = run(gw, kid, FIRST_CELL)
+    assert content["status"] == "ok", content
+    return content["execution_count"], stdout
+
+
+def shell_id(gw, kid):
+    return value(gw, kid, "id(get_ipython())")
+
+
+def test_prebuilt_shell_starts_empty_like_a_cold_one(gw, pair):
+    cold = gw.start_kernel(name="python3", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        # Nothing of the zygote's own set-up is in the namespace, In, Out
+        # or the history: the first cell sees what it sees in a cold kernel.
+        want = first_cell(gw, cold)
+        for kid in pair:
+            assert first_cell(gw, kid) == want
+        assert want[0] == 1
+        assert_from_zygote(gw, cold, expected=False)
+        for kid in pair:
+            assert_from_zygote(gw, kid)
+        # Both kernels use the shell the zygote built (an object at the same
+        # address in each), each with its own history database in its home,
+        # its own thread saving it, and the environment a kernel shell sets.
+        assert shell_id(gw, pair[0]) == shell_id(gw, pair[1])
+        assert shell_id(gw, cold) != shell_id(gw, pair[0])
+        probe = """(str(get_ipython().history_manager.hist_file),
+            get_ipython().history_manager.enabled,
+            get_ipython().history_manager.save_thread.is_alive(),
+            get_ipython().kernel is not None and get_ipython().parent is get_ipython().kernel,
+            __import__('os').environ.get('PAGER'),
+            sys.modules['__main__'] is get_ipython().user_module)"""
+        for kid in pair + [cold]:
+            assert value(gw, kid, probe) == (
+                "/home/user/.ipython/profile_default/history.sqlite", True, True, True, "cat",
+                True)
+        # A name one kernel defines is not in the other's namespace or
+        # history, nor in the shell a later kernel gets.
+        run(gw, pair[0], "glovebox_mine = 1")
+        # (The name is spelt in two halves: this cell is in the history.)
+        assert value(gw, pair[1], "('glovebox_' + 'mine' in globals(), "
+                                  "any('glovebox_' + 'mine' in h[2] for h in "
+                                  "get_ipython().history_manager.get_range()))") == (False, False)
+        assert value(gw, pair[0], "('glovebox_' + 'mine' in globals(), "
+                                  "any('glovebox_' + 'mine' in h[2] for h in "
+                                  "get_ipython().history_manager.get_range()))") == (True, True)
+        later = gw.start_kernel()
+        try:
+            assert first_cell(gw, later) == want
+            assert_from_zygote(gw, later)
+        finally:
+            gw.request("DELETE", f"/api/kernels/{later}")
+    finally:
+        gw.request("DELETE", f"/api/kernels/{cold}")
+
+
+class Cells:
+    """Runs cells without stop_on_error: a request that reaches ipykernel
+    just after a failed cell would otherwise be aborted (a race, not what
+    is tested here)."""
+
+    def __init__(self, ch):
+        self.ch = ch
+
+    def execute(self, code, stdin_reply=None):
+        msg_id = self.ch.send("execute_request", {
+            "code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "allow_stdin": stdin_reply is not None, "stop_on_error": False})
+        return self.ch.collect(msg_id, 60, stdin_reply)
+
+
+def shell_behaviour(gw, kid):
+    """What a client sees of a kernel's shell: magics, completion,
+    inspection, rich output, tracebacks, input()."""
+    seen = {}
+    ch = gw.connect(kid)
+    cells = Cells(ch)
+    try:
+        reply, out = cells.execute("%lsmagic")
+        seen["lsmagic"] = [m["content"]["data"]["text/plain"] for m in out
+                           if m["msg_type"] == "execute_result"]
+        reply, out = cells.execute("glovebox_variable = 1\n%timeit -n1 -r1 pass")
+        seen["timeit"] = reply["content"]["status"]
+        for code in ("glovebox_va", "import nump"):
+            msg_id = ch.send("complete_request", {"code": code, "cursor_pos": len(code)})
+            reply, _ = ch.collect(msg_id)
+            seen[code] = reply["content"]["matches"]
+        msg_id = ch.send("inspect_request", {"code": "len", "cursor_pos": 3,
+                                             "detail_level": 0})
+        reply, _ = ch.collect(msg_id)
+        seen["inspect"] = (reply["content"]["found"],
+                           "Signature" in reply["content"]["data"]["text/plain"])
+        reply, out = cells.execute("import matplotlib.pyplot as plt\n"
+                                "plt.plot([1, 2, 3])\nplt.show()")
+        seen["png"] = [sorted(m["content"]["data"]) for m in out
+                       if m["msg_type"] == "display_data"]
+        reply, out = cells.execute("def f():\n    return 1 / 0\nf()")
+        errors = [m["content"] for m in out if m["msg_type"] == "error"]
+        seen["traceback"] = (reply["content"]["ename"], errors[0]["ename"],
+                             "return 1 / 0" in re.sub(r"\x1b\[[0-9;]*m", "",
+                                                      "\n".join(errors[0]["traceback"])))
+        reply, out = cells.execute("input('? ')")
+        seen["no stdin"] = reply["content"].get("ename")
+        reply, out = cells.execute("input('? ')", stdin_reply=lambda prompt: prompt + "yes")
+        seen["stdin"] = [m["content"]["data"]["text/plain"] for m in out
+                         if m["msg_type"] == "execute_result"]
+        reply, out = cells.execute("!echo from a shell\n%reset -f\n%who")
+        seen["reset"] = stdout_of(out)
+    finally:
+        ch.close()
+    return seen
+
+
+def test_prebuilt_shell_behaves_as_a_cold_one(gw):
+    kid = gw.start_kernel()
+    cold = gw.start_kernel(name="python3", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        assert_from_zygote(gw, kid)
+        assert_from_zygote(gw, cold, expected=False)
+        got, want = shell_behaviour(gw, kid), shell_behaviour(gw, cold)
+        assert got == want
+        # And what both show is what a working kernel shows.
+        assert "%timeit" in want["lsmagic"][0] and want["timeit"] == "ok"
+        assert want["glovebox_va"] == ["glovebox_variable"] and "numpy" in want["import nump"]
+        assert want["inspect"] == (True, True)
+        assert want["png"] == [["image/png", "text/plain"]]
+        assert want["traceback"] == ("ZeroDivisionError", "ZeroDivisionError", True)
+        assert want["no stdin"] == "StdinNotImplementedError"
+        assert want["stdin"] == ["'? yes'"]
+        # (A system command prints through a pseudo-terminal: CR LF.)
+        assert want["reset"].replace("\r\n", "\n") == ("from a shell\n"
+                                                     "Interactive namespace is empty.\n")
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+        gw.request("DELETE", f"/api/kernels/{cold}")
+
+
+PROFILE = "/home/user/.ipython/profile_default"
+
+
+def restart(gw, kid):
+    status, _, _ = gw.request("POST", f"/api/kernels/{kid}/restart")
+    assert status == 200
+
+
+def test_profile_config_and_startup_files_in_the_home(gw, pair):
+    a, b = pair
+    prebuilt = shell_id(gw, b)
+    # Startup files and configuration of the kernel application only: the
+    # prebuilt shell is used, and they run in it.
+    run(gw, a, f"""import os
+os.makedirs('{PROFILE}/startup', exist_ok=True)
+open('{PROFILE}/startup/00-glovebox.py', 'w').write('glovebox_started = 42\\n')
+open('{PROFILE}/ipython_kernel_config.py', 'w').write(
+    "c.IPKernelApp.exec_lines = ['glovebox_exec = 7']\\n")""")
+    restart(gw, a)
+    assert_from_zygote(gw, a)
+    assert value(gw, a, "(glovebox_started, glovebox_exec)") == (42, 7)
+    assert shell_id(gw, a) == prebuilt
+    # Configuration of the shell itself: honoured, by a shell built in the
+    # kernel (the one the zygote built knows nothing of it).
+    run(gw, a, f"""open('{PROFILE}/ipython_kernel_config.py', 'a').write(
+    "c.InteractiveShell.ast_node_interactivity = 'all'\\n"
+    "c.PlainTextFormatter.max_seq_length = 3\\n")""")
+    restart(gw, a)
+    assert_from_zygote(gw, a)
+    assert value(gw, a, "(glovebox_started, glovebox_exec)") == (42, 7)
+    assert shell_id(gw, a) != prebuilt
+    _, _, out = run(gw, a, "1\n2\nlist(range(10))")
+    results = [m["content"]["data"]["text/plain"] for m in out
+               if m["msg_type"] == "execute_result"]
+    assert results == ["1", "2", "[0, 1, 2, ...]"], results
+    # Positive control: the neighbour, without that file, shows one result.
+    _, _, out = run(gw, b, "1\n2\nlist(range(10))")
+    assert [m["content"]["data"]["text/plain"] for m in out
+            if m["msg_type"] == "execute_result"] == [str(list(range(10)))]
