@@ -3,6 +3,7 @@
 #include "gateway/host.h"
 #include "gateway/loop.h"
 #include "gateway/metrics.h"
+#include "protocol/buf.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -43,21 +44,8 @@ static struct {
 
 static int find_program(char *out, size_t size)
 {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-        if (n > 0) {
-                char *slash;
-
-                self[n] = '\0';
-                slash = strrchr(self, '/');
-                if (slash) {
-                        *slash = '\0';
-                        if ((size_t)snprintf(out, size, "%s/" HOST_PROGRAM, self) < size &&
-                            access(out, X_OK) == 0)
-                                return 0;
-                }
-        }
+        if (program_beside_self(HOST_PROGRAM, out, size) == 0)
+                return 0;
         if ((size_t)snprintf(out, size, "%s/" HOST_PROGRAM, GLOVEBOX_LIBEXECDIR) < size &&
             access(out, X_OK) == 0)
                 return 0;

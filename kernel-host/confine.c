@@ -9,6 +9,7 @@
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -36,6 +37,28 @@ void confine_report_send(int fd, const struct confine_report *r)
         do {
                 n = write(fd, r, sizeof(*r));
         } while (n < 0 && errno == EINTR);
+}
+
+int confine_report_wait(int fd, struct confine_report *r, int timeout_ms)
+{
+        struct pollfd pfd = {fd, POLLIN, 0};
+        ssize_t n;
+        int rc;
+
+        do {
+                rc = poll(&pfd, 1, timeout_ms);
+        } while (rc < 0 && errno == EINTR);
+        if (rc == 0)
+                return -ETIMEDOUT;
+        if (rc < 0)
+                return -errno;
+        do {
+                n = read(fd, r, sizeof(*r));
+        } while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof(*r))
+                return -EPIPE;
+        r->step[sizeof(r->step) - 1] = '\0';
+        return 0;
 }
 
 void confine_report_init(struct confine_report *r, int kind)

@@ -40,6 +40,9 @@ struct confine_sandbox {
 
 void confine_report_init(struct confine_report *r, int kind);
 void confine_report_send(int fd, const struct confine_report *r);
+/* Waits up to timeout_ms for a child's report on fd: 0, -ETIMEDOUT, or
+ * -EPIPE when the child went without one. */
+int confine_report_wait(int fd, struct confine_report *r, int timeout_ms);
 /* Reports the failed step and its errno on fd, then _exit(127). */
 __attribute__((noreturn)) void confine_fail(int fd, const char *step, int error);
 void confine_close_fds_except(int keep);

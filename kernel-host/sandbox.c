@@ -248,28 +248,6 @@ static int write_id_maps(pid_t pid, const struct sandbox_ids *ids)
         return rc < 0 ? rc : write_proc(pid, "gid_map", map);
 }
 
-static int wait_report(int fd, struct confine_report *r, int timeout_ms)
-{
-        struct pollfd pfd = {fd, POLLIN, 0};
-        ssize_t n;
-        int rc;
-
-        do {
-                rc = poll(&pfd, 1, timeout_ms);
-        } while (rc < 0 && errno == EINTR);
-        if (rc == 0)
-                return -ETIMEDOUT;
-        if (rc < 0)
-                return -errno;
-        do {
-                n = read(fd, r, sizeof(*r));
-        } while (n < 0 && errno == EINTR);
-        if (n != (ssize_t)sizeof(*r))
-                return -EPIPE;
-        r->step[sizeof(r->step) - 1] = '\0';
-        return 0;
-}
-
 static const char *const ns_names[SANDBOX_NAMESPACES] = {"user", "mnt", "pid", "net",
                                                          "ipc",  "uts", "cgroup"};
 
@@ -405,7 +383,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, "start child", -rc);
                 goto kill;
         }
-        rc = wait_report(sv[0], &report, SETUP_TIMEOUT_MS);
+        rc = confine_report_wait(sv[0], &report, SETUP_TIMEOUT_MS);
         if (rc < 0) {
                 fail_set(fail, rc == -ETIMEDOUT ? "setup timeout" : "sandbox child died", -rc);
                 goto kill;
@@ -591,7 +569,7 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
         }
         close(report[1]);
         report[1] = -1;
-        rc = wait_report(report[0], &r, SETUP_TIMEOUT_MS);
+        rc = confine_report_wait(report[0], &r, SETUP_TIMEOUT_MS);
         if (rc == 0 && r.kind != CONFINE_STARTED)
                 rc = -(r.error ? r.error : EIO);
         if (rc < 0) {

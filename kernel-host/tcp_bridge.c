@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/tcp_bridge.h"
+#include "protocol/buf.h"
 #include "protocol/hostmsg.h"
 
 #include <errno.h>
@@ -16,20 +17,7 @@ static char bridge_path[PATH_MAX];
 
 int tcp_bridge_init(void)
 {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        char *slash;
-
-        if (n <= 0)
-                return -ENOENT;
-        self[n] = '\0';
-        slash = strrchr(self, '/');
-        if (!slash)
-                return -ENOENT;
-        *slash = '\0';
-        if ((size_t)snprintf(bridge_path, sizeof(bridge_path), "%s/" BRIDGE_PROGRAM, self) >=
-                sizeof(bridge_path) ||
-            access(bridge_path, X_OK) < 0) {
+        if (program_beside_self(BRIDGE_PROGRAM, bridge_path, sizeof(bridge_path)) < 0) {
                 bridge_path[0] = '\0';
                 return -ENOENT;
         }

@@ -3,6 +3,7 @@
 #include "kernel-host/zygote.h"
 #include "kernel-host/rootfs.h"
 #include "kernel-host/sandbox.h"
+#include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -72,21 +73,7 @@ static bool modules_ok(const char *s)
 
 static int find_program(char *out, size_t size)
 {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        char *slash;
-
-        if (n <= 0)
-                return -ENOENT;
-        self[n] = '\0';
-        slash = strrchr(self, '/');
-        if (!slash)
-                return -ENOENT;
-        *slash = '\0';
-        if ((size_t)snprintf(out, size, "%s/" ZYGOTE_PROGRAM, self) >= size ||
-            access(out, X_OK) < 0)
-                return -ENOENT;
-        return 0;
+        return program_beside_self(ZYGOTE_PROGRAM, out, size);
 }
 
 /* In the forked child, before execve: the zygote's own mount namespace,
@@ -393,28 +380,6 @@ static int send_request(struct zygote *z, const int fds[ZYGOTE_NFDS])
         return n == 1 ? 0 : -errno;
 }
 
-static int wait_report(int fd, struct confine_report *r)
-{
-        struct pollfd p = {fd, POLLIN, 0};
-        ssize_t n;
-        int rc;
-
-        do {
-                rc = poll(&p, 1, START_TIMEOUT_MS);
-        } while (rc < 0 && errno == EINTR);
-        if (rc == 0)
-                return -ETIMEDOUT;
-        if (rc < 0)
-                return -errno;
-        do {
-                n = read(fd, r, sizeof(*r));
-        } while (n < 0 && errno == EINTR);
-        if (n != (ssize_t)sizeof(*r))
-                return -EPIPE;
-        r->step[sizeof(r->step) - 1] = '\0';
-        return 0;
-}
-
 int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
                 struct sandbox_process *proc, struct hostmsg_failed *fail)
 {
@@ -458,7 +423,7 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
         }
         close(report[1]);
         report[1] = -1;
-        rc = wait_report(report[0], &r);
+        rc = confine_report_wait(report[0], &r, START_TIMEOUT_MS);
         if (rc == -EPIPE && zygote_hung_up(z)) {
                 /* It died with our request: whatever of the request ran
                  * joined the kernel's group first, and goes with it. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -213,5 +214,23 @@ int buf_append_unbase64(struct buf *out, const char *in)
                                 return -E2BIG;
                 }
         }
+        return 0;
+}
+
+int program_beside_self(const char *name, char *out, size_t size)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+
+        if (n <= 0)
+                return -ENOENT;
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        if (!slash)
+                return -ENOENT;
+        *slash = '\0';
+        if ((size_t)snprintf(out, size, "%s/%s", self, name) >= size || access(out, X_OK) < 0)
+                return -ENOENT;
         return 0;
 }

@@ -45,5 +45,9 @@ int buf_append_unbase64(struct buf *out, const char *in);
  * followed) into out, NUL-terminated: the length read, or -errno. For the
  * small files of /proc and cgroupfs. */
 ssize_t read_small_file(const char *path, char *out, size_t size);
+/* The path of the executable name in the running program's own directory
+ * (the build tree, or where it is installed) into out: 0, or -ENOENT when
+ * it is not there or not executable. */
+int program_beside_self(const char *name, char *out, size_t size);
 
 #endif
