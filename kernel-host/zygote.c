@@ -103,20 +103,26 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
                         (char *)"NUMEXPR_NUM_THREADS=1",
                         NULL};
         sigset_t none;
+        /* The program is opened before /tmp is covered: the build tree may
+         * well be under /tmp. Kept far above the descriptors moved below. */
+        int path_fd = open(program, O_PATH | O_CLOEXEC);
+        int exe = path_fd < 0 ? -1 : fcntl(path_fd, F_DUPFD_CLOEXEC, ZYGOTE_FD + 16);
 
         memset(title, ' ', sizeof(title) - 1);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        if (exe < 0)
+                _exit(127);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || unshare(CLONE_NEWNS) < 0 ||
             mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
             mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") < 0 ||
             mount("tmpfs", "/home", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m") < 0 ||
             mkdir(ROOTFS_HOME, 0700) < 0 || chdir(ROOTFS_HOME) < 0)
                 _exit(126);
-        if (dup2(link, ZYGOTE_FD) < 0)
+        if (dup2(link, ZYGOTE_FD) < 0 || dup3(exe, ZYGOTE_FD + 1, O_CLOEXEC) < 0)
                 _exit(126);
-        syscall(SYS_close_range, ZYGOTE_FD + 1, ~0u, 0);
-        execve(program, argv, envp);
+        syscall(SYS_close_range, ZYGOTE_FD + 2, ~0u, 0);
+        syscall(SYS_execveat, ZYGOTE_FD + 1, "", argv, envp, AT_EMPTY_PATH);
         _exit(127);
 }
 
