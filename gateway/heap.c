@@ -17,6 +17,9 @@ static struct {
 /* glibc's default: the free top of the heap beyond this is given back at
  * once. */
 #define TRIM_AT_REST (128 * 1024)
+/* A heap (the main arena's) larger than this is looked at every
+ * HEAP_IDLE_MS after a busy period, for buffers freed since. */
+#define HEAP_SWEEP_ABOVE (16 * 1024 * 1024)
 
 static void set_resting(void)
 {
@@ -43,15 +46,39 @@ void heap_init(void)
         set_resting();
 }
 
+/* Free bytes in the heap after the last trim: more than HEAP_LARGE above
+ * it means buffers of the busy period were freed since (a stalled
+ * client's backlog, a deleted kernel's queue), to be given back too. */
+static size_t free_after_trim;
+
+/* Gives back every free page, in the middle of the heap too, not only its
+ * top. */
+static void trim(void)
+{
+        malloc_trim(0);
+        free_after_trim = mallinfo2().fordblks;
+}
+
 static void on_idle(lws_sorted_usec_list_t *sul)
 {
-        (void)sul;
-        heap.busy = false;
-        set_resting();
-        /* Gives back every free page, in the middle of the heap too, not
-         * only its top. */
-        malloc_trim(0);
-        log_debug("large messages stopped: freed buffers given back");
+        struct mallinfo2 info;
+
+        if (heap.busy) {
+                heap.busy = false;
+                set_resting();
+                trim();
+                log_debug("large messages stopped: freed buffers given back");
+        } else {
+                info = mallinfo2();
+                if (info.fordblks > free_after_trim + HEAP_LARGE)
+                        trim();
+                else if (info.fordblks < free_after_trim)
+                        free_after_trim = info.fordblks;
+        }
+        /* What the busy period allocated from the heap may be freed later
+         * still: looked at again while the heap is larger than at rest. */
+        if (mallinfo2().arena > HEAP_SWEEP_ABOVE)
+                loop_timer_start(sul, on_idle, HEAP_IDLE_MS);
 }
 
 void heap_message_seen(size_t bytes)
