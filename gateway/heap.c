@@ -5,6 +5,7 @@
 #include "protocol/log.h"
 
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +32,8 @@ void heap_init(void)
 {
         const char *tunables = getenv("GLIBC_TUNABLES");
 
-        heap.managed = !tunables || (!strstr(tunables, "mmap_threshold") &&
-                                     !strstr(tunables, "trim_threshold"));
+        heap.managed = !tunables ||
+                       (!strstr(tunables, "mmap_threshold") && !strstr(tunables, "trim_threshold"));
         if (!heap.managed)
                 return;
         /* One arena for every thread: ZMQ's I/O thread allocates the
@@ -94,9 +95,4 @@ void heap_message_seen(size_t bytes)
                 mallopt(M_TRIM_THRESHOLD, HEAP_KEEP);
         }
         loop_timer_start(&heap.idle, on_idle, HEAP_IDLE_MS);
-}
-
-bool heap_busy(void)
-{
-        return heap.busy;
 }

@@ -11,7 +11,6 @@
 #ifndef GLOVEBOX_HEAP_H
 #define GLOVEBOX_HEAP_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #define HEAP_LARGE   (1024 * 1024)       /* a buffer this large is mapped on its own at rest */
@@ -25,7 +24,5 @@ void heap_init(void);
 /* A message of bytes arrived (any size; the small are ignored). A large
  * one starts, or prolongs, the busy period. */
 void heap_message_seen(size_t bytes);
-/* Whether freed large buffers are kept now (for tests and logs). */
-bool heap_busy(void);
 
 #endif
