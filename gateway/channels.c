@@ -552,6 +552,11 @@ static int on_writeable(struct channel_conn *c)
                         metrics_ws_frame(false, c->frame_len);
                         session_delivered(c->session, c->sending);
                         relay_msg_unref(&c->sending);
+                        /* Never a write while libwebsockets holds part of
+                         * the last one: it would be appended to that, and
+                         * lws_write would report what left from there. */
+                        if (lws_send_pipe_choked(c->wsi))
+                                break;
                         continue;
                 }
                 n = c->frame_len - c->frame_sent;

@@ -3,8 +3,7 @@ written by the gateway itself, straight from the kernel's ZMQ frame, as one
 WebSocket frame (see gateway/channels.c). These tests read the frames as
 they come off the wire: each large message is one whole frame, exact in
 both formats, pongs never land inside one, a reader slower than the
-gateway gets every byte, a connection replaced mid-frame hands the message
-whole to its successor, and the memory a burst took is given back."""
+gateway gets every byte, and the memory a burst took is given back."""
 import hashlib
 import json
 import socket
@@ -184,40 +183,6 @@ def test_a_reader_slower_than_the_gateway_gets_every_byte():
         gw.stop()
 
 
-def test_a_connection_replaced_in_the_middle_of_a_frame_hands_the_message_over_whole():
-    gw = start_gateway("--session-linger", "60")
-    try:
-        kernel = gw.start_kernel()
-        first = gw.connect(kernel, session_id="handover")
-        first.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        msg_id = first.send("execute_request", {
-            "code": BIG.format(n=16), "silent": False, "store_history": False,
-            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
-        # The first connection reads nothing: its 16 MiB frame stops part
-        # of the way, in the socket.
-        time.sleep(3)
-        second = gw.connect(kernel, session_id="handover")
-        reply, outputs = second.collect(msg_id, timeout=120)
-        assert reply["content"]["status"] == "ok"
-        shown = [m for m in outputs if m["msg_type"] == "display_data"]
-        assert len(shown) == 1, [m["msg_type"] for m in outputs]
-        text = shown[0]["content"]["data"]["text/plain"]
-        digest = "".join(m["content"]["text"] for m in outputs if m["msg_type"] == "stream")
-        assert len(text) == 16 * MIB
-        assert hashlib.sha256(text.encode()).hexdigest() == digest.strip()
-        # The first connection ended: it gets no more than a cut-off frame.
-        first.ws.settimeout(10)
-        try:
-            while True:
-                f = first.ws.recv_frame()
-                assert f.opcode != websocket.ABNF.OPCODE_PING
-        except (websocket.WebSocketException, OSError, ConnectionError):
-            pass
-        second.close()
-    finally:
-        gw.stop()
-
-
 def test_the_memory_of_a_burst_of_large_messages_is_given_back():
     gw = start_gateway()
     try:
@@ -233,7 +198,7 @@ def test_the_memory_of_a_burst_of_large_messages_is_given_back():
         # its way out), not one afresh per message...
         assert grown < 160, f"RSS grew by {grown} MiB"
         # ...and given back once they stop (5 s after the last).
-        deadline = time.time() + 20
+        deadline = time.time() + 30
         while rss_kb(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
             time.sleep(0.2)
         kept = (rss_kb(gw.proc.pid) - base) // 1024
