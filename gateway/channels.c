@@ -391,6 +391,112 @@ static size_t piece_size(struct lws *wsi)
         return room > WRITE_PIECE_MAX ? WRITE_PIECE_MAX : room;
 }
 
+/* A frame of RAW_FRAME_MIN or more goes out as one WebSocket frame whose
+ * header the gateway writes itself, followed by the frame's bytes straight
+ * from where they lie (the envelope, the ZMQ frame the content came in),
+ * each time only as much as the socket takes. Nothing is copied on the way
+ * (no write buffer, no libwebsockets copy of what the socket did not take),
+ * nothing more is held for a client that stops reading, and clients get the
+ * message in one piece, with nothing to append. While such a frame is
+ * under way the connection's input is not read: libwebsockets answers a
+ * ping with a pong of its own, which must not land inside the frame. */
+#define RAW_FRAME_MIN (1024 * 1024)
+#define RAW_PIECE_MIN (64 * 1024)
+
+/* Under TLS the socket carries records, on HTTP/2 a stream's frames: only
+ * libwebsockets may write there. */
+static bool can_write_raw(struct lws *wsi)
+{
+        return !lws_is_ssl(wsi) && lws_get_network_wsi(wsi) == wsi;
+}
+
+/* Bytes the connection's socket takes now without blocking, as far as its
+ * counters tell. */
+static size_t socket_room(struct lws *wsi)
+{
+        int fd = lws_get_socket_fd(wsi), sndbuf = 0, queued = 0;
+        socklen_t len = sizeof(sndbuf);
+
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) < 0 ||
+            ioctl(fd, SIOCOUTQ, &queued) < 0)
+                return WRITE_PIECE_MIN;
+        /* (Linux reports twice the payload it holds.) */
+        return sndbuf / 2 > queued ? (size_t)(sndbuf / 2 - queued) : 0;
+}
+
+/* RFC 6455 5.2: FIN, the opcode, the payload length in the shortest form;
+ * a server's frames are not masked. */
+static void raw_begin(struct channel_conn *c)
+{
+        uint64_t len = c->frame_len;
+        uint8_t *h = c->raw_head;
+
+        h[0] = 0x80 | (c->frame_binary ? 0x2 : 0x1);
+        if (len < 126) {
+                h[1] = (uint8_t)len;
+                c->raw_head_len = 2;
+        } else if (len < 65536) {
+                h[1] = 126;
+                h[2] = (uint8_t)(len >> 8);
+                h[3] = (uint8_t)len;
+                c->raw_head_len = 4;
+        } else {
+                h[1] = 127;
+                for (int i = 0; i < 8; i++)
+                        h[2 + i] = (uint8_t)(len >> (56 - 8 * i));
+                c->raw_head_len = 10;
+        }
+        c->raw_head_sent = 0;
+        c->raw = true;
+        lws_rx_flow_control(c->wsi, 0);
+}
+
+/* Writes what the socket takes of the raw frame under way, up to budget
+ * bytes of it; adds them to *written. 0, or -1 when the connection failed. */
+static int raw_write(struct channel_conn *c, size_t budget, size_t *written)
+{
+        while (c->frame_sent < c->frame_len && budget > 0) {
+                const uint8_t *at;
+                size_t n, room;
+
+                /* Whatever libwebsockets keeps of a write the socket did
+                 * not take goes first; adding to it would copy. */
+                if (lws_send_pipe_choked(c->wsi))
+                        return 0;
+                /* (The socket polls writable: it takes at least some, even
+                 * when its accounting and ours disagree about how much.) */
+                room = socket_room(c->wsi);
+                if (room < RAW_PIECE_MIN)
+                        room = RAW_PIECE_MIN;
+                if (c->raw_head_sent < c->raw_head_len) {
+                        at = c->raw_head + c->raw_head_sent;
+                        n = c->raw_head_len - c->raw_head_sent;
+                } else {
+                        at = relay_msg_frame_span(c->sending, c->format, c->frame_sent, &n);
+                        if (n > room)
+                                n = room;
+                        if (n > budget)
+                                n = budget;
+                }
+                /* (LWS_WRITE_HTTP: the bytes as they are. libwebsockets
+                 * does not write to them.) */
+                if (lws_write(c->wsi, (unsigned char *)(uintptr_t)at, n, LWS_WRITE_HTTP) < (int)n)
+                        return -1;
+                if (c->raw_head_sent < c->raw_head_len) {
+                        c->raw_head_sent += n;
+                        continue;
+                }
+                c->frame_sent += n;
+                *written += n;
+                budget -= n;
+        }
+        if (c->frame_sent == c->frame_len) {
+                c->raw = false;
+                lws_rx_flow_control(c->wsi, 1);
+        }
+        return 0;
+}
+
 static int on_writeable(struct channel_conn *c)
 {
         static struct buf scratch = {.max = LWS_PRE + WRITE_PIECE_MAX};
@@ -398,6 +504,13 @@ static int on_writeable(struct channel_conn *c)
         uint8_t *piece;
         int rc = 0;
 
+        if (c->closing && c->raw) {
+                /* A close frame now would land inside the frame under way:
+                 * the connection ends without one (the message goes, whole,
+                 * to the session's next connection). */
+                shutdown(lws_get_socket_fd(c->wsi), SHUT_RDWR);
+                return -1;
+        }
         if (c->closing) {
                 lws_close_reason(c->wsi, (enum lws_close_status)c->close_code,
                                  (unsigned char *)c->close_reason, strlen(c->close_reason));
@@ -417,6 +530,22 @@ static int on_writeable(struct channel_conn *c)
                         if (relay_msg_frame(c->sending, c->format, &c->frame_len,
                                             &c->frame_binary) < 0)
                                 return -1;
+                        if (c->frame_len >= RAW_FRAME_MIN && can_write_raw(c->wsi))
+                                raw_begin(c);
+                }
+                if (c->raw) {
+                        rc = raw_write(c, WRITE_TURN - written, &written);
+                        if (rc < 0 || c->raw)
+                                break;
+                        metrics_ws_frame(false, c->frame_len);
+                        session_delivered(c->session, c->sending);
+                        relay_msg_unref(&c->sending);
+                        /* Never a write while libwebsockets holds part of
+                         * the last one: it would be appended to that, and
+                         * lws_write would report what left from there. */
+                        if (lws_send_pipe_choked(c->wsi))
+                                break;
+                        continue;
                 }
                 n = c->frame_len - c->frame_sent;
                 if (n > WRITE_PIECE_MIN) {

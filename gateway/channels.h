@@ -24,6 +24,11 @@ struct channel_conn {
         struct relay_msg *sending;
         size_t frame_len, frame_sent;
         bool frame_binary;
+        /* A large frame written by the gateway itself (channels.c): its
+         * header, and how much of it went. */
+        bool raw;
+        uint8_t raw_head[10];
+        size_t raw_head_len, raw_head_sent;
         bool closing;
         int close_code;
         char close_reason[100];

@@ -8,6 +8,7 @@
 #include "gateway/fleet.h"
 #include "gateway/conns.h"
 #include "gateway/e2b.h"
+#include "gateway/heap.h"
 #include "gateway/mcp.h"
 #include "gateway/terminals.h"
 #include "gateway/host.h"
@@ -34,7 +35,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -221,21 +221,6 @@ static void remove_runtime_dir(void)
         if (gw.lock_fd >= 0)
                 close(gw.lock_fd);
         gw.lock_fd = -1;
-}
-
-/* Buffers of 1 MiB and more (large messages, ZMQ's receive buffers, a
- * slow client's backlog) are mapped on their own and unmapped when freed.
- * glibc would otherwise raise its threshold after the first such free and
- * serve the next ones from its heaps, which keep the memory after a burst
- * (500 MB of output left 519 MB resident). An operator who prefers the
- * speed of kept pages sets glibc.malloc.mmap_threshold in GLIBC_TUNABLES,
- * and that is left alone. */
-static void return_large_buffers(void)
-{
-        const char *tunables = getenv("GLIBC_TUNABLES");
-
-        if (!tunables || !strstr(tunables, "mmap_threshold"))
-                mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
 
 static lws_sorted_usec_list_t log_flush_timer;
@@ -628,7 +613,7 @@ int main(int argc, char **argv)
                 log_info("the token is not of E2B's form (e2b_ and hex digits): the E2B Python "
                          "SDK sends it only with E2B_VALIDATE_API_KEY=false");
         raise_fd_limit();
-        return_large_buffers();
+        heap_init();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
         if (resuming) {

@@ -203,6 +203,26 @@ void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, s
         }
 }
 
+const uint8_t *relay_msg_frame_span(const struct relay_msg *m, enum relay_format format,
+                                    size_t from, size_t *len)
+{
+        const struct buf *b = &m->envelope[format];
+        size_t at = m->content_at[format];
+
+        if (from < at) {
+                *len = at - from;
+                return (const uint8_t *)b->data + from;
+        }
+        from -= at;
+        if (from < m->msg.content.len) {
+                *len = m->msg.content.len - from;
+                return m->msg.content.ptr + from;
+        }
+        from -= m->msg.content.len;
+        *len = b->len - at - from;
+        return (const uint8_t *)b->data + at + from;
+}
+
 void outbox_init(struct outbox *o, size_t max_bytes, size_t max_count)
 {
         memset(o, 0, sizeof(*o));

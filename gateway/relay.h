@@ -68,6 +68,12 @@ int relay_msg_frame(struct relay_msg *m, enum relay_format format, size_t *len, 
 void relay_msg_frame_copy(const struct relay_msg *m, enum relay_format format, size_t from,
                           size_t len, uint8_t *out);
 
+/* Where byte from of that frame lies, and how many bytes follow it there
+ * contiguously (at least one, within the frame's length). The bytes stay
+ * valid while m is referenced. */
+const uint8_t *relay_msg_frame_span(const struct relay_msg *m, enum relay_format format,
+                                    size_t from, size_t *len);
+
 /* A bounded FIFO of messages. Past either maximum the oldest are dropped
  * (and counted), but never the newest, so one large message still passes. */
 struct outbox {

@@ -116,10 +116,17 @@ static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *
 }
 
 #define RX_BUFFER (64 * 1024)
+/* The most libwebsockets hands the socket in one send(). Its default, the
+ * receive buffer's 64 KiB, would send a large WebSocket fragment 64 KiB at
+ * a time, copying all the rest aside first and then sending it one turn of
+ * the loop per 64 KiB; this lets the socket take what it has room for and
+ * only the remainder be copied. (A fragment is at most 16 MiB: channels.c.) */
+#define TX_PACKET (16 * 1024 * 1024)
 
 static const struct lws_protocols protocols[] = {
-        {"http", callback_http, sizeof(struct http_or_ws), RX_BUFFER, 0, NULL, 0},
-        {JP_WSV1_PROTOCOL, callback_v1, sizeof(struct channel_conn), RX_BUFFER, 0, NULL, 0},
+        {"http", callback_http, sizeof(struct http_or_ws), RX_BUFFER, 0, NULL, TX_PACKET},
+        {JP_WSV1_PROTOCOL, callback_v1, sizeof(struct channel_conn), RX_BUFFER, 0, NULL,
+         TX_PACKET},
         {LOOP_PROTOCOL_NAME, loop_protocol_callback, 0, 0, 0, NULL, 0},
         {NULL, NULL, 0, 0, 0, NULL, 0},
 };

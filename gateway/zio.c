@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/zio.h"
+#include "gateway/heap.h"
 #include "gateway/loop.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
@@ -153,6 +154,9 @@ static int recv_message(void *sock, zmq_msg_t *msgs, size_t max)
                         break;
                 }
                 more = zmq_msg_more(m);
+                /* (A large frame was received into a buffer of its size:
+                 * the next ones are better reused than mapped afresh.) */
+                heap_message_seen(zmq_msg_size(m));
                 if (m == &extra) {
                         zmq_msg_close(m);
                         overflow = 1;
