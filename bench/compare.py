@@ -261,14 +261,16 @@ def bench_png(reps):
 
 # ---- 5. concurrent creates -------------------------------------------------------
 
-def concurrent_first_results(server, n):
+def concurrent_first_results(server, n, start=first_result):
+    """n creates at once, each start(server) -> (seconds, kernel id);
+    returns (times, failures) and deletes the kernels."""
     barrier = threading.Barrier(n)
     results, failures, kids = [], [], []
 
     def one():
         barrier.wait()
         try:
-            took, kid = first_result(server)
+            took, kid = start(server)
             results.append(took)
             kids.append(kid)
         except Exception as e:  # noqa: BLE001 - any failure counts
@@ -394,27 +396,8 @@ def first_result_of(server, code, body=None):
 
 
 def concurrent_with_limits(server, n, code):
-    barrier = threading.Barrier(n)
-    results, failures, kids = [], [], []
     body = {"name": "python3", "limits": {"memory_mb": 768, "pids": 128}}
-
-    def one():
-        barrier.wait()
-        try:
-            took, kid = first_result_of(server, code, body)
-            results.append(took)
-            kids.append(kid)
-        except Exception as e:  # noqa: BLE001 - any failure counts
-            failures.append(repr(e))
-
-    threads = [threading.Thread(target=one) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for kid in kids:
-        server.delete_kernel(kid)
-    return results, failures
+    return concurrent_first_results(server, n, lambda srv: first_result_of(srv, code, body))
 
 
 def hold_answering(server, n, code, parallel=4):
