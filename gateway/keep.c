@@ -8,6 +8,7 @@
 #include "gateway/api.h"
 #include "gateway/host.h"
 #include "gateway/kernels.h"
+#include "gateway/pause.h"
 #include "gateway/sandboxes.h"
 #include "gateway/session.h"
 #include "protocol/log.h"
@@ -62,27 +63,11 @@ fail:
         return rc;
 }
 
-/* Writes all of text to fd; 0 or -errno. */
-static int write_all(int fd, const char *text, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = write(fd, text, len);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return n < 0 ? -errno : -EIO;
-                text += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 int keep_save(const char *state_dir, const struct keep_process *proc)
 {
         json_t *kernels = NULL, *sessions = NULL, *discard = NULL, *record = NULL;
         char *text = NULL;
-        int dir = -1, fd = -1, rc;
+        int dir, rc;
 
         dir = open_state_dir(state_dir, true);
         if (dir < 0) {
@@ -107,27 +92,8 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
                 rc = -ENOMEM;
                 goto out;
         }
-        /* Written whole beside the record, made durable, then renamed over
-         * it: the next image reads all of a record or none. A name that
-         * is there (a symlink, a file of a crash) is removed first, and
-         * O_EXCL | O_NOFOLLOW never write through one. */
-        if (unlinkat(dir, KEEP_RECORD_TMP, 0) < 0 && errno != ENOENT) {
-                rc = -errno;
-                goto fail;
-        }
-        fd = openat(dir, KEEP_RECORD_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    0600);
-        if (fd < 0) {
-                rc = -errno;
-                goto fail;
-        }
-        rc = write_all(fd, text, strlen(text));
-        if (rc == 0 && fsync(fd) < 0)
-                rc = -errno;
-        if (rc == 0 && renameat(dir, KEEP_RECORD_TMP, dir, KEEP_RECORD) < 0)
-                rc = -errno;
-        if (rc == 0 && fsync(dir) < 0)
-                rc = -errno;
+        /* The next image reads all of a record or none. */
+        rc = state_write_file(dir, KEEP_RECORD, text);
         if (rc < 0)
                 goto fail;
         log_info("recorded %zu kernel(s) to keep in %s/" KEEP_RECORD, json_array_size(kernels),
@@ -135,12 +101,9 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
         goto out;
 fail:
         log_error("cannot write %s/" KEEP_RECORD ": %s", state_dir, strerror(-rc));
-        unlinkat(dir, KEEP_RECORD_TMP, 0);
         /* A rename that happened before a failed fsync: no half-kept state. */
         unlinkat(dir, KEEP_RECORD, 0);
 out:
-        if (fd >= 0)
-                close(fd);
         if (dir >= 0)
                 close(dir);
         if (text) {

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,46 +109,55 @@ static int open_id_dir(const char *id, bool make)
         return fd < 0 ? -errno : fd;
 }
 
+int state_write_file(int dir, const char *name, const char *text)
+{
+        char tmp[NAME_MAX + 1];
+        size_t len = strlen(text);
+        int fd, rc = 0;
+
+        if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", name) >= sizeof(tmp))
+                return -ENAMETOOLONG;
+        if (unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
+                return -errno;
+        fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        while (rc == 0 && len > 0) {
+                ssize_t n = write(fd, text, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        rc = n < 0 ? -errno : -EIO;
+                else {
+                        text += n;
+                        len -= (size_t)n;
+                }
+        }
+        /* A record that survives the machine's crash as well as the
+         * gateway's: on disk before it replaces the old one. */
+        if (rc == 0 && fsync(fd) < 0)
+                rc = -errno;
+        close(fd);
+        if (rc == 0 && renameat(dir, tmp, dir, name) < 0)
+                rc = -errno;
+        if (rc == 0 && fsync(dir) < 0)
+                rc = -errno;
+        if (rc < 0)
+                unlinkat(dir, tmp, 0);
+        return rc;
+}
+
 int pause_write_meta(const char *id, json_t *meta)
 {
         int dir = open_id_dir(id, true);
-        char *text = NULL;
-        size_t len, at = 0;
-        int fd = -1;
-        int rc = 0;
+        char *text;
+        int rc;
 
         if (dir < 0)
                 return dir;
         text = json_dumps(meta, JSON_COMPACT);
-        if (!text) {
-                rc = -ENOMEM;
-                goto out;
-        }
-        fd = openat(dir, "meta.json.new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                    0600);
-        if (fd < 0) {
-                rc = -errno;
-                goto out;
-        }
-        len = strlen(text);
-        while (at < len) {
-                ssize_t n = write(fd, text + at, len - at);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        rc = -errno;
-                        goto out;
-                }
-                at += (size_t)n;
-        }
-        /* A record that survives the machine's crash as well as the
-         * gateway's: on disk before it replaces the old one. */
-        if (fsync(fd) < 0 || renameat(dir, "meta.json.new", dir, "meta.json") < 0)
-                rc = -errno;
-out:
-        if (fd >= 0)
-                close(fd);
+        rc = text ? state_write_file(dir, "meta.json", text) : -ENOMEM;
         free(text);
         close(dir);
         return rc;

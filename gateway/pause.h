@@ -32,6 +32,13 @@ typedef void (*pause_done_fn)(void *ctx, int status, const char *message, uint64
  * directory; 0 or -errno. "" disables pausing. */
 int pause_init(const char *state_dir);
 bool pause_enabled(void);
+/* Writes text as name in the directory dir (a descriptor) so that a
+ * reader finds all of it or the old file: written whole as name.new (a
+ * name.new already there, a symlink or a crash's file, is removed first;
+ * O_EXCL | O_NOFOLLOW never write through one), 0600, made durable, then
+ * renamed over name, and the directory made durable. 0 or -errno; on
+ * failure name.new is gone. */
+int state_write_file(int dir, const char *name, const char *text);
 /* Writes meta (borrowed) as paused/<id>/meta.json, made anew. */
 int pause_write_meta(const char *id, json_t *meta);
 /* Reads every paused/<id>/meta.json: calls found(ctx, id, meta) for each

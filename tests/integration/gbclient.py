@@ -219,6 +219,15 @@ def decode_json_binary(data):
     return msg
 
 
+def rss_kib(pid):
+    """The resident memory of process pid, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
 def outputs_of(outputs, msg_type):
     return [m for m in outputs if m["msg_type"] == msg_type]
 

@@ -12,7 +12,7 @@ import time
 
 import websocket
 
-from gbclient import V1, decode_v1, start_gateway
+from gbclient import V1, decode_v1, rss_kib, start_gateway
 
 MIB = 1 << 20
 
@@ -25,14 +25,6 @@ s = os.urandom({n} * 1024 * 512).hex()
 display({{'text/plain': s}}, raw=True)
 print(hashlib.sha256(s.encode()).hexdigest())
 """
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def read_message(ch, pongs=None):
@@ -189,19 +181,19 @@ def test_the_memory_of_a_burst_of_large_messages_is_given_back():
         kernel = gw.start_kernel()
         ch = gw.connect(kernel)
         ch.execute("pass")
-        base = rss_kb(gw.proc.pid)
+        base = rss_kib(gw.proc.pid)
         for _ in range(4):
             shown, _, digest = run_big(ch, 32)
             assert hashlib.sha256(shown.encode()).hexdigest() == digest
-        grown = (rss_kb(gw.proc.pid) - base) // 1024
+        grown = (rss_kib(gw.proc.pid) - base) // 1024
         # Kept while large messages flow (one in from the kernel, one on
         # its way out), not one afresh per message...
         assert grown < 160, f"RSS grew by {grown} MiB"
         # ...and given back once they stop (5 s after the last).
         deadline = time.time() + 30
-        while rss_kb(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
+        while rss_kib(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
             time.sleep(0.2)
-        kept = (rss_kb(gw.proc.pid) - base) // 1024
+        kept = (rss_kib(gw.proc.pid) - base) // 1024
         assert kept < 16, f"{kept} MiB kept after the burst (it had grown by {grown} MiB)"
         ch.close()
     finally:

@@ -2,7 +2,9 @@
 one event loop: another kernel's round trips stay fast while it runs. A
 real gateway, a real E2B sandbox running the command through envd's
 process.Process/Start, and a real kernel."""
+import base64
 import json
+import socket
 import statistics
 import time
 import urllib.request
@@ -10,7 +12,7 @@ import urllib.request
 import pytest
 
 from gbclient import (Channel, e2b_create, e2b_kill, envd_envelope, envd_headers, envd_rpc,
-                      start_gateway)
+                      rss_kib, start_gateway)
 
 
 @pytest.fixture(scope="module")
@@ -62,27 +64,17 @@ def test_a_flooding_command_leaves_other_kernels_fast(gw):
         gw.request("DELETE", f"/api/kernels/{kernel}")
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def test_a_client_that_stops_reading_holds_its_command_and_loses_nothing(gw):
     """A command that writes 64 MB to a client that stops reading: the
     gateway stops reading the command's pipe (the command waits, as on a
     pipe to a slow reader) instead of queueing or dropping; once the client
     reads again it gets every byte, then the command's end."""
-    import base64
-    import socket
     total = 64 * 1000 * 1000
     sb = e2b_create(gw)
     try:
         body = envd_envelope({"process": {"cmd": "/bin/sh", "args": [
             "-c", f"head -c {total} /dev/zero; echo done >&2"]}})
-        head = [f"POST /e2b/process.Process/Start HTTP/1.1", f"Host: 127.0.0.1:{gw.port}",
+        head = ["POST /e2b/process.Process/Start HTTP/1.1", f"Host: 127.0.0.1:{gw.port}",
                 "Content-Type: application/connect+json", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in envd_headers(sb).items()]
         s = socket.create_connection(("127.0.0.1", gw.port), timeout=60)

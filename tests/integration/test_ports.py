@@ -12,7 +12,7 @@ import urllib.parse
 import pytest
 import websocket
 
-from gbclient import free_port, run_cell, start_gateway, value_of
+from gbclient import free_port, rss_kib, run_cell, start_gateway, value_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -300,14 +300,6 @@ def test_host_form(gateway, kernel):
         assert ws.recv() == "via host"
     finally:
         ws.close()
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_slow_reader_does_not_grow_the_gateway(gateway, kernel):

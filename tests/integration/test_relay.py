@@ -11,7 +11,7 @@ import uuid
 import pytest
 import websocket
 
-from gbclient import V1, outputs_of, start_gateway
+from gbclient import V1, outputs_of, rss_kib, start_gateway
 
 PAYLOADS = """
 import base64, hashlib, os
@@ -22,14 +22,6 @@ print(text, end='', flush=True)
 display({'image/png': blob, 'text/plain': 'small'}, raw=True)
 print(hashlib.sha256(blob.encode()).hexdigest(), hashlib.sha256(text.encode()).hexdigest())
 """
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def iopub_of(ch, msg_id):
@@ -75,13 +67,13 @@ def test_a_client_that_stops_reading_costs_bounded_memory():
         stalled = gw.connect(kernel)
         reader = gw.connect(kernel)
         reader.execute("chunk = 'y' * (1 << 20)")
-        base = rss_kb(gw.proc.pid)
+        base = rss_kib(gw.proc.pid)
         peak = [base]
         done = threading.Event()
 
         def watch():
             while not done.is_set():
-                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                peak[0] = max(peak[0], rss_kib(gw.proc.pid))
                 time.sleep(0.02)
 
         watcher = threading.Thread(target=watch)
@@ -261,7 +253,7 @@ def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
         stalled.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         reader, probe = gw.connect(kernel), gw.connect(other)
         probe.execute("pass")
-        base = rss_kb(gw.proc.pid)
+        base = rss_kib(gw.proc.pid)
         peak, stop = [base], threading.Event()
         seen = {"msgs": 0, "bytes": 0, "gap": 0.0, "idle": False}
         rtts = []
@@ -269,7 +261,7 @@ def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
 
         def watch():
             while not stop.is_set():
-                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                peak[0] = max(peak[0], rss_kib(gw.proc.pid))
                 time.sleep(0.02)
 
         def read():
@@ -346,9 +338,9 @@ def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
         reader.close()
         gw.request("DELETE", f"/api/kernels/{kernel}")
         deadline = time.time() + 10
-        while rss_kb(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
+        while rss_kib(gw.proc.pid) - base > 16 * 1024 and time.time() < deadline:
             time.sleep(0.1)
-        kept = (rss_kb(gw.proc.pid) - base) // 1024
+        kept = (rss_kib(gw.proc.pid) - base) // 1024
         assert kept < 16, f"{kept} MiB kept after the kernel is gone"
         probe.close()
     finally:
@@ -368,12 +360,12 @@ def test_a_kernel_faster_than_the_gateway_costs_its_queue_bound_and_clients_are_
     try:
         kernel = gw.start_kernel()
         ch = gw.connect(kernel)
-        base = rss_kb(gw.proc.pid)
+        base = rss_kib(gw.proc.pid)
         peak, stop = [base], threading.Event()
 
         def watch():
             while not stop.is_set():
-                peak[0] = max(peak[0], rss_kb(gw.proc.pid))
+                peak[0] = max(peak[0], rss_kib(gw.proc.pid))
                 time.sleep(0.01)
 
         watcher = threading.Thread(target=watch)
