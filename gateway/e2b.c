@@ -64,6 +64,7 @@ struct e2b_sandbox {
         enum e2b_phase phase;
         struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
         bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
+        bool ports_public;            /* every port needs no token (set_public_traffic) */
         /* The pause or resume (or connect) waiting for the phase to
          * change, or NULL: its answer comes then. */
         struct http_request *pending;
@@ -77,6 +78,23 @@ static struct e2b_sandbox *sandboxes;
 static bool shutting_down; /* paused sandboxes keep their state on disk */
 
 /* ---- helpers ------------------------------------------------------------- */
+
+/* The ports of the sandbox that need no token (ports.h): every port when
+ * the create said network.allowPublicTraffic true (E2B's default, which
+ * the operator makes Glovebox's with --e2b-public-traffic), else those its
+ * metadata names under E2B_PUBLIC_PORTS_KEY (checked before the sandbox
+ * was made). A private port takes the API key or the traffic access
+ * token, as E2B's do with allowPublicTraffic false. Applied to each box
+ * the sandbox gets: at create and at every resume. */
+static void set_public_traffic(struct e2b_sandbox *s)
+{
+        json_t *v = json_object_get(s->metadata, E2B_PUBLIC_PORTS_KEY);
+
+        s->box->all_ports_public = s->ports_public;
+        if (json_is_string(v))
+                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+}
+
 
 static bool header(struct http_request *r, const char *name, char *out, size_t size)
 {
@@ -545,6 +563,7 @@ static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double t
                 e2b_reply_error(r, 500, "resume: cannot make a sandbox: %s", strerror(-rc));
                 goto out;
         }
+        set_public_traffic(s);
         s->phase = E2B_RESUMING;
         s->phase_started = loop_now();
         s->pending_timeout = timeout;
@@ -970,18 +989,12 @@ static const char *create_refusal(json_t *body)
  * means "only allowOut": that entry is read so, every other denial wins.
  * Without an operator policy nothing is enabled (create_refusal has the
  * old answers). 0 (net->enabled says whether) or -EINVAL with err. */
-/* The ports of the sandbox that need no token (ports.h), from the
- * metadata key E2B_PUBLIC_PORTS_KEY, checked before the sandbox is made.
- * Not E2B's network.allowPublicTraffic: the Python SDK sends that as true
- * whenever any network option is given, so it says nothing of what the
- * caller chose; a port takes the API key or the traffic access token, as
- * E2B's do with allowPublicTraffic false. */
-static void set_public_traffic(struct e2b_sandbox *s, json_t *body)
+/* allowPublicTraffic as the create gave it, or the operator's default. */
+static bool public_traffic_of(json_t *body)
 {
-        json_t *v = json_object_get(json_object_get(body, "metadata"), E2B_PUBLIC_PORTS_KEY);
+        json_t *v = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
 
-        if (json_is_string(v))
-                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+        return json_is_boolean(v) ? json_is_true(v) : kernels_config()->e2b_public_traffic;
 }
 
 static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
@@ -1099,6 +1112,7 @@ static void create_sandbox(struct http_request *r)
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
                 s->spec = spec;
                 s->on_timeout_pause = json_is_true(json_object_get(body, "autoPause"));
+                s->ports_public = public_traffic_of(body);
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
@@ -1112,7 +1126,7 @@ static void create_sandbox(struct http_request *r)
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->limits = s->box->limits;
-                        set_public_traffic(s, body);
+                        set_public_traffic(s);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
@@ -1129,7 +1143,7 @@ static void create_sandbox(struct http_request *r)
                                            &s->box);
                 if (rc == 0) {
                         s->limits = s->box->limits;
-                        set_public_traffic(s, body);
+                        set_public_traffic(s);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;

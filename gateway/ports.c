@@ -204,6 +204,8 @@ static void resolve(struct target *t)
 
 static bool port_public(const struct sandbox *box, int port)
 {
+        if (box->all_ports_public)
+                return true;
         for (size_t i = 0; i < box->npublic_ports; i++) {
                 if (box->public_ports[i] == port)
                         return true;
@@ -332,6 +334,16 @@ static bool traffic_token_ok(struct lws *wsi, const struct target *t)
 
 enum admission { ADMIT_PUBLIC, ADMIT_TOKEN, ADMIT_COOKIE };
 
+/* The answer to a request without credentials that would do: 401 in the
+ * path form, as for every route; 403 in the Host form, as E2B answers a
+ * private port asked without its traffic access token there (its SDKs'
+ * getHost names that form). The same whether the id is known or not, so
+ * that it tells nobody which sandboxes exist. */
+static int refused_status(const struct target *t)
+{
+        return t->host_form ? 403 : 401;
+}
+
 /* Everything the headers decide; 0 with *how set, or an HTTP status with
  * message filled. */
 static int admit(struct lws *wsi, struct target *t, enum admission *how, char *message, size_t size)
@@ -363,7 +375,7 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
         if (!t->box) {
                 if (!cfg->no_auth && !http_authorized(wsi)) {
                         snprintf(message, size, "Missing or wrong token");
-                        return 401;
+                        return refused_status(t);
                 }
                 /* Another tenant's kernel does not exist for this key,
                  * not even as one that is starting. */
@@ -396,7 +408,7 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                 *how = ADMIT_COOKIE;
         else {
                 snprintf(message, size, "Missing or wrong token");
-                return 401;
+                return refused_status(t);
         }
         /* A page elsewhere must not reach a private port with the user's
          * cookie. */

@@ -46,6 +46,7 @@ struct sandbox {
         /* ports reached through the gateway without a token (ports.h) */
         unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
         size_t npublic_ports;
+        bool all_ports_public; /* every port of it needs no token */
         bool kept; /* recorded for a restart that keeps kernels */
 };
 
