@@ -65,6 +65,7 @@ struct e2b_sandbox {
         struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
         bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
         bool ports_public;            /* every port needs no token (set_public_traffic) */
+        char request_host[SANDBOX_REQUEST_HOST_MAX]; /* network.maskRequestHost, or "" */
         /* The pause or resume (or connect) waiting for the phase to
          * change, or NULL: its answer comes then. */
         struct http_request *pending;
@@ -93,6 +94,9 @@ static void set_public_traffic(struct e2b_sandbox *s)
         s->box->all_ports_public = s->ports_public;
         if (json_is_string(v))
                 ports_parse_public(json_string_value(v), s->box, NULL, 0);
+        /* Checked at create: the Host header its apps get. */
+        if (*s->request_host)
+                ports_parse_request_host(s->request_host, s->box, NULL, 0);
 }
 
 
@@ -1049,7 +1053,7 @@ static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
         json_t *body = api_parse_body(r);
-        json_t *template, *metadata, *env;
+        json_t *template, *metadata, *env, *mask;
         const struct jp_kernelspec *spec = NULL;
         const char *tid, *refusal;
         struct hostmsg_limits limits;
@@ -1075,6 +1079,7 @@ static void create_sandbox(struct http_request *r)
         template = json_object_get(body, "templateID");
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
+        mask = json_object_get(json_object_get(body, "network"), "maskRequestHost");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
         spec = template_spec(tid);
         refusal = create_refusal(body);
@@ -1091,6 +1096,11 @@ static void create_sandbox(struct http_request *r)
                        json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
                        err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
+        } else if (json_is_string(mask) &&
+                   ports_parse_request_host(json_string_value(mask), NULL, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "network.maskRequestHost: %s", err);
+        } else if (mask && !json_is_string(mask)) {
+                e2b_reply_error(r, 400, "network.maskRequestHost must be a string");
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
         } else if (create_network(body, &net, err, sizeof(err)) < 0) {
@@ -1113,6 +1123,9 @@ static void create_sandbox(struct http_request *r)
                 s->spec = spec;
                 s->on_timeout_pause = json_is_true(json_object_get(body, "autoPause"));
                 s->ports_public = public_traffic_of(body);
+                if (json_is_string(mask))
+                        snprintf(s->request_host, sizeof(s->request_host), "%s",
+                                 json_string_value(mask));
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);

@@ -144,3 +144,42 @@ def test_public_traffic_by_default_is_the_operators_choice():
         private.kill()
     finally:
         gw.stop()
+
+
+HEADER_ECHO = """
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.headers.get('Host', '').encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(('127.0.0.1', 8080), H).serve_forever()
+"""
+
+
+def test_mask_request_host_is_the_host_the_app_sees(gateway):
+    """network.maskRequestHost (E2B's): the app gets that Host, ${PORT} the
+    port's number; a value that could end the header is refused."""
+    from e2b import SandboxNetworkOpts
+    sbx = Sandbox.create(network=SandboxNetworkOpts(
+        mask_request_host="app.example.com:${PORT}", allow_public_traffic=True))
+    try:
+        sbx.files.write("/tmp/echo.py", HEADER_ECHO)
+        sbx.commands.run("python3 /tmp/echo.py", background=True)
+        deadline = time.time() + 30
+        while True:
+            status, body = get(gateway, sbx.get_host(8080), "/")
+            if status != 502 or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert (status, body) == (200, b"app.example.com:8080")
+    finally:
+        sbx.kill()
+    for bad in ("a.example.com\r\nX-Injected: 1", "a b", "", "x" * 300):
+        with pytest.raises(SandboxException) as e:
+            Sandbox.create(network=SandboxNetworkOpts(mask_request_host=bad))
+        assert "maskRequestHost" in str(e.value)
