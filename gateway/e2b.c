@@ -36,7 +36,7 @@
  * process's environment and command line may hold together
  * (protocol/hostmsg.h), so that a command always has the other half for
  * its own command line and envs. */
-#define MAX_ENV_VARS      (HOSTMSG_MAX_ENV / 2)
+#define MAX_ENV_VARS       (HOSTMSG_MAX_ENV / 2)
 #define MAX_ENV_VARS_BYTES (HOSTMSG_MAX_EXEC_BYTES / 2)
 
 struct e2b_context {
@@ -909,8 +909,8 @@ static const char *env_vars_refusal(json_t *env, char *why, size_t size)
         if (env && !json_is_object(env))
                 return "envVars must be an object of strings";
         if (json_object_size(env) > MAX_ENV_VARS) {
-                snprintf(why, size, "envVars has %zu variables; at most %d",
-                         json_object_size(env), MAX_ENV_VARS);
+                snprintf(why, size, "envVars has %zu variables; at most %d", json_object_size(env),
+                         MAX_ENV_VARS);
                 return why;
         }
         json_object_foreach(env, key, value) {

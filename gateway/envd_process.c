@@ -357,8 +357,8 @@ static int check_process(const char *cmd, json_t *args, json_t *envs, json_t *cw
                         snprintf(why, size, "%s must be a string without NUL", field);
                         rc = -EINVAL;
                 } else {
-                        rc = check_exec_string(field, strlen(key) + 1 + json_string_length(v),
-                                               why, size);
+                        rc = check_exec_string(field, strlen(key) + 1 + json_string_length(v), why,
+                                               size);
                 }
         }
         if (rc == 0 && cwd && json_string_length(cwd) >= PATH_MAX) {

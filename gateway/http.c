@@ -410,8 +410,8 @@ static int stream_out_step(struct lws *wsi, struct http_request *r)
                         memcpy(piece + at + len, "0\r\n\r\n", 5);
                         len += 5;
                 }
-                if (lws_write(wsi, piece + at, len,
-                              last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)len)
+                if (lws_write(wsi, piece + at, len, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) <
+                    (int)len)
                         return -1;
                 if (last)
                         return stream_finished(wsi, r);

@@ -64,7 +64,7 @@ struct http_request {
         /* HTTP/1.1: the body goes out in chunks, so that a client can tell
          * a stream cut short (no last chunk) from one that ended. */
         bool chunked_out;
-        bool stream_aborted; /* it ends without its last chunk (http_stream_abort) */
+        bool stream_aborted;  /* it ends without its last chunk (http_stream_abort) */
         int stream_fd;       /* a file sent as the body, or -1 */
         uint64_t stream_left; /* its bytes still to send */
         struct buf out;      /* produced; the bytes from out_at on are not yet written */

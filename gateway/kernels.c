@@ -29,7 +29,7 @@
 #define PROBE_INTERVAL_MS 500.0
 /* variables of a kernel: its kernelspec's and a request's (or an E2B
  * sandbox's envVars), as many as a process may have */
-#define MAX_KERNEL_ENV    HOSTMSG_MAX_ENV
+#define MAX_KERNEL_ENV HOSTMSG_MAX_ENV
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
@@ -1068,8 +1068,7 @@ static void launch(struct kernel *k)
         sandbox_when_ready(k->sandbox, &k->sandbox_wait);
 }
 
-int kernel_exec_check(const struct jp_kernelspec *spec, char *const *env, char *why,
-                      size_t size)
+int kernel_exec_check(const struct jp_kernelspec *spec, char *const *env, char *why, size_t size)
 {
         json_t *argv = json_object_get(spec->spec, "argv");
         struct hostmsg_start req = {.kernel = true, .env = (char **)env};

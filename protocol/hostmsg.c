@@ -680,8 +680,8 @@ void hostmsg_start_clear(struct hostmsg_start *m)
 
 /* Checks one list of strings (argv or env) against the bounds, adding its
  * bytes to *total; 0, or the error with why filled in. */
-static int check_strv(char *const *v, const char *what, size_t max, bool need_equals,
-                      size_t *total, char *why, size_t size)
+static int check_strv(char *const *v, const char *what, size_t max, bool need_equals, size_t *total,
+                      char *why, size_t size)
 {
         size_t n = 0;
 
@@ -689,8 +689,8 @@ static int check_strv(char *const *v, const char *what, size_t max, bool need_eq
                 size_t len = strlen(v[n]);
 
                 if (n == max) {
-                        snprintf(why, size, "%s has more than %zu entries (at most %zu)", what,
-                                 max, max);
+                        snprintf(why, size, "%s has more than %zu entries (at most %zu)", what, max,
+                                 max);
                         return -E2BIG;
                 }
                 if (len > HOSTMSG_MAX_STRING) {
@@ -729,8 +729,8 @@ int hostmsg_start_check(const struct hostmsg_start *m, char *why, size_t size)
         }
         rc = check_strv(m->argv, "the command line", HOSTMSG_MAX_ARGS, false, &total, why, size);
         if (rc == 0)
-                rc = check_strv(m->env, "the environment", HOSTMSG_MAX_ENV, true, &total, why,
-                                size);
+                rc =
+                    check_strv(m->env, "the environment", HOSTMSG_MAX_ENV, true, &total, why, size);
         if (rc == 0 && total > HOSTMSG_MAX_EXEC_BYTES) {
                 snprintf(why, size,
                          "the command line and environment are %zu bytes together, more than "

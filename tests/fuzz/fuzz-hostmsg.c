@@ -247,7 +247,9 @@ static int send_memfd(const uint8_t *data, size_t size)
                 struct cmsghdr align;
         } control;
         struct iovec iov = {head, sizeof(head)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control.buf,
                             .msg_controllen = sizeof(control.buf)};
         struct cmsghdr *c;
         int fd = memfd_create("fuzz-hostmsg", MFD_CLOEXEC | MFD_ALLOW_SEALING);

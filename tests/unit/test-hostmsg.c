@@ -692,8 +692,7 @@ static void test_transport(void)
         memset(raw->body, ' ', HOSTMSG_MAX_INLINE + 1);
         raw->body[0] = '{';
         raw->body[HOSTMSG_MAX_INLINE] = '}';
-        is_int(send_raw(raw, hdr + HOSTMSG_MAX_INLINE + 1), 0,
-               "an oversized datagram is sent raw");
+        is_int(send_raw(raw, hdr + HOSTMSG_MAX_INLINE + 1), 0, "an oversized datagram is sent raw");
         is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
                "an oversized datagram: -EBADMSG");
         ok(body == NULL, "and no body");
@@ -767,7 +766,9 @@ static void test_memfd_transport(void)
                 char buf[CMSG_SPACE(sizeof(int) * 8)];
                 struct cmsghdr align;
         } control;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control.buf,
                             .msg_controllen = sizeof(control.buf)};
         enum hostmsg_type type;
         json_t *body;
@@ -776,8 +777,8 @@ static void test_memfd_transport(void)
         memset(filler, 'y', HOSTMSG_MAX_INLINE);
         /* {"f":"..."} is 8 bytes of syntax: exactly HOSTMSG_MAX_INLINE. */
         filler[HOSTMSG_MAX_INLINE - 8] = '\0';
-        is_int(hostmsg_send(sock[0], HOSTMSG_STARTED, json_pack("{s:s}", "f", filler), NULL, 0),
-               0, "a body of HOSTMSG_MAX_INLINE bytes is sent");
+        is_int(hostmsg_send(sock[0], HOSTMSG_STARTED, json_pack("{s:s}", "f", filler), NULL, 0), 0,
+               "a body of HOSTMSG_MAX_INLINE bytes is sent");
         n = recvmsg(sock[1], &mh, MSG_PEEK | MSG_TRUNC);
         is_int((int)n, 8 + HOSTMSG_MAX_INLINE,
                "HOSTMSG_MAX_INLINE bytes travel in the datagram itself");
