@@ -587,7 +587,9 @@ int host_start(const struct hostmsg_start *req, const struct host_process_ops *o
 
 int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void *ctx)
 {
-        int rc = listener_add(req->id, NULL, NULL, ctx);
+        /* The kernel-host's decoder takes no other port: never sent. */
+        int rc = req->port >= 1 && req->port <= 65535 ? listener_add(req->id, NULL, NULL, ctx)
+                                                     : -EINVAL;
 
         if (rc == 0) {
                 listener_find(req->id)->connected = done;

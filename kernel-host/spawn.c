@@ -180,8 +180,12 @@ static char **build_argv(const struct hostmsg_start *req, const char *connection
                 n++;
         argv = calloc(n + 1, sizeof(char *));
         for (size_t i = 0; argv && i < n; i++) {
+                /* Only a kernelspec's argv names its files; a command's
+                 * arguments are the client's, passed on as they are. */
                 argv[i] = i == 0 ? resolve_program(req->argv[0])
-                                 : expand_arg(req->argv[i], connection_file, req->kernelspec_dir);
+                          : req->kernel
+                              ? expand_arg(req->argv[i], connection_file, req->kernelspec_dir)
+                              : strdup(req->argv[i]);
                 if (!argv[i]) {
                         free_strv(argv);
                         return NULL;

@@ -87,6 +87,14 @@ def test_a_command_line_one_byte_over_is_refused_at_once_naming_the_bound(gatewa
     assert listed(gateway, sandbox) == [], "no phantom process"
 
 
+def test_a_command_line_is_passed_on_as_it_is(gateway, sandbox):
+    # Only a kernelspec's argv has {connection_file} and {resource_dir}
+    # filled in; a command's words are the client's.
+    frames, _ = start_command(gateway, sandbox, {
+        "cmd": "/bin/echo", "args": ["{connection_file}", "{resource_dir}", "{x}"]})
+    assert outcome(frames) == ("{connection_file} {resource_dir} {x}\n", 0)
+
+
 def test_an_env_var_of_the_largest_size_reaches_the_command(gateway, sandbox):
     value = "v" * (MAX_STRING - len("BIG="))
     frames, _ = start_command(gateway, sandbox, {"cmd": "/bin/bash",
