@@ -173,6 +173,9 @@ static void cut_streams(struct command *c)
 
                 if (!r)
                         continue;
+                /* A command not started yet has sent nothing: its stream
+                 * begins, to be cut all the same. */
+                http_stream_start(r, 200, CONNECT_JSON);
                 http_stream_abort(r);
                 r->ctx = NULL;
                 r->cleanup = NULL;
