@@ -339,7 +339,7 @@ int api_start_kernel(struct http_request *r, json_t *request,
         const struct jp_kernelspec *ks;
         struct hostmsg_limits limits;
         struct hostmsg_network net = {0};
-        char err[256];
+        char err[512];
         char **env = NULL;
         size_t nenv = 0;
         const char *name;
@@ -397,7 +397,10 @@ int api_start_kernel(struct http_request *r, json_t *request,
                  : -ENOMEM;
         if (rc == 0 && json_is_object(jenv))
                 rc = kernel_env_append(jenv, &env, &nenv, err, sizeof(err));
-        if (rc == -EINVAL) {
+        /* The whole of it within a process's bounds, said before asking. */
+        if (rc == 0)
+                rc = kernel_exec_check(ks, env, err, sizeof(err));
+        if (rc == -EINVAL || rc == -E2BIG) {
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }

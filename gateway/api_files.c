@@ -215,7 +215,7 @@ void api_execute(struct http_request *r, struct kernel *k)
                 http_reply_error(r, 400, "\"timeout\" must be a number of seconds, 0 or more");
         } else {
                 execute_start(r, k, json_string_value(code), NULL,
-                              timeout ? json_number_value(timeout) : 0);
+                              timeout ? json_number_value(timeout) : 0, EXECUTE_GONE_LINE);
         }
         json_decref(body);
 }

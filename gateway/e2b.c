@@ -32,6 +32,12 @@
 #define DEFAULT_TEMPLATE "code-interpreter-v1"
 #define MAX_METADATA     64
 #define MAX_CONTEXTS     16
+/* A sandbox's envVars, in every command and kernel of it: half of what a
+ * process's environment and command line may hold together
+ * (protocol/hostmsg.h), so that a command always has the other half for
+ * its own command line and envs. */
+#define MAX_ENV_VARS       (HOSTMSG_MAX_ENV / 2)
+#define MAX_ENV_VARS_BYTES (HOSTMSG_MAX_EXEC_BYTES / 2)
 
 struct e2b_context {
         struct e2b_context *next;
@@ -245,6 +251,7 @@ static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_ke
                                        const char *language, const char *cwd,
                                        struct kernel_waiter *w, int *err);
 static bool string_map(json_t *v, size_t max);
+static const char *env_vars_refusal(json_t *env, char *why, size_t size);
 static void reply_quota(struct http_request *r, json_t *why);
 
 /* Ends what runs of s: its commands, its kernels and its box. */
@@ -610,6 +617,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
         json_t *lim = json_object_get(meta, "limits");
         struct e2b_sandbox *s = calloc(1, sizeof(*s));
         int *count = ctx;
+        char why[512];
 
         if (!s)
                 return;
@@ -625,7 +633,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
             !meta_string(meta, "startedAt", s->started_at, sizeof(s->started_at)) ||
             !string_map(json_object_get(meta, "metadata"), MAX_METADATA) ||
             !json_is_object(json_object_get(meta, "metadata")) ||
-            !string_map(json_object_get(meta, "envVars"), 256) ||
+            env_vars_refusal(json_object_get(meta, "envVars"), why, sizeof(why)) ||
             !json_is_object(json_object_get(meta, "envVars")) || !json_is_object(lim) ||
             find_any(id)) {
                 log_warn("paused sandbox %s: its meta.json is not a paused sandbox's; left as it "
@@ -913,6 +921,53 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
         http_reply_json(r, 201, created_json(s));
 }
 
+/* envVars within its bounds, each a name and value a process can take:
+ * NULL, or why not (in why). */
+static const char *env_vars_refusal(json_t *env, char *why, size_t size)
+{
+        size_t total = 0;
+        const char *key;
+        json_t *value;
+
+        if (env && !json_is_object(env))
+                return "envVars must be an object of strings";
+        if (json_object_size(env) > MAX_ENV_VARS) {
+                snprintf(why, size, "envVars has %zu variables; at most %d", json_object_size(env),
+                         MAX_ENV_VARS);
+                return why;
+        }
+        json_object_foreach(env, key, value) {
+                size_t len = strlen(key) + 1 + json_string_length(value);
+
+                if (!json_is_string(value) ||
+                    strlen(json_string_value(value)) != json_string_length(value)) {
+                        snprintf(why, size, "envVars.%.256s must be a string without NUL", key);
+                        return why;
+                }
+                if (!key[0] || strchr(key, '=') || strlen(key) > 256) {
+                        snprintf(why, size,
+                                 "envVars: a name must be 1 to 256 bytes, without '=' "
+                                 "(\"%.64s\")",
+                                 key);
+                        return why;
+                }
+                if (len > HOSTMSG_MAX_STRING) {
+                        snprintf(why, size,
+                                 "envVars.%.256s is %zu bytes as NAME=value; one may be at most "
+                                 "%d bytes, Linux's limit (MAX_ARG_STRLEN)",
+                                 key, len, HOSTMSG_MAX_STRING);
+                        return why;
+                }
+                total += len + 1;
+        }
+        if (total > MAX_ENV_VARS_BYTES) {
+                snprintf(why, size, "envVars are %zu bytes in all; at most %d", total,
+                         MAX_ENV_VARS_BYTES);
+                return why;
+        }
+        return NULL;
+}
+
 static bool string_map(json_t *v, size_t max)
 {
         const char *key;
@@ -1061,7 +1116,7 @@ static void create_sandbox(struct http_request *r)
         struct e2b_sandbox *s = NULL;
         struct kernel *pooled;
         json_t *why = NULL;
-        char err[256];
+        char err[512];
         double ttl;
         int rc;
 
@@ -1089,8 +1144,11 @@ static void create_sandbox(struct http_request *r)
                                 templates_names());
         } else if (!timeout_of(r, body, 300, &ttl)) {
                 /* answered */
-        } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
-                e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
+        } else if (!string_map(metadata, MAX_METADATA)) {
+                e2b_reply_error(r, 400, "metadata must be an object of at most %d strings",
+                                MAX_METADATA);
+        } else if (env_vars_refusal(env, err, sizeof(err))) {
+                e2b_reply_error(r, 400, "%s", env_vars_refusal(env, err, sizeof(err)));
         } else if (json_object_get(metadata, E2B_PUBLIC_PORTS_KEY) &&
                    ports_parse_public(
                        json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
@@ -1162,11 +1220,18 @@ static void create_sandbox(struct http_request *r)
                         r->waiter.done = on_created;
                         if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
                                 sandbox_kill(s);
-                                e2b_reply_error(r, rc == -EAGAIN || rc == -EDQUOT ? 429 : 500,
+                                e2b_reply_error(r,
+                                                rc == -EAGAIN || rc == -EDQUOT ? 429
+                                                : rc == -E2BIG                 ? 400
+                                                                               : 500,
                                                 "cannot start the sandbox: %s",
                                                 rc == -EAGAIN   ? "too many kernels"
                                                 : rc == -EDQUOT ? "quota of this key reached"
-                                                                : strerror(-rc));
+                                                : rc == -E2BIG
+                                                    ? "its kernel's environment (the template's "
+                                                      "and envVars) is past the bounds of a "
+                                                      "process's environment"
+                                                    : strerror(-rc));
                         }
                 } else {
                         json_decref(s->metadata);
@@ -1419,7 +1484,7 @@ static void on_run_context_ready(struct kernel_waiter *w, struct kernel *k, int 
                 reply_text(r, 500, message ? message : "the context failed to start");
         } else {
                 execute_start(r, k, json_string_value(json_object_get(body, "code")),
-                              json_object_get(body, "env_vars"), 0);
+                              json_object_get(body, "env_vars"), 0, EXECUTE_GONE_CUT);
         }
         json_decref(body);
 }
@@ -1506,7 +1571,7 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
                 goto out;
         }
         /* The SDK keeps its own time; an abandoned call interrupts the cell. */
-        execute_start(r, k, json_string_value(code), env, 0);
+        execute_start(r, k, json_string_value(code), env, 0, EXECUTE_GONE_CUT);
 out:
         json_decref(body);
 }

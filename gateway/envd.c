@@ -34,6 +34,7 @@ static const struct {
         {EPERM, "permission_denied", 403},    {EROFS, "permission_denied", 403},
         {ENOSPC, "resource_exhausted", 429},  {ESRCH, "not_found", 404},
         {ENOSYS, "unimplemented", 501},       {ETIMEDOUT, "deadline_exceeded", 504},
+        {E2BIG, "invalid_argument", 400},
 };
 
 /* One envelope: a flags byte, a big-endian length, the JSON. */

@@ -13,6 +13,7 @@
 #include "protocol/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -161,6 +162,28 @@ static void let_go_stream(struct command *c, int i)
         c->streams[i] = NULL;
 }
 
+/* Cuts every stream of the command short, as the connection to a sandbox
+ * that died is: no end event, no end of the body. E2B's SDKs, seeing the
+ * body cut, ask whether the sandbox is still there and, as it is not,
+ * raise their "sandbox was killed" error. */
+static void cut_streams(struct command *c)
+{
+        for (int i = 0; i < MAX_STREAMS; i++) {
+                struct http_request *r = c->streams[i];
+
+                if (!r)
+                        continue;
+                /* A command not started yet has sent nothing: its stream
+                 * begins, to be cut all the same. */
+                http_stream_start(r, 200, CONNECT_JSON);
+                http_stream_abort(r);
+                r->ctx = NULL;
+                r->cleanup = NULL;
+                r->drained = NULL;
+                c->streams[i] = NULL;
+        }
+}
+
 /* Ends every stream of the command. */
 static void let_go(struct command *c)
 {
@@ -273,6 +296,82 @@ static void on_keepalive(lws_sorted_usec_list_t *sul)
         loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
 }
 
+/* A string of the command line or environment, as execve takes it: 0, or
+ * -E2BIG with why naming the field and the bound. */
+static int check_exec_string(const char *field, size_t len, char *why, size_t size)
+{
+        if (len <= HOSTMSG_MAX_STRING)
+                return 0;
+        snprintf(why, size,
+                 "%s is %zu bytes; one argument or environment variable (NAME=value) may be at "
+                 "most %d bytes, Linux's limit (MAX_ARG_STRLEN)",
+                 field, len, HOSTMSG_MAX_STRING);
+        return -E2BIG;
+}
+
+/* Checks process.cmd, args, envs and cwd against the bounds of a start
+ * request (protocol/hostmsg.h), before anything is asked of the
+ * kernel-host: 0, or -EINVAL / -E2BIG with why naming the field and the
+ * bound. The totals (entries, bytes) are hostmsg_start_check's, once the
+ * sandbox's envVars are added. */
+static int check_process(const char *cmd, json_t *args, json_t *envs, json_t *cwd, char *why,
+                         size_t size)
+{
+        char field[320];
+        const char *key;
+        json_t *v;
+        size_t i;
+        int rc;
+
+        if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs)) ||
+            (cwd && !json_is_string(cwd))) {
+                snprintf(why, size,
+                         "process.cmd must be a string, args an array, envs an object, cwd a "
+                         "string");
+                return -EINVAL;
+        }
+        rc = check_exec_string("process.cmd", strlen(cmd), why, size);
+        if (rc == 0 && json_array_size(args) >= HOSTMSG_MAX_ARGS) {
+                snprintf(why, size, "process.args has %zu entries; at most %d",
+                         json_array_size(args), HOSTMSG_MAX_ARGS - 1);
+                rc = -E2BIG;
+        }
+        json_array_foreach(args, i, v) {
+                if (rc < 0)
+                        break;
+                snprintf(field, sizeof(field), "process.args[%zu]", i);
+                if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+                        snprintf(why, size, "%s must be a string without NUL", field);
+                        rc = -EINVAL;
+                } else {
+                        rc = check_exec_string(field, json_string_length(v), why, size);
+                }
+        }
+        json_object_foreach(envs, key, v) {
+                if (rc < 0)
+                        break;
+                snprintf(field, sizeof(field), "process.envs[%.256s]", key);
+                if (!key[0] || strchr(key, '=')) {
+                        snprintf(why, size, "%s: a variable's name must be non-empty, without '='",
+                                 field);
+                        rc = -EINVAL;
+                } else if (!json_is_string(v) ||
+                           strlen(json_string_value(v)) != json_string_length(v)) {
+                        snprintf(why, size, "%s must be a string without NUL", field);
+                        rc = -EINVAL;
+                } else {
+                        rc = check_exec_string(field, strlen(key) + 1 + json_string_length(v), why,
+                                               size);
+                }
+        }
+        if (rc == 0 && cwd && json_string_length(cwd) >= PATH_MAX) {
+                snprintf(why, size, "process.cwd is %zu bytes; a path may be at most %d",
+                         json_string_length(cwd), PATH_MAX - 1);
+                rc = -E2BIG;
+        }
+        return rc;
+}
+
 /* {"size": {"rows", "cols"}} (each may be absent: the default); 0 or
  * -EINVAL. */
 static int read_pty_size(json_t *pty, uint16_t *rows, uint16_t *cols)
@@ -300,13 +399,14 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         const char *cwd = json_string_value(json_object_get(process, "cwd"));
         struct hostmsg_start start = {.kernel = false};
         bool keep_stdin = json_is_true(json_object_get(req, "stdin"));
-        char message[256], **env = NULL;
+        char message[512], **env = NULL;
         double timeout_ms;
         size_t nargs = json_array_size(args), n = 0, count = 0;
         struct command *c = NULL;
         enum files_user who;
         const char *key;
         json_t *v;
+        int rc;
 
         for (struct command *x = commands; x; x = x->next)
                 count += x->owner == s;
@@ -321,9 +421,10 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
                 goto out;
         }
         start.pty = json_object_get(req, "pty") != NULL;
-        if (!cmd || (args && !json_is_array(args)) || (envs && !json_is_object(envs))) {
-                envd_error(r, true, -EINVAL,
-                           "process.cmd must be a string, args an array, envs an object");
+        rc = check_process(cmd, args, envs, json_object_get(process, "cwd"), message,
+                           sizeof(message));
+        if (rc < 0) {
+                envd_error(r, true, rc, "%s", message);
                 goto out;
         }
         if (count >= MAX_COMMANDS) {
@@ -339,22 +440,28 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         }
         start.argv[0] = (char *)cmd;
         for (size_t i = 0; i < nargs; i++)
-                start.argv[i + 1] = (char *)(json_is_string(json_array_get(args, i))
-                                                 ? json_string_value(json_array_get(args, i))
-                                                 : "");
-        /* The sandbox's envVars, then the command's own. */
+                start.argv[i + 1] = (char *)json_string_value(json_array_get(args, i));
+        /* The sandbox's envVars that the command does not set, then the
+         * command's own. */
         json_object_foreach(e2b_env(s), key, v) {
-                if (asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
+                if (!json_object_get(envs, key) &&
+                    asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
                         n++;
         }
         json_object_foreach(envs, key, v) {
-                if (json_is_string(v) && asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
+                if (asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
                         n++;
         }
         start.env = env;
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
         snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
         start.as_root = who == FILES_ROOT;
+        /* The totals, with the sandbox's envVars in. */
+        rc = hostmsg_start_check(&start, message, sizeof(message));
+        if (rc < 0) {
+                envd_error(r, true, rc, "%s", message);
+                goto out;
+        }
         c->owner = s;
         c->pid = next_pid++;
         c->config = json_pack("{s:O}", "process", process);
@@ -367,12 +474,14 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         r->drained = on_stream_drained;
         c->next = commands;
         commands = c;
-        if (process_start(&start, keep_stdin, &command_ops, c, &c->process) < 0) {
+        rc = process_start(&start, keep_stdin, &command_ops, c, &c->process);
+        if (rc < 0) {
                 commands = c->next;
                 r->ctx = NULL;
                 r->cleanup = NULL;
                 r->drained = NULL;
-                envd_error(r, true, -EIO, "cannot reach the kernel-host");
+                envd_error(r, true, -EIO, "cannot ask the kernel-host to start it: %s",
+                           strerror(-rc));
                 json_decref(c->config);
                 free(c->tag);
                 free(c);
@@ -507,7 +616,9 @@ void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char 
                         json_t *config = json_object_get(x->config, "process");
                         json_t *info;
 
-                        if (x->owner != s || process_exited(x->process))
+                        /* One not started yet may never be: only what
+                         * runs is listed, as envd lists its processes. */
+                        if (x->owner != s || !x->started || process_exited(x->process))
                                 continue;
                         info = json_pack("{s:i, s:O}", "pid", x->pid, "config", config);
                         if (info && x->tag)
@@ -551,7 +662,7 @@ void envd_forget(struct e2b_sandbox *s)
                         /* The sandbox's death kills the process; stop
                          * listening (process.c reads and drops what is
                          * left of its output). */
-                        let_go(c);
+                        cut_streams(c);
                         process_abandon(&c->process);
                         command_free(c);
                 }

@@ -254,8 +254,15 @@ void envd_watch_forget(struct e2b_sandbox *s)
         while (w) {
                 struct watcher *next = w->next;
 
-                if (w->owner == s)
-                        end_stream(w, 0, NULL);
+                if (w->owner != s) {
+                        w = next;
+                        continue;
+                }
+                /* The sandbox went: the stream is cut short, as the
+                 * connection to a sandbox that died is. */
+                if (w->r)
+                        http_stream_abort(w->r);
+                watcher_free(w);
                 w = next;
         }
 }

@@ -29,6 +29,7 @@ struct execution {
         lws_sorted_usec_list_t deadline, grace, keepalive, release;
         bool replied, idle, timed_out, done, wrote;
         bool released; /* the session is gone; freed once the request is too */
+        enum execute_gone gone;
         /* Output lines a slow client lost since it was last told. */
         uint64_t dropped_lines, dropped_bytes;
 };
@@ -426,6 +427,15 @@ static void on_closing(struct session_sink *sink, int code, const char *reason)
         e->kernel = NULL;
         if (e->done)
                 return;
+        if (e->r && e->gone == EXECUTE_GONE_CUT) {
+                struct http_request *r = e->r;
+
+                /* Nothing more is written: what was is, then the cut. */
+                e->r = NULL;
+                r->ctx = NULL;
+                r->cleanup = NULL;
+                http_stream_abort(r);
+        }
         write_error(e, "ExecutionAborted", "The kernel was shut down", NULL);
         e->replied = e->idle = true;
         finish(e);
@@ -598,7 +608,7 @@ static struct execution *execution_new(struct kernel *k, const char *code, json_
 }
 
 void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
-                   double timeout_s)
+                   double timeout_s, enum execute_gone gone)
 {
         struct execution *e = execution_new(k, code, env, timeout_s);
 
@@ -606,6 +616,7 @@ void execute_start(struct http_request *r, struct kernel *k, const char *code, j
                 http_reply_error(r, 500, "out of memory");
                 return;
         }
+        e->gone = gone;
         e->r = r;
         r->ctx = e;
         r->cleanup = on_request_gone;

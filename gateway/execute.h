@@ -19,11 +19,23 @@
 
 #include <jansson.h>
 
+/* What the stream does when the kernel is shut down mid-cell. */
+enum execute_gone {
+        /* an ExecutionAborted error line, then end_of_execution: Glovebox's
+         * own /api/kernels/{id}/execute */
+        EXECUTE_GONE_LINE,
+        /* cut short, without the body's end (http_stream_abort), as the
+         * connection to a killed E2B sandbox is: E2B's /execute, whose SDKs
+         * then find the sandbox gone and raise their "sandbox was killed"
+         * error (a context deleted mid-cell cuts its cell the same way) */
+        EXECUTE_GONE_CUT,
+};
+
 /* Runs code in k and streams to r (answering r, now or later). env (may
  * be NULL) is set in the kernel's os.environ for this run only. timeout_s
  * of 0 means none. */
 void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
-                   double timeout_s);
+                   double timeout_s, enum execute_gone gone);
 
 /* The same run for a consumer inside the gateway (MCP's run_code) instead
  * of an HTTP stream: every line above goes to line() as a JSON object

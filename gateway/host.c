@@ -526,10 +526,26 @@ static int send_json(enum hostmsg_type type, json_t *body)
 int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
                         void *ctx)
 {
-        int rc = listener_add(req->sandbox_id, ops, NULL, ctx);
+        json_t *body = hostmsg_sandbox_encode(req);
+        struct hostmsg_sandbox check;
+        int rc = body ? 0 : -ENOMEM;
 
+        /* What the kernel-host would refuse is not sent: its decoder is
+         * the rule (ro_paths, egress rules and their bounds). */
+        if (rc == 0 && hostmsg_sandbox_decode(body, &check) < 0) {
+                log_warn("sandbox %.8s: request not sent: past the bounds of SANDBOX_CREATE",
+                         req->sandbox_id);
+                rc = -EINVAL;
+        } else if (rc == 0) {
+                hostmsg_sandbox_clear(&check);
+        }
         if (rc == 0)
-                rc = send_json(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(req));
+                rc = listener_add(req->sandbox_id, ops, NULL, ctx);
+        if (rc == 0) {
+                rc = send_json(HOSTMSG_SANDBOX_CREATE, body);
+                body = NULL;
+        }
+        json_decref(body);
         if (rc < 0 && rc != -EEXIST)
                 listener_remove(listener_find(req->sandbox_id));
         return rc;
@@ -550,7 +566,17 @@ int host_sandbox_destroy(const char *sandbox_id)
 
 int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx)
 {
-        int rc = listener_add(req->id, NULL, ops, ctx);
+        char why[256];
+        int rc = hostmsg_start_check(req, why, sizeof(why));
+
+        /* The kernel-host would refuse it: said here, at once, rather than
+         * as a failure that comes back. Callers check their requests first
+         * with the same rules; this is the last line. */
+        if (rc < 0) {
+                klog_warn(req->id, "start request not sent: %s", why);
+                return rc;
+        }
+        rc = listener_add(req->id, NULL, ops, ctx);
 
         if (rc == 0)
                 rc = send_json(HOSTMSG_START, hostmsg_start_encode(req));
@@ -561,7 +587,9 @@ int host_start(const struct hostmsg_start *req, const struct host_process_ops *o
 
 int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void *ctx)
 {
-        int rc = listener_add(req->id, NULL, NULL, ctx);
+        /* The kernel-host's decoder takes no other port: never sent. */
+        int rc = req->port >= 1 && req->port <= 65535 ? listener_add(req->id, NULL, NULL, ctx)
+                                                     : -EINVAL;
 
         if (rc == 0) {
                 listener_find(req->id)->connected = done;

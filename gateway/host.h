@@ -63,6 +63,10 @@ int host_process_id(void);
 int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
                         void *ctx);
 int host_sandbox_destroy(const char *sandbox_id);
+/* Asks for req to start; ops hears how it went, once started, failed or
+ * exited. 0, or -errno and nothing is heard: -E2BIG or -EINVAL for a
+ * request outside hostmsg_start_check's rules (callers check first, to
+ * tell their clients which), -EMSGSIZE, -EPIPE, -EEXIST. */
 int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx);
 int host_signal(const char *id, int signal);
 /* The answer to host_connect: error 0 and the connected socket fd (now

@@ -234,6 +234,8 @@ int http_route_path(struct lws *wsi, char *out, size_t size)
 
 static int add_headers(struct lws *wsi, const struct http_request *r, unsigned char **p,
                        unsigned char *end);
+static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
+                      unsigned char *end);
 
 static void request_reset(struct http_request *r)
 {
@@ -329,6 +331,14 @@ void http_stream_end(struct http_request *r)
         lws_callback_on_writable(r->wsi);
 }
 
+void http_stream_abort(struct http_request *r)
+{
+        if (!r->streaming || r->stream_ended)
+                return;
+        r->stream_aborted = true;
+        http_stream_end(r);
+}
+
 void http_reply_fd(struct http_request *r, int status, const char *content_type, int fd,
                    uint64_t len)
 {
@@ -354,15 +364,20 @@ static int stream_finished(struct lws *wsi, struct http_request *r)
  * brings in per turn (zio.c), so that a client that reads keeps up. */
 #define STREAM_TURN (16 * 1024 * 1024)
 
+/* A chunk's size line: at most 8 hex digits and CRLF. */
+#define CHUNK_HEAD 10
+/* Its CRLF, and the last chunk "0\r\n\r\n". */
+#define CHUNK_TAIL (2 + 5)
+
 /* Writes produced bytes while the client takes them (at most STREAM_TURN
  * at a time), so lws never holds more than a piece of ours. */
 static int stream_out_step(struct lws *wsi, struct http_request *r)
 {
-        static unsigned char piece[LWS_PRE + STREAM_PIECE];
+        static unsigned char piece[LWS_PRE + CHUNK_HEAD + STREAM_PIECE + CHUNK_TAIL];
         size_t written = 0;
 
         for (;;) {
-                size_t n = http_stream_pending(r);
+                size_t n = http_stream_pending(r), at = LWS_PRE + CHUNK_HEAD, len;
                 bool last;
 
                 if (n > STREAM_PIECE)
@@ -371,10 +386,32 @@ static int stream_out_step(struct lws *wsi, struct http_request *r)
                 if (!n && !last)
                         break;
                 if (n)
-                        memcpy(piece + LWS_PRE, r->out.data + r->out_at, n);
+                        memcpy(piece + at, r->out.data + r->out_at, n);
                 r->out_at += n;
-                if (lws_write(wsi, piece + LWS_PRE, n,
-                              last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
+                len = n;
+                if (r->chunked_out && n) {
+                        char head[CHUNK_HEAD + 1];
+                        int hlen = snprintf(head, sizeof(head), "%zx\r\n", n);
+
+                        at -= (size_t)hlen;
+                        memcpy(piece + at, head, (size_t)hlen);
+                        memcpy(piece + at + hlen + n, "\r\n", 2);
+                        len += (size_t)hlen + 2;
+                }
+                /* A cut-short stream never says it ended: no last chunk, and
+                 * the connection closes once what came before is written. */
+                if (last && r->stream_aborted) {
+                        if (len && lws_write(wsi, piece + at, len, LWS_WRITE_HTTP) < (int)len)
+                                return -1;
+                        request_reset(r);
+                        return -1;
+                }
+                if (last && r->chunked_out) {
+                        memcpy(piece + at + len, "0\r\n\r\n", 5);
+                        len += 5;
+                }
+                if (lws_write(wsi, piece + at, len, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) <
+                    (int)len)
                         return -1;
                 if (last)
                         return stream_finished(wsi, r);
@@ -402,6 +439,16 @@ static int stream_out_step(struct lws *wsi, struct http_request *r)
         return 0;
 }
 
+/* Whether the request came as HTTP/1.1 (or later): a client that can read
+ * a chunked body. lws keeps the request line's version as a token. */
+static bool http_version_1_1(struct lws *wsi)
+{
+        char version[16];
+
+        return lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP) >= 8 &&
+               strncmp(version, "HTTP/1.", 7) == 0 && version[7] >= '1' && version[7] <= '9';
+}
+
 /* Writes the next piece of a streamed response. Returns what the lws
  * callback must return. */
 static int stream_step(struct lws *wsi, struct http_request *r)
@@ -419,9 +466,11 @@ static int stream_step(struct lws *wsi, struct http_request *r)
                 lws_filepos_t length =
                     r->stream_fd >= 0 ? r->stream_left : LWS_ILLEGAL_HTTP_CONTENT_LEN;
 
+                r->chunked_out = r->stream_fd < 0 && http_version_1_1(wsi);
                 if (lws_add_http_common_headers(wsi, (unsigned)r->status, r->content_type, length,
                                                 &p, end) ||
                     add_headers(wsi, r, &p, end) ||
+                    (r->chunked_out && add_header(wsi, "transfer-encoding:", "chunked", &p, end)) ||
                     lws_finalize_write_http_header(wsi, start, &p, end))
                         return -1;
                 r->headers_sent = true;

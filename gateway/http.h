@@ -61,6 +61,10 @@ struct http_request {
         bool streaming;
         bool headers_sent;
         bool stream_ended;
+        /* HTTP/1.1: the body goes out in chunks, so that a client can tell
+         * a stream cut short (no last chunk) from one that ended. */
+        bool chunked_out;
+        bool stream_aborted;  /* it ends without its last chunk (http_stream_abort) */
         int stream_fd;       /* a file sent as the body, or -1 */
         uint64_t stream_left; /* its bytes still to send */
         struct buf out;      /* produced; the bytes from out_at on are not yet written */
@@ -130,6 +134,11 @@ size_t http_stream_pending(const struct http_request *r);
 void http_stream_set_limit(struct http_request *r, size_t max);
 /* Ends the streamed body once everything queued is written. */
 void http_stream_end(struct http_request *r);
+/* Ends it the way a connection to a server that died ends: what is queued
+ * is written, then the connection closes without the body's last chunk, so
+ * that an HTTP/1.1 client sees the body cut short (E2B's SDKs then ask
+ * whether the sandbox is still there). An HTTP/1.0 client cannot tell. */
+void http_stream_abort(struct http_request *r);
 /* Replies with len bytes read from fd (taken over, closed at the end), in
  * pieces as the client takes them. */
 void http_reply_fd(struct http_request *r, int status, const char *content_type, int fd,

@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #define PROBE_INTERVAL_MS 500.0
-#define MAX_KERNEL_ENV    128 /* variables of a kernel: its kernelspec's and a request's */
+/* variables of a kernel: its kernelspec's and a request's (or an E2B
+ * sandbox's envVars), as many as a process may have */
+#define MAX_KERNEL_ENV HOSTMSG_MAX_ENV
 
 static const struct config *cfg;
 static const struct jp_kernelspec_list *specs;
@@ -1066,6 +1068,22 @@ static void launch(struct kernel *k)
         sandbox_when_ready(k->sandbox, &k->sandbox_wait);
 }
 
+int kernel_exec_check(const struct jp_kernelspec *spec, char *const *env, char *why, size_t size)
+{
+        json_t *argv = json_object_get(spec->spec, "argv");
+        struct hostmsg_start req = {.kernel = true, .env = (char **)env};
+        size_t n = json_array_size(argv);
+        int rc = -ENOMEM;
+
+        req.argv = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; req.argv && i < n; i++)
+                req.argv[i] = (char *)json_string_value(json_array_get(argv, i));
+        if (req.argv)
+                rc = hostmsg_start_check(&req, why, size);
+        free(req.argv);
+        return rc == -EINVAL ? -E2BIG : rc;
+}
+
 static int start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox, bool pooled,
                  const char *id, struct kernel_waiter *w, struct kernel **out)
@@ -1083,6 +1101,10 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
          * one included. */
         if (id && (strlen(id) >= JP_UUID_SIZE || find_any(id)))
                 return -EBUSY;
+        /* What the kernel-host would refuse, refused now (its routes say
+         * which bound with kernel_exec_check first). */
+        if (kernel_exec_check(spec, env, NULL, 0) < 0)
+                return -E2BIG;
         /* Every way of starting a kernel comes here: the quota holds for
          * routes that do not check it first. */
         if (!pooled) {
@@ -1380,15 +1402,22 @@ int kernel_env_append(json_t *obj, char ***env, size_t *n, char *err, size_t err
                         snprintf(err, errlen, "invalid environment variable name \"%.64s\"", name);
                         return -EINVAL;
                 }
-                if (!v || strlen(v) != json_string_length(value) ||
-                    json_string_length(value) > 4096) {
+                if (!v || strlen(v) != json_string_length(value)) {
                         snprintf(err, errlen,
-                                 "environment variable %s must be a string of at most 4096 bytes",
-                                 name);
+                                 "environment variable %s must be a string without NUL", name);
+                        return -EINVAL;
+                }
+                if (strlen(name) + 1 + json_string_length(value) > HOSTMSG_MAX_STRING) {
+                        snprintf(err, errlen,
+                                 "environment variable %s is %zu bytes as NAME=value; one may be "
+                                 "at most %d bytes, Linux's limit (MAX_ARG_STRLEN)",
+                                 name, strlen(name) + 1 + json_string_length(value),
+                                 HOSTMSG_MAX_STRING);
                         return -EINVAL;
                 }
                 if (*n >= MAX_KERNEL_ENV) {
-                        snprintf(err, errlen, "too many environment variables");
+                        snprintf(err, errlen, "too many environment variables: at most %d",
+                                 MAX_KERNEL_ENV);
                         return -EINVAL;
                 }
                 len = strlen(name) + strlen(v) + 2;

@@ -203,6 +203,11 @@ int kernel_interrupt(struct kernel *k);
 void kernel_restart(struct kernel *k, struct kernel_waiter *w);
 /* Deletes k: invisible at once, gone when its process has exited (w hears). */
 void kernel_shutdown(struct kernel *k, struct kernel_waiter *w);
+/* Whether a kernel of spec with env (kernel_env_append's) is within the
+ * bounds of a process's command line and environment (protocol/hostmsg.h),
+ * as every kernel start checks: 0, or -E2BIG with why (when not NULL)
+ * saying which bound, for the client. */
+int kernel_exec_check(const struct jp_kernelspec *spec, char *const *env, char *why, size_t size);
 void kernel_waiter_cancel(struct kernel_waiter *w);
 
 json_t *kernel_model(const struct kernel *k);

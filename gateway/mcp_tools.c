@@ -689,8 +689,15 @@ static void run_command(struct mcp_call *call, struct sandbox *sb)
         char *env[] = {NULL};
         json_t *timeout = json_object_get(call->arguments, "timeout");
         struct hostmsg_start start = {.argv = argv, .env = env};
-        struct command_run *c = calloc(1, sizeof(*c));
+        struct command_run *c;
+        char why[256];
 
+        /* Past Linux's limit for one argument, it could never run. */
+        if (hostmsg_start_check(&start, why, sizeof(why)) < 0) {
+                mcp_call_fail(call, "The command cannot run: %s", why);
+                return;
+        }
+        c = calloc(1, sizeof(*c));
         if (!c) {
                 mcp_call_fail(call, "out of memory");
                 return;

@@ -69,6 +69,26 @@ static void say_hello(void)
         report(HOSTMSG_HELLO, hostmsg_hello_encode(&hello));
 }
 
+/* A request we cannot act on is answered all the same, as a failure of
+ * the request it names, when it names one: the gateway, and whoever waits
+ * behind it, would otherwise wait for ever. type is the failure's; false
+ * when there was no id to answer. */
+static bool refuse(enum hostmsg_type type, json_t *body, const char *key, const char *what)
+{
+        struct hostmsg_failed fail = {.error = EINVAL};
+
+        if (hostmsg_request_id(body, key, fail.id) < 0) {
+                log_error("malformed %s request without an id dropped", what);
+                return false;
+        }
+        klog_error(fail.id, "malformed %s request refused", what);
+        snprintf(fail.step, sizeof(fail.step), "request");
+        snprintf(fail.message, sizeof(fail.message),
+                 "the kernel-host refused the %s request: malformed or past its bounds", what);
+        report(type, hostmsg_failed_encode(&fail));
+        return true;
+}
+
 static void handle_sandbox_create(json_t *body)
 {
         struct hostmsg_sandbox req;
@@ -78,7 +98,7 @@ static void handle_sandbox_create(json_t *body)
         json_t *msg;
 
         if (hostmsg_sandbox_decode(body, &req) < 0) {
-                log_error("malformed sandbox request dropped");
+                refuse(HOSTMSG_SANDBOX_FAILED, body, "sandbox_id", "sandbox");
                 return;
         }
         if (spawn_sandbox_create(&req, &ready, &root_fd, &fail) < 0) {
@@ -108,7 +128,7 @@ static void handle_start(json_t *body)
         int rc;
 
         if (hostmsg_start_decode(body, &req) < 0) {
-                log_error("malformed start request dropped");
+                refuse(HOSTMSG_START_FAILED, body, "id", "start");
                 return;
         }
         if (spawn_start(&req, &started, fds, &nfds, &fail) < 0) {
@@ -153,7 +173,13 @@ static void handle_connect(json_t *body)
         struct hostmsg_connect req;
 
         if (hostmsg_connect_decode(body, &req) < 0) {
-                log_error("malformed connect request dropped");
+                struct hostmsg_connected no = {.error = EINVAL};
+
+                /* Its answer is CONNECTED with an error, not a failure. */
+                if (hostmsg_request_id(body, "id", no.id) == 0)
+                        report(HOSTMSG_CONNECTED, hostmsg_connected_encode(&no));
+                else
+                        log_error("malformed connect request without an id dropped");
                 return;
         }
         ports_connect(host.link, &req);

@@ -119,10 +119,13 @@ static char *expand_arg(const char *arg, const char *connection_file, const char
                 const char *name;
                 size_t len;
         } vars[] = {{"{connection_file}", 17}, {"{resource_dir}", 14}};
-        char out[HOSTMSG_MAX_STRING + PATH_MAX * 2];
+        /* Room for the argument and two paths it names: a kernelspec needs
+         * no more, and an argument that grows past that is refused. */
+        size_t size = strlen(arg) + 2 * PATH_MAX + 1;
+        char *out = malloc(size);
         size_t o = 0;
 
-        for (const char *p = arg; *p;) {
+        for (const char *p = arg; out && *p;) {
                 const char *value = NULL;
                 size_t skip = 0;
 
@@ -138,14 +141,17 @@ static char *expand_arg(const char *arg, const char *connection_file, const char
                 }
                 size_t vlen = value == p ? 1 : strlen(value);
 
-                if (o + vlen >= sizeof(out))
+                if (o + vlen >= size) {
+                        free(out);
                         return NULL;
+                }
                 memcpy(out + o, value, vlen);
                 o += vlen;
                 p += skip;
         }
-        out[o] = '\0';
-        return strdup(out);
+        if (out)
+                out[o] = '\0';
+        return out;
 }
 
 /* A bare program name is looked up in the kernel's PATH here, before fork,
@@ -174,8 +180,12 @@ static char **build_argv(const struct hostmsg_start *req, const char *connection
                 n++;
         argv = calloc(n + 1, sizeof(char *));
         for (size_t i = 0; argv && i < n; i++) {
+                /* Only a kernelspec's argv names its files; a command's
+                 * arguments are the client's, passed on as they are. */
                 argv[i] = i == 0 ? resolve_program(req->argv[0])
-                                 : expand_arg(req->argv[i], connection_file, req->kernelspec_dir);
+                          : req->kernel
+                              ? expand_arg(req->argv[i], connection_file, req->kernelspec_dir)
+                              : strdup(req->argv[i]);
                 if (!argv[i]) {
                         free_strv(argv);
                         return NULL;

@@ -5,26 +5,69 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 struct hostmsg_header {
         uint32_t type;
-        uint32_t length;
+        uint32_t length; /* of the body; with HOSTMSG_IN_MEMFD, the body is in a memfd */
 };
+
+/* The length's top bit: the body travels in a memfd, the datagram's first
+ * descriptor, and the datagram is the header alone. */
+#define HOSTMSG_IN_MEMFD 0x80000000u
+/* What a body's memfd must be sealed with: nothing can change its size or
+ * bytes after the receiver checked them. */
+#define BODY_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
+
+/* A sealed memfd holding len bytes of text: the fd, or -errno. */
+static int body_memfd(const char *text, size_t len)
+{
+        int fd = memfd_create("glovebox-hostmsg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        size_t done = 0;
+        int rc;
+
+        if (fd < 0)
+                return -errno;
+        while (done < len) {
+                ssize_t n = write(fd, text + done, len - done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        rc = n < 0 ? -errno : -EIO;
+                        goto fail;
+                }
+                done += (size_t)n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, BODY_SEALS) < 0) {
+                rc = -errno;
+                goto fail;
+        }
+        return fd;
+fail:
+        close(fd);
+        return rc;
+}
 
 int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, size_t nfds)
 {
         struct hostmsg_header h = {.type = (uint32_t)type};
         union {
-                char buf[CMSG_SPACE(sizeof(int) * HOSTMSG_MAX_FDS)];
+                char buf[CMSG_SPACE(sizeof(int) * (HOSTMSG_MAX_FDS + 1))];
                 struct cmsghdr align;
         } control;
+        int all[HOSTMSG_MAX_FDS + 1];
+        size_t nall = 0, len;
         struct iovec iov[2];
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        int body_fd = -1;
         char *text;
         ssize_t n;
         int rc = 0;
@@ -34,24 +77,37 @@ int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, s
         text = json_dumps(body, JSON_COMPACT);
         if (!text)
                 return -ENOMEM;
-        h.length = (uint32_t)strlen(text);
-        if (h.length > HOSTMSG_MAX_BODY) {
+        len = strlen(text);
+        if (len > HOSTMSG_MAX_BODY) {
                 rc = -EMSGSIZE;
                 goto out;
         }
+        h.length = (uint32_t)len;
         iov[0] = (struct iovec){&h, sizeof(h)};
-        iov[1] = (struct iovec){text, h.length};
-        if (nfds) {
+        iov[1] = (struct iovec){text, len};
+        if (len > HOSTMSG_MAX_INLINE) {
+                body_fd = body_memfd(text, len);
+                if (body_fd < 0) {
+                        rc = body_fd;
+                        goto out;
+                }
+                h.length |= HOSTMSG_IN_MEMFD;
+                mh.msg_iovlen = 1;
+                all[nall++] = body_fd;
+        }
+        for (size_t i = 0; i < nfds; i++)
+                all[nall++] = fds[i];
+        if (nall) {
                 struct cmsghdr *c;
 
                 memset(&control, 0, sizeof(control));
                 mh.msg_control = control.buf;
-                mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * nall);
                 c = CMSG_FIRSTHDR(&mh);
                 c->cmsg_level = SOL_SOCKET;
                 c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-                memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+                c->cmsg_len = CMSG_LEN(sizeof(int) * nall);
+                memcpy(CMSG_DATA(c), all, sizeof(int) * nall);
         }
         do {
                 n = sendmsg(fd, &mh, MSG_NOSIGNAL);
@@ -59,18 +115,21 @@ int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, s
         if (n < 0)
                 rc = -errno;
 out:
+        if (body_fd >= 0)
+                close(body_fd);
         free(text);
         return rc;
 }
 
-/* Takes the descriptors out of a received message: into fds when the
- * caller wants them, closed otherwise. False when the message carried more
- * than HOSTMSG_MAX_FDS: the extra ones are closed, and the message must be
- * refused rather than acted on without them. */
-static bool take_fds(struct msghdr *mh, int *fds, size_t *nfds)
+/* Takes the descriptors out of a received message into got (room for
+ * HOSTMSG_MAX_FDS + 1: a body's memfd and a message's own), closing any
+ * past that. False when more came than fit: the message must be refused
+ * rather than acted on without them. */
+static bool take_fds(struct msghdr *mh, int *got, size_t *ngot)
 {
-        size_t got = 0, seen = 0;
+        size_t seen = 0;
 
+        *ngot = 0;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
                 size_t n;
 
@@ -82,28 +141,58 @@ static bool take_fds(struct msghdr *mh, int *fds, size_t *nfds)
 
                         memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
                         seen++;
-                        if (fds && got < HOSTMSG_MAX_FDS)
-                                fds[got++] = one;
+                        if (*ngot < HOSTMSG_MAX_FDS + 1)
+                                got[(*ngot)++] = one;
                         else
                                 close(one);
                 }
         }
-        if (nfds)
-                *nfds = got;
-        return seen <= HOSTMSG_MAX_FDS;
+        return seen <= HOSTMSG_MAX_FDS + 1;
+}
+
+/* Reads a body of len bytes from a memfd the peer sealed: the text (caller
+ * frees), or NULL when fd is not such a memfd or holds anything else than
+ * len bytes. The seals are what make the checks hold while it is read:
+ * only a shmem file has them, and a sealed one cannot change. */
+static char *read_body_memfd(int fd, size_t len)
+{
+        struct stat st;
+        int seals = fcntl(fd, F_GET_SEALS);
+        char *text;
+        size_t done = 0;
+
+        if (seals < 0 || (seals & BODY_SEALS) != BODY_SEALS || fstat(fd, &st) < 0 ||
+            !S_ISREG(st.st_mode) || st.st_size < 0 || (size_t)st.st_size != len)
+                return NULL;
+        text = malloc(len ? len : 1);
+        while (text && done < len) {
+                ssize_t n = pread(fd, text + done, len - done, (off_t)done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        free(text);
+                        return NULL;
+                }
+                done += (size_t)n;
+        }
+        return text;
 }
 
 int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body, int *fds, size_t *nfds)
 {
-        static char data[sizeof(struct hostmsg_header) + HOSTMSG_MAX_BODY];
+        static char data[sizeof(struct hostmsg_header) + HOSTMSG_MAX_INLINE];
         union {
-                char buf[CMSG_SPACE(sizeof(int) * HOSTMSG_MAX_FDS)];
+                char buf[CMSG_SPACE(sizeof(int) * (HOSTMSG_MAX_FDS + 1))];
                 struct cmsghdr align;
         } control;
         struct iovec iov = {data, sizeof(data)};
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
                             .msg_controllen = sizeof(control.buf)};
+        int got[HOSTMSG_MAX_FDS + 1];
+        size_t ngot = 0, first = 0, len;
         struct hostmsg_header h;
+        char *text = NULL;
         int rc = -EBADMSG;
         bool fit;
         ssize_t n;
@@ -117,7 +206,7 @@ int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body, int *fds, size_
         } while (n < 0 && errno == EINTR);
         if (n < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        fit = take_fds(&mh, fds, nfds);
+        fit = take_fds(&mh, got, &ngot);
         /* An empty datagram reads as the peer's end: a caller tearing down
          * would never close what came with it. */
         if (n == 0) {
@@ -128,21 +217,40 @@ int hostmsg_recv(int fd, enum hostmsg_type *type, json_t **body, int *fds, size_
             (mh.msg_flags & MSG_CTRUNC))
                 goto bad;
         memcpy(&h, data, sizeof(h));
-        if (h.length != (size_t)n - sizeof(h))
-                goto bad;
-        *body = json_loadb(data + sizeof(h), h.length, 0, NULL);
-        if (!json_is_object(*body)) {
-                json_decref(*body);
-                *body = NULL;
-                goto bad;
+        len = h.length & ~HOSTMSG_IN_MEMFD;
+        if (h.length & HOSTMSG_IN_MEMFD) {
+                /* The header alone, the body in the first descriptor. */
+                if ((size_t)n != sizeof(h) || len > HOSTMSG_MAX_BODY || ngot == 0)
+                        goto bad;
+                text = read_body_memfd(got[0], len);
+                close(got[0]);
+                first = 1;
+                if (!text)
+                        goto bad;
+                *body = json_loadb(text, len, 0, NULL);
+                free(text);
+        } else {
+                if (len != (size_t)n - sizeof(h) || ngot > HOSTMSG_MAX_FDS)
+                        goto bad;
+                *body = json_loadb(data + sizeof(h), len, 0, NULL);
         }
+        if (!json_is_object(*body))
+                goto bad;
+        for (size_t i = first; i < ngot; i++) {
+                if (fds)
+                        fds[i - first] = got[i];
+                else
+                        close(got[i]);
+        }
+        if (nfds && fds)
+                *nfds = ngot - first;
         *type = (enum hostmsg_type)h.type;
         return 0;
 bad:
-        for (size_t i = 0; nfds && i < *nfds; i++)
-                close(fds[i]);
-        if (nfds)
-                *nfds = 0;
+        json_decref(*body);
+        *body = NULL;
+        for (size_t i = first; i < ngot; i++)
+                close(got[i]);
         return rc;
 }
 
@@ -404,7 +512,7 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
         if (rc == 0)
                 rc = get_limits(json_object_get(body, "limits"), &m->limits);
         if (rc == 0)
-                rc = strv_decode(json_object_get(body, "ro_paths"), HOSTMSG_MAX_ARGS, 0,
+                rc = strv_decode(json_object_get(body, "ro_paths"), HOSTMSG_MAX_RO_PATHS, 0,
                                  &m->ro_paths);
         for (size_t i = 0; rc == 0 && m->ro_paths[i]; i++) {
                 /* Absolute and plain: no ".." can take a bind elsewhere. */
@@ -550,6 +658,9 @@ int hostmsg_start_decode(json_t *body, struct hostmsg_start *m)
                 rc = -EBADMSG;
         if (rc == 0 && json_object_get(body, "zygote"))
                 rc = get_str(body, "zygote", m->zygote, sizeof(m->zygote));
+        /* The bounds of the whole: what the gateway checked before sending. */
+        if (rc == 0 && hostmsg_start_check(m, NULL, 0) < 0)
+                rc = -EBADMSG;
         if (rc < 0) {
                 hostmsg_start_clear(m);
                 return rc;
@@ -565,6 +676,74 @@ void hostmsg_start_clear(struct hostmsg_start *m)
 {
         strv_clear(&m->argv);
         strv_clear(&m->env);
+}
+
+/* Checks one list of strings (argv or env) against the bounds, adding its
+ * bytes to *total; 0, or the error with why filled in. */
+static int check_strv(char *const *v, const char *what, size_t max, bool need_equals, size_t *total,
+                      char *why, size_t size)
+{
+        size_t n = 0;
+
+        for (; v && v[n]; n++) {
+                size_t len = strlen(v[n]);
+
+                if (n == max) {
+                        snprintf(why, size, "%s has more than %zu entries (at most %zu)", what, max,
+                                 max);
+                        return -E2BIG;
+                }
+                if (len > HOSTMSG_MAX_STRING) {
+                        snprintf(why, size,
+                                 "%s entry %zu is %zu bytes, more than the %d bytes Linux allows "
+                                 "one argument or environment variable (MAX_ARG_STRLEN)",
+                                 what, n, len, HOSTMSG_MAX_STRING);
+                        return -E2BIG;
+                }
+                if (need_equals && !strchr(v[n], '=')) {
+                        snprintf(why, size, "%s entry %zu is not NAME=value", what, n);
+                        return -EINVAL;
+                }
+                *total += len + 1;
+        }
+        return 0;
+}
+
+int hostmsg_start_check(const struct hostmsg_start *m, char *why, size_t size)
+{
+        char ignored[8];
+        size_t total = 0;
+        int rc;
+
+        if (!why) {
+                why = ignored;
+                size = sizeof(ignored);
+        }
+        if (!m->argv || !m->argv[0]) {
+                snprintf(why, size, "no program to run");
+                return -EINVAL;
+        }
+        if (m->cwd[0] && m->cwd[0] != '/') {
+                snprintf(why, size, "the working directory must be an absolute path");
+                return -EINVAL;
+        }
+        rc = check_strv(m->argv, "the command line", HOSTMSG_MAX_ARGS, false, &total, why, size);
+        if (rc == 0)
+                rc =
+                    check_strv(m->env, "the environment", HOSTMSG_MAX_ENV, true, &total, why, size);
+        if (rc == 0 && total > HOSTMSG_MAX_EXEC_BYTES) {
+                snprintf(why, size,
+                         "the command line and environment are %zu bytes together, more than "
+                         "the %d allowed (half of what Linux allows at most)",
+                         total, HOSTMSG_MAX_EXEC_BYTES);
+                rc = -E2BIG;
+        }
+        return rc;
+}
+
+int hostmsg_request_id(json_t *body, const char *key, char id[JP_UUID_SIZE])
+{
+        return get_id(body, key, id);
 }
 
 json_t *hostmsg_started_encode(const struct hostmsg_started *m)

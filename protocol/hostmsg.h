@@ -1,8 +1,14 @@
 /* The interface between the gateway and the kernel-host: typed messages on
  * a SOCK_SEQPACKET socketpair, one datagram each, an 8-byte header (type,
- * body length) and a JSON body of at most HOSTMSG_MAX_BODY bytes. Every body
- * is validated field by field when decoded, so neither side ever acts on a
- * message it did not fully understand. This is all the two processes share. */
+ * body length) and a JSON body of at most HOSTMSG_MAX_BODY bytes. A body
+ * past HOSTMSG_MAX_INLINE travels in a sealed memfd sent with the datagram
+ * instead of in it: a socket's default buffer holds one datagram of ~200
+ * KiB at most, and a command line may be 128 KiB before JSON escapes it.
+ * Every body is validated field by field when decoded, so neither side ever
+ * acts on a message it did not fully understand; the side that asks checks
+ * a request against the same rules before sending it (hostmsg_start_check),
+ * and the kernel-host answers one it refuses anyway, so that nothing waits
+ * for an answer that never comes. This is all the two processes share. */
 #ifndef GLOVEBOX_HOSTMSG_H
 #define GLOVEBOX_HOSTMSG_H
 
@@ -14,11 +20,25 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define HOSTMSG_MAX_BODY    (256 * 1024)
-#define HOSTMSG_MAX_ARGS    64
-#define HOSTMSG_MAX_ENV     256
-#define HOSTMSG_MAX_STRING  4096
-#define HOSTMSG_ERROR_SIZE  256
+/* The bounds of a process's command line and environment. Linux refuses
+ * an execve with one string of MAX_ARG_STRLEN (32 pages: 128 KiB) or more,
+ * its NUL included, and all of them past a quarter of the stack limit (2
+ * MiB under the usual 8 MiB); E2B's envd passes what it is given on to
+ * execve. So one argument or "NAME=value" may be as long as Linux allows,
+ * and all of them together half of what it allows, which is also all that
+ * one E2B request (a Connect envelope of 1 MiB) can carry: whatever passes
+ * here is never refused by execve for its size. */
+#define HOSTMSG_MAX_STRING     (128 * 1024 - 1) /* bytes of one argument or env entry */
+#define HOSTMSG_MAX_ARGS       4096             /* argv entries, the program's included */
+#define HOSTMSG_MAX_ENV        1024             /* env entries */
+#define HOSTMSG_MAX_EXEC_BYTES (1024 * 1024)    /* argv and env, each string with its NUL */
+#define HOSTMSG_MAX_RO_PATHS   64               /* a sandbox's read-only binds */
+/* A body: the largest START (HOSTMSG_MAX_EXEC_BYTES of strings that JSON
+ * may escape six times over, "\u0001" for a byte, and the paths) fits. */
+#define HOSTMSG_MAX_BODY       (8 * 1024 * 1024)
+/* Bodies up to this size travel in the datagram itself. */
+#define HOSTMSG_MAX_INLINE     (32 * 1024)
+#define HOSTMSG_ERROR_SIZE     256
 
 /* The kernel's socket for a channel (enum jp_channel) is <ipc_prefix>-<port>
  * with this port number; both sides rely on it. */
@@ -178,7 +198,8 @@ struct hostmsg_exit {
 };
 
 /* Sends one message, with up to HOSTMSG_MAX_FDS descriptors (SCM_RIGHTS);
- * 0 or -errno (-EMSGSIZE past HOSTMSG_MAX_BODY). */
+ * 0 or -errno (-EMSGSIZE past HOSTMSG_MAX_BODY). A body past
+ * HOSTMSG_MAX_INLINE goes in a sealed memfd, which the receiver reads. */
 int hostmsg_send(int fd, enum hostmsg_type type, json_t *body, const int *fds, size_t nfds);
 /* Receives one message: 0 with *body set (caller decrefs) and the
  * descriptors that came with it in fds (close-on-exec, *nfds of them; pass
@@ -200,6 +221,16 @@ json_t *hostmsg_start_encode(const struct hostmsg_start *m);
 /* On success m owns argv and env; release with hostmsg_start_clear. */
 int hostmsg_start_decode(json_t *body, struct hostmsg_start *m);
 void hostmsg_start_clear(struct hostmsg_start *m);
+/* Whether m is a START its decoder accepts: within the bounds above
+ * (-E2BIG) and of the right shape (-EINVAL: no argv, an env entry without
+ * '=', a relative cwd). 0, or the error with why (when not NULL) saying
+ * which bound or rule, in words for the user who asked. The gateway checks
+ * every request with it before sending; the decoder applies it too. */
+int hostmsg_start_check(const struct hostmsg_start *m, char *why, size_t size);
+/* The request id a refused request named (its "id", or "sandbox_id" for
+ * SANDBOX_CREATE) when it is a valid one, so that the refusal can be
+ * answered: 0, or -EBADMSG when there is none to answer. */
+int hostmsg_request_id(json_t *body, const char *key, char id[JP_UUID_SIZE]);
 json_t *hostmsg_started_encode(const struct hostmsg_started *m);
 int hostmsg_started_decode(json_t *body, struct hostmsg_started *m);
 json_t *hostmsg_failed_encode(const struct hostmsg_failed *m);

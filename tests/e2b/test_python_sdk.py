@@ -412,8 +412,9 @@ def test_background_command_connect_and_wait(sbx):
 
 def test_killing_a_sandbox_ends_its_command_and_terminal_streams(gateway):
     """A sandbox killed while a command and a terminal run in it: each
-    follower's stream ends (the SDK stops waiting) and the gateway serves
-    the next sandbox's commands."""
+    follower's stream is cut short, as E2B's are when a sandbox goes, so
+    the SDK finds the sandbox gone and raises its "sandbox was killed"
+    TimeoutException; the gateway serves the next sandbox's commands."""
     import threading
     from e2b import PtySize
     sbx = Sandbox.create()
@@ -424,7 +425,7 @@ def test_killing_a_sandbox_ends_its_command_and_terminal_streams(gateway):
             handle.wait(**callbacks)
             outcomes[name] = "returned"
         except Exception as e:  # the stream ends without an end event
-            outcomes[name] = type(e).__name__
+            outcomes[name] = f"{type(e).__name__}: {e}"
 
     try:
         out = []
@@ -444,12 +445,30 @@ def test_killing_a_sandbox_ends_its_command_and_terminal_streams(gateway):
         t.join(15)
     assert not any(t.is_alive() for t in followers), f"streams still open: {outcomes}"
     assert set(outcomes) == {"command", "terminal"}
+    for name, what in outcomes.items():
+        assert what.startswith("TimeoutException") and "sandbox was killed" in what, outcomes
     again = Sandbox.create()
     try:
         assert again.commands.run("echo still here").stdout == "still here\n"
         assert again.commands.list() == []
     finally:
         again.kill()
+
+
+def test_killing_a_sandbox_mid_cell_raises_sandbox_killed(gateway):
+    """run_code in flight when its sandbox is killed: the /execute stream is
+    cut short, and the SDK, finding the sandbox gone, raises the error it
+    raises for that."""
+    import threading
+    from e2b import TimeoutException
+    sbx = Sandbox.create()
+    timer = threading.Timer(2.0, sbx.kill)
+    timer.start()
+    try:
+        with pytest.raises(TimeoutException, match="sandbox was killed"):
+            sbx.run_code("import time; time.sleep(120)", timeout=120)
+    finally:
+        timer.cancel()
 
 
 def test_get_metrics_reports_the_sandbox_and_moves(sbx):

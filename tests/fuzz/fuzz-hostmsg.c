@@ -4,12 +4,14 @@
  * received with hostmsg_recv; it carries ((input length + 1) %
  * (HOSTMSG_MAX_FDS + 2)) descriptors, so one more than a message may have is
  * tried too and the empty datagram carries one, and every other length class
- * is received with fds NULL. The input is also
- * parsed as JSON and handed to every decoder. Invariants: no descriptor is
- * ever left open that the caller was not handed; what hostmsg_recv hands
+ * is received with fds NULL. The input is sent once more as a body in a
+ * sealed memfd (the way bodies past HOSTMSG_MAX_INLINE travel). The input
+ * is also parsed as JSON and handed to every decoder. Invariants: no
+ * descriptor is ever left open that the caller was not handed; what hostmsg_recv hands
  * over is exactly what was sent, close-on-exec; whatever a decoder accepts
- * passes the checks its users rely on, and its encoder turns it into a body
- * that decodes to the same message and encodes to the same JSON. */
+ * passes the checks its users rely on (a START, hostmsg_start_check's
+ * bounds), and its encoder turns it into a body that decodes to the same
+ * message and encodes to the same JSON. */
 #include "autoconf.h"
 
 #include "protocol/hostmsg.h"
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -126,6 +129,8 @@ static void check_start(json_t *body)
         }
         if (a.cwd[0] && a.cwd[0] != '/')
                 fail("START accepted a relative cwd");
+        if (hostmsg_start_check(&a, NULL, 0) != 0)
+                fail("START accepted a request past hostmsg_start_check's bounds");
         again = hostmsg_start_encode(&a);
         if (!again || hostmsg_start_decode(again, &b) != 0)
                 fail("START does not survive encode + decode");
@@ -231,6 +236,41 @@ static int lowest_free_fd(void)
         return fd;
 }
 
+/* Sends the input as a body in a sealed memfd, as hostmsg_send sends a
+ * large one: a header datagram saying so, the memfd its descriptor. */
+static int send_memfd(const uint8_t *data, size_t size)
+{
+        const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+        uint32_t head[2] = {HOSTMSG_START, (uint32_t)size | 0x80000000u};
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {head, sizeof(head)};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control.buf,
+                            .msg_controllen = sizeof(control.buf)};
+        struct cmsghdr *c;
+        int fd = memfd_create("fuzz-hostmsg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        int rc = -1;
+
+        if (fd < 0)
+                fail("memfd_create");
+        if ((size && write(fd, data, size) != (ssize_t)size) || fcntl(fd, F_ADD_SEALS, seals) < 0)
+                fail("memfd write");
+        memset(&control, 0, sizeof(control));
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        if (sendmsg(sock[0], &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(head))
+                rc = 0;
+        close(fd);
+        return rc;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         size_t nsent = (size + 1) % (HOSTMSG_MAX_FDS + 2);
@@ -272,6 +312,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
                 if (lowest_free_fd() != lowest)
                         fail("a received descriptor was left open");
+        }
+
+        /* The input as a body that came in a memfd. */
+        if (send_memfd(data, size) == 0) {
+                nfds = 99;
+                rc = hostmsg_recv(sock[1], &type, &body, fds, &nfds);
+                if (rc == 0) {
+                        if (!json_is_object(body) || nfds != 0)
+                                fail("a memfd body came back as something else");
+                        check_all(body);
+                        json_decref(body);
+                } else if (rc != -EBADMSG || body || nfds != 0) {
+                        fail("a refused memfd body left a body or descriptors");
+                }
+                if (lowest_free_fd() != lowest)
+                        fail("a memfd body's descriptor was left open");
         }
 
         /* The decoders alone, on the input as JSON. */

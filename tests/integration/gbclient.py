@@ -316,6 +316,27 @@ def envd_rpc(gw, sb, method, body, auth=None):
     return status, reply
 
 
+def http_body(raw):
+    """The body of a raw HTTP/1.x response read to its end: chunks joined
+    when it is chunked. Returns (body, complete): complete is False when a
+    chunked body ended without its last chunk (the stream was cut)."""
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" not in head.lower():
+        return rest, True
+    body = b""
+    while True:
+        size_line, sep, rest = rest.partition(b"\r\n")
+        if not sep:
+            return body, False
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return body, True
+        if len(rest) < size + 2:
+            return body + rest[:size], False
+        body += rest[:size]
+        rest = rest[size + 2:]
+
+
 def connect_frames(data):
     """Connect envelopes: [(flags, JSON)]."""
     frames = []

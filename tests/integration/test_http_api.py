@@ -85,6 +85,37 @@ def test_execute_bad_requests(gateway, kernel):
     assert status == 404
 
 
+def test_a_kernel_deleted_mid_cell_ends_the_stream_with_execution_aborted(gateway):
+    """Glovebox's own /execute says what happened, in-band, and ends its
+    body whole (E2B's /execute is cut short instead, as E2B's is when the
+    sandbox goes: tests/e2b)."""
+    import threading
+    kid = gateway.start_kernel()
+    got = []
+
+    def follow():
+        try:
+            for line, _ in stream(gateway, f"/api/kernels/{kid}/execute",
+                                  {"code": "import time\nprint('go', flush=True)\n"
+                                           "time.sleep(60)"}):
+                got.append(line)
+        except Exception as e:  # http.client.IncompleteRead: a body cut short
+            got.append({"type": "broken", "error": repr(e)})
+
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    deadline = time.time() + 60
+    while not any(line.get("type") == "stdout" for line in got) and time.time() < deadline:
+        time.sleep(0.1)
+    status, _, _ = gateway.request("DELETE", f"/api/kernels/{kid}")
+    assert status == 204
+    t.join(30)
+    assert not t.is_alive(), "the stream ended"
+    kinds = [line["type"] for line in got]
+    assert kinds[-2:] == ["error", "end_of_execution"], got
+    assert got[-2]["name"] == "ExecutionAborted", got
+
+
 def test_abandoned_call_interrupts_the_cell(gateway, kernel):
     import socket
     body = json.dumps({"code": "import time\nprint('go', flush=True)\ntime.sleep(60)"})

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import websocket
 
-from gbclient import V1, outputs_of, rss_kib, start_gateway
+from gbclient import V1, http_body, outputs_of, rss_kib, start_gateway
 
 PAYLOADS = """
 import base64, hashlib, os
@@ -313,7 +313,9 @@ def test_stalled_clients_cost_bounded_memory_and_reading_clients_keep_up():
                 break
             raw += piece
         http.close()
-        lines = [json.loads(line) for line in raw.split(b"\r\n\r\n", 1)[1].splitlines()]
+        body, complete = http_body(raw)
+        assert complete, "the /execute stream ended with its last chunk"
+        lines = [json.loads(line) for line in body.splitlines()]
 
         print(f"RSS +{(peak[0] - base) // 1024} MiB, reader gap {seen['gap']:.2f} s, "
               f"other kernel p50 {statistics.median(rtts) * 1000:.1f} ms, "

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -684,13 +685,14 @@ static void test_transport(void)
         free(filler);
 
         /* A peer that does not use hostmsg_send: oversized and malformed
-         * datagrams are consumed and reported, and the next one is fine. */
+         * datagrams are consumed and reported, and the next one is fine. A
+         * body past HOSTMSG_MAX_INLINE never travels in the datagram. */
         raw->type = HOSTMSG_STARTED;
-        raw->length = HOSTMSG_MAX_BODY + 1;
-        memset(raw->body, ' ', HOSTMSG_MAX_BODY + 1);
+        raw->length = HOSTMSG_MAX_INLINE + 1;
+        memset(raw->body, ' ', HOSTMSG_MAX_INLINE + 1);
         raw->body[0] = '{';
-        raw->body[HOSTMSG_MAX_BODY] = '}';
-        is_int(send_raw(raw, hdr + HOSTMSG_MAX_BODY + 1), 0, "an oversized datagram is sent raw");
+        raw->body[HOSTMSG_MAX_INLINE] = '}';
+        is_int(send_raw(raw, hdr + HOSTMSG_MAX_INLINE + 1), 0, "an oversized datagram is sent raw");
         is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
                "an oversized datagram: -EBADMSG");
         ok(body == NULL, "and no body");
@@ -732,6 +734,247 @@ static void test_transport(void)
                "sending to a closed peer: -EPIPE, and no SIGPIPE");
         json_decref(big);
         close(pair[1]);
+}
+
+/* A memfd holding len bytes of text, sealed with seals (0: none). */
+static int make_memfd(const char *text, size_t len, int seals)
+{
+        int fd = memfd_create("test-hostmsg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+        if (fd < 0 || write(fd, text, len) != (ssize_t)len ||
+            (seals && fcntl(fd, F_ADD_SEALS, seals) < 0))
+                BAIL_OUT("memfd: %s", strerror(errno));
+        return fd;
+}
+
+/* Bodies past HOSTMSG_MAX_INLINE go in a sealed memfd: the datagram is the
+ * header alone and the memfd its first descriptor, ahead of the message's
+ * own; a receiver takes only a memfd sealed against change that holds
+ * exactly the body, and leaves no descriptor open when it refuses one. */
+static void test_memfd_transport(void)
+{
+        const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+        struct {
+                uint32_t type, length;
+        } head = {HOSTMSG_STARTED, 0};
+        char *filler = malloc(HOSTMSG_MAX_INLINE + 1);
+        int pipes[HOSTMSG_MAX_FDS][2], got[HOSTMSG_MAX_FDS];
+        int send_fds[HOSTMSG_MAX_FDS], before, fd, two[2];
+        char peek[64];
+        struct iovec iov = {peek, sizeof(peek)};
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * 8)];
+                struct cmsghdr align;
+        } control;
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control.buf,
+                            .msg_controllen = sizeof(control.buf)};
+        enum hostmsg_type type;
+        json_t *body;
+        ssize_t n;
+
+        memset(filler, 'y', HOSTMSG_MAX_INLINE);
+        /* {"f":"..."} is 8 bytes of syntax: exactly HOSTMSG_MAX_INLINE. */
+        filler[HOSTMSG_MAX_INLINE - 8] = '\0';
+        is_int(hostmsg_send(sock[0], HOSTMSG_STARTED, json_pack("{s:s}", "f", filler), NULL, 0), 0,
+               "a body of HOSTMSG_MAX_INLINE bytes is sent");
+        n = recvmsg(sock[1], &mh, MSG_PEEK | MSG_TRUNC);
+        is_int((int)n, 8 + HOSTMSG_MAX_INLINE,
+               "HOSTMSG_MAX_INLINE bytes travel in the datagram itself");
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), 0, "and are received");
+        json_decref(body);
+
+        filler[HOSTMSG_MAX_INLINE - 8] = 'y';
+        filler[HOSTMSG_MAX_INLINE - 7] = '\0';
+        for (int i = 0; i < HOSTMSG_MAX_FDS; i++) {
+                if (pipe(pipes[i]) < 0)
+                        BAIL_OUT("pipe: %s", strerror(errno));
+                send_fds[i] = pipes[i][0];
+        }
+        before = count_fds();
+        is_int(hostmsg_send(sock[0], HOSTMSG_STARTED, json_pack("{s:s}", "f", filler), send_fds,
+                            HOSTMSG_MAX_FDS),
+               0, "one byte more, with HOSTMSG_MAX_FDS descriptors, is sent");
+        is_int(count_fds(), before, "the sender keeps no memfd");
+        mh.msg_controllen = sizeof(control.buf);
+        n = recvmsg(sock[1], &mh, MSG_PEEK);
+        is_int((int)n, 8, "the datagram is the header alone");
+        {
+                struct hostmsg_header_view {
+                        uint32_t type, length;
+                } h;
+
+                memcpy(&h, peek, sizeof(h));
+                is_uint(h.length & 0x7fffffffu, HOSTMSG_MAX_INLINE + 1, "its length is the body's");
+                ok(h.length & 0x80000000u, "and says the body is in a memfd");
+        }
+        {
+                size_t ngot = 0;
+
+                /* MSG_PEEK took copies of the descriptors: closed first. */
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+                        for (size_t i = 0; i < k; i++) {
+                                int one;
+
+                                memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                                close(one);
+                        }
+                        is_uint(k, HOSTMSG_MAX_FDS + 1, "the memfd comes ahead of the message's");
+                }
+                is_int(hostmsg_recv(sock[1], &type, &body, got, &ngot), 0, "and it is received");
+                is_uint(ngot, HOSTMSG_MAX_FDS, "with the message's own descriptors alone");
+                is_uint(json_string_length(json_object_get(body, "f")), HOSTMSG_MAX_INLINE - 7,
+                        "whole");
+                json_decref(body);
+                for (size_t i = 0; i < ngot; i++) {
+                        struct stat a, b;
+
+                        ok(fstat(got[i], &a) == 0 && fstat(pipes[i][0], &b) == 0 &&
+                               a.st_ino == b.st_ino,
+                           "descriptor %zu is the one sent, in its place", i);
+                        close(got[i]);
+                }
+                is_int(count_fds(), before, "the receiver keeps no memfd");
+        }
+        for (int i = 0; i < HOSTMSG_MAX_FDS; i++) {
+                close(pipes[i][0]);
+                close(pipes[i][1]);
+        }
+
+        /* Raw peers: what is not a sealed memfd of the stated length. */
+        before = count_fds();
+        head.length = 0x80000000u | 2;
+        fd = make_memfd("{}", 2, seals);
+        is_int(send_raw_fds(&head, sizeof(head), &fd, 1), 0, "a sealed memfd of 2 bytes");
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), 0, "is a body");
+        json_decref(body);
+        close(fd);
+        fd = make_memfd("{}", 2, 0);
+        send_raw_fds(&head, sizeof(head), &fd, 1);
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
+               "an unsealed memfd: -EBADMSG (its size could change while read)");
+        close(fd);
+        fd = make_memfd("{} ", 3, seals);
+        send_raw_fds(&head, sizeof(head), &fd, 1);
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
+               "a memfd longer than the stated length: -EBADMSG");
+        close(fd);
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        send_raw_fds(&head, sizeof(head), &fd, 1);
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
+               "/dev/null as the body: -EBADMSG");
+        close(fd);
+        if (pipe(two) < 0)
+                BAIL_OUT("pipe: %s", strerror(errno));
+        send_raw_fds(&head, sizeof(head), two, 1);
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
+               "a pipe as the body (a read that could block): -EBADMSG");
+        close(two[0]);
+        close(two[1]);
+        send_raw(&head, sizeof(head));
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
+               "the memfd flag without a descriptor: -EBADMSG");
+        head.length = 0x80000000u | (HOSTMSG_MAX_BODY + 1);
+        fd = make_memfd("{}", 2, seals);
+        send_raw_fds(&head, sizeof(head), &fd, 1);
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EBADMSG,
+               "a stated length past HOSTMSG_MAX_BODY: -EBADMSG");
+        close(fd);
+        is_int(count_fds(), before, "no refused memfd is left open");
+        is_int(hostmsg_recv(sock[1], &type, &body, NULL, NULL), -EAGAIN,
+               "every refused datagram was consumed");
+        free(filler);
+}
+
+/* The largest START there can be: HOSTMSG_MAX_EXEC_BYTES of strings that
+ * JSON escapes six times over, sent and received whole; a byte more is
+ * refused by hostmsg_start_check (and by the decoder) with the bound
+ * named. */
+static void test_start_bounds(void)
+{
+        /* All but one string's share in env entries; the program the rest. */
+        size_t nenv = HOSTMSG_MAX_EXEC_BYTES / (HOSTMSG_MAX_STRING + 1) - 1;
+        size_t rest = HOSTMSG_MAX_EXEC_BYTES - nenv * (HOSTMSG_MAX_STRING + 1);
+        char **env = calloc(nenv + 2, sizeof(char *));
+        char *argv[] = {NULL, NULL};
+        struct hostmsg_start m = {.kernel = false, .env = env, .argv = argv}, back;
+        char why[512];
+        json_t *body;
+
+        memcpy(m.id, kid, sizeof(kid));
+        memcpy(m.sandbox_id, sid, sizeof(sid));
+        for (size_t i = 0; i < nenv; i++) {
+                env[i] = malloc(HOSTMSG_MAX_STRING + 1);
+                memset(env[i], 1, HOSTMSG_MAX_STRING); /* "\u0001" in JSON */
+                env[i][0] = 'A';
+                env[i][1] = '=';
+                env[i][HOSTMSG_MAX_STRING] = '\0';
+        }
+        /* The program takes the rest, its NUL included. */
+        argv[0] = malloc(rest);
+        memset(argv[0], 1, rest - 1);
+        argv[0][rest - 1] = '\0';
+        is_int(hostmsg_start_check(&m, why, sizeof(why)), 0,
+               "HOSTMSG_MAX_EXEC_BYTES exactly, strings of HOSTMSG_MAX_STRING: within bounds");
+        body = transfer(HOSTMSG_START, hostmsg_start_encode(&m), "the largest START");
+        is_int(hostmsg_start_decode(body, &back), 0, "the largest START decodes");
+        is_uint(strv_length(back.env), nenv, "with every env entry");
+        ok(back.argv && strlen(back.argv[0]) == rest - 1, "and its whole program");
+        hostmsg_start_clear(&back);
+        json_decref(body);
+
+        /* A few bytes more in all: one more entry, "B=" and its NUL. */
+        env[nenv] = (char *)"B=";
+        is_int(hostmsg_start_check(&m, why, sizeof(why)), -E2BIG,
+               "3 bytes past HOSTMSG_MAX_EXEC_BYTES: -E2BIG");
+        ok(strstr(why, "1048576") != NULL, "naming the bound: %s", why);
+        body = hostmsg_start_encode(&m);
+        is_int(hostmsg_start_decode(body, &back), -EBADMSG, "and the decoder refuses it");
+        json_decref(body);
+
+        /* One string past MAX_ARG_STRLEN. */
+        free(argv[0]);
+        argv[0] = malloc(HOSTMSG_MAX_STRING + 2);
+        memset(argv[0], 'p', HOSTMSG_MAX_STRING + 1);
+        argv[0][HOSTMSG_MAX_STRING + 1] = '\0';
+        for (size_t i = 0; i < nenv; i++)
+                free(env[i]);
+        env[0] = NULL;
+        is_int(hostmsg_start_check(&m, why, sizeof(why)), -E2BIG,
+               "a program of HOSTMSG_MAX_STRING + 1 bytes: -E2BIG");
+        ok(strstr(why, "131071") && strstr(why, "MAX_ARG_STRLEN"), "naming the bound: %s", why);
+        free(argv[0]);
+
+        argv[0] = (char *)"/bin/true";
+        env[0] = (char *)"NOEQUALS";
+        is_int(hostmsg_start_check(&m, why, sizeof(why)), -EINVAL,
+               "an env entry without '=': -EINVAL");
+        env[0] = NULL;
+        snprintf(m.cwd, sizeof(m.cwd), "relative");
+        is_int(hostmsg_start_check(&m, why, sizeof(why)), -EINVAL, "a relative cwd: -EINVAL");
+        m.cwd[0] = '\0';
+        argv[0] = NULL;
+        is_int(hostmsg_start_check(&m, why, sizeof(why)), -EINVAL, "no program: -EINVAL");
+        argv[0] = (char *)"/bin/true";
+        m.env = NULL;
+        is_int(hostmsg_start_check(&m, NULL, 0), 0, "no env at all is an empty one");
+        free(env);
+}
+
+static void test_request_id(void)
+{
+        char id[JP_UUID_SIZE];
+        json_t *body = json_pack("{s:s, s:s, s:i}", "id", kid, "sandbox_id", "nope", "x", 1);
+
+        is_int(hostmsg_request_id(body, "id", id), 0, "a refused request's id is read");
+        is_str(id, kid, "whole");
+        is_int(hostmsg_request_id(body, "sandbox_id", id), -EBADMSG,
+               "an id that is no UUID is not answered");
+        is_int(hostmsg_request_id(body, "missing", id), -EBADMSG, "nor a missing one");
+        json_decref(body);
 }
 
 /* Sets member (or "limits.<name>") of body to value, or deletes it when
@@ -844,11 +1087,11 @@ static void test_sandbox_validation(void)
         sandbox_expect(-EBADMSG, "ro_paths", json_pack("[o]", long_path(PATH_MAX)),
                        "ro_paths entry of PATH_MAX bytes");
         many = json_array();
-        for (int i = 0; i < HOSTMSG_MAX_ARGS; i++)
+        for (int i = 0; i < HOSTMSG_MAX_RO_PATHS; i++)
                 json_array_append_new(many, json_string("/usr"));
-        sandbox_expect(0, "ro_paths", many, "ro_paths of HOSTMSG_MAX_ARGS entries");
+        sandbox_expect(0, "ro_paths", many, "ro_paths of HOSTMSG_MAX_RO_PATHS entries");
         many = json_array();
-        for (int i = 0; i < HOSTMSG_MAX_ARGS + 1; i++)
+        for (int i = 0; i < HOSTMSG_MAX_RO_PATHS + 1; i++)
                 json_array_append_new(many, json_string("/usr"));
         sandbox_expect(-EBADMSG, "ro_paths", many, "ro_paths one entry too many");
 
@@ -1207,6 +1450,9 @@ int main(void)
         test_replies();
         test_fds();
         test_transport();
+        test_memfd_transport();
+        test_start_bounds();
+        test_request_id();
         test_sandbox_validation();
         test_start_validation();
         test_reply_validation();
