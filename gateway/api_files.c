@@ -96,7 +96,7 @@ bool api_files_prepare(struct http_request *r)
                 http_reply_error(r, 400, "PUT needs a file's path");
                 return true;
         }
-        rc = upload_start(r, sb, FILES_USER, path, false, err, sizeof(err));
+        rc = upload_start(r, sb, FILES_USER, path, false, NULL, err, sizeof(err));
         if (rc < 0)
                 http_reply_error(r, files_http_status(rc), "Cannot write %s: %s", err,
                                  strerror(-rc));

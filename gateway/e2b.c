@@ -28,7 +28,10 @@
 #include <strings.h>
 #include <time.h>
 
-#define E2B_ENVD_VERSION "0.5.6" /* multipart uploads; see docs/e2b-protocol.md §7 */
+/* The envd whose features are served (docs/e2b-protocol.md §7): octet-stream
+ * and gzip uploads (0.5.7), file metadata (0.6.2), watch events with their
+ * entry (0.6.3), allowNetworkMounts (0.6.4). */
+#define E2B_ENVD_VERSION "0.6.4"
 #define DEFAULT_TEMPLATE "code-interpreter-v1"
 #define MAX_METADATA     64
 #define MAX_CONTEXTS     16

@@ -19,6 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+/* envd's metadata headers: X-Metadata-<key> (libwebsockets keeps names in
+ * lower case). */
+#define METADATA_HEADER "x-metadata-"
 
 /* ---- Connect framing ------------------------------------------------------ */
 
@@ -260,7 +267,9 @@ static void filesystem_rpc(struct http_request *r, struct e2b_sandbox *s, const 
                 if (rc == 0 && files_stat(sb, who, other, &result) == 0)
                         result = json_pack("{s:o}", "entry", result);
         } else {
+                /* A path already gone is removed, as envd's os.RemoveAll. */
                 rc = files_remove(sb, who, full);
+                rc = rc == -ENOENT ? 0 : rc;
                 result = json_object();
         }
         if (rc < 0)
@@ -286,25 +295,122 @@ static int envd_status(int error)
         return error == -ENOSPC || error == -EDQUOT ? 507 : files_http_status(error);
 }
 
+/* One X-Metadata-<key> header into the metadata being read, checked as
+ * envd checks it: a key and a value of printable ASCII, at most
+ * FILES_METADATA_MAX bytes in all with the attributes' prefix. */
+struct metadata_reading {
+        json_t *metadata;
+        size_t total;
+        char err[256];
+};
+
+static bool printable(const char *s)
+{
+        for (; *s; s++) {
+                if (*s < 0x20 || *s > 0x7e)
+                        return false;
+        }
+        return true;
+}
+
+static int metadata_header(const char *name, const char *value, void *arg)
+{
+        struct metadata_reading *m = arg;
+        const char *key = name + strlen(METADATA_HEADER);
+
+        if (!*key)
+                return 0; /* "X-Metadata-" alone names nothing: skipped, as envd does */
+        m->total += strlen(FILES_METADATA_PREFIX) + strlen(key) + strlen(value);
+        if (strlen(FILES_METADATA_PREFIX) + strlen(key) > XATTR_NAME_MAX)
+                snprintf(m->err, sizeof(m->err), "metadata key '%.64s...' is longer than %d bytes",
+                         key, (int)(XATTR_NAME_MAX - strlen(FILES_METADATA_PREFIX)));
+        else if (!printable(key) || !printable(value))
+                snprintf(m->err, sizeof(m->err),
+                         "metadata '%.64s' has a byte that is not printable ASCII", key);
+        else if (m->total > FILES_METADATA_MAX)
+                snprintf(m->err, sizeof(m->err), "metadata is larger than %d bytes",
+                         FILES_METADATA_MAX);
+        else if (json_object_set_new(m->metadata, key, json_string(value)) < 0)
+                snprintf(m->err, sizeof(m->err), "out of memory");
+        return m->err[0] ? -EINVAL : 0;
+}
+
+/* The body's encoding: none, identity or gzip (envd's); -EINVAL for
+ * another. */
+static int body_encoding(struct http_request *r, bool *gzip, char *err, size_t errlen)
+{
+        char value[64] = "";
+
+        *gzip = false;
+        if (lws_hdr_total_length(r->wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING) <= 0)
+                return 0;
+        if (lws_hdr_copy(r->wsi, value, sizeof(value), WSI_TOKEN_HTTP_CONTENT_ENCODING) < 0)
+                value[0] = '?';
+        if (strcasecmp(value, "gzip") == 0 || strcasecmp(value, "identity") == 0) {
+                *gzip = strcasecmp(value, "gzip") == 0;
+                return 0;
+        }
+        snprintf(err, errlen, "unsupported Content-Encoding: %.32s, supported: [gzip identity]",
+                 value);
+        return -EINVAL;
+}
+
 bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *route)
 {
         char path[PATH_MAX], content_type[128] = "", err[PATH_MAX];
+        struct metadata_reading m = {.metadata = json_object()};
+        struct upload_options opts = {.metadata = m.metadata};
         enum files_user who;
         int rc;
 
         if (strcmp(route, "files") != 0 || r->method != HTTP_POST)
-                return false;
+                goto out;
         if (envd_user_of(r, s, &who, err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "%s", err);
-                return true;
+                goto out;
+        }
+        /* Every upload sets the whole of its files' metadata: none given
+         * clears what an earlier upload left (envd's WriteMetadata). */
+        rc = m.metadata ? http_custom_headers(r, METADATA_HEADER, metadata_header, &m) : -ENOMEM;
+        if (rc < 0) {
+                e2b_reply_error(r, rc == -ENOMEM ? 500 : 400, "invalid metadata: %s",
+                                m.err[0] ? m.err : "out of memory");
+                goto out;
+        }
+        if (body_encoding(r, &opts.gzip, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                goto out;
         }
         lws_hdr_copy(r->wsi, content_type, sizeof(content_type), WSI_TOKEN_HTTP_CONTENT_TYPE);
         rc = upload_start(r, e2b_box(s), who, query_path(r, path, sizeof(path)) ? path : NULL,
-                          strncmp(content_type, "multipart/", 10) == 0, err, sizeof(err));
+                          strncmp(content_type, "multipart/", 10) == 0, &opts, err, sizeof(err));
         if (rc < 0)
                 e2b_reply_error(r, rc == -EINVAL ? 400 : envd_status(rc), "cannot write %s: %s",
                                 err, strerror(-rc));
-        return true;
+out:
+        json_decref(m.metadata);
+        return strcmp(route, "files") == 0 && r->method == HTTP_POST;
+}
+
+/* A file whose size says nothing (a /proc file: 0) is read to its end,
+ * within FILES_UNSIZED_MAX; fd is taken over. */
+static void reply_unsized(struct http_request *r, int fd, const char *path)
+{
+        char *data;
+        size_t len;
+        int rc = files_read_all(fd, FILES_UNSIZED_MAX, &data, &len);
+
+        close(fd);
+        if (rc == -EFBIG)
+                e2b_reply_error(r, 413,
+                                "path '%s' has no size and gives more than %d bytes: read it "
+                                "with a command",
+                                path, FILES_UNSIZED_MAX);
+        else if (rc < 0)
+                e2b_reply_error(r, envd_status(rc), "path '%s': %s", path, strerror(-rc));
+        else
+                http_reply_bytes(r, 200, "application/octet-stream", data ? data : "", len);
+        free(data);
 }
 
 static void files_route(struct http_request *r, struct e2b_sandbox *s)
@@ -342,8 +448,12 @@ static void files_route(struct http_request *r, struct e2b_sandbox *s)
         rc = files_open_read(e2b_box(s), who, path, &fd, &st);
         if (rc == -EISDIR)
                 e2b_reply_error(r, 400, "path '%s' is a directory", path);
+        else if (rc == -ENOENT)
+                e2b_reply_error(r, 404, "path '%s' does not exist", path);
         else if (rc < 0)
                 e2b_reply_error(r, envd_status(rc), "path '%s': %s", path, strerror(-rc));
+        else if (files_size_unknown(fd, &st))
+                reply_unsized(r, fd, path);
         else
                 http_reply_fd(r, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
 }

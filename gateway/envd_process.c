@@ -454,7 +454,9 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         }
         start.env = env;
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
-        snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
+        /* A relative cwd is below the home, as envd resolves it. */
+        if (!cwd || files_normalize(cwd, start.cwd, sizeof(start.cwd)) < 0)
+                start.cwd[0] = '\0';
         start.as_root = who == FILES_ROOT;
         /* The totals, with the sandbox's envVars in. */
         rc = hostmsg_start_check(&start, message, sizeof(message));

@@ -139,6 +139,13 @@ static struct watcher *watcher_new(struct http_request *r, struct e2b_sandbox *s
         char path[PATH_MAX], message[PATH_MAX + 128];
         const char *given = json_string_value(json_object_get(req, "path"));
         json_t *recursive = json_object_get(req, "recursive");
+        /* Protobuf's JSON takes a field by either of its names. */
+        json_t *with_entry = json_object_get(req, "includeEntry")
+                                 ? json_object_get(req, "includeEntry")
+                                 : json_object_get(req, "include_entry");
+        json_t *network_mounts = json_object_get(req, "allowNetworkMounts")
+                                     ? json_object_get(req, "allowNetworkMounts")
+                                     : json_object_get(req, "allow_network_mounts");
         enum files_user who;
         struct watcher *w;
         int rc;
@@ -151,10 +158,15 @@ static struct watcher *watcher_new(struct http_request *r, struct e2b_sandbox *s
                 envd_error(r, stream, -EINVAL, "%s", message);
                 return NULL;
         }
+        /* allowNetworkMounts lifts envd's refusal of NFS, SMB and FUSE
+         * directories; a sandbox can mount none, so it changes nothing. */
         if (!given || files_normalize(given, path, sizeof(path)) < 0 ||
-            (recursive && !json_is_boolean(recursive))) {
+            (recursive && !json_is_boolean(recursive)) ||
+            (with_entry && !json_is_boolean(with_entry)) ||
+            (network_mounts && !json_is_boolean(network_mounts))) {
                 envd_error(r, stream, -EINVAL,
-                                   "path must be a directory's path, recursive a boolean");
+                           "path must be a directory's path; recursive, includeEntry and "
+                           "allowNetworkMounts booleans");
                 return NULL;
         }
         w = calloc(1, sizeof(*w));
@@ -163,8 +175,8 @@ static struct watcher *watcher_new(struct http_request *r, struct e2b_sandbox *s
                 envd_error(r, stream, -ENOMEM, "out of memory");
                 return NULL;
         }
-        rc = watch_new(e2b_box(s), who, path, json_is_true(recursive), on_events, w, &w->watch,
-                       message, sizeof(message));
+        rc = watch_new(e2b_box(s), who, path, json_is_true(recursive), json_is_true(with_entry),
+                       on_events, w, &w->watch, message, sizeof(message));
         if (rc < 0) {
                 free(w);
                 if (rc == -ENOENT)

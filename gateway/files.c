@@ -12,14 +12,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <linux/magic.h>
 #include <sys/prctl.h>
+#include <sys/statfs.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_LIST_ENTRIES 100000
+#define MAX_SYMLINK_HOPS 40 /* Linux's own limit (MAXSYMLINKS) */
+/* Attributes a file may list (the kernel's XATTR_LIST_MAX): what code in
+ * the sandbox set on it beyond that is not read. */
+#define MAX_XATTR_LIST 65536
 
 /* File operations run as whom they act for (the sandbox's user or its
  * root): with its effective ids, so that permission checks are those that
@@ -270,7 +276,10 @@ static int files_open_write_inside(const struct sandbox *sb, enum files_user who
         }
         if (f < 0)
                 return f;
-        if (ftruncate(f, 0) < 0 || (created && fchown(f, uid, gid) < 0)) {
+        /* A file just made is empty: truncating it would only add an
+         * event to its watchers (E2B's envd gives three for a new file:
+         * create, chmod, write). */
+        if ((!created && ftruncate(f, 0) < 0) || (created && fchown(f, uid, gid) < 0)) {
                 rc = -errno;
                 close(f);
                 return rc;
@@ -351,46 +360,165 @@ static void permission_string(mode_t mode, bool symlink, char out[11])
         out[10] = '\0';
 }
 
+/* The E2B metadata of the file fd refers to (any descriptor, O_PATH
+ * included): its user.e2b.* attributes as {key: value}, or NULL when it
+ * has none. Read through /proc/self/fd, as the caller acts (a user.*
+ * attribute needs read permission on the file), so that no name the
+ * sandbox controls is resolved. Code in the sandbox may set any bytes:
+ * what is not UTF-8, or goes past FILES_METADATA_MAX with what came before,
+ * is left out. */
+static json_t *metadata_of(int fd)
+{
+        static char names[MAX_XATTR_LIST];
+        char self[64], value[FILES_METADATA_MAX + 1];
+        json_t *metadata = NULL;
+        size_t used = 0;
+        ssize_t n;
+
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+        n = listxattr(self, names, sizeof(names));
+        for (ssize_t at = 0; n > 0 && at < n; at += (ssize_t)strlen(names + at) + 1) {
+                const char *name = names + at, *key = name + strlen(FILES_METADATA_PREFIX);
+                ssize_t len;
+                json_t *v;
+
+                if (strncmp(name, FILES_METADATA_PREFIX, strlen(FILES_METADATA_PREFIX)) != 0 ||
+                    !*key)
+                        continue;
+                len = getxattr(self, name, value, sizeof(value) - 1);
+                if (len < 0 || used + strlen(name) + (size_t)len > FILES_METADATA_MAX)
+                        continue;
+                v = json_stringn(value, (size_t)len);
+                if (!v)
+                        continue; /* not UTF-8 */
+                if (!metadata)
+                        metadata = json_object();
+                if (!metadata || json_object_set_new(metadata, key, v) < 0) {
+                        json_decref(v);
+                        continue;
+                }
+                used += strlen(name) + (size_t)len;
+        }
+        return metadata;
+}
+
+/* What path (absolute, inside the sandbox) names once every symlink in it
+ * is followed, as an absolute path inside the sandbox: E2B reports that as
+ * a symlink's target. Each step is looked at inside the sandbox, a
+ * component at a time; -ELOOP past MAX_SYMLINK_HOPS links. */
+static int resolve_inside(const struct sandbox *sb, const char *path, char *out, size_t size)
+{
+        char todo[PATH_MAX], target[PATH_MAX], next[PATH_MAX];
+        unsigned hops = 0;
+        int rc = 0;
+
+        if (snprintf(todo, sizeof(todo), "%s", path) >= (int)sizeof(todo) || size < 2)
+                return -ENAMETOOLONG;
+        snprintf(out, size, "/");
+        for (const char *p = todo; rc == 0 && *p;) {
+                size_t n, olen = strlen(out);
+                struct stat st;
+                ssize_t len;
+                int dir;
+
+                while (*p == '/')
+                        p++;
+                n = strcspn(p, "/");
+                if (n == 0 || (n == 1 && p[0] == '.')) {
+                        p += n;
+                        continue;
+                }
+                if (n == 2 && p[0] == '.' && p[1] == '.') {
+                        /* Above the root is the root, as inside. */
+                        char *slash = strrchr(out, '/');
+
+                        slash[slash == out ? 1 : 0] = '\0';
+                        p += n;
+                        continue;
+                }
+                if (n > NAME_MAX || olen + 1 + n >= size)
+                        return -ENAMETOOLONG;
+                dir = open_in(sb, out, O_PATH | O_DIRECTORY, 0);
+                if (dir < 0)
+                        return dir;
+                snprintf(next, sizeof(next), "%.*s", (int)n, p);
+                p += n;
+                if (fstatat(dir, next, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        rc = -errno;
+                } else if (!S_ISLNK(st.st_mode)) {
+                        snprintf(out + olen, size - olen, "%s%s", olen > 1 ? "/" : "", next);
+                } else if (++hops > MAX_SYMLINK_HOPS) {
+                        rc = -ELOOP;
+                } else {
+                        /* The link's text, then what was left of the path. */
+                        len = readlinkat(dir, next, target, sizeof(target) - 1);
+                        target[len < 0 ? 0 : len] = '\0';
+                        if (len < 0)
+                                rc = -errno;
+                        else if (snprintf(next, sizeof(next), "%s/%s", target, p) >=
+                                 (int)sizeof(next))
+                                rc = -ENAMETOOLONG;
+                        snprintf(todo, sizeof(todo), "%s", next);
+                        p = todo;
+                        if (target[0] == '/')
+                                snprintf(out, size, "/");
+                }
+                close(dir);
+        }
+        return rc;
+}
+
+/* E2B's EntryInfo of name in dir (path is its absolute path inside). A
+ * symlink has its target's type and permission bits, and its target as
+ * E2B gives it: the absolute path it resolves to, inside only (or path
+ * itself when it cannot be resolved); its metadata is its target's. */
 static json_t *entry_info(const struct sandbox *sb, int dir, const char *name, const char *path)
 {
         char perms[11], size[32], when[40], target[PATH_MAX];
         struct stat st, followed;
+        mode_t bits, kind;
         struct tm tm;
         const char *type;
+        json_t *e, *metadata;
         bool symlink;
-        json_t *e;
-        ssize_t n = -1;
+        int fd;
 
         if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return NULL;
         symlink = S_ISLNK(st.st_mode);
+        bits = st.st_mode & 0777;
+        kind = st.st_mode & S_IFMT;
         if (symlink) {
-                /* A symlink has its target's type, resolved inside only. */
-                int t = open_in(sb, path, O_PATH, 0);
-
-                n = readlinkat(dir, name, target, sizeof(target) - 1);
-                if (n >= 0)
-                        target[n] = '\0';
-                if (t >= 0 && fstat(t, &followed) == 0)
-                        st.st_mode = (st.st_mode & 07777) | (followed.st_mode & S_IFMT);
-                if (t >= 0)
-                        close(t);
+                fd = open_in(sb, path, O_PATH, 0);
+                if (resolve_inside(sb, path, target, sizeof(target)) < 0)
+                        snprintf(target, sizeof(target), "%s", path);
+                if (fd >= 0 && fstat(fd, &followed) == 0) {
+                        bits = followed.st_mode & 0777;
+                        kind = followed.st_mode & S_IFMT;
+                }
+        } else {
+                fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         }
-        type = S_ISDIR(st.st_mode) ? "FILE_TYPE_DIRECTORY"
-               : S_ISLNK(st.st_mode) ? "FILE_TYPE_SYMLINK"
-                                     : "FILE_TYPE_FILE";
-        permission_string(st.st_mode, symlink, perms);
+        type = S_ISDIR(kind) ? "FILE_TYPE_DIRECTORY"
+               : S_ISLNK(kind) ? "FILE_TYPE_SYMLINK"
+                               : "FILE_TYPE_FILE";
+        permission_string(kind | (st.st_mode & 0777), symlink, perms);
         snprintf(size, sizeof(size), "%lld", (long long)st.st_size);
         gmtime_r(&st.st_mtim.tv_sec, &tm);
-        n = symlink ? n : -1;
         snprintf(when + strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm), 16, ".%09ldZ",
                  st.st_mtim.tv_nsec);
         e = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", name, "type", type,
-                      "path", path, "size", size, "mode", (int)(st.st_mode & 0777), "permissions",
-                      perms, "owner", st.st_uid == sb->user_uid ? "user" : "root", "group",
+                      "path", path, "size", size, "mode", (int)bits, "permissions", perms,
+                      "owner", st.st_uid == sb->user_uid ? "user" : "root", "group",
                       st.st_gid == sb->user_gid ? "user" : "root", "modifiedTime", when);
-        if (e && n >= 0)
+        if (e && symlink)
                 json_object_set_new(e, "symlinkTarget", json_string(target));
+        metadata = fd >= 0 ? metadata_of(fd) : NULL;
+        if (e && metadata)
+                json_object_set(e, "metadata", metadata);
+        json_decref(metadata);
+        if (fd >= 0)
+                close(fd);
         return e;
 }
 
@@ -415,16 +543,13 @@ static int files_stat_inside(const struct sandbox *sb, const char *path, json_t 
         return *entry ? 0 : -ENOENT;
 }
 
+/* By name, byte by byte: the order of E2B's envd (Go's filepath.WalkDir). */
 static int compare_entries(const void *a, const void *b)
 {
         json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-        bool xd = strcmp(json_string_value(json_object_get(x, "type")), "FILE_TYPE_DIRECTORY") == 0;
-        bool yd = strcmp(json_string_value(json_object_get(y, "type")), "FILE_TYPE_DIRECTORY") == 0;
 
-        if (xd != yd)
-                return xd ? -1 : 1;
-        return strcasecmp(json_string_value(json_object_get(x, "name")),
-                          json_string_value(json_object_get(y, "name")));
+        return strcmp(json_string_value(json_object_get(x, "name")),
+                      json_string_value(json_object_get(y, "name")));
 }
 
 static int list_into(const struct sandbox *sb, const char *path, unsigned depth, json_t *out)
@@ -514,6 +639,110 @@ int files_open_write(const struct sandbox *sb, enum files_user who, const char *
         int rc = files_open_write_inside(sb, who, path, fd);
 
         become_self(saved);
+        return rc;
+}
+
+/* Through the descriptor only: the file was opened inside, as who. */
+static int write_metadata_at(int fd, json_t *metadata)
+{
+        static char names[MAX_XATTR_LIST];
+        char name[XATTR_NAME_MAX + 1];
+        ssize_t n = flistxattr(fd, names, sizeof(names));
+        const char *key;
+        json_t *v;
+
+        if (n < 0 && errno != ERANGE)
+                return -errno;
+        /* What is not in metadata goes: an upload replaces the whole set. */
+        for (ssize_t at = 0; n > 0 && at < n; at += (ssize_t)strlen(names + at) + 1) {
+                const char *old = names + at;
+
+                if (strncmp(old, FILES_METADATA_PREFIX, strlen(FILES_METADATA_PREFIX)) == 0 &&
+                    !json_object_get(metadata, old + strlen(FILES_METADATA_PREFIX)) &&
+                    fremovexattr(fd, old) < 0 && errno != ENODATA)
+                        return -errno;
+        }
+        json_object_foreach(metadata, key, v) {
+                const char *value = json_string_value(v);
+
+                if ((size_t)snprintf(name, sizeof(name), FILES_METADATA_PREFIX "%s", key) >=
+                        sizeof(name) ||
+                    !value)
+                        return -EINVAL;
+                if (fsetxattr(fd, name, value, strlen(value), 0) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+int files_write_metadata(const struct sandbox *sb, enum files_user who, int fd, json_t *metadata,
+                         json_t **persisted)
+{
+        struct as_user saved = become_user(sb, who);
+        int rc = write_metadata_at(fd, metadata);
+
+        if (persisted)
+                *persisted = metadata_of(fd);
+        become_self(saved);
+        return rc;
+}
+
+bool files_size_unknown(int fd, const struct stat *st)
+{
+        struct statfs fs;
+
+        if (st->st_size == 0)
+                return true;
+        return fstatfs(fd, &fs) == 0 &&
+               (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+}
+
+int files_read_all(int fd, size_t max, char **data, size_t *len)
+{
+        size_t cap = 0, used = 0;
+        char *buf = NULL;
+        int rc = 0;
+
+        for (;;) {
+                ssize_t n;
+
+                if (used == cap) {
+                        /* One byte past max says there is more. */
+                        size_t want = cap ? cap * 2 : 64 * 1024;
+                        char *grown;
+
+                        if (want > max + 1)
+                                want = max + 1;
+                        grown = want > cap ? realloc(buf, want) : NULL;
+                        if (!grown) {
+                                rc = want > cap ? -ENOMEM : -EFBIG;
+                                break;
+                        }
+                        buf = grown;
+                        cap = want;
+                }
+                n = read(fd, buf + used, cap - used);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        rc = -errno;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                used += (size_t)n;
+                if (used > max) {
+                        rc = -EFBIG;
+                        break;
+                }
+        }
+        if (rc < 0) {
+                free(buf);
+                buf = NULL;
+                used = 0;
+        }
+        *data = buf;
+        *len = used;
         return rc;
 }
 

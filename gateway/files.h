@@ -16,6 +16,15 @@
 
 #define FILES_HOME "/home/user"
 
+/* E2B's file metadata: user.e2b.<key> extended attributes. At most
+ * FILES_METADATA_MAX bytes of names (with the prefix) and values on one
+ * file, E2B's own bound (ext4 keeps a file's attributes in one block). */
+#define FILES_METADATA_PREFIX "user.e2b."
+#define FILES_METADATA_MAX    4096
+/* A file whose size says nothing of its content (procfs, sysfs) is read
+ * to its end, at most this much. */
+#define FILES_UNSIZED_MAX (16 * 1024 * 1024)
+
 /* Whom a file operation acts as: the sandbox's user, or its own root (uid
  * 0 of its user namespace, which may read and write every file of the
  * sandbox, as root inside does; never host root). What is created belongs
@@ -37,16 +46,32 @@ int files_open_read(const struct sandbox *sb, enum files_user who, const char *p
 /* Creates or truncates path for writing, with any missing parent
  * directories, all owned by who. */
 int files_open_write(const struct sandbox *sb, enum files_user who, const char *path, int *fd);
+/* Replaces the metadata of the file open as fd (files_open_write's) with
+ * metadata ({key: value}, checked by the caller; empty: none), acting as
+ * who, through the descriptor. *persisted, when given, gets what the file
+ * then holds (NULL: none). A filesystem without user attributes (tmpfs
+ * before Linux 6.6) gives -EOPNOTSUPP, the file written all the same. */
+int files_write_metadata(const struct sandbox *sb, enum files_user who, int fd, json_t *metadata,
+                         json_t **persisted);
+/* Whether the file open as fd has a stat size that says nothing of its
+ * content (procfs gives 0, sysfs a page): such a file is read to its end
+ * with files_read_all instead. */
+bool files_size_unknown(int fd, const struct stat *st);
+/* Reads fd to its end into a new buffer *data (the caller frees it), at
+ * most max bytes: -EFBIG when there are more. */
+int files_read_all(int fd, size_t max, char **data, size_t *len);
 /* -EEXIST when it exists. Parents are created. */
 int files_mkdir(const struct sandbox *sb, enum files_user who, const char *path);
 /* Removes a file, or a directory with everything in it. */
 int files_remove(const struct sandbox *sb, enum files_user who, const char *path);
 int files_rename(const struct sandbox *sb, enum files_user who, const char *from, const char *to);
 
-/* E2B's EntryInfo of path (type, size, mode, permissions, owner, times). */
+/* E2B's EntryInfo of path (type, size, mode, permissions, owner, times,
+ * symlinkTarget, metadata). */
 int files_stat(const struct sandbox *sb, enum files_user who, const char *path, json_t **entry);
-/* The entries below the directory path, depth levels deep, directories
- * first; -ENOTDIR when it is not a directory. */
+/* The entries below the directory path, depth levels deep, by name,
+ * each followed by its own when a directory; -ENOTDIR when it is not a
+ * directory. */
 int files_list(const struct sandbox *sb, enum files_user who, const char *path, unsigned depth,
                json_t **entries);
 

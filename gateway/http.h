@@ -107,6 +107,13 @@ void http_log_refused_host(const char *name);
 bool http_authorized(struct lws *wsi);
 /* The same for a key found elsewhere (E2B's X-API-Key). */
 bool http_authorized_key(const char *key, size_t len);
+/* A request header of a name not known in advance: name in lower case
+ * without its ':'. A non-zero return stops the walk and is returned. */
+typedef int (*http_header_fn)(const char *name, const char *value, void *arg);
+/* Calls fn for each header of r whose name begins with prefix (lower
+ * case, e.g. "x-metadata-"), once per name (the first value). 0, fn's
+ * non-zero return, or -ENOMEM. */
+int http_custom_headers(struct http_request *r, const char *prefix, http_header_fn fn, void *arg);
 /* Copies the request path below the base URL into out (no leading '/').
  * -ENOENT when the path is outside the base URL. */
 int http_route_path(struct lws *wsi, char *out, size_t size);

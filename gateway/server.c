@@ -214,7 +214,7 @@ struct lws_context *server_create(const struct config *cfg)
         info.gid = (gid_t)-1;
         info.uid = (uid_t)-1;
         info.server_string = "glovebox";
-        info.max_http_header_data = 16 * 1024;
+        info.max_http_header_data = SERVER_MAX_HEADER_DATA;
         /* Requests that wait for a kernel hold a header table until they are
          * answered; allow many at once. */
         info.max_http_header_pool = 4096;

@@ -34,7 +34,8 @@ struct watch {
         enum files_user who;
         char root[PATH_MAX];
         bool recursive;
-        int fd; /* its inotify instance */
+        bool with_entry; /* events carry the entry's EntryInfo */
+        int fd;          /* its inotify instance */
         struct loop_watch *readable;
         struct watched_dir *dirs;
         size_t ndirs, cap;
@@ -93,12 +94,25 @@ static void note_dropped(struct watch *w);
 
 static void push(struct watch *w, const char *name, const char *type)
 {
+        char path[PATH_MAX];
+        json_t *event, *entry = NULL;
+
         note_dropped(w);
         if (json_array_size(w->queue) >= (size_t)cfg()->watch_queue_events) {
                 w->dropped++;
                 return;
         }
-        json_array_append_new(w->queue, json_pack("{s:s, s:s}", "name", name, "type", type));
+        event = json_pack("{s:s, s:s}", "name", name, "type", type);
+        /* Best effort, as envd's: a path gone (or replaced) by now has
+         * none. A remove or rename names what is no longer there. */
+        if (event && w->with_entry && strcmp(type, "EVENT_TYPE_REMOVE") != 0 &&
+            strcmp(type, "EVENT_TYPE_RENAME") != 0 &&
+            (size_t)snprintf(path, sizeof(path), "%s/%s", strcmp(w->root, "/") ? w->root : "",
+                             name) < sizeof(path) &&
+            files_stat(w->sb, w->who, path, &entry) == 0)
+                json_object_set_new(event, "entry", entry);
+        if (event)
+                json_array_append_new(w->queue, event);
 }
 
 /* An in-band notice: an event of no type, its name the message. It takes
@@ -342,7 +356,8 @@ static void on_readable(void *arg)
 }
 
 int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool recursive,
-              watch_notify_fn notify, void *arg, struct watch **out, char *err, size_t errlen)
+              bool with_entry, watch_notify_fn notify, void *arg, struct watch **out, char *err,
+              size_t errlen)
 {
         struct watch *w = NULL;
         int rc;
@@ -368,6 +383,7 @@ int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool re
         w->sb = sandbox_ref(sb);
         w->who = who;
         w->recursive = recursive;
+        w->with_entry = with_entry;
         w->notify = notify;
         w->arg = arg;
         snprintf(w->root, sizeof(w->root), "%s", path);

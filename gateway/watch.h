@@ -24,15 +24,19 @@ struct watch;
 typedef void (*watch_notify_fn)(void *arg);
 
 /* Watches the directory path (normalized, absolute inside the sandbox) of
- * sb as who; recursive: its subdirectories too. The watch holds a
+ * sb as who; recursive: its subdirectories too; with_entry: each event of
+ * a path that is still there (create, write, chmod) carries its EntryInfo
+ * (files_stat's, taken as the event is read), as E2B's includeEntry.
+ * The watch holds a
  * reference to sb. 0, or -errno with the reason in err: -ENOENT,
  * -ENOTDIR, -EACCES, -ENOSPC (a limit; err names it). The caller owns *out
  * and ends it with watch_destroy. */
 int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool recursive,
-              watch_notify_fn notify, void *arg, struct watch **out, char *err, size_t errlen);
+              bool with_entry, watch_notify_fn notify, void *arg, struct watch **out, char *err,
+              size_t errlen);
 /* Moves up to max queued events, oldest first, into the array out as E2B's
  * FilesystemEvent ({"name": relative to the watched directory, "type":
- * "EVENT_TYPE_CREATE"...}). Returns how many. */
+ * "EVENT_TYPE_CREATE"..., "entry"?}). Returns how many. */
 size_t watch_take(struct watch *w, json_t *out, size_t max);
 /* Events waiting to be taken. */
 size_t watch_pending(const struct watch *w);

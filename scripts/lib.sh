@@ -5,7 +5,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 
 BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc libzmq3-dev libczmq-dev
- libjansson-dev libwebsockets-dev libseccomp-dev libssl-dev
+ libjansson-dev libwebsockets-dev libseccomp-dev libssl-dev zlib1g-dev
  python3-dev"
 # What kernels import: ipykernel, and what E2B's code-interpreter template
 # preinstalls wherever Debian packages it (the README lists them), and
