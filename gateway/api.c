@@ -553,7 +553,7 @@ static void get_status(struct http_request *r)
 
 void api_prepare(struct http_request *r)
 {
-        if (strncmp(r->path, "e2b/", 4) == 0)
+        if (e2b_route(r->path))
                 e2b_prepare(r);
         else
                 api_files_prepare(r);
@@ -563,7 +563,7 @@ void api_handle(struct http_request *r)
 {
         struct route rt;
 
-        if (strncmp(r->path, "e2b/", 4) == 0) {
+        if (e2b_route(r->path)) {
                 e2b_handle(r);
                 return;
         }

@@ -1656,27 +1656,50 @@ static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *
 
 /* ---- routing ---------------------------------------------------------------- */
 
+/* Whether s (found by its id, or by a signature) may take a request now:
+ * running, and its key still there. A sandbox whose key was removed is
+ * reached by admins only, so its token stops working with the key. */
+static bool usable(struct http_request *r, struct e2b_sandbox *s)
+{
+        if (s && s->ready && s->phase != E2B_RUNNING && tenants_exists(s->owner)) {
+                e2b_reply_error(r, 502, "The sandbox is %s: connect to it to resume it",
+                                s->phase == E2B_RESUMING ? "being resumed" : "paused");
+                return false;
+        }
+        if (!s || !s->ready || !tenants_exists(s->owner)) {
+                /* 502 is what E2B answers for a sandbox that is gone; the
+                 * SDK turns it into its "sandbox was killed" error. */
+                e2b_reply_error(r, 502, "The sandbox was not found (killed or timed out)");
+                return false;
+        }
+        return true;
+}
+
+/* Its requests run as its owner: the kernels of its contexts are the
+ * owner's. */
+static void act_as_owner(const struct e2b_sandbox *s)
+{
+        if (!kernels_config()->no_auth) {
+                struct tenant_caller owner = {.admin = false};
+
+                snprintf(owner.name, sizeof(owner.name), "%s", s->owner);
+                tenants_set_caller(&owner);
+        }
+}
+
 struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
 {
         char id[64], token[128];
         struct e2b_sandbox *s;
 
-        /* Found whoever asks: its access token is the credential here. A
-         * sandbox whose key was removed is reached by admins only, so its
-         * token stops working with the key. */
-        if (header(r, "e2b-sandbox-id:", id, sizeof(id)) && (s = find_any(id)) && s->ready &&
-            s->phase != E2B_RUNNING && tenants_exists(s->owner)) {
-                e2b_reply_error(r, 502, "The sandbox is %s: connect to it to resume it",
-                                s->phase == E2B_RESUMING ? "being resumed" : "paused");
-                return NULL;
+        /* Found whoever asks: its access token is the credential here. */
+        if (r->e2b_signed[0]) {
+                s = find_any(r->e2b_signed);
+                return usable(r, s) ? s : NULL;
         }
-        if (!header(r, "e2b-sandbox-id:", id, sizeof(id)) || !(s = find_any(id)) || !s->ready ||
-            !tenants_exists(s->owner)) {
-                /* 502 is what E2B answers for a sandbox that is gone; the
-                 * SDK turns it into its "sandbox was killed" error. */
-                e2b_reply_error(r, 502, "The sandbox was not found (killed or timed out)");
+        s = header(r, "e2b-sandbox-id:", id, sizeof(id)) ? find_any(id) : NULL;
+        if (!usable(r, s))
                 return NULL;
-        }
         if (!kernels_config()->no_auth &&
             !((header(r, "x-access-token:", token, sizeof(token)) ||
                header(r, "e2b-traffic-access-token:", token, sizeof(token))) &&
@@ -1684,15 +1707,34 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
                 e2b_reply_error(r, 401, "Missing or wrong sandbox access token");
                 return NULL;
         }
-        /* Its requests run as its owner: the kernels of its contexts are
-         * the owner's. */
-        if (!kernels_config()->no_auth) {
-                struct tenant_caller owner = {.admin = false};
-
-                snprintf(owner.name, sizeof(owner.name), "%s", s->owner);
-                tenants_set_caller(&owner);
-        }
+        act_as_owner(s);
         return s;
+}
+
+bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg)
+{
+        struct e2b_sandbox *found = NULL;
+        char id[64] = "";
+
+        /* Every running sandbox's token is tried (in constant time each)
+         * unless the request names one: the URL names none. */
+        if (header(r, "e2b-sandbox-id:", id, sizeof(id))) {
+                found = find_any(id);
+                found = found && found->ready && match(found->token, arg) ? found : NULL;
+        }
+        for (struct e2b_sandbox *s = sandboxes; !found && !id[0] && s; s = s->next) {
+                if (s->ready && match(s->token, arg))
+                        found = s;
+        }
+        if (!found) {
+                e2b_reply_error(r, 401, "invalid signature");
+                return false;
+        }
+        if (!usable(r, found))
+                return false;
+        snprintf(r->e2b_signed, sizeof(r->e2b_signed), "%s", found->id);
+        act_as_owner(found);
+        return true;
 }
 
 static bool sandbox_plane(struct http_request *r, char *port, size_t size)
@@ -1700,12 +1742,35 @@ static bool sandbox_plane(struct http_request *r, char *port, size_t size)
         return header(r, "e2b-sandbox-port:", port, size);
 }
 
+bool e2b_route(const char *path)
+{
+        /* Signed file URLs are built on the sandbox URL's origin, without
+         * its path (docs/e2b-protocol.md §4.4). */
+        return strncmp(path, "e2b/", 4) == 0 || strcmp(path, "files") == 0;
+}
+
+/* The route below /e2b ("files" for the signed URLs' /files). */
+static const char *route_of(struct http_request *r)
+{
+        const char *route = strncmp(r->path, "e2b/", 4) == 0 ? r->path + 4 : r->path;
+
+        /* A trailing slash on E2B_SANDBOX_URL makes "//execute". */
+        return route + strspn(route, "/");
+}
+
 bool e2b_admit(struct http_request *r)
 {
         char port[16];
 
+        if (!sandbox_plane(r, port, sizeof(port)) && strcmp(route_of(r), "files") == 0 &&
+            envd_signed(r))
+                return envd_signed_admit(r);
         if (sandbox_plane(r, port, sizeof(port)))
                 return e2b_sandbox_of(r) != NULL;
+        if (strcmp(r->path, "files") == 0) {
+                e2b_reply_error(r, 401, "missing signature query parameter");
+                return false;
+        }
         if (authorized_api(r))
                 return true;
         e2b_reply_error(r, 401, "Invalid API key");
@@ -1714,11 +1779,12 @@ bool e2b_admit(struct http_request *r)
 
 void e2b_prepare(struct http_request *r)
 {
-        const char *route = r->path + 4;
+        const char *route = route_of(r);
         struct e2b_sandbox *s;
         char port[16];
 
-        if (!sandbox_plane(r, port, sizeof(port)) || strcmp(port, E2B_ENVD_PORT) != 0)
+        if (!r->e2b_signed[0] &&
+            (!sandbox_plane(r, port, sizeof(port)) || strcmp(port, E2B_ENVD_PORT) != 0))
                 return;
         s = e2b_sandbox_of(r);
         if (s)
@@ -1727,12 +1793,11 @@ void e2b_prepare(struct http_request *r)
 
 void e2b_handle(struct http_request *r)
 {
-        /* A trailing slash on E2B_SANDBOX_URL makes "//execute". */
-        const char *route = r->path + 4 + strspn(r->path + 4, "/");
+        const char *route = route_of(r);
         struct e2b_sandbox *s;
-        char port[16];
+        char port[16] = E2B_ENVD_PORT;
 
-        if (!sandbox_plane(r, port, sizeof(port))) {
+        if (!r->e2b_signed[0] && !sandbox_plane(r, port, sizeof(port))) {
                 control_plane(r, route);
                 return;
         }

@@ -45,8 +45,12 @@ void e2b_load_paused(void);
 /* Kills every E2B sandbox (at shutdown); paused ones stay on disk. */
 void e2b_shutdown(void);
 
+/* Whether path (below the base URL) is E2B's: below e2b/, or the signed
+ * file URLs' "files". */
+bool e2b_route(const char *path);
 /* For envd.c: the sandbox a sandbox-plane request names, after checking
- * its token; NULL after replying with the error. */
+ * its token (or the one its signature named, at admission); NULL after
+ * replying with the error. */
 struct e2b_sandbox *e2b_sandbox_of(struct http_request *r);
 struct sandbox *e2b_box(struct e2b_sandbox *s);
 /* The tenant whose key created s. */
@@ -61,6 +65,20 @@ json_t *e2b_env(struct e2b_sandbox *s);
 /* Replies with E2B's error body {"code": status, "message"}. */
 void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* Whether a sandbox's access token is the one a signature was made with. */
+typedef bool (*e2b_token_match_fn)(const char *token, void *arg);
+/* For envd_signed.c, at the headers of a signed request: the sandbox the
+ * E2b-Sandbox-Id header names, or without one the running sandbox, whose
+ * token matches; it becomes the request's (r->e2b_signed) and its owner
+ * the caller. false after replying 401 (no sandbox's) or 502. */
+bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg);
+
+/* envd_signed.c: E2B's signed file URLs (download_url, upload_url):
+ * whether r carries a signature, and its admission (the signature, its
+ * path, operation, user and expiry checked as envd checks them). */
+bool envd_signed(struct http_request *r);
+bool envd_signed_admit(struct http_request *r);
 
 /* envd.c: /health, /files, the filesystem and process RPCs. */
 bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *route);

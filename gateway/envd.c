@@ -145,13 +145,16 @@ json_t *envd_parse_request(const char *data, size_t len)
 int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user *who, char *message,
                  size_t size)
 {
-        char value[256], arg[128];
+        char value[256], arg[128] = "";
         const char *name = NULL;
         struct buf decoded;
         int rc = 0;
 
         buf_init(&decoded, 128);
-        if (lws_hdr_copy(r->wsi, value, sizeof(value), WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
+        /* A signed URL acts as the user it was signed for, whatever
+         * Authorization header comes with it. */
+        if (!r->e2b_signed[0] &&
+            lws_hdr_copy(r->wsi, value, sizeof(value), WSI_TOKEN_HTTP_AUTHORIZATION) > 0 &&
             strncasecmp(value, "basic ", 6) == 0) {
                 char nul = '\0';
 
@@ -163,8 +166,12 @@ int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user 
                 }
                 decoded.data[strcspn(decoded.data, ":")] = '\0';
                 name = decoded.data;
+        } else if (http_query_arg(r, "username=", arg, sizeof(arg)) < 0) {
+                snprintf(message, size, "the username parameter is too long");
+                rc = -EINVAL;
+                goto out;
         } else {
-                name = lws_get_urlarg_by_name(r->wsi, "username=", arg, sizeof(arg));
+                name = arg[0] ? arg : NULL;
         }
         rc = files_user_parse(e2b_box(s), name, who);
         if (rc == -EINVAL)
@@ -282,12 +289,13 @@ out:
         json_decref(req);
 }
 
+/* The same argument a signed URL's signature was checked against. */
 static bool query_path(struct http_request *r, char *out, size_t size)
 {
-        char arg[PATH_MAX + 8];
-        const char *path = lws_get_urlarg_by_name(r->wsi, "path=", arg, sizeof(arg));
+        char arg[PATH_MAX + 1];
 
-        return path && files_normalize(path, out, size) == 0;
+        return http_query_arg(r, "path=", arg, sizeof(arg)) == 1 &&
+               files_normalize(arg, out, size) == 0;
 }
 
 static int envd_status(int error)

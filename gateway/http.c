@@ -768,7 +768,7 @@ static bool admit(struct lws *wsi, struct http_request *r)
         }
         /* The E2B routes take the token as E2B's API key, or a sandbox's
          * own access token. */
-        if (strncmp(r->path, "e2b/", 4) == 0 ? !e2b_admit(r) : !http_authorized(wsi)) {
+        if (e2b_route(r->path) ? !e2b_admit(r) : !http_authorized(wsi)) {
                 if (!r->responded)
                         http_reply_error(r, 401, "Missing or wrong token");
                 return false;

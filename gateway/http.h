@@ -49,6 +49,9 @@ struct http_request {
         char next_token[32];   /* E2B's paging: an X-Next-Token header when set */
         char mcp_session_id[40]; /* MCP: an Mcp-Session-Id header when set */
         char fleet_missing[512]; /* peers left out of a fleet list (fleet.h), when set */
+        /* E2B: the sandbox a signed file URL's signature named, set at
+         * admission (e2b.h); "" otherwise. */
+        char e2b_signed[64];
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
         struct kernel_waiter waiter;
@@ -114,6 +117,9 @@ typedef int (*http_header_fn)(const char *name, const char *value, void *arg);
  * case, e.g. "x-metadata-"), once per name (the first value). 0, fn's
  * non-zero return, or -ENOMEM. */
 int http_custom_headers(struct http_request *r, const char *prefix, http_header_fn fn, void *arg);
+/* The first query argument called name ("path=": with its '='), decoded,
+ * into out: 1, 0 when there is none, -E2BIG when it does not fit. */
+int http_query_arg(struct http_request *r, const char *name, char *out, size_t size);
 /* Copies the request path below the base URL into out (no leading '/').
  * -ENOENT when the path is outside the base URL. */
 int http_route_path(struct lws *wsi, char *out, size_t size);

@@ -319,6 +319,8 @@ const char *metrics_route_class(const char *path, bool sandbox_plane)
         static const char kernels[] = "api/kernels/";
         size_t n = strlen(kernels);
 
+        if (strcmp(path, "files") == 0 || strcmp(path, "e2b/files") == 0)
+                return "envd"; /* signed file URLs too */
         if (strncmp(path, "e2b/", 4) == 0)
                 return sandbox_plane ? "envd" : "e2b";
         if (strcmp(path, "metrics") == 0)
