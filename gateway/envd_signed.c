@@ -61,9 +61,9 @@ static void sign(const struct signed_request *q, const char *token, char out[SIG
             EVP_DigestUpdate(md, ":", 1) != 1 ||
             EVP_DigestUpdate(md, q->user, strlen(q->user)) != 1 ||
             EVP_DigestUpdate(md, ":", 1) != 1 || EVP_DigestUpdate(md, token, strlen(token)) != 1 ||
-            (q->expiration[0] && (EVP_DigestUpdate(md, ":", 1) != 1 ||
-                                  EVP_DigestUpdate(md, q->expiration,
-                                                   strlen(q->expiration)) != 1)) ||
+            (q->expiration[0] &&
+             (EVP_DigestUpdate(md, ":", 1) != 1 ||
+              EVP_DigestUpdate(md, q->expiration, strlen(q->expiration)) != 1)) ||
             EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != 32)
                 goto out;
         n = EVP_EncodeBlock(b64, digest, (int)dlen);

@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define HEADER_NAME_MAX 256
-
 struct found {
         const char *prefix;
         http_header_fn fn;
@@ -28,11 +26,10 @@ struct found {
  * Handed over once, and only when libwebsockets itself has it. */
 static void consider(struct found *f, const char *name, size_t nlen)
 {
-        static char value[SERVER_MAX_HEADER_DATA];
-        char key[HEADER_NAME_MAX + 1];
+        static char value[SERVER_MAX_HEADER_DATA], key[SERVER_MAX_HEADER_DATA + 1];
         int n;
 
-        if (f->rc != 0 || nlen < 2 || nlen > HEADER_NAME_MAX || name[nlen - 1] != ':' ||
+        if (f->rc != 0 || nlen < 2 || nlen > SERVER_MAX_HEADER_DATA || name[nlen - 1] != ':' ||
             strncmp(name, f->prefix, strlen(f->prefix)) != 0)
                 return;
         memcpy(key, name, nlen);
@@ -47,7 +44,8 @@ static void consider(struct found *f, const char *name, size_t nlen)
         f->rc = f->fn(key, value, f->arg);
 }
 
-#if LWS_LIBRARY_VERSION_MAJOR > 4 || (LWS_LIBRARY_VERSION_MAJOR == 4 && LWS_LIBRARY_VERSION_MINOR >= 3)
+#if LWS_LIBRARY_VERSION_MAJOR > 4 ||                                                               \
+    (LWS_LIBRARY_VERSION_MAJOR == 4 && LWS_LIBRARY_VERSION_MINOR >= 3)
 static void on_name(const char *name, int nlen, void *arg)
 {
         consider(arg, name, (size_t)nlen);
@@ -82,8 +80,8 @@ static void walk(struct found *f)
 
                 if (memcmp(base + at, f->prefix, plen) != 0)
                         continue;
-                while (at + n < SERVER_MAX_HEADER_DATA && n < HEADER_NAME_MAX &&
-                       base[at + n] > ' ' && base[at + n] < 0x7f && base[at + n] != ':')
+                while (at + n < SERVER_MAX_HEADER_DATA && base[at + n] > ' ' &&
+                       base[at + n] < 0x7f && base[at + n] != ':')
                         n++;
                 if (at + n < SERVER_MAX_HEADER_DATA && base[at + n] == ':')
                         consider(f, base + at, n + 1);
@@ -111,8 +109,8 @@ int http_query_arg(struct http_request *r, const char *name, char *out, size_t s
         static char fragment[SERVER_MAX_HEADER_DATA];
         size_t nlen = strlen(name);
 
-        for (int i = 0;
-             lws_hdr_copy_fragment(r->wsi, fragment, sizeof(fragment), WSI_TOKEN_HTTP_URI_ARGS, i) >= 0;
+        for (int i = 0; lws_hdr_copy_fragment(r->wsi, fragment, sizeof(fragment),
+                                              WSI_TOKEN_HTTP_URI_ARGS, i) >= 0;
              i++) {
                 if (strncmp(fragment, name, nlen) != 0)
                         continue;
