@@ -431,7 +431,13 @@ static void files_route(struct http_request *r, struct e2b_sandbox *s)
 
         if (r->method == HTTP_POST) {
                 rc = upload_finish(r, &written, err, sizeof(err));
-                if (rc < 0)
+                if (rc == -EEXIST)
+                        e2b_reply_error(r, 400,
+                                        "you cannot upload multiple files to the same path '%s' "
+                                        "in one upload request, only the first specified file "
+                                        "was uploaded",
+                                        err);
+                else if (rc < 0)
                         e2b_reply_error(r, envd_status(rc), "cannot write %s: %s", err,
                                         strerror(-rc));
                 else if (json_array_size(written) == 0)

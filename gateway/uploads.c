@@ -113,7 +113,14 @@ static int part_begin(void *arg, const char *name, const char *filename)
 {
         struct upload *u = arg;
 
-        if (u->fixed[0] && json_array_size(u->written) == 0)
+        /* ?path= names the one file of the request (as envd: every part
+         * goes there, and a second is refused): a signed upload URL
+         * writes its own path only, whatever its parts are called. */
+        if (u->fixed[0] && json_array_size(u->written) > 0) {
+                fail(u, u->fixed, -EEXIST);
+                return -EEXIST;
+        }
+        if (u->fixed[0])
                 return open_target(u, u->fixed);
         if (!filename[0]) {
                 fail(u, name, -EINVAL);

@@ -26,7 +26,8 @@ int upload_start(struct http_request *r, struct sandbox *sb, enum files_user who
                  bool multipart, const struct upload_options *opts, char *err, size_t errlen);
 /* After the body: the files written, as E2B's [{name, type, path,
  * metadata?}]; or -errno (and the path in err) when a write failed (a
- * gzip body that is not one, or cut short: -EBADMSG). */
+ * gzip body that is not one, or cut short: -EBADMSG; a second part for
+ * the one path: -EEXIST). */
 int upload_finish(struct http_request *r, json_t **written, char *err, size_t errlen);
 
 #endif

@@ -272,6 +272,35 @@ test('getMetrics reports the sandbox, and memory grows with a cell', async () =>
   }
 })
 
+test('files as envd 0.6.4 serves them: metadata, streams and gzip, signed URLs', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const info = await sbx.files.write('/home/user/m.txt', 'meta', { metadata: { Author: 'ann' } })
+    assert.deepEqual(info.metadata, { author: 'ann' })
+    assert.deepEqual((await sbx.files.getInfo('/home/user/m.txt')).metadata, { author: 'ann' })
+    // A stream goes as octet-stream, gzip compressed when asked.
+    await sbx.files.write('/home/user/s.txt', new Blob(['streamed']).stream())
+    await sbx.files.write('/home/user/g.txt', 'zipped', { gzip: true })
+    assert.equal(await sbx.files.read('/home/user/s.txt'), 'streamed')
+    assert.equal(await sbx.files.read('/home/user/g.txt'), 'zipped')
+    // Signed URLs, fetched with nothing of the sandbox's.
+    let res = await fetch(await sbx.downloadUrl('/home/user/m.txt'))
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'meta')
+    const form = new FormData()
+    form.append('file', new Blob(['up and in']), 'up.txt')
+    res = await fetch(await sbx.uploadUrl('/home/user/up dir/up.txt', { useSignatureExpiration: 60 }),
+      { method: 'POST', body: form })
+    assert.equal(res.status, 200, await res.clone().text())
+    assert.equal(await sbx.files.read('/home/user/up dir/up.txt'), 'up and in')
+    res = await fetch(await sbx.downloadUrl('/home/user/m.txt', { useSignatureExpiration: -120 }))
+    assert.equal(res.status, 401)
+    assert.deepEqual(await res.json(), { code: 401, message: 'signature is already expired' })
+  } finally {
+    await sbx.kill()
+  }
+})
+
 test('what Glovebox lacks is refused by name', async () => {
   const sbx = await Sandbox.create()
   try {

@@ -279,6 +279,41 @@ def test_files(sbx):
     assert sbx.files.read("/home/user/made.txt") == "by code"
 
 
+def test_files_as_envd_064_serves_them(sbx):
+    """Metadata, octet-stream and gzip uploads, list order, symlink targets,
+    watch entries and the signed URLs (fetched with nothing of the
+    sandbox's), as the SDK uses them once envdVersion is 0.6.4."""
+    info = sbx.files.write("/home/user/m.txt", "meta", metadata={"Author": "ann"},
+                           use_octet_stream=True)
+    assert info.metadata == {"author": "ann"}
+    assert sbx.files.get_info("/home/user/m.txt").metadata == {"author": "ann"}
+    sbx.files.write("/home/user/g.txt", "zipped", gzip=True)
+    assert sbx.files.read("/home/user/g.txt") == "zipped"
+    sbx.commands.run("mkdir -p ls/b && touch ls/a ls/C && ln -s a ls/l", cwd="/home/user")
+    assert [e.name for e in sbx.files.list("/home/user/ls")] == ["C", "a", "b", "l"]
+    assert sbx.files.get_info("/home/user/ls/l").symlink_target == "/home/user/ls/a"
+    sbx.files.remove("/home/user/never-was")
+    handle = sbx.files.watch_dir("/home/user/ls", include_entry=True)
+    sbx.files.write("/home/user/ls/new.txt", "n")
+    events = handle.get_new_events()
+    handle.stop()
+    assert [e.type.value for e in events] == ["create", "chmod", "write"], events
+    assert events[-1].entry.path == "/home/user/ls/new.txt"
+    with urllib.request.urlopen(sbx.download_url("/home/user/m.txt")) as resp:
+        assert resp.read() == b"meta"
+    body = (b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"u.txt\"\r\n\r\n"
+            b"uploaded\r\n--b--\r\n")
+    req = urllib.request.Request(sbx.upload_url("/home/user/u.txt", use_signature_expiration=60),
+                                 data=body, method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=b"})
+    with urllib.request.urlopen(req) as resp:
+        assert resp.status == 200
+    assert sbx.files.read("/home/user/u.txt") == "uploaded"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(sbx.download_url("/home/user/m.txt", use_signature_expiration=-1))
+    assert refused.value.code == 401
+
+
 # What E2B's code-interpreter template preinstalls and Debian 12 packages
 # (the README's list), by the names code imports.
 PREINSTALLED = ("numpy pandas matplotlib seaborn scipy sklearn openpyxl xlrd requests bs4 "

@@ -282,6 +282,15 @@ def test_signed_urls_refuse_everything_they_were_not_made_for(gw):
         status, _, _ = raw(gw, "GET", signed(a, "s.txt") + "&signature_expiration=soon")
         assert status in (400, 401)
         assert raw(gw, "DELETE", good)[0] == 405
+        # An upload URL writes its own path only, whatever its parts say.
+        body = b"".join(f"--b\r\nContent-Disposition: form-data; name=\"file\"; "
+                        f"filename=\"{name}\"\r\n\r\n{name}\r\n".encode()
+                        for name in ["one.txt", "/home/user/other.txt"]) + b"--b--\r\n"
+        status, _, reply = raw(gw, "POST", signed(a, "one.txt", "write"),
+                               {"Content-Type": "multipart/form-data; boundary=b"}, body)
+        assert status == 400 and b"multiple files to the same path" in reply, reply
+        status, _ = envd_rpc(gw, a, "filesystem.Filesystem/Stat", {"path": "other.txt"})
+        assert status == 404
         # Its sandbox gone, the URL is good for nothing.
         e2b_kill(gw, a)
         refused(good)
