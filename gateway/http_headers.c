@@ -63,7 +63,8 @@ static void walk(struct found *f)
  * buffer is searched for names with the prefix; each is then asked of
  * libwebsockets by its exact name (consider), so a name that is only in
  * an earlier request's leftovers, or in another header's value, is never
- * taken. HTTP/2 streams keep their headers otherwise: none is found there. */
+ * taken. HTTP/2 streams (which TLS does not offer: server.c) keep their
+ * headers otherwise: none is found there. */
 static void walk(struct found *f)
 {
         size_t plen = strlen(f->prefix);
