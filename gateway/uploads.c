@@ -73,9 +73,7 @@ static int write_all(struct upload *u, const uint8_t *data, size_t len)
 static int close_target(struct upload *u)
 {
         const char *name = strrchr(u->current, '/');
-        json_t *entry;
-
-        json_t *persisted = NULL;
+        json_t *entry, *persisted = NULL;
 
         if (u->fd < 0)
                 return 0;

@@ -259,6 +259,9 @@ def test_unauthenticated_bodies_are_refused_before_any_is_read():
              502),
             ("POST", "/e2b/files", [("E2b-Sandbox-Id", "nope"), ("E2b-Sandbox-Port", "49983")],
              502),
+            # A signed upload URL whose signature no sandbox made.
+            ("POST", "/files?path=a&signature=v1_forged", [], 401),
+            ("POST", "/e2b/files?path=a&signature=v1_forged", [], 401),
             ("PUT", "/api/kernels/00000000-0000-0000-0000-000000000000/files/x", [], 401),
             ("POST", "/", [], 405),
             ("GET", "/static/app.js", [], 400),
