@@ -235,6 +235,29 @@ def test_gateway_file_calls_reach_the_disk_home(gateway, kernel):
                                     for e in listing["entries"]]
 
 
+def test_e2b_file_metadata_on_a_disk_home(gateway):
+    """E2B's file metadata (user.e2b.* attributes, set through the upload's
+    descriptor) is kept by an ext4 home as by a tmpfs one."""
+    import json
+    import urllib.request
+
+    from gbclient import e2b_create, e2b_kill, envd_headers, envd_rpc, envd_sh
+    sb = e2b_create(gateway)
+    try:
+        code, out, err = envd_sh(gateway, sb, "stat -f -c %T /home/user")
+        assert code == 0 and out.strip() in ("ext2/ext3", "ext4"), (out, err)
+        req = urllib.request.Request(f"{gateway.base}/e2b/files?path=m.txt", data=b"x",
+                                     method="POST",
+                                     headers={**envd_headers(sb), "X-Metadata-k": "disk",
+                                              "Content-Type": "application/octet-stream"})
+        with urllib.request.urlopen(req) as resp:
+            assert json.loads(resp.read())[0]["metadata"] == {"k": "disk"}
+        status, reply = envd_rpc(gateway, sb, "filesystem.Filesystem/Stat", {"path": "m.txt"})
+        assert status == 200 and reply["entry"]["metadata"] == {"k": "disk"}, reply
+    finally:
+        e2b_kill(gateway, sb)
+
+
 def test_nothing_left_on_the_host_after_the_sandbox():
     # A gateway of its own: no other test's sandbox is ending meanwhile.
     d = DiskGateway("disk")
