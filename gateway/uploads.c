@@ -25,7 +25,7 @@ struct upload {
         int error;            /* the first failure, -errno */
         char failed[PATH_MAX];
         json_t *written;
-        json_t *metadata; /* what each file gets (upload_start's), or NULL */
+        json_t *metadata; /* set on each file written (upload_start's), or NULL */
         bool gzip;        /* the body is gzip: inflated as it comes */
         bool inflating;   /* z is initialised */
         bool gzip_ended;  /* the last gzip member ended */
