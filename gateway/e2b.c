@@ -1711,7 +1711,7 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
         return s;
 }
 
-bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg)
+bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg, bool expired)
 {
         struct e2b_sandbox *found = NULL;
         char id[64] = "";
@@ -1728,6 +1728,11 @@ bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *ar
         }
         if (!found) {
                 e2b_reply_error(r, 401, "invalid signature");
+                return false;
+        }
+        /* Said only of a signature that is good otherwise, as envd does. */
+        if (expired) {
+                e2b_reply_error(r, 401, "signature is already expired");
                 return false;
         }
         if (!usable(r, found))

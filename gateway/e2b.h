@@ -70,9 +70,10 @@ void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
 typedef bool (*e2b_token_match_fn)(const char *token, void *arg);
 /* For envd_signed.c, at the headers of a signed request: the sandbox the
  * E2b-Sandbox-Id header names, or without one the running sandbox, whose
- * token matches; it becomes the request's (r->e2b_signed) and its owner
- * the caller. false after replying 401 (no sandbox's) or 502. */
-bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg);
+ * token matches; unless expired, it becomes the request's (r->e2b_signed)
+ * and its owner the caller. false after replying 401 (no sandbox's, or
+ * expired) or 502. */
+bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg, bool expired);
 
 /* envd_signed.c: E2B's signed file URLs (download_url, upload_url):
  * whether r carries a signature, and its admission (the signature, its

@@ -127,12 +127,6 @@ bool envd_signed_admit(struct http_request *r)
                 e2b_reply_error(r, 400, "signature_expiration must be a Unix time in seconds");
                 return false;
         }
-        if (!e2b_admit_signed(r, signed_with, &q))
-                return false;
-        if (q.expiration[0] && expiration < (long long)time(NULL)) {
-                r->e2b_signed[0] = '\0';
-                e2b_reply_error(r, 401, "signature is already expired");
-                return false;
-        }
-        return true;
+        return e2b_admit_signed(r, signed_with, &q,
+                                q.expiration[0] && expiration < (long long)time(NULL));
 }
