@@ -250,7 +250,7 @@ test('getHost names the gateway, and reaches a server in the sandbox', async () 
     }
     assert.equal(status, 200, body)
     assert.equal(body, 'from the JS SDK')
-    assert.equal((await getByHost(host, '/index.txt'))[0], 401, 'a token is needed')
+    assert.equal((await getByHost(host, '/index.txt'))[0], 403, 'a token is needed (E2B answers 403)')
   } finally {
     await sbx.kill()
   }
