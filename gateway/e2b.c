@@ -5,6 +5,7 @@
 #include "gateway/ports.h"
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
+#include "gateway/e2b_list.h"
 #include "gateway/egress.h"
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
@@ -1153,75 +1154,135 @@ out:
         json_decref(body);
 }
 
-/* "metadata=k%3Dv%26k2%3Dv2": decoded once by lws, then a form string
- * whose keys and values are percent-encoded once more. */
-static void url_decode(const char *in, size_t len, char *out, size_t size)
+/* The list's query from r's arguments (each decoded once by lws), read
+ * whole: an argument too long to read is refused, not skipped. The older
+ * GET /sandboxes (v1 false) lists the running sandboxes, every one, as
+ * E2B's does. 0, or -EINVAL with err. */
+static int list_query_of(struct http_request *r, bool v2, struct e2b_list_query *q, char *err,
+                         size_t errlen)
 {
-        size_t o = 0;
+        char *arg = malloc(E2B_LIST_ARG_MAX + 1);
+        int rc = 0;
 
-        for (size_t i = 0; i < len && o + 1 < size; i++) {
-                if (in[i] == '%' && i + 2 < len) {
-                        char hex[3] = {in[i + 1], in[i + 2], 0};
-
-                        out[o++] = (char)strtol(hex, NULL, 16);
-                        i += 2;
-                } else {
-                        out[o++] = in[i] == '+' ? ' ' : in[i];
-                }
+        e2b_list_query_init(q);
+        if (!arg) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
         }
-        out[o] = '\0';
-}
+        for (int i = 0; rc == 0; i++) {
+                int len = lws_hdr_fragment_length(r->wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+                char *eq;
 
-static bool metadata_matches(const struct e2b_sandbox *s, const char *filter)
-{
-        char key[512], value[4200];
-
-        for (const char *p = filter; p && *p;) {
-                const char *amp = strchr(p, '&');
-                size_t n = amp ? (size_t)(amp - p) : strlen(p);
-                const char *eq = memchr(p, '=', n);
-
-                if (eq) {
-                        url_decode(p, (size_t)(eq - p), key, sizeof(key));
-                        url_decode(eq + 1, n - (size_t)(eq - p) - 1, value, sizeof(value));
-                        if (!json_is_string(json_object_get(s->metadata, key)) ||
-                            strcmp(json_string_value(json_object_get(s->metadata, key)), value))
-                                return false;
-                }
-                p = amp ? amp + 1 : NULL;
-        }
-        return true;
-}
-
-static void list_sandboxes(struct http_request *r)
-{
-        char filter[4096], state[64], arg[64];
-        const char *m = lws_get_urlarg_by_name(r->wsi, "metadata=", filter, sizeof(filter));
-        const char *st = lws_get_urlarg_by_name(r->wsi, "state=", state, sizeof(state));
-        const char *lim = lws_get_urlarg_by_name(r->wsi, "limit=", arg, sizeof(arg));
-        long limit = lim ? strtol(lim, NULL, 10) : 100;
-        long skip = 0, index = 0;
-        json_t *list = json_array();
-        char token[32];
-
-        if (lws_get_urlarg_by_name(r->wsi, "nextToken=", token, sizeof(token)))
-                skip = strtol(strchr(token, '=') + 1, NULL, 10);
-        if (limit <= 0 || limit > 1000)
-                limit = 100;
-        for (struct e2b_sandbox *s = sandboxes; list && s; s = s->next) {
-                if (!s->ready || !tenants_may_reach(s->owner) ||
-                    (st && !strstr(st, s->phase == E2B_PAUSED ? "paused" : "running")) ||
-                    (m && !metadata_matches(s, m)))
-                        continue;
-                if (index++ < skip)
-                        continue;
-                if ((long)json_array_size(list) == limit) {
-                        snprintf(r->next_token, sizeof(r->next_token), "%ld", skip + limit);
+                if (lws_hdr_copy_fragment(r->wsi, arg, E2B_LIST_ARG_MAX + 1,
+                                          WSI_TOKEN_HTTP_URI_ARGS, i) < 0) {
+                        if (len > E2B_LIST_ARG_MAX) {
+                                snprintf(err, errlen, "a query argument is over %d bytes",
+                                         E2B_LIST_ARG_MAX);
+                                rc = -EINVAL;
+                        }
                         break;
                 }
-                json_array_append_new(list, sandbox_json(s, false));
+                if (i >= E2B_LIST_ARGS_MAX) {
+                        snprintf(err, errlen, "more than %d query arguments", E2B_LIST_ARGS_MAX);
+                        rc = -EINVAL;
+                        break;
+                }
+                eq = strchr(arg, '=');
+                if (!eq)
+                        continue;
+                *eq = '\0';
+                /* The older list has no pages, no order and no other
+                 * filter: only its metadata is read. */
+                if (v2 || strcmp(arg, "metadata") == 0)
+                        rc = e2b_list_query_set(q, arg, eq + 1, err, errlen);
         }
-        fleet_reply_list(r, list);
+        free(arg);
+        if (rc == 0 && !v2) {
+                q->paused = false;
+                q->limit = 0;
+        }
+        if (rc == 0)
+                rc = e2b_list_query_check(q, err, errlen);
+        return rc;
+}
+
+/* The start time sandboxes are listed by. */
+static int64_t started_us(const struct e2b_sandbox *s)
+{
+        int64_t us = 0;
+
+        e2b_time_parse(s->started_at, &us);
+        return us;
+}
+
+static const struct e2b_list_query *sorting_query; /* for qsort */
+
+static int compare_sandboxes(const void *a, const void *b)
+{
+        const struct e2b_sandbox *x = *(const struct e2b_sandbox *const *)a;
+        const struct e2b_sandbox *y = *(const struct e2b_sandbox *const *)b;
+
+        return e2b_list_compare(sorting_query, started_us(x), x->id, started_us(y), y->id);
+}
+
+/* Puts the whole list (this host's, and its peers' in a fleet) in order
+ * and cuts it to the page asked for. */
+static void finish_page(struct http_request *r, json_t *list)
+{
+        struct e2b_list_query q;
+        char err[256];
+
+        /* Read again: it was read whole before the list was made. */
+        if (list_query_of(r, strncmp(r->path + 4 + strspn(r->path + 4, "/"), "v2/", 3) == 0, &q,
+                          err, sizeof(err)) == 0 &&
+            e2b_list_finish(&q, list, r->next_token, sizeof(r->next_token)) < 0)
+                log_warn("e2b list: out of memory ordering the page");
+        e2b_list_query_clear(&q);
+}
+
+static void list_sandboxes(struct http_request *r, bool v2)
+{
+        struct e2b_sandbox **found = NULL;
+        struct e2b_list_query q;
+        size_t n = 0, count = 0, keep;
+        json_t *list = NULL;
+        char err[512];
+
+        if (list_query_of(r, v2, &q, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next)
+                count++;
+        found = calloc(count + 1, sizeof(*found));
+        list = json_array();
+        if (!found || !list) {
+                e2b_reply_error(r, 500, "out of memory");
+                goto out;
+        }
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
+                struct e2b_list_entry e = {.id = s->id, .template_name = s->template_id,
+                                           .started_us = started_us(s),
+                                           .paused = s->phase == E2B_PAUSED,
+                                           .metadata = s->metadata};
+
+                if (s->ready && tenants_may_reach(s->owner) && e2b_list_matches(&q, &e))
+                        found[n++] = s;
+        }
+        sorting_query = &q;
+        qsort(found, n, sizeof(*found), compare_sandboxes);
+        sorting_query = NULL;
+        /* One more than a page: whoever finishes the list (this host, or
+         * the one whose peer this is) sees that more follow. */
+        keep = q.limit > 0 && n > (size_t)q.limit + 1 ? (size_t)q.limit + 1 : n;
+        for (size_t i = 0; i < keep; i++)
+                json_array_append_new(list, sandbox_json(found[i], false));
+        fleet_reply_page(r, list, finish_page);
+        list = NULL;
+out:
+        json_decref(list);
+        free(found);
+        e2b_list_query_clear(&q);
 }
 
 static bool authorized_api(struct http_request *r)
@@ -1293,7 +1354,7 @@ static void control_plane(struct http_request *r, const char *route)
                 if (r->method == HTTP_POST)
                         create_sandbox(r);
                 else if (r->method == HTTP_GET)
-                        list_sandboxes(r);
+                        list_sandboxes(r, route[0] == 'v');
                 else
                         e2b_reply_error(r, 405, "use GET or POST");
                 return;
