@@ -6,6 +6,7 @@
 #include "gateway/api.h"
 #include "gateway/e2b_display.h"
 #include "gateway/e2b_list.h"
+#include "gateway/e2b_metrics.h"
 #include "gateway/egress.h"
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
@@ -72,6 +73,7 @@ struct e2b_sandbox {
         double pending_timeout; /* a connect's or resume's timeout; 0: its lifetime */
         struct kernel_waiter resume_waiter;
         double phase_started; /* loop_now() when pausing or resuming began */
+        struct e2b_metrics metrics; /* its history of use, sampled while it runs */
 };
 
 static struct e2b_sandbox *sandboxes;
@@ -229,6 +231,7 @@ static void reply_quota(struct http_request *r, json_t *why);
 /* Ends what runs of s: its commands, its kernels and its box. */
 static void sandbox_stop(struct e2b_sandbox *s)
 {
+        e2b_metrics_stop(&s->metrics);
         envd_forget(s);
         while (s->contexts) {
                 struct e2b_context *c = s->contexts;
@@ -292,6 +295,7 @@ static void sandbox_kill(struct e2b_sandbox *s)
          * for good, its saved files with it. */
         if (!shutting_down && s->phase != E2B_RUNNING)
                 pause_forget(s->id);
+        e2b_metrics_clear(&s->metrics);
         json_decref(s->metadata);
         json_decref(s->env);
         free(s);
@@ -475,6 +479,7 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
         log_info("e2b sandbox %s resumed in %.3f s (%llu bytes of files)", s->id,
                  loop_now() - s->phase_started, (unsigned long long)bytes);
         set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
+        e2b_metrics_start(&s->metrics, s->box);
         r = pending_take(s);
         if (r)
                 http_reply_json(r, 201, created_json(s));
@@ -888,6 +893,7 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
         /* The lifetime asked for is the client's from the answer on: a
          * start slowed by a busy host does not eat into it. */
         set_timeout(s, s->lifetime);
+        e2b_metrics_start(&s->metrics, s->box);
         http_reply_json(r, 201, created_json(s));
 }
 
@@ -908,16 +914,19 @@ static bool string_map(json_t *v, size_t max)
 }
 
 /* A lifetime in seconds from body's "timeout" (dflt when absent); false
- * after replying 400 when it is not a number within the server's maximum. */
-static bool timeout_of(struct http_request *r, json_t *body, double dflt, double *seconds)
+ * after replying 400 when it is not a number within the server's maximum,
+ * from 1 second, or from 0 when zero_ok (E2B's setTimeout(0): end now). */
+static bool timeout_of(struct http_request *r, json_t *body, double dflt, bool zero_ok,
+                       double *seconds)
 {
         json_t *timeout = json_object_get(body, "timeout");
         double max = kernels_config()->e2b_max_timeout;
 
         *seconds = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : dflt;
-        if (!timeout || (isfinite(*seconds) && *seconds > 0 && *seconds <= max))
+        if (!timeout || (isfinite(*seconds) && (*seconds > 0 || (zero_ok && *seconds == 0)) &&
+                         *seconds <= max))
                 return true;
-        e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds", max);
+        e2b_reply_error(r, 400, "timeout must be from %d to %g seconds", zero_ok ? 0 : 1, max);
         return false;
 }
 
@@ -1070,7 +1079,7 @@ static void create_sandbox(struct http_request *r)
                 e2b_reply_error(r, 404, "template '%.64s' not found; templates: %s%s%s", tid,
                                 DEFAULT_TEMPLATE, templates_names()[0] ? ", " : "",
                                 templates_names());
-        } else if (!timeout_of(r, body, 300, &ttl)) {
+        } else if (!timeout_of(r, body, 300, false, &ttl)) {
                 /* answered */
         } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
@@ -1324,18 +1333,6 @@ static bool lacking_action(const char *action)
         return jp_strv_contains(actions, action);
 }
 
-/* getMetrics: E2B keeps a series of samples; Glovebox answers the one
- * taken now (a list of one), whatever start and end ask for. */
-static void sandbox_metrics(struct http_request *r, struct e2b_sandbox *s)
-{
-        struct sandbox_usage u;
-
-        if (!s->box || monitor_sandbox_usage(s->box, &u) < 0)
-                http_reply_json(r, 200, json_array());
-        else
-                http_reply_json(r, 200, json_pack("[o]", monitor_usage_json(&u)));
-}
-
 static void control_plane(struct http_request *r, const char *route)
 {
         char id[64], rest[64];
@@ -1387,10 +1384,10 @@ static void control_plane(struct http_request *r, const char *route)
         } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0 ||
                     strcmp(rest, "resume") == 0) &&
                    r->method == HTTP_POST) {
-                double t;
+                double t; /* negative: none given */
 
                 body = api_parse_body(r);
-                if (!body || !timeout_of(r, body, 0, &t)) {
+                if (!body || !timeout_of(r, body, -1, true, &t)) {
                         json_decref(body);
                         return;
                 }
@@ -1398,7 +1395,7 @@ static void control_plane(struct http_request *r, const char *route)
                 /* A connect resumes a paused sandbox, as E2B's does. */
                 if (strcmp(rest, "resume") == 0 ||
                     (strcmp(rest, "connect") == 0 && s->phase == E2B_PAUSED)) {
-                        resume_begin(s, r, t);
+                        resume_begin(s, r, t > 0 ? t : 0);
                         return;
                 }
                 if (s->phase != E2B_RUNNING) {
@@ -1408,17 +1405,22 @@ static void control_plane(struct http_request *r, const char *route)
                                                                   : "being resumed");
                         return;
                 }
-                /* setTimeout sets the lifetime; a connect only ever extends
-                 * it, as E2B's does (the Python SDK sends its default 300 s
-                 * on every connect). Without a timeout, nothing changes. */
-                if (t > 0 && (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at))
+                /* setTimeout sets the lifetime (0: it ends now, killed or
+                 * paused as its lifecycle says, once this answer is out); a
+                 * connect only ever extends it, as E2B's does (the Python
+                 * SDK sends its default 300 s on every connect). Without a
+                 * timeout, nothing changes. */
+                if (t == 0 && strcmp(rest, "timeout") == 0)
+                        set_timeout(s, 0);
+                else if (t > 0 &&
+                         (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at))
                         set_timeout(s, t);
                 if (strcmp(rest, "connect") == 0)
                         http_reply_json(r, 200, created_json(s));
                 else
                         http_reply_empty(r, 204);
         } else if (strcmp(rest, "metrics") == 0 && r->method == HTTP_GET) {
-                sandbox_metrics(r, s);
+                e2b_metrics_reply(r, &s->metrics);
         } else if (lacking_action(rest)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", rest);
         } else {

@@ -230,6 +230,39 @@ int http_route_path(struct lws *wsi, char *out, size_t size)
         return 0;
 }
 
+int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size)
+{
+        size_t n = strlen(name), vlen;
+        char *arg = NULL, *grown;
+        int rc = -ENOENT;
+
+        /* Every argument is looked at, each copied whole (lws keeps them
+         * within its header buffer): lws_get_urlarg_by_name stops at the
+         * first one longer than its buffer and misses those after it. */
+        for (int i = 0; i < HTTP_QUERY_ARGS_MAX; i++) {
+                int len = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+
+                grown = realloc(arg, (size_t)(len > 0 ? len : 0) + 1);
+                if (!grown) {
+                        rc = -ENOMEM;
+                        break;
+                }
+                arg = grown;
+                if (lws_hdr_copy_fragment(wsi, arg, (len > 0 ? len : 0) + 1,
+                                          WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
+                        break;
+                if (strncmp(arg, name, n) != 0 || arg[n] != '=')
+                        continue;
+                vlen = strlen(arg + n + 1);
+                rc = vlen < size ? 0 : -E2BIG;
+                if (rc == 0)
+                        memcpy(out, arg + n + 1, vlen + 1);
+                break;
+        }
+        free(arg);
+        return rc;
+}
+
 #define STREAM_PIECE (64 * 1024) /* bytes written per writable callback */
 
 static int add_headers(struct lws *wsi, const struct http_request *r, unsigned char **p,

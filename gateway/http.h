@@ -106,6 +106,11 @@ bool http_authorized_key(const char *key, size_t len);
 /* Copies the request path below the base URL into out (no leading '/').
  * -ENOENT when the path is outside the base URL. */
 int http_route_path(struct lws *wsi, char *out, size_t size);
+/* The value of the query argument name (decoded once, as it came) into
+ * out: 0, -ENOENT when there is none among the first HTTP_QUERY_ARGS_MAX,
+ * -E2BIG when it does not fit, -ENOMEM. */
+#define HTTP_QUERY_ARGS_MAX 64
+int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size);
 
 void http_reply_json(struct http_request *r, int status, json_t *body); /* steals body */
 void http_reply_error(struct http_request *r, int status, const char *fmt, ...)

@@ -237,6 +237,24 @@ def test_a_sandbox_ends_at_its_timeout(gateway):
         sbx.get_info()
 
 
+def test_set_timeout_zero_ends_it_now(gateway):
+    """E2B's set_timeout(0): the sandbox ends at once (after the answer);
+    a negative timeout is a 400 naming the range."""
+    sbx = Sandbox.create(timeout=300)
+    try:
+        status, body = raw(gateway, f"/sandboxes/{sbx.sandbox_id}/timeout", {"timeout": -1})
+        assert status == 400 and b"timeout must be from 0 to" in body, body
+        assert sbx.is_running() is True
+        sbx.set_timeout(0)
+        for _ in range(50):
+            if not sbx.is_running():
+                break
+            time.sleep(0.1)
+        assert sbx.is_running() is False
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 def test_requests_for_what_glovebox_lacks_name_it(gateway):
     # onTimeout 'pause' is served (test_pause_sdk.py); resuming on traffic
     # is not: a paused sandbox resumes on connect.
@@ -453,11 +471,12 @@ def test_killing_a_sandbox_ends_its_command_and_terminal_streams(gateway):
 
 
 def test_get_metrics_reports_the_sandbox_and_moves(sbx):
-    """get_metrics: one sample of the sandbox's CPU, memory and disk, taken
-    now; memory grows by what a cell allocates, disk by what it writes."""
+    """get_metrics: the sandbox's CPU, memory and disk, oldest sample first,
+    the last one taken now; memory grows by what a cell allocates, disk by
+    what it writes."""
     first = sbx.get_metrics()
-    assert len(first) == 1
-    m = first[0]
+    assert len(first) >= 1
+    m = first[-1]
     assert m.cpu_count >= 1 and 0 <= m.cpu_used_pct <= 100
     assert m.mem_total == 1024 * 1024 * 1024 and 0 < m.mem_used < m.mem_total
     assert 0 < m.disk_total and 0 <= m.disk_used <= m.disk_total
@@ -465,11 +484,49 @@ def test_get_metrics_reports_the_sandbox_and_moves(sbx):
     ex = sbx.run_code("held = bytearray(100 * 1024 * 1024)\n"
                       "open('/home/user/blob', 'wb').write(b'z' * 5_000_000)")
     assert ex.error is None, ex.error
-    later = sbx.get_metrics()[0]
+    later = sbx.get_metrics()[-1]
     assert later.mem_used - m.mem_used > 90 * 1024 * 1024, (m, later)
     assert later.disk_used - m.disk_used >= 4_000_000, (m, later)
-    assert Sandbox.get_metrics(sbx.sandbox_id)[0].mem_used > 90 * 1024 * 1024
+    assert Sandbox.get_metrics(sbx.sandbox_id)[-1].mem_used > 90 * 1024 * 1024
     sbx.run_code("del held")
+
+
+def test_get_metrics_keeps_a_history_and_answers_ranges(gateway):
+    """A sample at ready and every 5 s after, kept and answered by range
+    (Unix seconds, both ends in), oldest first; a range that ends before
+    the sandbox began is empty; start after end, or a start that is not a
+    whole number, is a 400 naming it."""
+    began = int(time.time())
+    sbx = Sandbox.create()
+    try:
+        time.sleep(7)
+        before_now = int(time.time()) - 1  # the samples kept, not the one taken now
+        kept = sbx.get_metrics(end=datetime.datetime.fromtimestamp(before_now,
+                                                                   datetime.timezone.utc))
+        assert len(kept) >= 2, kept  # at ready, and 5 s later
+        stamps = [k.timestamp.timestamp() for k in kept]
+        assert stamps == sorted(stamps) and began - 1 <= stamps[0] and stamps[-1] < before_now + 1
+        assert 4 <= stamps[1] - stamps[0] <= 6, stamps
+        # from the second sample on: the first is left out
+        since = sbx.get_metrics(start=datetime.datetime.fromtimestamp(int(stamps[1]),
+                                                                      datetime.timezone.utc))
+        assert since[0].timestamp.timestamp() >= int(stamps[1])
+        assert len(since) >= len(kept) - 1 + 1  # and one taken now
+        assert sbx.get_metrics(start=datetime.datetime.fromtimestamp(began - 3600,
+                                                                     datetime.timezone.utc),
+                               end=datetime.datetime.fromtimestamp(began - 1800,
+                                                                   datetime.timezone.utc)) == []
+        url = f"{gateway.base}/e2b/sandboxes/{sbx.sandbox_id}/metrics"
+        for query, words in [("start=10&end=5", "start (10) is after end (5)"),
+                             ("start=-1", "start must be a Unix time"),
+                             ("end=soon", "end must be a Unix time")]:
+            req = urllib.request.Request(f"{url}?{query}", headers={"X-API-Key": gateway.token})
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(req, timeout=30)
+            assert caught.value.code == 400
+            assert words in json.loads(caught.value.read())["message"], query
+    finally:
+        sbx.kill()
 
 
 def test_contexts_keep_charts_and_cwd_across_restarts(sbx):
