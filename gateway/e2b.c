@@ -4,9 +4,10 @@
 #include "gateway/fleet.h"
 #include "gateway/ports.h"
 #include "gateway/api.h"
-#include "gateway/e2b_display.h"
+#include "gateway/e2b_contexts.h"
 #include "gateway/e2b_list.h"
 #include "gateway/e2b_metrics.h"
+#include "gateway/e2b_sandbox.h"
 #include "gateway/egress.h"
 #include "gateway/execute.h"
 #include "gateway/kernels.h"
@@ -33,51 +34,14 @@
 #define E2B_ENVD_VERSION "0.5.6" /* multipart uploads; see docs/e2b-protocol.md §7 */
 #define DEFAULT_TEMPLATE "code-interpreter-v1"
 #define MAX_METADATA     64
-#define MAX_CONTEXTS     16
-
-struct e2b_context {
-        struct e2b_context *next;
-        char id[JP_UUID_SIZE];
-        char language[32];
-        char cwd[PATH_MAX];
-        char kernel_id[JP_UUID_SIZE];
-};
-
-/* A sandbox is running, or on disk (pause.h) with no box at all, or on
- * its way between the two; requests to its own plane need it running. */
-enum e2b_phase { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
-
-struct e2b_sandbox {
-        struct e2b_sandbox *next;
-        char id[FLEETID_SANDBOX_SIZE];
-        char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
-        char token[65];
-        char template_id[64];
-        json_t *metadata;
-        json_t *env;
-        const struct jp_kernelspec *spec; /* of its first context: its template's */
-        struct sandbox *box;
-        char started_at[JP_TIMESTAMP_SIZE];
-        time_t end_at;
-        double lifetime; /* asked for at create; counted again from ready */
-        lws_sorted_usec_list_t ttl;
-        struct e2b_context *contexts;
-        bool ready; /* its default context answered; listed from then on */
-        enum e2b_phase phase;
-        struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
-        bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
-        /* The pause or resume (or connect) waiting for the phase to
-         * change, or NULL: its answer comes then. */
-        struct http_request *pending;
-        bool pending_connect;   /* a connect: answered as one */
-        double pending_timeout; /* a connect's or resume's timeout; 0: its lifetime */
-        struct kernel_waiter resume_waiter;
-        double phase_started; /* loop_now() when pausing or resuming began */
-        struct e2b_metrics metrics; /* its history of use, sampled while it runs */
-};
 
 static struct e2b_sandbox *sandboxes;
 static bool shutting_down; /* paused sandboxes keep their state on disk */
+
+struct e2b_sandbox *e2b_sandboxes(void)
+{
+        return sandboxes;
+}
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -101,13 +65,6 @@ void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
         vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
         http_reply_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", message));
-}
-
-/* The code interpreter's errors are plain text (its SDK reads the body as
- * the message). */
-static void reply_text(struct http_request *r, int status, const char *message)
-{
-        http_reply_bytes(r, status, "text/plain", message, strlen(message));
 }
 
 bool e2b_key_form(const char *key)
@@ -222,10 +179,6 @@ static json_t *created_json(const struct e2b_sandbox *s)
 /* ---- life and death --------------------------------------------------------- */
 
 static void on_ttl(lws_sorted_usec_list_t *sul);
-static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                       const char *language, const char *cwd,
-                                       struct kernel_waiter *w, int *err);
-static bool string_map(json_t *v, size_t max);
 static void reply_quota(struct http_request *r, json_t *why);
 
 /* Ends what runs of s: its commands, its kernels and its box. */
@@ -233,15 +186,7 @@ static void sandbox_stop(struct e2b_sandbox *s)
 {
         e2b_metrics_stop(&s->metrics);
         envd_forget(s);
-        while (s->contexts) {
-                struct e2b_context *c = s->contexts;
-                struct kernel *k = kernel_find_any(c->kernel_id);
-
-                s->contexts = c->next;
-                if (k)
-                        kernel_shutdown(k, NULL);
-                free(c);
-        }
+        e2b_contexts_stop(s);
         sandbox_unref(&s->box);
 }
 
@@ -556,10 +501,12 @@ static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double t
         s->pending_timeout = timeout;
         pending_set(s, r);
         s->resume_waiter.done = on_resume_ready;
-        if (!context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
+        if (!e2b_context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
                 resume_failed(s, rc == -EAGAIN   ? "too many kernels"
                                  : rc == -EDQUOT ? "quota of this key reached"
                                                  : strerror(-rc));
+        else
+                e2b_contexts_add_defaults(s);
 out:
         tenants_scope_restore(&saved);
 }
@@ -606,9 +553,9 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
             !meta_string(meta, "token", s->token, sizeof(s->token)) ||
             !meta_string(meta, "templateID", s->template_id, sizeof(s->template_id)) ||
             !meta_string(meta, "startedAt", s->started_at, sizeof(s->started_at)) ||
-            !string_map(json_object_get(meta, "metadata"), MAX_METADATA) ||
+            !e2b_string_map(json_object_get(meta, "metadata"), MAX_METADATA) ||
             !json_is_object(json_object_get(meta, "metadata")) ||
-            !string_map(json_object_get(meta, "envVars"), 256) ||
+            !e2b_string_map(json_object_get(meta, "envVars"), 256) ||
             !json_is_object(json_object_get(meta, "envVars")) || !json_is_object(lim) ||
             find_any(id)) {
                 log_warn("paused sandbox %s: its meta.json is not a paused sandbox's; left as it "
@@ -649,235 +596,13 @@ void e2b_load_paused(void)
                          count == 1 ? "" : "es");
 }
 
-/* ---- contexts --------------------------------------------------------------- */
-
-/* The kernelspec serving an E2B language name (python when none) in s:
- * among its template's kernels when it has one; the name as the code
- * interpreter knows it in *name. NULL if none serves it. */
-static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const char *language,
-                                            char *name, size_t size)
-{
-        const struct jp_kernelspec_list *specs = kernels_specs();
-
-        if (!specs_language_name(language && *language ? language : "python", name, size))
-                return NULL;
-        if (!s->spec->template_name[0])
-                return specs_for_language(name, kernels_config()->default_kernel);
-        if (specs_speaks(s->spec, name))
-                return s->spec;
-        for (size_t i = 0; i < specs->count; i++) {
-                if (templates_same(&specs->items[i], s->spec) &&
-                    specs_speaks(&specs->items[i], name))
-                        return &specs->items[i];
-        }
-        return NULL;
-}
-
-/* 400 for a context language no kernelspec serves, naming those that are. */
-static void reply_languages(struct http_request *r, const char *language)
-{
-        char message[1024], installed[768];
-
-        specs_languages(installed, sizeof(installed));
-        snprintf(message, sizeof(message),
-                 "no kernel for language '%.32s' here; languages: %s (install a kernelspec "
-                 "whose \"language\" is it)",
-                 language, installed[0] ? installed : "none");
-        reply_text(r, 400, message);
-}
-
-static struct e2b_context *context_find(struct e2b_sandbox *s, const char *id)
-{
-        for (struct e2b_context *c = s->contexts; c; c = c->next) {
-                if (strcmp(c->id, id) == 0)
-                        return c;
-        }
-        return NULL;
-}
-
-static json_t *context_json(const struct e2b_context *c)
-{
-        return json_pack("{s:s, s:s, s:s}", "id", c->id, "language", c->language, "cwd", c->cwd);
-}
-
-static char **env_strv(json_t *env)
-{
-        size_t n = 0;
-        char **v = calloc(json_object_size(env) + 1, sizeof(char *));
-        const char *key;
-        json_t *value;
-
-        json_object_foreach(env, key, value) {
-                size_t len = strlen(key) + json_string_length(value) + 2;
-
-                if (!v || !(v[n] = malloc(len)))
-                        break;
-                snprintf(v[n++], len, "%s=%s", key, json_string_value(value));
-        }
-        return v;
-}
-
-/* pip installs into the user's site directory (the system's is read-only);
- * Python puts that on sys.path only if it existed at start. Made now, and
- * put where Python would (before the system's), a package pip installs is
- * importable at once, as it is in E2B's sandboxes. */
-static const char user_site_code[] =
-    "(lambda os, site, sys: (os.makedirs(site.getusersitepackages(), exist_ok=True),"
-    " site.getusersitepackages() in sys.path or sys.path.insert(min([i for i, p in"
-    " enumerate(sys.path) if p in site.getsitepackages()] or [len(sys.path)]),"
-    " site.getusersitepackages())))(__import__('os'), __import__('site'),"
-    " __import__('sys'))\n";
-
-/* What a Python context's kernel runs each time it starts: E2B's result
- * formats (e2b_display.h), the user's site directory, and a move to the
- * context's directory. */
-static int context_startup(const struct e2b_context *c, struct kernel *k)
-{
-        const char *language = json_string_value(json_object_get(k->spec->spec, "language"));
-        const char *display = e2b_display_code();
-        json_t *dir = json_string(c->cwd);
-        char *cwd = json_dumps(dir, JSON_ENCODE_ANY), *code = NULL;
-        int rc = 0;
-
-        json_decref(dir);
-        if (!language || strcmp(language, "python") != 0)
-                goto out;
-        if (!display || !cwd ||
-            asprintf(&code, "%s%s__import__('os').chdir(%s)\n", display, user_site_code, cwd) < 0) {
-                code = NULL;
-                rc = -ENOMEM;
-                goto out;
-        }
-        rc = kernel_set_startup_code(k, code);
-out:
-        free(code);
-        free(cwd);
-        return rc;
-}
-
-/* Records k as a context of s. */
-static struct e2b_context *context_add(struct e2b_sandbox *s, struct kernel *k,
-                                       const char *language, const char *cwd)
-{
-        struct e2b_context *c = calloc(1, sizeof(*c));
-
-        if (!c)
-                return NULL;
-        /* Random, as E2B's are: ids made from a counter and the clock
-         * collided (n ^ t repeats when t moves on by one). */
-        jp_uuid4(c->id);
-        snprintf(c->language, sizeof(c->language), "%s", language);
-        snprintf(c->cwd, sizeof(c->cwd), "%s", cwd && *cwd ? cwd : "/home/user");
-        snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
-        if (context_startup(c, k) < 0) {
-                free(c);
-                return NULL;
-        }
-        c->next = s->contexts;
-        s->contexts = c;
-        return c;
-}
-
-/* Starts a kernel for a new context; done hears when it is ready. */
-static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                       const char *language, const char *cwd,
-                                       struct kernel_waiter *w, int *err)
-{
-        char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
-        struct e2b_context *c = NULL;
-        char reason[256];
-        size_t nenv = 0;
-        struct kernel *k;
-
-        /* The kernelspec's env first, as POST /api/kernels has it, then
-         * the sandbox's envVars (checked when it was created). */
-        *err = env && sandbox_env ? kernel_env_append(json_object_get(spec->spec, "env"), &env,
-                                                      &nenv, reason, sizeof(reason))
-                                  : -ENOMEM;
-        if (*err == -EINVAL)
-                log_warn("kernelspec %s: its env is refused: %s", spec->name, reason);
-        for (size_t i = 0; *err == 0 && sandbox_env[i]; i++) {
-                char **grown = realloc(env, (nenv + 2) * sizeof(char *));
-
-                if (!grown) {
-                        *err = -ENOMEM;
-                        break;
-                }
-                env = grown;
-                env[nenv++] = sandbox_env[i];
-                env[nenv] = NULL;
-                sandbox_env[i] = NULL;
-        }
-        jp_strv_free(sandbox_env);
-        if (*err == 0)
-                *err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
-        jp_strv_free(env);
-        if (*err == 0) {
-                c = context_add(s, k, language, cwd);
-                if (!c) {
-                        kernel_waiter_cancel(w);
-                        kernel_shutdown(k, NULL);
-                        *err = -ENOMEM;
-                }
-        }
-        return c;
-}
-
-static struct http_request *request_of(struct kernel_waiter *w)
-{
-        return lws_container_of(w, struct http_request, waiter);
-}
-
-static struct e2b_sandbox *sandbox_of_kernel(const char *kernel_id, struct e2b_context **ctx)
-{
-        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
-                for (struct e2b_context *c = s->contexts; c; c = c->next) {
-                        if (strcmp(c->kernel_id, kernel_id) == 0) {
-                                *ctx = c;
-                                return s;
-                        }
-                }
-        }
-        return NULL;
-}
-
-static void context_remove(struct e2b_sandbox *s, struct e2b_context *c)
-{
-        for (struct e2b_context **link = &s->contexts; *link; link = &(*link)->next) {
-                if (*link == c) {
-                        *link = c->next;
-                        free(c);
-                        return;
-                }
-        }
-}
-
-static void on_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
-                             const char *message)
-{
-        struct http_request *r = request_of(w);
-        struct e2b_context *c;
-        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
-
-        if (!s) {
-                reply_text(r, 500, "the sandbox went away");
-                return;
-        }
-        if (status) {
-                context_remove(s, c);
-                reply_text(r, 500, message ? message : "the context failed to start");
-                return;
-        }
-        http_reply_json(r, 200, context_json(c));
-}
-
 /* ---- control plane ---------------------------------------------------------- */
 
 static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
 {
-        struct http_request *r = request_of(w);
+        struct http_request *r = lws_container_of(w, struct http_request, waiter);
         struct e2b_context *c;
-        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
+        struct e2b_sandbox *s = e2b_sandbox_of_kernel(k->id, &c);
 
         if (!s) {
                 e2b_reply_error(r, 500, "the sandbox went away while starting");
@@ -897,7 +622,7 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
         http_reply_json(r, 201, created_json(s));
 }
 
-static bool string_map(json_t *v, size_t max)
+bool e2b_string_map(json_t *v, size_t max)
 {
         const char *key;
         json_t *value;
@@ -923,8 +648,8 @@ static bool timeout_of(struct http_request *r, json_t *body, double dflt, bool z
         double max = kernels_config()->e2b_max_timeout;
 
         *seconds = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : dflt;
-        if (!timeout || (isfinite(*seconds) && (*seconds > 0 || (zero_ok && *seconds == 0)) &&
-                         *seconds <= max))
+        if (!timeout ||
+            (isfinite(*seconds) && (*seconds > 0 || (zero_ok && *seconds == 0)) && *seconds <= max))
                 return true;
         e2b_reply_error(r, 400, "timeout must be from %d to %g seconds", zero_ok ? 0 : 1, max);
         return false;
@@ -1081,7 +806,7 @@ static void create_sandbox(struct http_request *r)
                                 templates_names());
         } else if (!timeout_of(r, body, 300, false, &ttl)) {
                 /* answered */
-        } else if (!string_map(metadata, MAX_METADATA) || !string_map(env, 256)) {
+        } else if (!e2b_string_map(metadata, MAX_METADATA) || !e2b_string_map(env, 256)) {
                 e2b_reply_error(r, 400, "metadata and envVars must be objects of strings");
         } else if (json_object_get(metadata, E2B_PUBLIC_PORTS_KEY) &&
                    ports_parse_public(
@@ -1126,7 +851,8 @@ static void create_sandbox(struct http_request *r)
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
-                        if (context_add(s, pooled, "python", NULL)) {
+                        if (e2b_context_adopt(s, pooled, "python")) {
+                                e2b_contexts_add_defaults(s);
                                 kernel_when_ready(pooled, &r->waiter);
                         } else {
                                 kernel_shutdown(pooled, NULL);
@@ -1143,7 +869,9 @@ static void create_sandbox(struct http_request *r)
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
-                        if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
+                        if (e2b_context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
+                                e2b_contexts_add_defaults(s);
+                        } else {
                                 sandbox_kill(s);
                                 e2b_reply_error(r, rc == -EAGAIN || rc == -EDQUOT ? 429 : 500,
                                                 "cannot start the sandbox: %s",
@@ -1270,7 +998,8 @@ static void list_sandboxes(struct http_request *r, bool v2)
                 goto out;
         }
         for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
-                struct e2b_list_entry e = {.id = s->id, .template_name = s->template_id,
+                struct e2b_list_entry e = {.id = s->id,
+                                           .template_name = s->template_id,
                                            .started_us = started_us(s),
                                            .paused = s->phase == E2B_PAUSED,
                                            .metadata = s->metadata};
@@ -1428,200 +1157,6 @@ static void control_plane(struct http_request *r, const char *route)
         }
 }
 
-/* ---- the code interpreter ----------------------------------------------------- */
-
-static void forget_pending_run(struct http_request *r)
-{
-        json_t *body = r->ctx;
-
-        json_decref(body);
-        r->ctx = NULL;
-        r->cleanup = NULL;
-}
-
-static void on_run_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
-                                 const char *message)
-{
-        struct http_request *r = request_of(w);
-        json_t *body = json_incref(r->ctx);
-        struct e2b_context *c;
-        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
-
-        forget_pending_run(r);
-        if (!s) {
-                reply_text(r, 500, "the sandbox went away");
-        } else if (status) {
-                context_remove(s, c);
-                reply_text(r, 500, message ? message : "the context failed to start");
-        } else {
-                execute_start(r, k, json_string_value(json_object_get(body, "code")),
-                              json_object_get(body, "env_vars"), 0);
-        }
-        json_decref(body);
-}
-
-/* Runs the code of body once a new default context of language is ready. */
-static void run_in_new_context(struct http_request *r, struct e2b_sandbox *s,
-                               const struct jp_kernelspec *spec, const char *language, json_t *body)
-{
-        size_t n = 0;
-        int err;
-
-        for (struct e2b_context *x = s->contexts; x; x = x->next)
-                n++;
-        if (n >= MAX_CONTEXTS) {
-                reply_text(r, 400, "too many contexts in this sandbox");
-                return;
-        }
-        r->ctx = json_incref(body);
-        r->cleanup = forget_pending_run;
-        r->waiter.done = on_run_context_ready;
-        if (!context_new(s, spec, language, NULL, &r->waiter, &err)) {
-                forget_pending_run(r);
-                reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
-                           err == -EDQUOT ? "quota of this key reached"
-                                          : "cannot start a kernel for the context");
-        }
-}
-
-static void run_code(struct http_request *r, struct e2b_sandbox *s)
-{
-        json_t *body = api_parse_body(r);
-        json_t *code, *ctx_id, *language, *env;
-        struct e2b_context *c = NULL;
-        struct kernel *k;
-
-        if (!body)
-                return;
-        code = json_object_get(body, "code");
-        ctx_id = json_object_get(body, "context_id");
-        language = json_object_get(body, "language");
-        env = json_object_get(body, "env_vars");
-        if (!json_is_string(code) || (env && !string_map(env, 256))) {
-                reply_text(r, 400, "code must be a string and env_vars an object of strings");
-                goto out;
-        }
-        if (json_is_string(ctx_id) && json_is_string(language)) {
-                reply_text(r, 400, "give context_id or language, not both");
-                goto out;
-        }
-        if (json_is_string(ctx_id)) {
-                c = context_find(s, json_string_value(ctx_id));
-                if (!c) {
-                        char msg[128];
-
-                        snprintf(msg, sizeof(msg), "Context %.64s not found",
-                                 json_string_value(ctx_id));
-                        reply_text(r, 404, msg);
-                        goto out;
-                }
-        } else {
-                char want[32];
-                const struct jp_kernelspec *spec =
-                    spec_for(s, json_string_value(language), want, sizeof(want));
-
-                if (!spec) {
-                        reply_languages(r, json_is_string(language) ? json_string_value(language)
-                                                                    : "python");
-                        goto out;
-                }
-                /* The oldest context of the language is its default one. */
-                for (struct e2b_context *x = s->contexts; x; x = x->next) {
-                        if (strcmp(x->language, want) == 0)
-                                c = x;
-                }
-                if (!c) {
-                        /* None yet: made now, as E2B's code interpreter does. */
-                        run_in_new_context(r, s, spec, want, body);
-                        goto out;
-                }
-        }
-        k = kernel_find(c->kernel_id);
-        if (!k) {
-                reply_text(r, 404, "The context's kernel is gone");
-                goto out;
-        }
-        /* The SDK keeps its own time; an abandoned call interrupts the cell. */
-        execute_start(r, k, json_string_value(code), env, 0);
-out:
-        json_decref(body);
-}
-
-static void on_context_restarted(struct kernel_waiter *w, struct kernel *k, int status,
-                                 const char *message)
-{
-        (void)k;
-        if (status)
-                reply_text(request_of(w), 500, message ? message : "the context failed to restart");
-        else
-                http_reply_empty(request_of(w), 204);
-}
-
-static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *route)
-{
-        char id[64], action[32] = "";
-        struct e2b_context *c;
-        struct kernel *k;
-        json_t *body, *list;
-        int err;
-
-        if (strcmp(route, "contexts") == 0 && r->method == HTTP_GET) {
-                list = json_array();
-                for (c = s->contexts; list && c; c = c->next)
-                        json_array_append_new(list, context_json(c));
-                http_reply_json(r, 200, list);
-                return;
-        }
-        if (strcmp(route, "contexts") == 0 && r->method == HTTP_POST) {
-                const struct jp_kernelspec *spec;
-                const char *language, *cwd;
-                char name[32];
-                size_t n = 0;
-
-                body = api_parse_body(r);
-                if (!body)
-                        return;
-                language = json_string_value(json_object_get(body, "language"));
-                cwd = json_string_value(json_object_get(body, "cwd"));
-                spec = spec_for(s, language, name, sizeof(name));
-                for (c = s->contexts; c; c = c->next)
-                        n++;
-                if (!spec)
-                        reply_languages(r, language ? language : "python");
-                else if (cwd && cwd[0] != '/')
-                        reply_text(r, 400, "cwd must be an absolute path");
-                else if (n >= MAX_CONTEXTS)
-                        reply_text(r, 400, "too many contexts in this sandbox");
-                else {
-                        r->waiter.done = on_context_ready;
-                        if (!context_new(s, spec, name, cwd, &r->waiter, &err))
-                                reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
-                                           err == -EDQUOT
-                                               ? "quota of this key reached"
-                                               : "cannot start a kernel for the context");
-                }
-                json_decref(body);
-                return;
-        }
-        if (sscanf(route, "contexts/%63[^/]/%31s", id, action) < 1 || !(c = context_find(s, id))) {
-                reply_text(r, 404, "Context not found");
-                return;
-        }
-        k = kernel_find(c->kernel_id);
-        if (strcmp(action, "restart") == 0 && r->method == HTTP_POST && k) {
-                /* Answered once the context is ready again, as E2B's is. */
-                r->waiter.done = on_context_restarted;
-                kernel_restart(k, &r->waiter);
-        } else if (!action[0] && r->method == HTTP_DELETE) {
-                if (k)
-                        kernel_shutdown(k, NULL);
-                context_remove(s, c);
-                http_reply_empty(r, 204);
-        } else {
-                reply_text(r, k ? 405 : 404, k ? "Method not allowed" : "Context not found");
-        }
-}
-
 /* ---- routing ---------------------------------------------------------------- */
 
 struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
@@ -1708,12 +1243,7 @@ void e2b_handle(struct http_request *r)
         if (!s)
                 return;
         if (strcmp(port, E2B_JUPYTER_PORT) == 0) {
-                if (strcmp(route, "execute") == 0 && r->method == HTTP_POST)
-                        run_code(r, s);
-                else if (strncmp(route, "contexts", 8) == 0)
-                        contexts(r, s, route);
-                else
-                        reply_text(r, 404, "Not found");
+                e2b_code_interpreter(r, s, route);
         } else {
                 envd_handle(r, s, route);
         }

@@ -52,10 +52,10 @@ int e2b_time_parse(const char *text, int64_t *us)
         struct tm tm;
         time_t t;
 
-        if (strlen(text) < 20 || !digits(p, 4, &year) || p[4] != '-' ||
-            !digits(p + 5, 2, &month) || p[7] != '-' || !digits(p + 8, 2, &day) ||
-            (p[10] != 'T' && p[10] != 't') || !digits(p + 11, 2, &hour) || p[13] != ':' ||
-            !digits(p + 14, 2, &minute) || p[16] != ':' || !digits(p + 17, 2, &second))
+        if (strlen(text) < 20 || !digits(p, 4, &year) || p[4] != '-' || !digits(p + 5, 2, &month) ||
+            p[7] != '-' || !digits(p + 8, 2, &day) || (p[10] != 'T' && p[10] != 't') ||
+            !digits(p + 11, 2, &hour) || p[13] != ':' || !digits(p + 14, 2, &minute) ||
+            p[16] != ':' || !digits(p + 17, 2, &second))
                 return -EINVAL;
         p += 19;
         if (*p == '.') {
@@ -245,12 +245,17 @@ static int parse_limit(struct e2b_list_query *q, const char *value, char *err, s
 static int parse_token(struct e2b_list_query *q, const char *value)
 {
         struct buf raw;
+        size_t n;
         char *sep, *id, *tail;
         int rc = -EINVAL;
 
+        q->has_cursor = false;
         if (!*value)
                 return 0; /* an empty token is none, as E2B's */
-        if (strlen(value) > E2B_LIST_TOKEN_MAX)
+        /* base64url (or base64), padding only at its end */
+        n = strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/");
+        if (strlen(value) > E2B_LIST_TOKEN_MAX || strspn(value + n, "=") != strlen(value + n) ||
+            strlen(value + n) > 2)
                 return -EINVAL;
         buf_init(&raw, E2B_LIST_TOKEN_MAX);
         if (buf_append_unbase64(&raw, value) < 0 || !raw.data || strlen(raw.data) != raw.len)
@@ -269,10 +274,10 @@ static int parse_token(struct e2b_list_query *q, const char *value)
                         goto out;
                 q->cursor_oldest_first = true;
         }
-        if (!*id || strlen(id) >= sizeof(q->cursor_id) || strspn(id,
-                                                                  "abcdefghijklmnopqrstuvwxyz"
-                                                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                  "0123456789-") != strlen(id) ||
+        if (!*id || strlen(id) >= sizeof(q->cursor_id) ||
+            strspn(id, "abcdefghijklmnopqrstuvwxyz"
+                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                       "0123456789-") != strlen(id) ||
             e2b_time_parse(raw.data, &q->cursor_us) < 0)
                 goto out;
         snprintf(q->cursor_id, sizeof(q->cursor_id), "%s", id);
@@ -358,7 +363,7 @@ int e2b_list_query_check(const struct e2b_list_query *q, char *err, size_t errle
 int e2b_list_compare(const struct e2b_list_query *q, int64_t a_us, const char *a_id, int64_t b_us,
                      const char *b_id)
 {
-        int c = a_us == b_us ? -strcmp(a_id, b_id) : a_us > b_us ? -1 : 1;
+        int c = a_us == b_us ? strcmp(a_id, b_id) : a_us > b_us ? -1 : 1;
 
         return q->order == E2B_LIST_NEWEST_FIRST ? c : -c;
 }

@@ -38,12 +38,12 @@ enum e2b_list_order { E2B_LIST_NEWEST_FIRST, E2B_LIST_OLDEST_FIRST };
 struct e2b_list_query {
         bool running, paused; /* the states listed */
         bool states_given;
-        json_t *metadata; /* key -> value, each must match; NULL: any */
+        json_t *metadata;                          /* key -> value, each must match; NULL: any */
         char template_name[E2B_LIST_TEMPLATE_MAX]; /* "": any */
         bool has_started_after;
         int64_t started_after_us;
         enum e2b_list_order order;
-        int limit;  /* 0: every sandbox, one page (the older GET /sandboxes) */
+        int limit;       /* 0: every sandbox, one page (the older GET /sandboxes) */
         bool has_cursor; /* a nextToken: the page starts after this one */
         int64_t cursor_us;
         char cursor_id[E2B_LIST_ID_MAX];

@@ -77,8 +77,9 @@ static int time_arg(struct http_request *r, const char *name, int64_t *out)
                 return 0;
         /* E2B's: an integer of at least 0. */
         if (rc < 0 || n == 0 || n > 18 || strspn(value, "0123456789") != n) {
-                e2b_reply_error(r, 400, "%s must be a Unix time in seconds (a whole number, 0 or "
-                                        "more)",
+                e2b_reply_error(r, 400,
+                                "%s must be a Unix time in seconds (a whole number, 0 or "
+                                "more)",
                                 name);
                 return -EINVAL;
         }
@@ -100,8 +101,9 @@ void e2b_metrics_reply(struct http_request *r, struct e2b_metrics *m)
         if (time_arg(r, "start", &start) < 0 || time_arg(r, "end", &end) < 0)
                 return;
         if (start > end) {
-                e2b_reply_error(r, 400, "Invalid time range for metrics: start (%lld) is after "
-                                        "end (%lld)",
+                e2b_reply_error(r, 400,
+                                "Invalid time range for metrics: start (%lld) is after "
+                                "end (%lld)",
                                 (long long)start, (long long)end);
                 return;
         }

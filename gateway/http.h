@@ -46,7 +46,7 @@ struct http_request {
         const char *content_type;
         char location[HTTP_PATH_MAX];
         char cors_origin[HTTP_ORIGIN_MAX]; /* echoed in Access-Control-Allow-Origin when set */
-        char next_token[200];  /* E2B's paging (E2B_LIST_TOKEN_MAX): an X-Next-Token header when set */
+        char next_token[200];  /* E2B paging (E2B_LIST_TOKEN_MAX): X-Next-Token when set */
         char mcp_session_id[40]; /* MCP: an Mcp-Session-Id header when set */
         char fleet_missing[512]; /* peers left out of a fleet list (fleet.h), when set */
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */

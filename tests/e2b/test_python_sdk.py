@@ -529,6 +529,53 @@ def test_get_metrics_keeps_a_history_and_answers_ranges(gateway):
         sbx.kill()
 
 
+def test_contexts_are_listed_in_creation_order_with_a_default_javascript_one(gateway, sbx):
+    """As E2B's: a new sandbox lists its default Python context, then its
+    default JavaScript one, then the contexts made, in that order. The
+    JavaScript one has no kernel until it runs something."""
+    def kernels():
+        status, listed, _ = gateway.request("GET", "/api/kernels")
+        assert status == 200
+        return len(listed)
+
+    first = sbx.list_code_contexts()
+    assert [(c.language, c.cwd) for c in first] == [("python", "/home/user"),
+                                                    ("javascript", "/home/user")]
+    before = kernels()
+    made = [sbx.create_code_context(), sbx.create_code_context(language="bash", cwd="/tmp")]
+    assert kernels() == before + 2  # the JavaScript one still has none
+    assert [c.id for c in sbx.list_code_contexts()] == [c.id for c in first + made]
+    js = first[1]
+    assert sbx.run_code("process.cwd()", context=js).text == "/home/user"
+    assert kernels() == before + 3
+    assert sbx.run_code("6 * 7", language="javascript").text == "42"  # the same one
+    assert kernels() == before + 3
+    assert sbx.run_code("pwd", context=made[1]).logs.stdout == ["/tmp\n"]
+    sbx.remove_code_context(js.id)
+    assert [c.id for c in sbx.list_code_contexts()] == [first[0].id] + [c.id for c in made]
+
+
+def test_a_context_cwd_must_be_a_directory_the_user_can_enter(sbx):
+    """E2B's Python context would report the cwd and run in /home/user; here
+    a cwd that is not there, not a directory, or shut to the sandbox's user
+    is refused before any kernel starts, naming it."""
+    sbx.commands.run("mkdir -p /home/user/shut/in && chmod 700 /home/user/shut "
+                     "&& touch /home/user/file", user="root")
+    for cwd, why in [("/nope", "No such file or directory"),
+                     ("/home/user/file", "Not a directory"),
+                     ("/home/user/shut/in", "Permission denied"),
+                     ("relative/dir", "absolute path")]:
+        with pytest.raises(SandboxException) as caught:
+            sbx.create_code_context(cwd=cwd)
+        assert "400" in str(caught.value) and why in str(caught.value), (cwd, caught.value)
+    assert [c.language for c in sbx.list_code_contexts()] == ["python", "javascript"]
+    for language in ("python", "bash", "js"):
+        ctx = sbx.create_code_context(cwd="/tmp/../tmp", language=language)
+        code = {"python": "import os; print(os.getcwd())", "bash": "pwd",
+                "js": "console.log(process.cwd())"}[language]
+        assert sbx.run_code(code, context=ctx).logs.stdout == ["/tmp\n"], language
+
+
 def test_contexts_keep_charts_and_cwd_across_restarts(sbx):
     ctx = sbx.create_code_context(cwd="/tmp")
     plot = "import matplotlib.pyplot as plt, os\nplt.bar(['a', 'b'], [3, 5])\nplt.show()\nos.getcwd()"
@@ -776,9 +823,11 @@ def test_language_contexts_keep_state(sbx):
     assert js.language == "javascript"
     sbx.run_code("var y = 20", context=js)
     assert sbx.run_code("y * 2 + 2", context=js).text == "42"
-    # js and javascript are one language, and its oldest context is its
-    # default one: a run by language finds y there.
-    assert sbx.run_code("y", language="javascript").text == "20"
+    # js and javascript are one language, whose default context is the
+    # sandbox's own (listed first): a run by language goes there, not here.
+    sbx.run_code("var y = 7", language="javascript")
+    assert sbx.run_code("y", language="js").text == "7"
+    assert sbx.run_code("y", context=js).text == "20"
 
 
 def test_r_plots_and_data_frames(sbx):
