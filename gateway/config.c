@@ -179,6 +179,10 @@ static const struct option_def options[] = {
         OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,
             "answer 400 to an E2B sandbox request for internet access (default: accept it and "
             "give the sandbox what the network policy allows, which is no network)"),
+        OPT("e2b-public-traffic", OPT_FLAG, e2b_public_traffic, 0, 0, NULL,
+            "E2B sandboxes created without network.allowPublicTraffic get E2B's default: every "
+            "port reached without a token (default: a port needs the API key or the sandbox's "
+            "traffic access token unless the create says allowPublicTraffic true)"),
         OPT("watch-max-watchers", OPT_INT, watch_max_watchers, 0, 1024, "32",
             "E2B directory watchers (files.watchDir / watch_dir) at once in the gateway, each an "
             "inotify instance of the gateway's user (fs.inotify.max_user_instances, 128 by "

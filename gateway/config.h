@@ -88,6 +88,7 @@ struct config {
         bool keep_running_on_disconnect; /* an HTTP execution's client left: let the cell run */
         double e2b_max_timeout;          /* the longest lifetime an E2B sandbox may ask for */
         bool e2b_refuse_internet;        /* allow_internet_access: true is a 400, not "no network" */
+        bool e2b_public_traffic;         /* ports public unless the create says otherwise */
         /* E2B directory watchers (gateway/watch.h) */
         int64_t watch_max_watchers;
         int64_t watch_max_watchers_per_sandbox;

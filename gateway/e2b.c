@@ -45,6 +45,26 @@ struct e2b_sandbox *e2b_sandboxes(void)
 
 /* ---- helpers ------------------------------------------------------------- */
 
+/* The ports of the sandbox that need no token (ports.h): every port when
+ * the create said network.allowPublicTraffic true (E2B's default, which
+ * the operator makes Glovebox's with --e2b-public-traffic), else those its
+ * metadata names under E2B_PUBLIC_PORTS_KEY (checked before the sandbox
+ * was made). A private port takes the API key or the traffic access
+ * token, as E2B's do with allowPublicTraffic false. Applied to each box
+ * the sandbox gets: at create and at every resume. */
+static void set_public_traffic(struct e2b_sandbox *s)
+{
+        json_t *v = json_object_get(s->metadata, E2B_PUBLIC_PORTS_KEY);
+
+        s->box->all_ports_public = s->ports_public;
+        if (json_is_string(v))
+                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+        /* Checked at create: the Host header its apps get. */
+        if (*s->request_host)
+                ports_parse_request_host(s->request_host, s->box, NULL, 0);
+}
+
+
 static bool header(struct http_request *r, const char *name, char *out, size_t size)
 {
         return lws_hdr_custom_copy(r->wsi, out, (int)size, name, (int)strlen(name)) > 0;
@@ -496,6 +516,7 @@ static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double t
                 e2b_reply_error(r, 500, "resume: cannot make a sandbox: %s", strerror(-rc));
                 goto out;
         }
+        set_public_traffic(s);
         s->phase = E2B_RESUMING;
         s->phase_started = loop_now();
         s->pending_timeout = timeout;
@@ -705,18 +726,12 @@ static const char *create_refusal(json_t *body)
  * means "only allowOut": that entry is read so, every other denial wins.
  * Without an operator policy nothing is enabled (create_refusal has the
  * old answers). 0 (net->enabled says whether) or -EINVAL with err. */
-/* The ports of the sandbox that need no token (ports.h), from the
- * metadata key E2B_PUBLIC_PORTS_KEY, checked before the sandbox is made.
- * Not E2B's network.allowPublicTraffic: the Python SDK sends that as true
- * whenever any network option is given, so it says nothing of what the
- * caller chose; a port takes the API key or the traffic access token, as
- * E2B's do with allowPublicTraffic false. */
-static void set_public_traffic(struct e2b_sandbox *s, json_t *body)
+/* allowPublicTraffic as the create gave it, or the operator's default. */
+static bool public_traffic_of(json_t *body)
 {
-        json_t *v = json_object_get(json_object_get(body, "metadata"), E2B_PUBLIC_PORTS_KEY);
+        json_t *v = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
 
-        if (json_is_string(v))
-                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+        return json_is_boolean(v) ? json_is_true(v) : kernels_config()->e2b_public_traffic;
 }
 
 static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
@@ -771,7 +786,7 @@ static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = kernels_config();
         json_t *body = api_parse_body(r);
-        json_t *template, *metadata, *env;
+        json_t *template, *metadata, *env, *mask;
         const struct jp_kernelspec *spec = NULL;
         const char *tid, *refusal;
         struct hostmsg_limits limits;
@@ -797,6 +812,7 @@ static void create_sandbox(struct http_request *r)
         template = json_object_get(body, "templateID");
         metadata = json_object_get(body, "metadata");
         env = json_object_get(body, "envVars");
+        mask = json_object_get(json_object_get(body, "network"), "maskRequestHost");
         tid = json_is_string(template) ? json_string_value(template) : DEFAULT_TEMPLATE;
         spec = template_spec(tid);
         refusal = create_refusal(body);
@@ -813,6 +829,11 @@ static void create_sandbox(struct http_request *r)
                        json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
                        err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
+        } else if (json_is_string(mask) &&
+                   ports_parse_request_host(json_string_value(mask), NULL, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "network.maskRequestHost: %s", err);
+        } else if (mask && !json_is_string(mask)) {
+                e2b_reply_error(r, 400, "network.maskRequestHost must be a string");
         } else if (refusal) {
                 e2b_reply_error(r, 400, "%s", refusal);
         } else if (create_network(body, &net, err, sizeof(err)) < 0) {
@@ -834,6 +855,10 @@ static void create_sandbox(struct http_request *r)
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
                 s->spec = spec;
                 s->on_timeout_pause = json_is_true(json_object_get(body, "autoPause"));
+                s->ports_public = public_traffic_of(body);
+                if (json_is_string(mask))
+                        snprintf(s->request_host, sizeof(s->request_host), "%s",
+                                 json_string_value(mask));
                 s->metadata = metadata ? json_incref(metadata) : json_object();
                 s->env = env ? json_incref(env) : json_object();
                 jp_timestamp_now(s->started_at);
@@ -847,7 +872,7 @@ static void create_sandbox(struct http_request *r)
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->limits = s->box->limits;
-                        set_public_traffic(s, body);
+                        set_public_traffic(s);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
@@ -865,7 +890,7 @@ static void create_sandbox(struct http_request *r)
                                            &s->box);
                 if (rc == 0) {
                         s->limits = s->box->limits;
-                        set_public_traffic(s, body);
+                        set_public_traffic(s);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;

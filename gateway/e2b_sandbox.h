@@ -54,6 +54,8 @@ struct e2b_sandbox {
         enum e2b_phase phase;
         struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
         bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
+        bool ports_public;            /* every port needs no token (set_public_traffic) */
+        char request_host[SANDBOX_REQUEST_HOST_MAX]; /* network.maskRequestHost, or "" */
         /* The pause or resume (or connect) waiting for the phase to
          * change, or NULL: its answer comes then. */
         struct http_request *pending;

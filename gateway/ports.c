@@ -204,6 +204,8 @@ static void resolve(struct target *t)
 
 static bool port_public(const struct sandbox *box, int port)
 {
+        if (box->all_ports_public)
+                return true;
         for (size_t i = 0; i < box->npublic_ports; i++) {
                 if (box->public_ports[i] == port)
                         return true;
@@ -332,6 +334,16 @@ static bool traffic_token_ok(struct lws *wsi, const struct target *t)
 
 enum admission { ADMIT_PUBLIC, ADMIT_TOKEN, ADMIT_COOKIE };
 
+/* The answer to a request without credentials that would do: 401 in the
+ * path form, as for every route; 403 in the Host form, as E2B answers a
+ * private port asked without its traffic access token there (its SDKs'
+ * getHost names that form). The same whether the id is known or not, so
+ * that it tells nobody which sandboxes exist. */
+static int refused_status(const struct target *t)
+{
+        return t->host_form ? 403 : 401;
+}
+
 /* Everything the headers decide; 0 with *how set, or an HTTP status with
  * message filled. */
 static int admit(struct lws *wsi, struct target *t, enum admission *how, char *message, size_t size)
@@ -363,7 +375,7 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
         if (!t->box) {
                 if (!cfg->no_auth && !http_authorized(wsi)) {
                         snprintf(message, size, "Missing or wrong token");
-                        return 401;
+                        return refused_status(t);
                 }
                 /* Another tenant's kernel does not exist for this key,
                  * not even as one that is starting. */
@@ -396,7 +408,7 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                 *how = ADMIT_COOKIE;
         else {
                 snprintf(message, size, "Missing or wrong token");
-                return 401;
+                return refused_status(t);
         }
         /* A page elsewhere must not reach a private port with the user's
          * cookie. */
@@ -534,6 +546,64 @@ static int append_authorization(struct buf *b, struct lws *wsi)
         return buf_printf(b, "Authorization: %s\r\n", value);
 }
 
+#define PORT_PLACEHOLDER "${PORT}"
+
+int ports_parse_request_host(const char *text, struct sandbox *box, char *err, size_t errlen)
+{
+        size_t len = strlen(text);
+
+        /* What a Host header may hold of a name, an address (IPv6 in
+         * brackets) and a port: nothing that could end the header or start
+         * another. The placeholder's own characters only as the
+         * placeholder. */
+        for (const char *p = text; *p;) {
+                if (strncmp(p, PORT_PLACEHOLDER, strlen(PORT_PLACEHOLDER)) == 0) {
+                        p += strlen(PORT_PLACEHOLDER);
+                        continue;
+                }
+                if (!isalnum((unsigned char)*p) && !strchr(".-_:[]", *p)) {
+                        len = 0;
+                        break;
+                }
+                p++;
+        }
+        /* Room for the placeholder's expansion to five digits. */
+        if (len == 0 || len + 8 * 5 >= SANDBOX_REQUEST_HOST_MAX) {
+                if (err)
+                        snprintf(err, errlen,
+                                 "a host name or address with an optional :port, at most %d "
+                                 "characters of letters, digits and .-_:[], where %s stands "
+                                 "for the port",
+                                 SANDBOX_REQUEST_HOST_MAX - 41, PORT_PLACEHOLDER);
+                return -EINVAL;
+        }
+        if (box)
+                snprintf(box->request_host, sizeof(box->request_host), "%s", text);
+        return 0;
+}
+
+/* The Host the app gets: the sandbox's own (its placeholders expanded)
+ * or 127.0.0.1:PORT. */
+static int append_request_host(struct buf *b, const struct target *t)
+{
+        const char *p = t->box->request_host;
+        int rc;
+
+        if (!*p)
+                return buf_printf(b, "Host: 127.0.0.1:%d\r\n", t->port);
+        rc = buf_append_str(b, "Host: ");
+        while (rc == 0 && *p) {
+                const char *at = strstr(p, PORT_PLACEHOLDER);
+                size_t n = at ? (size_t)(at - p) : strlen(p);
+
+                rc = buf_printf(b, "%.*s", (int)n, p);
+                if (rc == 0 && at)
+                        rc = buf_printf(b, "%d", t->port);
+                p += n + (at ? strlen(PORT_PLACEHOLDER) : 0);
+        }
+        return rc == 0 ? buf_append_str(b, "\r\n") : rc;
+}
+
 /* The request head for the app, into b (bounded by HEAD_MAX). 0,
  * -EINVAL for a method not relayed, -E2BIG when it does not fit. */
 static int build_head(struct buf *b, struct lws *wsi, const struct target *t, bool upgrade)
@@ -550,7 +620,9 @@ static int build_head(struct buf *b, struct lws *wsi, const struct target *t, bo
         if (rc == 0)
                 rc = append_query(b, wsi, false);
         if (rc == 0)
-                rc = buf_printf(b, " HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", t->port);
+                rc = buf_append_str(b, " HTTP/1.1\r\n");
+        if (rc == 0)
+                rc = append_request_host(b, t);
         for (int i = 0; rc == 0 && i < WSI_TOKEN_COUNT; i++) {
                 const char *name = (const char *)lws_token_to_string((enum lws_token_indexes)i);
                 size_t nlen = name ? strlen(name) : 0;

@@ -39,6 +39,11 @@ int ports_confirm_upgrade(struct lws *wsi);
 /* Reads "8000, 8080" (at most SANDBOX_MAX_PUBLIC_PORTS) into box's
  * public ports (box NULL: only checks). 0 or -EINVAL with err. */
 int ports_parse_public(const char *text, struct sandbox *box, char *err, size_t errlen);
+/* Reads the Host header a sandbox's apps get, a name or address with an
+ * optional ":port", where "${PORT}" stands for the port asked for (E2B's
+ * network.maskRequestHost), into box (NULL: only checks). 0 or -EINVAL
+ * with err. */
+int ports_parse_request_host(const char *text, struct sandbox *box, char *err, size_t errlen);
 
 /* GET and PUT /api/kernels/{id}/ports: the ports of the kernel's sandbox
  * that need no token ({"public": [8000, ...]}). */

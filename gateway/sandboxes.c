@@ -207,6 +207,8 @@ int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out)
         sb->kept = false;
         sb->waiters = NULL;
         sb->npublic_ports = 0;
+        sb->all_ports_public = false;
+        sb->request_host[0] = '\0';
         sb->root_fd = -1;
         /* The descriptor came across execve: ours again, not a child's. */
         if (root_fd >= 0 && fcntl(root_fd, F_SETFD, FD_CLOEXEC) < 0) {

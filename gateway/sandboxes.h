@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#define SANDBOX_REQUEST_HOST_MAX 256
 #define SANDBOX_MAX_PUBLIC_PORTS 32
 
 enum sandbox_phase { SANDBOX_CREATING, SANDBOX_READY, SANDBOX_GONE };
@@ -46,6 +47,10 @@ struct sandbox {
         /* ports reached through the gateway without a token (ports.h) */
         unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
         size_t npublic_ports;
+        bool all_ports_public; /* every port of it needs no token */
+        /* the Host header its apps get ("${PORT}" the port's number), or ""
+         * for 127.0.0.1:PORT (ports.h) */
+        char request_host[SANDBOX_REQUEST_HOST_MAX];
         bool kept; /* recorded for a restart that keeps kernels */
 };
 

@@ -225,6 +225,11 @@ struct lws_context *server_create(const struct config *cfg)
                 info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
                 info.ssl_cert_filepath = cfg->certfile;
                 info.ssl_private_key_filepath = cfg->keyfile;
+                /* HTTP/1.1 only: over HTTP/2 libwebsockets gives handlers no
+                 * header it does not know by name, and E2B's SDKs, which
+                 * offer h2 on TLS, authenticate with X-API-Key and
+                 * X-Access-Token and route with E2b-Sandbox-Id. */
+                info.alpn = "http/1.1";
         }
         ctx = lws_create_context(&info);
         if (!ctx)

@@ -8,13 +8,14 @@ BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc libzmq3-dev libczm
  libjansson-dev libwebsockets-dev libseccomp-dev libssl-dev
  python3-dev"
 # What kernels import: ipykernel, and what E2B's code-interpreter template
-# preinstalls wherever Debian packages it (the README lists them).
+# preinstalls wherever Debian packages it (the README lists them), and
+# `python` for python3, which E2B's template has and its users call.
 KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pandas
  python3-seaborn python3-scipy python3-sklearn python3-openpyxl python3-xlrd python3-requests
  python3-bs4 python3-sympy python3-plotly python3-aiohttp python3-gensim python3-imageio
  python3-nltk python3-numba python3-opencv python3-docx python3-skimage python3-soundfile
  python3-xarray python3-pil python3-joblib python3-tz python3-urllib3 python3-pip
- python3-setuptools python3-pexpect"
+ python3-setuptools python3-pexpect python-is-python3"
 
 # Every language E2B's SDK names, as kernels: Glovebox's own bash kernel
 # (kernels/bash) needs pexpect; R is Debian's IRkernel; jupyter-client

@@ -42,13 +42,13 @@ def test_get_host_names_the_gateway_and_reaches_the_sandbox(gateway):
         assert status == 200, (status, body)
         assert body == b"served from an E2B sandbox"
 
-        # The API key works as well; without either, 401.
+        # The API key works as well; without either, 403 (E2B's answer).
         status, _ = get(gateway, host, "/index.txt", {"Authorization": f"Bearer {gateway.token}"})
         assert status == 200
         status, _ = get(gateway, host, "/index.txt")
-        assert status == 401
+        assert status == 403
         status, _ = get(gateway, host, "/index.txt", {"e2b-traffic-access-token": "wrong"})
-        assert status == 401
+        assert status == 403
         # A port nothing listens on: 502 with a message.
         status, body = get(gateway, sbx.get_host(8001), "/", token)
         assert status == 502 and b"8001" in body
@@ -75,9 +75,111 @@ def test_metadata_makes_ports_public(gateway):
         assert status == 200, status
         # Only the ports named.
         status, _ = get(gateway, sbx.get_host(8001), "/")
-        assert status == 401
+        assert status == 403
     finally:
         sbx.kill()
     with pytest.raises(SandboxException) as e:
         Sandbox.create(metadata={"glovebox.public_ports": "80,http"})
     assert "glovebox.public_ports" in str(e.value)
+
+
+def wait_served(gateway, host, headers=None):
+    deadline = time.time() + 30
+    while True:
+        status, body = get(gateway, host, "/", headers)
+        if status != 502 or time.time() > deadline:
+            return status
+        time.sleep(0.2)  # the server is still starting
+
+
+def test_allow_public_traffic_is_what_the_create_says(gateway):
+    """network.allowPublicTraffic true: every port without a token; false:
+    a port needs the traffic access token (or the API key), as in E2B."""
+    from e2b import SandboxNetworkOpts
+    public = Sandbox.create(network=SandboxNetworkOpts(allow_public_traffic=True))
+    private = Sandbox.create(network=SandboxNetworkOpts(allow_public_traffic=False))
+    try:
+        for sbx in (public, private):
+            sbx.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp",
+                             background=True)
+        assert wait_served(gateway, public.get_host(8000)) == 200
+        token = {"e2b-traffic-access-token": private.traffic_access_token}
+        assert wait_served(gateway, private.get_host(8000), token) == 200
+        assert get(gateway, private.get_host(8000), "/")[0] == 403
+        # One sandbox's traffic token opens no other sandbox's port.
+        assert get(gateway, private.get_host(8000), "/",
+                   {"e2b-traffic-access-token": public.traffic_access_token})[0] == 403
+    finally:
+        public.kill()
+        private.kill()
+
+
+def test_public_traffic_by_default_is_the_operators_choice():
+    """--e2b-public-traffic: a create that says nothing gets E2B's default,
+    public ports; one that says false still gets a private port."""
+    from conftest import point_sdk_at
+    from e2b import SandboxNetworkOpts
+    from gbclient import start_gateway
+    gw = start_gateway("--e2b-public-traffic", token=None)
+    import re
+    gw.token = re.search(r"\?token=(\S+)", gw.url_line).group(1)
+    point_sdk_at(gw, gw.token)
+    try:
+        plain = Sandbox.create()
+        private = Sandbox.create(network=SandboxNetworkOpts(allow_public_traffic=False))
+        for sbx in (plain, private):
+            sbx.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp",
+                             background=True)
+        assert wait_served(gw, plain.get_host(8000)) == 200
+        token = {"e2b-traffic-access-token": private.traffic_access_token}
+        assert wait_served(gw, private.get_host(8000), token) == 200
+        assert get(gw, private.get_host(8000), "/")[0] == 403
+        # A resumed sandbox keeps it.
+        assert plain.pause() is True
+        plain = Sandbox.connect(plain.sandbox_id)
+        plain.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp",
+                           background=True)
+        assert wait_served(gw, plain.get_host(8000)) == 200
+        plain.kill()
+        private.kill()
+    finally:
+        gw.stop()
+
+
+HEADER_ECHO = """
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.headers.get('Host', '').encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(('127.0.0.1', 8080), H).serve_forever()
+"""
+
+
+def test_mask_request_host_is_the_host_the_app_sees(gateway):
+    """network.maskRequestHost (E2B's): the app gets that Host, ${PORT} the
+    port's number; a value that could end the header is refused."""
+    from e2b import SandboxNetworkOpts
+    sbx = Sandbox.create(network=SandboxNetworkOpts(
+        mask_request_host="app.example.com:${PORT}", allow_public_traffic=True))
+    try:
+        sbx.files.write("/tmp/echo.py", HEADER_ECHO)
+        sbx.commands.run("python3 /tmp/echo.py", background=True)
+        deadline = time.time() + 30
+        while True:
+            status, body = get(gateway, sbx.get_host(8080), "/")
+            if status != 502 or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert (status, body) == (200, b"app.example.com:8080")
+    finally:
+        sbx.kill()
+    for bad in ("a.example.com\r\nX-Injected: 1", "a b", "", "x" * 300):
+        with pytest.raises(SandboxException) as e:
+            Sandbox.create(network=SandboxNetworkOpts(mask_request_host=bad))
+        assert "maskRequestHost" in str(e.value)

@@ -2,6 +2,7 @@
 IOPub rate limits, the message-type allow-list, --no-auth."""
 import json
 import re
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -117,6 +118,16 @@ def test_tls():
             f"wss://127.0.0.1:{gw.port}/api/kernels/{kid}/channels?token={gw.token}",
             sslopt={"ca_certs": f"{d}/cert.pem", "check_hostname": False})
         ws.close()
+        # A client offering HTTP/2 (E2B's SDKs do, on TLS) gets HTTP/1.1,
+        # where headers such as X-API-Key reach the gateway.
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        with socket.create_connection(("127.0.0.1", gw.port)) as raw, \
+                ctx.wrap_socket(raw) as tls:
+            assert tls.selected_alpn_protocol() == "http/1.1"
+        req = urllib.request.Request(f"https://127.0.0.1:{gw.port}/e2b/sandboxes",
+                                     headers={"X-API-Key": gw.token})
+        with urllib.request.urlopen(req, context=ctx) as resp:
+            assert resp.status == 200 and json.loads(resp.read()) == []
         with pytest.raises(Exception):
             urllib.request.urlopen(f"http://127.0.0.1:{gw.port}/api", timeout=5)
     finally:

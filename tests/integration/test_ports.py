@@ -288,7 +288,11 @@ def test_host_form(gateway, kernel):
     assert status == 200 and body == b"hello from the sandbox"
     # Its own origin: no sandboxing CSP, and the cookie for the whole host.
     assert "content-security-policy" not in headers
-    assert http(gateway, "GET", "/hello.txt", host=host, token=False)[0] == 401
+    # Without credentials the Host form answers 403 (E2B's answer there),
+    # for an unknown id as for a known one.
+    assert http(gateway, "GET", "/hello.txt", host=host, token=False)[0] == 403
+    assert http(gateway, "GET", "/", host=f"8000-nope.localhost:{gateway.port}",
+                token=False)[0] == 403
     assert http(gateway, "GET", "/", host=f"8000-nope.localhost:{gateway.port}")[0] == 404
     ws = websocket.create_connection(ws_url(gateway, "/ws"), timeout=30,
                                      host=f"8765-{kernel}.localhost:{gateway.port}",
