@@ -4,17 +4,17 @@
 #include "gateway/fleet.h"
 #include "gateway/ports.h"
 #include "gateway/api.h"
-#include "gateway/e2b_display.h"
+#include "gateway/e2b_contexts.h"
+#include "gateway/e2b_list.h"
+#include "gateway/e2b_metrics.h"
+#include "gateway/e2b_sandbox.h"
 #include "gateway/egress.h"
-#include "gateway/execute.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
-#include "gateway/monitor.h"
 #include "gateway/pause.h"
 #include "gateway/pool.h"
 #include "gateway/templates.h"
 #include "gateway/tenants.h"
-#include "gateway/specs.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -34,7 +34,6 @@
 #define E2B_ENVD_VERSION "0.6.4"
 #define DEFAULT_TEMPLATE "code-interpreter-v1"
 #define MAX_METADATA     64
-#define MAX_CONTEXTS     16
 /* A sandbox's envVars, in every command and kernel of it: half of what a
  * process's environment and command line may hold together
  * (protocol/hostmsg.h), so that a command always has the other half for
@@ -42,50 +41,13 @@
 #define MAX_ENV_VARS       (HOSTMSG_MAX_ENV / 2)
 #define MAX_ENV_VARS_BYTES (HOSTMSG_MAX_EXEC_BYTES / 2)
 
-struct e2b_context {
-        struct e2b_context *next;
-        char id[JP_UUID_SIZE];
-        char language[32];
-        char cwd[PATH_MAX];
-        char kernel_id[JP_UUID_SIZE];
-};
-
-/* A sandbox is running, or on disk (pause.h) with no box at all, or on
- * its way between the two; requests to its own plane need it running. */
-enum e2b_phase { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
-
-struct e2b_sandbox {
-        struct e2b_sandbox *next;
-        char id[FLEETID_SANDBOX_SIZE];
-        char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
-        char token[65];
-        char template_id[64];
-        json_t *metadata;
-        json_t *env;
-        const struct jp_kernelspec *spec; /* of its first context: its template's */
-        struct sandbox *box;
-        char started_at[JP_TIMESTAMP_SIZE];
-        time_t end_at;
-        double lifetime; /* asked for at create; counted again from ready */
-        lws_sorted_usec_list_t ttl;
-        struct e2b_context *contexts;
-        bool ready; /* its default context answered; listed from then on */
-        enum e2b_phase phase;
-        struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
-        bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
-        bool ports_public;            /* every port needs no token (set_public_traffic) */
-        char request_host[SANDBOX_REQUEST_HOST_MAX]; /* network.maskRequestHost, or "" */
-        /* The pause or resume (or connect) waiting for the phase to
-         * change, or NULL: its answer comes then. */
-        struct http_request *pending;
-        bool pending_connect;   /* a connect: answered as one */
-        double pending_timeout; /* a connect's or resume's timeout; 0: its lifetime */
-        struct kernel_waiter resume_waiter;
-        double phase_started; /* loop_now() when pausing or resuming began */
-};
-
 static struct e2b_sandbox *sandboxes;
 static bool shutting_down; /* paused sandboxes keep their state on disk */
+
+struct e2b_sandbox *e2b_sandboxes(void)
+{
+        return sandboxes;
+}
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -129,13 +91,6 @@ void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
         vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
         http_reply_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", message));
-}
-
-/* The code interpreter's errors are plain text (its SDK reads the body as
- * the message). */
-static void reply_text(struct http_request *r, int status, const char *message)
-{
-        http_reply_bytes(r, status, "text/plain", message, strlen(message));
 }
 
 bool e2b_key_form(const char *key)
@@ -250,26 +205,15 @@ static json_t *created_json(const struct e2b_sandbox *s)
 /* ---- life and death --------------------------------------------------------- */
 
 static void on_ttl(lws_sorted_usec_list_t *sul);
-static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                       const char *language, const char *cwd,
-                                       struct kernel_waiter *w, int *err);
-static bool string_map(json_t *v, size_t max);
 static const char *env_vars_refusal(json_t *env, char *why, size_t size);
 static void reply_quota(struct http_request *r, json_t *why);
 
 /* Ends what runs of s: its commands, its kernels and its box. */
 static void sandbox_stop(struct e2b_sandbox *s)
 {
+        e2b_metrics_stop(&s->metrics);
         envd_forget(s);
-        while (s->contexts) {
-                struct e2b_context *c = s->contexts;
-                struct kernel *k = kernel_find_any(c->kernel_id);
-
-                s->contexts = c->next;
-                if (k)
-                        kernel_shutdown(k, NULL);
-                free(c);
-        }
+        e2b_contexts_stop(s);
         sandbox_unref(&s->box);
 }
 
@@ -323,6 +267,7 @@ static void sandbox_kill(struct e2b_sandbox *s)
          * for good, its saved files with it. */
         if (!shutting_down && s->phase != E2B_RUNNING)
                 pause_forget(s->id);
+        e2b_metrics_clear(&s->metrics);
         json_decref(s->metadata);
         json_decref(s->env);
         free(s);
@@ -506,6 +451,7 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
         log_info("e2b sandbox %s resumed in %.3f s (%llu bytes of files)", s->id,
                  loop_now() - s->phase_started, (unsigned long long)bytes);
         set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
+        e2b_metrics_start(&s->metrics, s->box);
         r = pending_take(s);
         if (r)
                 http_reply_json(r, 201, created_json(s));
@@ -583,10 +529,12 @@ static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double t
         s->pending_timeout = timeout;
         pending_set(s, r);
         s->resume_waiter.done = on_resume_ready;
-        if (!context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
+        if (!e2b_context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
                 resume_failed(s, rc == -EAGAIN   ? "too many kernels"
                                  : rc == -EDQUOT ? "quota of this key reached"
                                                  : strerror(-rc));
+        else
+                e2b_contexts_add_defaults(s);
 out:
         tenants_scope_restore(&saved);
 }
@@ -634,7 +582,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
             !meta_string(meta, "token", s->token, sizeof(s->token)) ||
             !meta_string(meta, "templateID", s->template_id, sizeof(s->template_id)) ||
             !meta_string(meta, "startedAt", s->started_at, sizeof(s->started_at)) ||
-            !string_map(json_object_get(meta, "metadata"), MAX_METADATA) ||
+            !e2b_string_map(json_object_get(meta, "metadata"), MAX_METADATA) ||
             !json_is_object(json_object_get(meta, "metadata")) ||
             env_vars_refusal(json_object_get(meta, "envVars"), why, sizeof(why)) ||
             !json_is_object(json_object_get(meta, "envVars")) || !json_is_object(lim) ||
@@ -677,235 +625,13 @@ void e2b_load_paused(void)
                          count == 1 ? "" : "es");
 }
 
-/* ---- contexts --------------------------------------------------------------- */
-
-/* The kernelspec serving an E2B language name (python when none) in s:
- * among its template's kernels when it has one; the name as the code
- * interpreter knows it in *name. NULL if none serves it. */
-static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const char *language,
-                                            char *name, size_t size)
-{
-        const struct jp_kernelspec_list *specs = kernels_specs();
-
-        if (!specs_language_name(language && *language ? language : "python", name, size))
-                return NULL;
-        if (!s->spec->template_name[0])
-                return specs_for_language(name, kernels_config()->default_kernel);
-        if (specs_speaks(s->spec, name))
-                return s->spec;
-        for (size_t i = 0; i < specs->count; i++) {
-                if (templates_same(&specs->items[i], s->spec) &&
-                    specs_speaks(&specs->items[i], name))
-                        return &specs->items[i];
-        }
-        return NULL;
-}
-
-/* 400 for a context language no kernelspec serves, naming those that are. */
-static void reply_languages(struct http_request *r, const char *language)
-{
-        char message[1024], installed[768];
-
-        specs_languages(installed, sizeof(installed));
-        snprintf(message, sizeof(message),
-                 "no kernel for language '%.32s' here; languages: %s (install a kernelspec "
-                 "whose \"language\" is it)",
-                 language, installed[0] ? installed : "none");
-        reply_text(r, 400, message);
-}
-
-static struct e2b_context *context_find(struct e2b_sandbox *s, const char *id)
-{
-        for (struct e2b_context *c = s->contexts; c; c = c->next) {
-                if (strcmp(c->id, id) == 0)
-                        return c;
-        }
-        return NULL;
-}
-
-static json_t *context_json(const struct e2b_context *c)
-{
-        return json_pack("{s:s, s:s, s:s}", "id", c->id, "language", c->language, "cwd", c->cwd);
-}
-
-static char **env_strv(json_t *env)
-{
-        size_t n = 0;
-        char **v = calloc(json_object_size(env) + 1, sizeof(char *));
-        const char *key;
-        json_t *value;
-
-        json_object_foreach(env, key, value) {
-                size_t len = strlen(key) + json_string_length(value) + 2;
-
-                if (!v || !(v[n] = malloc(len)))
-                        break;
-                snprintf(v[n++], len, "%s=%s", key, json_string_value(value));
-        }
-        return v;
-}
-
-/* pip installs into the user's site directory (the system's is read-only);
- * Python puts that on sys.path only if it existed at start. Made now, and
- * put where Python would (before the system's), a package pip installs is
- * importable at once, as it is in E2B's sandboxes. */
-static const char user_site_code[] =
-    "(lambda os, site, sys: (os.makedirs(site.getusersitepackages(), exist_ok=True),"
-    " site.getusersitepackages() in sys.path or sys.path.insert(min([i for i, p in"
-    " enumerate(sys.path) if p in site.getsitepackages()] or [len(sys.path)]),"
-    " site.getusersitepackages())))(__import__('os'), __import__('site'),"
-    " __import__('sys'))\n";
-
-/* What a Python context's kernel runs each time it starts: E2B's result
- * formats (e2b_display.h), the user's site directory, and a move to the
- * context's directory. */
-static int context_startup(const struct e2b_context *c, struct kernel *k)
-{
-        const char *language = json_string_value(json_object_get(k->spec->spec, "language"));
-        const char *display = e2b_display_code();
-        json_t *dir = json_string(c->cwd);
-        char *cwd = json_dumps(dir, JSON_ENCODE_ANY), *code = NULL;
-        int rc = 0;
-
-        json_decref(dir);
-        if (!language || strcmp(language, "python") != 0)
-                goto out;
-        if (!display || !cwd ||
-            asprintf(&code, "%s%s__import__('os').chdir(%s)\n", display, user_site_code, cwd) < 0) {
-                code = NULL;
-                rc = -ENOMEM;
-                goto out;
-        }
-        rc = kernel_set_startup_code(k, code);
-out:
-        free(code);
-        free(cwd);
-        return rc;
-}
-
-/* Records k as a context of s. */
-static struct e2b_context *context_add(struct e2b_sandbox *s, struct kernel *k,
-                                       const char *language, const char *cwd)
-{
-        struct e2b_context *c = calloc(1, sizeof(*c));
-
-        if (!c)
-                return NULL;
-        /* Random, as E2B's are: ids made from a counter and the clock
-         * collided (n ^ t repeats when t moves on by one). */
-        jp_uuid4(c->id);
-        snprintf(c->language, sizeof(c->language), "%s", language);
-        snprintf(c->cwd, sizeof(c->cwd), "%s", cwd && *cwd ? cwd : "/home/user");
-        snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
-        if (context_startup(c, k) < 0) {
-                free(c);
-                return NULL;
-        }
-        c->next = s->contexts;
-        s->contexts = c;
-        return c;
-}
-
-/* Starts a kernel for a new context; done hears when it is ready. */
-static struct e2b_context *context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                       const char *language, const char *cwd,
-                                       struct kernel_waiter *w, int *err)
-{
-        char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
-        struct e2b_context *c = NULL;
-        char reason[256];
-        size_t nenv = 0;
-        struct kernel *k;
-
-        /* The kernelspec's env first, as POST /api/kernels has it, then
-         * the sandbox's envVars (checked when it was created). */
-        *err = env && sandbox_env ? kernel_env_append(json_object_get(spec->spec, "env"), &env,
-                                                      &nenv, reason, sizeof(reason))
-                                  : -ENOMEM;
-        if (*err == -EINVAL)
-                log_warn("kernelspec %s: its env is refused: %s", spec->name, reason);
-        for (size_t i = 0; *err == 0 && sandbox_env[i]; i++) {
-                char **grown = realloc(env, (nenv + 2) * sizeof(char *));
-
-                if (!grown) {
-                        *err = -ENOMEM;
-                        break;
-                }
-                env = grown;
-                env[nenv++] = sandbox_env[i];
-                env[nenv] = NULL;
-                sandbox_env[i] = NULL;
-        }
-        jp_strv_free(sandbox_env);
-        if (*err == 0)
-                *err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
-        jp_strv_free(env);
-        if (*err == 0) {
-                c = context_add(s, k, language, cwd);
-                if (!c) {
-                        kernel_waiter_cancel(w);
-                        kernel_shutdown(k, NULL);
-                        *err = -ENOMEM;
-                }
-        }
-        return c;
-}
-
-static struct http_request *request_of(struct kernel_waiter *w)
-{
-        return lws_container_of(w, struct http_request, waiter);
-}
-
-static struct e2b_sandbox *sandbox_of_kernel(const char *kernel_id, struct e2b_context **ctx)
-{
-        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
-                for (struct e2b_context *c = s->contexts; c; c = c->next) {
-                        if (strcmp(c->kernel_id, kernel_id) == 0) {
-                                *ctx = c;
-                                return s;
-                        }
-                }
-        }
-        return NULL;
-}
-
-static void context_remove(struct e2b_sandbox *s, struct e2b_context *c)
-{
-        for (struct e2b_context **link = &s->contexts; *link; link = &(*link)->next) {
-                if (*link == c) {
-                        *link = c->next;
-                        free(c);
-                        return;
-                }
-        }
-}
-
-static void on_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
-                             const char *message)
-{
-        struct http_request *r = request_of(w);
-        struct e2b_context *c;
-        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
-
-        if (!s) {
-                reply_text(r, 500, "the sandbox went away");
-                return;
-        }
-        if (status) {
-                context_remove(s, c);
-                reply_text(r, 500, message ? message : "the context failed to start");
-                return;
-        }
-        http_reply_json(r, 200, context_json(c));
-}
-
 /* ---- control plane ---------------------------------------------------------- */
 
 static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
 {
-        struct http_request *r = request_of(w);
+        struct http_request *r = lws_container_of(w, struct http_request, waiter);
         struct e2b_context *c;
-        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
+        struct e2b_sandbox *s = e2b_sandbox_of_kernel(k->id, &c);
 
         if (!s) {
                 e2b_reply_error(r, 500, "the sandbox went away while starting");
@@ -921,6 +647,7 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
         /* The lifetime asked for is the client's from the answer on: a
          * start slowed by a busy host does not eat into it. */
         set_timeout(s, s->lifetime);
+        e2b_metrics_start(&s->metrics, s->box);
         http_reply_json(r, 201, created_json(s));
 }
 
@@ -971,7 +698,7 @@ static const char *env_vars_refusal(json_t *env, char *why, size_t size)
         return NULL;
 }
 
-static bool string_map(json_t *v, size_t max)
+bool e2b_string_map(json_t *v, size_t max)
 {
         const char *key;
         json_t *value;
@@ -988,16 +715,19 @@ static bool string_map(json_t *v, size_t max)
 }
 
 /* A lifetime in seconds from body's "timeout" (dflt when absent); false
- * after replying 400 when it is not a number within the server's maximum. */
-static bool timeout_of(struct http_request *r, json_t *body, double dflt, double *seconds)
+ * after replying 400 when it is not a number within the server's maximum,
+ * from 1 second, or from 0 when zero_ok (E2B's setTimeout(0): end now). */
+static bool timeout_of(struct http_request *r, json_t *body, double dflt, bool zero_ok,
+                       double *seconds)
 {
         json_t *timeout = json_object_get(body, "timeout");
         double max = kernels_config()->e2b_max_timeout;
 
         *seconds = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : dflt;
-        if (!timeout || (isfinite(*seconds) && *seconds > 0 && *seconds <= max))
+        if (!timeout ||
+            (isfinite(*seconds) && (*seconds > 0 || (zero_ok && *seconds == 0)) && *seconds <= max))
                 return true;
-        e2b_reply_error(r, 400, "timeout must be from 1 to %g seconds", max);
+        e2b_reply_error(r, 400, "timeout must be from %d to %g seconds", zero_ok ? 0 : 1, max);
         return false;
 }
 
@@ -1145,9 +875,9 @@ static void create_sandbox(struct http_request *r)
                 e2b_reply_error(r, 404, "template '%.64s' not found; templates: %s%s%s", tid,
                                 DEFAULT_TEMPLATE, templates_names()[0] ? ", " : "",
                                 templates_names());
-        } else if (!timeout_of(r, body, 300, &ttl)) {
+        } else if (!timeout_of(r, body, 300, false, &ttl)) {
                 /* answered */
-        } else if (!string_map(metadata, MAX_METADATA)) {
+        } else if (!e2b_string_map(metadata, MAX_METADATA)) {
                 e2b_reply_error(r, 400, "metadata must be an object of at most %d strings",
                                 MAX_METADATA);
         } else if (env_vars_refusal(env, err, sizeof(err))) {
@@ -1204,7 +934,8 @@ static void create_sandbox(struct http_request *r)
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
-                        if (context_add(s, pooled, "python", NULL)) {
+                        if (e2b_context_adopt(s, pooled, "python")) {
+                                e2b_contexts_add_defaults(s);
                                 kernel_when_ready(pooled, &r->waiter);
                         } else {
                                 kernel_shutdown(pooled, NULL);
@@ -1221,7 +952,9 @@ static void create_sandbox(struct http_request *r)
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
-                        if (!context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
+                        if (e2b_context_new(s, spec, "python", NULL, &r->waiter, &rc)) {
+                                e2b_contexts_add_defaults(s);
+                        } else {
                                 sandbox_kill(s);
                                 e2b_reply_error(r,
                                                 rc == -EAGAIN || rc == -EDQUOT ? 429
@@ -1248,75 +981,136 @@ out:
         json_decref(body);
 }
 
-/* "metadata=k%3Dv%26k2%3Dv2": decoded once by lws, then a form string
- * whose keys and values are percent-encoded once more. */
-static void url_decode(const char *in, size_t len, char *out, size_t size)
+/* The list's query from r's arguments (each decoded once by lws), read
+ * whole: an argument too long to read is refused, not skipped. The older
+ * GET /sandboxes (v1 false) lists the running sandboxes, every one, as
+ * E2B's does. 0, or -EINVAL with err. */
+static int list_query_of(struct http_request *r, bool v2, struct e2b_list_query *q, char *err,
+                         size_t errlen)
 {
-        size_t o = 0;
+        char *arg = malloc(E2B_LIST_ARG_MAX + 1);
+        int rc = 0;
 
-        for (size_t i = 0; i < len && o + 1 < size; i++) {
-                if (in[i] == '%' && i + 2 < len) {
-                        char hex[3] = {in[i + 1], in[i + 2], 0};
-
-                        out[o++] = (char)strtol(hex, NULL, 16);
-                        i += 2;
-                } else {
-                        out[o++] = in[i] == '+' ? ' ' : in[i];
-                }
+        e2b_list_query_init(q);
+        if (!arg) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
         }
-        out[o] = '\0';
-}
+        for (int i = 0; rc == 0; i++) {
+                int len = lws_hdr_fragment_length(r->wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+                char *eq;
 
-static bool metadata_matches(const struct e2b_sandbox *s, const char *filter)
-{
-        char key[512], value[4200];
-
-        for (const char *p = filter; p && *p;) {
-                const char *amp = strchr(p, '&');
-                size_t n = amp ? (size_t)(amp - p) : strlen(p);
-                const char *eq = memchr(p, '=', n);
-
-                if (eq) {
-                        url_decode(p, (size_t)(eq - p), key, sizeof(key));
-                        url_decode(eq + 1, n - (size_t)(eq - p) - 1, value, sizeof(value));
-                        if (!json_is_string(json_object_get(s->metadata, key)) ||
-                            strcmp(json_string_value(json_object_get(s->metadata, key)), value))
-                                return false;
-                }
-                p = amp ? amp + 1 : NULL;
-        }
-        return true;
-}
-
-static void list_sandboxes(struct http_request *r)
-{
-        char filter[4096], state[64], arg[64];
-        const char *m = lws_get_urlarg_by_name(r->wsi, "metadata=", filter, sizeof(filter));
-        const char *st = lws_get_urlarg_by_name(r->wsi, "state=", state, sizeof(state));
-        const char *lim = lws_get_urlarg_by_name(r->wsi, "limit=", arg, sizeof(arg));
-        long limit = lim ? strtol(lim, NULL, 10) : 100;
-        long skip = 0, index = 0;
-        json_t *list = json_array();
-        char token[32];
-
-        if (lws_get_urlarg_by_name(r->wsi, "nextToken=", token, sizeof(token)))
-                skip = strtol(strchr(token, '=') + 1, NULL, 10);
-        if (limit <= 0 || limit > 1000)
-                limit = 100;
-        for (struct e2b_sandbox *s = sandboxes; list && s; s = s->next) {
-                if (!s->ready || !tenants_may_reach(s->owner) ||
-                    (st && !strstr(st, s->phase == E2B_PAUSED ? "paused" : "running")) ||
-                    (m && !metadata_matches(s, m)))
-                        continue;
-                if (index++ < skip)
-                        continue;
-                if ((long)json_array_size(list) == limit) {
-                        snprintf(r->next_token, sizeof(r->next_token), "%ld", skip + limit);
+                if (lws_hdr_copy_fragment(r->wsi, arg, E2B_LIST_ARG_MAX + 1,
+                                          WSI_TOKEN_HTTP_URI_ARGS, i) < 0) {
+                        if (len > E2B_LIST_ARG_MAX) {
+                                snprintf(err, errlen, "a query argument is over %d bytes",
+                                         E2B_LIST_ARG_MAX);
+                                rc = -EINVAL;
+                        }
                         break;
                 }
-                json_array_append_new(list, sandbox_json(s, false));
+                if (i >= E2B_LIST_ARGS_MAX) {
+                        snprintf(err, errlen, "more than %d query arguments", E2B_LIST_ARGS_MAX);
+                        rc = -EINVAL;
+                        break;
+                }
+                eq = strchr(arg, '=');
+                if (!eq)
+                        continue;
+                *eq = '\0';
+                /* The older list has no pages, no order and no other
+                 * filter: only its metadata is read. */
+                if (v2 || strcmp(arg, "metadata") == 0)
+                        rc = e2b_list_query_set(q, arg, eq + 1, err, errlen);
         }
-        fleet_reply_list(r, list);
+        free(arg);
+        if (rc == 0 && !v2) {
+                q->paused = false;
+                q->limit = 0;
+        }
+        if (rc == 0)
+                rc = e2b_list_query_check(q, err, errlen);
+        return rc;
+}
+
+/* The start time sandboxes are listed by. */
+static int64_t started_us(const struct e2b_sandbox *s)
+{
+        int64_t us = 0;
+
+        e2b_time_parse(s->started_at, &us);
+        return us;
+}
+
+static const struct e2b_list_query *sorting_query; /* for qsort */
+
+static int compare_sandboxes(const void *a, const void *b)
+{
+        const struct e2b_sandbox *x = *(const struct e2b_sandbox *const *)a;
+        const struct e2b_sandbox *y = *(const struct e2b_sandbox *const *)b;
+
+        return e2b_list_compare(sorting_query, started_us(x), x->id, started_us(y), y->id);
+}
+
+/* Puts the whole list (this host's, and its peers' in a fleet) in order
+ * and cuts it to the page asked for. */
+static void finish_page(struct http_request *r, json_t *list)
+{
+        struct e2b_list_query q;
+        char err[256];
+
+        /* Read again: it was read whole before the list was made. */
+        if (list_query_of(r, strncmp(r->path + 4 + strspn(r->path + 4, "/"), "v2/", 3) == 0, &q,
+                          err, sizeof(err)) == 0 &&
+            e2b_list_finish(&q, list, r->next_token, sizeof(r->next_token)) < 0)
+                log_warn("e2b list: out of memory ordering the page");
+        e2b_list_query_clear(&q);
+}
+
+static void list_sandboxes(struct http_request *r, bool v2)
+{
+        struct e2b_sandbox **found = NULL;
+        struct e2b_list_query q;
+        size_t n = 0, count = 0, keep;
+        json_t *list = NULL;
+        char err[512];
+
+        if (list_query_of(r, v2, &q, err, sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
+                goto out;
+        }
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next)
+                count++;
+        found = calloc(count + 1, sizeof(*found));
+        list = json_array();
+        if (!found || !list) {
+                e2b_reply_error(r, 500, "out of memory");
+                goto out;
+        }
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
+                struct e2b_list_entry e = {.id = s->id,
+                                           .template_name = s->template_id,
+                                           .started_us = started_us(s),
+                                           .paused = s->phase == E2B_PAUSED,
+                                           .metadata = s->metadata};
+
+                if (s->ready && tenants_may_reach(s->owner) && e2b_list_matches(&q, &e))
+                        found[n++] = s;
+        }
+        sorting_query = &q;
+        qsort(found, n, sizeof(*found), compare_sandboxes);
+        sorting_query = NULL;
+        /* One more than a page: whoever finishes the list (this host, or
+         * the one whose peer this is) sees that more follow. */
+        keep = q.limit > 0 && n > (size_t)q.limit + 1 ? (size_t)q.limit + 1 : n;
+        for (size_t i = 0; i < keep; i++)
+                json_array_append_new(list, sandbox_json(found[i], false));
+        fleet_reply_page(r, list, finish_page);
+        list = NULL;
+out:
+        json_decref(list);
+        free(found);
+        e2b_list_query_clear(&q);
 }
 
 static bool authorized_api(struct http_request *r)
@@ -1358,18 +1152,6 @@ static bool lacking_action(const char *action)
         return jp_strv_contains(actions, action);
 }
 
-/* getMetrics: E2B keeps a series of samples; Glovebox answers the one
- * taken now (a list of one), whatever start and end ask for. */
-static void sandbox_metrics(struct http_request *r, struct e2b_sandbox *s)
-{
-        struct sandbox_usage u;
-
-        if (!s->box || monitor_sandbox_usage(s->box, &u) < 0)
-                http_reply_json(r, 200, json_array());
-        else
-                http_reply_json(r, 200, json_pack("[o]", monitor_usage_json(&u)));
-}
-
 static void control_plane(struct http_request *r, const char *route)
 {
         char id[64], rest[64];
@@ -1388,7 +1170,7 @@ static void control_plane(struct http_request *r, const char *route)
                 if (r->method == HTTP_POST)
                         create_sandbox(r);
                 else if (r->method == HTTP_GET)
-                        list_sandboxes(r);
+                        list_sandboxes(r, route[0] == 'v');
                 else
                         e2b_reply_error(r, 405, "use GET or POST");
                 return;
@@ -1421,10 +1203,10 @@ static void control_plane(struct http_request *r, const char *route)
         } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0 ||
                     strcmp(rest, "resume") == 0) &&
                    r->method == HTTP_POST) {
-                double t;
+                double t; /* negative: none given */
 
                 body = api_parse_body(r);
-                if (!body || !timeout_of(r, body, 0, &t)) {
+                if (!body || !timeout_of(r, body, -1, true, &t)) {
                         json_decref(body);
                         return;
                 }
@@ -1432,7 +1214,7 @@ static void control_plane(struct http_request *r, const char *route)
                 /* A connect resumes a paused sandbox, as E2B's does. */
                 if (strcmp(rest, "resume") == 0 ||
                     (strcmp(rest, "connect") == 0 && s->phase == E2B_PAUSED)) {
-                        resume_begin(s, r, t);
+                        resume_begin(s, r, t > 0 ? t : 0);
                         return;
                 }
                 if (s->phase != E2B_RUNNING) {
@@ -1442,215 +1224,26 @@ static void control_plane(struct http_request *r, const char *route)
                                                                   : "being resumed");
                         return;
                 }
-                /* setTimeout sets the lifetime; a connect only ever extends
-                 * it, as E2B's does (the Python SDK sends its default 300 s
-                 * on every connect). Without a timeout, nothing changes. */
-                if (t > 0 && (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at))
+                /* setTimeout sets the lifetime (0: it ends now, killed or
+                 * paused as its lifecycle says, once this answer is out); a
+                 * connect only ever extends it, as E2B's does (the Python
+                 * SDK sends its default 300 s on every connect). Without a
+                 * timeout, nothing changes. */
+                if (t == 0 && strcmp(rest, "timeout") == 0)
+                        set_timeout(s, 0);
+                else if (t > 0 &&
+                         (strcmp(rest, "timeout") == 0 || time(NULL) + (time_t)t > s->end_at))
                         set_timeout(s, t);
                 if (strcmp(rest, "connect") == 0)
                         http_reply_json(r, 200, created_json(s));
                 else
                         http_reply_empty(r, 204);
         } else if (strcmp(rest, "metrics") == 0 && r->method == HTTP_GET) {
-                sandbox_metrics(r, s);
+                e2b_metrics_reply(r, &s->metrics);
         } else if (lacking_action(rest)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", rest);
         } else {
                 e2b_reply_error(r, 404, "no route %s", route);
-        }
-}
-
-/* ---- the code interpreter ----------------------------------------------------- */
-
-static void forget_pending_run(struct http_request *r)
-{
-        json_t *body = r->ctx;
-
-        json_decref(body);
-        r->ctx = NULL;
-        r->cleanup = NULL;
-}
-
-static void on_run_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
-                                 const char *message)
-{
-        struct http_request *r = request_of(w);
-        json_t *body = json_incref(r->ctx);
-        struct e2b_context *c;
-        struct e2b_sandbox *s = sandbox_of_kernel(k->id, &c);
-
-        forget_pending_run(r);
-        if (!s) {
-                reply_text(r, 500, "the sandbox went away");
-        } else if (status) {
-                context_remove(s, c);
-                reply_text(r, 500, message ? message : "the context failed to start");
-        } else {
-                execute_start(r, k, json_string_value(json_object_get(body, "code")),
-                              json_object_get(body, "env_vars"), 0, EXECUTE_GONE_CUT);
-        }
-        json_decref(body);
-}
-
-/* Runs the code of body once a new default context of language is ready. */
-static void run_in_new_context(struct http_request *r, struct e2b_sandbox *s,
-                               const struct jp_kernelspec *spec, const char *language, json_t *body)
-{
-        size_t n = 0;
-        int err;
-
-        for (struct e2b_context *x = s->contexts; x; x = x->next)
-                n++;
-        if (n >= MAX_CONTEXTS) {
-                reply_text(r, 400, "too many contexts in this sandbox");
-                return;
-        }
-        r->ctx = json_incref(body);
-        r->cleanup = forget_pending_run;
-        r->waiter.done = on_run_context_ready;
-        if (!context_new(s, spec, language, NULL, &r->waiter, &err)) {
-                forget_pending_run(r);
-                reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
-                           err == -EDQUOT ? "quota of this key reached"
-                                          : "cannot start a kernel for the context");
-        }
-}
-
-static void run_code(struct http_request *r, struct e2b_sandbox *s)
-{
-        json_t *body = api_parse_body(r);
-        json_t *code, *ctx_id, *language, *env;
-        struct e2b_context *c = NULL;
-        struct kernel *k;
-
-        if (!body)
-                return;
-        code = json_object_get(body, "code");
-        ctx_id = json_object_get(body, "context_id");
-        language = json_object_get(body, "language");
-        env = json_object_get(body, "env_vars");
-        if (!json_is_string(code) || (env && !string_map(env, 256))) {
-                reply_text(r, 400, "code must be a string and env_vars an object of strings");
-                goto out;
-        }
-        if (json_is_string(ctx_id) && json_is_string(language)) {
-                reply_text(r, 400, "give context_id or language, not both");
-                goto out;
-        }
-        if (json_is_string(ctx_id)) {
-                c = context_find(s, json_string_value(ctx_id));
-                if (!c) {
-                        char msg[128];
-
-                        snprintf(msg, sizeof(msg), "Context %.64s not found",
-                                 json_string_value(ctx_id));
-                        reply_text(r, 404, msg);
-                        goto out;
-                }
-        } else {
-                char want[32];
-                const struct jp_kernelspec *spec =
-                    spec_for(s, json_string_value(language), want, sizeof(want));
-
-                if (!spec) {
-                        reply_languages(r, json_is_string(language) ? json_string_value(language)
-                                                                    : "python");
-                        goto out;
-                }
-                /* The oldest context of the language is its default one. */
-                for (struct e2b_context *x = s->contexts; x; x = x->next) {
-                        if (strcmp(x->language, want) == 0)
-                                c = x;
-                }
-                if (!c) {
-                        /* None yet: made now, as E2B's code interpreter does. */
-                        run_in_new_context(r, s, spec, want, body);
-                        goto out;
-                }
-        }
-        k = kernel_find(c->kernel_id);
-        if (!k) {
-                reply_text(r, 404, "The context's kernel is gone");
-                goto out;
-        }
-        /* The SDK keeps its own time; an abandoned call interrupts the cell. */
-        execute_start(r, k, json_string_value(code), env, 0, EXECUTE_GONE_CUT);
-out:
-        json_decref(body);
-}
-
-static void on_context_restarted(struct kernel_waiter *w, struct kernel *k, int status,
-                                 const char *message)
-{
-        (void)k;
-        if (status)
-                reply_text(request_of(w), 500, message ? message : "the context failed to restart");
-        else
-                http_reply_empty(request_of(w), 204);
-}
-
-static void contexts(struct http_request *r, struct e2b_sandbox *s, const char *route)
-{
-        char id[64], action[32] = "";
-        struct e2b_context *c;
-        struct kernel *k;
-        json_t *body, *list;
-        int err;
-
-        if (strcmp(route, "contexts") == 0 && r->method == HTTP_GET) {
-                list = json_array();
-                for (c = s->contexts; list && c; c = c->next)
-                        json_array_append_new(list, context_json(c));
-                http_reply_json(r, 200, list);
-                return;
-        }
-        if (strcmp(route, "contexts") == 0 && r->method == HTTP_POST) {
-                const struct jp_kernelspec *spec;
-                const char *language, *cwd;
-                char name[32];
-                size_t n = 0;
-
-                body = api_parse_body(r);
-                if (!body)
-                        return;
-                language = json_string_value(json_object_get(body, "language"));
-                cwd = json_string_value(json_object_get(body, "cwd"));
-                spec = spec_for(s, language, name, sizeof(name));
-                for (c = s->contexts; c; c = c->next)
-                        n++;
-                if (!spec)
-                        reply_languages(r, language ? language : "python");
-                else if (cwd && cwd[0] != '/')
-                        reply_text(r, 400, "cwd must be an absolute path");
-                else if (n >= MAX_CONTEXTS)
-                        reply_text(r, 400, "too many contexts in this sandbox");
-                else {
-                        r->waiter.done = on_context_ready;
-                        if (!context_new(s, spec, name, cwd, &r->waiter, &err))
-                                reply_text(r, err == -EAGAIN || err == -EDQUOT ? 429 : 500,
-                                           err == -EDQUOT
-                                               ? "quota of this key reached"
-                                               : "cannot start a kernel for the context");
-                }
-                json_decref(body);
-                return;
-        }
-        if (sscanf(route, "contexts/%63[^/]/%31s", id, action) < 1 || !(c = context_find(s, id))) {
-                reply_text(r, 404, "Context not found");
-                return;
-        }
-        k = kernel_find(c->kernel_id);
-        if (strcmp(action, "restart") == 0 && r->method == HTTP_POST && k) {
-                /* Answered once the context is ready again, as E2B's is. */
-                r->waiter.done = on_context_restarted;
-                kernel_restart(k, &r->waiter);
-        } else if (!action[0] && r->method == HTTP_DELETE) {
-                if (k)
-                        kernel_shutdown(k, NULL);
-                context_remove(s, c);
-                http_reply_empty(r, 204);
-        } else {
-                reply_text(r, k ? 405 : 404, k ? "Method not allowed" : "Context not found");
         }
 }
 
@@ -1810,12 +1403,7 @@ void e2b_handle(struct http_request *r)
         if (!s)
                 return;
         if (strcmp(port, E2B_JUPYTER_PORT) == 0) {
-                if (strcmp(route, "execute") == 0 && r->method == HTTP_POST)
-                        run_code(r, s);
-                else if (strncmp(route, "contexts", 8) == 0)
-                        contexts(r, s, route);
-                else
-                        reply_text(r, 404, "Not found");
+                e2b_code_interpreter(r, s, route);
         } else {
                 envd_handle(r, s, route);
         }

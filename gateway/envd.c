@@ -166,7 +166,7 @@ int envd_user_of(struct http_request *r, struct e2b_sandbox *s, enum files_user 
                 }
                 decoded.data[strcspn(decoded.data, ":")] = '\0';
                 name = decoded.data;
-        } else if (http_query_arg(r, "username=", arg, sizeof(arg)) < 0) {
+        } else if (http_query_arg(r->wsi, "username", arg, sizeof(arg)) == -E2BIG) {
                 snprintf(message, size, "the username parameter is too long");
                 rc = -EINVAL;
                 goto out;
@@ -294,7 +294,7 @@ static bool query_path(struct http_request *r, char *out, size_t size)
 {
         char arg[PATH_MAX + 1];
 
-        return http_query_arg(r, "path=", arg, sizeof(arg)) == 1 &&
+        return http_query_arg(r->wsi, "path", arg, sizeof(arg)) == 0 &&
                files_normalize(arg, out, size) == 0;
 }
 

@@ -41,7 +41,7 @@ bool envd_signed(struct http_request *r)
 {
         char signature[SIGNATURE_LEN + 2];
 
-        return http_query_arg(r, "signature=", signature, sizeof(signature)) != 0;
+        return http_query_arg(r->wsi, "signature", signature, sizeof(signature)) != -ENOENT;
 }
 
 /* What the SDK computes (e2b/sandbox/signature.py): the version, then
@@ -109,21 +109,21 @@ bool envd_signed_admit(struct http_request *r)
                 e2b_reply_error(r, 405, "a signed file URL takes GET (download) or POST (upload)");
                 return false;
         }
-        if (http_query_arg(r, "signature=", q.signature, sizeof(q.signature)) != 1) {
+        if (http_query_arg(r->wsi, "signature", q.signature, sizeof(q.signature)) != 0) {
                 e2b_reply_error(r, 401, "invalid signature");
                 return false;
         }
-        if (http_query_arg(r, "path=", q.path, sizeof(q.path)) != 1) {
+        if (http_query_arg(r->wsi, "path", q.path, sizeof(q.path)) != 0) {
                 e2b_reply_error(r, 400, "the path parameter is missing or too long");
                 return false;
         }
         /* No username signs as "": the sandbox's default user. */
-        if (http_query_arg(r, "username=", q.user, sizeof(q.user)) < 0) {
+        if (http_query_arg(r->wsi, "username", q.user, sizeof(q.user)) == -E2BIG) {
                 e2b_reply_error(r, 400, "the username parameter is too long");
                 return false;
         }
-        rc = http_query_arg(r, "signature_expiration=", q.expiration, sizeof(q.expiration));
-        if (rc < 0 || (rc == 1 && !parse_expiration(q.expiration, &expiration))) {
+        rc = http_query_arg(r->wsi, "signature_expiration", q.expiration, sizeof(q.expiration));
+        if (rc == -E2BIG || (rc == 0 && !parse_expiration(q.expiration, &expiration))) {
                 e2b_reply_error(r, 400, "signature_expiration must be a Unix time in seconds");
                 return false;
         }

@@ -782,6 +782,18 @@ int files_stat(const struct sandbox *sb, enum files_user who, const char *path, 
         return rc;
 }
 
+int files_enter_dir(const struct sandbox *sb, enum files_user who, const char *path)
+{
+        struct as_user saved = become_user(sb, who);
+        int fd = open_in(sb, path, O_PATH | O_DIRECTORY, 0);
+
+        become_self(saved);
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return 0;
+}
+
 int files_list(const struct sandbox *sb, enum files_user who, const char *path, unsigned depth,
                json_t **entries)
 {

@@ -66,6 +66,10 @@ int files_mkdir(const struct sandbox *sb, enum files_user who, const char *path)
 int files_remove(const struct sandbox *sb, enum files_user who, const char *path);
 int files_rename(const struct sandbox *sb, enum files_user who, const char *from, const char *to);
 
+/* Whether who may resolve path, inside the sandbox, to a directory: 0 or
+ * -errno. A path ending in "/." asks whether who may enter it (resolving
+ * "." searches the directory itself). */
+int files_enter_dir(const struct sandbox *sb, enum files_user who, const char *path);
 /* E2B's EntryInfo of path (type, size, mode, permissions, owner, times,
  * symlinkTarget, metadata). */
 int files_stat(const struct sandbox *sb, enum files_user who, const char *path, json_t **entry);

@@ -297,6 +297,7 @@ struct fanout {
         lws_sorted_usec_list_t timer;
         char missing[MISSING_MAX];
         bool answered;
+        fleet_list_finish_fn finish; /* NULL: the lists are only joined */
 };
 
 static void add_missing(struct fanout *f, const struct peer *p, const char *why)
@@ -335,6 +336,8 @@ static void fanout_answer(struct fanout *f)
         snprintf(f->r->fleet_missing, sizeof(f->r->fleet_missing), "%s", f->missing);
         if (f->missing[0])
                 log_warn("fleet list %s: left out %s", f->r->path, f->missing);
+        if (f->finish)
+                f->finish(f->r, list);
         http_reply_json(f->r, 200, list);
 }
 
@@ -547,28 +550,43 @@ static int call_start(struct peer_call *c, struct http_request *r)
         return 0;
 }
 
-static bool from_peer(struct http_request *r)
+bool fleet_from_peer(struct http_request *r)
 {
         return lws_hdr_custom_length(r->wsi, FLEET_PEER_HEADER, (int)strlen(FLEET_PEER_HEADER)) > 0;
 }
 
 void fleet_reply_list(struct http_request *r, json_t *local)
 {
+        fleet_reply_page(r, local, NULL);
+}
+
+void fleet_reply_page(struct http_request *r, json_t *local, fleet_list_finish_fn finish)
+{
         struct fanout *f;
 
         /* A peer's request is answered with this host's own list: lists
-         * never fan out twice. The route has checked the credentials. */
-        if (npeers == 0 || !local || from_peer(r)) {
+         * never fan out twice, and the host that asked finishes the
+         * whole. The route has checked the credentials. */
+        if (local && fleet_from_peer(r)) {
+                http_reply_json(r, 200, local);
+                return;
+        }
+        if (npeers == 0 || !local) {
+                if (local && finish)
+                        finish(r, local);
                 http_reply_json(r, 200, local);
                 return;
         }
         f = calloc(1, sizeof(*f));
         if (!f) {
+                if (finish)
+                        finish(r, local);
                 http_reply_json(r, 200, local);
                 return;
         }
         f->r = r;
         f->list = local;
+        f->finish = finish;
         r->ctx = f;
         r->cleanup = fanout_cleanup;
         f->pending = npeers;

@@ -45,6 +45,16 @@ int fleet_capacity_percent(void);
  * X-Glovebox-Fleet-Missing header. A request from a peer, or a gateway
  * without peers, gets local alone. */
 void fleet_reply_list(struct http_request *r, json_t *local);
+/* The same for a paged list: finish(r, list) puts the whole list, this
+ * host's and its peers' together, in order and cuts it to a page (setting
+ * r's next token) before it goes out. A peer's request gets this host's
+ * list unfinished: a host answering one (fleet_from_peer) gives one
+ * sandbox more than a page, so that the asking host sees whether more
+ * follow. */
+typedef void (*fleet_list_finish_fn)(struct http_request *r, json_t *list);
+void fleet_reply_page(struct http_request *r, json_t *local, fleet_list_finish_fn finish);
+/* Whether r is a peer's request for this host's own list. */
+bool fleet_from_peer(struct http_request *r);
 
 /* GET /api/fleet, POST|DELETE /api/fleet/drain. */
 void fleet_handle(struct http_request *r, const char *what);

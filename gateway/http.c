@@ -9,6 +9,7 @@
 #include "gateway/page.h"
 #include "gateway/port_relay.h"
 #include "gateway/ports.h"
+#include "gateway/server.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -228,6 +229,26 @@ int http_route_path(struct lws *wsi, char *out, size_t size)
         memcpy(out, uri + blen, (size_t)len - blen);
         out[(size_t)len - blen] = '\0';
         return 0;
+}
+
+int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size)
+{
+        /* Any argument fits: they are all within the request's headers. */
+        static char fragment[SERVER_MAX_HEADER_DATA];
+        size_t n = strlen(name), vlen;
+
+        for (int i = 0; lws_hdr_copy_fragment(wsi, fragment, sizeof(fragment),
+                                              WSI_TOKEN_HTTP_URI_ARGS, i) >= 0;
+             i++) {
+                if (strncmp(fragment, name, n) != 0 || fragment[n] != '=')
+                        continue;
+                vlen = strlen(fragment + n + 1);
+                if (vlen >= size)
+                        return -E2BIG;
+                memcpy(out, fragment + n + 1, vlen + 1);
+                return 0;
+        }
+        return -ENOENT;
 }
 
 #define STREAM_PIECE (64 * 1024) /* bytes written per writable callback */

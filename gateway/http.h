@@ -46,7 +46,7 @@ struct http_request {
         const char *content_type;
         char location[HTTP_PATH_MAX];
         char cors_origin[HTTP_ORIGIN_MAX]; /* echoed in Access-Control-Allow-Origin when set */
-        char next_token[32];   /* E2B's paging: an X-Next-Token header when set */
+        char next_token[200];  /* E2B paging (E2B_LIST_TOKEN_MAX): X-Next-Token when set */
         char mcp_session_id[40]; /* MCP: an Mcp-Session-Id header when set */
         char fleet_missing[512]; /* peers left out of a fleet list (fleet.h), when set */
         /* E2B: the sandbox a signed file URL's signature named, set at
@@ -117,12 +117,15 @@ typedef int (*http_header_fn)(const char *name, const char *value, void *arg);
  * case, e.g. "x-metadata-"), once per name (the first value). 0, fn's
  * non-zero return, or -ENOMEM. */
 int http_custom_headers(struct http_request *r, const char *prefix, http_header_fn fn, void *arg);
-/* The first query argument called name ("path=": with its '='), decoded,
- * into out: 1, 0 when there is none, -E2BIG when it does not fit. */
-int http_query_arg(struct http_request *r, const char *name, char *out, size_t size);
 /* Copies the request path below the base URL into out (no leading '/').
  * -ENOENT when the path is outside the base URL. */
 int http_route_path(struct lws *wsi, char *out, size_t size);
+/* The value of the first query argument called name ("path", no '='),
+ * decoded once, as it came, into out: 0, -ENOENT when there is none,
+ * -E2BIG when it does not fit. Every argument is looked at, however long:
+ * lws_get_urlarg_by_name stops at the first one longer than its buffer,
+ * which hid those after it (a long metadata filter hid nextToken). */
+int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size);
 
 void http_reply_json(struct http_request *r, int status, json_t *body); /* steals body */
 void http_reply_error(struct http_request *r, int status, const char *fmt, ...)

@@ -101,24 +101,3 @@ int http_custom_headers(struct http_request *r, const char *prefix, http_header_
         json_decref(f.seen);
         return f.rc;
 }
-
-int http_query_arg(struct http_request *r, const char *name, char *out, size_t size)
-{
-        /* Every argument fits: they are all within the request's headers.
-         * (lws_get_urlarg_by_name stops at the first one longer than its
-         * buffer, so a short buffer could miss one that comes after.) */
-        static char fragment[SERVER_MAX_HEADER_DATA];
-        size_t nlen = strlen(name);
-
-        for (int i = 0; lws_hdr_copy_fragment(r->wsi, fragment, sizeof(fragment),
-                                              WSI_TOKEN_HTTP_URI_ARGS, i) >= 0;
-             i++) {
-                if (strncmp(fragment, name, nlen) != 0)
-                        continue;
-                if (strlen(fragment + nlen) >= size)
-                        return -E2BIG;
-                snprintf(out, size, "%s", fragment + nlen);
-                return 1;
-        }
-        return 0;
-}

@@ -170,6 +170,20 @@ def test_on_timeout_pause_pauses_and_connect_resumes(gateway):
         Sandbox.kill(sbx.sandbox_id)
 
 
+def test_set_timeout_zero_pauses_one_that_pauses_at_its_timeout(gateway):
+    """set_timeout(0) is its timeout now: onTimeout 'pause' pauses it (E2B's
+    tests force an auto-pause so)."""
+    sbx = Sandbox.create(timeout=300, lifecycle={"on_timeout": "pause"})
+    try:
+        sbx.files.write("t.txt", "paused at once")
+        sbx.set_timeout(0)
+        wait_for_state(sbx.sandbox_id, "paused", seconds=30)
+        again = Sandbox.connect(sbx.sandbox_id, timeout=60)
+        assert again.files.read("t.txt") == "paused at once"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 @pytest.fixture
 def tenants_gateway(tmp_path):
     path = tmp_path / "keys.json"

@@ -237,6 +237,24 @@ def test_a_sandbox_ends_at_its_timeout(gateway):
         sbx.get_info()
 
 
+def test_set_timeout_zero_ends_it_now(gateway):
+    """E2B's set_timeout(0): the sandbox ends at once (after the answer);
+    a negative timeout is a 400 naming the range."""
+    sbx = Sandbox.create(timeout=300)
+    try:
+        status, body = raw(gateway, f"/sandboxes/{sbx.sandbox_id}/timeout", {"timeout": -1})
+        assert status == 400 and b"timeout must be from 0 to" in body, body
+        assert sbx.is_running() is True
+        sbx.set_timeout(0)
+        for _ in range(50):
+            if not sbx.is_running():
+                break
+            time.sleep(0.1)
+        assert sbx.is_running() is False
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 def test_requests_for_what_glovebox_lacks_name_it(gateway):
     # onTimeout 'pause' is served (test_pause_sdk.py); resuming on traffic
     # is not: a paused sandbox resumes on connect.
@@ -507,11 +525,12 @@ def test_killing_a_sandbox_mid_cell_raises_sandbox_killed(gateway):
 
 
 def test_get_metrics_reports_the_sandbox_and_moves(sbx):
-    """get_metrics: one sample of the sandbox's CPU, memory and disk, taken
-    now; memory grows by what a cell allocates, disk by what it writes."""
+    """get_metrics: the sandbox's CPU, memory and disk, oldest sample first,
+    the last one taken now; memory grows by what a cell allocates, disk by
+    what it writes."""
     first = sbx.get_metrics()
-    assert len(first) == 1
-    m = first[0]
+    assert len(first) >= 1
+    m = first[-1]
     assert m.cpu_count >= 1 and 0 <= m.cpu_used_pct <= 100
     assert m.mem_total == 1024 * 1024 * 1024 and 0 < m.mem_used < m.mem_total
     assert 0 < m.disk_total and 0 <= m.disk_used <= m.disk_total
@@ -519,11 +538,96 @@ def test_get_metrics_reports_the_sandbox_and_moves(sbx):
     ex = sbx.run_code("held = bytearray(100 * 1024 * 1024)\n"
                       "open('/home/user/blob', 'wb').write(b'z' * 5_000_000)")
     assert ex.error is None, ex.error
-    later = sbx.get_metrics()[0]
+    later = sbx.get_metrics()[-1]
     assert later.mem_used - m.mem_used > 90 * 1024 * 1024, (m, later)
     assert later.disk_used - m.disk_used >= 4_000_000, (m, later)
-    assert Sandbox.get_metrics(sbx.sandbox_id)[0].mem_used > 90 * 1024 * 1024
+    assert Sandbox.get_metrics(sbx.sandbox_id)[-1].mem_used > 90 * 1024 * 1024
     sbx.run_code("del held")
+
+
+def test_get_metrics_keeps_a_history_and_answers_ranges(gateway):
+    """A sample at ready and every 5 s after, kept and answered by range
+    (Unix seconds, both ends in), oldest first; a range that ends before
+    the sandbox began is empty; start after end, or a start that is not a
+    whole number, is a 400 naming it."""
+    began = int(time.time())
+    sbx = Sandbox.create()
+    try:
+        time.sleep(7)
+        before_now = int(time.time()) - 1  # the samples kept, not the one taken now
+        kept = sbx.get_metrics(end=datetime.datetime.fromtimestamp(before_now,
+                                                                   datetime.timezone.utc))
+        assert len(kept) >= 2, kept  # at ready, and 5 s later
+        stamps = [k.timestamp.timestamp() for k in kept]
+        assert stamps == sorted(stamps) and began - 1 <= stamps[0] and stamps[-1] < before_now + 1
+        assert 4 <= stamps[1] - stamps[0] <= 6, stamps
+        # from the second sample on: the first is left out
+        since = sbx.get_metrics(start=datetime.datetime.fromtimestamp(int(stamps[1]),
+                                                                      datetime.timezone.utc))
+        assert since[0].timestamp.timestamp() >= int(stamps[1])
+        assert len(since) >= len(kept) - 1 + 1  # and one taken now
+        assert sbx.get_metrics(start=datetime.datetime.fromtimestamp(began - 3600,
+                                                                     datetime.timezone.utc),
+                               end=datetime.datetime.fromtimestamp(began - 1800,
+                                                                   datetime.timezone.utc)) == []
+        url = f"{gateway.base}/e2b/sandboxes/{sbx.sandbox_id}/metrics"
+        for query, words in [("start=10&end=5", "start (10) is after end (5)"),
+                             ("start=-1", "start must be a Unix time"),
+                             ("end=soon", "end must be a Unix time")]:
+            req = urllib.request.Request(f"{url}?{query}", headers={"X-API-Key": gateway.token})
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(req, timeout=30)
+            assert caught.value.code == 400
+            assert words in json.loads(caught.value.read())["message"], query
+    finally:
+        sbx.kill()
+
+
+def test_contexts_are_listed_in_creation_order_with_a_default_javascript_one(gateway, sbx):
+    """As E2B's: a new sandbox lists its default Python context, then its
+    default JavaScript one, then the contexts made, in that order. The
+    JavaScript one has no kernel until it runs something."""
+    def kernels():
+        status, listed, _ = gateway.request("GET", "/api/kernels")
+        assert status == 200
+        return len(listed)
+
+    first = sbx.list_code_contexts()
+    assert [(c.language, c.cwd) for c in first] == [("python", "/home/user"),
+                                                    ("javascript", "/home/user")]
+    before = kernels()
+    made = [sbx.create_code_context(), sbx.create_code_context(language="bash", cwd="/tmp")]
+    assert kernels() == before + 2  # the JavaScript one still has none
+    assert [c.id for c in sbx.list_code_contexts()] == [c.id for c in first + made]
+    js = first[1]
+    assert sbx.run_code("process.cwd()", context=js).text == "/home/user"
+    assert kernels() == before + 3
+    assert sbx.run_code("6 * 7", language="javascript").text == "42"  # the same one
+    assert kernels() == before + 3
+    assert sbx.run_code("pwd", context=made[1]).logs.stdout == ["/tmp\n"]
+    sbx.remove_code_context(js.id)
+    assert [c.id for c in sbx.list_code_contexts()] == [first[0].id] + [c.id for c in made]
+
+
+def test_a_context_cwd_must_be_a_directory_the_user_can_enter(sbx):
+    """E2B's Python context would report the cwd and run in /home/user; here
+    a cwd that is not there, not a directory, or shut to the sandbox's user
+    is refused before any kernel starts, naming it."""
+    sbx.commands.run("mkdir -p /home/user/shut/in && chmod 700 /home/user/shut "
+                     "&& touch /home/user/file", user="root")
+    for cwd, why in [("/nope", "No such file or directory"),
+                     ("/home/user/file", "Not a directory"),
+                     ("/home/user/shut/in", "Permission denied"),
+                     ("relative/dir", "absolute path")]:
+        with pytest.raises(SandboxException) as caught:
+            sbx.create_code_context(cwd=cwd)
+        assert "400" in str(caught.value) and why in str(caught.value), (cwd, caught.value)
+    assert [c.language for c in sbx.list_code_contexts()] == ["python", "javascript"]
+    for language in ("python", "bash", "js"):
+        ctx = sbx.create_code_context(cwd="/tmp/../tmp", language=language)
+        code = {"python": "import os; print(os.getcwd())", "bash": "pwd",
+                "js": "console.log(process.cwd())"}[language]
+        assert sbx.run_code(code, context=ctx).logs.stdout == ["/tmp\n"], language
 
 
 def test_contexts_keep_charts_and_cwd_across_restarts(sbx):
@@ -773,9 +877,11 @@ def test_language_contexts_keep_state(sbx):
     assert js.language == "javascript"
     sbx.run_code("var y = 20", context=js)
     assert sbx.run_code("y * 2 + 2", context=js).text == "42"
-    # js and javascript are one language, and its oldest context is its
-    # default one: a run by language finds y there.
-    assert sbx.run_code("y", language="javascript").text == "20"
+    # js and javascript are one language, whose default context is the
+    # sandbox's own (listed first): a run by language goes there, not here.
+    sbx.run_code("var y = 7", language="javascript")
+    assert sbx.run_code("y", language="js").text == "7"
+    assert sbx.run_code("y", context=js).text == "20"
 
 
 def test_r_plots_and_data_frames(sbx):

@@ -96,10 +96,11 @@ def test_e2b_list_includes_the_peers(pair):
             assert [s["sandboxID"] for s in listed] == [sb["sandboxID"]], (path, listed)
             status, listed, _ = g2.request("GET", path, token="", headers={"X-API-Key": BOB})
             assert listed == [], (path, listed)
-        # The metadata filter (encoded twice, as the SDKs send it) reaches
-        # the peer encoded as it came.
-        q = "metadata=" + urllib.parse.quote(
-            urllib.parse.urlencode({"who": "alice & co=1"}, quote_via=urllib.parse.quote), safe="")
+        # The metadata filter, encoded as the SDKs send it (each key and
+        # value quoted, the pairs urlencoded, the whole a query value),
+        # reaches the peer encoded as it came.
+        q = "metadata=" + urllib.parse.quote(urllib.parse.urlencode(
+            {urllib.parse.quote("who"): urllib.parse.quote("alice & co=1")}), safe="")
         status, listed, _ = g2.request("GET", f"/e2b/v2/sandboxes?{q}", token="",
                                        headers={"X-API-Key": ALICE})
         assert [s["sandboxID"] for s in listed] == [sb["sandboxID"]], listed
@@ -110,6 +111,37 @@ def test_e2b_list_includes_the_peers(pair):
     finally:
         g1.request("DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", token="",
                    headers={"X-API-Key": ALICE})
+
+
+def test_e2b_list_pages_span_the_fleet(pair):
+    """A page of the fleet's list is one page of all hosts' sandboxes in
+    order (newest first), and its token goes on across hosts: limit=1 gives
+    this host's newer sandbox, then the peer's older one, then no token."""
+    g1, g2 = pair
+    made = []
+    for gw in (g1, g2):
+        status, sb, _ = gw.request("POST", "/e2b/sandboxes",
+                                   {"templateID": "code-interpreter-v1",
+                                    "metadata": {"suite": "pages"}}, token="",
+                                   headers={"X-API-Key": ALICE})
+        assert status == 201, sb
+        made.append(sb["sandboxID"])
+        time.sleep(0.01)
+    try:
+        seen, token = [], None
+        for _ in range(4):
+            q = "metadata=suite%3Dpages&limit=1" + (f"&nextToken={token}" if token else "")
+            status, listed, headers = g2.request("GET", f"/e2b/v2/sandboxes?{q}", token="",
+                                                 headers={"X-API-Key": ALICE})
+            assert status == 200 and len(listed) <= 1, listed
+            seen += [s["sandboxID"] for s in listed]
+            token = headers.get("X-Next-Token")
+            if not token:
+                break
+        assert seen == made[::-1], (seen, made)
+    finally:
+        for gw, sid in zip((g1, g2), made):
+            gw.request("DELETE", f"/e2b/sandboxes/{sid}", token="", headers={"X-API-Key": ALICE})
 
 
 class SilentPeer:
