@@ -12,6 +12,7 @@
 #include "gateway/monitor.h"
 #include "gateway/pause.h"
 #include "gateway/pool.h"
+#include "gateway/run_env.h"
 #include "gateway/templates.h"
 #include "gateway/tenants.h"
 #include "gateway/specs.h"
@@ -722,10 +723,29 @@ static const char user_site_code[] =
     " site.getusersitepackages())))(__import__('os'), __import__('site'),"
     " __import__('sys'))\n";
 
-/* What a Python context's kernel runs each time it starts: E2B's result
- * formats (e2b_display.h), the user's site directory, and a move to the
- * context's directory. */
-static int context_startup(const struct e2b_context *c, struct kernel *k)
+/* What a Java context's kernel runs each time it starts: the sandbox's
+ * envs as system properties (E2B's Java reads them with System.getProperty:
+ * a JVM's environment is fixed when it starts) and the context's directory
+ * as user.dir, as E2B's template sets them. */
+static int java_startup(const struct e2b_sandbox *s, const struct e2b_context *c, char **code)
+{
+        json_t *props = s->env ? json_deep_copy(s->env) : json_object();
+        int rc = props ? 0 : -ENOMEM;
+
+        *code = NULL;
+        if (rc == 0 && json_object_set_new(props, "user.dir", json_string(c->cwd)) < 0)
+                rc = -ENOMEM;
+        if (rc == 0)
+                rc = run_env_java_properties(props, code);
+        json_decref(props);
+        return rc;
+}
+
+/* What a context's kernel runs each time it starts, if anything: in
+ * Python, E2B's result formats (e2b_display.h), the user's site directory,
+ * and a move to the context's directory; in Java, java_startup's. */
+static int context_startup(const struct e2b_sandbox *s, const struct e2b_context *c,
+                           struct kernel *k)
 {
         const char *language = json_string_value(json_object_get(k->spec->spec, "language"));
         const char *display = e2b_display_code();
@@ -734,6 +754,12 @@ static int context_startup(const struct e2b_context *c, struct kernel *k)
         int rc = 0;
 
         json_decref(dir);
+        if (language && strcasecmp(language, "java") == 0) {
+                rc = java_startup(s, c, &code);
+                if (rc == 0)
+                        rc = kernel_set_startup_code(k, code);
+                goto out;
+        }
         if (!language || strcmp(language, "python") != 0)
                 goto out;
         if (!display || !cwd ||
@@ -763,7 +789,7 @@ static struct e2b_context *context_add(struct e2b_sandbox *s, struct kernel *k,
         snprintf(c->language, sizeof(c->language), "%s", language);
         snprintf(c->cwd, sizeof(c->cwd), "%s", cwd && *cwd ? cwd : "/home/user");
         snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
-        if (context_startup(c, k) < 0) {
+        if (context_startup(s, c, k) < 0) {
                 free(c);
                 return NULL;
         }
@@ -1421,6 +1447,37 @@ static void run_in_new_context(struct http_request *r, struct e2b_sandbox *s,
         }
 }
 
+/* Whether run_code's env (may be NULL) can be set for one run in a kernel
+ * of spec; false after a 400 that says why. */
+static bool run_env_ok(struct http_request *r, json_t *env, const struct jp_kernelspec *spec)
+{
+        const char *language = json_string_value(json_object_get(spec->spec, "language"));
+        const char *name;
+        json_t *value;
+        char message[256];
+
+        if (!env || json_object_size(env) == 0)
+                return true;
+        json_object_foreach(env, name, value) {
+                if (run_env_name_valid(name))
+                        continue;
+                snprintf(message, sizeof(message),
+                         "env_vars: invalid name \"%.64s\": a name is letters, digits and _, "
+                         "not starting with a digit, of at most %d bytes",
+                         name, RUN_ENV_MAX_NAME);
+                reply_text(r, 400, message);
+                return false;
+        }
+        if (!run_env_supported(language)) {
+                snprintf(message, sizeof(message),
+                         "env_vars are not supported in a context of language '%.32s'",
+                         language ? language : "");
+                reply_text(r, 400, message);
+                return false;
+        }
+        return true;
+}
+
 static void run_code(struct http_request *r, struct e2b_sandbox *s)
 {
         json_t *body = api_parse_body(r);
@@ -1469,7 +1526,8 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
                 }
                 if (!c) {
                         /* None yet: made now, as E2B's code interpreter does. */
-                        run_in_new_context(r, s, spec, want, body);
+                        if (run_env_ok(r, env, spec))
+                                run_in_new_context(r, s, spec, want, body);
                         goto out;
                 }
         }
@@ -1478,6 +1536,8 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
                 reply_text(r, 404, "The context's kernel is gone");
                 goto out;
         }
+        if (!run_env_ok(r, env, k->spec))
+                goto out;
         /* The SDK keeps its own time; an abandoned call interrupts the cell. */
         execute_start(r, k, json_string_value(code), env, 0);
 out:

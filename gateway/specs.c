@@ -309,7 +309,7 @@ static char *own_kernels_dir(void)
 int specs_init(const char *extra, struct jp_kernelspec_list *out)
 {
         struct jp_kernelspec_list found;
-        size_t n = 0;
+        size_t n = 0, at;
         char **grown;
         int rc;
 
@@ -322,9 +322,22 @@ int specs_init(const char *extra, struct jp_kernelspec_list *out)
         if (!grown)
                 return -ENOMEM;
         search_path = grown;
-        search_path[n] = own_kernels_dir();
-        search_path[n + 1] = NULL;
-        if (!search_path[n])
+        /* Glovebox's own kernels come before the system-wide directories:
+         * its javascript (ijavascript made to take TypeScript, imports and
+         * top-level await, as E2B's is) takes the place of the one
+         * ijavascript installs; the operator's --kernelspec-path,
+         * JUPYTER_PATH and ~/.local still come first. */
+        at = n;
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(search_path[i], "/usr/local/share/jupyter/kernels") == 0 ||
+                    strcmp(search_path[i], "/usr/share/jupyter/kernels") == 0) {
+                        at = i;
+                        break;
+                }
+        }
+        memmove(&search_path[at + 1], &search_path[at], (n + 1 - at) * sizeof(char *));
+        search_path[at] = own_kernels_dir();
+        if (!search_path[at])
                 return -ENOMEM;
         out->count = 0;
         out->items = calloc(SPECS_MAX, sizeof(*out->items));

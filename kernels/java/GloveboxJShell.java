@@ -1,0 +1,401 @@
+/*
+ * The Java side of Glovebox's Java kernel (glovebox_java_kernel.py is the
+ * Jupyter side): OpenJDK's JShell, in this JVM, evaluating each cell.
+ *
+ * Requests come on stdin, answers go to stdout, both as frames: a line
+ * "KIND LENGTH\n" and LENGTH bytes of UTF-8.
+ *   in:  run   the cell's code
+ *        stop  interrupt the running cell (read by a thread of its own, so
+ *              it arrives while a cell runs)
+ *   out: ready        JShell is up (its compiler warmed by the imports)
+ *        out, err     one write of the cell to System.out / System.err
+ *        result       the cell's value, String.valueOf of it
+ *        ename, evalue, traceback   the cell's error
+ *        done         the cell is over
+ *
+ * What IJava (the kernel E2B's template installs) does, this does too: a
+ * cell is split into snippets, each evaluated in turn until one fails; the
+ * value of a last snippet that is an expression is the result (none when
+ * it is null); each write to System.out is sent as it is made.
+ *
+ * Snippets run in this JVM (no second JVM: a sandbox has 1 GiB by
+ * default), each in a thread of its own that an interrupt stops.
+ */
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.ByteArrayInputStream;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.FileDescriptor;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+
+import jdk.jshell.Diag;
+import jdk.jshell.EvalException;
+import jdk.jshell.JShell;
+import jdk.jshell.JShellException;
+import jdk.jshell.Snippet;
+import jdk.jshell.SnippetEvent;
+import jdk.jshell.SourceCodeAnalysis;
+import jdk.jshell.UnresolvedReferenceException;
+import jdk.jshell.execution.DirectExecutionControl;
+import jdk.jshell.spi.ExecutionControl;
+import jdk.jshell.spi.ExecutionControlProvider;
+import jdk.jshell.spi.ExecutionEnv;
+
+public final class GloveboxJShell {
+    /* A request past this is refused, not read: the gateway bounds a cell
+     * well under it. */
+    private static final int MAX_REQUEST = 64 << 20;
+
+    /* What jshell itself imports at start, so a cell can say List or Files
+     * as it would there. Evaluating them also warms the compiler before the
+     * first cell. */
+    private static final String[] IMPORTS = {
+        "import java.io.*;", "import java.math.*;", "import java.net.*;",
+        "import java.nio.file.*;", "import java.util.*;", "import java.util.concurrent.*;",
+        "import java.util.function.*;", "import java.util.regex.*;", "import java.util.stream.*;",
+    };
+
+    private static final Object WIRE_LOCK = new Object();
+    private static OutputStream wire;
+
+    private GloveboxJShell() {
+    }
+
+    static void frame(String kind, byte[] data, int off, int len) {
+        synchronized (WIRE_LOCK) {
+            try {
+                wire.write((kind + " " + len + "\n").getBytes(StandardCharsets.US_ASCII));
+                wire.write(data, off, len);
+                wire.flush();
+            } catch (IOException e) {
+                // The kernel is gone: nothing is left to run for.
+                Runtime.getRuntime().halt(0);
+            }
+        }
+    }
+
+    static void frame(String kind, String text) {
+        byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+        frame(kind, bytes, 0, bytes.length);
+    }
+
+    /** System.out or System.err of the cells: every write is a frame. */
+    static final class FrameStream extends OutputStream {
+        private final String kind;
+
+        FrameStream(String kind) {
+            this.kind = kind;
+        }
+
+        @Override
+        public void write(int b) {
+            write(new byte[] {(byte) b}, 0, 1);
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) {
+            if (len > 0)
+                frame(kind, b, off, len);
+        }
+    }
+
+    /**
+     * System.out of the cells. A subclass: JDK 17's PrintStream writes a
+     * println's text and line end at once, its subclasses (and JDK 11's,
+     * which IJava runs on in E2B's template) as two writes, so a println
+     * reaches the client as two stream messages, the text and then "\n",
+     * as E2B's own tests expect.
+     */
+    static final class CellStream extends PrintStream {
+        CellStream(OutputStream out) {
+            super(out, true, StandardCharsets.UTF_8);
+        }
+    }
+
+    /**
+     * Runs snippets in this JVM, as JShell's local engine does, but keeps
+     * each one's value as an object (the local engine keeps only its text,
+     * which quotes strings) and stops a snippet by its own thread.
+     */
+    static final class Control extends DirectExecutionControl {
+        private volatile Thread runner;
+        private volatile boolean stopped;
+        private Object value;
+        private boolean hasValue;
+
+        void forget() {
+            value = null;
+            hasValue = false;
+            stopped = false;
+        }
+
+        boolean wasStopped() {
+            return stopped;
+        }
+
+        @Override
+        @SuppressWarnings("removal")
+        protected String invoke(Method doit) throws Exception {
+            Object[] result = new Object[1];
+            Throwable[] thrown = new Throwable[1];
+            Thread thread = new Thread(() -> {
+                try {
+                    result[0] = doit.invoke(null);
+                } catch (Throwable t) {
+                    thrown[0] = t;
+                }
+            }, "cell");
+            runner = thread;
+            thread.start();
+            while (thread.isAlive()) {
+                try {
+                    thread.join();
+                } catch (InterruptedException e) {
+                    // Only the cell's own thread is interrupted.
+                }
+            }
+            runner = null;
+            Throwable t = thrown[0];
+            Throwable cause = t instanceof InvocationTargetException ? t.getCause() : t;
+            if (stopped || cause instanceof ThreadDeath)
+                throw new ExecutionControl.StoppedException();
+            if (t instanceof Exception)
+                throw (Exception) t;
+            if (t != null)
+                throw new InvocationTargetException(t);
+            value = result[0];
+            hasValue = true;
+            return valueString(result[0]);
+        }
+
+        @Override
+        @SuppressWarnings({"removal", "deprecation"})
+        public void stop() {
+            Thread thread = runner;
+            if (thread == null)
+                return;
+            stopped = true;
+            thread.interrupt();
+            try {
+                // Stops a loop that never looks at its interrupt (JDK 17;
+                // later JDKs refuse, and only the interrupt is left).
+                thread.stop();
+            } catch (UnsupportedOperationException e) {
+                // Interrupted only.
+            }
+        }
+    }
+
+    static final class Provider implements ExecutionControlProvider {
+        private final Control control;
+
+        Provider(Control control) {
+            this.control = control;
+        }
+
+        @Override
+        public String name() {
+            return "glovebox";
+        }
+
+        @Override
+        public ExecutionControl generate(ExecutionEnv env, Map<String, String> parameters) {
+            return control;
+        }
+    }
+
+    /* ---- one cell ---------------------------------------------------------- */
+
+    private static boolean hasValue(Snippet.SubKind kind) {
+        return kind == Snippet.SubKind.VAR_VALUE_SUBKIND
+            || kind == Snippet.SubKind.OTHER_EXPRESSION_SUBKIND
+            || kind == Snippet.SubKind.TEMP_VAR_EXPRESSION_SUBKIND;
+    }
+
+    private static void error(String name, String value, List<String> traceback) {
+        frame("ename", name);
+        frame("evalue", value == null ? "" : value);
+        frame("traceback", String.join("\n", traceback));
+    }
+
+    private static boolean internalFrame(StackTraceElement e) {
+        String c = e.getClassName();
+        return c.startsWith("jdk.internal.reflect.") || c.startsWith("java.lang.reflect.")
+            || c.startsWith("jdk.jshell.") || c.startsWith("GloveboxJShell")
+            || c.equals("java.lang.Thread");
+    }
+
+    private static void exceptionError(JShellException e) {
+        List<String> lines = new ArrayList<>();
+        String name = e instanceof EvalException
+            ? ((EvalException) e).getExceptionClassName()
+            : e instanceof UnresolvedReferenceException ? "UnresolvedReferenceException"
+                                                        : e.getClass().getName();
+        Throwable t = e;
+        String prefix = "";
+        while (t != null) {
+            String n = t instanceof EvalException ? ((EvalException) t).getExceptionClassName()
+                                                  : t.getClass().getName();
+            lines.add(prefix + n + (t.getMessage() != null ? ": " + t.getMessage() : ""));
+            for (StackTraceElement frame : t.getStackTrace()) {
+                if (!internalFrame(frame))
+                    lines.add("\tat " + frame);
+            }
+            prefix = "Caused by: ";
+            t = t.getCause();
+        }
+        error(name, e.getMessage(), lines);
+    }
+
+    private static void compileError(JShell shell, Snippet snippet) {
+        List<String> lines = new ArrayList<>();
+        List<String> messages = new ArrayList<>();
+        String source = snippet.source();
+        shell.diagnostics(snippet).forEach(d -> {
+            String message = d.getMessage(Locale.ROOT);
+            messages.add(message);
+            lines.add((d.isError() ? "error: " : "warning: ") + message);
+            int at = (int) Math.max(0, Math.min(d.getStartPosition(), source.length()));
+            int start = source.lastIndexOf('\n', at - 1) + 1;
+            int end = source.indexOf('\n', at);
+            lines.add(source.substring(start, end < 0 ? source.length() : end));
+            lines.add(" ".repeat(at - start) + "^");
+        });
+        if (snippet instanceof jdk.jshell.DeclarationSnippet) {
+            shell.unresolvedDependencies((jdk.jshell.DeclarationSnippet) snippet).forEach(name -> {
+                messages.add("cannot find symbol: " + name);
+                lines.add("error: cannot find symbol: " + name);
+            });
+        }
+        error("CompilationException", messages.isEmpty() ? "the snippet was not defined"
+                                                         : String.join("\n", messages), lines);
+    }
+
+    /* Evaluates code snippet by snippet; says its result or error, then done. */
+    static void run(JShell shell, Control control, String code) {
+        SourceCodeAnalysis analysis = shell.sourceCodeAnalysis();
+        String rest = code;
+        Object result = null;
+        try {
+            while (true) {
+                SourceCodeAnalysis.CompletionInfo info = analysis.analyzeCompletion(rest);
+                SourceCodeAnalysis.Completeness completeness = info.completeness();
+                if (completeness == SourceCodeAnalysis.Completeness.EMPTY)
+                    break;
+                if (!completeness.isComplete()) {
+                    error("IncompleteSourceException", "incomplete code: " + rest.trim(),
+                          List.of("the cell ends in the middle of a statement:", rest.trim()));
+                    return;
+                }
+                rest = info.remaining();
+                result = null;
+                control.forget();
+                List<SnippetEvent> events = shell.eval(info.source());
+                if (control.wasStopped()) {
+                    error("KeyboardInterrupt", "interrupted", List.of());
+                    return;
+                }
+                for (SnippetEvent event : events) {
+                    if (event.causeSnippet() != null)
+                        continue;
+                    if (event.exception() != null) {
+                        exceptionError(event.exception());
+                        return;
+                    }
+                    if (!event.status().isDefined()) {
+                        compileError(shell, event.snippet());
+                        return;
+                    }
+                    if (hasValue(event.snippet().subKind()) && control.hasValue)
+                        result = control.value;
+                }
+            }
+            if (result != null)
+                frame("result", String.valueOf(result));
+        } catch (RuntimeException | StackOverflowError e) {
+            // JShell's own failure, or a toString() that threw.
+            error(e.getClass().getName(), e.getMessage(), List.of(e.toString()));
+        } finally {
+            frame("done", "");
+        }
+    }
+
+    /* ---- requests ------------------------------------------------------------ */
+
+    private static String readLine(DataInputStream in) throws IOException {
+        StringBuilder line = new StringBuilder();
+        int c;
+        while ((c = in.read()) != '\n') {
+            if (c < 0)
+                throw new EOFException();
+            if (line.length() > 64)
+                throw new IOException("bad frame header");
+            line.append((char) c);
+        }
+        return line.toString();
+    }
+
+    public static void main(String[] args) throws Exception {
+        InputStream requests = new FileInputStream(FileDescriptor.in);
+        wire = new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16);
+        PrintStream log = new PrintStream(new FileOutputStream(FileDescriptor.err), true,
+                                          StandardCharsets.UTF_8);
+        System.setOut(new CellStream(new FrameStream("out")));
+        System.setErr(new CellStream(new FrameStream("err")));
+        // A cell that reads stdin gets end of file at once: stdin is ours.
+        System.setIn(new ByteArrayInputStream(new byte[0]));
+
+        Control control = new Control();
+        JShell shell = JShell.builder()
+            .executionEngine(new Provider(control), Map.of())
+            .out(log)
+            .err(log)
+            .build();
+        for (String line : IMPORTS)
+            shell.eval(line);
+
+        BlockingQueue<String> cells = new LinkedBlockingQueue<>();
+        Thread reader = new Thread(() -> {
+            DataInputStream in = new DataInputStream(new BufferedInputStream(requests));
+            try {
+                while (true) {
+                    String[] header = readLine(in).split(" ");
+                    int length = header.length == 2 ? Integer.parseInt(header[1]) : -1;
+                    if (length < 0 || length > MAX_REQUEST)
+                        throw new IOException("bad frame header");
+                    byte[] body = new byte[length];
+                    in.readFully(body);
+                    if (header[0].equals("stop"))
+                        control.stop();
+                    else if (header[0].equals("run"))
+                        cells.put(new String(body, StandardCharsets.UTF_8));
+                }
+            } catch (IOException | InterruptedException | NumberFormatException e) {
+                // The kernel went away (or spoke nonsense): so do we.
+                Runtime.getRuntime().halt(0);
+            }
+        }, "requests");
+        reader.setDaemon(true);
+        reader.start();
+
+        frame("ready", "");
+        while (true)
+            run(shell, control, cells.take());
+    }
+}
