@@ -27,8 +27,8 @@ static enum language language_of(const char *name)
                 const char *name;
                 enum language language;
         } names[] = {
-                {"python", LANG_PYTHON}, {"bash", LANG_BASH},       {"r", LANG_R},
-                {"javascript", LANG_JS}, {"typescript", LANG_TS}, {"java", LANG_JAVA},
+            {"python", LANG_PYTHON}, {"bash", LANG_BASH},     {"r", LANG_R},
+            {"javascript", LANG_JS}, {"typescript", LANG_TS}, {"java", LANG_JAVA},
         };
 
         for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++) {
@@ -87,8 +87,7 @@ static int append_literal(struct buf *b, enum language lang, const char *s, size
                 char esc[4] = {'\\', (char)c, 0, 0};
                 size_t n = 2;
 
-                if (c >= 0x20 && c != 0x7f && c != '\\' &&
-                    c != (lang == LANG_BASH ? '\'' : '"'))
+                if (c >= 0x20 && c != 0x7f && c != '\\' && c != (lang == LANG_BASH ? '\'' : '"'))
                         continue;
                 rc = buf_append(b, s + run, i - run);
                 run = i + 1;
@@ -156,8 +155,9 @@ static int python_code(struct buf *set, struct buf *restore, json_t *env)
         if (rc == 0)
                 rc = append_map(set, LANG_PYTHON, env, true);
         if (rc == 0)
-                rc = buf_append_str(set, "\n_gb_saved = {k: _gb_os.environ.get(k) for k in _gb_env}\n"
-                                         "_gb_os.environ.update(_gb_env)\n");
+                rc = buf_append_str(set,
+                                    "\n_gb_saved = {k: _gb_os.environ.get(k) for k in _gb_env}\n"
+                                    "_gb_os.environ.update(_gb_env)\n");
         if (rc == 0)
                 rc = buf_append_str(restore,
                                     "for _gb_k, _gb_v in _gb_saved.items():\n"
@@ -217,12 +217,14 @@ static int r_code(struct buf *set, struct buf *restore, json_t *env)
         if (rc == 0)
                 rc = append_map(set, LANG_R, env, true);
         if (rc == 0)
-                rc = buf_append_str(set, "\n  saved <- Sys.getenv(names(env), unset = NA, names = "
-                                         "TRUE)\n  do.call(Sys.setenv, as.list(env))\n  saved\n})\n");
+                rc = buf_append_str(set,
+                                    "\n  saved <- Sys.getenv(names(env), unset = NA, names = "
+                                    "TRUE)\n  do.call(Sys.setenv, as.list(env))\n  saved\n})\n");
         if (rc == 0)
                 rc = buf_append_str(
                     restore,
-                    "if (exists(\".glovebox_env_saved\", envir = globalenv(), inherits = FALSE)) {\n"
+                    "if (exists(\".glovebox_env_saved\", envir = globalenv(), inherits = FALSE)) "
+                    "{\n"
                     "  local({\n    saved <- get(\".glovebox_env_saved\", envir = globalenv())\n"
                     "    gone <- names(saved)[is.na(saved)]\n"
                     "    if (length(gone)) Sys.unsetenv(gone)\n"

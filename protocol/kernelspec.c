@@ -169,8 +169,9 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
         v = json_object_get(json_object_get(json_object_get(root, "metadata"), "glovebox"),
                             "requires");
         if (v && !(json_is_array(v) && json_array_size(v) <= JP_KERNELSPEC_MAX_REQUIRES)) {
-                snprintf(err, errlen, "\"metadata.glovebox.requires\" must be an array of at most "
-                         "%d names", JP_KERNELSPEC_MAX_REQUIRES);
+                snprintf(err, errlen,
+                         "\"metadata.glovebox.requires\" must be an array of at most %d names",
+                         JP_KERNELSPEC_MAX_REQUIRES);
                 goto fail;
         }
         json_array_foreach(v, i, entry) {
@@ -178,7 +179,8 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
 
                 if (!need || !*need || strlen(need) >= PATH_MAX ||
                     (strchr(need, '/') && need[0] != '/')) {
-                        snprintf(err, errlen, "\"metadata.glovebox.requires\" entries must be "
+                        snprintf(err, errlen,
+                                 "\"metadata.glovebox.requires\" entries must be "
                                  "program names or absolute paths");
                         goto fail;
                 }
@@ -222,8 +224,8 @@ static int read_small_file(const char *path, char *out, size_t size, size_t *len
 
 /* Where a kernel's programs are looked for: the directories a sandbox has
  * (its /usr is the host's), never the gateway's own PATH. */
-static const char *const program_dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-                                           "/usr/bin", "/sbin", "/bin", NULL};
+static const char *const program_dirs[] = {
+    "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
 
 /* The first of ks's metadata.glovebox.requires that is not installed, or
  * NULL when all are. */

@@ -5,8 +5,8 @@
  * Requests come on stdin, answers go to stdout, both as frames: a line
  * "KIND LENGTH\n" and LENGTH bytes of UTF-8.
  *   in:  run   the cell's code
- *        stop  interrupt the running cell (read by a thread of its own, so
- *              it arrives while a cell runs)
+ *        stop  interrupt cell N (N, counted from 1, in the payload; read by
+ *              a thread of its own, so it arrives while a cell runs)
  *   out: ready        JShell is up (its compiler warmed by the imports)
  *        out, err     one write of the cell to System.out / System.err
  *        result       the cell's value, String.valueOf of it
@@ -72,6 +72,11 @@ public final class GloveboxJShell {
     };
 
     private static final Object WIRE_LOCK = new Object();
+    /* The number of the cell running (or last run), counted from 1 as the
+     * kernel counts the run requests it sends. */
+    private static volatile long current;
+    /* The last cell a stop request named. */
+    private static volatile long stopFor;
     private static OutputStream wire;
 
     private GloveboxJShell() {
@@ -134,19 +139,28 @@ public final class GloveboxJShell {
      * which quotes strings) and stops a snippet by its own thread.
      */
     static final class Control extends DirectExecutionControl {
-        private volatile Thread runner;
-        private volatile boolean stopped;
+        /* The running snippet's thread, and whether the cell was stopped:
+         * an interrupt may come while a snippet compiles, between two
+         * snippets or as one starts, and still stops the cell. */
+        private Thread runner;
+        private boolean stopped;
         private Object value;
         private boolean hasValue;
+        /* The last snippet was stopped (JShell's own events do not say). */
+        private boolean snippetStopped;
 
-        void forget() {
-            value = null;
-            hasValue = false;
+        synchronized void newCell() {
             stopped = false;
         }
 
-        boolean wasStopped() {
+        synchronized boolean wasStopped() {
             return stopped;
+        }
+
+        void forgetValue() {
+            value = null;
+            hasValue = false;
+            snippetStopped = false;
         }
 
         @Override
@@ -161,8 +175,14 @@ public final class GloveboxJShell {
                     thrown[0] = t;
                 }
             }, "cell");
-            runner = thread;
-            thread.start();
+            synchronized (this) {
+                if (stopped) {
+                    snippetStopped = true;
+                    throw new ExecutionControl.StoppedException();
+                }
+                runner = thread;
+                thread.start();
+            }
             while (thread.isAlive()) {
                 try {
                     thread.join();
@@ -170,11 +190,15 @@ public final class GloveboxJShell {
                     // Only the cell's own thread is interrupted.
                 }
             }
-            runner = null;
+            synchronized (this) {
+                runner = null;
+            }
             Throwable t = thrown[0];
             Throwable cause = t instanceof InvocationTargetException ? t.getCause() : t;
-            if (stopped || cause instanceof ThreadDeath)
+            if (wasStopped() || cause instanceof ThreadDeath) {
+                snippetStopped = true;
                 throw new ExecutionControl.StoppedException();
+            }
             if (t instanceof Exception)
                 throw (Exception) t;
             if (t != null)
@@ -187,10 +211,13 @@ public final class GloveboxJShell {
         @Override
         @SuppressWarnings({"removal", "deprecation"})
         public void stop() {
-            Thread thread = runner;
+            Thread thread;
+            synchronized (this) {
+                stopped = true;
+                thread = runner;
+            }
             if (thread == null)
                 return;
-            stopped = true;
             thread.interrupt();
             try {
                 // Stops a loop that never looks at its interrupt (JDK 17;
@@ -305,9 +332,9 @@ public final class GloveboxJShell {
                 }
                 rest = info.remaining();
                 result = null;
-                control.forget();
+                control.forgetValue();
                 List<SnippetEvent> events = shell.eval(info.source());
-                if (control.wasStopped()) {
+                if (control.snippetStopped || control.wasStopped()) {
                     error("KeyboardInterrupt", "interrupted", List.of());
                     return;
                 }
@@ -381,10 +408,19 @@ public final class GloveboxJShell {
                         throw new IOException("bad frame header");
                     byte[] body = new byte[length];
                     in.readFully(body);
-                    if (header[0].equals("stop"))
-                        control.stop();
-                    else if (header[0].equals("run"))
-                        cells.put(new String(body, StandardCharsets.UTF_8));
+                    String text = new String(body, StandardCharsets.UTF_8);
+                    if (header[0].equals("run")) {
+                        cells.put(text);
+                    } else if (header[0].equals("stop")) {
+                        // Only the cell it was meant for, whether it runs
+                        // already or is about to (the main thread looks
+                        // after setting current, this one before): a stop
+                        // that came after its cell ended stops nothing.
+                        long cell = Long.parseLong(text);
+                        stopFor = cell;
+                        if (cell == current)
+                            control.stop();
+                    }
                 }
             } catch (IOException | InterruptedException | NumberFormatException e) {
                 // The kernel went away (or spoke nonsense): so do we.
@@ -395,7 +431,16 @@ public final class GloveboxJShell {
         reader.start();
 
         frame("ready", "");
-        while (true)
-            run(shell, control, cells.take());
+        while (true) {
+            String code = cells.take();
+            // A stop for the cell before, handled up to here, is undone
+            // by newCell(); one for this cell from now on is not, and one
+            // that came before is in stopFor.
+            current++;
+            control.newCell();
+            if (stopFor == current)
+                control.stop();
+            run(shell, control, code);
+        }
     }
 }

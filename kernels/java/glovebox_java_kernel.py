@@ -103,6 +103,8 @@ class JavaKernel(Kernel):
         self.pending = b""
         self.ready = False
         self.decoders = {}
+        # Run requests sent to this JVM: a stop names the cell it is for.
+        self.cells = 0
 
     def read_frame(self):
         """The next (kind, payload) from the JVM; JavaGone at its end."""
@@ -155,12 +157,13 @@ class JavaKernel(Kernel):
     # ---- cells -----------------------------------------------------------------
 
     def on_interrupt(self, signum, frame):
-        """SIGINT during a cell: a stop request to the JVM, which stops the
-        cell's thread; the cell then ends with KeyboardInterrupt."""
-        if not self.interrupted and self.proc is not None and self.proc.poll() is None:
-            self.interrupted = True
+        """SIGINT during a cell: a stop request to the JVM for this cell,
+        which stops its thread; the cell then ends with KeyboardInterrupt.
+        Each SIGINT sends one (a repeat is harmless)."""
+        self.interrupted = True
+        if self.proc is not None and self.proc.poll() is None and self.cells:
             try:
-                self.send("stop")
+                self.send("stop", str(self.cells))
             except OSError:
                 pass
 
@@ -176,6 +179,7 @@ class JavaKernel(Kernel):
         """Runs code in the JVM, relaying as it goes; (result text or None,
         error dict or None)."""
         self.send("run", code)
+        self.cells += 1
         result, error = None, {}
         while True:
             frames = [self.read_frame()]
