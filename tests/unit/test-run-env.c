@@ -23,8 +23,7 @@ static json_t *env_of(const char *name, const char *value)
 }
 
 /* Whether code of language for {name: value} sets it with want in it. */
-static void check_set(const char *language, const char *value, const char *want,
-                      const char *what)
+static void check_set(const char *language, const char *value, const char *want, const char *what)
 {
         json_t *env = env_of("GB_V", value);
         char *set = NULL, *restore = NULL;
@@ -44,7 +43,8 @@ static void test_literals(void)
 {
         check_set("python", nasty, "\"GB_V\": \"a'b\\\"c\\\\d\\\\u0022e\\u000af\\u0003g$(x)`y`\"",
                   "JSON's escapes, which Python reads alike");
-        check_set("javascript", nasty, "{\"GB_V\": \"a'b\\\"c\\\\d\\\\u0022e\\u000af\\u0003g$(x)`y`\"}",
+        check_set("javascript", nasty,
+                  "{\"GB_V\": \"a'b\\\"c\\\\d\\\\u0022e\\u000af\\u0003g$(x)`y`\"}",
                   "JSON's escapes, which JavaScript reads alike");
         check_set("TypeScript", nasty, "((env: any) =>", "typed for a kernel that checks types");
         check_set("javascript", "v", "((env) =>", "untyped");
@@ -86,8 +86,8 @@ static void test_bash_long_value(void)
 
 static void test_refusals(void)
 {
-        static const char *const bad[] = {"", "1A", "A-B", "A B", "A;B", "user.dir", "A'B",
-                                          "A\nB", "\xc3\xa9"};
+        static const char *const bad[] = {"",         "1A",  "A-B",  "A B",     "A;B",
+                                          "user.dir", "A'B", "A\nB", "\xc3\xa9"};
         char *set = (char *)"x", *restore = (char *)"x";
         char longest[RUN_ENV_MAX_NAME + 2];
         json_t *env;
