@@ -11,6 +11,7 @@
  *        out, err     one write of the cell to System.out / System.err
  *        result       the cell's value, String.valueOf of it
  *        ename, evalue, traceback   the cell's error
+ *        exit         this JVM ends after the cell (its heap is full)
  *        done         the cell is over
  *
  * What IJava (the kernel E2B's template installs) does, this does too: a
@@ -61,6 +62,9 @@ public final class GloveboxJShell {
     /* A request past this is refused, not read: the gateway bounds a cell
      * well under it. */
     private static final int MAX_REQUEST = 64 << 20;
+    /* A result's text past this many characters is cut: at most 3 bytes
+     * each in UTF-8, under the kernel's 64 MiB frame. */
+    private static final int MAX_RESULT_CHARS = 16 << 20;
 
     /* What jshell itself imports at start, so a cell can say List or Files
      * as it would there. Evaluating them also warms the compiler before the
@@ -319,6 +323,7 @@ public final class GloveboxJShell {
         SourceCodeAnalysis analysis = shell.sourceCodeAnalysis();
         String rest = code;
         Object result = null;
+        boolean out = false;
         try {
             while (true) {
                 SourceCodeAnalysis.CompletionInfo info = analysis.analyzeCompletion(rest);
@@ -353,14 +358,31 @@ public final class GloveboxJShell {
                         result = control.value;
                 }
             }
-            if (result != null)
-                frame("result", String.valueOf(result));
+            if (result != null) {
+                String text = String.valueOf(result);
+                // A frame the kernel takes whole; a value past it is cut.
+                if (text.length() > MAX_RESULT_CHARS)
+                    text = text.substring(0, MAX_RESULT_CHARS) + "... (cut at "
+                        + MAX_RESULT_CHARS + " characters)";
+                frame("result", text);
+            }
         } catch (RuntimeException | StackOverflowError e) {
             // JShell's own failure, or a toString() that threw.
             error(e.getClass().getName(), e.getMessage(), List.of(e.toString()));
+        } catch (OutOfMemoryError e) {
+            // The heap is full of what the cells keep: JShell itself can no
+            // longer compile a snippet. A new JVM is the only way on.
+            out = true;
+            error("java.lang.OutOfMemoryError",
+                  e.getMessage() + ": the JVM ran out of memory and starts again at the next "
+                      + "cell, its state lost (an -Xmx in JDK_JAVA_OPTIONS gives it more)",
+                  List.of(e.toString()));
+            frame("exit", "");
         } finally {
             frame("done", "");
         }
+        if (out)
+            Runtime.getRuntime().halt(3);
     }
 
     /* ---- requests ------------------------------------------------------------ */

@@ -77,12 +77,13 @@ class JavaKernel(Kernel):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.proc = None
-        self.pending = b""
-        self.ready = False
         self.interrupted = False
         # Started now, waited for at the first cell: the JVM starts while
         # the kernel answers its first requests.
-        self.start_java()
+        try:
+            self.start_java()
+        except OSError:
+            self.proc = None  # said at the first cell, which starts it again
 
     # ---- the JVM ---------------------------------------------------------------
 
@@ -100,8 +101,9 @@ class JavaKernel(Kernel):
         # request, never as the SIGINT that would end it.
         self.proc = subprocess.Popen([java] + options + [SOURCE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
-        self.pending = b""
+        self.pending = bytearray()
         self.ready = False
+        self.exiting = False  # the JVM said it ends after its cell
         self.decoders = {}
         # Run requests sent to this JVM: a stop names the cell it is for.
         self.cells = 0
@@ -116,16 +118,17 @@ class JavaKernel(Kernel):
                     raise JavaGone("the JVM spoke out of turn: %r" % self.pending[:80])
                 length = int(header[1])
                 if len(self.pending) >= nl + 1 + length:
-                    payload = self.pending[nl + 1:nl + 1 + length]
-                    self.pending = self.pending[nl + 1 + length:]
-                    return header[0].decode("ascii", "replace"), payload
+                    payload = bytes(self.pending[nl + 1:nl + 1 + length])
+                    del self.pending[:nl + 1 + length]
+                    return bytes(header[0]).decode("ascii", "replace"), payload
             try:
                 chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
             except InterruptedError:
                 continue
             if not chunk:
                 status = self.proc.wait()
-                raise JavaGone("the JVM exited with status %s" % status)
+                raise JavaGone("the JVM exited with status %s%s" % (
+                    status, " (killed: out of memory?)" if status == -signal.SIGKILL else ""))
             self.pending += chunk
 
     def frames_ready(self):
@@ -143,8 +146,13 @@ class JavaKernel(Kernel):
             frames.append(self.read_frame())
 
     def wait_ready(self):
+        if self.proc is not None and self.exiting:
+            self.proc.wait()
         if self.proc is None or self.proc.poll() is not None:
-            self.start_java()
+            try:
+                self.start_java()
+            except OSError as e:
+                raise JavaGone("the JVM cannot start: %s" % e) from e
         while not self.ready:
             kind, _ = self.read_frame()
             self.ready = kind == "ready"
@@ -194,6 +202,8 @@ class JavaKernel(Kernel):
                     result = payload.decode("utf-8", "replace")
                 elif kind in ("ename", "evalue", "traceback"):
                     error[kind] = payload.decode("utf-8", "replace")
+                elif kind == "exit":
+                    self.exiting = True
                 elif kind == "done":
                     return result, error or None
 
