@@ -318,14 +318,38 @@ public final class GloveboxJShell {
                                                          : String.join("\n", messages), lines);
     }
 
-    /* Evaluates code snippet by snippet; says its result or error, then done. */
-    static void run(JShell shell, Control control, String code) {
+    /* Whether what the cells keep fills the heap, once collected: then
+     * JShell itself has no room left to compile the next snippet. */
+    private static boolean heapFull() {
+        Runtime runtime = Runtime.getRuntime();
+        System.gc();
+        long used = runtime.totalMemory() - runtime.freeMemory();
+        return used > runtime.maxMemory() / 10 * 9;
+    }
+
+    private static boolean outOfMemory(JShellException e) {
+        return e instanceof EvalException
+            && ((EvalException) e).getExceptionClassName().equals("java.lang.OutOfMemoryError");
+    }
+
+    /* The error of a JVM out of memory for good, said before it ends. */
+    private static void exhausted(String message) {
+        error("java.lang.OutOfMemoryError",
+              message + ": the JVM's heap is full and it starts again at the next cell, its "
+                  + "state lost (an -Xmx in JDK_JAVA_OPTIONS gives it more)",
+              List.of("java.lang.OutOfMemoryError: " + message));
+        frame("exit", "");
+    }
+
+    /* Evaluates code snippet by snippet until one fails; says the cell's
+     * result or error, then done. false when the JVM must end. */
+    static boolean run(JShell shell, Control control, String code) {
         SourceCodeAnalysis analysis = shell.sourceCodeAnalysis();
         String rest = code;
         Object result = null;
-        boolean out = false;
+        boolean failed = false, alive = true;
         try {
-            while (true) {
+            while (!failed) {
                 SourceCodeAnalysis.CompletionInfo info = analysis.analyzeCompletion(rest);
                 SourceCodeAnalysis.Completeness completeness = info.completeness();
                 if (completeness == SourceCodeAnalysis.Completeness.EMPTY)
@@ -333,7 +357,8 @@ public final class GloveboxJShell {
                 if (!completeness.isComplete()) {
                     error("IncompleteSourceException", "incomplete code: " + rest.trim(),
                           List.of("the cell ends in the middle of a statement:", rest.trim()));
-                    return;
+                    failed = true;
+                    break;
                 }
                 rest = info.remaining();
                 result = null;
@@ -341,24 +366,29 @@ public final class GloveboxJShell {
                 List<SnippetEvent> events = shell.eval(info.source());
                 if (control.snippetStopped || control.wasStopped()) {
                     error("KeyboardInterrupt", "interrupted", List.of());
-                    return;
+                    failed = true;
+                    break;
                 }
                 for (SnippetEvent event : events) {
                     if (event.causeSnippet() != null)
                         continue;
-                    if (event.exception() != null) {
+                    if (event.exception() != null && outOfMemory(event.exception()) && heapFull()) {
+                        exhausted(event.exception().getMessage());
+                        alive = false;
+                    } else if (event.exception() != null) {
                         exceptionError(event.exception());
-                        return;
-                    }
-                    if (!event.status().isDefined()) {
+                    } else if (!event.status().isDefined()) {
                         compileError(shell, event.snippet());
-                        return;
+                    } else {
+                        if (hasValue(event.snippet().subKind()) && control.hasValue)
+                            result = control.value;
+                        continue;
                     }
-                    if (hasValue(event.snippet().subKind()) && control.hasValue)
-                        result = control.value;
+                    failed = true;
+                    break;
                 }
             }
-            if (result != null) {
+            if (!failed && result != null) {
                 String text = String.valueOf(result);
                 // A frame the kernel takes whole; a value past it is cut.
                 if (text.length() > MAX_RESULT_CHARS)
@@ -370,19 +400,13 @@ public final class GloveboxJShell {
             // JShell's own failure, or a toString() that threw.
             error(e.getClass().getName(), e.getMessage(), List.of(e.toString()));
         } catch (OutOfMemoryError e) {
-            // The heap is full of what the cells keep: JShell itself can no
-            // longer compile a snippet. A new JVM is the only way on.
-            out = true;
-            error("java.lang.OutOfMemoryError",
-                  e.getMessage() + ": the JVM ran out of memory and starts again at the next "
-                      + "cell, its state lost (an -Xmx in JDK_JAVA_OPTIONS gives it more)",
-                  List.of(e.toString()));
-            frame("exit", "");
+            // JShell itself found no room: nothing more can run here.
+            exhausted(e.getMessage());
+            alive = false;
         } finally {
             frame("done", "");
         }
-        if (out)
-            Runtime.getRuntime().halt(3);
+        return alive;
     }
 
     /* ---- requests ------------------------------------------------------------ */
@@ -462,7 +486,8 @@ public final class GloveboxJShell {
             control.newCell();
             if (stopFor == current)
                 control.stop();
-            run(shell, control, code);
+            if (!run(shell, control, code))
+                Runtime.getRuntime().halt(3);
         }
     }
 }

@@ -349,6 +349,38 @@ def test_java_state_streams_results_errors_and_interrupt(gateway):
         gateway.request("DELETE", f"/api/kernels/{kid}")
 
 
+def test_java_heap_full_starts_a_new_jvm(gateway):
+    """Cells that keep more than the heap: an OutOfMemoryError saying so,
+    and the next cell runs in a new JVM (the kernel and sandbox live on)."""
+    if not java_installed():
+        pytest.skip("openjdk-17-jdk-headless is not installed (scripts/test installs it)")
+    kid = gateway.start_kernel(name="java")
+    ch = gateway.connect(kid)
+    try:
+        msg_id = ch.send("execute_request", {
+            "code": "List<int[]> kept = new ArrayList<>();\n"
+                    "while (true) kept.add(new int[1 << 20]);", "silent": False,
+            "stop_on_error": False})
+        reply, outputs = ch.collect(msg_id, timeout=120)
+        assert reply["content"].get("ename") == "java.lang.OutOfMemoryError", \
+            (reply["content"], outputs)
+        # The kernel found the heap full after the error and ends the JVM;
+        # were it short of that, the next cell might find JShell itself out
+        # of memory, and the one after it would run in a new JVM.
+        for attempt in range(2):
+            msg_id = ch.send("execute_request", {"code": "6 * 7", "silent": False,
+                                                 "stop_on_error": False})
+            reply, outputs = ch.collect(msg_id, timeout=120)
+            if reply["content"]["status"] == "ok":
+                break
+            assert attempt == 0 and "starts again" in reply["content"]["evalue"], \
+                reply["content"]
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+    finally:
+        ch.close()
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
 # --- JavaScript and TypeScript (kernels/javascript) ----------------------------
 
 
