@@ -6,6 +6,7 @@
 #include "gateway/e2b_display.h"
 #include "gateway/execute.h"
 #include "gateway/files.h"
+#include "gateway/run_env.h"
 #include "gateway/specs.h"
 #include "gateway/templates.h"
 #include "protocol/log.h"
@@ -149,7 +150,26 @@ static char *shell_quote(const char *cwd)
  * the home directory their kernels start in. The cwd was checked to be a
  * directory the user can enter (context_cwd_ok); if it has gone since,
  * the failure is logged and the kernel stays in the home directory. */
-static int context_startup(const struct e2b_context *c, struct kernel *k)
+/* What a Java context's kernel runs each time it starts: the sandbox's
+ * envs as system properties (E2B's Java reads them with System.getProperty:
+ * a JVM's environment is fixed when it starts) and the context's directory
+ * as user.dir, as E2B's template sets them. */
+static int java_startup(const struct e2b_sandbox *s, const struct e2b_context *c, char **code)
+{
+        json_t *props = s->env ? json_deep_copy(s->env) : json_object();
+        int rc = props ? 0 : -ENOMEM;
+
+        *code = NULL;
+        if (rc == 0 && json_object_set_new(props, "user.dir", json_string(c->cwd)) < 0)
+                rc = -ENOMEM;
+        if (rc == 0)
+                rc = run_env_java_properties(props, code);
+        json_decref(props);
+        return rc;
+}
+
+static int context_startup(const struct e2b_sandbox *s, const struct e2b_context *c,
+                           struct kernel *k)
 {
         const char *display = e2b_display_code();
         json_t *dir = json_string(c->cwd);
@@ -163,6 +183,12 @@ static int context_startup(const struct e2b_context *c, struct kernel *k)
                 goto out;
         }
         /* A JSON string is a literal of JavaScript and of R as it is. */
+        if (strcmp(c->language, "java") == 0) {
+                rc = java_startup(s, c, &code);
+                if (rc == 0)
+                        rc = kernel_set_startup_code(k, code);
+                goto out;
+        }
         if (strcmp(c->language, "python") == 0)
                 n = display ? asprintf(&code, "%s%s__import__('os').chdir(%s)\n", display,
                                        user_site_code, literal)
@@ -222,9 +248,9 @@ static void context_remove(struct e2b_sandbox *s, struct e2b_context *c)
 }
 
 /* Gives c the kernel k: its id, and what it runs at each start. */
-static int context_attach(struct e2b_context *c, struct kernel *k)
+static int context_attach(const struct e2b_sandbox *s, struct e2b_context *c, struct kernel *k)
 {
-        int rc = context_startup(c, k);
+        int rc = context_startup(s, c, k);
 
         if (rc == 0)
                 snprintf(c->kernel_id, sizeof(c->kernel_id), "%s", k->id);
@@ -264,7 +290,7 @@ static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
         if (err == 0)
                 err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
         jp_strv_free(env);
-        if (err == 0 && context_attach(c, k) < 0) {
+        if (err == 0 && context_attach(s, c, k) < 0) {
                 kernel_waiter_cancel(w);
                 kernel_shutdown(k, NULL);
                 err = -ENOMEM;
@@ -290,7 +316,7 @@ struct e2b_context *e2b_context_adopt(struct e2b_sandbox *s, struct kernel *k, c
 {
         struct e2b_context *c = context_record(s, language, NULL);
 
-        if (c && context_attach(c, k) < 0) {
+        if (c && context_attach(s, c, k) < 0) {
                 context_remove(s, c);
                 c = NULL;
         }
@@ -585,6 +611,37 @@ static struct e2b_context *run_context(struct http_request *r, struct e2b_sandbo
         return c;
 }
 
+/* Whether run_code's env (may be NULL) can be set for one run in a kernel
+ * of spec; false after a 400 that says why. */
+static bool run_env_ok(struct http_request *r, json_t *env, const struct jp_kernelspec *spec)
+{
+        const char *language = json_string_value(json_object_get(spec->spec, "language"));
+        const char *name;
+        json_t *value;
+        char message[256];
+
+        if (!env || json_object_size(env) == 0)
+                return true;
+        json_object_foreach(env, name, value) {
+                if (run_env_name_valid(name))
+                        continue;
+                snprintf(message, sizeof(message),
+                         "env_vars: invalid name \"%.64s\": a name is letters, digits and _, "
+                         "not starting with a digit, of at most %d bytes",
+                         name, RUN_ENV_MAX_NAME);
+                reply_text(r, 400, message);
+                return false;
+        }
+        if (!run_env_supported(language)) {
+                snprintf(message, sizeof(message),
+                         "env_vars are not supported in a context of language '%.32s'",
+                         language ? language : "");
+                reply_text(r, 400, message);
+                return false;
+        }
+        return true;
+}
+
 static void run_code(struct http_request *r, struct e2b_sandbox *s)
 {
         json_t *body = api_parse_body(r);
@@ -611,7 +668,8 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
         if (!c)
                 goto out;
         if (spec) {
-                run_when_started(r, s, c, spec, body);
+                if (run_env_ok(r, env, spec))
+                        run_when_started(r, s, c, spec, body);
                 goto out;
         }
         k = kernel_find(c->kernel_id);
@@ -619,6 +677,8 @@ static void run_code(struct http_request *r, struct e2b_sandbox *s)
                 reply_text(r, 404, "The context's kernel is gone");
                 goto out;
         }
+        if (!run_env_ok(r, env, k->spec))
+                goto out;
         /* The SDK keeps its own time; an abandoned call interrupts the cell.
          * A kernel still starting (a first use) runs the cell once ready. */
         execute_start(r, k, json_string_value(code), env, 0, EXECUTE_GONE_CUT);

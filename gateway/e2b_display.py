@@ -9,6 +9,10 @@ E2B SDK turns them into Result.data and Result.chart:
              scatter, bar, pie, box_and_whisker, superchart or unknown),
              the shapes e2b_code_interpreter.charts._deserialize_chart reads.
 
+It also makes Pillow's Image.show() and Image.save(path) display the
+image in the cell, as E2B's template does (a sandbox has no screen), once
+Pillow is imported.
+
 This is an IPython extension, written from scratch after E2B's behaviour.
 The gateway (gateway/e2b_display.c) runs it in every E2B Python context as
 a silent execute_request that keeps its names out of the user's namespace:
@@ -29,7 +33,9 @@ PNG, HTML and text of the same display still reach the client.
 """
 
 import datetime
+import importlib.machinery
 import math
+import os
 import re
 import sys
 import warnings
@@ -471,8 +477,96 @@ class E2BChartFormatter(_ClassFormatter):
     extract = staticmethod(_quietly(_figure_chart))
 
 
+# --- Pillow ---------------------------------------------------------------------
+
+
+def _display_image(image):
+    """Shows image as a display of the cell; a failure only means no display."""
+    try:
+        from IPython.display import display
+        display(image)
+    except Exception:  # the image's own save or show must still happen
+        pass
+
+
+def _patch_pillow(module):
+    """Makes Image.show() and Image.save(path) display the image.
+
+    A sandbox has no screen, so show() would look for a viewer program and
+    find none; E2B's template makes both calls show the image in the cell
+    instead, and its SDK reads that PNG as a result. Saving to a file-like
+    object is not displayed: that is how the image's own PNG for a display
+    is made (_repr_png_), and how a program copies an image in memory.
+    """
+    cls = getattr(module, "Image", None)
+    if cls is None or getattr(cls.save, "_glovebox_e2b", False):
+        return
+    save = cls.save
+
+    def save_and_display(self, fp, format=None, **params):
+        result = save(self, fp, format, **params)
+        if isinstance(fp, (str, bytes, os.PathLike)):
+            _display_image(self)
+        return result
+
+    def show(self, title=None):
+        _display_image(self)
+
+    for name, function in (("save", save_and_display), ("show", show)):
+        function._glovebox_e2b = True
+        function.__name__ = name
+        function.__qualname__ = "Image." + name
+        function.__doc__ = getattr(cls, name).__doc__
+        setattr(cls, name, function)
+
+
+class _PillowLoader:
+    """Runs PIL.Image's own loader, then patches the fresh module."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        _patch_pillow(module)
+
+
+class _PillowFinder:
+    """Patches PIL.Image as it is first imported, whenever that is.
+
+    Importing Pillow now would cost every context its import time; a hook
+    on import costs nothing until then, and patches even a cell that imports
+    Pillow and calls show() in the same breath.
+    """
+
+    _glovebox_e2b = True
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "PIL.Image":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _PillowLoader(spec.loader)
+        return spec
+
+
+def _hook_pillow():
+    """Patches PIL.Image now if it is imported, else when it is. A second
+    load replaces the hook rather than adding one."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_glovebox_e2b", False)]
+    module = sys.modules.get("PIL.Image")
+    if module is not None:
+        _patch_pillow(module)
+    else:
+        sys.meta_path.insert(0, _PillowFinder())
+
+
 def load_ipython_extension(ip):
-    """Adds the e2b/data and e2b/chart formatters to ip's display formatter.
+    """Adds the e2b/data and e2b/chart formatters to ip's display formatter,
+    and makes Pillow's Image.show() and Image.save() display the image.
 
     Keyed by MIME type, so a second load replaces rather than duplicates.
     They come after image/png, so a figure is drawn (its ticks laid out)
@@ -481,3 +575,4 @@ def load_ipython_extension(ip):
     display = ip.display_formatter
     display.formatters["e2b/data"] = E2BDataFormatter(parent=display)
     display.formatters["e2b/chart"] = E2BChartFormatter(parent=display)
+    _hook_pillow()

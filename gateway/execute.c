@@ -2,6 +2,7 @@
 
 #include "gateway/execute.h"
 #include "gateway/loop.h"
+#include "gateway/run_env.h"
 #include "gateway/session.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
@@ -484,29 +485,6 @@ static int send_execute(struct execution *e, const char *code, bool silent, char
         return rc;
 }
 
-/* The code that sets (and afterwards restores) env in os.environ. */
-static char *env_code(json_t *env, bool restore)
-{
-        char *values = json_dumps(env, JSON_COMPACT);
-        size_t len = values ? strlen(values) + 256 : 0;
-        char *code = values ? malloc(len) : NULL;
-
-        if (code && !restore)
-                snprintf(code, len,
-                         "import os as _gb_os\n_gb_env = %s\n"
-                         "_gb_saved = {k: _gb_os.environ.get(k) for k in _gb_env}\n"
-                         "_gb_os.environ.update(_gb_env)\n",
-                         values);
-        else if (code)
-                snprintf(code, len,
-                         "for _gb_k, _gb_v in _gb_saved.items():\n"
-                         "    _gb_os.environ.pop(_gb_k, None) if _gb_v is None else "
-                         "_gb_os.environ.__setitem__(_gb_k, _gb_v)\n"
-                         "del _gb_saved, _gb_env, _gb_k, _gb_v");
-        free(values);
-        return code;
-}
-
 static void on_keepalive(lws_sorted_usec_list_t *sul)
 {
         struct execution *e = lws_container_of(sul, struct execution, keepalive);
@@ -541,7 +519,8 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
 static void on_ready(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
 {
         struct execution *e = lws_container_of(w, struct execution, ready);
-        char *code;
+        char *set = NULL, *restore = NULL;
+        int rc;
 
         if (status) {
                 write_error(e, "KernelNotReady", message ? message : "the kernel is not ready",
@@ -551,25 +530,37 @@ static void on_ready(struct kernel_waiter *w, struct kernel *k, int status, cons
                 return;
         }
         if (e->env && json_object_size(e->env)) {
-                code = env_code(e->env, false);
-                if (code)
-                        send_execute(e, code, true, NULL);
-                free(code);
+                const char *language =
+                    json_string_value(json_object_get(k->spec->spec, "language"));
+
+                rc = run_env_code(language, e->env, &set, &restore);
+                if (rc < 0) {
+                        write_error(e, "InvalidEnvVars",
+                                    rc == -ENOTSUP ? "this kernel's language takes no env_vars"
+                                                   : "env_vars must map names (letters, digits "
+                                                     "and _) to strings",
+                                    NULL);
+                        e->replied = e->idle = true;
+                        finish(e);
+                        goto out;
+                }
+                /* Sent before the cell and after it, whatever the cell
+                 * does: stop_on_error is off for every request. */
+                send_execute(e, set, true, NULL);
         }
         if (send_execute(e, e->code, false, e->msg_id) < 0) {
                 write_error(e, "ExecutionFailed", "could not send the code to the kernel", NULL);
                 e->replied = e->idle = true;
                 finish(e);
-                return;
+                goto out;
         }
-        if (e->env && json_object_size(e->env)) {
-                code = env_code(e->env, true);
-                if (code)
-                        send_execute(e, code, true, NULL);
-                free(code);
-        }
+        if (restore)
+                send_execute(e, restore, true, NULL);
         if (e->timeout_s > 0)
                 loop_timer_start(&e->deadline, on_deadline, e->timeout_s * 1000.0);
+out:
+        free(set);
+        free(restore);
 }
 
 /* The part of a start both kinds of consumer share: the session to the

@@ -32,8 +32,9 @@ enum execute_gone {
 };
 
 /* Runs code in k and streams to r (answering r, now or later). env (may
- * be NULL) is set in the kernel's os.environ for this run only. timeout_s
- * of 0 means none. */
+ * be NULL) is set in the kernel for this run only, in its language
+ * (gateway/run_env.h; the caller checks that it can be). timeout_s of 0
+ * means none. */
 void execute_start(struct http_request *r, struct kernel *k, const char *code, json_t *env,
                    double timeout_s, enum execute_gone gone);
 

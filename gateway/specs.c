@@ -17,6 +17,7 @@
 
 static struct jp_kernelspec_list *list;
 static char **search_path;
+static const char *own_dir; /* Glovebox's own kernels: an entry of search_path */
 static uint64_t stamp;
 static char **ro_paths;
 
@@ -200,6 +201,10 @@ static int build_ro_paths(void)
         int rc = v ? 0 : -ENOMEM;
         bool bridge = false;
 
+        /* Whole: one of Glovebox's kernels may run another's program
+         * (typescript runs javascript's), listed or not. */
+        if (rc == 0 && own_dir)
+                rc = add_ro_path(&v, &n, own_dir, "glovebox's own", false);
         for (size_t i = 0; rc == 0 && i < list->count; i++) {
                 const struct jp_kernelspec *ks = &list->items[i];
                 json_t *declared = json_object_get(
@@ -212,7 +217,9 @@ static int build_ro_paths(void)
                 if (ks->removed)
                         continue;
                 bridge = bridge || specs_tcp_only(ks);
-                rc = add_ro_path(&v, &n, ks->dir, ks->name, false);
+                if (!own_dir || strncmp(ks->dir, own_dir, strlen(own_dir)) != 0 ||
+                    ks->dir[strlen(own_dir)] != '/')
+                        rc = add_ro_path(&v, &n, ks->dir, ks->name, false);
                 json_array_foreach(declared, j, p) {
                         if (rc == 0 && json_is_string(p))
                                 rc = add_ro_path(&v, &n, json_string_value(p), ks->name, true);
@@ -309,7 +316,7 @@ static char *own_kernels_dir(void)
 int specs_init(const char *extra, struct jp_kernelspec_list *out)
 {
         struct jp_kernelspec_list found;
-        size_t n = 0;
+        size_t n = 0, at;
         char **grown;
         int rc;
 
@@ -322,10 +329,24 @@ int specs_init(const char *extra, struct jp_kernelspec_list *out)
         if (!grown)
                 return -ENOMEM;
         search_path = grown;
-        search_path[n] = own_kernels_dir();
-        search_path[n + 1] = NULL;
-        if (!search_path[n])
+        /* Glovebox's own kernels come before the system-wide directories:
+         * its javascript (ijavascript made to take TypeScript, imports and
+         * top-level await, as E2B's is) takes the place of the one
+         * ijavascript installs; the operator's --kernelspec-path,
+         * JUPYTER_PATH and ~/.local still come first. */
+        at = n;
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(search_path[i], "/usr/local/share/jupyter/kernels") == 0 ||
+                    strcmp(search_path[i], "/usr/share/jupyter/kernels") == 0) {
+                        at = i;
+                        break;
+                }
+        }
+        memmove(&search_path[at + 1], &search_path[at], (n + 1 - at) * sizeof(char *));
+        search_path[at] = own_kernels_dir();
+        if (!search_path[at])
                 return -ENOMEM;
+        own_dir = search_path[at];
         out->count = 0;
         out->items = calloc(SPECS_MAX, sizeof(*out->items));
         if (!out->items)
@@ -445,6 +466,7 @@ void specs_free(void)
 {
         jp_strv_free(search_path);
         search_path = NULL;
+        own_dir = NULL;
         jp_strv_free(ro_paths);
         ro_paths = NULL;
         list = NULL;

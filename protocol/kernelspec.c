@@ -109,7 +109,7 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
 {
         json_error_t jerr;
         json_t *root = json_loadb(json, len, 0, &jerr);
-        json_t *argv, *v;
+        json_t *argv, *v, *entry;
         size_t i;
 
         if (!json_is_object(root)) {
@@ -165,6 +165,26 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
         }
         if (v)
                 snprintf(ks->template_name, sizeof(ks->template_name), "%s", json_string_value(v));
+        /* Programs (or absolute paths) its kernel cannot run without. */
+        v = json_object_get(json_object_get(json_object_get(root, "metadata"), "glovebox"),
+                            "requires");
+        if (v && !(json_is_array(v) && json_array_size(v) <= JP_KERNELSPEC_MAX_REQUIRES)) {
+                snprintf(err, errlen,
+                         "\"metadata.glovebox.requires\" must be an array of at most %d names",
+                         JP_KERNELSPEC_MAX_REQUIRES);
+                goto fail;
+        }
+        json_array_foreach(v, i, entry) {
+                const char *need = json_string_value(entry);
+
+                if (!need || !*need || strlen(need) >= PATH_MAX ||
+                    (strchr(need, '/') && need[0] != '/')) {
+                        snprintf(err, errlen,
+                                 "\"metadata.glovebox.requires\" entries must be "
+                                 "program names or absolute paths");
+                        goto fail;
+                }
+        }
         ks->spec = root;
         return 0;
 fail:
@@ -202,6 +222,35 @@ static int read_small_file(const char *path, char *out, size_t size, size_t *len
         return *len == size ? -EFBIG : 0;
 }
 
+/* Where a kernel's programs are looked for: the directories a sandbox has
+ * (its /usr is the host's), never the gateway's own PATH. */
+static const char *const program_dirs[] = {
+    "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
+
+/* The first of ks's metadata.glovebox.requires that is not installed, or
+ * NULL when all are. */
+static const char *missing_requirement(const struct jp_kernelspec *ks)
+{
+        json_t *requires = json_object_get(
+            json_object_get(json_object_get(ks->spec, "metadata"), "glovebox"), "requires");
+        char path[PATH_MAX + 32];
+        json_t *v;
+        size_t i;
+
+        json_array_foreach(requires, i, v) {
+                const char *need = json_string_value(v);
+                bool found = need[0] == '/' && access(need, F_OK) == 0;
+
+                for (size_t d = 0; !found && need[0] != '/' && program_dirs[d]; d++) {
+                        snprintf(path, sizeof(path), "%s/%s", program_dirs[d], need);
+                        found = access(path, X_OK) == 0;
+                }
+                if (!found)
+                        return need;
+        }
+        return NULL;
+}
+
 static int load_one(const char *dir, const char *name, struct jp_kernelspec *ks)
 {
         static char body[JP_KERNELSPEC_MAX_FILE];
@@ -226,6 +275,14 @@ static int load_one(const char *dir, const char *name, struct jp_kernelspec *ks)
         if (rc < 0) {
                 log_warn("kernelspec %s skipped: %s", path, err);
                 return rc;
+        }
+        /* Not served at all, rather than served and failing at every
+         * start; a kernelspec of the same name further down the path is
+         * found instead. */
+        if (missing_requirement(ks)) {
+                log_debug("kernelspec %s skipped: it needs %s, which is not installed", path,
+                          missing_requirement(ks));
+                return -ENOENT;
         }
         ks->resources = calloc(1, sizeof(char *));
         d = opendir(ks->dir);

@@ -12,6 +12,10 @@
 #define JP_KERNELSPEC_NAME_SIZE 64
 #define JP_KERNELSPEC_MAX_FILE  (64 * 1024)
 #define JP_KERNELSPEC_MAX_ARGS  64
+/* metadata.glovebox.requires: the programs (names looked up in /usr and
+ * /bin, or absolute paths) a kernelspec's kernel needs; one that is not
+ * installed leaves the kernelspec out of discovery. */
+#define JP_KERNELSPEC_MAX_REQUIRES 16
 
 struct jp_kernelspec {
         char name[JP_KERNELSPEC_NAME_SIZE];

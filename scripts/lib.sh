@@ -18,10 +18,11 @@ KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pand
  python3-setuptools python3-pexpect python-is-python3"
 
 # Every language E2B's SDK names, as kernels: Glovebox's own bash kernel
-# (kernels/bash) needs pexpect; R is Debian's IRkernel; jupyter-client
-# gives the `jupyter kernelspec` command npm's kernel installers call.
-# JavaScript and TypeScript come from npm (ensure_npm_kernels).
-LANGUAGE_PACKAGES="python3-pexpect r-cran-irkernel jupyter-client g++ make"
+# (kernels/bash) needs pexpect; its Java kernel (kernels/java) OpenJDK's
+# JShell; R is Debian's IRkernel; jupyter-client gives the `jupyter
+# kernelspec` command npm's kernel installers call. JavaScript and
+# TypeScript come from npm (ensure_npm_kernels).
+LANGUAGE_PACKAGES="python3-pexpect openjdk-17-jdk-headless r-cran-irkernel jupyter-client g++ make"
 # Egress (--egress-allow): the veth pairs, the nft tables, the sandboxes'
 # resolvers (kernel-host/net.h).
 NETWORK_PACKAGES="iproute2 nftables dnsmasq-base"
@@ -87,5 +88,14 @@ ensure_npm_kernels() {
     if [ ! -f "$kernels/tslab/kernel.json" ]; then
         PATH=/usr/bin:/bin $sudo tslab install --python=/usr/bin/python3 --prefix=/usr/local ||
             return 1
+    fi
+    # Glovebox's own javascript and typescript kernels (kernels/javascript)
+    # read TypeScript, imports and top-level await with its compiler API:
+    # version 5 (7 is a native compiler, without a JavaScript API).
+    local ts
+    ts=$(npm root -g)/typescript/package.json
+    if [ "$(node -p "require('$ts').version.split('.')[0]" 2>/dev/null)" != 5 ]; then
+        log "installing typescript 5 (npm)"
+        $sudo npm install -g --no-audit --no-fund typescript@5 || return 1
     fi
 }

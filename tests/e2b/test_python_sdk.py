@@ -390,7 +390,7 @@ def test_unsupported_calls_say_so(sbx):
         "list_snapshots": lambda: Sandbox.list_snapshots().next_items(),
         "fork": sbx.fork,
         "update_network": lambda: sbx.update_network({"deny_out": ["0.0.0.0/0"]}),
-        "create_code_context(language='java')": lambda: sbx.create_code_context(language="java"),
+        "create_code_context(language='cobol')": lambda: sbx.create_code_context(language="cobol"),
     }
     for name, call in calls.items():
         with pytest.raises(SandboxException) as caught:
@@ -847,14 +847,17 @@ def test_templates_and_their_kernelspecs_select_the_sandbox_root():
 
 
 # Every language E2B's SDK names, each through the kernelspec installed for
-# it (scripts/test installs r-cran-irkernel and ijavascript; the bash kernel
-# is Glovebox's own). The first run of a language makes its default context.
+# it (scripts/test installs r-cran-irkernel, ijavascript and OpenJDK; the
+# bash, JavaScript, TypeScript and Java kernels are Glovebox's own). The
+# first run of a language makes its default context.
 LANGUAGES = [
     ("python", "print(6 * 7)"),
     ("bash", "echo $((6 * 7))"),
     ("r", "cat(6 * 7, '\\n')"),
     ("js", "console.log(6 * 7)"),
     ("javascript", "console.log(6 * 7)"),
+    ("ts", "const n: number = 6 * 7; console.log(n)"),
+    ("java", "System.out.println(6 * 7);"),
 ]
 
 

@@ -156,7 +156,8 @@ print(json.dumps({{"ok": ok, "seconds": seconds, "keys": sorted(data),
     report = json.loads(out.splitlines()[-1])
     assert report["ok"], out
     assert {"e2b/data", "e2b/chart"} <= set(report["formatters"])
-    heavy = [m for m in report["new"] if m.split(".")[0] in ("pandas", "matplotlib", "numpy")]
+    heavy = [m for m in report["new"]
+             if m.split(".")[0] in ("pandas", "matplotlib", "numpy", "PIL")]
     assert heavy == [], heavy
     assert report["keys"] == ["text/plain"], report["keys"]
     assert report["seconds"] < 0.5, report["seconds"]
@@ -539,3 +540,26 @@ def test_kernel_broken_figure_still_shows(ipkernel):
     assert len(displays) == 1
     assert "image/png" in displays[0] and "text/plain" in displays[0]
     assert "e2b/chart" not in displays[0]
+
+
+def test_kernel_pillow_show_and_save_display_the_image(ipkernel, tmp_path):
+    """As in E2B's template: show() (no screen in a sandbox) and save() to a
+    path display the image; a save to a file object (what a PNG for a
+    display is made with) does not. Pillow is patched on its first import,
+    in the cell that calls show()."""
+    pytest.importorskip("PIL")
+    outputs = ipkernel.run("from PIL import Image\n"
+                           "im = Image.new('RGBA', (16, 16), 'red')\n"
+                           "im.show()\nprint('shown')")
+    assert [m["msg_type"] for m in outputs] == ["display_data", "stream"], outputs
+    assert outputs[0]["content"]["data"]["image/png"]
+    path = tmp_path / "saved.png"
+    outputs = ipkernel.run(f"import io, pathlib\nim.save({str(path)!r})\n"
+                           f"im.save(pathlib.Path({str(path)!r} + '.2.png'))\n"
+                           "im.save(io.BytesIO(), 'PNG')")
+    assert [m["msg_type"] for m in outputs] == ["display_data", "display_data"], outputs
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Loaded again (a restarted context is): still one display per call.
+    ipkernel.run(loader(), silent=True)
+    outputs = ipkernel.run("im.show()")
+    assert [m["msg_type"] for m in outputs] == ["display_data"], outputs

@@ -1,9 +1,12 @@
 """Kernels of every language, over REST and WebSocket: Glovebox's own bash
-kernel, Debian's IRkernel (R needs /etc/R, which Glovebox binds), npm's
-ijavascript and tslab (TCP-only: they run beside glovebox-kernel-bridge).
-Also what makes a new language work without hand edits: kernelspecs found
-again when installed after start, paths a kernelspec declares, and a
-kernel that fails to start saying why."""
+and Java kernels, Debian's IRkernel (R needs /etc/R, which Glovebox binds),
+Glovebox's JavaScript and TypeScript kernels on npm's ijavascript, and
+tslab (TCP-only: they run beside glovebox-kernel-bridge); a run's env vars
+in each language, through E2B's /execute. Also what makes a new language
+work without hand edits: kernelspecs found again when installed after
+start, paths a kernelspec declares, kernelspecs whose programs are missing
+left out, and a kernel that fails to start saying why."""
+import http.client
 import json
 import os
 import pathlib
@@ -13,7 +16,7 @@ import time
 
 import pytest
 
-from gbclient import outputs_of, start_gateway, stdout_of
+from gbclient import e2b_kill, outputs_of, start_gateway, stdout_of
 
 
 def installed(name):
@@ -263,6 +266,325 @@ def test_both_ipc_socket_namings():
         assert stdout_of(outputs) == "42\n"
         status, body, _ = gw.request("POST", "/api/kernels", {"name": "dash"})
         assert status == 500 and "did not answer kernel_info" in body["message"], body
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)
+
+
+# --- Java (kernels/java) -------------------------------------------------------
+
+
+def java_installed():
+    return shutil.which("jshell") is not None
+
+
+def test_java_state_streams_results_errors_and_interrupt(gateway):
+    """IJava's behaviour, which E2B's Java tests expect: each write to
+    System.out a message of its own, the last expression's value the
+    result (unquoted, none for null), errors by name; an interrupt stops a
+    running cell and keeps the state."""
+    if not java_installed():
+        pytest.skip("openjdk-17-jdk-headless is not installed (scripts/test installs it)")
+    kid = gateway.start_kernel(name="java")
+    ch = gateway.connect(kid)
+
+    def run(ch, code, timeout=60):
+        # Not stop_on_error: ipykernel would abort a request that came
+        # right after an error reply, whatever the kernel.
+        msg_id = ch.send("execute_request", {"code": code, "silent": False,
+                                             "stop_on_error": False})
+        return ch.collect(msg_id, timeout)
+
+    try:
+        reply, outputs = run(ch, 'System.out.println("Hello, World!")', timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert [m["content"]["text"] for m in outputs_of(outputs, "stream")] == \
+            ["Hello, World!", "\n"]
+        run(ch, "int x = 41;\nString greet(String who) { return \"hi \" + who; }")
+        _, outputs = run(ch, 'x + 1')
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        _, outputs = run(ch, 'greet("a\\"b")')
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
+            'hi a"b'
+        _, outputs = run(ch, 'System.getProperty("user.dir")')
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
+            "/home/user"
+        # The heap is sized for a sandbox (a JVM cannot see its limit).
+        _, outputs = run(ch, "Runtime.getRuntime().maxMemory() <= 256L << 20")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
+            "true"
+        _, outputs = run(ch, 'System.getProperty("no.such.property")')
+        assert outputs_of(outputs, "execute_result") == []
+        _, outputs = run(ch, 'System.err.print("to err")')
+        assert [m["content"]["name"] for m in outputs_of(outputs, "stream")] == ["stderr"]
+        reply, outputs = run(ch, "int y = 1 / 0;")
+        assert reply["content"]["status"] == "error"
+        error = outputs_of(outputs, "error")[0]["content"]
+        assert error["ename"] == "java.lang.ArithmeticException"
+        assert error["evalue"] == "/ by zero"
+        reply, outputs = run(ch, "undefinedName + 1")
+        error = outputs_of(outputs, "error")[0]["content"]
+        assert reply["content"]["status"] == "error" and error["ename"] == "CompilationException"
+        assert "cannot find symbol" in error["evalue"]
+        # A failing snippet ends the cell: the one after it does not run.
+        _, outputs = run(ch, 'x = 1 / 0;\nx = 7;')
+        _, outputs = run(ch, "x")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "41"
+        msg_id = ch.send("execute_request", {"code": 'System.out.println("spinning");\n'
+                                                     "while (true) { }", "silent": False})
+        while True:
+            m = ch.recv()
+            if m["msg_type"] == "stream" and m["parent_header"]["msg_id"] == msg_id:
+                break
+        start = time.time()
+        status, _, _ = gateway.request("POST", f"/api/kernels/{kid}/interrupt")
+        assert status == 204
+        reply, outputs = ch.collect(msg_id, timeout=20)
+        assert time.time() - start < 10
+        assert outputs_of(outputs, "error")[0]["content"]["ename"] == "KeyboardInterrupt"
+        _, outputs = run(ch, "x")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "41"
+    finally:
+        ch.close()
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_java_heap_full_starts_a_new_jvm(gateway):
+    """Cells that keep more than the heap: an OutOfMemoryError saying so,
+    and the next cell runs in a new JVM (the kernel and sandbox live on)."""
+    if not java_installed():
+        pytest.skip("openjdk-17-jdk-headless is not installed (scripts/test installs it)")
+    kid = gateway.start_kernel(name="java")
+    ch = gateway.connect(kid)
+    try:
+        msg_id = ch.send("execute_request", {
+            "code": "List<int[]> kept = new ArrayList<>();\n"
+                    "while (true) kept.add(new int[1 << 20]);", "silent": False,
+            "stop_on_error": False})
+        reply, outputs = ch.collect(msg_id, timeout=120)
+        assert reply["content"].get("ename") == "java.lang.OutOfMemoryError", \
+            (reply["content"], outputs)
+        # The kernel found the heap full after the error and ends the JVM;
+        # were it short of that, the next cell might find JShell itself out
+        # of memory, and the one after it would run in a new JVM.
+        for attempt in range(2):
+            msg_id = ch.send("execute_request", {"code": "6 * 7", "silent": False,
+                                                 "stop_on_error": False})
+            reply, outputs = ch.collect(msg_id, timeout=120)
+            if reply["content"]["status"] == "ok":
+                break
+            assert attempt == 0 and "starts again" in reply["content"]["evalue"], \
+                reply["content"]
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+    finally:
+        ch.close()
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+# --- JavaScript and TypeScript (kernels/javascript) ----------------------------
+
+
+def test_javascript_is_glovebox_own_and_takes_imports_await_and_types(gateway):
+    """Glovebox's javascript comes before the one ijavascript installs; a
+    cell may import, await at the top level (its declarations kept for the
+    next cells) and carry TypeScript's types."""
+    if not installed("javascript"):
+        pytest.skip("ijavascript is not installed (scripts/test installs it)")
+    _, spec, _ = gateway.request("GET", "/api/kernelspecs/javascript")
+    assert spec["spec"]["argv"][1].endswith("/glovebox_javascript_kernel.js"), spec
+    kid = gateway.start_kernel(name="javascript")
+    ch = gateway.connect(kid)
+    try:
+        _, outputs = ch.execute("import { readFileSync as read } from 'fs'\n"
+                                "import * as path from 'path'\n"
+                                "console.log(typeof read, path.basename('/a/b'))")
+        assert stdout_of(outputs) == "function b\n"
+        _, outputs = ch.execute("const n: number = await Promise.resolve(41)\n"
+                                "function twice(v) { return 2 * v }\n"
+                                "n + 1")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        _, outputs = ch.execute("twice(n)")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "82"
+        _, outputs = ch.execute("await new Promise((r) => setTimeout(() => r('late'), 200))")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == \
+            "'late'"
+        reply, outputs = ch.execute("await Promise.reject(new Error('refused'))")
+        assert reply["content"]["status"] == "error"
+        assert outputs_of(outputs, "error")[0]["content"]["evalue"] == "refused"
+        # Plain JavaScript runs as it is, its syntax errors named by Node.js.
+        reply, outputs = ch.execute("foo(")
+        assert outputs_of(outputs, "error")[0]["content"]["ename"] == "SyntaxError"
+        # An import cell run twice is no redeclaration.
+        for _ in range(2):
+            reply, _ = ch.execute("import os from 'os'")
+            assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        ch.close()
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_typescript_values_are_results(gateway):
+    """E2B runs TypeScript in its JavaScript kernel: a value is a result,
+    not printed to stdout as tslab does."""
+    if not installed("javascript"):
+        pytest.skip("ijavascript is not installed (scripts/test installs it)")
+    kid = gateway.start_kernel(name="typescript")
+    ch = gateway.connect(kid)
+    try:
+        _, outputs = ch.execute("interface Point { x: number }\n"
+                                "const p: Point = { x: 21 }\np.x * 2")
+        assert outputs_of(outputs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        assert outputs_of(outputs, "stream") == []
+    finally:
+        ch.close()
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
+def test_a_kernelspec_whose_program_is_missing_is_left_out():
+    """metadata.glovebox.requires: a kernelspec needing a program that is
+    not installed is not served, and one of the same name further down the
+    search path is found instead; the control needs one that is."""
+    first, second = spec_dir(), spec_dir()
+    python = json.load(open("/usr/share/jupyter/kernels/python3/kernel.json"))
+    for where, name, display, needs in ((first, "dup", "Needs nothing here", ["no-such-prog-x"]),
+                                        (second, "dup", "Found instead", []),
+                                        (first, "needs", "Needs python3", ["python3", "/bin/sh"])):
+        (where / name).mkdir()
+        spec = dict(python, display_name=display,
+                    metadata={"glovebox": {"requires": needs}})
+        (where / name / "kernel.json").write_text(json.dumps(spec))
+    gw = start_gateway("--kernelspec-path", f"{first}:{second}")
+    try:
+        _, body, _ = gw.request("GET", "/api/kernelspecs")
+        assert body["kernelspecs"]["dup"]["spec"]["display_name"] == "Found instead"
+        assert body["kernelspecs"]["needs"]["spec"]["display_name"] == "Needs python3"
+    finally:
+        gw.stop()
+        shutil.rmtree(first)
+        shutil.rmtree(second)
+
+
+# --- a run's env vars (gateway/run_env.c), through E2B's /execute ----------------
+
+# Every character that could end a string literal, start an expansion or a
+# statement, in each language; and a control character the bash kernel's
+# terminal would act on (^C, ^U).
+NASTY = ("q'uo\"te\\back\\u0022slash\nline\r\tend $(touch /tmp/gb-pwned)`id`${HOME} %s "
+         "\x03\x15\x7f ü €😀 \"); System.exit(1); //' ; rm -rf / #")
+
+# Per language: the code that prints a variable's value as hex of its
+# UTF-8 bytes (or "unset"), so the value comes back byte for byte.
+HEX = {
+    "python": "import os; print(os.environ['{0}'].encode().hex() if '{0}' in os.environ "
+              "else 'unset')",
+    "bash": "if [[ -v {0} ]]; then printf %s \"${0}\" | od -An -v -tx1 | tr -d ' \\n'; echo; "
+            "else echo unset; fi",
+    "r": "v <- Sys.getenv('{0}', unset = NA); cat(if (is.na(v)) 'unset' else "
+         "paste(as.character(charToRaw(enc2utf8(v))), collapse = ''), '\\n', sep = '')",
+    "javascript": "console.log('{0}' in process.env ? "
+                  "Buffer.from(process.env.{0}, 'utf8').toString('hex') : 'unset')",
+    "typescript": "const v{0}: string | undefined = process.env.{0}; console.log(v{0} === "
+                  "undefined ? 'unset' : Buffer.from(v{0}, 'utf8').toString('hex'))",
+    "java": "String v{0} = System.getProperty(\"{0}\"); System.out.println(v{0} == null ? "
+            "\"unset\" : java.util.HexFormat.of().formatHex(v{0}.getBytes("
+            "java.nio.charset.StandardCharsets.UTF_8)));",
+}
+
+
+def e2b_sandbox(gw, env_vars):
+    status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 600,
+                                                             "envVars": env_vars},
+                               token="", headers={"X-API-KEY": gw.token})
+    assert status == 201, sb
+    return sb
+
+
+def e2b_run(gw, sb, body):
+    """POST /execute of sb: (status, lines) or (status, error text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=180)
+    conn.request("POST", "/e2b/execute", json.dumps(body),
+                 {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
+                  "X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read().decode()
+    conn.close()
+    if resp.status != 200:
+        return resp.status, data
+    return 200, [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def printed(lines):
+    errors = [line for line in lines if line["type"] == "error"]
+    assert not errors, errors
+    return "".join(line["text"] for line in lines if line["type"] == "stdout").strip()
+
+
+def language_ready(language):
+    if language == "r":
+        return installed("ir")
+    if language in ("javascript", "typescript"):
+        return installed("javascript")
+    if language == "java":
+        return java_installed()
+    return True
+
+
+@pytest.mark.parametrize("language", list(HEX))
+def test_run_envs_are_set_for_one_run_and_cannot_inject(gateway, language):
+    """A run's envs reach the code of every language byte for byte, however
+    they are quoted; after the run each is back as it was: gone, or the
+    sandbox's own value. Nothing in a value runs."""
+    if not language_ready(language):
+        pytest.skip(f"no kernel for {language} here (scripts/test installs them)")
+    sb = e2b_sandbox(gateway, {"GB_SANDBOX": "sandbox"})
+    try:
+        envs = {"GB_NASTY": NASTY, "GB_SANDBOX": "run", "GB_EMPTY": "", "GB_LONG": "x" * 4096}
+        code = "\n".join(HEX[language].format(n) for n in envs)
+        status, lines = e2b_run(gateway, sb, {"code": code, "language": language,
+                                              "env_vars": envs})
+        assert status == 200, lines
+        assert printed(lines).split("\n") == [v.encode().hex() for v in envs.values()], lines
+        code = "\n".join(HEX[language].format(n).replace("v" + n, "w" + n) for n in envs)
+        status, lines = e2b_run(gateway, sb, {"code": code, "language": language})
+        assert printed(lines).split("\n") == ["unset", b"sandbox".hex(), "unset", "unset"], lines
+        status, lines = e2b_run(gateway, sb, {"code": HEX["bash"].format("HOME") +
+                                              "; ls /tmp/gb-pwned 2>&1 || true",
+                                              "language": "bash"})
+        assert "No such file" in printed(lines), lines
+    finally:
+        e2b_kill(gateway, sb)
+
+
+def test_run_env_names_must_be_identifiers(gateway):
+    sb = e2b_sandbox(gateway, {})
+    try:
+        for name in ("1ABC", "A-B", "A B", "A;rm -rf /", "", "user.dir", "X" * 129,
+                     "A'B", "A\nB"):
+            for language in ("python", "bash"):
+                status, text = e2b_run(gateway, sb, {"code": "1", "language": language,
+                                                     "env_vars": {name: "v"}})
+                assert status == 400 and "invalid name" in text, (name, status, text)
+        status, lines = e2b_run(gateway, sb, {"code": "echo $_Ok9", "language": "bash",
+                                              "env_vars": {"_Ok9": "fine"}})
+        assert status == 200 and printed(lines) == "fine", lines
+    finally:
+        e2b_kill(gateway, sb)
+
+
+def test_run_envs_refused_for_a_language_without_a_way():
+    tmp = spec_dir()
+    (tmp / "cobol").mkdir()
+    spec = json.load(open("/usr/share/jupyter/kernels/python3/kernel.json"))
+    spec["language"] = "cobol"
+    (tmp / "cobol" / "kernel.json").write_text(json.dumps(spec))
+    gw = start_gateway("--kernelspec-path", str(tmp))
+    try:
+        sb = e2b_sandbox(gw, {})
+        status, text = e2b_run(gw, sb, {"code": "1", "language": "cobol",
+                                        "env_vars": {"A": "b"}})
+        assert status == 400 and "not supported" in text and "cobol" in text, (status, text)
+        status, lines = e2b_run(gw, sb, {"code": "print(6 * 7)", "language": "cobol"})
+        assert status == 200 and printed(lines) == "42", lines
     finally:
         gw.stop()
         shutil.rmtree(tmp)

@@ -228,6 +228,18 @@ static void test_parse(void)
         BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
             "{\"template\":\"../etc\"}}}",
             "metadata.glovebox.template not a name");
+        BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
+            "{\"requires\":\"java\"}}}",
+            "metadata.glovebox.requires a string");
+        BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
+            "{\"requires\":[\"bin/java\"]}}}",
+            "metadata.glovebox.requires a relative path");
+        BAD("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
+            "{\"requires\":[\"\"]}}}",
+            "metadata.glovebox.requires an empty name");
+        is_int(parse("{\"argv\":[\"k\"],\"display_name\":\"K\",\"metadata\":{\"glovebox\":"
+                     "{\"requires\":[\"java\",\"/usr/bin/jshell\"]}}}"),
+               0, "metadata.glovebox.requires: names and absolute paths");
 
         n = (size_t)snprintf(json, sizeof(json), "{\"display_name\":\"K\",\"argv\":[\"k\"");
         for (int i = 1; i < JP_KERNELSPEC_MAX_ARGS; i++)
