@@ -57,7 +57,11 @@ def test_data_analysis_tutorial(gateway):
             "df.describe()")
         assert ex.error is None, ex.error
         assert ex.logs.stdout == ["{'Oslo': 33, 'Rome': 76}\n"]
-        chart = [r for r in ex.results if r.png]
+        # Two images, as E2B's template gives them: the file savefig wrote
+        # (Pillow's save to a path is shown) and the figure, with its chart.
+        images = [r for r in ex.results if r.png]
+        assert len(images) == 2
+        chart = [r for r in images if r.chart]
         assert len(chart) == 1
         png = base64.b64decode(chart[0].png)
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
