@@ -24,6 +24,11 @@ struct execution {
         struct session_sink sink;
         struct kernel_waiter ready;
         char msg_id[JP_UUID_SIZE];
+        /* The silent cell that puts a run's env_vars back (run_env.h), or
+         * "": the run ends for its client only once that cell's reply came,
+         * so that the client's next run, which may come on another session
+         * and which the kernel may take first, finds them put back. */
+        char restore_id[JP_UUID_SIZE];
         char *code;
         json_t *env;
         double timeout_s;
@@ -354,8 +359,17 @@ static void handle(struct execution *e, struct relay_msg *m)
         char parent[JP_MSG_ID_SIZE], type[JP_MSG_TYPE_SIZE];
         json_t *content;
 
-        if (jp_header_fields(m->msg.parent_header, parent, type) < 0 ||
-            strcmp(parent, e->msg_id) != 0)
+        if (jp_header_fields(m->msg.parent_header, parent, type) < 0)
+                return;
+        if (e->restore_id[0] && strcmp(parent, e->restore_id) == 0) {
+                if (strcmp(m->msg_type, "execute_reply") == 0) {
+                        e->restore_id[0] = '\0';
+                        if (e->replied && e->idle)
+                                finish(e);
+                }
+                return;
+        }
+        if (strcmp(parent, e->msg_id) != 0)
                 return;
         if (strcmp(m->msg_type, "stream") == 0 && write_stream_fast(e, m) == 0)
                 return;
@@ -403,7 +417,7 @@ static void handle(struct execution *e, struct relay_msg *m)
                         e->idle = true;
         }
         json_decref(content);
-        if (e->replied && e->idle)
+        if (e->replied && e->idle && !e->restore_id[0])
                 finish(e);
 }
 
@@ -554,8 +568,8 @@ static void on_ready(struct kernel_waiter *w, struct kernel *k, int status, cons
                 finish(e);
                 goto out;
         }
-        if (restore)
-                send_execute(e, restore, true, NULL);
+        if (restore && send_execute(e, restore, true, e->restore_id) < 0)
+                e->restore_id[0] = '\0';
         if (e->timeout_s > 0)
                 loop_timer_start(&e->deadline, on_deadline, e->timeout_s * 1000.0);
 out:

@@ -555,6 +555,36 @@ def test_run_envs_are_set_for_one_run_and_cannot_inject(gateway, language):
         e2b_kill(gateway, sb)
 
 
+def test_a_run_ends_once_its_envs_are_back(gateway):
+    """The client hears the end of a run only after the cell that puts its
+    env_vars back has run: its next run may come on another session, which a
+    kernel (IRkernel, under load) may take before that cell. The user's cell
+    makes the putting back slow and leave a mark; the mark is there when
+    the run's answer ends."""
+    sb = e2b_sandbox(gateway, {})
+    try:
+        slow = ("import os, time, pathlib\n"
+                "_cls = type(os.environ)\n_orig = _cls.__delitem__\n"
+                "def _slow(self, key):\n"
+                "    time.sleep(1.5)\n"
+                "    pathlib.Path('/tmp/gb-restored').write_text(key)\n"
+                "    _orig(self, key)\n"
+                "_cls.__delitem__ = _slow\n")
+        status, lines = e2b_run(gateway, sb, {"code": slow, "env_vars": {"GB_ONCE": "1"}})
+        assert status == 200, lines
+        conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+        conn.request("GET", "/e2b/files?path=/tmp/gb-restored",
+                     headers={"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49983",
+                              "X-Access-Token": sb["envdAccessToken"]})
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"GB_ONCE")
+        conn.close()
+        status, lines = e2b_run(gateway, sb, {"code": HEX["python"].format("GB_ONCE")})
+        assert printed(lines) == "unset", lines
+    finally:
+        e2b_kill(gateway, sb)
+
+
 def test_run_env_names_must_be_identifiers(gateway):
     sb = e2b_sandbox(gateway, {})
     try:
