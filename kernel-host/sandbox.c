@@ -36,6 +36,7 @@ static struct sock_fprog seccomp_program;
 static int cap_last = CAP_LAST_CAP;
 static char *title_area;
 static size_t title_len;
+static bool usr_warned; /* said once: the host's /usr cannot be idmapped */
 
 int sandbox_init(void)
 {
@@ -50,6 +51,8 @@ int sandbox_init(void)
         rc = seccomp_policy_build(&seccomp_program);
         if (rc < 0)
                 log_error("cannot build the seccomp filter: %s", strerror(-rc));
+        /* Asked (and said) once, at start. */
+        rootfs_overlay_available();
         return rc;
 }
 
@@ -177,8 +180,8 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 confine_fail(sync_fd, "pivot_root", errno);
         if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
                 confine_fail(sync_fd, "detach old root", errno);
-        /* A template's overlay stays writable: its upper layer is the
-         * sandbox's, on its size-limited tmpfs. */
+        /* An overlay's root stays writable: its upper layer is the
+         * sandbox's, on its size-limited tmpfs (rootfs.h). */
         if (!rootfs_writable_root(args->rootfs) &&
             mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 confine_fail(sync_fd, "read-only root", errno);
@@ -298,13 +301,20 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const char *template_root, const char *resolv_conf, int home_fd,
                    const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail)
 {
-        const struct rootfs_params params = {root_dir,
-                                             limits->disk_mb,
-                                             ro_paths,
-                                             template_root,
-                                             template_root && template_root[0] && ids->privileged,
-                                             resolv_conf,
-                                             home_fd >= 0};
+        const bool tpl = template_root && template_root[0];
+        const bool overlay = rootfs_overlay_available();
+        /* The lowest layer: a template's tree, or the host's /usr. */
+        const char *lower = tpl ? template_root : "/usr";
+        const struct rootfs_params params = {
+                .root = root_dir,
+                .disk_mb = limits->disk_mb,
+                .ro_paths = ro_paths,
+                .template_root = template_root,
+                .lower_by_fd = ids->privileged && (tpl || overlay),
+                .resolv_conf = resolv_conf,
+                .home_by_fd = home_fd >= 0,
+                .overlay = overlay,
+        };
         struct create_args args = {NULL, root_dir, ids};
         struct rootfs *rootfs = NULL;
         struct confine_report report;
@@ -368,15 +378,20 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         if (params.lower_by_fd) {
                 bool idmapped;
 
-                rc = overlay_lower_open(template_root, pid, &lower_fd, &idmapped);
+                rc = overlay_lower_open(lower, pid, &lower_fd, &idmapped);
                 if (rc < 0) {
-                        fail_set(fail, "template tree", -rc);
+                        fail_set(fail, tpl ? "template tree" : "host /usr", -rc);
                         goto kill;
                 }
-                if (!idmapped)
+                if (!idmapped && tpl)
                         log_warn("template %s: its filesystem has no idmapped mounts; its "
                                  "sandboxes can write only their home and /tmp",
                                  template_root);
+                if (!idmapped && !tpl && !usr_warned) {
+                        usr_warned = true;
+                        log_warn("the host's /usr is on a filesystem without idmapped mounts: "
+                                 "a sandbox's root cannot write its /usr (/usr/local)");
+                }
         }
         rc = overlay_send_go(sv[0], lower_fd, home_fd);
         if (rc < 0) {
