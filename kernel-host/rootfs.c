@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/rootfs.h"
+#include "kernel-host/layers.h"
 #include "kernel-host/rootfs_ops.h"
 #include "protocol/log.h"
 
@@ -346,11 +347,20 @@ static int plan_proc_masks(struct rootfs *p)
  * root overlay's upper and work directories, the mount point of the
  * merged root, and the sandbox's /home/user and /tmp, bound into the root
  * (rootfs_plan). All on the one tmpfs of the sandbox's disk limit. */
-static int plan_layers(struct rootfs *p, unsigned long long disk_mb)
+static int plan_layers(struct rootfs *p, const struct rootfs_params *params)
 {
+        char dir[32];
         int rc;
 
-        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", disk_mb);
+        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", params->disk_mb);
+        /* A build writes into its new layer, where layers.h made these. */
+        snprintf(p->upper, sizeof(p->upper), params->build_by_fd ? "build/" LAYERS_ROOT : "upper");
+        snprintf(p->work, sizeof(p->work), params->build_by_fd ? "build/" LAYERS_ROOT_WORK : "work");
+        snprintf(p->usr_upper, sizeof(p->usr_upper),
+                 params->build_by_fd ? "build/" LAYERS_USR : "usr-upper");
+        snprintf(p->usr_work, sizeof(p->usr_work),
+                 params->build_by_fd ? "build/" LAYERS_USR_WORK : "usr-work");
+        p->home_in_root = params->nlayers > 0 || params->build_by_fd;
         rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "root layers");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/work", NULL, NULL, 0700, 0, "root layers");
@@ -360,7 +370,37 @@ static int plan_layers(struct rootfs *p, unsigned long long disk_mb)
                 rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0700, OP_USER_OWNED, "sandbox home");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 01777, 0, "sandbox tmp");
+        if (rc == 0 && params->build_by_fd)
+                rc = add_op(p, OP_DIR, "/build", NULL, NULL, 0755, 0, "build layer");
+        if (rc == 0 && params->build_by_fd)
+                rc = add_op(p, OP_ATTACH, "/build", NULL, NULL, ATTACH_BUILD, 0, "attach build layer");
+        for (size_t i = 0; rc == 0 && i < params->nlayers; i++) {
+                snprintf(dir, sizeof(dir), "/l%zu", i);
+                rc = add_op(p, OP_DIR, dir, NULL, NULL, 0755, 0, "template layers");
+                if (rc == 0)
+                        rc = add_op(p, OP_ATTACH, dir, NULL, NULL, ATTACH_LAYER + i, 0,
+                                    "attach template layer");
+        }
         return rc;
+}
+
+/* ":l0/PART:l1/PART..." for a built template's layers, top first. */
+static void layer_list(char *out, size_t size, size_t nlayers, const char *part)
+{
+        size_t n = 0;
+
+        out[0] = '\0';
+        for (size_t i = 0; i < nlayers && n < size; i++)
+                n += (size_t)snprintf(out + n, size - n, ":l%zu/%s", i, part);
+}
+
+/* A base layer's /home/user: where the root overlay holds the home, the
+ * user's, as a home is (else only a mount point). */
+static int add_home_point(struct rootfs *p)
+{
+        return p->home_in_root
+                       ? add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0700, OP_USER_OWNED, "base home")
+                       : add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "root base");
 }
 
 /* The mount points every sandbox's root has, below its mounts. */
@@ -424,12 +464,12 @@ static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
 {
         static const char *const top_level[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64",
                                                 "/libx32"};
-        char data[PATH_MAX + 96];
+        char data[PATH_MAX + 96], layers[OVERLAY_MAX_LAYERS * 16];
         int rc;
 
         if (!params->overlay)
                 return plan_host_flat(p, params);
-        rc = plan_layers(p, params->disk_mb);
+        rc = plan_layers(p, params);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/usr-upper", NULL, NULL, 0755, 0, "usr layers");
         if (rc == 0)
@@ -452,7 +492,9 @@ static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
         for (size_t i = 0; rc == 0 && i < sizeof(base_points) / sizeof(base_points[0]); i++)
                 rc = add_parents(p, base_points[i]);
         for (size_t i = 0; rc == 0 && i < sizeof(base_points) / sizeof(base_points[0]); i++)
-                rc = add_op(p, OP_DIR, base_points[i], NULL, NULL, 0, 0, "root base");
+                rc = strcmp(base_points[i], ROOTFS_HOME) == 0
+                             ? add_home_point(p)
+                             : add_op(p, OP_DIR, base_points[i], NULL, NULL, 0, 0, "root base");
         if (rc == 0)
                 rc = plan_host_points(p, params->ro_paths);
         snprintf(p->root, sizeof(p->root), "%s", p->top);
@@ -461,10 +503,12 @@ static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
          * layers are named relative to the tmpfs (the mount runs there):
          * the options, which the sandbox reads in its mountinfo, then
          * name no host directory of ours. */
+        layer_list(layers, sizeof(layers), params->nlayers, LAYERS_ROOT);
+        snprintf(data, sizeof(data), "lowerdir=base%s,upperdir=%s,workdir=%s,userxattr", layers,
+                 p->upper, p->work);
         if (rc == 0)
-                rc = add_op(p, OP_OVERLAY, "/root", p->top,
-                            "lowerdir=base,upperdir=upper,workdir=work,userxattr",
-                            MS_NOSUID | MS_NODEV, 0, "overlay root");
+                rc = add_op(p, OP_OVERLAY, "/root", p->top, data, MS_NOSUID | MS_NODEV, 0,
+                            "overlay root");
         /* The host's /usr: as root the kernel-host's idmapped clone,
          * attached here; unprivileged, /usr itself. */
         if (params->lower_by_fd) {
@@ -473,12 +517,12 @@ static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
                 if (rc == 0)
                         rc = add_op(p, OP_ATTACH, "/usr-lower", NULL, NULL, ATTACH_LOWER, 0,
                                     "attach /usr");
-                snprintf(data, sizeof(data), "lowerdir=usr-lower,");
-        } else {
-                snprintf(data, sizeof(data), "lowerdir=/usr,");
         }
-        snprintf(data + strlen(data), sizeof(data) - strlen(data),
-                 "upperdir=usr-upper,workdir=usr-work,userxattr");
+        /* The layers' /usr parts over the host's. */
+        layer_list(layers, sizeof(layers), params->nlayers, LAYERS_USR);
+        snprintf(data, sizeof(data), "lowerdir=%s%s%s,upperdir=%s,workdir=%s,userxattr",
+                 layers[0] ? layers + 1 : "", layers[0] ? ":" : "",
+                 params->lower_by_fd ? "usr-lower" : "/usr", p->usr_upper, p->usr_work);
         if (rc == 0)
                 rc = add_op(p, OP_OVERLAY, "/root/usr", p->top, data, MS_NOSUID | MS_NODEV, 0,
                             "overlay /usr");
@@ -544,15 +588,19 @@ static int add_base_dirs(struct rootfs *p, const char *tree, const char *path)
 static int plan_template_base(struct rootfs *p, const struct rootfs_params *params)
 {
         const char *tree = params->template_root;
-        char data[PATH_MAX * 3 + 64], lower[PATH_MAX + 16];
-        int rc = plan_layers(p, params->disk_mb);
+        char data[PATH_MAX * 3 + 64], lower[PATH_MAX + 16], layers[OVERLAY_MAX_LAYERS * 16];
+        int rc = plan_layers(p, params);
 
         /* The base, then what lies in it. */
         if (rc == 0)
                 rc = add_base_dir_as(p, "/base", tree, "");
         snprintf(p->root, sizeof(p->root), "%s/base", p->top);
         for (size_t i = 0; rc == 0 && i < sizeof(base_points) / sizeof(base_points[0]); i++)
-                rc = add_base_dirs(p, tree, base_points[i]);
+                rc = strcmp(base_points[i], ROOTFS_HOME) == 0 && p->home_in_root
+                             ? add_base_dirs(p, tree, "/home")
+                             : add_base_dirs(p, tree, base_points[i]);
+        if (rc == 0 && p->home_in_root)
+                rc = add_home_point(p);
         if (rc == 0)
                 rc = plan_own_etc(p, params->resolv_conf);
         if (rc == 0)
@@ -589,8 +637,9 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
          * layers are named relative to the tmpfs (the mount runs there):
          * the options, which the sandbox reads in its mountinfo, then
          * name no host directory of ours. */
-        snprintf(data, sizeof(data), "lowerdir=base:%s,upperdir=upper,workdir=work,userxattr",
-                 lower);
+        layer_list(layers, sizeof(layers), params->nlayers, LAYERS_ROOT);
+        snprintf(data, sizeof(data), "lowerdir=base%s:%s,upperdir=%s,workdir=%s,userxattr", layers,
+                 lower, p->upper, p->work);
         if (rc == 0)
                 rc = add_op(p, OP_OVERLAY, "/root", p->top, data, MS_NOSUID | MS_NODEV, 0,
                             "overlay template");
@@ -643,12 +692,14 @@ static int plan_tmp_home(struct rootfs *p, const struct rootfs_params *params)
         rc = add_op(p, OP_BIND, "/tmp", source, NULL, MS_NOSUID | MS_NODEV, OP_WRITABLE,
                     "bind /tmp");
         snprintf(source, sizeof(source), "%s/home", p->top);
-        if (rc == 0)
-                rc = params->home_by_fd ? add_op(p, OP_ATTACH, ROOTFS_HOME, NULL, NULL,
-                                                 ATTACH_HOME, 0, "attach " ROOTFS_HOME)
-                                        : add_op(p, OP_BIND, ROOTFS_HOME, source, NULL,
-                                                 MS_NOSUID | MS_NODEV, OP_WRITABLE,
-                                                 "bind " ROOTFS_HOME);
+        if (rc == 0 && params->home_by_fd)
+                rc = add_op(p, OP_ATTACH, ROOTFS_HOME, NULL, NULL, ATTACH_HOME, 0,
+                            "attach " ROOTFS_HOME);
+        /* A built template's home is its root overlay's, what the build
+         * left there included. */
+        else if (rc == 0 && !p->home_in_root)
+                rc = add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
+                            OP_WRITABLE, "bind " ROOTFS_HOME);
         return rc;
 }
 

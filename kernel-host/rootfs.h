@@ -15,8 +15,11 @@
 #ifndef GLOVEBOX_ROOTFS_H
 #define GLOVEBOX_ROOTFS_H
 
+#include "kernel-host/overlay.h"
+
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #define ROOTFS_USER_UID 1000 /* "user" inside every sandbox */
 #define ROOTFS_RUN_DIR  "/run/kernel"
@@ -44,14 +47,15 @@ struct rootfs_params {
         const char *resolv_conf; /* /etc/resolv.conf (NULL: empty, no resolver) */
         bool home_by_fd; /* /home/user comes as a detached mount (homedisk.h) */
         /* The kernel has overlayfs: the host's form is writable (else its
-         * root is a read-only tmpfs, as before overlays: rootfs_init). */
+         * root is a read-only tmpfs, as before overlays). */
         bool overlay;
-};
-
-/* The detached mounts rootfs_apply attaches (-1: none). */
-struct rootfs_mounts {
-        int lower_fd; /* a template's tree or the host's /usr (lower_by_fd) */
-        int home_fd;  /* /home/user (home_by_fd) */
+        /* A built template's layers (layers.h), top first, come as
+         * detached mounts: lower layers of the root (and of the host's
+         * /usr), between the base and the image. */
+        size_t nlayers;
+        /* A build: its new layer comes as a detached mount and takes every
+         * write to the root (and /usr), home included. */
+        bool build_by_fd;
 };
 
 /* Whether the kernel has overlayfs (asked once, loading its module when
@@ -68,9 +72,9 @@ const char *rootfs_root(const struct rootfs *rootfs);
 bool rootfs_writable_root(const struct rootfs *rootfs);
 /* In the child, inside a private mount namespace: mounts the new root and
  * applies every step, attaching the detached mounts the params said would
- * come. Async-signal-safe. On failure returns -1 with errno set and *step
- * naming the step. */
-int rootfs_apply(const struct rootfs *rootfs, const struct rootfs_mounts *mounts,
+ * come (overlay.h). Async-signal-safe. On failure returns -1 with errno
+ * set and *step naming the step. */
+int rootfs_apply(const struct rootfs *rootfs, const struct overlay_fds *mounts,
                  const char **step);
 
 #endif

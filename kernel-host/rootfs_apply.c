@@ -36,7 +36,21 @@ static int write_all(int fd, const char *data, size_t len)
         return 0;
 }
 
-static int run_op(const struct mount_op *op, const struct rootfs_mounts *mounts)
+/* The descriptor of detached mount which (ATTACH_*), or -1. */
+static int attached_fd(const struct overlay_fds *mounts, unsigned long which)
+{
+        if (which == ATTACH_LOWER)
+                return mounts->lower;
+        if (which == ATTACH_HOME)
+                return mounts->home;
+        if (which == ATTACH_BUILD)
+                return mounts->build;
+        if (which >= ATTACH_LAYER && which - ATTACH_LAYER < mounts->nlayers)
+                return mounts->layers[which - ATTACH_LAYER];
+        return -1;
+}
+
+static int run_op(const struct mount_op *op, const struct overlay_fds *mounts)
 {
         int fd;
 
@@ -71,7 +85,7 @@ static int run_op(const struct mount_op *op, const struct rootfs_mounts *mounts)
         case OP_DEVPTS:
                 return mount("devpts", op->target, "devpts", op->flags, op->data);
         case OP_ATTACH:
-                fd = op->flags == ATTACH_HOME ? mounts->home_fd : mounts->lower_fd;
+                fd = attached_fd(mounts, op->flags);
                 if (fd < 0) {
                         errno = EBADF;
                         return -1;
@@ -98,7 +112,7 @@ static int run_op(const struct mount_op *op, const struct rootfs_mounts *mounts)
         return -1;
 }
 
-int rootfs_apply(const struct rootfs *p, const struct rootfs_mounts *mounts, const char **step)
+int rootfs_apply(const struct rootfs *p, const struct overlay_fds *mounts, const char **step)
 {
         if (mount("tmpfs", p->top, "tmpfs", MS_NOSUID | MS_NODEV, p->top_options) < 0) {
                 *step = "tmpfs root";

@@ -17,12 +17,14 @@ enum op_kind {
         OP_BIND,    /* bind source on target; read-only unless OP_WRITABLE */
         OP_PROC,    /* a new proc on target */
         OP_DEVPTS,  /* a private devpts on target */
-        OP_ATTACH,  /* a detached mount on target: flags ATTACH_LOWER or ATTACH_HOME */
+        OP_ATTACH,  /* a detached mount on target: flags ATTACH_* */
         OP_OVERLAY, /* overlayfs on target, options in data */
 };
 
-#define ATTACH_LOWER 0ul /* the template's lower layer */
-#define ATTACH_HOME  1ul /* a disk-backed /home/user */
+#define ATTACH_LOWER 0ul  /* the template's tree, or the host's /usr */
+#define ATTACH_HOME  1ul  /* a disk-backed /home/user */
+#define ATTACH_BUILD 2ul  /* a build's new layer */
+#define ATTACH_LAYER 16ul /* + i: a built template's layer i */
 
 #define OP_WRITABLE   1u /* bind stays writable */
 #define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */
@@ -44,6 +46,8 @@ struct rootfs {
         char top_options[128];
         char root[PATH_MAX]; /* what targets are relative to while planning; then the new root */
         bool writable_root;  /* an overlay; else remounted read-only (plan_host_flat) */
+        bool home_in_root;   /* /home/user is the root overlay's (a built template's, a build's) */
+        char upper[32], work[32], usr_upper[32], usr_work[32]; /* layers' names in top */
         struct mount_op *ops;
         size_t nops, cap;
 };
