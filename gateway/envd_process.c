@@ -353,7 +353,7 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         }
         start.env = env;
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
-        snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : "");
+        snprintf(start.cwd, sizeof(start.cwd), "%s", cwd && cwd[0] == '/' ? cwd : e2b_workdir(s));
         start.as_root = who == FILES_ROOT;
         c->owner = s;
         c->pid = next_pid++;

@@ -601,6 +601,9 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
                              : add_base_dirs(p, tree, base_points[i]);
         if (rc == 0 && p->home_in_root)
                 rc = add_home_point(p);
+        /* The sandbox's root's home, as the host's form has it. */
+        if (rc == 0)
+                rc = add_base_dirs(p, tree, "/root");
         if (rc == 0)
                 rc = plan_own_etc(p, params->resolv_conf);
         if (rc == 0)
