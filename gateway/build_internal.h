@@ -18,8 +18,15 @@
 #define BUILD_MAX_LOG_ENTRIES  10000 /* a build's log; past it, one line says so */
 #define BUILD_MAX_LOG_LINE     4096  /* bytes of one log entry's message */
 #define BUILD_MAX_STEPS        256
-#define BUILD_MAX_ARG          (64 * 1024) /* bytes of one step's argument */
+/* Bytes of one step's argument, of the start and ready commands, and of
+ * one ENV entry: each travels to the kernel-host as one string. */
+#define BUILD_MAX_ARG          (HOSTMSG_MAX_STRING - 64)
+#define BUILD_MAX_ENV          200 /* ENV entries (the kernel-host takes 256 in all) */
 #define BUILD_LOG_PAGE         100   /* entries one status call returns, as E2B */
+#define BUILD_MAX_TEMPLATES    4096  /* all tenants' */
+#define BUILD_MAX_TAGS         64    /* per template */
+#define BUILD_DEFAULT_TAG      "default"
+#define BUILD_BASE_IMAGE       "e2bdev/base" /* the SDK's default image: the host's */
 
 enum build_status { BUILD_WAITING, BUILD_BUILDING, BUILD_READY, BUILD_ERROR };
 
@@ -58,6 +65,41 @@ struct build_tpl {
 
 /* The configuration builds run by. */
 const struct config *build_config(void);
+/* Why builds are off, or NULL when they are on. */
+const char *build_disabled(void);
+
+/* The store (builds.c). Templates are found for the caller (tenants.h):
+ * by id, or by alias (an admin's own first). */
+struct build_tpl *build_templates(void);
+size_t build_tpl_count(void);
+void build_tpl_add(struct build_tpl *t);
+/* Takes t off the list (the caller frees it with build_tpl_free). */
+void build_tpl_remove(struct build_tpl *t);
+void build_tpl_free(struct build_tpl *t);
+struct build_tpl *build_tpl_by_id(const char *id);
+struct build_tpl *build_tpl_by_alias(const char *alias);
+struct build *build_by_id(struct build_tpl *t, const char *id);
+/* The ready build tag names in t ("": the tag "default", else the newest
+ * ready build), or NULL. */
+struct build *build_by_tag(struct build_tpl *t, const char *tag);
+/* A new build of t (waiting), first in its list; NULL without memory. */
+struct build *build_new(struct build_tpl *t);
+/* Whether a ready build of a template other than skip stacks layer id. */
+bool build_layer_in_use(const char *id, const struct build_tpl *skip);
+/* Records the ready builds in the state directory. 0 or -errno (logged). */
+int build_save(void);
+/* What owner's templates take on disk, and how many it has. */
+uint64_t build_owner_bytes(const char *owner);
+size_t build_owner_templates(const char *owner);
+/* "[namespace/]alias[:tag]" as E2B reads it (lowercased): the alias and
+ * the tag ("" for none and for "default"). 0 or -EINVAL with err. */
+int build_parse_name(const char *in, char alias[BUILD_ALIAS_MAX], char tag[BUILD_ALIAS_MAX],
+                     char *err, size_t errlen);
+/* A tag of a tags list, lowercased into out: 0 or -EINVAL with err. */
+int build_check_tag(const char *in, char out[BUILD_ALIAS_MAX], char *err, size_t errlen);
+/* A template name of the gateway's own (base, code-interpreter-v1, an
+ * operator's template, a kernelspec). */
+bool build_builtin_name(const char *name);
 /* Appends a log entry to b (level "info", "warn", "error", "debug"). */
 void build_log(struct build *b, const char *level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

@@ -514,8 +514,12 @@ static bool step_env(struct build_run *run, json_t *step)
         for (size_t i = 0; i < n; i += 2) {
                 const char *name = arg(step, i);
 
-                if (!name[0] || strchr(name, '=') || json_object_size(run->env) >= 256) {
-                        run_fail(run, "ENV: '%.200s' is not a variable's name (or too many)", name);
+                if (!name[0] || strchr(name, '=') ||
+                    strlen(name) + strlen(arg(step, i + 1)) + 1 > BUILD_MAX_ARG ||
+                    json_object_size(run->env) >= BUILD_MAX_ENV) {
+                        run_fail(run, "ENV: '%.200s' is not a variable's name, or its value is "
+                                      "too long, or there are too many",
+                                 name);
                         return false;
                 }
                 json_object_set_new(run->env, name, json_string(arg(step, i + 1)));
@@ -681,9 +685,16 @@ int build_run_start(struct build *b, json_t *spec, char *err, size_t errlen)
         }
         run->build = b;
         run->copy_fd = -1;
-        run->steps = json_incref(json_object_get(spec, "steps") ?: json_array());
+        run->steps = json_object_get(spec, "steps") ? json_incref(json_object_get(spec, "steps"))
+                                                    : json_array();
         run->env = json_object();
         run->piece = malloc(FEED_PIECE);
+        if ((start && strlen(start) > BUILD_MAX_ARG) || (ready && strlen(ready) > BUILD_MAX_ARG)) {
+                run_free(run);
+                snprintf(err, errlen, "the start and ready commands are at most %d bytes",
+                         BUILD_MAX_ARG);
+                return -EINVAL;
+        }
         run->start_cmd = start && start[0] ? strdup(start) : NULL;
         run->ready_cmd = ready && ready[0] ? strdup(ready) : NULL;
         if (!run->steps || !run->env || !run->piece) {
