@@ -11,6 +11,7 @@
 #include "protocol/log.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -409,6 +410,39 @@ static void load(void)
         log_info("%zu built template%s", ntemplates, ntemplates == 1 ? "" : "s");
 }
 
+/* Layers no ready build stacks (a build that ran when the gateway
+ * stopped): removed. Only names of ours (UUID.img) in our own directory. */
+static void remove_orphans(void)
+{
+        int fd = fcntl(layers_fd, F_DUPFD_CLOEXEC, 3);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        char id[JP_UUID_SIZE];
+        struct dirent *de;
+        unsigned removed = 0;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while ((de = readdir(d)) != NULL) {
+                size_t n = strlen(de->d_name);
+
+                if (n != JP_UUID_SIZE - 1 + 4 || strcmp(de->d_name + n - 4, ".img") != 0)
+                        continue;
+                memcpy(id, de->d_name, JP_UUID_SIZE - 1);
+                id[JP_UUID_SIZE - 1] = '\0';
+                if (!jp_uuid_valid(id, strlen(id)) || build_layer_in_use(id, NULL))
+                        continue;
+                if (unlinkat(layers_fd, de->d_name, 0) == 0)
+                        removed++;
+        }
+        closedir(d);
+        if (removed)
+                log_info("removed %u template layer%s of builds that did not finish", removed,
+                         removed == 1 ? "" : "s");
+}
+
 int builds_init(const struct config *cfg)
 {
         char path[PATH_MAX];
@@ -460,6 +494,7 @@ int builds_init(const struct config *cfg)
         host_set_layers_dir(path);
         enabled = true;
         load();
+        remove_orphans();
         return 0;
 }
 
