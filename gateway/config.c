@@ -92,6 +92,24 @@ static const struct option_def options[] = {
             "sandboxes of template NAME see under a writable layer of their own; "
             "NAME=host:DIR[:DIR...]: the host's /usr plus those directories, read-only "
             "(repeatable; see the README's Templates)"),
+        OPT("template-image", OPT_LIST, template_image, 0, 0, NULL,
+            "IMAGE=TEMPLATE: what a template build from image IMAGE (E2B's from_image, "
+            "\"ubuntu:22.04\") starts from: a --template NAME, or base for the host's /usr "
+            "(repeatable; e2bdev/base is base; no registry is ever asked)"),
+        OPT("template-build-disk-mb", OPT_INT, template_build_disk_mb, 16, 1 << 20, "4096",
+            "room of one template build for what its steps write (its new layer, an image in "
+            "--state-dir)"),
+        OPT("template-quota-mb", OPT_INT, template_quota_mb, 0, 1LL << 30, "20480",
+            "disk one key's built templates take at most (their layers, as written; a build "
+            "running counts its whole room); past it a build is refused (429)"),
+        OPT("template-upload-max-mb", OPT_INT, template_upload_max_mb, 1, 1 << 20, "1024",
+            "disk one key's uploaded files to copy (Template.copy) take at most"),
+        OPT("template-build-timeout", OPT_DOUBLE, template_build_timeout, 10, 1e6, "1800",
+            "seconds a template build may take, its start and ready commands included"),
+        OPT("template-max-builds", OPT_INT, template_max_builds, 1, 1024, "2",
+            "template builds one key runs at once; past it a build is refused (429)"),
+        OPT("template-max-templates", OPT_INT, template_max_templates, 1, 100000, "64",
+            "built templates one key keeps; past it a new one is refused (429)"),
         OPT("max-kernels", OPT_INT, max_kernels, 1, 100000, "1000",
             "most kernels at once, starting ones included"),
         OPT("max-terminals", OPT_INT, max_terminals, 0, 10000, "100",

@@ -46,6 +46,14 @@ struct config {
         double keep_grace;     /* seconds kept kernels wait for re-adoption */
         char *sandbox;         /* "full" or "none" */
         char **templates;      /* "NAME=DIR" or "NAME=host:DIR[:DIR...]" entries */
+        /* template builds (gateway/builds.h) */
+        char **template_image;          /* "IMAGE=TEMPLATE": a build's base image */
+        int64_t template_build_disk_mb; /* a build's new layer */
+        int64_t template_quota_mb;      /* a tenant's built templates on disk */
+        int64_t template_upload_max_mb; /* a tenant's uploaded files to copy */
+        double template_build_timeout;
+        int64_t template_max_builds;    /* per tenant at once */
+        int64_t template_max_templates; /* per tenant */
         int64_t max_kernels;
         int64_t max_terminals;
         double kernel_start_timeout;

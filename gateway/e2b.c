@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b.h"
+#include "gateway/builds.h"
 #include "gateway/fleet.h"
 #include "gateway/ports.h"
 #include "gateway/api.h"
@@ -48,6 +49,9 @@ struct e2b_sandbox *e2b_sandboxes(void)
 {
         return sandboxes;
 }
+
+static int box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                   const struct hostmsg_limits *limits, const struct hostmsg_network *net);
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -142,6 +146,11 @@ struct sandbox *e2b_box(struct e2b_sandbox *s)
 json_t *e2b_env(struct e2b_sandbox *s)
 {
         return s->env;
+}
+
+const char *e2b_workdir(const struct e2b_sandbox *s)
+{
+        return s->workdir;
 }
 
 static void format_time(time_t t, char *out, size_t size)
@@ -517,8 +526,7 @@ static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double t
                 reply_quota(r, why);
                 goto out;
         }
-        rc = templates_sandbox_new(s->spec, &s->limits, strcmp(cfg->sandbox, "none") != 0, &net,
-                                   &s->box);
+        rc = box_new(s, s->spec, &s->limits, &net);
         if (rc < 0) {
                 e2b_reply_error(r, 500, "resume: cannot make a sandbox: %s", strerror(-rc));
                 goto out;
@@ -543,14 +551,45 @@ out:
 static const struct jp_kernelspec *template_spec(const char *tid)
 {
         const struct config *cfg = kernels_config();
+        const struct jp_kernelspec *spec;
 
         /* The E2B templates an agent asks for by default, or a kernelspec
-         * (a template's default kernel has the template's name). */
+         * (a template's default kernel has the template's name), or a
+         * template the caller built (builds.h): its base's. */
         if (strcmp(tid, DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
                 return jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
         if (templates_find(tid))
                 return templates_kernel(templates_find(tid), NULL);
-        return jp_kernelspec_find(kernels_specs(), tid);
+        spec = jp_kernelspec_find(kernels_specs(), tid);
+        if (!spec && builds_find(tid))
+                spec = builds_kernel(builds_find(tid));
+        return spec;
+}
+
+/* The built template s is of, or NULL. */
+static const struct build *built_of(const struct e2b_sandbox *s)
+{
+        if (jp_kernelspec_find(kernels_specs(), s->template_id) || templates_find(s->template_id))
+                return NULL;
+        return builds_find(s->template_id);
+}
+
+/* s's box: of its template, and of its layers when it is a built one,
+ * whose start command starts in it. */
+static int box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                   const struct hostmsg_limits *limits, const struct hostmsg_network *net)
+{
+        const struct config *cfg = kernels_config();
+        const struct build *b = built_of(s);
+        int rc;
+
+        if (!b)
+                return templates_sandbox_new(spec, limits, strcmp(cfg->sandbox, "none") != 0, net,
+                                             &s->box);
+        rc = builds_sandbox_new(b, limits, net, &s->box);
+        if (rc == 0 && builds_start(b, s->box) < 0)
+                log_warn("sandbox %s: cannot start its template's start command", s->id);
+        return rc;
 }
 
 static bool meta_string(json_t *meta, const char *key, char *out, size_t size)
@@ -918,7 +957,13 @@ static void create_sandbox(struct http_request *r)
                         snprintf(s->request_host, sizeof(s->request_host), "%s",
                                  json_string_value(mask));
                 s->metadata = metadata ? json_incref(metadata) : json_object();
-                s->env = env ? json_incref(env) : json_object();
+                /* A built template's env, then the sandbox's own. */
+                s->env = built_of(s) ? json_deep_copy(builds_env(built_of(s))) : json_object();
+                if (env)
+                        json_object_update(s->env, env);
+                if (built_of(s))
+                        snprintf(s->workdir, sizeof(s->workdir), "%s",
+                                 builds_workdir(built_of(s)));
                 jp_timestamp_now(s->started_at);
                 /* Its timer starts once it is ready (on_created); a start
                  * that fails or hangs past --kernel-start-timeout ends it. */
@@ -926,7 +971,9 @@ static void create_sandbox(struct http_request *r)
                 s->end_at = time(NULL) + (time_t)ttl;
                 /* Without envVars, the default context can be a pooled
                  * kernel, and the sandbox its sandbox. */
-                pooled = json_object_size(s->env) == 0 && !net.enabled ? pool_take(spec) : NULL;
+                pooled = json_object_size(s->env) == 0 && !net.enabled && !built_of(s)
+                                 ? pool_take(spec)
+                                 : NULL;
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->limits = s->box->limits;
@@ -944,8 +991,7 @@ static void create_sandbox(struct http_request *r)
                         }
                         goto out;
                 }
-                rc = templates_sandbox_new(spec, &limits, strcmp(cfg->sandbox, "none") != 0, &net,
-                                           &s->box);
+                rc = box_new(s, spec, &limits, &net);
                 if (rc == 0) {
                         s->limits = s->box->limits;
                         set_public_traffic(s);
@@ -1131,7 +1177,7 @@ static bool authorized_api(struct http_request *r)
  * top-level routes, and the actions on a sandbox. */
 static const char *lacking_route(const char *route)
 {
-        static const char *const routes[] = {"snapshots",     "templates",  "volumes",
+        static const char *const routes[] = {"snapshots",     "volumes",
                                              "sandboxes/metrics", "v2/sandboxes/metrics", "teams",
                                              "access-tokens", "api-keys"};
 
@@ -1162,6 +1208,8 @@ static void control_plane(struct http_request *r, const char *route)
                 e2b_reply_error(r, 401, "Invalid API key");
                 return;
         }
+        if (builds_handle(r, route))
+                return;
         if (lacking_route(route)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", lacking_route(route));
                 return;
@@ -1359,10 +1407,14 @@ static const char *route_of(struct http_request *r)
 bool e2b_admit(struct http_request *r)
 {
         char port[16];
+        bool ok;
 
         if (!sandbox_plane(r, port, sizeof(port)) && strcmp(route_of(r), "files") == 0 &&
             envd_signed(r))
                 return envd_signed_admit(r);
+        /* A template build's upload: its signed URL is its credential. */
+        if (builds_upload_admit(r, r->path + 4 + strspn(r->path + 4, "/"), &ok))
+                return ok;
         if (sandbox_plane(r, port, sizeof(port)))
                 return e2b_sandbox_of(r) != NULL;
         if (strcmp(r->path, "files") == 0) {
@@ -1381,6 +1433,8 @@ void e2b_prepare(struct http_request *r)
         struct e2b_sandbox *s;
         char port[16];
 
+        if (builds_upload_prepare(r, route + strspn(route, "/")))
+                return;
         if (!r->e2b_signed[0] &&
             (!sandbox_plane(r, port, sizeof(port)) || strcmp(port, E2B_ENVD_PORT) != 0))
                 return;
@@ -1395,6 +1449,8 @@ void e2b_handle(struct http_request *r)
         struct e2b_sandbox *s;
         char port[16] = E2B_ENVD_PORT;
 
+        if (builds_upload_handle(r, route))
+                return;
         if (!r->e2b_signed[0] && !sandbox_plane(r, port, sizeof(port))) {
                 control_plane(r, route);
                 return;

@@ -62,6 +62,9 @@ struct e2b_sandbox *e2b_find_ready(const char *id);
 bool e2b_token_ok(struct e2b_sandbox *s, const char *token);
 /* The sandbox's environment (envVars), for commands. */
 json_t *e2b_env(struct e2b_sandbox *s);
+/* Where its commands run when they name no cwd: its built template's
+ * workdir (builds.h), "" for the home directory. */
+const char *e2b_workdir(const struct e2b_sandbox *s);
 /* Replies with E2B's error body {"code": status, "message"}. */
 void e2b_reply_error(struct http_request *r, int status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

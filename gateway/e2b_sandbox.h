@@ -41,6 +41,7 @@ struct e2b_sandbox {
         char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
         char token[65];
         char template_id[64];
+        char workdir[PATH_MAX]; /* a built template's: its commands' default cwd */
         json_t *metadata;
         json_t *env;
         const struct jp_kernelspec *spec; /* of its first context: its template's */

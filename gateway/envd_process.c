@@ -454,14 +454,17 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         }
         start.env = env;
         snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", e2b_box(s)->id);
-        /* A relative cwd is below the home, as envd resolves it ("": the
-         * home itself). */
+        /* A relative cwd is below the home, as envd resolves it; none is
+         * the sandbox's working directory (a built template's WORKDIR, or
+         * the home). */
         rc = cwd && cwd[0] ? files_normalize(cwd, start.cwd, sizeof(start.cwd)) : 0;
         if (rc < 0) {
                 envd_error(r, true, -EINVAL, "process.cwd '%.64s...' is too long below %s", cwd,
                            FILES_HOME);
                 goto out;
         }
+        if (!(cwd && cwd[0]))
+                snprintf(start.cwd, sizeof(start.cwd), "%s", e2b_workdir(s));
         start.as_root = who == FILES_ROOT;
         /* The totals, with the sandbox's envVars in. */
         rc = hostmsg_start_check(&start, message, sizeof(message));

@@ -37,6 +37,7 @@ static struct {
         char runtime_dir[PATH_MAX];
         char log_level[16];
         char home_dir[PATH_MAX]; /* "": a tmpfs home */
+        char layers_dir[PATH_MAX]; /* "": no template builds */
         char *const *zygotes;    /* --zygote entries, the configuration's */
         int max_restarts;        /* replacements allowed after a kernel-host died */
         int restarts;
@@ -58,7 +59,7 @@ static int start_process(void)
 {
         /* The program, --runtime-dir and --log-level with their values,
          * --home-disk-dir DIR, two words per zygote, the end. */
-        char *argv[7 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
+        char *argv[9 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
                                                     spawn_args.runtime_dir, (char *)"--log-level",
                                                     spawn_args.log_level};
         size_t argc = 5;
@@ -74,6 +75,10 @@ static int start_process(void)
         if (spawn_args.home_dir[0]) {
                 argv[argc++] = (char *)"--home-disk-dir";
                 argv[argc++] = spawn_args.home_dir;
+        }
+        if (spawn_args.layers_dir[0]) {
+                argv[argc++] = (char *)"--layers-dir";
+                argv[argc++] = spawn_args.layers_dir;
         }
         for (size_t i = 0; spawn_args.zygotes && spawn_args.zygotes[i] && i < HOST_MAX_ZYGOTES;
              i++) {
@@ -224,6 +229,7 @@ struct listener {
 
 static struct listener *listeners;
 static void (*on_lost)(void);
+static host_layer_sealed_fn on_layer_sealed;
 
 static struct listener *listener_find(const char *id)
 {
@@ -279,6 +285,7 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                 struct hostmsg_failed failed;
                 struct hostmsg_exit exit;
                 struct hostmsg_connected connected;
+                struct hostmsg_layer layer;
         } m;
         struct listener *l;
         int rc = -EBADMSG;
@@ -327,6 +334,11 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                         listener_remove(l);
                         ops->exited(ctx, &m.exit);
                 }
+                break;
+        case HOSTMSG_LAYER_SEALED:
+                rc = hostmsg_layer_decode(body, &m.layer);
+                if (rc == 0 && on_layer_sealed)
+                        on_layer_sealed(m.layer.id, m.layer.error);
                 break;
         case HOSTMSG_HELLO:
                 /* A replacement's: the same machine, but said again. */
@@ -562,6 +574,24 @@ static int send_signal(enum hostmsg_type type, const char *id, int signal)
 int host_sandbox_destroy(const char *sandbox_id)
 {
         return send_signal(HOSTMSG_SANDBOX_DESTROY, sandbox_id, 0);
+}
+
+void host_set_layers_dir(const char *dir)
+{
+        snprintf(spawn_args.layers_dir, sizeof(spawn_args.layers_dir), "%s", dir ? dir : "");
+}
+
+void host_on_layer_sealed(host_layer_sealed_fn fn)
+{
+        on_layer_sealed = fn;
+}
+
+int host_layer_delete(const char *layer_id)
+{
+        struct hostmsg_layer m = {.error = 0};
+
+        snprintf(m.id, sizeof(m.id), "%s", layer_id);
+        return send_json(HOSTMSG_LAYER_DELETE, hostmsg_layer_encode(&m));
 }
 
 int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx)

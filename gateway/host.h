@@ -62,6 +62,15 @@ int host_process_id(void);
 
 int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_sandbox_ops *ops,
                         void *ctx);
+/* Where the kernel-host keeps template layers (kernel-host/layers.h),
+ * passed to every kernel-host started after this; NULL or "": no builds. */
+void host_set_layers_dir(const char *dir);
+/* A build's layer was sealed (error 0) or could not be (an errno): heard
+ * once per build sandbox, after its SANDBOX_GONE. */
+typedef void (*host_layer_sealed_fn)(const char *layer_id, int error);
+void host_on_layer_sealed(host_layer_sealed_fn fn);
+/* Removes a layer's image (a deleted template, a failed build). */
+int host_layer_delete(const char *layer_id);
 int host_sandbox_destroy(const char *sandbox_id);
 /* Asks for req to start; ops hears how it went, once started, failed or
  * exited. 0, or -errno and nothing is heard: -E2BIG or -EINVAL for a

@@ -4,6 +4,7 @@
  * file it created. */
 #include "autoconf.h"
 
+#include "gateway/builds.h"
 #include "gateway/config.h"
 #include "gateway/fleet.h"
 #include "gateway/conns.h"
@@ -625,7 +626,8 @@ int main(int argc, char **argv)
                         goto out;
         }
         if (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0 ||
-            page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0))
+            page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
+            builds_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&
@@ -701,6 +703,7 @@ out:
                 close(gw.sigfd);
         remove_runtime_dir();
         specs_free();
+        builds_free();
         templates_free();
         jp_kernelspec_list_free(&gw.specs);
         tenants_free();

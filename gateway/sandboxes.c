@@ -99,6 +99,14 @@ int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_p
                           const char *template_root, bool confined,
                           const struct hostmsg_network *network, struct sandbox **out)
 {
+        return sandbox_new_layered(limits, ro_paths, template_root, confined, network, NULL, out);
+}
+
+int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,
+                        const char *template_root, bool confined,
+                        const struct hostmsg_network *network,
+                        const struct sandbox_layers *layers, struct sandbox **out)
+{
         struct hostmsg_sandbox req = {.limits = *limits, .ro_paths = (char **)ro_paths,
                                       .sandbox = confined};
         struct sandbox *sb;
@@ -108,6 +116,12 @@ int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_p
         if (template_root && (size_t)snprintf(req.template_root, sizeof(req.template_root), "%s",
                                               template_root) >= sizeof(req.template_root))
                 return -ENAMETOOLONG;
+        if (layers) {
+                req.layers = (char **)layers->ids;
+                if (layers->build)
+                        snprintf(req.build_layer, sizeof(req.build_layer), "%s", layers->build);
+                req.build_layer_mb = layers->build_mb;
+        }
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;

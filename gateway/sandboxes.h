@@ -66,6 +66,17 @@ int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
 int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
                           const char *template_root, bool confined,
                           const struct hostmsg_network *network, struct sandbox **out);
+/* A built template's layers (kernel-host/layers.h) and a build's new one. */
+struct sandbox_layers {
+        char *const *ids;  /* top first, NULL-terminated; NULL: none */
+        const char *build; /* a build's new layer's id, or NULL */
+        uint64_t build_mb; /* its size */
+};
+/* The same, with layers (NULL: none). */
+int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,
+                        const char *template_root, bool confined,
+                        const struct hostmsg_network *network,
+                        const struct sandbox_layers *layers, struct sandbox **out);
 /* Calls w->ready when sb is ready (now, if it already is, or has failed). */
 void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);
 void sandbox_waiter_cancel(struct sandbox_waiter *w);

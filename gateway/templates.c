@@ -396,6 +396,14 @@ int templates_sandbox_new(const struct jp_kernelspec *spec, const struct hostmsg
                           bool confined, const struct hostmsg_network *network,
                           struct sandbox **out)
 {
+        return templates_sandbox_new_layered(spec, limits, confined, network, NULL, out);
+}
+
+int templates_sandbox_new_layered(const struct jp_kernelspec *spec,
+                                  const struct hostmsg_limits *limits, bool confined,
+                                  const struct hostmsg_network *network,
+                                  const struct sandbox_layers *layers, struct sandbox **out)
+{
         const struct sandbox_template *t = templates_find(spec->template_name);
         char *const *host = specs_ro_paths();
         char **paths = NULL;
@@ -403,7 +411,8 @@ int templates_sandbox_new(const struct jp_kernelspec *spec, const struct hostmsg
         int rc = 0;
 
         if (t && t->root[0])
-                return sandbox_new_networked(limits, t->ro_paths, t->root, confined, network, out);
+                return sandbox_new_layered(limits, t->ro_paths, t->root, confined, network, layers,
+                                           out);
         /* On the host's /usr: what the kernelspecs need, and a host-form
          * template's own directories. */
         for (size_t i = 0; rc == 0 && host && host[i]; i++)
@@ -411,7 +420,7 @@ int templates_sandbox_new(const struct jp_kernelspec *spec, const struct hostmsg
         for (size_t i = 0; rc == 0 && t && i < t->nro; i++)
                 rc = strv_add(&paths, &n, t->ro_paths[i]);
         if (rc == 0)
-                rc = sandbox_new_networked(limits, paths, NULL, confined, network, out);
+                rc = sandbox_new_layered(limits, paths, NULL, confined, network, layers, out);
         jp_strv_free(paths);
         return rc;
 }

@@ -49,6 +49,12 @@ const char *templates_names(void);
 int templates_sandbox_new(const struct jp_kernelspec *spec, const struct hostmsg_limits *limits,
                           bool confined, const struct hostmsg_network *network,
                           struct sandbox **out);
+/* The same, with a built template's layers over the template (or a
+ * build's new layer: gateway/builds.h); NULL: none. */
+int templates_sandbox_new_layered(const struct jp_kernelspec *spec,
+                                  const struct hostmsg_limits *limits, bool confined,
+                                  const struct hostmsg_network *network,
+                                  const struct sandbox_layers *layers, struct sandbox **out);
 /* Whether kernels of a and b may share a sandbox: the same template. */
 bool templates_same(const struct jp_kernelspec *a, const struct jp_kernelspec *b);
 

@@ -13,6 +13,7 @@
 
 #include "kernel-host/cgroup.h"
 #include "kernel-host/homedisk.h"
+#include "kernel-host/layers.h"
 #include "kernel-host/leftovers.h"
 #include "kernel-host/net.h"
 #include "kernel-host/ports.h"
@@ -168,6 +169,17 @@ static void handle_signal(enum hostmsg_type type, json_t *body)
                 klog_warn(req.id, "signal: %s", strerror(-rc));
 }
 
+static void handle_layer_delete(json_t *body)
+{
+        struct hostmsg_layer req;
+
+        if (hostmsg_layer_decode(body, &req) < 0) {
+                log_error("malformed layer request dropped");
+                return;
+        }
+        layers_delete(req.id);
+}
+
 static void handle_connect(json_t *body)
 {
         struct hostmsg_connect req;
@@ -212,6 +224,9 @@ static void handle_link(void)
                 case HOSTMSG_CONNECT:
                         handle_connect(body);
                         break;
+                case HOSTMSG_LAYER_DELETE:
+                        handle_layer_delete(body);
+                        break;
                 case HOSTMSG_SANDBOX_DESTROY:
                 case HOSTMSG_SIGNAL:
                 case HOSTMSG_STOP:
@@ -244,6 +259,7 @@ static void usage(void)
 {
         fprintf(stderr, "usage: glovebox-kernel-host --runtime-dir DIR [--fd N] "
                         "[--log-level LEVEL] [--home-disk-dir STATE_DIR]\n"
+                        "                            [--layers-dir DIR]\n"
                         "                            [--zygote NAME:MODULE,...]...\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
@@ -254,6 +270,7 @@ int main(int argc, char **argv)
 {
         const char *runtime_dir = NULL;
         const char *home_disk_dir = NULL;
+        const char *layers_dir = NULL;
         const char *zygote_specs[8];
         size_t nzygote_specs = 0;
         sigset_t mask;
@@ -278,6 +295,8 @@ int main(int argc, char **argv)
                         host.link = (int)fd;
                 } else if (strcmp(argv[i], "--home-disk-dir") == 0 && i + 1 < argc) {
                         home_disk_dir = argv[++i];
+                } else if (strcmp(argv[i], "--layers-dir") == 0 && i + 1 < argc) {
+                        layers_dir = argv[++i];
                 } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
                            nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
                         zygote_specs[nzygote_specs++] = argv[++i];
@@ -321,6 +340,9 @@ int main(int argc, char **argv)
          * does not start). */
         if (home_disk_dir && homedisk_init(home_disk_dir) < 0)
                 goto out;
+        /* Without them only template builds are off (logged). */
+        if (layers_dir && geteuid() == 0)
+                layers_init(layers_dir);
         say_hello();
         /* Before the first sandbox: a predecessor's directories would be in
          * the way of ours. */

@@ -62,30 +62,61 @@ fail:
         return rc;
 }
 
-/* The go-ahead is two bytes: 'g', then which descriptors follow, in this
- * order. */
+int overlay_idmap(int mount_fd, pid_t sandbox_pid, bool read_only)
+{
+        struct mount_attr attr = {
+            .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_IDMAP |
+                        (read_only ? MOUNT_ATTR_RDONLY : 0),
+        };
+        char path[64];
+        int userns, rc = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sandbox_pid);
+        userns = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns < 0)
+                return -errno;
+        attr.userns_fd = (__u64)userns;
+        if (mount_setattr(mount_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+                rc = -errno;
+        close(userns);
+        return rc;
+}
+
+/* The go-ahead is three bytes: 'g', which of the single descriptors
+ * follow (in this order), and how many layers come after them. */
 #define GO_LOWER 1
 #define GO_HOME  2
+#define GO_BUILD 4
+#define GO_MAX_FDS (3 + OVERLAY_MAX_LAYERS)
 
-int overlay_send_go(int sock, int lower_fd, int home_fd)
+int overlay_send_go(int sock, const struct overlay_fds *fds)
 {
-        char cbuf[CMSG_SPACE(2 * sizeof(int))];
-        char go[2] = {'g', 0};
+        char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
+        char go[3] = {'g', 0, 0};
         struct iovec iov = {go, sizeof(go)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         struct cmsghdr *cmsg;
-        int fds[2];
+        int list[GO_MAX_FDS];
         size_t nfds = 0;
         ssize_t n;
 
-        if (lower_fd >= 0) {
-                fds[nfds++] = lower_fd;
+        if (fds->nlayers > OVERLAY_MAX_LAYERS)
+                return -E2BIG;
+        if (fds->lower >= 0) {
+                list[nfds++] = fds->lower;
                 go[1] |= GO_LOWER;
         }
-        if (home_fd >= 0) {
-                fds[nfds++] = home_fd;
+        if (fds->home >= 0) {
+                list[nfds++] = fds->home;
                 go[1] |= GO_HOME;
         }
+        if (fds->build >= 0) {
+                list[nfds++] = fds->build;
+                go[1] |= GO_BUILD;
+        }
+        for (size_t i = 0; i < fds->nlayers; i++)
+                list[nfds++] = fds->layers[i];
+        go[2] = (char)fds->nlayers;
         if (nfds > 0) {
                 memset(cbuf, 0, sizeof(cbuf));
                 msg.msg_control = cbuf;
@@ -94,7 +125,7 @@ int overlay_send_go(int sock, int lower_fd, int home_fd)
                 cmsg->cmsg_level = SOL_SOCKET;
                 cmsg->cmsg_type = SCM_RIGHTS;
                 cmsg->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-                memcpy(CMSG_DATA(cmsg), fds, nfds * sizeof(int));
+                memcpy(CMSG_DATA(cmsg), list, nfds * sizeof(int));
         }
         do {
                 n = sendmsg(sock, &msg, MSG_NOSIGNAL);
@@ -102,19 +133,26 @@ int overlay_send_go(int sock, int lower_fd, int home_fd)
         return n == (ssize_t)sizeof(go) ? 0 : n < 0 ? -errno : -EIO;
 }
 
-int overlay_recv_go(int sock, int *lower_fd, int *home_fd)
+void overlay_fds_init(struct overlay_fds *fds)
 {
-        char cbuf[CMSG_SPACE(2 * sizeof(int))];
-        char go[2];
+        fds->lower = fds->home = fds->build = -1;
+        fds->nlayers = 0;
+        for (size_t i = 0; i < OVERLAY_MAX_LAYERS; i++)
+                fds->layers[i] = -1;
+}
+
+int overlay_recv_go(int sock, struct overlay_fds *fds)
+{
+        char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
+        char go[3];
         struct iovec iov = {go, sizeof(go)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         struct cmsghdr *cmsg;
-        int fds[2] = {-1, -1};
-        size_t nfds = 0, next = 0;
+        int list[GO_MAX_FDS];
+        size_t nfds = 0, next = 0, want;
         ssize_t n;
 
-        *lower_fd = -1;
-        *home_fd = -1;
+        overlay_fds_init(fds);
         msg.msg_control = cbuf;
         msg.msg_controllen = sizeof(cbuf);
         do {
@@ -125,14 +163,21 @@ int overlay_recv_go(int sock, int *lower_fd, int *home_fd)
         for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
                 if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
                     cmsg->cmsg_len >= CMSG_LEN(sizeof(int)) &&
-                    cmsg->cmsg_len <= CMSG_LEN(2 * sizeof(int))) {
+                    cmsg->cmsg_len <= CMSG_LEN(GO_MAX_FDS * sizeof(int))) {
                         nfds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                        memcpy(fds, CMSG_DATA(cmsg), nfds * sizeof(int));
+                        memcpy(list, CMSG_DATA(cmsg), nfds * sizeof(int));
                 }
         }
+        want = (size_t)(unsigned char)go[2];
+        if (want > OVERLAY_MAX_LAYERS)
+                return -1;
         if ((go[1] & GO_LOWER) && next < nfds)
-                *lower_fd = fds[next++];
+                fds->lower = list[next++];
         if ((go[1] & GO_HOME) && next < nfds)
-                *home_fd = fds[next++];
+                fds->home = list[next++];
+        if ((go[1] & GO_BUILD) && next < nfds)
+                fds->build = list[next++];
+        for (size_t i = 0; i < want && next < nfds; i++)
+                fds->layers[fds->nlayers++] = list[next++];
         return 0;
 }

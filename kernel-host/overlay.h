@@ -28,12 +28,29 @@
  * (*idmapped false): the sandbox can then write only its home and /tmp.
  * 0 with *fd_out set (the caller closes it), or -errno. */
 int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *idmapped);
-/* Sends the go-ahead on sock, with the template's tree (lower_fd) and a
- * disk-backed home (home_fd, homedisk.h) when they are >= 0. 0 or -errno. */
-int overlay_send_go(int sock, int lower_fd, int home_fd);
+/* Idmaps mount_fd, a detached mount (a template layer's, layers.h)
+ * through the user namespace of sandbox_pid, nosuid, nodev, and read-only
+ * when read_only. 0 or -errno. */
+int overlay_idmap(int mount_fd, pid_t sandbox_pid, bool read_only);
+
+#define OVERLAY_MAX_LAYERS 16 /* HOSTMSG_MAX_LAYERS */
+
+/* The detached mounts a sandbox's first process attaches (-1: none): a
+ * template's tree or the host's /usr (lower), a disk-backed home
+ * (homedisk.h), a build's new layer and a built template's layers, top
+ * first (layers.h). */
+struct overlay_fds {
+        int lower, home, build;
+        int layers[OVERLAY_MAX_LAYERS];
+        size_t nlayers;
+};
+
+void overlay_fds_init(struct overlay_fds *fds);
+/* Sends the go-ahead on sock with the descriptors of fds. 0 or -errno. */
+int overlay_send_go(int sock, const struct overlay_fds *fds);
 /* In the sandbox's first process: receives the go-ahead and the
  * descriptors that came with it (close-on-exec; -1 for one that did not
  * come). Async-signal-safe. 0, or -1 when sock is closed or failed. */
-int overlay_recv_go(int sock, int *lower_fd, int *home_fd);
+int overlay_recv_go(int sock, struct overlay_fds *fds);
 
 #endif

@@ -1,6 +1,9 @@
 #include "autoconf.h"
 
 #include "kernel-host/rootfs.h"
+#include "kernel-host/layers.h"
+#include "kernel-host/rootfs_ops.h"
+#include "protocol/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,46 +14,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
-
-enum op_kind {
-        OP_DIR,     /* mkdir target */
-        OP_FILE,    /* create target with data as its content */
-        OP_SYMLINK, /* target -> source */
-        OP_TMPFS,   /* tmpfs on target, options in data */
-        OP_BIND,    /* bind source on target; read-only unless OP_WRITABLE */
-        OP_PROC,    /* a new proc on target */
-        OP_DEVPTS,  /* a private devpts on target */
-        OP_ATTACH,  /* a detached mount on target: flags ATTACH_LOWER or ATTACH_HOME */
-        OP_OVERLAY, /* overlayfs on target, options in data */
-};
-
-#define ATTACH_LOWER 0ul /* the template's lower layer */
-#define ATTACH_HOME  1ul /* a disk-backed /home/user */
-
-#define OP_WRITABLE   1u /* bind stays writable */
-#define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */
-#define OP_EXECUTABLE 4u /* file is created with mode 0755 */
-#define OP_USER_OWNED 8u /* directory is given to the sandbox's user */
-
-struct mount_op {
-        enum op_kind kind;
-        unsigned options;
-        unsigned long flags; /* mount flags (tmpfs, proc), remount flags (bind), mode (dir) */
-        char *target;
-        char *source;
-        char *data;
-        char step[64]; /* named in errors: "bind /usr" */
-};
-
-struct rootfs {
-        char top[PATH_MAX]; /* the host directory the first tmpfs is mounted on */
-        char top_options[128];
-        char root[PATH_MAX]; /* what targets are relative to while planning; then the new root */
-        bool writable_root;  /* a template's overlay: stays writable */
-        struct mount_op *ops;
-        size_t nops, cap;
-};
 
 static char *dup_or_null(const char *s)
 {
@@ -148,11 +113,6 @@ static int add_host_path_parts(struct rootfs *p, const char *path, unsigned what
                 rc = add_op(p, OP_BIND, path, path, NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(path), 0, step);
         return rc;
-}
-
-static int add_host_path(struct rootfs *p, const char *path)
-{
-        return add_host_path_parts(p, path, HOST_POINT | HOST_BIND);
 }
 
 /* Creates every missing directory of path (relative to the new root). */
@@ -262,22 +222,29 @@ static int plan_own_etc(struct rootfs *p, const char *resolv_conf)
         return rc;
 }
 
-static int plan_etc(struct rootfs *p, const char *resolv_conf)
+/* The curated /etc in two passes: what (HOST_POINT) makes the directory,
+ * Glovebox's own files and the mount points of the host's entries, in the
+ * image's base layer; HOST_BIND binds the host's entries, read-only, once
+ * the root's overlay is mounted. */
+static int plan_etc(struct rootfs *p, const char *resolv_conf, unsigned what)
 {
         char path[PATH_MAX];
         struct dirent *de;
         DIR *d;
-        int rc = add_op(p, OP_DIR, "/etc", NULL, NULL, 0, 0, "mkdir /etc");
+        int rc = 0;
 
-        if (rc == 0)
-                rc = plan_own_etc(p, resolv_conf);
-        if (rc == 0)
-                rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL,
-                            resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
-                            "write /etc/nsswitch.conf");
+        if (what & HOST_POINT) {
+                rc = add_op(p, OP_DIR, "/etc", NULL, NULL, 0, 0, "mkdir /etc");
+                if (rc == 0)
+                        rc = plan_own_etc(p, resolv_conf);
+                if (rc == 0)
+                        rc = add_op(p, OP_FILE, "/etc/nsswitch.conf", NULL,
+                                    resolv_conf ? nsswitch_dns_file : nsswitch_file, 0, 0,
+                                    "write /etc/nsswitch.conf");
+        }
         for (size_t i = 0; rc == 0 && i < sizeof(etc_entries) / sizeof(etc_entries[0]); i++) {
                 snprintf(path, sizeof(path), "/etc/%s", etc_entries[i]);
-                rc = add_host_path(p, path);
+                rc = add_host_path_parts(p, path, what);
         }
         /* Debian's Python reads /etc/python3 and /etc/python3.X. */
         d = opendir("/etc");
@@ -285,7 +252,7 @@ static int plan_etc(struct rootfs *p, const char *resolv_conf)
                 if (strncmp(de->d_name, "python3", 7) != 0)
                         continue;
                 snprintf(path, sizeof(path), "/etc/%s", de->d_name);
-                rc = add_host_path(p, path);
+                rc = add_host_path_parts(p, path, what);
         }
         if (d)
                 closedir(d);
@@ -376,25 +343,195 @@ static int plan_proc_masks(struct rootfs *p)
         return rc;
 }
 
-/* The host's form: /usr and its merged links, a curated /etc, the tools,
- * on the tmpfs root. */
-static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
+/* The directories every sandbox's tmpfs holds beside its base layer: the
+ * root overlay's upper and work directories, the mount point of the
+ * merged root, and the sandbox's /home/user and /tmp, bound into the root
+ * (rootfs_plan). All on the one tmpfs of the sandbox's disk limit. */
+static int plan_layers(struct rootfs *p, const struct rootfs_params *params)
+{
+        char dir[32];
+        int rc;
+
+        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", params->disk_mb);
+        /* A build writes into its new layer, where layers.h made these. */
+        snprintf(p->upper, sizeof(p->upper), params->build_by_fd ? "build/" LAYERS_ROOT : "upper");
+        snprintf(p->work, sizeof(p->work), params->build_by_fd ? "build/" LAYERS_ROOT_WORK : "work");
+        snprintf(p->usr_upper, sizeof(p->usr_upper),
+                 params->build_by_fd ? "build/" LAYERS_USR : "usr-upper");
+        snprintf(p->usr_work, sizeof(p->usr_work),
+                 params->build_by_fd ? "build/" LAYERS_USR_WORK : "usr-work");
+        p->home_in_root = params->nlayers > 0 || params->build_by_fd;
+        rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "root layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/work", NULL, NULL, 0700, 0, "root layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/root", NULL, NULL, 0755, 0, "root layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0700, OP_USER_OWNED, "sandbox home");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 01777, 0, "sandbox tmp");
+        if (rc == 0 && params->build_by_fd)
+                rc = add_op(p, OP_DIR, "/build", NULL, NULL, 0755, 0, "build layer");
+        if (rc == 0 && params->build_by_fd)
+                rc = add_op(p, OP_ATTACH, "/build", NULL, NULL, ATTACH_BUILD, 0, "attach build layer");
+        for (size_t i = 0; rc == 0 && i < params->nlayers; i++) {
+                snprintf(dir, sizeof(dir), "/l%zu", i);
+                rc = add_op(p, OP_DIR, dir, NULL, NULL, 0755, 0, "template layers");
+                if (rc == 0)
+                        rc = add_op(p, OP_ATTACH, dir, NULL, NULL, ATTACH_LAYER + i, 0,
+                                    "attach template layer");
+        }
+        return rc;
+}
+
+/* ":l0/PART:l1/PART..." for a built template's layers, top first. */
+static void layer_list(char *out, size_t size, size_t nlayers, const char *part)
+{
+        size_t n = 0;
+
+        out[0] = '\0';
+        for (size_t i = 0; i < nlayers && n < size; i++)
+                n += (size_t)snprintf(out + n, size - n, ":l%zu/%s", i, part);
+}
+
+/* A base layer's /home/user: where the root overlay holds the home, the
+ * user's, as a home is (else only a mount point). */
+static int add_home_point(struct rootfs *p)
+{
+        return p->home_in_root
+                       ? add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0700, OP_USER_OWNED, "base home")
+                       : add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "root base");
+}
+
+/* The mount points every sandbox's root has, below its mounts. */
+static const char *const base_points[] = {"/etc", "/proc",     "/dev",
+                                          "/tmp", ROOTFS_HOME, ROOTFS_RUN_DIR};
+
+/* Mount points, in the base layer, of the host paths (not under /usr,
+ * which the host's form has whole) that rootfs_plan binds in last. */
+static int plan_host_points(struct rootfs *p, char *const *ro_paths)
+{
+        int rc = 0;
+
+        for (size_t i = 0; rc == 0 && ro_paths && ro_paths[i]; i++) {
+                if (strncmp(ro_paths[i], "/usr/", 5) == 0)
+                        continue;
+                rc = add_parents(p, ro_paths[i]);
+                if (rc == 0)
+                        rc = add_host_path_parts(p, ro_paths[i], HOST_POINT);
+        }
+        return rc;
+}
+
+/* The host's form on a kernel without overlayfs: a small tmpfs root,
+ * remounted read-only once set up, with read-only binds of /usr and its
+ * merged links, the curated /etc and the tools; /tmp and /home/user are
+ * tmpfs of their own (rootfs_plan). */
+static int plan_host_flat(struct rootfs *p, const struct rootfs_params *params)
 {
         static const char *const top_level[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64",
                                                 "/libx32"};
         int rc = add_op(p, OP_DIR, "/usr", NULL, NULL, 0, 0, "mkdir /usr");
 
+        snprintf(p->top_options, sizeof(p->top_options), "%s", ROOTFS_FLAT_TMPFS);
         if (rc == 0)
                 rc = add_op(p, OP_BIND, "/usr", "/usr", NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags("/usr"), 0,
                             "bind /usr");
-        /* The merged /bin, /lib... links, or read-only binds where not merged. */
         for (size_t i = 0; rc == 0 && i < sizeof(top_level) / sizeof(top_level[0]); i++)
-                rc = add_host_path(p, top_level[i]);
+                rc = add_host_path_parts(p, top_level[i], HOST_POINT | HOST_BIND);
         if (rc == 0)
-                rc = plan_etc(p, params->resolv_conf);
+                rc = plan_etc(p, params->resolv_conf, HOST_POINT | HOST_BIND);
         if (rc == 0)
                 rc = plan_tools(p);
+        return rc;
+}
+
+/* The host's form, writable: on the sandbox's tmpfs, the root is an
+ * overlay of a base layer of our own (the merged /bin, /lib... links,
+ * Glovebox's /etc files and the mount points of the host's curated
+ * entries, the tools, /root, the other mount points) under an upper layer
+ * that takes every write; /usr is a second overlay, of the host's /usr
+ * under an upper layer of its own on the same tmpfs. As root the host's
+ * /usr comes as the kernel-host's idmapped clone (overlay.h): its root is
+ * the sandbox's root, so the sandbox's root may change anything of its
+ * own copy (pip install into /usr/local) while the host's stays
+ * read-only, never written. Everything is made in the base before the
+ * overlay is mounted, so setting up copies nothing up. The curated /etc
+ * entries are read-only binds over the overlay, as before: a new file in
+ * /etc is the sandbox's, the host's certificates and fonts are not. */
+static int plan_host_base(struct rootfs *p, const struct rootfs_params *params)
+{
+        static const char *const top_level[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                                "/libx32"};
+        char data[PATH_MAX + 96], layers[OVERLAY_MAX_LAYERS * 16];
+        int rc;
+
+        if (!params->overlay)
+                return plan_host_flat(p, params);
+        rc = plan_layers(p, params);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/usr-upper", NULL, NULL, 0755, 0, "usr layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/usr-work", NULL, NULL, 0700, 0, "usr layers");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/base", NULL, NULL, 0755, 0, "root base");
+        snprintf(p->root, sizeof(p->root), "%s/base", p->top);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/usr", NULL, NULL, 0755, 0, "mkdir /usr");
+        /* The merged /bin, /lib... links, or mount points where not merged. */
+        for (size_t i = 0; rc == 0 && i < sizeof(top_level) / sizeof(top_level[0]); i++)
+                rc = add_host_path_parts(p, top_level[i], HOST_POINT);
+        if (rc == 0)
+                rc = plan_etc(p, params->resolv_conf, HOST_POINT);
+        if (rc == 0)
+                rc = plan_tools(p);
+        /* The sandbox's root's own home, as E2B's images have it. */
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/root", NULL, NULL, 0700, 0, "mkdir /root");
+        for (size_t i = 0; rc == 0 && i < sizeof(base_points) / sizeof(base_points[0]); i++)
+                rc = add_parents(p, base_points[i]);
+        for (size_t i = 0; rc == 0 && i < sizeof(base_points) / sizeof(base_points[0]); i++)
+                rc = strcmp(base_points[i], ROOTFS_HOME) == 0
+                             ? add_home_point(p)
+                             : add_op(p, OP_DIR, base_points[i], NULL, NULL, 0, 0, "root base");
+        if (rc == 0)
+                rc = plan_host_points(p, params->ro_paths);
+        snprintf(p->root, sizeof(p->root), "%s", p->top);
+        /* userxattr: in a user namespace overlayfs keeps its own marks in
+         * user.* attributes (trusted.* ones need the host's root). The
+         * layers are named relative to the tmpfs (the mount runs there):
+         * the options, which the sandbox reads in its mountinfo, then
+         * name no host directory of ours. */
+        layer_list(layers, sizeof(layers), params->nlayers, LAYERS_ROOT);
+        snprintf(data, sizeof(data), "lowerdir=base%s,upperdir=%s,workdir=%s,userxattr", layers,
+                 p->upper, p->work);
+        if (rc == 0)
+                rc = add_op(p, OP_OVERLAY, "/root", p->top, data, MS_NOSUID | MS_NODEV, 0,
+                            "overlay root");
+        /* The host's /usr: as root the kernel-host's idmapped clone,
+         * attached here; unprivileged, /usr itself. */
+        if (params->lower_by_fd) {
+                if (rc == 0)
+                        rc = add_op(p, OP_DIR, "/usr-lower", NULL, NULL, 0755, 0, "usr layers");
+                if (rc == 0)
+                        rc = add_op(p, OP_ATTACH, "/usr-lower", NULL, NULL, ATTACH_LOWER, 0,
+                                    "attach /usr");
+        }
+        /* The layers' /usr parts over the host's. */
+        layer_list(layers, sizeof(layers), params->nlayers, LAYERS_USR);
+        snprintf(data, sizeof(data), "lowerdir=%s%s%s,upperdir=%s,workdir=%s,userxattr",
+                 layers[0] ? layers + 1 : "", layers[0] ? ":" : "",
+                 params->lower_by_fd ? "usr-lower" : "/usr", p->usr_upper, p->usr_work);
+        if (rc == 0)
+                rc = add_op(p, OP_OVERLAY, "/root/usr", p->top, data, MS_NOSUID | MS_NODEV, 0,
+                            "overlay /usr");
+        snprintf(p->root, sizeof(p->root), "%s/root", p->top);
+        p->writable_root = true;
+        for (size_t i = 0; rc == 0 && i < sizeof(top_level) / sizeof(top_level[0]); i++)
+                rc = add_host_path_parts(p, top_level[i], HOST_BIND);
+        if (rc == 0)
+                rc = plan_etc(p, params->resolv_conf, HOST_BIND);
         return rc;
 }
 
@@ -450,28 +587,23 @@ static int add_base_dirs(struct rootfs *p, const char *tree, const char *path)
  * /home/user and /tmp, bound into the root. */
 static int plan_template_base(struct rootfs *p, const struct rootfs_params *params)
 {
-        static const char *const points[] = {"/etc", "/proc",     "/dev",
-                                             "/tmp", ROOTFS_HOME, ROOTFS_RUN_DIR};
         const char *tree = params->template_root;
-        char data[PATH_MAX * 3 + 64], lower[PATH_MAX + 16];
-        int rc;
+        char data[PATH_MAX * 3 + 64], lower[PATH_MAX + 16], layers[OVERLAY_MAX_LAYERS * 16];
+        int rc = plan_layers(p, params);
 
-        snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", params->disk_mb);
-        rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "template layers");
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/work", NULL, NULL, 0700, 0, "template layers");
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/root", NULL, NULL, 0755, 0, "template layers");
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0700, OP_USER_OWNED, "template home");
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 01777, 0, "template tmp");
         /* The base, then what lies in it. */
         if (rc == 0)
                 rc = add_base_dir_as(p, "/base", tree, "");
         snprintf(p->root, sizeof(p->root), "%s/base", p->top);
-        for (size_t i = 0; rc == 0 && i < sizeof(points) / sizeof(points[0]); i++)
-                rc = add_base_dirs(p, tree, points[i]);
+        for (size_t i = 0; rc == 0 && i < sizeof(base_points) / sizeof(base_points[0]); i++)
+                rc = strcmp(base_points[i], ROOTFS_HOME) == 0 && p->home_in_root
+                             ? add_base_dirs(p, tree, "/home")
+                             : add_base_dirs(p, tree, base_points[i]);
+        if (rc == 0 && p->home_in_root)
+                rc = add_home_point(p);
+        /* The sandbox's root's home, as the host's form has it. */
+        if (rc == 0)
+                rc = add_base_dirs(p, tree, "/root");
         if (rc == 0)
                 rc = plan_own_etc(p, params->resolv_conf);
         if (rc == 0)
@@ -508,8 +640,9 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
          * layers are named relative to the tmpfs (the mount runs there):
          * the options, which the sandbox reads in its mountinfo, then
          * name no host directory of ours. */
-        snprintf(data, sizeof(data), "lowerdir=base:%s,upperdir=upper,workdir=work,userxattr",
-                 lower);
+        layer_list(layers, sizeof(layers), params->nlayers, LAYERS_ROOT);
+        snprintf(data, sizeof(data), "lowerdir=base%s:%s,upperdir=%s,workdir=%s,userxattr", layers,
+                 lower, p->upper, p->work);
         if (rc == 0)
                 rc = add_op(p, OP_OVERLAY, "/root", p->top, data, MS_NOSUID | MS_NODEV, 0,
                             "overlay template");
@@ -518,18 +651,97 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
         return rc;
 }
 
+/* Whether /proc/filesystems lists overlay. */
+static bool overlay_listed(void)
+{
+        char line[128];
+        bool found = false;
+        FILE *f = fopen("/proc/filesystems", "re");
+
+        while (f && !found && fgets(line, sizeof(line), f))
+                found = strcmp(line, "nodev\toverlay\n") == 0;
+        if (f)
+                fclose(f);
+        return found;
+}
+
+bool rootfs_overlay_available(void)
+{
+        static int known = -1;
+        int fd;
+
+        if (known >= 0)
+                return known;
+        /* Opening a context loads the module when there is one (we are
+         * root) and mounts nothing; unprivileged, the list says. */
+        fd = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+        if (fd >= 0)
+                close(fd);
+        known = fd >= 0 || (errno != ENODEV && overlay_listed());
+        if (!known)
+                log_warn("this kernel has no overlayfs: sandboxes of the host's form get a "
+                         "read-only root (their home and /tmp are writable), and templates "
+                         "cannot start");
+        return known;
+}
+
+/* /tmp and home on the layers' tmpfs: one limit with the root's writes. */
+static int plan_tmp_home(struct rootfs *p, const struct rootfs_params *params)
+{
+        char source[PATH_MAX + 16];
+        int rc;
+
+        snprintf(source, sizeof(source), "%s/tmp", p->top);
+        rc = add_op(p, OP_BIND, "/tmp", source, NULL, MS_NOSUID | MS_NODEV, OP_WRITABLE,
+                    "bind /tmp");
+        snprintf(source, sizeof(source), "%s/home", p->top);
+        if (rc == 0 && params->home_by_fd)
+                rc = add_op(p, OP_ATTACH, ROOTFS_HOME, NULL, NULL, ATTACH_HOME, 0,
+                            "attach " ROOTFS_HOME);
+        /* A built template's home is its root overlay's, what the build
+         * left there included. */
+        else if (rc == 0 && !p->home_in_root)
+                rc = add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
+                            OP_WRITABLE, "bind " ROOTFS_HOME);
+        return rc;
+}
+
+/* Without overlayfs: /tmp and home are tmpfs of the disk limit each. */
+static int plan_tmp_home_flat(struct rootfs *p, const struct rootfs_params *params)
+{
+        char options[128];
+        int rc;
+
+        snprintf(options, sizeof(options), "mode=1777,size=%llum", params->disk_mb);
+        rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 0, 0, "mkdir /tmp");
+        if (rc == 0)
+                rc = add_op(p, OP_TMPFS, "/tmp", NULL, options, MS_NOSUID | MS_NODEV, 0,
+                            "tmpfs /tmp");
+        snprintf(options, sizeof(options), "mode=0700,uid=%d,gid=%d,size=%llum", ROOTFS_USER_UID,
+                 ROOTFS_USER_UID, params->disk_mb);
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0, 0, "mkdir /home");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "mkdir " ROOTFS_HOME);
+        if (rc == 0)
+                rc = params->home_by_fd ? add_op(p, OP_ATTACH, ROOTFS_HOME, NULL, NULL,
+                                                 ATTACH_HOME, 0, "attach " ROOTFS_HOME)
+                                        : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options,
+                                                 MS_NOSUID | MS_NODEV, 0, "tmpfs " ROOTFS_HOME);
+        return rc;
+}
+
 int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
 {
         struct rootfs *p = calloc(1, sizeof(*p));
         bool tpl = params->template_root && params->template_root[0];
-        char options[128], source[PATH_MAX + 16];
+        char options[128];
         int rc;
 
         *out = NULL;
         if (!p)
                 return -ENOMEM;
         snprintf(p->top, sizeof(p->top), "%s", params->root);
-        snprintf(p->top_options, sizeof(p->top_options), "%s", ROOTFS_TMPFS);
         snprintf(p->root, sizeof(p->root), "%s", params->root);
         rc = tpl ? plan_template_base(p, params) : plan_host_base(p, params);
         if (rc == 0)
@@ -545,31 +757,8 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 rc = plan_proc_masks(p);
         if (rc == 0)
                 rc = plan_dev(p);
-        snprintf(options, sizeof(options), "mode=1777,size=%llum", params->disk_mb);
         if (rc == 0)
-                rc = add_op(p, OP_DIR, "/tmp", NULL, NULL, 0, 0, "mkdir /tmp");
-        /* A template's /tmp and home are on its layers' tmpfs: one limit. */
-        snprintf(source, sizeof(source), "%s/tmp", p->top);
-        if (rc == 0)
-                rc = tpl ? add_op(p, OP_BIND, "/tmp", source, NULL, MS_NOSUID | MS_NODEV,
-                                  OP_WRITABLE, "bind /tmp")
-                         : add_op(p, OP_TMPFS, "/tmp", NULL, options, MS_NOSUID | MS_NODEV, 0,
-                                  "tmpfs /tmp");
-        snprintf(options, sizeof(options), "mode=0700,uid=%d,gid=%d,size=%llum", ROOTFS_USER_UID,
-                 ROOTFS_USER_UID, params->disk_mb);
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/home", NULL, NULL, 0, 0, "mkdir /home");
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, ROOTFS_HOME, NULL, NULL, 0, 0, "mkdir " ROOTFS_HOME);
-        snprintf(source, sizeof(source), "%s/home", p->top);
-        if (rc == 0)
-                rc = params->home_by_fd
-                             ? add_op(p, OP_ATTACH, ROOTFS_HOME, NULL, NULL, ATTACH_HOME, 0,
-                                      "attach " ROOTFS_HOME)
-                     : tpl ? add_op(p, OP_BIND, ROOTFS_HOME, source, NULL, MS_NOSUID | MS_NODEV,
-                                    OP_WRITABLE, "bind " ROOTFS_HOME)
-                           : add_op(p, OP_TMPFS, ROOTFS_HOME, NULL, options, MS_NOSUID | MS_NODEV,
-                                    0, "tmpfs " ROOTFS_HOME);
+                rc = p->writable_root ? plan_tmp_home(p, params) : plan_tmp_home_flat(p, params);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/run", NULL, NULL, 0, 0, "mkdir /run");
         if (rc == 0)
@@ -584,29 +773,24 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
         if (rc == 0)
                 rc = add_op(p, OP_TMPFS, ROOTFS_RUN_DIR, NULL, options,
                             MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "tmpfs " ROOTFS_RUN_DIR);
-        /* Kernelspec directories (outside /usr, which every sandbox but a
-         * template's has) and a template's extra directories; last, so
-         * that no tmpfs above (such as /tmp) hides them. A template's
-         * mount points are in its base already. */
+        /* Kernelspec directories (outside /usr, which the host's form has
+         * whole) and a template's extra directories; last, so that no
+         * mount above (such as /tmp) hides them. Their mount points are in
+         * the base layer already. */
         for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {
-                if (tpl) {
-                        struct stat st;
-                        bool dir = lstat(params->ro_paths[i], &st) == 0 && S_ISDIR(st.st_mode);
+                struct stat st;
+                bool dir = lstat(params->ro_paths[i], &st) == 0 && S_ISDIR(st.st_mode);
 
-                        /* Made again where a mount above (/tmp) hides the
-                         * base's: a directory already there is left as
-                         * it is. */
-                        rc = add_parents(p, params->ro_paths[i]);
-                        if (rc == 0)
-                                rc = add_host_path_parts(p, params->ro_paths[i],
-                                                         dir ? HOST_POINT | HOST_BIND : HOST_BIND);
+                if (!tpl && strncmp(params->ro_paths[i], "/usr/", 5) == 0)
                         continue;
-                }
-                if (strncmp(params->ro_paths[i], "/usr/", 5) == 0)
-                        continue;
+                /* Made again where a mount above (/tmp) hides the base's: a
+                 * directory already there is left as it is (and a file's
+                 * would be copied up). Without a base, made here. */
                 rc = add_parents(p, params->ro_paths[i]);
                 if (rc == 0)
-                        rc = add_host_path(p, params->ro_paths[i]);
+                        rc = add_host_path_parts(p, params->ro_paths[i],
+                                                 dir || !p->writable_root ? HOST_POINT | HOST_BIND
+                                                                          : HOST_BIND);
         }
         if (rc < 0) {
                 rootfs_free(&p);
@@ -640,107 +824,4 @@ void rootfs_free(struct rootfs **pp)
         free(p->ops);
         free(p);
         *pp = NULL;
-}
-
-/* ---- in the child: async-signal-safe calls only -------------------------- */
-
-static size_t safe_strlen(const char *s)
-{
-        size_t n = 0;
-
-        while (s[n])
-                n++;
-        return n;
-}
-
-static int write_all(int fd, const char *data, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = write(fd, data, len);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -1;
-                data += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
-static int run_op(const struct mount_op *op, const struct rootfs_mounts *mounts)
-{
-        int fd;
-
-        switch (op->kind) {
-        case OP_DIR:
-                if (mkdir(op->target, 0755) < 0)
-                        return errno == EEXIST ? 0 : -1;
-                /* A mode of its own (as the template's tree has it), made
-                 * exactly: not as the umask would leave it. */
-                if (op->flags && chmod(op->target, (mode_t)op->flags) < 0)
-                        return -1;
-                if ((op->options & OP_USER_OWNED) &&
-                    chown(op->target, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0)
-                        return -1;
-                return 0;
-        case OP_FILE:
-                fd = open(op->target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                          (op->options & OP_EXECUTABLE) ? 0755 : 0644);
-                if (fd < 0)
-                        return -1;
-                if (op->data && write_all(fd, op->data, safe_strlen(op->data)) < 0) {
-                        close(fd);
-                        return -1;
-                }
-                return close(fd);
-        case OP_SYMLINK:
-                return symlink(op->source, op->target);
-        case OP_TMPFS:
-                return mount("tmpfs", op->target, "tmpfs", op->flags, op->data);
-        case OP_PROC:
-                return mount("proc", op->target, "proc", op->flags, NULL);
-        case OP_DEVPTS:
-                return mount("devpts", op->target, "devpts", op->flags, op->data);
-        case OP_ATTACH:
-                fd = op->flags == ATTACH_HOME ? mounts->home_fd : mounts->lower_fd;
-                if (fd < 0) {
-                        errno = EBADF;
-                        return -1;
-                }
-                return move_mount(fd, "", AT_FDCWD, op->target, MOVE_MOUNT_F_EMPTY_PATH);
-        case OP_OVERLAY:
-                /* In the layers' directory (source): data names them from there. */
-                if (chdir(op->source) < 0)
-                        return -1;
-                return mount("overlay", op->target, "overlay", op->flags, op->data);
-        case OP_BIND:
-                /* A bind of the target onto itself when no source is given. */
-                if (mount(op->source ? op->source : op->target, op->target, NULL,
-                          MS_BIND | MS_REC | MS_SILENT, NULL) < 0)
-                        return -1;
-                if (op->options & OP_KEEP_FLAGS)
-                        return 0;
-                return mount(NULL, op->target, NULL,
-                             MS_BIND | MS_REMOUNT | MS_SILENT | op->flags |
-                                     ((op->options & OP_WRITABLE) ? 0 : MS_RDONLY),
-                             NULL);
-        }
-        errno = EINVAL;
-        return -1;
-}
-
-int rootfs_apply(const struct rootfs *p, const struct rootfs_mounts *mounts, const char **step)
-{
-        if (mount("tmpfs", p->top, "tmpfs", MS_NOSUID | MS_NODEV, p->top_options) < 0) {
-                *step = "tmpfs root";
-                return -1;
-        }
-        for (size_t i = 0; i < p->nops; i++) {
-                if (run_op(&p->ops[i], mounts) < 0) {
-                        *step = p->ops[i].step;
-                        return -1;
-                }
-        }
-        return 0;
 }

@@ -36,6 +36,7 @@ static struct sock_fprog seccomp_program;
 static int cap_last = CAP_LAST_CAP;
 static char *title_area;
 static size_t title_len;
+static bool usr_warned; /* said once: the host's /usr cannot be idmapped */
 
 int sandbox_init(void)
 {
@@ -50,6 +51,8 @@ int sandbox_init(void)
         rc = seccomp_policy_build(&seccomp_program);
         if (rc < 0)
                 log_error("cannot build the seccomp filter: %s", strerror(-rc));
+        /* Asked (and said) once, at start. */
+        rootfs_overlay_available();
         return rc;
 }
 
@@ -131,14 +134,14 @@ struct create_args {
 static __attribute__((noreturn)) void init_main(const struct create_args *args, int sync_fd)
 {
         struct confine_report ready;
-        struct rootfs_mounts mounts;
+        struct overlay_fds mounts;
         const char *step;
         char go;
         ssize_t n;
 
-        /* The go-ahead brings a template's tree and a disk home along
-         * (overlay.h). */
-        if (overlay_recv_go(sync_fd, &mounts.lower_fd, &mounts.home_fd) < 0)
+        /* The go-ahead brings the detached mounts along (overlay.h): a
+         * template's tree or the host's /usr, a disk home, layers. */
+        if (overlay_recv_go(sync_fd, &mounts) < 0)
                 _exit(127);
         if (title_area && title_len > sizeof("glovebox-init")) {
                 memset(title_area, 0, title_len);
@@ -163,10 +166,8 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 confine_fail(sync_fd, "make mounts private", errno);
         if (rootfs_apply(args->rootfs, &mounts, &step) < 0)
                 confine_fail(sync_fd, step, errno);
-        if (mounts.lower_fd >= 0)
-                close(mounts.lower_fd);
-        if (mounts.home_fd >= 0)
-                close(mounts.home_fd);
+        /* Attached now (or not needed): init keeps no descriptor. */
+        confine_close_fds_except(sync_fd);
         if (sethostname("glovebox", 8) < 0)
                 confine_fail(sync_fd, "sethostname", errno);
         if (loopback_up() < 0)
@@ -177,8 +178,8 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 confine_fail(sync_fd, "pivot_root", errno);
         if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
                 confine_fail(sync_fd, "detach old root", errno);
-        /* A template's overlay stays writable: its upper layer is the
-         * sandbox's, on its size-limited tmpfs. */
+        /* An overlay's root stays writable: its upper layer is the
+         * sandbox's, on its size-limited tmpfs (rootfs.h). */
         if (!rootfs_writable_root(args->rootfs) &&
             mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 confine_fail(sync_fd, "read-only root", errno);
@@ -295,26 +296,37 @@ static int open_handles(pid_t pid, struct sandbox *sb)
 
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const char *template_root, const char *resolv_conf, int home_fd,
-                   const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail)
+                   const char *template_root, const char *resolv_conf,
+                   const struct overlay_fds *given, const struct sandbox_ids *ids,
+                   struct sandbox *sb, struct hostmsg_failed *fail)
 {
-        const struct rootfs_params params = {root_dir,
-                                             limits->disk_mb,
-                                             ro_paths,
-                                             template_root,
-                                             template_root && template_root[0] && ids->privileged,
-                                             resolv_conf,
-                                             home_fd >= 0};
+        const bool tpl = template_root && template_root[0];
+        const bool overlay = rootfs_overlay_available();
+        /* The lowest layer: a template's tree, or the host's /usr. */
+        const char *lower = tpl ? template_root : "/usr";
+        const struct rootfs_params params = {
+                .root = root_dir,
+                .disk_mb = limits->disk_mb,
+                .ro_paths = ro_paths,
+                .template_root = template_root,
+                .lower_by_fd = ids->privileged && (tpl || overlay),
+                .resolv_conf = resolv_conf,
+                .home_by_fd = given->home >= 0,
+                .overlay = overlay,
+                .nlayers = given->nlayers,
+                .build_by_fd = given->build >= 0,
+        };
+        struct overlay_fds mounts = *given;
         struct create_args args = {NULL, root_dir, ids};
         struct rootfs *rootfs = NULL;
         struct confine_report report;
         char err[HOSTMSG_ERROR_SIZE];
         int sv[2] = {-1, -1};
-        int lower_fd = -1;
         pid_t pid = -1;
         int status;
         int rc;
 
+        mounts.lower = -1; /* ours: opened below */
         memset(sb, 0, sizeof(*sb));
         for (int i = 0; i < SANDBOX_NAMESPACES; i++)
                 sb->ns_fds[i] = -1;
@@ -368,17 +380,37 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         if (params.lower_by_fd) {
                 bool idmapped;
 
-                rc = overlay_lower_open(template_root, pid, &lower_fd, &idmapped);
+                rc = overlay_lower_open(lower, pid, &mounts.lower, &idmapped);
                 if (rc < 0) {
-                        fail_set(fail, "template tree", -rc);
+                        fail_set(fail, tpl ? "template tree" : "host /usr", -rc);
                         goto kill;
                 }
-                if (!idmapped)
+                if (!idmapped && tpl)
                         log_warn("template %s: its filesystem has no idmapped mounts; its "
                                  "sandboxes can write only their home and /tmp",
                                  template_root);
+                if (!idmapped && !tpl && !usr_warned) {
+                        usr_warned = true;
+                        log_warn("the host's /usr is on a filesystem without idmapped mounts: "
+                                 "a sandbox's root cannot write its /usr (/usr/local)");
+                }
         }
-        rc = overlay_send_go(sv[0], lower_fd, home_fd);
+        /* A built template's layers, and a build's new one, are owned as
+         * the sandbox that built them saw them: idmapped through this one. */
+        for (size_t i = 0; rc == 0 && i < mounts.nlayers; i++)
+                rc = overlay_idmap(mounts.layers[i], pid, true);
+        if (rc == 0 && mounts.build >= 0)
+                rc = overlay_idmap(mounts.build, pid, false);
+        if (rc < 0) {
+                fail_set(fail, "template layers", -rc);
+                goto kill;
+        }
+        if ((mounts.nlayers > 0 || mounts.build >= 0) && !overlay) {
+                rc = -ENODEV;
+                fail_set(fail, "template layers need overlayfs", -rc);
+                goto kill;
+        }
+        rc = overlay_send_go(sv[0], &mounts);
         if (rc < 0) {
                 fail_set(fail, "start child", -rc);
                 goto kill;
@@ -419,8 +451,8 @@ kill:
 fail:
         cgroup_destroy(&sb->cgroup);
 out:
-        if (lower_fd >= 0)
-                close(lower_fd);
+        if (mounts.lower >= 0)
+                close(mounts.lower);
         if (sv[0] >= 0)
                 close(sv[0]);
         if (sv[1] >= 0)

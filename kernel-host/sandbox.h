@@ -80,15 +80,18 @@ void sandbox_confine_view(const struct sandbox *sb, struct confine_sandbox *view
 
 /* Makes a sandbox whose root is mounted on root_dir, in a new cgroup named
  * cgroup_name; its root is template_root's tree under an overlay when that
- * is not NULL or "" (overlay.h); its /home/user is home_fd, a detached
- * mount (homedisk.h, stays the caller's), or a tmpfs when home_fd is -1.
+ * is not NULL or "" (overlay.h). given's detached mounts (overlay.h; they
+ * stay the caller's, its lower unused): /home/user (homedisk.h; -1: on the
+ * sandbox's tmpfs), a built template's layers and a build's new layer
+ * (layers.h; idmapped here through the sandbox's user namespace).
  * Its init dies with the calling process.
  * On failure nothing is left and fail says which step failed, with which
  * errno. */
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
-                   const char *template_root, const char *resolv_conf, int home_fd,
-                   const struct sandbox_ids *ids, struct sandbox *sb, struct hostmsg_failed *fail);
+                   const char *template_root, const char *resolv_conf,
+                   const struct overlay_fds *given, const struct sandbox_ids *ids,
+                   struct sandbox *sb, struct hostmsg_failed *fail);
 /* Allocates a pseudo-terminal in sb's own devpts instance (NULL: the
  * host's /dev/ptmx, for a plain box), rows by cols (0: 24 by 80), owned by
  * the sandbox's user: *master for the gateway, *peer for the process's

@@ -3,6 +3,7 @@
 #include "kernel-host/tcp_bridge.h"
 #include "kernel-host/spawn.h"
 #include "kernel-host/homedisk.h"
+#include "kernel-host/layers.h"
 #include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/zygote.h"
@@ -40,6 +41,7 @@ struct box {
         int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
         bool sandboxed;
         bool templated; /* its root is a template's tree, not the host's /usr */
+        char build_layer[JP_UUID_SIZE]; /* a build's: sealed when the box goes (layers.h) */
         struct sandbox sandbox;
         struct net_egress net; /* slot -1: no network */
         int slot;
@@ -302,6 +304,62 @@ static int box_ipc_fd(const struct box *b)
         return b->sandboxed ? b->sandbox.run_fd : b->plain_ipc_fd;
 }
 
+static void close_mounts(struct overlay_fds *mounts)
+{
+        if (mounts->home >= 0)
+                close(mounts->home);
+        if (mounts->build >= 0)
+                close(mounts->build);
+        for (size_t i = 0; i < mounts->nlayers; i++)
+                close(mounts->layers[i]);
+        overlay_fds_init(mounts);
+}
+
+/* The detached mounts b's sandbox attaches, made here where we are root:
+ * a disk home (homedisk.h), a built template's layers and a build's new
+ * one (layers.h). The sandbox's setup only attaches them. */
+static int open_mounts(struct box *b, const struct hostmsg_sandbox *req,
+                       const struct sandbox_ids *ids, struct overlay_fds *mounts,
+                       struct hostmsg_failed *fail)
+{
+        const char *step;
+        int rc = 0;
+
+        overlay_fds_init(mounts);
+        if (homedisk_enabled() && ids->privileged) {
+                rc = homedisk_create(req->limits.disk_mb, ids->user_uid, ids->user_gid,
+                                     &mounts->home, &step);
+                if (rc < 0) {
+                        fail_set(fail, b->id, step, -rc, "the sandbox's disk-backed /home/user");
+                        return rc;
+                }
+        }
+        if (((req->layers && req->layers[0]) || req->build_layer[0]) &&
+            (!ids->privileged || !layers_enabled())) {
+                fail_set(fail, b->id, "template layers", ENODEV,
+                         "built templates need a kernel-host running as root with a state "
+                         "directory");
+                return -ENODEV;
+        }
+        for (size_t i = 0; req->layers && req->layers[i] && i < OVERLAY_MAX_LAYERS; i++) {
+                rc = layers_mount(req->layers[i], &mounts->layers[i]);
+                if (rc < 0) {
+                        fail_set(fail, b->id, "template layer", -rc, NULL);
+                        return rc;
+                }
+                mounts->nlayers++;
+        }
+        if (req->build_layer[0]) {
+                rc = layers_create(req->build_layer, req->build_layer_mb, &mounts->build, &step);
+                if (rc < 0) {
+                        fail_set(fail, b->id, step, -rc, "the build's layer");
+                        return rc;
+                }
+                snprintf(b->build_layer, sizeof(b->build_layer), "%s", req->build_layer);
+        }
+        return 0;
+}
+
 int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
                          int *root_fd, struct hostmsg_failed *fail)
 {
@@ -377,26 +435,15 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                         goto fail;
         }
         if (b->sandboxed) {
-                int home_fd = -1;
+                struct overlay_fds mounts;
 
-                /* A disk home (homedisk.h) is made here, where we are root;
-                 * the sandbox's setup only attaches it. */
-                if (homedisk_enabled() && ids.privileged) {
-                        const char *step;
-
-                        rc = homedisk_create(req->limits.disk_mb, ids.user_uid, ids.user_gid,
-                                             &home_fd, &step);
-                        if (rc < 0) {
-                                fail_set(fail, b->id, step, -rc,
-                                         "the sandbox's disk-backed /home/user");
-                                goto fail;
-                        }
-                }
-                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, req->template_root,
-                                    req->network.enabled ? resolv : NULL, home_fd, &ids,
-                                    &b->sandbox, fail);
-                if (home_fd >= 0)
-                        close(home_fd);
+                rc = open_mounts(b, req, &ids, &mounts, fail);
+                if (rc == 0)
+                        rc = sandbox_create(root, b->id, &req->limits, req->ro_paths,
+                                            req->template_root,
+                                            req->network.enabled ? resolv : NULL, &mounts, &ids,
+                                            &b->sandbox, fail);
+                close_mounts(&mounts);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;
@@ -452,6 +499,9 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         boxes = b;
         return 0;
 fail:
+        /* A build that never started leaves no layer. */
+        if (b->build_layer[0])
+                layers_delete(b->build_layer);
         net_release(&b->net);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
@@ -492,6 +542,14 @@ static void box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         log_info("sandbox %.8s removed", b->id);
         if (!b->gone_reported)
                 report_gone(b, report);
+        /* A build's layer is done: read-only from now on, or gone. */
+        if (b->build_layer[0]) {
+                struct hostmsg_layer sealed = {.error = -layers_seal(b->build_layer)};
+
+                snprintf(sealed.id, sizeof(sealed.id), "%s", b->build_layer);
+                if (report)
+                        report(HOSTMSG_LAYER_SEALED, hostmsg_layer_encode(&sealed));
+        }
         free(b);
 }
 

@@ -490,6 +490,13 @@ json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
         }
         if (body && m->network.enabled)
                 json_object_set_new(body, "network", network_encode(&m->network));
+        if (body && m->layers && m->layers[0])
+                json_object_set_new(body, "layers", strv_encode(m->layers));
+        if (body && m->build_layer[0]) {
+                json_object_set_new(body, "build_layer", json_string(m->build_layer));
+                json_object_set_new(body, "build_layer_mb",
+                                    json_integer((json_int_t)m->build_layer_mb));
+        }
         return body;
 }
 
@@ -531,6 +538,22 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
                         snprintf(m->template_root, sizeof(m->template_root), "%s",
                                  json_string_value(template));
         }
+        /* Layer ids name files: UUIDs only. */
+        if (rc == 0 && json_object_get(body, "layers"))
+                rc = strv_decode(json_object_get(body, "layers"), HOSTMSG_MAX_LAYERS, 0,
+                                 &m->layers);
+        for (size_t i = 0; rc == 0 && m->layers && m->layers[i]; i++) {
+                if (!jp_uuid_valid(m->layers[i], strlen(m->layers[i])))
+                        rc = -EBADMSG;
+        }
+        if (rc == 0 && json_object_get(body, "build_layer")) {
+                long long mb = 0;
+
+                rc = get_id(body, "build_layer", m->build_layer);
+                if (rc == 0)
+                        rc = get_int(body, "build_layer_mb", 1, 1ll << 30, &mb);
+                m->build_layer_mb = (uint64_t)mb;
+        }
         if (rc < 0) {
                 hostmsg_sandbox_clear(m);
                 return rc;
@@ -542,6 +565,7 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
 void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
 {
         strv_clear(&m->ro_paths);
+        strv_clear(&m->layers);
         strv_clear(&m->network.allow);
         strv_clear(&m->network.deny);
         m->network.enabled = false;
@@ -867,5 +891,23 @@ int hostmsg_exit_decode(json_t *body, struct hostmsg_exit *m)
                 m->exit_code = (int)code;
                 m->signal = (int)sig;
         }
+        return rc;
+}
+
+json_t *hostmsg_layer_encode(const struct hostmsg_layer *m)
+{
+        return json_pack("{s:s, s:i}", "id", m->id, "error", m->error);
+}
+
+int hostmsg_layer_decode(json_t *body, struct hostmsg_layer *m)
+{
+        long long error = 0;
+        int rc;
+
+        memset(m, 0, sizeof(*m));
+        rc = get_id(body, "id", m->id);
+        if (rc == 0)
+                rc = get_int(body, "error", 0, 4095, &error);
+        m->error = (int)error;
         return rc;
 }

@@ -54,6 +54,7 @@ enum hostmsg_type {
         HOSTMSG_SIGNAL = 4,          /* struct hostmsg_signal: to the process's group */
         HOSTMSG_STOP = 5,            /* struct hostmsg_signal: kill the process now */
         HOSTMSG_CONNECT = 6,         /* struct hostmsg_connect: a TCP connection into a sandbox */
+        HOSTMSG_LAYER_DELETE = 7,    /* struct hostmsg_layer: a template layer's image goes */
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
@@ -63,6 +64,9 @@ enum hostmsg_type {
         HOSTMSG_EXITED = 105,         /* struct hostmsg_exit */
         HOSTMSG_HELLO = 106,          /* struct hostmsg_hello: the first message, once */
         HOSTMSG_CONNECTED = 107,      /* struct hostmsg_connected (+ the socket when error 0) */
+        /* struct hostmsg_layer: a build's sandbox is gone and its layer
+         * read-only (error 0), ready for templates; or why not */
+        HOSTMSG_LAYER_SEALED = 108,
 };
 
 /* a command's stdin (write end), stdout, stderr (read ends); or a
@@ -110,6 +114,24 @@ struct hostmsg_sandbox {
         /* A template's tree, the sandbox's root under an overlay; "" for
          * the host's /usr. Absolute, without ',', ':' or '\\'. */
         char template_root[PATH_MAX];
+        /* A built template's layers (kernel-host/layers.h), top first, over
+         * template_root's tree or the host's /usr: ids (UUIDs) of images
+         * in the kernel-host's layers directory. NULL-terminated, at most
+         * HOSTMSG_MAX_LAYERS; owned after decoding; NULL: none. */
+        char **layers;
+        /* A template build: every change to the sandbox's root (its home
+         * included, /tmp not) lands in a new layer of this id, an image of
+         * build_layer_mb MiB, sealed read-only when the sandbox ends. ""
+         * for none. */
+        char build_layer[JP_UUID_SIZE];
+        uint64_t build_layer_mb;
+};
+
+#define HOSTMSG_MAX_LAYERS 16
+
+struct hostmsg_layer {
+        char id[JP_UUID_SIZE];
+        int error; /* LAYER_SEALED: 0, or the errno of what failed */
 };
 
 struct hostmsg_sandbox_ready {
@@ -212,7 +234,7 @@ int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m);
 /* The controller's name ("memory", "pids", "cpu"), or NULL. */
 const char *hostmsg_controller_name(enum hostmsg_controller c);
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m);
-/* On success m owns ro_paths; release with hostmsg_sandbox_clear. */
+/* On success m owns ro_paths and layers; release with hostmsg_sandbox_clear. */
 int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m);
 void hostmsg_sandbox_clear(struct hostmsg_sandbox *m);
 json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m);
@@ -243,5 +265,7 @@ json_t *hostmsg_connected_encode(const struct hostmsg_connected *m);
 int hostmsg_connected_decode(json_t *body, struct hostmsg_connected *m);
 json_t *hostmsg_exit_encode(const struct hostmsg_exit *m);
 int hostmsg_exit_decode(json_t *body, struct hostmsg_exit *m);
+json_t *hostmsg_layer_encode(const struct hostmsg_layer *m);
+int hostmsg_layer_decode(json_t *body, struct hostmsg_layer *m);
 
 #endif

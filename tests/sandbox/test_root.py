@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from gbclient import e2b_create, e2b_kill, envd_headers, envd_sh
+from gbclient import e2b_create, e2b_kill, envd_headers, envd_sh, start_gateway
 
 ROOT = "Basic " + base64.b64encode(b"root:").decode()
 USER = "Basic " + base64.b64encode(b"user:").decode()
@@ -119,26 +119,54 @@ out = [mount(None, b'/', None, MS_REMOUNT),
 print(repr(out))
 """
     assert py(gateway, box, code) == ["EPERM"] * 10
-    # And the mount table says read-only, as before.
-    rc, out, _ = sh(gateway, box, "mount -o remount,rw /usr; grep ' /usr ' /proc/mounts")
-    assert rc == 0 and " ro," in out, out
+    # And the mount table says what it said: the host's entries read-only,
+    # the overlays nosuid and nodev.
+    rc, out, _ = sh(gateway, box, "mount -o remount,rw /etc/ssl; mount -o remount,suid,dev /usr; "
+                                  "grep -E ' /(usr|etc/ssl) ' /proc/mounts")
+    ssl, usr = sorted(out.splitlines(), key=lambda line: " /usr " in line)
+    assert " ro," in ssl, out
+    assert "overlay" in usr and "nosuid" in usr and "nodev" in usr, out
 
 
-def test_root_cannot_write_the_system(gateway, box):
+def test_root_writes_land_in_its_own_layer(gateway, box):
+    """The root is writable as E2B's is: the sandbox's root writes anywhere
+    in it (/usr/local, /opt, a new /etc file, /root, even a copy of a host
+    program), and each write lands in the sandbox's own upper layer: the
+    host's files stay as they were and another sandbox sees none of it.
+    What is the host's stays read-only: the curated /etc entries and
+    /proc/sys."""
+    before = os.stat("/usr/bin/true")
     code = """
 import errno
 out = []
-for path in ('/usr/evil', '/usr/bin/python3', '/etc/passwd', '/evil', '/proc/sys/kernel/hostname'):
+for path in ('/usr/local/lib/evil', '/usr/evil', '/opt/evil', '/etc/evil', '/evil',
+             '/root/evil', '/etc/passwd', '/usr/bin/true', '/etc/ssl/evil',
+             '/proc/sys/kernel/hostname'):
     try:
-        open(path, 'a').close(); out.append('written')
+        open(path, 'a').write('x'); out.append('written')
     except OSError as e:
         out.append(errno.errorcode[e.errno])
 print(repr(out))
 """
-    # EACCES where the host's root owns the file: its owner is not mapped
-    # here, so CAP_DAC_OVERRIDE does not apply to it (before EROFS would).
-    assert py(gateway, box, code) == ["EROFS", "EACCES", "EROFS", "EROFS", "EACCES"]
-    assert not os.path.exists("/usr/evil")
+    assert py(gateway, box, code) == ["written"] * 8 + ["EROFS", "EACCES"]
+    assert py(gateway, box, "print(repr(open('/usr/bin/true', 'rb').read()[-1:]))") == b"x"
+    for path in ("/usr/local/lib/evil", "/usr/evil", "/opt/evil", "/etc/evil", "/evil",
+                 "/root/evil", "/etc/ssl/evil"):
+        assert not os.path.exists(path), path
+    after = os.stat("/usr/bin/true")
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    # The user cannot write what root owns; root's files are root's.
+    rc, out, _ = sh(gateway, box, "stat -c %u:%g /usr/evil /opt /usr/local/lib; "
+                                  "touch /usr/local/lib/mine", auth=USER)
+    assert out.split() == ["0:0"] * 3 and rc != 0, out
+    other = e2b_create(gateway)
+    try:
+        rc, out, _ = sh(gateway, other, "for p in /usr/evil /opt/evil /etc/evil /evil; do "
+                                        "test -e $p && echo found $p; done; "
+                                        "tail -c 1 /usr/bin/true | od -An -c")
+        assert out.split() == ["\\0"], out
+    finally:
+        e2b_kill(gateway, other)
     # Positive control: root writes where the sandbox may.
     assert py(gateway, box, "print([open(p, 'w').write('ok') for p in "
                             "('/home/user/root-f', '/tmp/root-f')])") == [2, 2]
@@ -249,7 +277,7 @@ def test_root_reaches_the_users_files(gateway, box):
 
 def test_root_files_stay_inside(gateway, box):
     """As root the files API still resolves every path inside the sandbox,
-    and read-only mounts stay read-only."""
+    read-only mounts stay read-only, and what it writes is the sandbox's."""
     sh(gateway, box, "ln -sf /etc/shadow /home/user/shadow-link; "
                      "ln -sfn /proc/1/root /home/user/root-link")
     for path in ("/etc/shadow", "/home/user/shadow-link", "/home/user/root-link/etc/hostname",
@@ -258,13 +286,16 @@ def test_root_files_stay_inside(gateway, box):
         status, _, _ = gateway.request("GET", "/e2b/files?" + q, token="",
                                        headers=envd_headers(box))
         assert status in (400, 403, 404), (path, status)
-    for path in ("/usr/evil", "/etc/passwd"):
+    for path, expect in (("/etc/ssl/evil", 403), ("/proc/sys/kernel/hostname", 403),
+                         ("/usr/evil-by-files", 200), ("/etc/passwd", 200)):
         q = urllib.parse.urlencode({"path": path, "username": "root"})
         status, _, _ = gateway.request(
             "POST", "/e2b/files?" + q, raw=b"x", token="",
             headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
-        assert status == 403, (path, status)
-    assert not os.path.exists("/usr/evil")
+        assert status == expect, (path, status)
+    # What root may write lands in the sandbox's own layer only.
+    assert not os.path.exists("/usr/evil-by-files") and not os.path.exists("/etc/ssl/evil")
+    assert sh(gateway, box, "cat /usr/evil-by-files /etc/passwd")[1] == "xx"
 
 
 def test_files_api_gets_no_more_than_its_user_has(gateway, box):
@@ -345,4 +376,36 @@ def test_an_unprivileged_gateway_has_no_root_to_give():
             time.sleep(0.1)
         e2b_kill(gw, sb)
     finally:
+        gw.stop()
+
+
+def test_root_layer_is_within_the_disk_limit():
+    """What root writes into the root (here /opt) counts against the
+    sandbox's disk limit, with its /tmp and home: one tmpfs of --disk-mb.
+    Past it, ENOSPC inside; removing the file gives the room back."""
+    gw = start_gateway("--disk-mb", "64")
+    sb = e2b_create(gw)
+    try:
+        code = """
+import errno, os
+def fill(path):
+    n = 0
+    try:
+        with open(path, 'wb') as f:
+            while n < 256:
+                f.write(b'x' * 1048576); f.flush(); n += 1
+    except OSError as e:
+        return n, errno.errorcode[e.errno]
+    return n, None
+opt = fill('/opt/big')
+tmp = fill('/tmp/big')
+os.unlink('/opt/big')
+print(repr([opt, tmp, fill('/tmp/big')]))
+"""
+        (opt_mb, opt_err), (tmp_mb, tmp_err), (again_mb, again_err) = py(gw, sb, code)
+        assert opt_err == "ENOSPC" and 56 <= opt_mb <= 64, (opt_mb, opt_err)
+        assert tmp_err == "ENOSPC" and tmp_mb <= 4, (tmp_mb, tmp_err)
+        assert again_err == "ENOSPC" and 56 <= again_mb <= 64, (again_mb, again_err)
+    finally:
+        e2b_kill(gw, sb)
         gw.stop()

@@ -110,6 +110,61 @@ static void test_sandbox(void)
         json_decref(body);
         m.template_root[0] = '\0';
 
+        /* A built template's layers and a build's new one: ids (they name
+         * files of the kernel-host's), in order, at most
+         * HOSTMSG_MAX_LAYERS. */
+        {
+                char *layers[] = {"0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b",
+                                  "6fa459ea-ee8a-4ca4-894e-db77e1603551", NULL};
+                json_t *many = json_array();
+
+                m.layers = layers;
+                snprintf(m.build_layer, sizeof(m.build_layer), "%s",
+                         "11111111-2222-4333-8444-555555555555");
+                m.build_layer_mb = 4096;
+                body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m),
+                                "SANDBOX_CREATE with layers");
+                is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE with layers: decodes");
+                is_uint(strv_length(back.layers), 2, "SANDBOX_CREATE: two layers");
+                for (size_t i = 0; back.layers && i < 2; i++)
+                        is_str(back.layers[i], layers[i], "SANDBOX_CREATE: layers[%zu]", i);
+                is_str(back.build_layer, m.build_layer, "SANDBOX_CREATE: build_layer");
+                is_uint(back.build_layer_mb, 4096, "SANDBOX_CREATE: build_layer_mb");
+                hostmsg_sandbox_clear(&back);
+                ok(back.layers == NULL, "SANDBOX_CREATE: clear releases layers");
+                json_object_set_new(body, "layers", json_pack("[s]", "../../etc/shadow"));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: a layer that is no id refused");
+                for (int i = 0; i <= HOSTMSG_MAX_LAYERS; i++)
+                        json_array_append_new(many, json_string(layers[0]));
+                json_object_set_new(body, "layers", many);
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: more than %d layers refused", HOSTMSG_MAX_LAYERS);
+                json_object_del(body, "layers");
+                json_object_set_new(body, "build_layer", json_string("x/../y"));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: a build layer that is no id refused");
+                json_object_set_new(body, "build_layer", json_string(layers[0]));
+                json_object_set_new(body, "build_layer_mb", json_integer(0));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: a build layer of 0 MiB refused");
+                json_decref(body);
+                m.layers = NULL;
+                m.build_layer[0] = '\0';
+        }
+        {
+                struct hostmsg_layer l = {.error = ENOSPC}, lb;
+
+                snprintf(l.id, sizeof(l.id), "%s", sid);
+                body = transfer(HOSTMSG_LAYER_SEALED, hostmsg_layer_encode(&l), "LAYER_SEALED");
+                is_int(hostmsg_layer_decode(body, &lb), 0, "LAYER_SEALED: decodes");
+                is_str(lb.id, sid, "LAYER_SEALED: id");
+                is_int(lb.error, ENOSPC, "LAYER_SEALED: error");
+                json_object_set_new(body, "id", json_string("../x"));
+                is_int(hostmsg_layer_decode(body, &lb), -EBADMSG, "LAYER_SEALED: a bad id refused");
+                json_decref(body);
+        }
+
         /* --sandbox=none, and a caller with no paths to bind. */
         m.sandbox = false;
         m.ro_paths = NULL;

@@ -1,0 +1,26 @@
+/* ext4 filesystems in image files on loop devices, made and mounted by
+ * the kernel-host (root): disk-backed homes (homedisk.h) and template
+ * layers (layers.h). */
+#ifndef GLOVEBOX_LOOPFS_H
+#define GLOVEBOX_LOOPFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define LOOPFS_MKFS "/sbin/mkfs.ext4"
+
+/* Formats the image open at image_fd as ext4, labelled label (mkfs.ext4
+ * reads it through /proc/self/fd: it needs no name). 0 or -errno. */
+int loopfs_format(int image_fd, const char *label);
+/* Binds image_fd to a free loop device (read-only when read_only) that
+ * clears itself when its last user goes; direct I/O where the image's
+ * filesystem allows it. *loop_fd (the caller's) and its path in name.
+ * 0 or -errno. */
+int loopfs_attach(int image_fd, bool read_only, int *loop_fd, char *name, size_t size);
+/* Mounts the ext4 filesystem on device as a detached mount (in no
+ * namespace until someone attaches it): nosuid, nodev, and read-only
+ * when read_only. A device already mounted with the same flags gives a
+ * mount of the same filesystem (its page cache shared). 0 or -errno. */
+int loopfs_mount(const char *device, bool read_only, int *mount_fd);
+
+#endif
