@@ -9,6 +9,7 @@
 #include "gateway/e2b_list.h"
 #include "gateway/e2b_metrics.h"
 #include "gateway/e2b_sandbox.h"
+#include "gateway/e2b_sudo.h"
 #include "gateway/egress.h"
 #include "gateway/kernels.h"
 #include "gateway/loop.h"
@@ -52,6 +53,8 @@ struct e2b_sandbox *e2b_sandboxes(void)
 
 static int box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
                    const struct hostmsg_limits *limits, const struct hostmsg_network *net);
+static void start_sudo(struct e2b_sandbox *s);
+static void reply_created(struct e2b_sandbox *s, struct http_request *r);
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -463,7 +466,7 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
         e2b_metrics_start(&s->metrics, s->box);
         r = pending_take(s);
         if (r)
-                http_reply_json(r, 201, created_json(s));
+                reply_created(s, r);
 }
 
 static void on_resume_ready(struct kernel_waiter *w, struct kernel *k, int status,
@@ -532,6 +535,7 @@ static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double t
                 goto out;
         }
         set_public_traffic(s);
+        start_sudo(s);
         s->phase = E2B_RESUMING;
         s->phase_started = loop_now();
         s->pending_timeout = timeout;
@@ -666,6 +670,39 @@ void e2b_load_paused(void)
 
 /* ---- control plane ---------------------------------------------------------- */
 
+/* Answers r (a create, a resume or a connect that resumed) with s's
+ * model: now, or once its sudo service listens. */
+static void reply_created(struct e2b_sandbox *s, struct http_request *r)
+{
+        if (s->sudo == E2B_SUDO_STARTING) {
+                pending_set(s, r);
+                s->pending_created = true;
+                return;
+        }
+        http_reply_json(r, 201, created_json(s));
+}
+
+static void on_sudo(struct e2b_sandbox *s)
+{
+        struct http_request *r;
+
+        if (!s->pending_created)
+                return;
+        s->pending_created = false;
+        r = pending_take(s);
+        if (r)
+                http_reply_json(r, 201, created_json(s));
+}
+
+/* The sandbox's sudo service, on its box just made. */
+static void start_sudo(struct e2b_sandbox *s)
+{
+        if (s->box && strcmp(kernels_config()->sandbox, "none") != 0)
+                e2b_sudo_start(s, on_sudo);
+        else
+                s->sudo = E2B_SUDO_NONE; /* --sandbox=none: no root of its own */
+}
+
 static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
 {
         struct http_request *r = lws_container_of(w, struct http_request, waiter);
@@ -687,7 +724,7 @@ static void on_created(struct kernel_waiter *w, struct kernel *k, int status, co
          * start slowed by a busy host does not eat into it. */
         set_timeout(s, s->lifetime);
         e2b_metrics_start(&s->metrics, s->box);
-        http_reply_json(r, 201, created_json(s));
+        reply_created(s, r);
 }
 
 /* envVars within its bounds, each a name and value a process can take:
@@ -978,6 +1015,7 @@ static void create_sandbox(struct http_request *r)
                         s->box = sandbox_ref(pooled->sandbox);
                         s->limits = s->box->limits;
                         set_public_traffic(s);
+                        start_sudo(s);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;
@@ -995,6 +1033,7 @@ static void create_sandbox(struct http_request *r)
                 if (rc == 0) {
                         s->limits = s->box->limits;
                         set_public_traffic(s);
+                        start_sudo(s);
                         s->next = sandboxes;
                         sandboxes = s;
                         r->waiter.done = on_created;

@@ -31,6 +31,9 @@ struct e2b_context {
         bool on_first_use;            /* a default context: its kernel starts when used */
 };
 
+/* Its sudo service (e2b_sudo.h). */
+enum e2b_sudo_state { E2B_SUDO_NONE, E2B_SUDO_STARTING, E2B_SUDO_READY, E2B_SUDO_FAILED };
+
 /* A sandbox is running, or on disk (pause.h) with no box at all, or on
  * its way between the two; requests to its own plane need it running. */
 enum e2b_phase { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
@@ -65,6 +68,8 @@ struct e2b_sandbox {
         struct kernel_waiter resume_waiter;
         double phase_started;       /* loop_now() when pausing or resuming began */
         struct e2b_metrics metrics; /* its history of use, sampled while it runs */
+        enum e2b_sudo_state sudo;   /* its sudo service, on its current box */
+        bool pending_created;       /* pending is a create or resume answered once sudo is */
 };
 
 /* Every E2B sandbox of this host, paused ones included (e2b.c's list). */

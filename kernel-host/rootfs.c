@@ -3,11 +3,14 @@
 #include "kernel-host/rootfs.h"
 #include "kernel-host/layers.h"
 #include "kernel-host/rootfs_ops.h"
+#include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +187,20 @@ static const char pip_wrapper[] =
         "done\n"
         "exit $status\n";
 
+/* glovebox-sudo beside the kernel-host (sudo_main.c), or "" when it was
+ * not built: every sandbox gets it as its sudo command, which works where
+ * the gateway started its service (E2B's sandboxes) and says so elsewhere. */
+static const char *sudo_program(void)
+{
+        static char path[PATH_MAX];
+        static bool looked;
+
+        if (!looked && program_beside_self(SUDO_PROGRAM, path, sizeof(path)) < 0)
+                path[0] = '\0';
+        looked = true;
+        return path;
+}
+
 static int plan_tools(struct rootfs *p)
 {
         int rc = add_op(p, OP_FILE, "/etc/pip.conf", NULL, pip_conf, 0, 0, "write /etc/pip.conf");
@@ -196,6 +213,9 @@ static int plan_tools(struct rootfs *p)
         if (rc == 0)
                 rc = add_op(p, OP_SYMLINK, ROOTFS_TOOLS_DIR "/pip3", "pip", NULL, 0, 0,
                             "symlink pip3");
+        /* The mount point of the sudo command (rootfs_plan binds it). */
+        if (rc == 0 && sudo_program()[0])
+                rc = add_op(p, OP_FILE, ROOTFS_SUDO, NULL, "", 0, 0, "bind sudo");
         return rc;
 }
 
@@ -792,6 +812,13 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                                                  dir || !p->writable_root ? HOST_POINT | HOST_BIND
                                                                           : HOST_BIND);
         }
+        /* The host's sudo program, read-only and nosuid like all of /usr;
+         * over the finished root, as a bind in an overlay's lower layer
+         * would not show through it. */
+        if (rc == 0 && sudo_program()[0])
+                rc = add_op(p, OP_BIND, ROOTFS_SUDO, sudo_program(), NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(sudo_program()), 0,
+                            "bind sudo");
         if (rc < 0) {
                 rootfs_free(&p);
                 return rc;

@@ -15,6 +15,8 @@
 #ifndef GLOVEBOX_ROOTFS_H
 #define GLOVEBOX_ROOTFS_H
 
+#include "protocol/hostmsg.h"
+
 #include "kernel-host/overlay.h"
 
 #include <limits.h>
@@ -25,6 +27,8 @@
 #define ROOTFS_RUN_DIR  "/run/kernel"
 #define ROOTFS_HOME     "/home/user"
 #define ROOTFS_TOOLS_DIR "/opt/glovebox/bin" /* first on PATH: the pip command */
+#define ROOTFS_SUDO      HOSTMSG_SUDO_COMMAND /* glovebox-sudo (sudo_main.c) */
+#define SUDO_PROGRAM     "glovebox-sudo"
 /* /run/kernel: a kernel needs 6 inodes (5 sockets and its connection
  * file) and one page (the file). 256 inodes hold 42 kernels and 256 KiB 64
  * connection files, well over the 16 contexts of an E2B sandbox, while a

@@ -43,6 +43,9 @@
 /* The kernel's socket for a channel (enum jp_channel) is <ipc_prefix>-<port>
  * with this port number; both sides rely on it. */
 #define HOSTMSG_PORT(channel) ((int)(channel) + 1)
+/* Every sandbox's sudo command (glovebox-sudo), which the gateway also runs
+ * as the sandbox's root, with --serve, where sudo is offered. */
+#define HOSTMSG_SUDO_COMMAND "/opt/glovebox/bin/sudo"
 
 /* A sandbox holds the namespaces, mounts and cgroup; processes (kernels,
  * commands) run in it. Every object is named by a UUID the gateway picks. */
