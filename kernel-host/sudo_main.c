@@ -54,13 +54,17 @@ extern char **environ;
 
 /* ---- the request -------------------------------------------------------- */
 
-/* A request is cwd, then argv, then env, each a run of NUL-terminated
- * strings; argv and env each end with an empty string. */
+/* A request is NUL-terminated strings: the cwd, then the number of
+ * arguments in decimal and the arguments, then the number of environment
+ * entries and the entries. (A count, not an end mark: an argument may be
+ * empty, as in `sudo echo ""`.) */
 struct request {
         char *cwd;
         char **argv;
         char **envp;
 };
+
+#define VECTOR_MAX 65536 /* arguments or environment entries in one request */
 
 /* Appends s and its NUL to buf (of REQUEST_MAX): 0 or -E2BIG. */
 static int put(char *buf, size_t *len, const char *s)
@@ -74,37 +78,57 @@ static int put(char *buf, size_t *len, const char *s)
         return 0;
 }
 
-/* Splits the strings of buf (len bytes, NUL-terminated runs) from *at
- * until an empty one into a new NULL-terminated vector (caller frees the
- * vector, not the strings): NULL when malformed or out of memory. */
-static char **split(char *buf, size_t len, size_t *at)
+static int put_counted(char *buf, size_t *len, size_t *count, const char *s)
 {
-        size_t n = 0, cap = 16;
-        char **v = malloc(cap * sizeof(char *));
+        int rc = put(buf, len, s);
 
-        while (v) {
-                char *s = buf + *at;
-                size_t slen;
+        if (rc == 0)
+                (*count)++;
+        return rc;
+}
 
-                if (*at >= len || !memchr(s, '\0', len - *at))
-                        break;
-                slen = strlen(s);
-                *at += slen + 1;
-                if (slen == 0) {
-                        v[n] = NULL;
-                        return v;
+static int put_count(char *buf, size_t *len, size_t count)
+{
+        char text[24];
+
+        snprintf(text, sizeof(text), "%zu", count);
+        return put(buf, len, text);
+}
+
+/* The next string of buf (len bytes) at *at, or NULL past the end. */
+static char *next(char *buf, size_t len, size_t *at)
+{
+        char *s = buf + *at;
+
+        if (*at >= len || !memchr(s, '\0', len - *at))
+                return NULL;
+        *at += strlen(s) + 1;
+        return s;
+}
+
+/* A count, then that many strings, into a new NULL-terminated vector
+ * (caller frees the vector, not the strings): NULL when malformed or out
+ * of memory. */
+static char **take_vector(char *buf, size_t len, size_t *at)
+{
+        char *count = next(buf, len, at), *end;
+        unsigned long n;
+        char **v;
+
+        if (!count || !*count || strspn(count, "0123456789") != strlen(count))
+                return NULL;
+        n = strtoul(count, &end, 10);
+        if (n > VECTOR_MAX)
+                return NULL;
+        v = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; v && i < n; i++) {
+                v[i] = next(buf, len, at);
+                if (!v[i]) {
+                        free(v);
+                        return NULL;
                 }
-                if (n + 1 == cap) {
-                        char **grown = realloc(v, (cap *= 2) * sizeof(char *));
-
-                        if (!grown)
-                                break;
-                        v = grown;
-                }
-                v[n++] = s;
         }
-        free(v);
-        return NULL;
+        return v;
 }
 
 static int parse_request(char *buf, size_t len, struct request *req)
@@ -112,13 +136,11 @@ static int parse_request(char *buf, size_t len, struct request *req)
         size_t at = 0;
 
         memset(req, 0, sizeof(*req));
-        if (len == 0 || buf[len - 1] != '\0')
-                return -EINVAL;
-        req->cwd = buf;
-        at = strlen(buf) + 1;
-        req->argv = split(buf, len, &at);
+        req->cwd = next(buf, len, &at);
+        if (req->cwd)
+                req->argv = take_vector(buf, len, &at);
         if (req->argv)
-                req->envp = split(buf, len, &at);
+                req->envp = take_vector(buf, len, &at);
         if (!req->argv || !req->envp || !req->argv[0] || at != len) {
                 free(req->argv);
                 free(req->envp);
@@ -330,7 +352,29 @@ static void usage(void)
 }
 
 /* The environment sudo keeps by default (env_reset), then what it sets. */
+static int root_environment_entries(char *buf, size_t *len, bool keep_all, const char *caller,
+                                   size_t *count);
+
+/* The environment's count, then its entries. */
 static int root_environment(char *buf, size_t *len, bool keep_all, const char *caller)
+{
+        static char entries[REQUEST_MAX];
+        size_t elen = 0, count = 0;
+        int rc = root_environment_entries(entries, &elen, keep_all, caller, &count);
+
+        if (rc == 0)
+                rc = put_count(buf, len, count);
+        if (rc == 0 && *len + elen > REQUEST_MAX)
+                rc = -E2BIG;
+        if (rc == 0) {
+                memcpy(buf + *len, entries, elen);
+                *len += elen;
+        }
+        return rc;
+}
+
+static int root_environment_entries(char *buf, size_t *len, bool keep_all, const char *caller,
+                                   size_t *count)
 {
         static const char *const kept[] = {"TERM=", "LANG=", "LANGUAGE=", "LC_", "TZ=",
                                            "COLORTERM=", "DISPLAY=", NULL};
@@ -347,24 +391,24 @@ static int root_environment(char *buf, size_t *len, bool keep_all, const char *c
                     strncmp(*e, "SUDO_", 5) == 0 || (!keep_all && strncmp(*e, "PATH=", 5) == 0))
                         keep = false;
                 if (keep)
-                        rc = put(buf, len, *e);
+                        rc = put_counted(buf, len, count, *e);
         }
         if (!keep_all && rc == 0)
-                rc = put(buf, len, "PATH=" SECURE_PATH);
+                rc = put_counted(buf, len, count, "PATH=" SECURE_PATH);
         snprintf(line, sizeof(line), "SUDO_USER=%s", caller);
         if (rc == 0)
-                rc = put(buf, len, line);
+                rc = put_counted(buf, len, count, line);
         snprintf(line, sizeof(line), "SUDO_UID=%u", (unsigned)getuid());
         if (rc == 0)
-                rc = put(buf, len, line);
+                rc = put_counted(buf, len, count, line);
         snprintf(line, sizeof(line), "SUDO_GID=%u", (unsigned)getgid());
         if (rc == 0)
-                rc = put(buf, len, line);
+                rc = put_counted(buf, len, count, line);
         for (const char *const *s = (const char *const[]){"HOME=" ROOT_HOME, "USER=root",
                                                           "LOGNAME=root", "SHELL=" ROOT_SHELL,
                                                           NULL};
              rc == 0 && *s; s++)
-                rc = put(buf, len, *s);
+                rc = put_counted(buf, len, count, *s);
         return rc;
 }
 
@@ -389,18 +433,18 @@ static int as_root(char **argv, const char *cwd, bool keep_env, const char *call
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
                             .msg_controllen = sizeof(control)};
         struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-        size_t len = 0;
+        size_t len = 0, nargs = 0;
         int rc = put(buf, &len, cwd);
         ssize_t n;
 
+        while (argv[nargs])
+                nargs++;
+        if (rc == 0)
+                rc = put_count(buf, &len, nargs);
         for (char **a = argv; rc == 0 && *a; a++)
                 rc = put(buf, &len, *a);
         if (rc == 0)
-                rc = put(buf, &len, "");
-        if (rc == 0)
                 rc = root_environment(buf, &len, keep_env, caller);
-        if (rc == 0)
-                rc = put(buf, &len, "");
         if (rc < 0) {
                 fprintf(stderr, "sudo: the command and its environment are over %d bytes\n",
                         REQUEST_MAX);

@@ -22,6 +22,10 @@ def test_sudo_runs_as_the_sandboxs_root_with_the_callers_stdio(sbx):
     # At once after create: the create is answered once the service listens.
     r = sbx.commands.run("sudo id -u; sudo whoami; id -u")
     assert r.stdout.split() == ["0", "root", "1000"], r
+    # Empty arguments are arguments (E2B's own test runs sudo echo "$FOO"
+    # with FOO unset).
+    r = sbx.commands.run("sudo printf '[%s]' '' x ''")
+    assert r.stdout == "[][x][]", r
     r = sbx.commands.run("echo from-stdin | sudo cat")
     assert r.stdout == "from-stdin\n"
     r = sbx.commands.run("sudo sh -c 'echo out; echo err >&2; exit 7'; echo status=$?")
