@@ -1,4 +1,4 @@
-/* Template layers: what a template build (gateway/builds.h) wrote into
+/* Template layers: what a template build (gateway/e2b/builds.h) wrote into
  * its sandbox's root, kept as an ext4 image, <id>.img in the layers
  * directory (STATE_DIR/templates/layers, 0700, the kernel-host's alone).
  *

@@ -1,5 +1,5 @@
 """E2B's passwordless sudo in an E2B sandbox (kernel-host/sudo_main.c,
-gateway/e2b_sudo.c): the sandbox's user runs anything as the sandbox's
+gateway/e2b/sudo.c): the sandbox's user runs anything as the sandbox's
 root, confined as any command run as root is, and nothing else; a sandbox
 that is not E2B's has no sudo to ask."""
 import time

@@ -1,4 +1,4 @@
-"""gateway/e2b_display.py: the e2b/data and e2b/chart display formats.
+"""gateway/e2b/display.py: the e2b/data and e2b/chart display formats.
 
 No gateway here. Most tests load the extension into an in-process IPython
 shell, the way the gateway sends it, and check what the display formatter
@@ -60,7 +60,7 @@ with open(SOURCE_PATH) as f:
 def loader(source=SOURCE):
     """The execute_request code the gateway sends to load the extension.
 
-    As gateway/e2b_display.c builds it: the source as a JSON string, which
+    As gateway/e2b/display.c builds it: the source as a JSON string, which
     is a valid Python string literal, run in a namespace of its own.
     """
     literal = json.dumps(source, ensure_ascii=True)

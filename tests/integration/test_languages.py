@@ -464,7 +464,7 @@ def test_a_kernelspec_whose_program_is_missing_is_left_out():
         shutil.rmtree(second)
 
 
-# --- a run's env vars (gateway/run_env.c), through E2B's /execute ----------------
+# --- a run's env vars (gateway/kernels/run_env.c), through E2B's /execute ----------------
 
 # Every character that could end a string literal, start an expansion or a
 # statement, in each language; and a control character the bash kernel's

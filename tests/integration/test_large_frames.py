@@ -1,6 +1,6 @@
 """Large outputs on the channels WebSocket: a frame of 1 MiB or more is
 written by the gateway itself, straight from the kernel's ZMQ frame, as one
-WebSocket frame (see gateway/channels.c). These tests read the frames as
+WebSocket frame (see gateway/jupyter/channels.c). These tests read the frames as
 they come off the wire: each large message is one whole frame, exact in
 both formats, pongs never land inside one, a reader slower than the
 gateway gets every byte, and the memory a burst took is given back."""

@@ -1,5 +1,5 @@
 """The relay: large outputs reach every client, in both wire formats, byte
-for byte (their content is not copied on the way, see gateway/relay.h), and
+for byte (their content is not copied on the way, see gateway/kernels/relay.h), and
 a client that stops reading costs bounded memory, not the gateway's."""
 import hashlib
 import os

@@ -1,4 +1,4 @@
-"""Egress per sandbox (gateway/egress.h, kernel-host/net.h) against a real
+"""Egress per sandbox (gateway/kernels/egress.h, kernel-host/net.h) against a real
 gateway, real kernels and real sandboxes, with a pretend internet of
 network namespaces on this machine (testnet.py): nothing leaves it.
 

@@ -1,8 +1,8 @@
-/* gateway/e2b_list.c: E2B's list query read and refused as E2B reads and
+/* gateway/e2b/list.c: E2B's list query read and refused as E2B reads and
  * refuses it (the metadata filter as the SDKs encode it, limits, states,
  * orders, times, templates, tokens), and keyset pages that neither repeat
  * nor skip a sandbox when others come and go between pages. */
-#include "gateway/e2b_list.h"
+#include "gateway/e2b/list.h"
 
 #include "tests/unit/tap.h"
 

@@ -1,10 +1,10 @@
-/* gateway/e2b_metrics.c: a sandbox's history of use is bounded (the last
+/* gateway/e2b/metrics.c: a sandbox's history of use is bounded (the last
  * E2B_METRICS_SAMPLES samples, whatever runs longer), answered oldest
  * first by range, with a sample taken now when the range reaches the
  * present; bad ranges are 400s. Included to reach on_period; the event
  * loop, the sampling and the HTTP answer are stand-ins here, recording
  * what they are given. */
-#include "gateway/e2b_metrics.c"
+#include "gateway/e2b/metrics.c"
 
 #include "tests/unit/tap.h"
 

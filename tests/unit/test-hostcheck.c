@@ -1,11 +1,11 @@
-/* gateway/hostcheck.c: the Host names a gateway serves under (the DNS
+/* gateway/core/hostcheck.c: the Host names a gateway serves under (the DNS
  * rebinding defence). Each case is a Host as a browser, an SDK or an
  * attacker's page would send it, against a --listen host and an
  * --allow-host list, with the answer Jupyter Server's check gives where
  * it has one. */
 #include "autoconf.h"
 
-#include "gateway/hostcheck.h"
+#include "gateway/core/hostcheck.h"
 #include "tests/unit/tap.h"
 
 #include <errno.h>

@@ -1,9 +1,9 @@
-/* gateway/keys.c: the --keys-file parser (every refusal names what is
+/* gateway/core/keys.c: the --keys-file parser (every refusal names what is
  * wrong, and one bad entry refuses the whole file), hashing, and matching
  * a presented key against the stored hashes. */
 #include "autoconf.h"
 
-#include "gateway/keys.h"
+#include "gateway/core/keys.h"
 #include "tests/unit/tap.h"
 
 #include <errno.h>

@@ -1,8 +1,8 @@
-/* gateway/limits.c: which requested limits the host's controllers cannot
+/* gateway/kernels/limits.c: which requested limits the host's controllers cannot
  * enforce, and the message that says so. */
 #include "autoconf.h"
 
-#include "gateway/limits.h"
+#include "gateway/kernels/limits.h"
 #include "protocol/hostmsg.h"
 #include "tests/unit/tap.h"
 

@@ -1,10 +1,10 @@
-/* gateway/metrics.c: the Prometheus text a scrape reads. Label values are
+/* gateway/core/metrics.c: the Prometheus text a scrape reads. Label values are
  * escaped as the exposition format says, histogram buckets are cumulative
  * and end with +Inf equal to _count, a family cannot grow past its series
  * cap, and route classes never carry an id. */
 #include "autoconf.h"
 
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 #include "tests/unit/tap.h"
 
 #include <stdio.h>

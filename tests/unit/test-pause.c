@@ -1,11 +1,11 @@
-/* gateway/pause.c's state directory: ids that cannot leave paused/, records
+/* gateway/kernels/pause.c's state directory: ids that cannot leave paused/, records
  * written whole and read back (each time, from the directory's start), a
  * record that is not one left alone, and a removal that takes all. The tar
  * runs need a sandbox: tests/integration/test_pause.py and
  * tests/e2b/test_pause_sdk.py drive them. Included to reach id_ok; the
  * event loop and the processes are never reached here, and are only
  * declared for the linker. */
-#include "gateway/pause.c"
+#include "gateway/kernels/pause.c"
 
 #include "tests/unit/tap.h"
 #include "tests/unit/tmpdir.h"

@@ -1,9 +1,9 @@
-/* gateway/run_env.c: a run's env vars as code of each language. The
+/* gateway/kernels/run_env.c: a run's env vars as code of each language. The
  * literals are checked byte for byte here; tests/integration/test_languages.py
  * runs the code in real kernels with the same kind of values. */
 #include "autoconf.h"
 
-#include "gateway/run_env.h"
+#include "gateway/kernels/run_env.h"
 #include "tests/unit/tap.h"
 
 #include <errno.h>

@@ -1,0 +1,857 @@
+#include "autoconf.h"
+
+#include "gateway/core/config.h"
+#include "gateway/kernels/egress.h"
+#include "gateway/core/fleet.h"
+#include "gateway/core/hostcheck.h"
+#include "protocol/ids.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* OPT_LIST: repeatable, each value appended (a NULL-terminated char **). */
+enum option_type { OPT_STRING, OPT_INT, OPT_DOUBLE, OPT_FLAG, OPT_LIST };
+
+struct option_def {
+        const char *name;
+        enum option_type type;
+        size_t offset;
+        double min, max;  /* for numbers */
+        const char *dflt; /* as text, parsed like the command line */
+        const char *help;
+};
+
+#define OPT(n, t, field, lo, hi, d, h) {n, t, offsetof(struct config, field), lo, hi, d, h}
+
+static const struct option_def options[] = {
+        OPT("listen", OPT_STRING, listen, 0, 0, "127.0.0.1:8888", "address and port to serve on"),
+        OPT("token", OPT_STRING, token, 0, 0, NULL,
+            "API token; every user of this machine sees it in ps: prefer --token-file or "
+            "GLOVEBOX_TOKEN (without any, a random one is generated and printed)"),
+        OPT("token-file", OPT_STRING, token_file, 0, 0, "",
+            "read the API token from this file (its first line; keep the file private)"),
+        OPT("keys-file", OPT_STRING, keys_file, 0, 0, "",
+            "API keys of tenants, as JSON with each key's SHA-256 (see the README); read "
+            "again on SIGHUP; the token, if any, stays an admin key named \"admin\""),
+        OPT("no-auth", OPT_FLAG, no_auth, 0, 0, NULL,
+            "serve without a token; allowed on loopback addresses only, for clients that "
+            "cannot send one"),
+        OPT("base-url", OPT_STRING, base_url, 0, 0, "/", "URL prefix of every route"),
+        OPT("allow-origin", OPT_STRING, allow_origin, 0, 0, "",
+            "origins allowed for CORS and WebSocket upgrades ('*' or comma-separated)"),
+        OPT("allow-host", OPT_STRING, allow_host, 0, 0, "",
+            "names clients may reach the gateway by (the Host header), besides localhost, "
+            "loopback addresses, the --listen host and, listening beyond loopback, any IP "
+            "address; comma-separated; '*': any (no defence against DNS rebinding)"),
+        OPT("ports-domain", OPT_STRING, ports_domain, 0, 0, "",
+            "domain whose names {port}-{id}.DOMAIN reach a sandbox's port (E2B's getHost); "
+            "default: localhost:PORT on loopback, else the --listen address"),
+        OPT("port-buffer-bytes", OPT_INT, port_buffer_bytes, 4096, 16777216, "65536",
+            "bytes held per relayed port connection and direction; a side that reads no "
+            "faster stops the other"),
+        OPT("max-connections", OPT_INT, max_connections, 1, 1000000, "4096",
+            "client connections at once; past it a new one is answered 503"),
+        OPT("max-connections-per-address", OPT_INT, max_connections_per_address, 1, 1000000,
+            "512",
+            "client connections at once from one address (an IPv6 /64); past it a new one is "
+            "answered 429"),
+        OPT("unauthenticated-timeout", OPT_DOUBLE, unauthenticated_timeout, 0.1, 3600, "10",
+            "seconds a new connection has to make a request with credentials before it is "
+            "closed, TLS handshake and headers included (a request for a page file starts them "
+            "again)"),
+        OPT("kernelspec-path", OPT_STRING, kernelspec_path, 0, 0, "",
+            "extra kernelspec directories (':'-separated), searched first"),
+        OPT("default-kernel", OPT_STRING, default_kernel, 0, 0, "python3",
+            "kernelspec started when a request names none"),
+        OPT("runtime-dir", OPT_STRING, runtime_dir, 0, 0, "/tmp",
+            "where per-kernel directories (sockets, connection files) are created"),
+        OPT("state-dir", OPT_STRING, state_dir, 0, 0, "",
+            "durable state: paused sandboxes under paused/<id>/, disk-backed homes under homes/, "
+            "kernels.json for a restart that keeps kernels (default /var/lib/glovebox when run "
+            "as root; unprivileged, none unless given: pausing and SIGUSR2 are then refused)"),
+        OPT("home-storage", OPT_STRING, home_storage, 0, 0, "memory",
+            "what backs each sandbox's /home/user: 'memory' (a tmpfs, counted against its "
+            "memory) or 'disk' (an ext4 image of --disk-mb under --state-dir, removed with the "
+            "sandbox; needs root and loop devices)"),
+        OPT("keep-grace", OPT_DOUBLE, keep_grace, 1, 3600, "30",
+            "seconds kept kernels have, after SIGUSR2 (restart and keep), to be re-adopted by "
+            "the new gateway before they are killed"),
+        OPT("sandbox", OPT_STRING, sandbox, 0, 0, "full",
+            "'full' (default) or 'none' (developers only: kernels run unconfined)"),
+        OPT("template", OPT_LIST, templates, 0, 0, NULL,
+            "NAME=DIR: a root filesystem tree (debootstrap, an OCI image's layers) that "
+            "sandboxes of template NAME see under a writable layer of their own; "
+            "NAME=host:DIR[:DIR...]: the host's /usr plus those directories, read-only "
+            "(repeatable; see the README's Templates)"),
+        OPT("template-image", OPT_LIST, template_image, 0, 0, NULL,
+            "IMAGE=TEMPLATE: what a template build from image IMAGE (E2B's from_image, "
+            "\"ubuntu:22.04\") starts from: a --template NAME, or base for the host's /usr "
+            "(repeatable; e2bdev/base is base; no registry is ever asked)"),
+        OPT("template-build-disk-mb", OPT_INT, template_build_disk_mb, 16, 1 << 20, "4096",
+            "room of one template build for what its steps write (its new layer, an image in "
+            "--state-dir)"),
+        OPT("template-quota-mb", OPT_INT, template_quota_mb, 0, 1LL << 30, "20480",
+            "disk one key's built templates take at most (their layers, as written; a build "
+            "running counts its whole room); past it a build is refused (429)"),
+        OPT("template-upload-max-mb", OPT_INT, template_upload_max_mb, 1, 1 << 20, "1024",
+            "disk one key's uploaded files to copy (Template.copy) take at most"),
+        OPT("template-build-timeout", OPT_DOUBLE, template_build_timeout, 10, 1e6, "1800",
+            "seconds a template build may take, its start and ready commands included"),
+        OPT("template-max-builds", OPT_INT, template_max_builds, 1, 1024, "2",
+            "template builds one key runs at once; past it a build is refused (429)"),
+        OPT("template-max-templates", OPT_INT, template_max_templates, 1, 100000, "64",
+            "built templates one key keeps; past it a new one is refused (429)"),
+        OPT("max-kernels", OPT_INT, max_kernels, 1, 100000, "1000",
+            "most kernels at once, starting ones included"),
+        OPT("max-terminals", OPT_INT, max_terminals, 0, 10000, "100",
+            "most terminals (/api/terminals) at once, starting ones included; 0: none"),
+        OPT("kernel-start-timeout", OPT_DOUBLE, kernel_start_timeout, 1, 3600, "60",
+            "seconds a kernel may take to answer kernel_info before the start fails"),
+        OPT("shutdown-grace", OPT_DOUBLE, shutdown_grace, 0, 60, "2",
+            "seconds a kernel gets to exit after shutdown_request before it is killed"),
+        OPT("no-autorestart", OPT_FLAG, no_autorestart, 0, 0, NULL,
+            "do not restart kernels that die"),
+        OPT("max-restarts", OPT_INT, max_restarts, 0, 100, "5",
+            "automatic restarts of a kernel before it is left dead"),
+        OPT("max-host-restarts", OPT_INT, max_host_restarts, 0, 1000, "5",
+            "new kernel-hosts started after one died (its kernels restart on the new one); "
+            "past that glovebox exits with status 1, for a supervisor to restart it"),
+        OPT("memory-mb", OPT_INT, memory_mb, 16, 1 << 24, "1024", "default memory limit per kernel"),
+        OPT("max-memory-mb", OPT_INT, max_memory_mb, 16, 1 << 24, "8192",
+            "largest memory limit a request may ask for"),
+        OPT("cpus", OPT_DOUBLE, cpus, 0.01, 1024, "1", "default CPU limit per kernel (cores)"),
+        OPT("max-cpus", OPT_DOUBLE, max_cpus, 0.01, 1024, "2", "largest CPU limit a request may ask for"),
+        OPT("pids", OPT_INT, pids, 8, 1 << 22, "256", "default process limit per kernel"),
+        OPT("max-pids", OPT_INT, max_pids, 8, 1 << 22, "1024",
+            "largest process limit a request may ask for"),
+        OPT("disk-mb", OPT_INT, disk_mb, 1, 1 << 24, "1024",
+            "default writable disk per kernel (/home/user and /tmp; a template's writable layer "
+            "shares it)"),
+        OPT("max-disk-mb", OPT_INT, max_disk_mb, 1, 1 << 24, "8192",
+            "largest disk limit a request may ask for"),
+        OPT("allow-unenforced-limits", OPT_FLAG, allow_unenforced_limits, 0, 0, NULL,
+            "accept a request for a memory, cpus or pids limit that this host's cgroups cannot "
+            "enforce (default: 400; the kernel model lists what is not enforced)"),
+        OPT("cull-idle-timeout", OPT_DOUBLE, cull_idle_timeout, 0, 1e9, "0",
+            "shut down kernels idle this many seconds (0: never)"),
+        OPT("cull-interval", OPT_DOUBLE, cull_interval, 1, 86400, "300",
+            "seconds between looks for idle kernels"),
+        OPT("cull-connected", OPT_FLAG, cull_connected, 0, 0, NULL,
+            "cull idle kernels even while clients are connected"),
+        OPT("cull-busy", OPT_FLAG, cull_busy, 0, 0, NULL, "cull kernels even while busy"),
+        OPT("certfile", OPT_STRING, certfile, 0, 0, "", "TLS certificate (PEM); serves https"),
+        OPT("keyfile", OPT_STRING, keyfile, 0, 0, "", "TLS private key (PEM)"),
+        OPT("iopub-msg-rate-limit", OPT_DOUBLE, iopub_msg_rate_limit, 0, 1e9, "0",
+            "iopub messages per second per kernel before outputs are held back (0: no limit)"),
+        OPT("iopub-data-rate-limit", OPT_DOUBLE, iopub_data_rate_limit, 0, 1e12, "0",
+            "stream bytes per second per kernel before outputs are held back (0: no limit)"),
+        OPT("rate-limit-window", OPT_DOUBLE, rate_limit_window, 0.1, 60, "3",
+            "seconds over which the iopub rates are averaged"),
+        OPT("allowed-message-types", OPT_STRING, allowed_message_types, 0, 0, "",
+            "comma-separated msg_types clients may send (empty: all)"),
+        OPT("max-message-bytes", OPT_INT, max_message_bytes, 4096, 1LL << 32, "134217728",
+            "largest message relayed in either direction"),
+        OPT("max-body-bytes", OPT_INT, max_body_bytes, 1024, 1LL << 32, "1048576",
+            "largest REST request body"),
+        OPT("replay-bytes", OPT_INT, replay_bytes, 0, 1LL << 34, "67108864",
+            "outputs kept per client session while it is away (bytes, plus one message)"),
+        OPT("replay-messages", OPT_INT, replay_messages, 0, 10000000, "100000",
+            "outputs kept per client session while it is disconnected (messages)"),
+        OPT("stream-buffer-bytes", OPT_INT, stream_buffer_bytes, 4096, 1LL << 34, "67108864",
+            "output of an HTTP execution (/execute) waiting for a slow client, plus one line; "
+            "past it output lines are dropped and the client is told how many"),
+        OPT("iopub-queue-bytes", OPT_INT, iopub_queue_bytes, 4096, 1LL << 34, "67108864",
+            "a kernel's outputs received and not yet relayed, when it writes faster than the "
+            "gateway relays (plus one message); past it the oldest are dropped and clients told"),
+        OPT("session-linger", OPT_DOUBLE, session_linger, 0, 86400, "300",
+            "seconds a disconnected client session is kept for its reconnect"),
+        OPT("max-lingering-sessions", OPT_INT, max_lingering_sessions, 0, 4096, "16",
+            "disconnected client sessions kept per kernel for their reconnect; past it the one "
+            "disconnected longest is evicted (its client is told if it comes back)"),
+        OPT("keep-running-on-disconnect", OPT_FLAG, keep_running_on_disconnect, 0, 0, NULL,
+            "let a cell run on when the client of an HTTP execution goes away (default: "
+            "interrupt it)"),
+        OPT("mcp-max-sessions", OPT_INT, mcp_max_sessions, 1, 1000000, "256",
+            "MCP sessions at once (each gets a sandbox at its first tool call); past it an "
+            "initialize is answered 503"),
+        OPT("mcp-max-sessions-per-key", OPT_INT, mcp_max_sessions_per_key, 0, 1000000, "0",
+            "MCP sessions one key (not an admin's) holds at once; past it an initialize is "
+            "answered 429 (0: a quarter of --mcp-max-sessions, at least 1)"),
+        OPT("mcp-unused-session-timeout", OPT_DOUBLE, mcp_unused_session_timeout, 1, 1e7, "600",
+            "seconds after which an MCP session that never started its kernel ends, "
+            "whatever --cull-idle-timeout says"),
+        OPT("mcp-max-output-bytes", OPT_INT, mcp_max_output_bytes, 1024, 1LL << 30, "1048576",
+            "bytes of output one MCP tool call returns (a cell's text and images, a command's "
+            "stdout and stderr each, a file read); past it the rest is cut with a note"),
+        OPT("e2b-max-timeout", OPT_DOUBLE, e2b_max_timeout, 1, 1e7, "86400",
+            "longest lifetime, in seconds, an E2B sandbox may ask for (default lifetime 300)"),
+        OPT("e2b-refuse-internet", OPT_FLAG, e2b_refuse_internet, 0, 0, NULL,
+            "answer 400 to an E2B sandbox request for internet access (default: accept it and "
+            "give the sandbox what the network policy allows, which is no network)"),
+        OPT("e2b-public-traffic", OPT_FLAG, e2b_public_traffic, 0, 0, NULL,
+            "E2B sandboxes created without network.allowPublicTraffic get E2B's default: every "
+            "port reached without a token (default: a port needs the API key or the sandbox's "
+            "traffic access token unless the create says allowPublicTraffic true)"),
+        OPT("watch-max-watchers", OPT_INT, watch_max_watchers, 0, 1024, "32",
+            "E2B directory watchers (files.watchDir / watch_dir) at once in the gateway, each an "
+            "inotify instance of the gateway's user (fs.inotify.max_user_instances, 128 by "
+            "default, is shared with every process of that user); past it a watch is refused"),
+        OPT("watch-max-watchers-per-sandbox", OPT_INT, watch_max_watchers_per_sandbox, 0, 1024,
+            "8", "E2B directory watchers at once in one sandbox"),
+        OPT("watch-max-dirs", OPT_INT, watch_max_dirs, 1, 1000000, "8192",
+            "directories watched at once by all watchers (a recursive watch watches each "
+            "subdirectory; fs.inotify.max_user_watches bounds the gateway's user); past it "
+            "further subdirectories are not watched and the watcher is told"),
+        OPT("watch-max-dirs-per-sandbox", OPT_INT, watch_max_dirs_per_sandbox, 1, 1000000,
+            "1024", "directories watched at once by one sandbox's watchers"),
+        OPT("watch-queue-events", OPT_INT, watch_queue_events, 16, 1000000, "1024",
+            "events a watcher holds for its client; past it events are dropped and the "
+            "client is told how many, in the events themselves"),
+        OPT("egress-allow", OPT_LIST, egress_allow, 0, 0, NULL,
+            "what sandboxes may ever reach, when a request asks for egress: IPv4 addresses, CIDR "
+            "blocks and domain names (with their subdomains), comma-separated (repeatable; "
+            "default none: no sandbox has any network)"),
+        OPT("egress-deny", OPT_LIST, egress_deny, 0, 0, NULL,
+            "what sandboxes never reach, whatever is allowed (same form; repeatable). Loopback, "
+            "link-local (169.254.169.254 too) and this host's addresses are denied unless "
+            "--egress-allow names them"),
+        OPT("egress-dns", OPT_STRING, egress_dns, 0, 0, "",
+            "resolver the sandboxes' own resolver asks about allowed domains: IPv4[#PORT] "
+            "(default: the first IPv4 nameserver of /etc/resolv.conf)"),
+        OPT("egress-rate-kib", OPT_INT, egress_rate_kib, 0, 1 << 30, "10240",
+            "bandwidth cap of a sandbox with egress, KiB/s each way (0: none)"),
+        OPT("egress-max-connections", OPT_INT, egress_max_connections, 0, 1 << 20, "256",
+            "connections a sandbox with egress may have open at once (0: no cap)"),
+        OPT("pool", OPT_LIST, pool, 0, 0, NULL,
+            "NAME=N: keep N started, idle kernels of kernelspec NAME ready (repeatable)"),
+        OPT("pool-preimport", OPT_LIST, pool_preimport, 0, 0, NULL,
+            "NAME=CODE: run CODE in pooled NAME kernels before handing them out (repeatable; "
+            "also metadata.glovebox.preimport in kernel.json)"),
+        OPT("pool-min-available-mb", OPT_INT, pool_min_available_mb, 0, 1 << 30, "1024",
+            "below this much available memory the pool stops refilling and shrinks"),
+        OPT("host-id", OPT_STRING, host_id, 0, 0, "",
+            "this host's name in a fleet (1-6 of a-z, 0-9): every kernel, session, terminal and "
+            "E2B sandbox id names it, for a front proxy to route by (see \"Several hosts\")"),
+        OPT("agent-listen", OPT_STRING, agent_listen, 0, 0, "",
+            "ADDRESS:PORT answering HAProxy's agent-check: 'up ready N%' (free capacity) or "
+            "'drain'"),
+        OPT("peer", OPT_LIST, peers, 0, 0, NULL,
+            "http://ADDRESS:PORT of another gateway of the fleet (numeric address; repeatable): "
+            "lists of kernels, sessions and E2B sandboxes include theirs"),
+        OPT("peer-timeout", OPT_DOUBLE, peer_timeout, 0.1, 60, "2",
+            "seconds a list waits for the peers; one that has not answered is left out and "
+            "named in X-Glovebox-Fleet-Missing"),
+        OPT("zygote", OPT_LIST, zygote, 0, 0, NULL,
+            "NAME:MODULE,...: start kernelspec NAME's kernels by forking a process that has "
+            "imported ipykernel and these modules once (repeatable, at most 8; Python "
+            "kernelspecs of the Python glovebox was built with; needs root; default none)"),
+        OPT("static-dir", OPT_STRING, static_dir, 0, 0, "",
+            "directory of the web page (default: the source tree's when run from the build tree, "
+            "else the installed one)"),
+        OPT("log-level", OPT_STRING, log_level, 0, 0, "info", "debug, info, warn or error"),
+        OPT("log-format", OPT_STRING, log_format, 0, 0, "text",
+            "text, or json: one JSON object a line (time, level, component, message)"),
+        OPT("log-rate-limit", OPT_INT, log_rate_limit, 0, 1000000, "10",
+            "lines a second of one repeated warning per kernel (bad signatures, bad client "
+            "frames); the rest are counted and summarised (0: no limit)"),
+        OPT("check-config", OPT_FLAG, check_config, 0, 0, NULL,
+            "validate the configuration and exit"),
+        OPT("hash-key", OPT_FLAG, hash_key, 0, 0, NULL,
+            "read an API key on stdin, print its SHA-256 for --keys-file, and exit"),
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static const struct option_def *find_option(const char *name, size_t len)
+{
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+                        return &options[i];
+        }
+        return NULL;
+}
+
+static int set_option(struct config *cfg, const struct option_def *o, const char *value)
+{
+        char *field = (char *)cfg + o->offset;
+        char *end;
+
+        switch (o->type) {
+        case OPT_STRING: {
+                char **s = (char **)(void *)field;
+                char *copy = strdup(value);
+
+                if (!copy)
+                        return -ENOMEM;
+                free(*s);
+                *s = copy;
+                return 0;
+        }
+        case OPT_LIST: {
+                char ***list = (char ***)(void *)field;
+                size_t n = 0;
+                char **grown;
+
+                while (*list && (*list)[n])
+                        n++;
+                grown = realloc(*list, (n + 2) * sizeof(char *));
+                if (!grown)
+                        return -ENOMEM;
+                *list = grown;
+                grown[n] = strdup(value);
+                grown[n + 1] = NULL;
+                return grown[n] ? 0 : -ENOMEM;
+        }
+        case OPT_FLAG:
+                if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+                        goto bad;
+                *(bool *)(void *)field = strcmp(value, "true") == 0;
+                return 0;
+        case OPT_INT: {
+                long long v;
+
+                errno = 0;
+                v = strtoll(value, &end, 10);
+                if (errno || end == value || *end || (double)v < o->min || (double)v > o->max)
+                        goto bad;
+                *(int64_t *)(void *)field = v;
+                return 0;
+        }
+        case OPT_DOUBLE: {
+                double v;
+
+                errno = 0;
+                v = strtod(value, &end);
+                if (errno || end == value || *end || !isfinite(v) || v < o->min || v > o->max)
+                        goto bad;
+                *(double *)(void *)field = v;
+                return 0;
+        }
+        }
+bad:
+        if (o->type == OPT_FLAG)
+                fprintf(stderr, "glovebox: --%s takes no value (or true/false)\n", o->name);
+        else if (o->type == OPT_STRING || o->type == OPT_LIST)
+                fprintf(stderr, "glovebox: bad value for --%s\n", o->name);
+        else if (o->type == OPT_INT)
+                fprintf(stderr,
+                        "glovebox: --%s must be a whole number from %.0f to %.0f, not '%s'\n",
+                        o->name, o->min, o->max, value);
+        else
+                fprintf(stderr, "glovebox: --%s must be a number from %g to %g, not '%s'\n",
+                        o->name, o->min, o->max, value);
+        return -EINVAL;
+}
+
+static int load_file(struct config *cfg, const char *path)
+{
+        json_error_t jerr;
+        json_t *root = json_load_file(path, 0, &jerr);
+        const char *key;
+        json_t *value;
+        int rc = 0;
+
+        if (!json_is_object(root)) {
+                fprintf(stderr, "glovebox: --config %s: %s\n", path,
+                        root ? "not a JSON object" : jerr.text);
+                json_decref(root);
+                return -EINVAL;
+        }
+        json_object_foreach(root, key, value) {
+                const struct option_def *o = find_option(key, strlen(key));
+                char text[64];
+                const char *s = text;
+
+                if (!o || strcmp(key, "check-config") == 0) {
+                        fprintf(stderr, "glovebox: --config %s: unknown option \"%s\"\n", path, key);
+                        rc = -EINVAL;
+                        break;
+                }
+                if (o->type == OPT_LIST && json_is_array(value)) {
+                        size_t i;
+                        json_t *item;
+
+                        json_array_foreach (value, i, item) {
+                                rc = set_option(cfg, o,
+                                                json_is_string(item) ? json_string_value(item) : "");
+                                if (rc < 0)
+                                        break;
+                        }
+                        if (rc < 0)
+                                break;
+                        continue;
+                }
+                if (json_is_string(value))
+                        s = json_string_value(value);
+                else if (json_is_boolean(value))
+                        s = json_is_true(value) ? "true" : "false";
+                else if (json_is_integer(value))
+                        snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+                else if (json_is_real(value))
+                        snprintf(text, sizeof(text), "%.17g", json_real_value(value));
+                else
+                        s = "";
+                rc = set_option(cfg, o, s);
+                if (rc < 0)
+                        break;
+                if (o->offset == offsetof(struct config, token))
+                        cfg->token_source = CONFIG_TOKEN_CONFIG;
+        }
+        json_decref(root);
+        return rc;
+}
+
+void config_print_help(const char *program)
+{
+        printf("Usage: %s [OPTION]...\n"
+               "Glovebox: a sandboxed Jupyter kernel gateway.\n\n",
+               program);
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                const struct option_def *o = &options[i];
+                char left[64];
+
+                snprintf(left, sizeof(left), "--%s%s", o->name,
+                         o->type == OPT_FLAG                             ? ""
+                         : o->type == OPT_STRING || o->type == OPT_LIST ? " TEXT"
+                                                                         : " NUMBER");
+                printf("  %-28s %s", left, o->help);
+                if (o->dflt && o->type != OPT_FLAG)
+                        printf(" [%s]", o->dflt);
+                printf("\n");
+        }
+        printf("  %-28s %s\n  %-28s %s\n", "--config FILE",
+               "read options from a JSON object (keys are option names)", "--help",
+               "show this help");
+        printf("  %-28s %s\n", "--version", "print the version and exit");
+}
+
+/* Splits HOST:PORT (IPv6 hosts in brackets). */
+static int parse_listen(struct config *cfg)
+{
+        const char *colon = strrchr(cfg->listen, ':');
+        const char *host = cfg->listen;
+        size_t hlen;
+        char *end;
+        long port;
+
+        if (!colon)
+                goto bad;
+        hlen = (size_t)(colon - host);
+        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+                host++;
+                hlen -= 2;
+        }
+        if (hlen == 0 || hlen >= sizeof(cfg->host))
+                goto bad;
+        memcpy(cfg->host, host, hlen);
+        cfg->host[hlen] = '\0';
+        errno = 0;
+        port = strtol(colon + 1, &end, 10);
+        if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
+                goto bad;
+        cfg->port = (int)port;
+        return 0;
+bad:
+        fprintf(stderr, "glovebox: --listen must be HOST:PORT, not '%s'\n", cfg->listen);
+        return -EINVAL;
+}
+
+static bool is_loopback(const char *host)
+{
+        return strcmp(host, "127.0.0.1") == 0 || strcmp(host, "::1") == 0 ||
+               strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0;
+}
+
+static int normalise_base_url(struct config *cfg)
+{
+        size_t len = strlen(cfg->base_url);
+        char *s = malloc(len + 3);
+
+        if (!s)
+                return -ENOMEM;
+        snprintf(s, len + 3, "%s%s%s", cfg->base_url[0] == '/' ? "" : "/", cfg->base_url,
+                 len && cfg->base_url[len - 1] == '/' ? "" : "/");
+        /* "//" would otherwise come from an empty or "/" base. */
+        if (strcmp(s, "//") == 0)
+                s[1] = '\0';
+        free(cfg->base_url);
+        cfg->base_url = s;
+        return 0;
+}
+
+/* A token travels in headers and URLs: printable ASCII without spaces,
+ * and short enough for the buffers the headers are read into. */
+static bool token_invalid(const char *token)
+{
+        size_t len = strlen(token);
+
+        if (len < CONFIG_TOKEN_MIN || len > CONFIG_TOKEN_MAX) {
+                fprintf(stderr, "glovebox: the token must be %d to %d characters\n",
+                        CONFIG_TOKEN_MIN, CONFIG_TOKEN_MAX);
+                return true;
+        }
+        for (size_t i = 0; i < len; i++) {
+                if (token[i] <= ' ' || token[i] > '~') {
+                        fprintf(stderr, "glovebox: the token must be printable ASCII without "
+                                        "spaces\n");
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* --token-file: the token is the file's first line, spaces around it
+ * ignored. A file keeps the token out of ps, where --token shows it to
+ * every user of the machine. */
+static int read_token_file(struct config *cfg)
+{
+        /* More than a token and its line end is not a token file. */
+        char text[CONFIG_TOKEN_MAX + 64];
+        const char *path = cfg->token_file;
+        size_t start = 0, end;
+        struct stat st;
+        ssize_t n;
+        int rc = -EINVAL;
+        int fd;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                fprintf(stderr, "glovebox: --token-file %s: %s\n", path, strerror(errno));
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                fprintf(stderr, "glovebox: --token-file %s: not a regular file\n", path);
+                goto out;
+        }
+        n = read(fd, text, sizeof(text) - 1);
+        if (n < 0) {
+                fprintf(stderr, "glovebox: --token-file %s: %s\n", path, strerror(errno));
+                goto out;
+        }
+        text[n] = '\0';
+        end = strcspn(text, "\r\n");
+        if (text[end] == '\0' && (size_t)n == sizeof(text) - 1) {
+                fprintf(stderr, "glovebox: --token-file %s: the first line is longer than a "
+                                "token (%d characters at most)\n", path, CONFIG_TOKEN_MAX);
+                goto out;
+        }
+        while (start < end && (text[start] == ' ' || text[start] == '\t'))
+                start++;
+        while (end > start && (text[end - 1] == ' ' || text[end - 1] == '\t'))
+                end--;
+        text[end] = '\0';
+        if (end == start) {
+                fprintf(stderr, "glovebox: --token-file %s: no token in its first line\n", path);
+                goto out;
+        }
+        if (st.st_mode & (S_IROTH | S_IWOTH))
+                fprintf(stderr, "glovebox: warning: --token-file %s is readable or writable by "
+                                "every user (chmod o-rw)\n", path);
+        rc = set_option(cfg, find_option("token", 5), text + start);
+        if (rc == 0)
+                cfg->token_source = CONFIG_TOKEN_FILE;
+out:
+        /* The token is in the configuration now; no copy stays on the stack. */
+        explicit_bzero(text, sizeof(text));
+        close(fd);
+        return rc;
+}
+
+/* Every --allow-host entry must be a host name (a port is ignored), or '*'. */
+static int validate_allow_host(const char *list)
+{
+        const char *p = list;
+
+        while (*p) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+                char entry[HOSTCHECK_MAX], name[HOSTCHECK_MAX];
+
+                while (n && *p == ' ') {
+                        p++;
+                        n--;
+                }
+                while (n && p[n - 1] == ' ')
+                        n--;
+                if (n >= sizeof(entry))
+                        goto bad;
+                memcpy(entry, p, n);
+                entry[n] = '\0';
+                if (strcmp(entry, "*") != 0 && hostcheck_name(entry, name, sizeof(name)) < 0)
+                        goto bad;
+                if (!comma)
+                        break;
+                p = comma + 1;
+                continue;
+bad:
+                fprintf(stderr, "glovebox: --allow-host: '%.*s' is not a host name\n", (int)n, p);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+#define MAX_ZYGOTES 8
+
+static bool zygote_char_ok(char c, bool module)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || (module ? c == ',' : c == '-');
+}
+
+/* NAME:MODULE,MODULE,... with names as kernelspec names and modules as
+ * dotted Python names; each kernelspec at most once. */
+static int validate_zygotes(char **list)
+{
+        size_t n = 0;
+
+        for (; list && list[n]; n++) {
+                const char *e = list[n], *colon = strchr(e, ':');
+                size_t name_len = colon ? (size_t)(colon - e) : strlen(e);
+
+                if (n == MAX_ZYGOTES) {
+                        fprintf(stderr, "glovebox: --zygote: at most %d\n", MAX_ZYGOTES);
+                        return -EINVAL;
+                }
+                if (name_len == 0 || name_len >= 64 || (colon && strlen(colon + 1) > 1024))
+                        goto bad;
+                for (size_t i = 0; i < name_len; i++) {
+                        if (!zygote_char_ok(e[i], false))
+                                goto bad;
+                }
+                for (const char *m = colon ? colon + 1 : ""; *m; m++) {
+                        if (!zygote_char_ok(*m, true))
+                                goto bad;
+                }
+                for (size_t j = 0; j < n; j++) {
+                        if (strncmp(list[j], e, name_len) == 0 &&
+                            (list[j][name_len] == ':' || list[j][name_len] == '\0')) {
+                                fprintf(stderr, "glovebox: --zygote: kernelspec %.*s twice\n",
+                                        (int)name_len, e);
+                                return -EINVAL;
+                        }
+                }
+                continue;
+bad:
+                fprintf(stderr,
+                        "glovebox: --zygote: '%s' is not NAME:MODULE,... (a kernelspec name, "
+                        "then Python module names)\n",
+                        e);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+bool config_has_zygote(const struct config *cfg, const char *name)
+{
+        size_t len = strlen(name);
+
+        for (size_t i = 0; cfg->zygote && cfg->zygote[i]; i++) {
+                if (strncmp(cfg->zygote[i], name, len) == 0 &&
+                    (cfg->zygote[i][len] == ':' || cfg->zygote[i][len] == '\0'))
+                        return true;
+        }
+        return false;
+}
+
+static int validate(struct config *cfg)
+{
+        /* Only root may write /var/lib; another user names a directory. */
+        if (!cfg->state_dir[0] && geteuid() == 0) {
+                free(cfg->state_dir);
+                cfg->state_dir = strdup("/var/lib/glovebox");
+                if (!cfg->state_dir)
+                        return -ENOMEM;
+        }
+        if (parse_listen(cfg) < 0)
+                return -EINVAL;
+        if (normalise_base_url(cfg) < 0)
+                return -ENOMEM;
+        if (strcmp(cfg->sandbox, "full") != 0 && strcmp(cfg->sandbox, "none") != 0) {
+                fprintf(stderr, "glovebox: --sandbox must be 'full' or 'none'\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "memory") != 0 && strcmp(cfg->home_storage, "disk") != 0) {
+                fprintf(stderr, "glovebox: --home-storage must be 'memory' or 'disk'\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "disk") == 0 && cfg->state_dir[0] != '/') {
+                fprintf(stderr, "glovebox: --state-dir must be an absolute path\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "disk") == 0 && strcmp(cfg->sandbox, "full") != 0) {
+                fprintf(stderr, "glovebox: --home-storage disk needs --sandbox full\n");
+                return -EINVAL;
+        }
+        if (strcmp(cfg->home_storage, "disk") == 0 && geteuid() != 0) {
+                fprintf(stderr, "glovebox: --home-storage disk needs root (it mounts a loop "
+                                "device per sandbox)\n");
+                return -EINVAL;
+        }
+        if (cfg->no_auth && !is_loopback(cfg->host)) {
+                fprintf(stderr, "glovebox: --no-auth is only allowed on a loopback address\n");
+                return -EINVAL;
+        }
+        if (cfg->memory_mb > cfg->max_memory_mb || cfg->cpus > cfg->max_cpus ||
+            cfg->pids > cfg->max_pids || cfg->disk_mb > cfg->max_disk_mb) {
+                fprintf(stderr, "glovebox: a default limit is above its --max-* maximum\n");
+                return -EINVAL;
+        }
+        if (!!*cfg->certfile != !!*cfg->keyfile) {
+                fprintf(stderr, "glovebox: --certfile and --keyfile go together\n");
+                return -EINVAL;
+        }
+        if (*cfg->token_file) {
+                if (cfg->token_source == CONFIG_TOKEN_ARGV ||
+                    cfg->token_source == CONFIG_TOKEN_CONFIG) {
+                        fprintf(stderr, "glovebox: give the token once: --token or --token-file\n");
+                        return -EINVAL;
+                }
+                if (read_token_file(cfg) < 0)
+                        return -EINVAL;
+        }
+        if (cfg->token && token_invalid(cfg->token))
+                return -EINVAL;
+        if (cfg->no_auth)
+                cfg->token_source = CONFIG_TOKEN_NONE;
+        if (validate_allow_host(cfg->allow_host) < 0)
+                return -EINVAL;
+        if (*cfg->ports_domain) {
+                char name[HOSTCHECK_MAX];
+
+                if (hostcheck_name(cfg->ports_domain, name, sizeof(name)) < 0 || !name[0] ||
+                    strchr(cfg->ports_domain, '/')) {
+                        fprintf(stderr, "glovebox: --ports-domain: '%s' is not a host name\n",
+                                cfg->ports_domain);
+                        return -EINVAL;
+                }
+        }
+        if (egress_configure(cfg) < 0)
+                return -EINVAL;
+        if (fleet_configure(cfg) < 0 || validate_zygotes(cfg->zygote) < 0)
+                return -EINVAL;
+        if (cfg->no_auth && *cfg->keys_file) {
+                fprintf(stderr, "glovebox: --no-auth and --keys-file exclude each other\n");
+                return -EINVAL;
+        }
+        /* With a keys file, the keys are the credentials: no token is made
+         * up beside them. */
+        if (!cfg->token && !cfg->no_auth && !*cfg->keys_file) {
+                /* E2B's form, "e2b_" and hex digits, so that the E2B SDKs
+                 * (the Python one checks the form before sending) take the
+                 * generated token as an API key as it is. */
+                char token[4 + 48 + 1] = "e2b_";
+
+                if (jp_random_hex(token + 4, 24) < 0)
+                        return -EIO;
+                cfg->token = strdup(token);
+                cfg->token_source = CONFIG_TOKEN_GENERATED;
+                if (!cfg->token)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int config_load(struct config *cfg, int argc, char **argv)
+{
+        const char *env_token = getenv("GLOVEBOX_TOKEN");
+        int rc;
+
+        memset(cfg, 0, sizeof(*cfg));
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                if (options[i].dflt && set_option(cfg, &options[i], options[i].dflt) < 0)
+                        return -EINVAL;
+        }
+        if (env_token && *env_token) {
+                if (set_option(cfg, find_option("token", 5), env_token) < 0)
+                        return -EINVAL;
+                cfg->token_source = CONFIG_TOKEN_ENV;
+        }
+        /* A --config file first, so the command line overrides it. */
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+                        rc = load_file(cfg, argv[i + 1]);
+                        if (rc < 0)
+                                return rc;
+                } else if (strncmp(argv[i], "--config=", 9) == 0) {
+                        rc = load_file(cfg, argv[i] + 9);
+                        if (rc < 0)
+                                return rc;
+                }
+        }
+        for (int i = 1; i < argc; i++) {
+                const char *arg = argv[i];
+                const char *eq;
+                const struct option_def *o;
+
+                if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+                        config_print_help(argv[0]);
+                        return 1;
+                }
+                if (strcmp(arg, "--version") == 0) {
+                        printf("glovebox %s\n", PACKAGE_VERSION);
+                        return 1;
+                }
+                if (strcmp(arg, "--config") == 0) {
+                        i++;
+                        continue;
+                }
+                if (strncmp(arg, "--config=", 9) == 0)
+                        continue;
+                if (strncmp(arg, "--", 2) != 0) {
+                        fprintf(stderr, "glovebox: unexpected argument '%s' (see --help)\n", arg);
+                        return -EINVAL;
+                }
+                arg += 2;
+                eq = strchr(arg, '=');
+                o = find_option(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+                if (!o) {
+                        fprintf(stderr, "glovebox: unknown option '%s' (see --help)\n", argv[i]);
+                        return -EINVAL;
+                }
+                if (eq) {
+                        rc = set_option(cfg, o, eq + 1);
+                } else if (o->type == OPT_FLAG) {
+                        rc = set_option(cfg, o, "true");
+                } else if (i + 1 < argc) {
+                        rc = set_option(cfg, o, argv[++i]);
+                } else {
+                        fprintf(stderr, "glovebox: --%s needs a value\n", o->name);
+                        rc = -EINVAL;
+                }
+                if (rc < 0)
+                        return rc;
+                if (o->offset == offsetof(struct config, token))
+                        cfg->token_source = CONFIG_TOKEN_ARGV;
+        }
+        return validate(cfg);
+}
+
+void config_free(struct config *cfg)
+{
+        for (size_t i = 0; i < NOPTIONS; i++) {
+                char *field = (char *)cfg + options[i].offset;
+
+                if (options[i].type == OPT_STRING) {
+                        char **s = (char **)(void *)field;
+
+                        free(*s);
+                        *s = NULL;
+                } else if (options[i].type == OPT_LIST) {
+                        char ***list = (char ***)(void *)field;
+
+                        for (size_t j = 0; *list && (*list)[j]; j++)
+                                free((*list)[j]);
+                        free(*list);
+                        *list = NULL;
+                }
+        }
+}

@@ -1,0 +1,80 @@
+/* An E2B sandbox as the E2B family's own modules see it: e2b.c makes,
+ * lists, pauses and ends them; e2b_contexts.c runs their code interpreter.
+ * Nothing outside gateway/e2b*.c includes this (other families use e2b.h). */
+#ifndef GLOVEBOX_E2B_SANDBOX_H
+#define GLOVEBOX_E2B_SANDBOX_H
+
+#include "gateway/e2b/metrics.h"
+#include "gateway/core/http.h"
+#include "gateway/core/keys.h"
+#include "gateway/kernels/kernels.h"
+#include "gateway/kernels/sandboxes.h"
+#include "protocol/fleetid.h"
+#include "protocol/hostmsg.h"
+#include "protocol/ids.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <time.h>
+
+#define E2B_MAX_ENV 256 /* envVars and env_vars: keys in one */
+
+/* A code context: a kernel of the sandbox, or one still to start (the
+ * default JavaScript context starts its kernel at its first use). */
+struct e2b_context {
+        struct e2b_context *next; /* in creation order */
+        char id[JP_UUID_SIZE];
+        char language[32]; /* E2B's name: python, javascript, r, bash, ... */
+        char cwd[PATH_MAX];
+        char kernel_id[JP_UUID_SIZE]; /* "" until its kernel starts */
+        bool on_first_use;            /* a default context: its kernel starts when used */
+};
+
+/* Its sudo service (e2b_sudo.h). */
+enum e2b_sudo_state { E2B_SUDO_NONE, E2B_SUDO_STARTING, E2B_SUDO_READY, E2B_SUDO_FAILED };
+
+/* A sandbox is running, or on disk (pause.h) with no box at all, or on
+ * its way between the two; requests to its own plane need it running. */
+enum e2b_phase { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
+
+struct e2b_sandbox {
+        struct e2b_sandbox *next;
+        char id[FLEETID_SANDBOX_SIZE];
+        char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
+        char token[65];
+        char template_id[64];
+        char workdir[PATH_MAX]; /* a built template's: its commands' default cwd */
+        json_t *metadata;
+        json_t *env;
+        const struct jp_kernelspec *spec; /* of its first context: its template's */
+        struct sandbox *box;
+        char started_at[JP_TIMESTAMP_SIZE];
+        time_t end_at;
+        double lifetime; /* asked for at create; counted again from ready */
+        lws_sorted_usec_list_t ttl;
+        struct e2b_context *contexts;
+        bool ready; /* its default context answered; listed from then on */
+        enum e2b_phase phase;
+        struct hostmsg_limits limits; /* its box's, kept while paused (box NULL) */
+        bool on_timeout_pause;        /* lifecycle onTimeout 'pause': paused, not killed */
+        bool ports_public;            /* every port needs no token (set_public_traffic) */
+        char request_host[SANDBOX_REQUEST_HOST_MAX]; /* network.maskRequestHost, or "" */
+        /* The pause or resume (or connect) waiting for the phase to
+         * change, or NULL: its answer comes then. */
+        struct http_request *pending;
+        bool pending_connect;   /* a connect: answered as one */
+        double pending_timeout; /* a connect's or resume's timeout; 0: its lifetime */
+        struct kernel_waiter resume_waiter;
+        double phase_started;       /* loop_now() when pausing or resuming began */
+        struct e2b_metrics metrics; /* its history of use, sampled while it runs */
+        enum e2b_sudo_state sudo;   /* its sudo service, on its current box */
+        bool pending_created;       /* pending is a create or resume answered once sudo is */
+};
+
+/* Every E2B sandbox of this host, paused ones included (e2b.c's list). */
+struct e2b_sandbox *e2b_sandboxes(void);
+/* Whether v is absent or an object of at most max string values. */
+bool e2b_string_map(json_t *v, size_t max);
+
+#endif

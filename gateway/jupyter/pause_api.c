@@ -1,0 +1,482 @@
+#include "autoconf.h"
+
+#include "gateway/jupyter/pause_api.h"
+#include "gateway/kernels/kernels.h"
+#include "gateway/core/loop.h"
+#include "gateway/kernels/pause.h"
+#include "gateway/core/tenants.h"
+#include "protocol/ids.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum paused_phase { PAUSED_SAVING, PAUSED_STOPPING, PAUSED, PAUSED_RESUMING };
+
+struct paused_kernel {
+        struct paused_kernel *next;
+        char id[JP_UUID_SIZE];
+        char owner[KEYS_NAME_MAX];
+        char spec_name[256];
+        json_t *env; /* ["NAME=value", ...] */
+        struct hostmsg_limits limits;
+        char last_activity[JP_TIMESTAMP_SIZE];
+        enum paused_phase phase;
+        struct http_request *pending; /* answered when the phase ends */
+        struct kernel_waiter waiter;  /* the kernel's end (pause) or ready (resume) */
+        double started;
+};
+
+static struct paused_kernel *paused;
+
+static struct paused_kernel *find(const char *id)
+{
+        for (struct paused_kernel *p = paused; p; p = p->next) {
+                if (strcmp(p->id, id) == 0)
+                        return p;
+        }
+        return NULL;
+}
+
+static void paused_free(struct paused_kernel *p)
+{
+        for (struct paused_kernel **link = &paused; *link; link = &(*link)->next) {
+                if (*link == p) {
+                        *link = p->next;
+                        break;
+                }
+        }
+        if (p->waiter.kernel)
+                kernel_waiter_cancel(&p->waiter);
+        json_decref(p->env);
+        free(p);
+}
+
+static void pending_forget(struct http_request *r)
+{
+        struct paused_kernel *p = r->ctx;
+
+        if (p && p->pending == r)
+                p->pending = NULL;
+        r->ctx = NULL;
+}
+
+static void pending_set(struct paused_kernel *p, struct http_request *r)
+{
+        p->pending = r;
+        r->ctx = p;
+        r->cleanup = pending_forget;
+}
+
+static struct http_request *pending_take(struct paused_kernel *p)
+{
+        struct http_request *r = p->pending;
+
+        p->pending = NULL;
+        if (r) {
+                r->ctx = NULL;
+                r->cleanup = NULL;
+        }
+        return r;
+}
+
+static json_t *paused_model(const struct paused_kernel *p)
+{
+        return json_pack("{s:s, s:s, s:s, s:s, s:i, s:{s:b, s:s}}", "id", p->id, "name",
+                         p->spec_name, "last_activity", p->last_activity, "execution_state",
+                         p->phase == PAUSED_RESUMING ? "resuming" : "paused", "connections", 0,
+                         "paused", "memory_kept", false, "notice", PAUSE_MEMORY_NOTICE);
+}
+
+static json_t *paused_meta(const struct paused_kernel *p)
+{
+        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I}, s:s, s:b, s:s}",
+                         "version", 1, "kind", "kernel", "id", p->id, "owner", p->owner,
+                         "kernelspec", p->spec_name, "env", p->env, "limits", "memory_mb",
+                         (json_int_t)p->limits.memory_mb, "cpu_millis",
+                         (json_int_t)p->limits.cpu_millis, "pids", (json_int_t)p->limits.pids,
+                         "disk_mb", (json_int_t)p->limits.disk_mb, "last_activity",
+                         p->last_activity, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+}
+
+/* ---- pause ----------------------------------------------------------------- */
+
+static void on_stopped(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+{
+        struct paused_kernel *p = lws_container_of(w, struct paused_kernel, waiter);
+        struct http_request *r = pending_take(p);
+
+        (void)k;
+        (void)status;
+        (void)message;
+        p->phase = PAUSED;
+        log_info("[%.8s] paused in %.3f s (%s)", p->id, loop_now() - p->started,
+                 PAUSE_MEMORY_NOTICE);
+        if (r)
+                http_reply_json(r, 200, paused_model(p));
+}
+
+static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        char *id = ctx;
+        struct paused_kernel *p = find(id);
+        struct kernel *k = kernel_find_any(id);
+        struct http_request *r;
+        json_t *meta;
+
+        free(id);
+        if (!p || p->phase != PAUSED_SAVING)
+                return;
+        if (!k) {
+                message = "the kernel ended while its files were saved";
+                status = -ESRCH;
+        }
+        if (status == 0) {
+                meta = paused_meta(p);
+                status = meta ? pause_write_meta(p->id, meta) : -ENOMEM;
+                json_decref(meta);
+                message = status ? "cannot write its record" : NULL;
+        }
+        if (status) {
+                /* Nothing is lost: the kernel runs on as it was. */
+                log_error("[%.8s] pause failed: %s", p->id, message ? message : "");
+                pause_forget(p->id);
+                r = pending_take(p);
+                if (r)
+                        http_reply_error(r, 500, "Pause failed, the kernel keeps running: %s",
+                                         message ? message : strerror(-status));
+                paused_free(p);
+                return;
+        }
+        log_info("[%.8s] %llu bytes of files saved", p->id, (unsigned long long)bytes);
+        p->phase = PAUSED_STOPPING;
+        p->waiter.done = on_stopped;
+        kernel_shutdown(k, &p->waiter);
+}
+
+static void pause_kernel(struct http_request *r, struct kernel *k)
+{
+        struct paused_kernel *p = NULL;
+        char *id = NULL;
+        int rc;
+
+        if (!pause_enabled()) {
+                http_reply_error(r, 400, "Pause is not enabled: this Glovebox has no --state-dir");
+                return;
+        }
+        if (k->phase != KERNEL_READY) {
+                http_reply_error(r, 409, "Kernel is %s, not running: it cannot be paused",
+                                 k->execution_state);
+                return;
+        }
+        if (!k->sandbox || !k->owns_sandbox) {
+                http_reply_error(r, 409,
+                                 !k->sandbox ? "Kernel has no sandbox (--sandbox none): its "
+                                               "files cannot be saved"
+                                             : "Kernel's sandbox is an E2B sandbox's: pause that "
+                                               "(POST /e2b/sandboxes/{id}/pause)");
+                return;
+        }
+        if (k->sandbox->network.enabled) {
+                http_reply_error(r, 400, "A kernel with network egress cannot be paused");
+                return;
+        }
+        p = calloc(1, sizeof(*p));
+        id = strdup(k->id);
+        if (!p || !id || !(p->env = json_array())) {
+                rc = -ENOMEM;
+                goto fail;
+        }
+        snprintf(p->id, sizeof(p->id), "%s", k->id);
+        snprintf(p->owner, sizeof(p->owner), "%s", k->owner);
+        snprintf(p->spec_name, sizeof(p->spec_name), "%s", k->spec->name);
+        for (size_t i = 0; k->env && k->env[i]; i++)
+                json_array_append_new(p->env, json_string(k->env[i]));
+        p->limits = k->limits;
+        jp_timestamp_format(&k->last_activity, p->last_activity);
+        rc = pause_save_home(k->sandbox, k->id, on_saved, id);
+        if (rc < 0)
+                goto fail;
+        p->phase = PAUSED_SAVING;
+        p->started = loop_now();
+        p->next = paused;
+        paused = p;
+        pending_set(p, r);
+        return;
+fail:
+        free(id);
+        if (p)
+                json_decref(p->env);
+        free(p);
+        http_reply_error(r, 500, "Cannot pause the kernel: %s", strerror(-rc));
+}
+
+/* ---- resume ---------------------------------------------------------------- */
+
+static void resume_failed(struct paused_kernel *p, const char *message)
+{
+        struct http_request *r = pending_take(p);
+        struct kernel *k = kernel_find_any(p->id);
+
+        log_error("[%.8s] resume failed: %s", p->id, message);
+        if (p->waiter.kernel)
+                kernel_waiter_cancel(&p->waiter);
+        if (k)
+                kernel_shutdown(k, NULL);
+        p->phase = PAUSED;
+        if (r)
+                http_reply_error(r, 500, "Resume failed, the kernel stays paused: %s", message);
+}
+
+static void on_restored(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        char *id = ctx;
+        struct paused_kernel *p = find(id);
+        struct kernel *k = kernel_find_any(id);
+        struct http_request *r;
+
+        free(id);
+        if (!p || p->phase != PAUSED_RESUMING)
+                return;
+        if (status || !k) {
+                resume_failed(p, message ? message : "the kernel ended while resuming");
+                return;
+        }
+        log_info("[%.8s] resumed in %.3f s (%llu bytes of files)", p->id, loop_now() - p->started,
+                 (unsigned long long)bytes);
+        pause_forget(p->id);
+        r = pending_take(p);
+        paused_free(p);
+        if (r)
+                http_reply_json(r, 200, kernel_model(k));
+}
+
+static void on_resumed_ready(struct kernel_waiter *w, struct kernel *k, int status,
+                             const char *message)
+{
+        struct paused_kernel *p = lws_container_of(w, struct paused_kernel, waiter);
+        char *id;
+        int rc;
+
+        if (status || !k->sandbox) {
+                resume_failed(p, message ? message : "the kernel did not start");
+                return;
+        }
+        id = strdup(p->id);
+        rc = id ? pause_restore_home(k->sandbox, p->id, on_restored, id) : -ENOMEM;
+        if (rc < 0) {
+                free(id);
+                resume_failed(p, strerror(-rc));
+        }
+}
+
+static void resume_kernel(struct http_request *r, struct paused_kernel *p)
+{
+        const struct jp_kernelspec *spec = jp_kernelspec_find(kernels_specs(), p->spec_name);
+        struct tenant_caller owner = {.admin = false};
+        struct tenant_scope saved;
+        char **env = NULL;
+        struct kernel *k;
+        size_t n = json_array_size(p->env);
+        int rc = -ENOMEM;
+
+        if (p->phase != PAUSED) {
+                http_reply_error(r, 409, "Kernel is being %s",
+                                 p->phase == PAUSED_RESUMING ? "resumed" : "paused");
+                return;
+        }
+        if (!spec) {
+                http_reply_error(r, 500,
+                                 "Kernelspec %s is no longer served: the kernel stays "
+                                 "paused",
+                                 p->spec_name);
+                return;
+        }
+        if (!tenants_exists(p->owner)) {
+                http_reply_error(r, 403, "The key that started the kernel was removed");
+                return;
+        }
+        env = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; env && i < n; i++) {
+                env[i] = strdup(json_string_value(json_array_get(p->env, i)) ?: "");
+                if (!env[i])
+                        goto out;
+        }
+        /* Its kernel and quota are its owner's, whoever resumes it. */
+        tenants_scope_enter(&saved);
+        snprintf(owner.name, sizeof(owner.name), "%s", p->owner);
+        if (!kernels_config()->no_auth)
+                tenants_set_caller(&owner);
+        else
+                tenants_scope_restore(&saved);
+        p->waiter.done = on_resumed_ready;
+        rc = env ? kernel_start_as(spec, env, &p->limits, p->id, &p->waiter, &k) : -ENOMEM;
+        tenants_scope_restore(&saved);
+        if (rc == 0) {
+                p->phase = PAUSED_RESUMING;
+                p->started = loop_now();
+                pending_set(p, r);
+        }
+out:
+        jp_strv_free(env);
+        if (rc == -EAGAIN || rc == -EDQUOT)
+                http_reply_error(r, 429, "Cannot resume the kernel: %s",
+                                 rc == -EAGAIN ? "too many kernels"
+                                               : "the quota of its key is reached");
+        else if (rc < 0)
+                http_reply_error(r, 500, "Cannot resume the kernel: %s", strerror(-rc));
+}
+
+/* ---- routes ---------------------------------------------------------------- */
+
+bool kernel_pause_route(struct http_request *r, const char *id, const char *action)
+{
+        struct paused_kernel *p = find(id);
+        struct kernel *k;
+
+        if (p && !tenants_may_reach(p->owner))
+                p = NULL;
+        if (p && p->phase == PAUSED_SAVING)
+                p = NULL; /* still a kernel while its files are saved */
+        if (action && strcmp(action, "pause") != 0 && strcmp(action, "resume") != 0 && !p)
+                return false;
+        if (action && (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0) &&
+            r->method != HTTP_POST) {
+                http_reply_error(r, 405, "Use POST to %s a kernel", action);
+                return true;
+        }
+        if (!p) {
+                if (!action)
+                        return false;
+                k = kernel_find(id);
+                if (!k) {
+                        http_reply_error(r, 404, "Kernel does not exist: %.64s", id);
+                } else if (strcmp(action, "resume") == 0) {
+                        http_reply_error(r, 409, "Kernel is not paused (%s)",
+                                         find(id) ? "being paused" : k->execution_state);
+                } else if (find(id)) {
+                        http_reply_error(r, 409, "Kernel is being paused");
+                } else {
+                        pause_kernel(r, k);
+                }
+                return true;
+        }
+        if (!action && r->method == HTTP_GET) {
+                http_reply_json(r, 200, paused_model(p));
+        } else if (!action && r->method == HTTP_DELETE) {
+                if (p->phase != PAUSED) {
+                        http_reply_error(r, 409, "Kernel is being %s; try again",
+                                         p->phase == PAUSED_RESUMING ? "resumed" : "paused");
+                        return true;
+                }
+                pause_forget(p->id);
+                log_info("[%.8s] paused kernel deleted", p->id);
+                paused_free(p);
+                http_reply_empty(r, 204);
+        } else if (!action) {
+                http_reply_error(r, 405, "Use GET or DELETE on a kernel");
+        } else if (strcmp(action, "resume") == 0) {
+                resume_kernel(r, p);
+        } else if (strcmp(action, "pause") == 0) {
+                http_reply_error(r, 409, "Kernel is already %s",
+                                 p->phase == PAUSED ? "paused" : "being resumed");
+        } else {
+                http_reply_error(r, 409, "Kernel is paused: POST /api/kernels/%s/resume first",
+                                 p->id);
+        }
+        return true;
+}
+
+json_t *kernel_pause_models(void)
+{
+        json_t *list = json_array();
+
+        for (struct paused_kernel *p = paused; list && p; p = p->next) {
+                if (p->phase != PAUSED_SAVING && tenants_may_reach(p->owner))
+                        json_array_append_new(list, paused_model(p));
+        }
+        return list;
+}
+
+/* ---- at start and at the end ------------------------------------------------- */
+
+static bool meta_copy(json_t *meta, const char *key, char *out, size_t size)
+{
+        const char *v = json_string_value(json_object_get(meta, key));
+
+        if (!v || strlen(v) >= size)
+                return false;
+        memcpy(out, v, strlen(v) + 1);
+        return true;
+}
+
+static void on_found(void *ctx, const char *id, json_t *meta)
+{
+        json_t *lim = json_object_get(meta, "limits");
+        json_t *env = json_object_get(meta, "env");
+        struct paused_kernel *p;
+        int *count = ctx;
+        size_t i;
+        json_t *v;
+
+        /* An E2B sandbox's (e2b.c) */
+        if (strcmp(json_string_value(json_object_get(meta, "kind")) ?: "", "kernel") != 0)
+                return;
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return;
+        if (!meta_copy(meta, "id", p->id, sizeof(p->id)) || strcmp(p->id, id) != 0 ||
+            !meta_copy(meta, "owner", p->owner, sizeof(p->owner)) ||
+            !meta_copy(meta, "kernelspec", p->spec_name, sizeof(p->spec_name)) ||
+            !meta_copy(meta, "last_activity", p->last_activity, sizeof(p->last_activity)) ||
+            !json_is_array(env) || json_array_size(env) > 1024 || !json_is_object(lim) ||
+            find(id)) {
+                log_warn("paused kernel %s: its meta.json is not a paused kernel's; left as it is",
+                         id);
+                free(p);
+                return;
+        }
+        json_array_foreach(env, i, v) {
+                if (!json_is_string(v)) {
+                        log_warn("paused kernel %s: its env is not strings; left as it is", id);
+                        free(p);
+                        return;
+                }
+        }
+        p->env = json_incref(env);
+        p->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
+        p->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
+        p->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
+        p->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        p->phase = PAUSED;
+        p->next = paused;
+        paused = p;
+        (*count)++;
+}
+
+void kernel_pause_load(void)
+{
+        int count = 0;
+
+        pause_load_all(on_found, &count);
+        if (count)
+                log_info("%d paused kernel%s found in the state directory", count,
+                         count == 1 ? "" : "s");
+}
+
+void kernel_pause_shutdown(void)
+{
+        while (paused) {
+                struct paused_kernel *p = paused;
+                struct http_request *r = pending_take(p);
+
+                if (r)
+                        http_reply_error(r, 503, "The gateway is shutting down");
+                /* Saved but not yet recorded as paused: nothing to keep. */
+                if (p->phase == PAUSED_SAVING)
+                        pause_forget(p->id);
+                paused_free(p);
+        }
+}

@@ -1,0 +1,453 @@
+#include "autoconf.h"
+
+#include "gateway/kernels/pause.h"
+#include "gateway/core/loop.h"
+#include "gateway/kernels/process.h"
+#include "protocol/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FEED_PIECE  (256 * 1024)
+#define PIPE_WANTED (1024 * 1024) /* the most an unprivileged pipe may hold by default */
+#define STDERR_KEPT 512
+#define META_MAX    (256 * 1024)
+
+/* paused/ of the state directory, or -1 when pausing is off. */
+static int paused_fd = -1;
+
+struct pause_job {
+        pause_done_fn done;
+        void *ctx;
+        struct process *process;
+        int file_fd; /* the archive: written (save) or read (restore) */
+        int dir_fd;  /* paused/<id>/ */
+        bool restore;
+        bool file_eof;
+        int write_error; /* save: a failed write of the archive */
+        uint64_t bytes;
+        char err[STDERR_KEPT + 1];
+        size_t err_len;
+        uint8_t *piece; /* restore: what read() gave and stdin has yet to take */
+        size_t piece_len, piece_at;
+        lws_sorted_usec_list_t retry;
+};
+
+static bool id_ok(const char *id)
+{
+        size_t n = strlen(id);
+
+        if (n == 0 || n >= PAUSE_ID_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = id[i];
+
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_'))
+                        return false;
+        }
+        return true;
+}
+
+int pause_init(const char *state_dir)
+{
+        int dir = -1;
+        int rc = 0;
+
+        if (!state_dir || !state_dir[0])
+                return 0;
+        /* The state directory is the gateway's own: nothing in a sandbox
+         * can write there, so paths under it are safe to use as root. */
+        if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
+                rc = -errno;
+                goto out;
+        }
+        dir = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0) {
+                rc = -errno;
+                goto out;
+        }
+        if (mkdirat(dir, "paused", 0700) < 0 && errno != EEXIST) {
+                rc = -errno;
+                goto out;
+        }
+        paused_fd = openat(dir, "paused", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (paused_fd < 0)
+                rc = -errno;
+out:
+        if (rc < 0)
+                log_error("state directory %s: %s", state_dir, strerror(-rc));
+        if (dir >= 0)
+                close(dir);
+        return rc;
+}
+
+bool pause_enabled(void)
+{
+        return paused_fd >= 0;
+}
+
+/* paused/<id>/, made when make; -errno. */
+static int open_id_dir(const char *id, bool make)
+{
+        int fd;
+
+        if (paused_fd < 0)
+                return -ENOTSUP;
+        if (!id_ok(id))
+                return -EINVAL;
+        if (make && mkdirat(paused_fd, id, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        fd = openat(paused_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        return fd < 0 ? -errno : fd;
+}
+
+int state_write_file(int dir, const char *name, const char *text)
+{
+        char tmp[NAME_MAX + 1];
+        size_t len = strlen(text);
+        int fd, rc = 0;
+
+        if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", name) >= sizeof(tmp))
+                return -ENAMETOOLONG;
+        if (unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
+                return -errno;
+        fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        while (rc == 0 && len > 0) {
+                ssize_t n = write(fd, text, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        rc = n < 0 ? -errno : -EIO;
+                else {
+                        text += n;
+                        len -= (size_t)n;
+                }
+        }
+        /* A record that survives the machine's crash as well as the
+         * gateway's: on disk before it replaces the old one. */
+        if (rc == 0 && fsync(fd) < 0)
+                rc = -errno;
+        close(fd);
+        if (rc == 0 && renameat(dir, tmp, dir, name) < 0)
+                rc = -errno;
+        if (rc == 0 && fsync(dir) < 0)
+                rc = -errno;
+        if (rc < 0)
+                unlinkat(dir, tmp, 0);
+        return rc;
+}
+
+int pause_write_meta(const char *id, json_t *meta)
+{
+        int dir = open_id_dir(id, true);
+        char *text;
+        int rc;
+
+        if (dir < 0)
+                return dir;
+        text = json_dumps(meta, JSON_COMPACT);
+        rc = text ? state_write_file(dir, "meta.json", text) : -ENOMEM;
+        free(text);
+        close(dir);
+        return rc;
+}
+
+int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void *ctx)
+{
+        DIR *d;
+        struct dirent *e;
+        int count = 0;
+        int dup;
+
+        if (paused_fd < 0)
+                return 0;
+        dup = fcntl(paused_fd, F_DUPFD_CLOEXEC, 3);
+        if (dup < 0)
+                return -errno;
+        d = fdopendir(dup);
+        if (!d) {
+                close(dup);
+                return -errno;
+        }
+        /* A duplicate shares the offset with paused_fd: from the start. */
+        rewinddir(d);
+        while ((e = readdir(d)) != NULL) {
+                json_error_t jerr;
+                json_t *meta;
+                int dir, fd;
+
+                if (!id_ok(e->d_name))
+                        continue;
+                dir = open_id_dir(e->d_name, false);
+                if (dir < 0)
+                        continue;
+                fd = openat(dir, "meta.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                close(dir);
+                if (fd < 0) {
+                        log_warn("paused sandbox %s has no meta.json; left as it is", e->d_name);
+                        continue;
+                }
+                meta = json_loadfd(fd, 0, &jerr);
+                close(fd);
+                if (!json_is_object(meta)) {
+                        log_warn("paused sandbox %s: unreadable meta.json (%s); left as it is",
+                                 e->d_name, jerr.text);
+                        json_decref(meta);
+                        continue;
+                }
+                found(ctx, e->d_name, meta);
+                json_decref(meta);
+                count++;
+        }
+        closedir(d);
+        return count;
+}
+
+void pause_forget(const char *id)
+{
+        int dir = open_id_dir(id, false);
+
+        if (dir < 0)
+                return;
+        unlinkat(dir, "home.tar", 0);
+        unlinkat(dir, "home.tar.new", 0);
+        unlinkat(dir, "meta.json", 0);
+        unlinkat(dir, "meta.json.new", 0);
+        close(dir);
+        if (unlinkat(paused_fd, id, AT_REMOVEDIR) < 0)
+                log_warn("cannot remove the paused state of %s: %s", id, strerror(errno));
+}
+
+/* ---- the tar runs ---------------------------------------------------------- */
+
+static void job_free(struct pause_job *j)
+{
+        loop_timer_stop(&j->retry);
+        if (j->file_fd >= 0)
+                close(j->file_fd);
+        if (j->dir_fd >= 0)
+                close(j->dir_fd);
+        free(j->piece);
+        free(j);
+}
+
+static void job_finish(struct pause_job *j, int status, const char *message)
+{
+        j->done(j->ctx, status, message, j->bytes);
+        job_free(j);
+}
+
+static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
+{
+        struct pause_job *j = ctx;
+
+        if (stream == 2) {
+                size_t n = len < STDERR_KEPT - j->err_len ? len : STDERR_KEPT - j->err_len;
+
+                memcpy(j->err + j->err_len, data, n);
+                j->err_len += n;
+                j->err[j->err_len] = '\0';
+                return;
+        }
+        if (j->restore || j->write_error)
+                return;
+        while (len) {
+                ssize_t n = write(j->file_fd, data, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        j->write_error = -errno;
+                        return;
+                }
+                data += n;
+                len -= (size_t)n;
+                j->bytes += (uint64_t)n;
+        }
+}
+
+static void on_retry(lws_sorted_usec_list_t *sul);
+
+/* Restore: moves the archive into tar's stdin as far as the pipe takes
+ * it, and tries again shortly when it is full. */
+static void feed(struct pause_job *j)
+{
+        int fd = process_stdin_fd(j->process);
+
+        while (fd >= 0) {
+                ssize_t n;
+
+                if (j->piece_at == j->piece_len) {
+                        if (j->file_eof)
+                                break;
+                        n = read(j->file_fd, j->piece, FEED_PIECE);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0) {
+                                j->file_eof = true;
+                                break;
+                        }
+                        j->piece_len = (size_t)n;
+                        j->piece_at = 0;
+                }
+                n = write(fd, j->piece + j->piece_at, j->piece_len - j->piece_at);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        loop_timer_start(&j->retry, on_retry, 1.0);
+                        return;
+                }
+                if (n < 0) {
+                        /* tar went away; its exit says why */
+                        j->file_eof = true;
+                        break;
+                }
+                j->piece_at += (size_t)n;
+                j->bytes += (uint64_t)n;
+        }
+        if (j->file_eof)
+                process_close_stdin(j->process);
+}
+
+static void on_retry(lws_sorted_usec_list_t *sul)
+{
+        struct pause_job *j = lws_container_of(sul, struct pause_job, retry);
+
+        feed(j);
+}
+
+static void on_started(void *ctx)
+{
+        struct pause_job *j = ctx;
+        int fd;
+
+        if (!j->restore)
+                return;
+        fd = process_stdin_fd(j->process);
+        /* A bigger pipe: fewer turns of the loop per archive. */
+        if (fd >= 0)
+                fcntl(fd, F_SETPIPE_SZ, PIPE_WANTED);
+        feed(j);
+}
+
+static void on_failed(void *ctx, const char *message)
+{
+        struct pause_job *j = ctx;
+
+        j->process = NULL;
+        job_finish(j, -EIO, message);
+}
+
+static void on_ended(void *ctx, const struct hostmsg_exit *ex)
+{
+        struct pause_job *j = ctx;
+        char message[STDERR_KEPT + 128];
+
+        j->process = NULL;
+        loop_timer_stop(&j->retry);
+        if (ex->exit_code != 0) {
+                snprintf(message, sizeof(message), "tar %s: %s%s",
+                         ex->signal ? "was killed" : "failed", j->err_len ? j->err : "",
+                         ex->reason[0] && strcmp(ex->reason, "exited") ? ex->reason : "");
+                job_finish(j, -EIO, message);
+                return;
+        }
+        if (!j->restore) {
+                if (j->write_error) {
+                        snprintf(message, sizeof(message), "cannot store the archive: %s",
+                                 strerror(-j->write_error));
+                        job_finish(j, j->write_error, message);
+                        return;
+                }
+                if (fsync(j->file_fd) < 0 ||
+                    renameat(j->dir_fd, "home.tar.new", j->dir_fd, "home.tar") < 0) {
+                        snprintf(message, sizeof(message), "cannot store the archive: %s",
+                                 strerror(errno));
+                        job_finish(j, -EIO, message);
+                        return;
+                }
+        }
+        job_finish(j, 0, NULL);
+}
+
+static const struct process_ops tar_ops = {on_started, on_output, on_failed, on_ended};
+
+static int run_tar(struct sandbox *sb, const char *id, bool restore, pause_done_fn done, void *ctx)
+{
+        /* tar runs in the sandbox as its user: it reads and writes only
+         * what the user may, and the gateway touches nothing of the
+         * sandbox's but the pipes. */
+        /* IPython's history database is left out: the resumed kernel has
+         * its own open before the files come back. */
+        char *save_argv[] = {"/usr/bin/tar",
+                             "--create",
+                             "--file=-",
+                             "--directory=/home/user",
+                             "--numeric-owner",
+                             "--exclude=./.ipython/profile_default/history.sqlite*",
+                             ".",
+                             NULL};
+        char *restore_argv[] = {"/usr/bin/tar",           "--extract",       "--file=-",
+                                "--directory=/home/user", "--no-same-owner", NULL};
+        char *env[] = {"LC_ALL=C", NULL};
+        struct hostmsg_start start = {.argv = restore ? restore_argv : save_argv, .env = env};
+        struct pause_job *j = calloc(1, sizeof(*j));
+        int rc;
+
+        if (!j)
+                return -ENOMEM;
+        j->file_fd = -1;
+        j->done = done;
+        j->ctx = ctx;
+        j->restore = restore;
+        j->dir_fd = open_id_dir(id, !restore);
+        if (j->dir_fd < 0) {
+                rc = j->dir_fd;
+                goto fail;
+        }
+        if (restore)
+                j->file_fd = openat(j->dir_fd, "home.tar", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        else
+                j->file_fd = openat(j->dir_fd, "home.tar.new",
+                                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (j->file_fd < 0) {
+                rc = -errno;
+                goto fail;
+        }
+        if (restore) {
+                j->piece = malloc(FEED_PIECE);
+                if (!j->piece) {
+                        rc = -ENOMEM;
+                        goto fail;
+                }
+        }
+        snprintf(start.sandbox_id, sizeof(start.sandbox_id), "%s", sb->id);
+        rc = process_start(&start, restore, &tar_ops, j, &j->process);
+        if (rc < 0)
+                goto fail;
+        return 0;
+fail:
+        job_free(j);
+        return rc;
+}
+
+int pause_save_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx)
+{
+        return run_tar(sb, id, false, done, ctx);
+}
+
+int pause_restore_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx)
+{
+        return run_tar(sb, id, true, done, ctx);
+}

@@ -1,0 +1,54 @@
+/* Pausing a sandbox to disk and bringing it back (E2B's pause with
+ * keepMemory false): what it holds in /home/user is saved as a tar
+ * archive that tar, run inside the sandbox as its user, writes to its
+ * stdout; the gateway stores that stream in a file of its own state
+ * directory, never touching a sandbox-writable path as root. Resuming
+ * feeds the archive to tar's stdin in the new sandbox.
+ *
+ * On disk, under --state-dir: paused/<id>/meta.json (what the owner
+ * records: template, env, limits, timeout, tenant) and
+ * paused/<id>/home.tar. The kernel's memory is not kept: see
+ * PAUSE_MEMORY_NOTICE. */
+#ifndef GLOVEBOX_PAUSE_H
+#define GLOVEBOX_PAUSE_H
+
+#include "gateway/kernels/sandboxes.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+#define PAUSE_ID_MAX 64
+/* Said wherever a pause shows (model, info, log): see the README's "Pause
+ * and resume" for why CRIU is not used. */
+#define PAUSE_MEMORY_NOTICE                                                                        \
+        "variables are not kept: Glovebox does not checkpoint a kernel's memory (no CRIU "         \
+        "support; see the README, Pause and resume); only the files in /home/user were saved"
+
+/* done(ctx, 0, NULL, bytes) once the archive is stored or restored, or
+ * done(ctx, -errno, message, 0). Called once, from the loop. */
+typedef void (*pause_done_fn)(void *ctx, int status, const char *message, uint64_t bytes);
+
+/* Sets the state directory (config's --state-dir) and makes its paused/
+ * directory; 0 or -errno. "" disables pausing. */
+int pause_init(const char *state_dir);
+bool pause_enabled(void);
+/* Writes text as name in the directory dir (a descriptor) so that a
+ * reader finds all of it or the old file: written whole as name.new (a
+ * name.new already there, a symlink or a crash's file, is removed first;
+ * O_EXCL | O_NOFOLLOW never write through one), 0600, made durable, then
+ * renamed over name, and the directory made durable. 0 or -errno; on
+ * failure name.new is gone. */
+int state_write_file(int dir, const char *name, const char *text);
+/* Writes meta (borrowed) as paused/<id>/meta.json, made anew. */
+int pause_write_meta(const char *id, json_t *meta);
+/* Reads every paused/<id>/meta.json: calls found(ctx, id, meta) for each
+ * (meta borrowed for the call). Returns how many were found. */
+int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void *ctx);
+/* Saves sb's /home/user as paused/<id>/home.tar; done follows. */
+int pause_save_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx);
+/* Restores paused/<id>/home.tar into sb's /home/user; done follows. */
+int pause_restore_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx);
+/* Removes paused/<id>/ and what it holds. */
+void pause_forget(const char *id);
+
+#endif

@@ -1,0 +1,283 @@
+#include "autoconf.h"
+
+#include "gateway/kernels/sandboxes.h"
+#include "gateway/kernels/egress.h"
+#include "gateway/kernels/host.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct sandbox *sandboxes;
+
+/* Tells every waiter, then drops the reference held meanwhile (waiters
+ * may drop theirs), which may destroy or free sb. */
+static void resolve(struct sandbox *sb)
+{
+        sandbox_ref(sb);
+        while (sb->waiters) {
+                struct sandbox_waiter *w = sb->waiters;
+
+                sb->waiters = w->next;
+                w->next = NULL;
+                w->sandbox = NULL;
+                w->ready(w, sb, sb->phase == SANDBOX_READY ? NULL : sb->error);
+        }
+        sandbox_unref(&sb);
+}
+
+static void sandbox_free(struct sandbox *sb);
+
+static void on_ready(void *ctx, const struct hostmsg_sandbox_ready *m, int root_fd)
+{
+        struct sandbox *sb = ctx;
+
+        sb->phase = SANDBOX_READY;
+        sb->root_fd = root_fd;
+        sb->init_pid = m->init_pid;
+        sb->user_uid = m->user_uid;
+        sb->user_gid = m->user_gid;
+        sb->has_root = m->has_root;
+        sb->root_uid = m->root_uid;
+        sb->root_gid = m->root_gid;
+        snprintf(sb->root, sizeof(sb->root), "%s", m->root);
+        resolve(sb);
+}
+
+static void sandbox_free(struct sandbox *sb)
+{
+        for (struct sandbox **link = &sandboxes; *link; link = &(*link)->next) {
+                if (*link == sb) {
+                        *link = sb->next;
+                        break;
+                }
+        }
+        if (sb->root_fd >= 0)
+                close(sb->root_fd);
+        egress_network_clear(&sb->network);
+        free(sb);
+}
+
+static void on_failed(void *ctx, const struct hostmsg_failed *m)
+{
+        struct sandbox *sb = ctx;
+
+        sb->phase = SANDBOX_GONE;
+        snprintf(sb->error, sizeof(sb->error), "%s", m->message);
+        log_warn("sandbox %.8s failed: %s", sb->id, sb->error);
+        resolve(sb);
+}
+
+static void on_gone(void *ctx, const struct hostmsg_exit *m)
+{
+        struct sandbox *sb = ctx;
+
+        sb->phase = SANDBOX_GONE;
+        snprintf(sb->error, sizeof(sb->error), "the sandbox is gone");
+        resolve(sb);
+}
+
+static const struct host_sandbox_ops sandbox_ops = {on_ready, on_failed, on_gone};
+
+int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
+                struct sandbox **out)
+{
+        return sandbox_new_in(limits, ro_paths, NULL, confined, out);
+}
+
+int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
+                   const char *template_root, bool confined, struct sandbox **out)
+{
+        return sandbox_new_networked(limits, ro_paths, template_root, confined, NULL, out);
+}
+
+int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
+                          const char *template_root, bool confined,
+                          const struct hostmsg_network *network, struct sandbox **out)
+{
+        return sandbox_new_layered(limits, ro_paths, template_root, confined, network, NULL, out);
+}
+
+int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,
+                        const char *template_root, bool confined,
+                        const struct hostmsg_network *network,
+                        const struct sandbox_layers *layers, struct sandbox **out)
+{
+        struct hostmsg_sandbox req = {.limits = *limits, .ro_paths = (char **)ro_paths,
+                                      .sandbox = confined};
+        struct sandbox *sb;
+        int rc;
+
+        *out = NULL;
+        if (template_root && (size_t)snprintf(req.template_root, sizeof(req.template_root), "%s",
+                                              template_root) >= sizeof(req.template_root))
+                return -ENAMETOOLONG;
+        if (layers) {
+                req.layers = (char **)layers->ids;
+                if (layers->build)
+                        snprintf(req.build_layer, sizeof(req.build_layer), "%s", layers->build);
+                req.build_layer_mb = layers->build_mb;
+        }
+        sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return -ENOMEM;
+        if (jp_uuid4(sb->id) < 0) {
+                free(sb);
+                return -EIO;
+        }
+        sb->limits = *limits;
+        sb->refs = 1;
+        sb->root_fd = -1;
+        if (network && network->enabled) {
+                if (egress_network_copy(network, &sb->network) < 0) {
+                        free(sb);
+                        return -ENOMEM;
+                }
+                req.network = *network;
+        }
+        snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sb->id);
+        rc = host_sandbox_create(&req, &sandbox_ops, sb);
+        if (rc < 0) {
+                egress_network_clear(&sb->network);
+                free(sb);
+                return rc;
+        }
+        sb->next = sandboxes;
+        sandboxes = sb;
+        *out = sb;
+        return 0;
+}
+
+void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w)
+{
+        if (sb->phase != SANDBOX_CREATING) {
+                w->ready(w, sb, sb->phase == SANDBOX_READY ? NULL : sb->error);
+                return;
+        }
+        w->sandbox = sb;
+        w->next = sb->waiters;
+        sb->waiters = w;
+}
+
+void sandbox_waiter_cancel(struct sandbox_waiter *w)
+{
+        if (!w->sandbox)
+                return;
+        for (struct sandbox_waiter **link = &w->sandbox->waiters; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        break;
+                }
+        }
+        w->sandbox = NULL;
+        w->next = NULL;
+}
+
+struct sandbox *sandbox_ref(struct sandbox *sb)
+{
+        sb->refs++;
+        return sb;
+}
+
+void sandbox_unref(struct sandbox **sbp)
+{
+        struct sandbox *sb = *sbp;
+
+        *sbp = NULL;
+        if (!sb || --sb->refs > 0)
+                return;
+        /* Gone: no report will come for it any more. */
+        if (sb->phase == SANDBOX_GONE) {
+                sandbox_free(sb);
+                return;
+        }
+        /* Freed when the kernel-host reports it gone (a creating one is
+         * destroyed too: the kernel-host handles requests in order). */
+        if (sb->destroying)
+                return;
+        sb->destroying = true;
+        if (host_sandbox_destroy(sb->id) < 0)
+                log_warn("cannot ask for sandbox %.8s to be destroyed", sb->id);
+}
+
+int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out)
+{
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+        int rc;
+
+        *out = NULL;
+        if (!sb)
+                return -ENOMEM;
+        *sb = *kept;
+        sb->next = NULL;
+        sb->network = (struct hostmsg_network){0};
+        sb->phase = SANDBOX_READY;
+        sb->refs = 1;
+        sb->destroying = false;
+        sb->kept = false;
+        sb->waiters = NULL;
+        sb->npublic_ports = 0;
+        sb->all_ports_public = false;
+        sb->request_host[0] = '\0';
+        sb->root_fd = -1;
+        /* The descriptor came across execve: ours again, not a child's. */
+        if (root_fd >= 0 && fcntl(root_fd, F_SETFD, FD_CLOEXEC) < 0) {
+                free(sb);
+                return -EBADF;
+        }
+        rc = host_listen(sb->id, &sandbox_ops, NULL, sb);
+        if (rc < 0) {
+                free(sb);
+                return rc;
+        }
+        sb->root_fd = root_fd;
+        sb->next = sandboxes;
+        sandboxes = sb;
+        *out = sb;
+        return 0;
+}
+
+int sandbox_keep(struct sandbox *sb)
+{
+        if (sb->phase != SANDBOX_READY || sb->destroying || sb->network.enabled)
+                return -EINVAL;
+        sb->kept = true;
+        return 0;
+}
+
+json_t *sandboxes_unkept_ids(void)
+{
+        json_t *ids = json_array();
+
+        for (struct sandbox *sb = sandboxes; ids && sb; sb = sb->next) {
+                if (sb->kept || sb->destroying || sb->phase == SANDBOX_GONE)
+                        continue;
+                if (json_array_append_new(ids, json_string(sb->id)) < 0) {
+                        json_decref(ids);
+                        return NULL;
+                }
+        }
+        return ids;
+}
+
+void sandboxes_keep_inheritable(void)
+{
+        for (struct sandbox *sb = sandboxes; sb; sb = sb->next) {
+                if (sb->kept && sb->root_fd >= 0)
+                        fcntl(sb->root_fd, F_SETFD, 0);
+        }
+}
+
+void sandboxes_keep_reset(void)
+{
+        for (struct sandbox *sb = sandboxes; sb; sb = sb->next) {
+                sb->kept = false;
+                /* An exec that failed: the roots are ours alone again. */
+                if (sb->root_fd >= 0)
+                        fcntl(sb->root_fd, F_SETFD, FD_CLOEXEC);
+        }
+}

@@ -1,0 +1,104 @@
+/* The gateway's view of sandboxes: each one is made by the kernel-host,
+ * reference-counted by what runs in it (kernels, an E2B sandbox, commands)
+ * and destroyed with its last reference. */
+#ifndef GLOVEBOX_SANDBOXES_H
+#define GLOVEBOX_SANDBOXES_H
+
+#include "protocol/hostmsg.h"
+#include "protocol/ids.h"
+
+#include <limits.h>
+#include <jansson.h>
+#include <stdbool.h>
+
+#define SANDBOX_REQUEST_HOST_MAX 256
+#define SANDBOX_MAX_PUBLIC_PORTS 32
+
+enum sandbox_phase { SANDBOX_CREATING, SANDBOX_READY, SANDBOX_GONE };
+
+struct sandbox;
+
+/* Someone waiting for a sandbox to be ready. ready() runs once, with
+ * error NULL on success. */
+struct sandbox_waiter {
+        struct sandbox_waiter *next;
+        struct sandbox *sandbox;
+        void (*ready)(struct sandbox_waiter *w, struct sandbox *sb, const char *error);
+};
+
+struct sandbox {
+        struct sandbox *next;
+        char id[JP_UUID_SIZE];
+        enum sandbox_phase phase;
+        struct hostmsg_limits limits;
+        struct hostmsg_network network; /* its egress (enabled false: none), owned */
+        int init_pid;
+        unsigned user_uid, user_gid; /* host ids owning what the gateway writes inside */
+        /* host ids of its own root (uid 0 inside, never host root); has_root
+         * false when its user namespace maps none */
+        bool has_root;
+        unsigned root_uid, root_gid;
+        char root[PATH_MAX];         /* host path of its root (informative) */
+        int root_fd;                 /* its root directory: file access resolves in it */
+        char error[HOSTMSG_ERROR_SIZE];
+        unsigned refs;
+        bool destroying;             /* asked the kernel-host to destroy it */
+        struct sandbox_waiter *waiters;
+        /* ports reached through the gateway without a token (ports.h) */
+        unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
+        size_t npublic_ports;
+        bool all_ports_public; /* every port of it needs no token */
+        /* the Host header its apps get ("${PORT}" the port's number), or ""
+         * for 127.0.0.1:PORT (ports.h) */
+        char request_host[SANDBOX_REQUEST_HOST_MAX];
+        bool kept; /* recorded for a restart that keeps kernels */
+};
+
+/* Asks for a new sandbox with limits; the caller holds the one reference.
+ * ro_paths (NULL-terminated, may be NULL) are bound read-only inside. */
+int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
+                struct sandbox **out);
+/* The same, with template_root's tree (NULL or "": none) as its root
+ * under an overlay (see gateway/kernels/templates.h). */
+int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
+                   const char *template_root, bool confined, struct sandbox **out);
+/* The same, with egress (gateway/kernels/egress.h; NULL: none): network is copied. */
+int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
+                          const char *template_root, bool confined,
+                          const struct hostmsg_network *network, struct sandbox **out);
+/* A built template's layers (kernel-host/layers.h) and a build's new one. */
+struct sandbox_layers {
+        char *const *ids;  /* top first, NULL-terminated; NULL: none */
+        const char *build; /* a build's new layer's id, or NULL */
+        uint64_t build_mb; /* its size */
+};
+/* The same, with layers (NULL: none). */
+int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,
+                        const char *template_root, bool confined,
+                        const struct hostmsg_network *network,
+                        const struct sandbox_layers *layers, struct sandbox **out);
+/* Calls w->ready when sb is ready (now, if it already is, or has failed). */
+void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);
+void sandbox_waiter_cancel(struct sandbox_waiter *w);
+struct sandbox *sandbox_ref(struct sandbox *sb);
+/* Drops a reference; the last one destroys the sandbox. Nulls *sb. */
+void sandbox_unref(struct sandbox **sb);
+
+/* A sandbox kept across a restart (gateway/kernels/keep.h): kept's id, limits,
+ * ids and root as recorded, root_fd inherited across execve (now ours).
+ * Ready, one reference (the caller's); no egress is kept. */
+int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out);
+/* Marks a ready sandbox without egress to be kept across execve; -EINVAL
+ * for one that cannot be. */
+int sandbox_keep(struct sandbox *sb);
+/* The ids of every live sandbox not marked kept, for the record: the new
+ * image has them destroyed once it runs, so that nothing unrecorded leaks
+ * and a failed exec loses nothing. A new array (the caller's), or NULL. */
+json_t *sandboxes_unkept_ids(void);
+/* Forgets every mark of sandbox_keep (a restart that did not happen) and
+ * makes every root descriptor close on exec again. */
+void sandboxes_keep_reset(void);
+/* Just before execve: the kept sandboxes' root descriptors survive it. */
+void sandboxes_keep_inheritable(void);
+
+#endif
