@@ -760,12 +760,20 @@ static int validate(struct config *cfg)
         return 0;
 }
 
+static const struct config *current;
+
+const struct config *config_get(void)
+{
+        return current;
+}
+
 int config_load(struct config *cfg, int argc, char **argv)
 {
         const char *env_token = getenv("GLOVEBOX_TOKEN");
         int rc;
 
         memset(cfg, 0, sizeof(*cfg));
+        current = cfg;
         for (size_t i = 0; i < NOPTIONS; i++) {
                 if (options[i].dflt && set_option(cfg, &options[i], options[i].dflt) < 0)
                         return -EINVAL;

@@ -138,6 +138,8 @@ struct config {
  * validates. Returns 0; 1 when --help was printed (exit 0); or -EINVAL
  * after printing the reason to stderr. */
 int config_load(struct config *cfg, int argc, char **argv);
+/* The configuration config_load filled (the gateway has one). */
+const struct config *config_get(void);
 void config_free(struct config *cfg);
 void config_print_help(const char *program);
 

@@ -95,7 +95,7 @@ static int request_authority(struct lws *wsi, char *out, size_t size)
 
 bool http_host_allowed(struct lws *wsi, char *name, size_t size)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         char authority[HOSTCHECK_MAX];
         int len = request_authority(wsi, authority, sizeof(authority));
 
@@ -117,7 +117,7 @@ bool http_host_allowed(struct lws *wsi, char *name, size_t size)
  * check before it: a rebound name's page is its own origin. */
 enum http_origin_kind http_origin(struct lws *wsi, char *out, size_t size)
 {
-        const char *allowed = kernels_config()->allow_origin;
+        const char *allowed = config_get()->allow_origin;
         char origin[HTTP_ORIGIN_MAX], host[HOSTCHECK_MAX];
         int len = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN);
         const char *o, *p;
@@ -180,7 +180,7 @@ bool http_authorized_key(const char *key, size_t len)
 
 bool http_authorized(struct lws *wsi)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         char value[1024];
         const char *arg;
         bool ok = false;
@@ -210,7 +210,7 @@ out:
 
 int http_route_path(struct lws *wsi, char *out, size_t size)
 {
-        const char *base = kernels_config()->base_url;
+        const char *base = config_get()->base_url;
         size_t blen = strlen(base);
         char *uri;
         int len;
@@ -263,8 +263,8 @@ static void request_reset(struct http_request *r)
         loop_unwatch(&r->raw_body);
         if (r->cleanup)
                 r->cleanup(r);
-        if (r->waiter.kernel)
-                kernel_waiter_cancel(&r->waiter);
+        if (r->waiter.on)
+                waiter_cancel(&r->waiter);
         if (r->wsi && r->stream_fd >= 0)
                 close(r->stream_fd);
         buf_free(&r->body);
@@ -294,7 +294,7 @@ void http_stream_start(struct http_request *r, int status, const char *content_t
         r->status = status;
         r->content_type = content_type;
         /* A slow client may fall this far behind before the stream ends. */
-        buf_init(&r->out, (size_t)kernels_config()->max_message_bytes * 2);
+        buf_init(&r->out, (size_t)config_get()->max_message_bytes * 2);
         if (r->reading_body)
                 r->close_after = true;
         lws_callback_on_writable(r->wsi);
@@ -818,7 +818,7 @@ static void as_caller(struct http_request *r, void (*fn)(struct http_request *))
 
 static int begin(struct lws *wsi, struct http_request *r)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         char length[32];
         long long content_length = 0;
 
@@ -887,7 +887,7 @@ static int body_piece(void *arg, const uint8_t *data, size_t len)
                 return r->body_fn(r, data, len) < 0 ? -ECANCELED : 0;
         if (buf_append(&r->body, data, len) < 0) {
                 http_reply_error(r, 413, "Request body larger than %lld bytes",
-                                 (long long)kernels_config()->max_body_bytes);
+                                 (long long)config_get()->max_body_bytes);
                 return -E2BIG;
         }
         return 0;

@@ -54,7 +54,7 @@ struct http_request {
         char e2b_signed[64];
         const char *csp;       /* a page's Content-Security-Policy (a literal), or NULL */
         struct buf response; /* LWS_PRE bytes of headroom, then the body */
-        struct kernel_waiter waiter;
+        struct waiter waiter;
         /* Whose request it is, once its credentials are checked: the
          * caller (tenants.h) while any of its code runs. */
         struct tenant_caller caller;

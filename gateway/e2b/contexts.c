@@ -25,7 +25,7 @@ static void reply_text(struct http_request *r, int status, const char *message)
         http_reply_bytes(r, status, "text/plain", message, strlen(message));
 }
 
-static struct http_request *request_of(struct kernel_waiter *w)
+static struct http_request *request_of(struct waiter *w)
 {
         return lws_container_of(w, struct http_request, waiter);
 }
@@ -41,7 +41,7 @@ static const struct jp_kernelspec *spec_for(const struct e2b_sandbox *s, const c
         if (!specs_language_name(language && *language ? language : "python", name, size))
                 return NULL;
         if (!s->spec->template_name[0])
-                return specs_for_language(name, kernels_config()->default_kernel);
+                return specs_for_language(name, config_get()->default_kernel);
         if (specs_speaks(s->spec, name))
                 return s->spec;
         for (size_t i = 0; i < specs->count; i++) {
@@ -259,7 +259,7 @@ static int context_attach(const struct e2b_sandbox *s, struct e2b_context *c, st
 
 /* Starts c's kernel, of spec; w hears when it is ready. 0 or -errno. */
 static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
-                          const struct jp_kernelspec *spec, struct kernel_waiter *w)
+                          const struct jp_kernelspec *spec, struct waiter *w)
 {
         char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
         char reason[256];
@@ -291,7 +291,7 @@ static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
                 err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
         jp_strv_free(env);
         if (err == 0 && context_attach(s, c, k) < 0) {
-                kernel_waiter_cancel(w);
+                waiter_cancel(w);
                 kernel_shutdown(k, NULL);
                 err = -ENOMEM;
         }
@@ -299,7 +299,7 @@ static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
 }
 
 struct e2b_context *e2b_context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                    const char *language, const char *cwd, struct kernel_waiter *w,
+                                    const char *language, const char *cwd, struct waiter *w,
                                     int *err)
 {
         struct e2b_context *c = context_record(s, language, cwd);
@@ -405,9 +405,10 @@ static bool context_cwd_ok(struct http_request *r, struct e2b_sandbox *s, const 
 
 /* ---- /contexts -------------------------------------------------------------- */
 
-static void on_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_context_ready(struct waiter *w, void *subject, int status,
                              const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = request_of(w);
         struct e2b_context *c;
         struct e2b_sandbox *s = e2b_sandbox_of_kernel(k->id, &c);
@@ -424,9 +425,10 @@ static void on_context_ready(struct kernel_waiter *w, struct kernel *k, int stat
         http_reply_json(r, 200, context_json(c));
 }
 
-static void on_context_restarted(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_context_restarted(struct waiter *w, void *subject, int status,
                                  const char *message)
 {
+        struct kernel *k = subject;
         (void)k;
         if (status)
                 reply_text(request_of(w), 500, message ? message : "the context failed to restart");
@@ -521,9 +523,10 @@ static void forget_pending_run(struct http_request *r)
         r->cleanup = NULL;
 }
 
-static void on_run_context_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_run_context_ready(struct waiter *w, void *subject, int status,
                                  const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = request_of(w);
         json_t *body = json_incref(r->ctx);
         struct e2b_context *c;

@@ -19,7 +19,7 @@
 /* Starts a kernel of spec for a new context of s; w hears when it is
  * ready. NULL with *err (-errno) when it cannot start. */
 struct e2b_context *e2b_context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
-                                    const char *language, const char *cwd, struct kernel_waiter *w,
+                                    const char *language, const char *cwd, struct waiter *w,
                                     int *err);
 /* Records k (a pooled kernel, already in s's box) as a new context of
  * s; NULL when out of memory. */

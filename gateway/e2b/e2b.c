@@ -270,8 +270,8 @@ static void sandbox_kill(struct e2b_sandbox *s)
         }
         log_info("e2b sandbox %s removed", s->id);
         loop_timer_stop(&s->ttl);
-        if (s->phase == E2B_RESUMING && s->resume_waiter.kernel)
-                kernel_waiter_cancel(&s->resume_waiter);
+        if (s->phase == E2B_RESUMING && s->resume_waiter.on)
+                waiter_cancel(&s->resume_waiter);
         if (s->pending)
                 e2b_reply_error(pending_take(s), 410, "the sandbox was removed");
         sandbox_stop(s);
@@ -469,9 +469,10 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 reply_created(s, r);
 }
 
-static void on_resume_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_resume_ready(struct waiter *w, void *subject, int status,
                             const char *message)
 {
+        struct kernel *k = subject;
         struct e2b_sandbox *s = lws_container_of(w, struct e2b_sandbox, resume_waiter);
         char *id;
         int rc;
@@ -493,7 +494,7 @@ static void on_resume_ready(struct kernel_waiter *w, struct kernel *k, int statu
  * files put back, answered 201 once it runs. */
 static void resume_begin(struct e2b_sandbox *s, struct http_request *r, double timeout)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         struct hostmsg_network net = {0};
         struct tenant_caller owner = {.admin = false};
         struct tenant_scope saved;
@@ -554,7 +555,7 @@ out:
 /* The kernelspec of template tid, as create finds it; NULL if none. */
 static const struct jp_kernelspec *template_spec(const char *tid)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         const struct jp_kernelspec *spec;
 
         /* The E2B templates an agent asks for by default, or a kernelspec
@@ -583,7 +584,7 @@ static const struct build *built_of(const struct e2b_sandbox *s)
 static int box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
                    const struct hostmsg_limits *limits, const struct hostmsg_network *net)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         const struct build *b = built_of(s);
         int rc;
 
@@ -697,14 +698,15 @@ static void on_sudo(struct e2b_sandbox *s)
 /* The sandbox's sudo service, on its box just made. */
 static void start_sudo(struct e2b_sandbox *s)
 {
-        if (s->box && strcmp(kernels_config()->sandbox, "none") != 0)
+        if (s->box && strcmp(config_get()->sandbox, "none") != 0)
                 e2b_sudo_start(s, on_sudo);
         else
                 s->sudo = E2B_SUDO_NONE; /* --sandbox=none: no root of its own */
 }
 
-static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_created(struct waiter *w, void *subject, int status, const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = lws_container_of(w, struct http_request, waiter);
         struct e2b_context *c;
         struct e2b_sandbox *s = e2b_sandbox_of_kernel(k->id, &c);
@@ -797,7 +799,7 @@ static bool timeout_of(struct http_request *r, json_t *body, double dflt, bool z
                        double *seconds)
 {
         json_t *timeout = json_object_get(body, "timeout");
-        double max = kernels_config()->e2b_max_timeout;
+        double max = config_get()->e2b_max_timeout;
 
         *seconds = json_is_number(timeout) ? json_number_value(timeout) : timeout ? NAN : dflt;
         if (!timeout ||
@@ -821,7 +823,7 @@ static const char *create_refusal(json_t *body)
         json_t *resume = json_object_get(body, "autoResume");
 
         if (json_is_true(json_object_get(body, "allow_internet_access")) && !egress_enabled() &&
-            kernels_config()->e2b_refuse_internet)
+            config_get()->e2b_refuse_internet)
                 return "allow_internet_access: this Glovebox refuses requests for internet "
                        "access (its sandboxes have no network); create with "
                        "allow_internet_access false";
@@ -862,7 +864,7 @@ static bool public_traffic_of(json_t *body)
 {
         json_t *v = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
 
-        return json_is_boolean(v) ? json_is_true(v) : kernels_config()->e2b_public_traffic;
+        return json_is_boolean(v) ? json_is_true(v) : config_get()->e2b_public_traffic;
 }
 
 static int create_network(json_t *body, struct hostmsg_network *net, char *err, size_t errlen)
@@ -915,7 +917,7 @@ static void reply_quota(struct http_request *r, json_t *why)
 
 static void create_sandbox(struct http_request *r)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         json_t *body = api_parse_body(r);
         json_t *template, *metadata, *env, *mask;
         const struct jp_kernelspec *spec = NULL;
@@ -1359,7 +1361,7 @@ static bool usable(struct http_request *r, struct e2b_sandbox *s)
  * owner's. */
 static void act_as_owner(const struct e2b_sandbox *s)
 {
-        if (!kernels_config()->no_auth) {
+        if (!config_get()->no_auth) {
                 struct tenant_caller owner = {.admin = false};
 
                 snprintf(owner.name, sizeof(owner.name), "%s", s->owner);
@@ -1380,7 +1382,7 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
         s = header(r, "e2b-sandbox-id:", id, sizeof(id)) ? find_any(id) : NULL;
         if (!usable(r, s))
                 return NULL;
-        if (!kernels_config()->no_auth &&
+        if (!config_get()->no_auth &&
             !((header(r, "x-access-token:", token, sizeof(token)) ||
                header(r, "e2b-traffic-access-token:", token, sizeof(token))) &&
               token_matches(token, s->token))) {

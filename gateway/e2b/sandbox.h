@@ -65,7 +65,7 @@ struct e2b_sandbox {
         struct http_request *pending;
         bool pending_connect;   /* a connect: answered as one */
         double pending_timeout; /* a connect's or resume's timeout; 0: its lifetime */
-        struct kernel_waiter resume_waiter;
+        struct waiter resume_waiter;
         double phase_started;       /* loop_now() when pausing or resuming began */
         struct e2b_metrics metrics; /* its history of use, sampled while it runs */
         enum e2b_sudo_state sudo;   /* its sudo service, on its current box */

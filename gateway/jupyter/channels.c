@@ -156,7 +156,7 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
         c->format = format;
         c->sink.wake = conn_wake;
         c->sink.closing = conn_closing;
-        buf_init(&c->rx, (size_t)kernels_config()->max_message_bytes);
+        buf_init(&c->rx, (size_t)config_get()->max_message_bytes);
         /* A callback of its own: the key is checked again to know the
          * caller (the upgrade was refused without one). */
         if (!http_authorized(wsi))
@@ -186,7 +186,7 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
 /* Is msg_type in --allowed-message-types (all are when it is empty)? */
 static bool type_allowed(const char *msg_type)
 {
-        const char *list = kernels_config()->allowed_message_types;
+        const char *list = config_get()->allowed_message_types;
         size_t len = strlen(msg_type);
 
         if (!*list)
@@ -308,7 +308,7 @@ static void handle_frame(struct channel_conn *c)
                 answer_error(c, &msg, &req, req.ename, req.reason);
                 goto out;
         }
-        if (*kernels_config()->allowed_message_types && !type_allowed(req.msg_type)) {
+        if (*config_get()->allowed_message_types && !type_allowed(req.msg_type)) {
                 klog_warn_limited(&k->log_refused, k->id, "refused a %s message from a client",
                                   req.msg_type);
                 refuse_type(c, &msg, &req);

@@ -66,7 +66,7 @@ static bool is(const struct route *rt, size_t i, const char *s)
 
 static json_t *kernelspec_model(const struct jp_kernelspec *ks)
 {
-        const char *base = kernels_config()->base_url;
+        const char *base = config_get()->base_url;
         json_t *resources = json_object();
         char url[HTTP_PATH_MAX], key[256];
 
@@ -95,7 +95,7 @@ static void get_kernelspecs(struct http_request *r)
                                             kernelspec_model(&list->items[i]));
         }
         http_reply_json(r, 200,
-                        json_pack("{s:s, s:o}", "default", kernels_config()->default_kernel,
+                        json_pack("{s:s, s:o}", "default", config_get()->default_kernel,
                                   "kernelspecs", all));
 }
 
@@ -154,26 +154,28 @@ static void get_kernelspec_resource(struct http_request *r, const char *name, co
 
 /* ---- kernels -------------------------------------------------------------- */
 
-static struct http_request *request_of(struct kernel_waiter *w)
+static struct http_request *request_of(struct waiter *w)
 {
         return lws_container_of(w, struct http_request, waiter);
 }
 
-static void on_created(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_created(struct waiter *w, void *subject, int status, const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = request_of(w);
 
         if (status) {
                 http_reply_error(r, status, "%s", message);
                 return;
         }
-        snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s", kernels_config()->base_url,
+        snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s", config_get()->base_url,
                  k->id);
         http_reply_json(r, 201, kernel_model(k));
 }
 
-static void on_restarted(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_restarted(struct waiter *w, void *subject, int status, const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = request_of(w);
 
         if (status)
@@ -182,8 +184,9 @@ static void on_restarted(struct kernel_waiter *w, struct kernel *k, int status, 
                 http_reply_json(r, 200, kernel_model(k));
 }
 
-static void on_deleted(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_deleted(struct waiter *w, void *subject, int status, const char *message)
 {
+        (void)subject;
         http_reply_empty(request_of(w), 204);
 }
 
@@ -198,7 +201,7 @@ static bool limits_are_default(const struct hostmsg_limits *l)
 
 static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size_t errlen)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         struct {
                 const char *key;
                 double dflt, min, max, value;
@@ -283,7 +286,7 @@ json_t *api_parse_body(struct http_request *r)
  * pooled one, which has none). */
 static int start_networked(const struct jp_kernelspec *ks, char *const *env,
                            const struct hostmsg_limits *limits, const struct hostmsg_network *net,
-                           struct kernel_waiter *w, struct kernel **out)
+                           struct waiter *w, struct kernel **out)
 {
         struct sandbox *sb = NULL;
         int rc = templates_sandbox_new(ks, limits, true, net, &sb);
@@ -332,10 +335,10 @@ static int api_template_kernel(struct http_request *r, json_t *request,
 }
 
 int api_start_kernel(struct http_request *r, json_t *request,
-                     void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
+                     waiter_fn done,
                      struct kernel **out)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         const struct jp_kernelspec *ks;
         struct hostmsg_limits limits;
         struct hostmsg_network net = {0};
@@ -442,7 +445,7 @@ out:
         return rc;
 }
 
-int api_start_plain_kernel(const struct jp_kernelspec *ks, struct kernel_waiter *w,
+int api_start_plain_kernel(const struct jp_kernelspec *ks, struct waiter *w,
                            struct kernel **out)
 {
         struct hostmsg_limits limits;

@@ -25,13 +25,13 @@ json_t *api_parse_body(struct http_request *r);
  * hears when it is ready. Returns 0, or a negative errno after replying
  * with the error. */
 int api_start_kernel(struct http_request *r, json_t *request,
-                     void (*done)(struct kernel_waiter *, struct kernel *, int, const char *),
+                     waiter_fn done,
                      struct kernel **out);
 /* Starts a kernel of ks as a request asking for nothing else would get
  * one: its kernelspec's environment, the default limits, no network, from
  * the warm pool when it has one ready. w, if given, hears when it is
  * ready. 0, -EAGAIN at --max-kernels, or -errno. */
-int api_start_plain_kernel(const struct jp_kernelspec *ks, struct kernel_waiter *w,
+int api_start_plain_kernel(const struct jp_kernelspec *ks, struct waiter *w,
                            struct kernel **out);
 /* The file routes of a kernel (api_files.c): true when r was one. */
 bool api_files_prepare(struct http_request *r);

@@ -146,7 +146,7 @@ static bool redirect_to_slash(struct http_request *r)
                 return false;
         if (lws_hdr_copy(r->wsi, args, sizeof(args), WSI_TOKEN_HTTP_URI_ARGS) <= 0)
                 args[0] = '\0';
-        snprintf(r->location, sizeof(r->location), "%s%s%s", kernels_config()->base_url,
+        snprintf(r->location, sizeof(r->location), "%s%s%s", config_get()->base_url,
                  args[0] ? "?" : "", args);
         http_reply_empty(r, 302);
         return true;

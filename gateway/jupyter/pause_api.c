@@ -25,7 +25,7 @@ struct paused_kernel {
         char last_activity[JP_TIMESTAMP_SIZE];
         enum paused_phase phase;
         struct http_request *pending; /* answered when the phase ends */
-        struct kernel_waiter waiter;  /* the kernel's end (pause) or ready (resume) */
+        struct waiter waiter;  /* the kernel's end (pause) or ready (resume) */
         double started;
 };
 
@@ -48,8 +48,8 @@ static void paused_free(struct paused_kernel *p)
                         break;
                 }
         }
-        if (p->waiter.kernel)
-                kernel_waiter_cancel(&p->waiter);
+        if (p->waiter.on)
+                waiter_cancel(&p->waiter);
         json_decref(p->env);
         free(p);
 }
@@ -103,8 +103,9 @@ static json_t *paused_meta(const struct paused_kernel *p)
 
 /* ---- pause ----------------------------------------------------------------- */
 
-static void on_stopped(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_stopped(struct waiter *w, void *subject, int status, const char *message)
 {
+        struct kernel *k = subject;
         struct paused_kernel *p = lws_container_of(w, struct paused_kernel, waiter);
         struct http_request *r = pending_take(p);
 
@@ -221,8 +222,8 @@ static void resume_failed(struct paused_kernel *p, const char *message)
         struct kernel *k = kernel_find_any(p->id);
 
         log_error("[%.8s] resume failed: %s", p->id, message);
-        if (p->waiter.kernel)
-                kernel_waiter_cancel(&p->waiter);
+        if (p->waiter.on)
+                waiter_cancel(&p->waiter);
         if (k)
                 kernel_shutdown(k, NULL);
         p->phase = PAUSED;
@@ -253,9 +254,10 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 http_reply_json(r, 200, kernel_model(k));
 }
 
-static void on_resumed_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_resumed_ready(struct waiter *w, void *subject, int status,
                              const char *message)
 {
+        struct kernel *k = subject;
         struct paused_kernel *p = lws_container_of(w, struct paused_kernel, waiter);
         char *id;
         int rc;
@@ -307,7 +309,7 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
         /* Its kernel and quota are its owner's, whoever resumes it. */
         tenants_scope_enter(&saved);
         snprintf(owner.name, sizeof(owner.name), "%s", p->owner);
-        if (!kernels_config()->no_auth)
+        if (!config_get()->no_auth)
                 tenants_set_caller(&owner);
         else
                 tenants_scope_restore(&saved);

@@ -104,7 +104,7 @@ static int take_string(struct http_request *r, json_t *body, const char *key, ch
         return *out ? 0 : -ENOMEM;
 }
 
-static struct http_request *request_of(struct kernel_waiter *w)
+static struct http_request *request_of(struct waiter *w)
 {
         return lws_container_of(w, struct http_request, waiter);
 }
@@ -118,9 +118,10 @@ static struct nbsession *by_kernel(const char *kernel_id, bool ready)
         return NULL;
 }
 
-static void on_kernel_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_kernel_ready(struct waiter *w, void *subject, int status,
                             const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = request_of(w);
         struct nbsession *s = by_kernel(k->id, false);
 
@@ -140,7 +141,7 @@ static void on_kernel_ready(struct kernel_waiter *w, struct kernel *k, int statu
                 return;
         }
         s->ready = true;
-        snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s", kernels_config()->base_url,
+        snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s", config_get()->base_url,
                  s->id);
         http_reply_json(r, 201, model(s));
 }
@@ -182,7 +183,7 @@ static void post_session(struct http_request *r)
         for (struct nbsession *e = nbsessions; e; e = e->next) {
                 if (e->ready && strcmp(e->path, s->path) == 0 && tenants_may_reach(e->owner)) {
                         snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s",
-                                 kernels_config()->base_url, e->id);
+                                 config_get()->base_url, e->id);
                         http_reply_json(r, 201, model(e));
                         goto out;
                 }
@@ -199,7 +200,7 @@ static void post_session(struct http_request *r)
                 s->next = nbsessions;
                 nbsessions = s;
                 snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s",
-                         kernels_config()->base_url, s->id);
+                         config_get()->base_url, s->id);
                 http_reply_json(r, 201, model(s));
                 s = NULL;
                 goto out;
@@ -221,9 +222,10 @@ out:
         json_decref(body);
 }
 
-static void on_patched_kernel_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_patched_kernel_ready(struct waiter *w, void *subject, int status,
                                     const char *message)
 {
+        struct kernel *k = subject;
         struct http_request *r = request_of(w);
         struct nbsession *s = NULL;
         struct kernel *old;
@@ -291,9 +293,10 @@ out:
         json_decref(body);
 }
 
-static void on_session_kernel_gone(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_session_kernel_gone(struct waiter *w, void *subject, int status,
                                    const char *message)
 {
+        (void)subject;
         http_reply_empty(request_of(w), 204);
 }
 

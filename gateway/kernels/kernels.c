@@ -44,11 +44,6 @@ static void on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
 static void on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nframes);
 static void on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
 
-const struct config *kernels_config(void)
-{
-        return cfg;
-}
-
 const struct jp_kernelspec_list *kernels_specs(void)
 {
         specs_refresh();
@@ -219,56 +214,57 @@ static void set_state(struct kernel *k, const char *state)
 
 /* ---- waiters ------------------------------------------------------------ */
 
-static void waiter_add(struct kernel *k, struct kernel_waiter *w)
+/* A waiter's cancel: off the kernel's queue, or off the list being told. */
+static void waiter_remove(struct waiter *w)
 {
-        if (!w || w->kernel)
+        struct kernel *k = w->on;
+        struct waiter **link;
+
+        for (link = &k->waiters; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        break;
+                }
+        }
+        for (link = &k->resolving; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        break;
+                }
+        }
+        w->on = NULL;
+        w->next = NULL;
+}
+
+static void waiter_add(struct kernel *k, struct waiter *w)
+{
+        if (!w || w->on)
                 return;
-        w->kernel = k;
+        w->on = k;
+        w->cancel = waiter_remove;
         w->next = k->waiters;
         k->waiters = w;
 }
 
-void kernel_when_ready(struct kernel *k, struct kernel_waiter *w)
+void kernel_when_ready(struct kernel *k, struct waiter *w)
 {
         if (k->phase == KERNEL_READY && !k->startup_id[0]) {
-                w->kernel = NULL;
+                w->on = NULL;
                 w->done(w, k, 0, NULL);
                 return;
         }
         if (k->phase == KERNEL_DEAD || k->phase == KERNEL_STOPPING) {
-                w->kernel = NULL;
+                w->on = NULL;
                 w->done(w, k, 500, k->phase == KERNEL_DEAD ? k->reason : "Kernel was deleted");
                 return;
         }
         waiter_add(k, w);
 }
 
-void kernel_waiter_cancel(struct kernel_waiter *w)
-{
-        struct kernel_waiter **link;
-
-        if (!w->kernel)
-                return;
-        for (link = &w->kernel->waiters; *link; link = &(*link)->next) {
-                if (*link == w) {
-                        *link = w->next;
-                        break;
-                }
-        }
-        for (link = &w->kernel->resolving; *link; link = &(*link)->next) {
-                if (*link == w) {
-                        *link = w->next;
-                        break;
-                }
-        }
-        w->kernel = NULL;
-        w->next = NULL;
-}
-
 /* Resolves every waiter; each is detached before its done() runs. */
 static void waiters_resolve(struct kernel *k, int status, const char *message)
 {
-        struct kernel_waiter **tail = &k->resolving;
+        struct waiter **tail = &k->resolving;
 
         /* Those waiting now, not those a callback adds (the pool waits
          * again, for its warm-up). A resolve nested in a callback hears
@@ -278,11 +274,11 @@ static void waiters_resolve(struct kernel *k, int status, const char *message)
         *tail = k->waiters;
         k->waiters = NULL;
         while (k->resolving) {
-                struct kernel_waiter *w = k->resolving;
+                struct waiter *w = k->resolving;
 
                 k->resolving = w->next;
                 w->next = NULL;
-                w->kernel = NULL;
+                w->on = NULL;
                 w->done(w, k, status, message);
         }
 }
@@ -1086,7 +1082,7 @@ int kernel_exec_check(const struct jp_kernelspec *spec, char *const *env, char *
 
 static int start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox, bool pooled,
-                 const char *id, struct kernel_waiter *w, struct kernel **out)
+                 const char *id, struct waiter *w, struct kernel **out)
 {
         struct kernel *k;
         size_t nenv = 0;
@@ -1162,13 +1158,13 @@ fail:
 
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox,
-                 struct kernel_waiter *w, struct kernel **out)
+                 struct waiter *w, struct kernel **out)
 {
         return start(spec, env, limits, sandbox, false, NULL, w, out);
 }
 
 int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
-                    const struct hostmsg_limits *limits, const char *id, struct kernel_waiter *w,
+                    const struct hostmsg_limits *limits, const char *id, struct waiter *w,
                     struct kernel **out)
 {
         return start(spec, env, limits, NULL, false, id, w, out);
@@ -1176,7 +1172,7 @@ int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
 
 /* ---- the warm pool's kernels --------------------------------------------- */
 
-int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, struct kernel_waiter *w,
+int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, struct waiter *w,
                         struct kernel **out)
 {
         struct hostmsg_limits limits;
@@ -1185,7 +1181,7 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, stru
         return start(spec, env, &limits, NULL, true, NULL, w, out);
 }
 
-int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w)
+int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w)
 {
         int rc = send_silent(k, code, k->warmup_id);
 
@@ -1281,7 +1277,7 @@ static void request_exit(struct kernel *k, bool restart)
         loop_timer_start(&k->grace_timer, on_grace_expired, cfg->shutdown_grace * 1000.0);
 }
 
-void kernel_restart(struct kernel *k, struct kernel_waiter *w)
+void kernel_restart(struct kernel *k, struct waiter *w)
 {
         waiter_add(k, w);
         klog_info(k->id, "restart requested");
@@ -1306,7 +1302,7 @@ void kernel_restart(struct kernel *k, struct kernel_waiter *w)
         }
 }
 
-void kernel_shutdown(struct kernel *k, struct kernel_waiter *w)
+void kernel_shutdown(struct kernel *k, struct waiter *w)
 {
         enum kernel_phase was = k->phase;
 

@@ -6,6 +6,7 @@
 #define GLOVEBOX_KERNELS_H
 
 #include "gateway/core/config.h"
+#include "gateway/core/waiter.h"
 #include "gateway/kernels/relay.h"
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/core/tenants.h"
@@ -36,15 +37,6 @@ struct session;
 
 #define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
 #define KERNEL_EVICTED_IDS 256 /* evicted session ids remembered per kernel */
-
-/* Someone (an HTTP request) waiting for a kernel to become ready, or to be
- * gone. done() runs once, with 0 or an HTTP status and a message. */
-struct kernel_waiter {
-        struct kernel_waiter *next;
-        struct kernel *kernel;
-        /* k is valid during the call; status 0 means success. */
-        void (*done)(struct kernel_waiter *w, struct kernel *k, int status, const char *message);
-};
 
 struct kernel {
         struct kernel *next;
@@ -108,8 +100,8 @@ struct kernel {
          * back is told. */
         uint64_t evicted_sessions[KERNEL_EVICTED_IDS];
         unsigned evicted_next;
-        struct kernel_waiter *waiters;
-        struct kernel_waiter *resolving; /* being told, in waiters_resolve */
+        struct waiter *waiters;
+        struct waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;
         /* iopub messages dropped from the socket's queue (--iopub-queue-bytes)
          * since clients were last told, and the parent of the first */
@@ -122,7 +114,6 @@ struct kernel {
 };
 
 int kernels_init(const struct config *cfg, const struct jp_kernelspec_list *specs);
-const struct config *kernels_config(void);
 const struct jp_kernelspec_list *kernels_specs(void);
 
 /* A kernel the caller may reach (tenants.h: its own, or any for an admin
@@ -161,19 +152,19 @@ json_t *kernels_owners(void);
  * (kernels_quota_check says which), or -errno. */
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
                  const struct hostmsg_limits *limits, struct sandbox *sandbox,
-                 struct kernel_waiter *w, struct kernel **out);
+                 struct waiter *w, struct kernel **out);
 /* The same in a new sandbox of its own, under id (a paused kernel
  * resumed, kernel_pause.h); -EBUSY while a kernel of that id exists. */
 int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
-                    const struct hostmsg_limits *limits, const char *id, struct kernel_waiter *w,
+                    const struct hostmsg_limits *limits, const char *id, struct waiter *w,
                     struct kernel **out);
 /* Starts a kernel for the warm pool: its own sandbox, default limits,
  * invisible (kernel_find, the list) until kernel_pool_claim. */
 int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,
-                        struct kernel_waiter *w, struct kernel **out);
+                        struct waiter *w, struct kernel **out);
 /* Runs code in a ready kernel without a trace in its history; w hears when
  * it has been run (500 if it failed or the kernel died). */
-int kernel_warm_up(struct kernel *k, const char *code, struct kernel_waiter *w);
+int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w);
 /* Sets code (copied; NULL for none) to run silently, without a trace in the
  * kernel's history, each time k becomes ready: after its start and after
  * every restart. Waiters (kernel_when_ready) hear that k is ready only once
@@ -195,20 +186,19 @@ int kernel_env_append(json_t *obj, char ***env, size_t *n, char *err, size_t err
 
 /* w hears when k is ready: now if it is, else when it gets there (or
  * dies, or is deleted). */
-void kernel_when_ready(struct kernel *k, struct kernel_waiter *w);
+void kernel_when_ready(struct kernel *k, struct waiter *w);
 /* Interrupts a ready kernel's cell; -EAGAIN (and nothing sent) while it is
  * starting or restarting. */
 int kernel_interrupt(struct kernel *k);
 /* Restarts k; w hears when it is ready again. */
-void kernel_restart(struct kernel *k, struct kernel_waiter *w);
+void kernel_restart(struct kernel *k, struct waiter *w);
 /* Deletes k: invisible at once, gone when its process has exited (w hears). */
-void kernel_shutdown(struct kernel *k, struct kernel_waiter *w);
+void kernel_shutdown(struct kernel *k, struct waiter *w);
 /* Whether a kernel of spec with env (kernel_env_append's) is within the
  * bounds of a process's command line and environment (protocol/hostmsg.h),
  * as every kernel start checks: 0, or -E2BIG with why (when not NULL)
  * saying which bound, for the client. */
 int kernel_exec_check(const struct jp_kernelspec *spec, char *const *env, char *why, size_t size);
-void kernel_waiter_cancel(struct kernel_waiter *w);
 
 json_t *kernel_model(const struct kernel *k);
 json_t *kernels_model(void);

@@ -32,7 +32,7 @@ struct pool_entry {
 
 /* One pooled kernel on its way: started, then warmed. */
 struct pool_start {
-        struct kernel_waiter w;
+        struct waiter w;
         struct pool_entry *e;
         bool warming;
 };
@@ -73,8 +73,9 @@ static long long memory_available_mb(void)
         return kb < 0 ? -1 : kb / 1024;
 }
 
-static void on_kernel(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_kernel(struct waiter *w, void *subject, int status, const char *message)
 {
+        struct kernel *k = subject;
         struct pool_start *ps = lws_container_of(w, struct pool_start, w);
         struct pool_entry *e = ps->e;
 

@@ -22,7 +22,7 @@ struct execution {
         struct kernel *kernel;
         struct session *session;
         struct session_sink sink;
-        struct kernel_waiter ready;
+        struct waiter ready;
         char msg_id[JP_UUID_SIZE];
         /* The silent cell that puts a run's env_vars back (run_env.h), or
          * "": the run ends for its client only once that cell's reply came,
@@ -63,14 +63,14 @@ static void tell_dropped(struct execution *e, bool at_end)
         /* Once half the buffer has drained: said once per spell of drops,
          * not after every line that fits again. */
         if (!at_end &&
-            http_stream_pending(e->r) > (size_t)kernels_config()->stream_buffer_bytes / 2)
+            http_stream_pending(e->r) > (size_t)config_get()->stream_buffer_bytes / 2)
                 return;
         snprintf(text, sizeof(text),
                  "[glovebox] %llu output lines (%llu bytes) were dropped here: this client read "
                  "more slowly than the kernel wrote, and %lld bytes (--stream-buffer-bytes) "
                  "were already waiting for it.\n",
                  (unsigned long long)e->dropped_lines, (unsigned long long)e->dropped_bytes,
-                 (long long)kernels_config()->stream_buffer_bytes);
+                 (long long)config_get()->stream_buffer_bytes);
         jp_timestamp_now(when);
         line = json_pack("{s:s, s:s, s:s}", "type", "stderr", "text", text, "timestamp", when);
         if (put_line(e, line, at_end ? LINE_FINAL : LINE_KEY) == 0)
@@ -84,7 +84,7 @@ static int put_text(struct execution *e, const char *text, size_t len, enum line
         int rc;
 
         if (kind == LINE_OUTPUT && http_stream_pending(e->r) > 0 &&
-            http_stream_pending(e->r) + len > (size_t)kernels_config()->stream_buffer_bytes)
+            http_stream_pending(e->r) + len > (size_t)config_get()->stream_buffer_bytes)
                 rc = -E2BIG;
         else if (kind == LINE_FINAL)
                 rc = http_stream_write_always(e->r, text, len);
@@ -298,7 +298,7 @@ static void wind_down(struct execution *e)
         loop_timer_stop(&e->deadline);
         loop_timer_stop(&e->grace);
         loop_timer_stop(&e->keepalive);
-        kernel_waiter_cancel(&e->ready);
+        waiter_cancel(&e->ready);
         loop_timer_start(&e->release, on_release, 0);
 }
 
@@ -333,7 +333,7 @@ static void abandon(struct execution *e)
 {
         if (e->done)
                 return;
-        if (e->kernel && !kernels_config()->keep_running_on_disconnect) {
+        if (e->kernel && !config_get()->keep_running_on_disconnect) {
                 klog_info(e->kernel->id, "client left a running execution; interrupting");
                 kernel_interrupt(e->kernel);
         }
@@ -530,8 +530,9 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
         loop_timer_start(&e->grace, on_grace, GRACE_MS);
 }
 
-static void on_ready(struct kernel_waiter *w, struct kernel *k, int status, const char *message)
+static void on_ready(struct waiter *w, void *subject, int status, const char *message)
 {
+        struct kernel *k = subject;
         struct execution *e = lws_container_of(w, struct execution, ready);
         char *set = NULL, *restore = NULL;
         int rc;
@@ -629,8 +630,8 @@ void execute_start(struct http_request *r, struct kernel *k, const char *code, j
         http_stream_start(r, 200, "application/x-ndjson");
         /* Outputs are dropped past --stream-buffer-bytes; a key line (a
          * result, an error: at most a message each) still fits after them. */
-        http_stream_set_limit(r, (size_t)(kernels_config()->stream_buffer_bytes +
-                                          2 * kernels_config()->max_message_bytes));
+        http_stream_set_limit(r, (size_t)(config_get()->stream_buffer_bytes +
+                                          2 * config_get()->max_message_bytes));
         execution_begin(e);
 }
 

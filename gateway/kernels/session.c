@@ -194,7 +194,7 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
 /* Connects the client's sockets once the kernel's socket paths are known. */
 static int session_connect(struct session *s)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         char endpoint[PATH_MAX + 16];
         int rc = 0;
 
@@ -289,7 +289,7 @@ static void tell_evicted(struct session *s)
                  "than %lld disconnected sessions of this kernel were waiting for their clients "
                  "(--max-lingering-sessions) and it had waited longest. Outputs published "
                  "meanwhile were not kept.\n",
-                 s->id, (long long)kernels_config()->max_lingering_sessions);
+                 s->id, (long long)config_get()->max_lingering_sessions);
         m = relay_msg_notice(NULL, text);
         if (m)
                 session_deliver(s, m);
@@ -302,7 +302,7 @@ static void tell_evicted(struct session *s)
  * fresh session_id for each connect) cannot exhaust either side. */
 static void evict_lingering(struct kernel *k, const struct session *keep)
 {
-        const int64_t max = kernels_config()->max_lingering_sessions;
+        const int64_t max = config_get()->max_lingering_sessions;
 
         for (;;) {
                 struct session *oldest = NULL;
@@ -328,7 +328,7 @@ static void evict_lingering(struct kernel *k, const struct session *keep)
 
 struct session *session_open(struct kernel *k, const char *id)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         struct session *s;
         char fresh[JP_UUID_SIZE];
 
@@ -400,7 +400,7 @@ void session_reconnect_all(struct kernel *k)
  * that is less (an operator who keeps little backlog keeps little here). */
 static size_t history_max_bytes(void)
 {
-        int64_t replay = kernels_config()->replay_bytes;
+        int64_t replay = config_get()->replay_bytes;
 
         return replay < SESSION_HISTORY_BYTES ? (size_t)replay : SESSION_HISTORY_BYTES;
 }
@@ -534,9 +534,9 @@ void session_detach(struct session *s, struct session_sink *sink)
         s->detached_at = loop_now();
         /* On the next turn of the loop: the sink may still be in use. */
         loop_timer_start(&s->linger_timer, on_linger_expired,
-                         s->private || kernels_config()->max_lingering_sessions == 0
+                         s->private || config_get()->max_lingering_sessions == 0
                              ? 0
-                             : kernels_config()->session_linger * 1000.0);
+                             : config_get()->session_linger * 1000.0);
         if (!s->private) {
                 evict_lingering(s->kernel, s);
                 park_soon(s);
@@ -670,9 +670,9 @@ int session_adopt(struct kernel *k, const char *id, const char *identity)
         /* Detached, as its client is until it comes back. */
         s->detached_at = loop_now();
         loop_timer_start(&s->linger_timer, on_linger_expired,
-                         kernels_config()->max_lingering_sessions == 0
+                         config_get()->max_lingering_sessions == 0
                              ? 0
-                             : kernels_config()->session_linger * 1000.0);
+                             : config_get()->session_linger * 1000.0);
         evict_lingering(k, s);
         return 0;
 }

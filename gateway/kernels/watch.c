@@ -53,7 +53,7 @@ static size_t total_dirs;
 
 static const struct config *cfg(void)
 {
-        return kernels_config();
+        return config_get();
 }
 
 size_t watch_count(void)

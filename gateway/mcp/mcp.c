@@ -120,7 +120,7 @@ static void session_end(struct mcp_session *s, const char *why)
  * would otherwise hold a place under --mcp-max-sessions for ever. */
 static double expiry_interval_ms(void)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         double every = cfg->mcp_unused_session_timeout / 4;
 
         if (cfg->cull_idle_timeout > 0 && cfg->cull_interval < every)
@@ -130,7 +130,7 @@ static double expiry_interval_ms(void)
 
 static void on_expiry(lws_sorted_usec_list_t *sul)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         double now = loop_now();
         struct mcp_session *s = sessions, *next;
 
@@ -186,7 +186,7 @@ static size_t sessions_of(const char *owner)
  * gateway's own token) any number under the gateway's bound. */
 static int64_t per_key_cap(void)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         const struct tenant_caller *c = tenants_caller();
 
         if (!c || c->admin)
@@ -301,16 +301,17 @@ void mcp_call_fail(struct mcp_call *call, const char *fmt, ...)
         mcp_call_result(call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), NULL, true);
 }
 
-static struct mcp_call *call_of(struct kernel_waiter *w)
+static struct mcp_call *call_of(struct waiter *w)
 {
         struct http_request *r = lws_container_of(w, struct http_request, waiter);
 
         return r->ctx;
 }
 
-static void on_kernel_ready(struct kernel_waiter *w, struct kernel *k, int status,
+static void on_kernel_ready(struct waiter *w, void *subject, int status,
                             const char *message)
 {
+        struct kernel *k = subject;
         struct mcp_call *call = call_of(w);
 
         if (status) {
@@ -342,7 +343,7 @@ static struct kernel *session_kernel(struct mcp_session *s, struct mcp_call *cal
                 mcp_call_fail(call,
                               "Kernel limit of %lld reached (--max-kernels): no sandbox "
                               "for this session",
-                              (long long)kernels_config()->max_kernels);
+                              (long long)config_get()->max_kernels);
                 return NULL;
         }
         if (rc < 0) {
@@ -425,10 +426,10 @@ static void initialize(struct http_request *r, json_t *id, json_t *params)
                                 "initialize needs params with a \"protocolVersion\" string");
                 return;
         }
-        if ((int64_t)session_count >= kernels_config()->mcp_max_sessions) {
+        if ((int64_t)session_count >= config_get()->mcp_max_sessions) {
                 reply_rpc_error(r, 503, id, RPC_SERVER_ERROR,
                                 "MCP session limit of %lld reached (--mcp-max-sessions)",
-                                (long long)kernels_config()->mcp_max_sessions);
+                                (long long)config_get()->mcp_max_sessions);
                 return;
         }
         if ((int64_t)sessions_of(tenants_owner_now()) >= per_key_cap()) {

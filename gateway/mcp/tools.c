@@ -166,7 +166,7 @@ static json_t *text_item(const char *text, size_t len)
 
 static size_t max_output(void)
 {
-        return (size_t)kernels_config()->mcp_max_output_bytes;
+        return (size_t)config_get()->mcp_max_output_bytes;
 }
 
 /* The sandbox of k, ready for file access; NULL after failing the call. */

@@ -395,7 +395,7 @@ static bool pool_full(json_t *status, char *why, size_t size)
 static bool memory_enough(char *why, size_t size)
 {
         uint64_t available = meminfo_bytes("MemAvailable");
-        uint64_t min = (uint64_t)kernels_config()->pool_min_available_mb * 1024 * 1024;
+        uint64_t min = (uint64_t)config_get()->pool_min_available_mb * 1024 * 1024;
 
         snprintf(why, size, "%llu MiB available (minimum %llu MiB)",
                  (unsigned long long)(available >> 20), (unsigned long long)(min >> 20));

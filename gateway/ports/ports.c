@@ -348,7 +348,7 @@ static int refused_status(const struct target *t)
  * message filled. */
 static int admit(struct lws *wsi, struct target *t, enum admission *how, char *message, size_t size)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         char name[HOSTCHECK_MAX];
         int status = conns_refusal(wsi, message, size);
 
@@ -653,7 +653,7 @@ static int build_head(struct buf *b, struct lws *wsi, const struct target *t, bo
                 rc = buf_printf(b, "X-Forwarded-Host: %s\r\n", host);
         if (rc == 0 && !t->host_form)
                 rc = buf_printf(b, "X-Forwarded-Prefix: %sapi/kernels/%s/ports/%d\r\n",
-                                kernels_config()->base_url, t->id, t->port);
+                                config_get()->base_url, t->id, t->port);
         if (rc == 0 && lws_get_peer_simple(wsi, peer, sizeof(peer)))
                 rc = buf_printf(b, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: http\r\n", peer);
         if (rc == 0)
@@ -683,7 +683,7 @@ static void build_inject(char *out, size_t size, const struct target *t, enum ad
                         snprintf(out + at, size - at,
                                  "Set-Cookie: " COOKIE_NAME "=%s; Path=%sapi/kernels/%s/ports/%d/; "
                                  "Max-Age=%d; HttpOnly; SameSite=Lax\r\n",
-                                 value, kernels_config()->base_url, t->id, t->port,
+                                 value, config_get()->base_url, t->id, t->port,
                                  COOKIE_SECONDS);
         }
 }
@@ -704,7 +704,7 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
         }
         build_inject(inject, sizeof(inject), t, how);
         if ((size_t)snprintf(prefix, sizeof(prefix), "%sapi/kernels/%s/ports/%d",
-                             kernels_config()->base_url, t->id, t->port) >= sizeof(prefix)) {
+                             config_get()->base_url, t->id, t->port) >= sizeof(prefix)) {
                 buf_free(&head);
                 return -E2BIG;
         }
@@ -719,7 +719,7 @@ static void redirect_to_root(struct lws *wsi, struct http_request *r, const stru
         buf_init(&query, sizeof(r->location));
         if (append_query(&query, wsi, true) < 0 ||
             (size_t)snprintf(r->location, sizeof(r->location), "%sapi/kernels/%s/ports/%d/%s",
-                             kernels_config()->base_url, t->id, t->port,
+                             config_get()->base_url, t->id, t->port,
                              query.data ? query.data : "") >= sizeof(r->location)) {
                 r->location[0] = '\0';
                 http_reply_error(r, 414, "URL too long");
@@ -775,11 +775,11 @@ int ports_confirm_upgrade(struct lws *wsi)
         status = admit(wsi, &t, &how, message, sizeof(message));
         /* Taken from lws, a relayed upgrade no longer counts among its
          * connections: it has a cap of its own, the same. */
-        if (status == 0 && port_relay_taken() >= (size_t)kernels_config()->max_connections) {
+        if (status == 0 && port_relay_taken() >= (size_t)config_get()->max_connections) {
                 status = 503;
                 snprintf(message, sizeof(message),
                          "Too many relayed port connections (--max-connections %lld)",
-                         (long long)kernels_config()->max_connections);
+                         (long long)config_get()->max_connections);
         }
         if (status == 0 && relay_start(wsi, &t, how, true, true) < 0) {
                 status = 503;

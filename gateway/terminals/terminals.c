@@ -473,7 +473,7 @@ static void next_name(char *out, size_t size)
 
 static void post_terminal(struct http_request *r)
 {
-        const struct config *cfg = kernels_config();
+        const struct config *cfg = config_get();
         json_t *body = api_parse_body(r);
         json_t *jname = json_object_get(body, "name"), *jcwd = json_object_get(body, "cwd");
         json_t *jkernel = json_object_get(body, "kernel_id");
