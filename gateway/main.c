@@ -18,7 +18,9 @@
 #include "gateway/kernels/limits.h"
 #include "gateway/core/loop.h"
 #include "gateway/jupyter/pause_api.h"
+#include "gateway/jupyter/kernels_api.h"
 #include "gateway/jupyter/page.h"
+#include "gateway/routes.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/pool.h"
 #include "gateway/kernels/sandboxes.h"
@@ -552,6 +554,13 @@ static int resume_kept(json_t **kernels)
         return rc;
 }
 
+/* What Jupyter's family keeps across a restart beside the kernels. */
+static const struct keep_part sessions_kept = {
+    .name = "sessions",
+    .record = jupyter_sessions_keep_record,
+    .adopt = jupyter_sessions_adopt,
+};
+
 int main(int argc, char **argv)
 {
         struct lws_context *ctx = NULL;
@@ -561,6 +570,7 @@ int main(int argc, char **argv)
         int rc;
 
         unsetenv(KEEP_ENV);
+        keep_register(&sessions_kept);
 
         rc = config_load(&gw.cfg, argc, argv);
         blank_token_argument(argc, argv);
@@ -650,7 +660,7 @@ int main(int argc, char **argv)
         conns_init(&gw.cfg);
         if (ports_init(&gw.cfg) < 0)
                 goto out;
-        ctx = server_create(&gw.cfg);
+        ctx = server_create(&gw.cfg, routes_init());
         if (!ctx || gw.sigfd < 0)
                 goto out;
         loop_set_context(ctx);

@@ -1,14 +1,9 @@
 #include "autoconf.h"
 
 #include "gateway/core/http.h"
-#include "gateway/jupyter/kernels_api.h"
 #include "gateway/core/conns.h"
-#include "gateway/e2b/e2b.h"
 #include "gateway/core/hostcheck.h"
 #include "gateway/core/metrics.h"
-#include "gateway/jupyter/page.h"
-#include "gateway/ports/port_relay.h"
-#include "gateway/ports/ports.h"
 #include "gateway/core/server.h"
 #include "protocol/log.h"
 
@@ -251,6 +246,51 @@ int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size)
         return -ENOENT;
 }
 
+static const struct http_router *router;
+
+void http_set_router(const struct http_router *routes)
+{
+        router = routes;
+}
+
+int http_upgrade_check(struct lws *wsi, char *path, size_t size, char *message, size_t msize)
+{
+        char name[HOSTCHECK_MAX];
+        int status = conns_refusal(wsi, message, msize);
+
+        if (status)
+                return status;
+        if (!http_host_allowed(wsi, name, sizeof(name))) {
+                http_log_refused_host(name);
+                snprintf(message, msize,
+                         "Host %s is not a name this gateway serves under (the operator may "
+                         "allow it with --allow-host)",
+                         name);
+                return 403;
+        }
+        /* The key first: it decides what exists for the caller (another
+         * tenant's kernel is "no such kernel", as a made-up id is). */
+        if (!http_authorized(wsi)) {
+                snprintf(message, msize, "Missing or wrong token");
+                return 401;
+        }
+        if (http_route_path(wsi, path, size) < 0) {
+                snprintf(message, msize, "Not found");
+                return 404;
+        }
+        return 0;
+}
+
+int http_upgrade_admit(struct lws *wsi)
+{
+        if (http_origin(wsi, NULL, 0) == HTTP_ORIGIN_DENIED) {
+                http_write_error_now(wsi, 403, "Origin not allowed");
+                return -1;
+        }
+        conns_admitted(wsi);
+        return 0;
+}
+
 #define STREAM_PIECE (64 * 1024) /* bytes written per writable callback */
 
 static int add_headers(struct lws *wsi, const struct http_request *r, unsigned char **p,
@@ -263,8 +303,7 @@ static void request_reset(struct http_request *r)
         loop_unwatch(&r->raw_body);
         if (r->cleanup)
                 r->cleanup(r);
-        if (r->waiter.on)
-                waiter_cancel(&r->waiter);
+        waiter_cancel(&r->waiter);
         if (r->wsi && r->stream_fd >= 0)
                 close(r->stream_fd);
         buf_free(&r->body);
@@ -729,6 +768,7 @@ static void stop_reading(struct http_request *r)
 static bool admit(struct lws *wsi, struct http_request *r)
 {
         enum http_origin_kind origin;
+        enum http_access access;
         char message[256], name[HOSTCHECK_MAX];
         int status = conns_refusal(wsi, message, sizeof(message));
 
@@ -751,10 +791,12 @@ static bool admit(struct lws *wsi, struct http_request *r)
                 http_reply_error(r, 404, "Not found");
                 return false;
         }
-        if (page_route(r->path)) {
-                /* The page's files are public, whatever the Origin (a
-                 * sandboxed output frame fetches frame.js with "Origin:
-                 * null"); they are fetched, never sent anything. */
+        access = router->access(r);
+        if (access == HTTP_ACCESS_ANYONE) {
+                /* Public routes (the page's files, probes' /api/health)
+                 * are fetched, whatever the Origin (a sandboxed output
+                 * frame fetches frame.js with "Origin: null"), never sent
+                 * anything. */
                 if (r->method != HTTP_GET) {
                         http_reply_error(r, 405, "Use GET on the page's files");
                         return false;
@@ -765,13 +807,6 @@ static bool admit(struct lws *wsi, struct http_request *r)
                 }
                 /* Served without credentials: the connection's deadline
                  * starts again rather than ends (conns.h). */
-                conns_public(wsi);
-                return true;
-        }
-        if (strcmp(r->path, "api/health") == 0 && r->method == HTTP_GET && !r->reading_body) {
-                /* Probes (Kubernetes, load balancers) carry no token: the
-                 * answer without one says only ok or unhealthy and which
-                 * checks fail (monitor.h). */
                 conns_public(wsi);
                 return true;
         }
@@ -787,9 +822,9 @@ static bool admit(struct lws *wsi, struct http_request *r)
                 http_reply_empty(r, 204);
                 return false;
         }
-        /* The E2B routes take the token as E2B's API key, or a sandbox's
-         * own access token. */
-        if (e2b_route(r->path) ? !e2b_admit(r) : !http_authorized(wsi)) {
+        /* A route with credentials of its own (E2B's: its API key, or a
+         * sandbox's access token) checks them itself. */
+        if (access == HTTP_ACCESS_OWN ? !router->admit(r) : !http_authorized(wsi)) {
                 if (!r->responded)
                         http_reply_error(r, 401, "Missing or wrong token");
                 return false;
@@ -849,12 +884,12 @@ static int begin(struct lws *wsi, struct http_request *r)
         }
         /* Until the body is read (or refused), the connection is mid-request. */
         r->reading_body = content_length != 0 || r->chunked;
-        if (ports_wanted(wsi)) {
+        if (router->relayed(wsi)) {
                 /* Relayed as it comes, chunked or not, to a sandbox's port. */
                 if (content_length < 0)
                         http_reply_error(r, 400, "Bad Content-Length");
                 else
-                        ports_begin(wsi, r);
+                        router->relay_begin(wsi, r);
                 if (r->responded)
                         stop_reading(r);
                 return 0;
@@ -865,14 +900,14 @@ static int begin(struct lws *wsi, struct http_request *r)
                 stop_reading(r);
                 return 0;
         }
-        as_caller(r, api_prepare);
+        as_caller(r, router->prepare);
         if (!r->responded && !r->body_fn && content_length > cfg->max_body_bytes)
                 http_reply_error(r, 413, "Request body larger than %lld bytes",
                                  (long long)cfg->max_body_bytes);
         if (r->responded)
                 stop_reading(r);
         else if (!r->reading_body)
-                as_caller(r, api_handle);
+                as_caller(r, router->handle);
         return 0;
 }
 
@@ -897,7 +932,7 @@ static void body_complete(struct http_request *r)
 {
         r->reading_body = false;
         if (!r->responded)
-                as_caller(r, api_handle);
+                as_caller(r, router->handle);
 }
 
 static void dechunk(struct http_request *r, const uint8_t *in, size_t len)
@@ -958,8 +993,8 @@ static void take_over_body(struct http_request *r)
 
 static int on_body(struct http_request *r, const uint8_t *in, size_t len)
 {
-        if (port_relay_active(r->wsi))
-                return port_relay_body(r->wsi, in, len);
+        if (router->relay_active(r->wsi))
+                return router->relay_body(r->wsi, in, len);
         if (!r->reading_body)
                 return 0;
         if (!r->chunked) {
@@ -990,8 +1025,8 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                 /* lws calls this for "Content-Length: 0" too, after begin()
                  * has already handed the request on; a chunked body ends
                  * when its last chunk is decoded. */
-                if (port_relay_active(wsi))
-                        port_relay_body_done(wsi);
+                if (router->relay_active(wsi))
+                        router->relay_body_done(wsi);
                 else if (r->reading_body && !r->chunked)
                         body_complete(r);
                 return 0;
@@ -1017,4 +1052,37 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
         default:
                 return 0;
         }
+}
+
+void http_drop_nulls(json_t *v)
+{
+        const char *key;
+        json_t *value;
+        void *tmp;
+
+        json_object_foreach_safe(v, tmp, key, value) {
+                if (json_is_null(value))
+                        json_object_del(v, key);
+                else
+                        http_drop_nulls(value);
+        }
+}
+
+json_t *http_parse_body(struct http_request *r)
+{
+        json_error_t jerr;
+        json_t *body;
+
+        if (r->body.len == 0)
+                return json_object();
+        body = json_loadb(r->body.data, r->body.len, 0, &jerr);
+        if (!body) {
+                http_reply_error(r, 400, "Invalid JSON in request body: %s", jerr.text);
+        } else if (!json_is_object(body)) {
+                http_reply_error(r, 400, "Request body must be a JSON object");
+                json_decref(body);
+                body = NULL;
+        }
+        http_drop_nulls(body);
+        return body;
 }

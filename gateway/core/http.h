@@ -6,7 +6,7 @@
 #define GLOVEBOX_HTTP_H
 
 #include "gateway/core/hostcheck.h"
-#include "gateway/kernels/kernels.h"
+#include "gateway/core/waiter.h"
 #include "gateway/core/loop.h"
 #include "gateway/core/tenants.h"
 #include "protocol/buf.h"
@@ -88,6 +88,46 @@ struct http_request {
 int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http_request *r,
                   void *in, size_t len);
 
+/* Who may make a request (the route table's column, gateway/routes.c). */
+enum http_access {
+        HTTP_ACCESS_ANYONE, /* no credentials: a public GET without a body */
+        HTTP_ACCESS_KEY,    /* the token or a tenant's key */
+        HTTP_ACCESS_OWN,    /* the route checks its own credentials (router->admit) */
+};
+
+/* What the routes (gateway/routes.c) tell the HTTP server, which knows no
+ * route of its own: which requests are relayed as they come rather than
+ * read, who may make one, and what handles it. */
+struct http_router {
+        /* A request relayed as it comes (a sandbox's port), its body
+         * included, instead of read and handled. */
+        bool (*relayed)(struct lws *wsi);
+        void (*relay_begin)(struct lws *wsi, struct http_request *r);
+        bool (*relay_active)(struct lws *wsi);
+        int (*relay_body)(struct lws *wsi, const void *data, size_t len);
+        void (*relay_body_done)(struct lws *wsi);
+        /* Who may make r (its path and method are set). */
+        enum http_access (*access)(struct http_request *r);
+        /* HTTP_ACCESS_OWN: whether r may go on; false once answered, or
+         * for a 401 the server gives. */
+        bool (*admit)(struct http_request *r);
+        /* At the headers, as its caller: may set r->body_fn to take the
+         * body as it comes, or answer at once. */
+        void (*prepare)(struct http_request *r);
+        /* Once the body is read (or taken by body_fn), as its caller. */
+        void (*handle)(struct http_request *r);
+};
+
+/* The routes; set once, before the server runs. */
+void http_set_router(const struct http_router *router);
+
+/* Before a WebSocket upgrade of a route that takes a key: the connection's
+ * limits, the Host check and the key, and the path below the base URL into
+ * path. 0, or the status and message (never sent) of the refusal. */
+int http_upgrade_check(struct lws *wsi, char *path, size_t size, char *message, size_t msize);
+/* After it: the Origin check (403, -1) and the connection's admission. */
+int http_upgrade_admit(struct lws *wsi);
+
 enum http_origin_kind {
         HTTP_ORIGIN_NONE,    /* no Origin header: not a browser */
         HTTP_ORIGIN_SAME,    /* the gateway's own origin */
@@ -126,6 +166,15 @@ int http_route_path(struct lws *wsi, char *out, size_t size);
  * lws_get_urlarg_by_name stops at the first one longer than its buffer,
  * which hid those after it (a long metadata filter hid nextToken). */
 int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size);
+
+/* Removes every member whose value is null from the object v and the
+ * objects within it: clients (the E2B Python SDK among them) send null for
+ * an optional field they leave unset, which means the same as leaving it
+ * out. */
+void http_drop_nulls(json_t *v);
+/* The request body as a JSON object, nulls dropped; NULL after replying
+ * 400. */
+json_t *http_parse_body(struct http_request *r);
 
 void http_reply_json(struct http_request *r, int status, json_t *body); /* steals body */
 void http_reply_error(struct http_request *r, int status, const char *fmt, ...)

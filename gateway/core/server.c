@@ -2,39 +2,29 @@
 
 #include "gateway/core/server.h"
 #include "gateway/core/tenants.h"
-#include "gateway/jupyter/channels.h"
 #include "gateway/core/conns.h"
 #include "gateway/core/http.h"
 #include "gateway/core/loop.h"
-#include "gateway/ports/port_relay.h"
-#include "gateway/ports/ports.h"
-#include "gateway/terminals/terminals.h"
 #include "protocol/log.h"
 #include "protocol/wsv1.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+static const struct server_sockets *sockets;
+
 /* Protocol 0 serves plain HTTP and, after an upgrade without a subprotocol,
- * the JSON WebSocket format, so its per-connection data holds both. */
+ * the JSON WebSocket format, so its per-connection data holds both: the
+ * request, then the upgraded connection's state (server_sockets). */
 struct http_or_ws {
         struct http_request http;
-        struct channel_conn ws;
-        struct terminal_conn term;
-        bool terminal; /* the upgrade was a terminal's (gateway/terminals/terminals.h) */
+        max_align_t ws[]; /* sockets->state_size bytes */
 };
-
-/* Whether the WebSocket of wsi is a terminal's, not a kernel's channels. */
-static bool terminal_socket(struct lws *wsi)
-{
-        char path[HTTP_PATH_MAX];
-
-        return http_route_path(wsi, path, sizeof(path)) == 0 && terminals_is_socket_path(path);
-}
 
 static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
@@ -49,12 +39,10 @@ static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void
                 /* lws sends every wsi's end here (protocol 0), raw files
                  * and WebSocket ones included. */
                 conns_closed(wsi);
-                port_relay_closed(wsi);
+                sockets->closed(wsi);
                 return 0;
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-                if (ports_wanted(wsi))
-                        return ports_confirm_upgrade(wsi);
-                return channels_confirm_upgrade(wsi);
+                return sockets->confirm_upgrade(wsi);
         case LWS_CALLBACK_HTTP:
         case LWS_CALLBACK_HTTP_BODY:
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
@@ -65,11 +53,7 @@ static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void
         case LWS_CALLBACK_RECEIVE:
         case LWS_CALLBACK_SERVER_WRITEABLE:
         case LWS_CALLBACK_CLOSED:
-                if (reason == LWS_CALLBACK_ESTABLISHED)
-                        conn->terminal = terminal_socket(wsi);
-                if (conn->terminal)
-                        return terminals_callback(wsi, reason, &conn->term, in, len);
-                return channels_callback(wsi, reason, &conn->ws, in, len, RELAY_JSON);
+                return sockets->websocket(wsi, reason, conn->ws, in, len, false);
         default:
                 return lws_callback_http_dummy(wsi, reason, user, in, len);
         }
@@ -83,7 +67,7 @@ static int dispatch_v1(struct lws *wsi, enum lws_callback_reasons reason, void *
         case LWS_CALLBACK_RECEIVE:
         case LWS_CALLBACK_SERVER_WRITEABLE:
         case LWS_CALLBACK_CLOSED:
-                return channels_callback(wsi, reason, user, in, len, RELAY_V1);
+                return sockets->websocket(wsi, reason, user, in, len, true);
         default:
                 return 0;
         }
@@ -123,10 +107,10 @@ static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *
  * only the remainder be copied. (A fragment is at most 16 MiB: channels.c.) */
 #define TX_PACKET (16 * 1024 * 1024)
 
-static const struct lws_protocols protocols[] = {
-        {"http", callback_http, sizeof(struct http_or_ws), RX_BUFFER, 0, NULL, TX_PACKET},
-        {JP_WSV1_PROTOCOL, callback_v1, sizeof(struct channel_conn), RX_BUFFER, 0, NULL,
-         TX_PACKET},
+/* Their per-connection sizes are the routes': set in server_create. */
+static struct lws_protocols protocols[] = {
+        {"http", callback_http, 0, RX_BUFFER, 0, NULL, TX_PACKET},
+        {JP_WSV1_PROTOCOL, callback_v1, 0, RX_BUFFER, 0, NULL, TX_PACKET},
         {LOOP_PROTOCOL_NAME, loop_protocol_callback, 0, 0, 0, NULL, 0},
         {NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -197,7 +181,7 @@ static int listen_address(const struct config *cfg, char *numeric, size_t size)
         return err ? -1 : 0;
 }
 
-struct lws_context *server_create(const struct config *cfg)
+struct lws_context *server_create(const struct config *cfg, const struct server_sockets *given)
 {
         struct lws_context_creation_info info;
         struct lws_context *ctx;
@@ -206,6 +190,9 @@ struct lws_context *server_create(const struct config *cfg)
         if (listen_address(cfg, address, sizeof(address)) < 0)
                 return NULL;
 
+        sockets = given;
+        protocols[0].per_session_data_size = sizeof(struct http_or_ws) + given->state_size;
+        protocols[1].per_session_data_size = given->state_size;
         lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
         memset(&info, 0, sizeof(info));
         info.port = cfg->port;

@@ -1,6 +1,6 @@
 #include "autoconf.h"
 
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/e2b/build_internal.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/kernels/host.h"
@@ -35,7 +35,7 @@ static const char *status_name(enum build_status s)
 /* POST /v3/templates: a new build of a template (made if new). */
 static void request_build(struct http_request *r)
 {
-        json_t *body = api_parse_body(r), *tags = NULL, *v;
+        json_t *body = http_parse_body(r), *tags = NULL, *v;
         char alias[BUILD_ALIAS_MAX], tag[BUILD_ALIAS_MAX], err[256];
         const char *name;
         struct build_tpl *t;
@@ -198,7 +198,7 @@ static int resolve_base(json_t *spec, char *base, size_t size, json_t *layers, c
 /* POST /v2/templates/{tid}/builds/{bid}: runs the build. */
 static void start_build(struct http_request *r, struct build_tpl *t, struct build *b)
 {
-        json_t *spec = api_parse_body(r);
+        json_t *spec = http_parse_body(r);
         char err[512];
         int rc;
 
@@ -300,7 +300,7 @@ static json_t *tags_json(const struct build_tpl *t)
 /* POST /templates/tags {target: "alias:tag", tags} */
 static void assign_tags(struct http_request *r)
 {
-        json_t *body = api_parse_body(r), *tags, *v, *clean = json_array();
+        json_t *body = http_parse_body(r), *tags, *v, *clean = json_array();
         char alias[BUILD_ALIAS_MAX], tag[BUILD_ALIAS_MAX], err[256];
         const char *target;
         struct build_tpl *t;
@@ -356,7 +356,7 @@ out:
 /* DELETE /templates/tags {name, tags} */
 static void delete_tags(struct http_request *r)
 {
-        json_t *body = api_parse_body(r), *tags, *v;
+        json_t *body = http_parse_body(r), *tags, *v;
         char alias[BUILD_ALIAS_MAX], tag[BUILD_ALIAS_MAX], err[256], c[BUILD_ALIAS_MAX];
         const char *name;
         struct build_tpl *t;

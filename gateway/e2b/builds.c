@@ -1,6 +1,6 @@
 #include "autoconf.h"
 
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/e2b/build_internal.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/kernels/host.h"

@@ -1,7 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b/contexts.h"
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/e2b/display.h"
 #include "gateway/kernels/run.h"
@@ -448,7 +448,7 @@ static void create_context(struct http_request *r, struct e2b_sandbox *s)
         const struct jp_kernelspec *spec;
         const char *language, *cwd;
         char name[32];
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         int err;
 
         if (!body)
@@ -647,7 +647,7 @@ static bool run_env_ok(struct http_request *r, json_t *env, const struct jp_kern
 
 static void run_code(struct http_request *r, struct e2b_sandbox *s)
 {
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         json_t *code, *ctx_id, *language, *env;
         const struct jp_kernelspec *spec;
         struct e2b_context *c;

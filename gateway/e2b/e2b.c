@@ -4,7 +4,7 @@
 #include "gateway/e2b/builds.h"
 #include "gateway/core/fleet.h"
 #include "gateway/ports/ports.h"
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/e2b/contexts.h"
 #include "gateway/e2b/list.h"
 #include "gateway/e2b/metrics.h"
@@ -918,7 +918,7 @@ static void reply_quota(struct http_request *r, json_t *why)
 static void create_sandbox(struct http_request *r)
 {
         const struct config *cfg = config_get();
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         json_t *template, *metadata, *env, *mask;
         const struct jp_kernelspec *spec = NULL;
         const char *tid, *refusal;
@@ -1294,7 +1294,7 @@ static void control_plane(struct http_request *r, const char *route)
                    r->method == HTTP_POST) {
                 double t; /* negative: none given */
 
-                body = api_parse_body(r);
+                body = http_parse_body(r);
                 if (!body || !timeout_of(r, body, -1, true, &t)) {
                         json_decref(body);
                         return;

@@ -5,11 +5,12 @@
  * the routes. */
 #include "autoconf.h"
 
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/e2b/envd.h"
 #include "gateway/kernels/files.h"
 #include "gateway/kernels/uploads.h"
+#include "protocol/kernelspec.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 
@@ -133,7 +134,7 @@ json_t *envd_parse_request(const char *data, size_t len)
                 json_decref(req);
                 return NULL;
         }
-        api_drop_nulls(req);
+        http_drop_nulls(req);
         return req;
 }
 

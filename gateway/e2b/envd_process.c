@@ -9,6 +9,7 @@
 #include "gateway/e2b/envd.h"
 #include "gateway/core/loop.h"
 #include "gateway/kernels/process.h"
+#include "protocol/kernelspec.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 

@@ -6,7 +6,6 @@
 #include "gateway/core/http.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/core/metrics.h"
-#include "gateway/terminals/terminals.h"
 #include "protocol/log.h"
 #include "protocol/request.h"
 #include "protocol/wsjson.h"
@@ -37,48 +36,9 @@ static struct kernel *kernel_of_path(const char *path)
         return kernel_find(id);
 }
 
-/* The same checks, in the same order, as an HTTP request's (http.c); a
- * refused upgrade gets a JSON error and the connection closes. */
-int channels_confirm_upgrade(struct lws *wsi)
+bool channels_exists(const char *path)
 {
-        char path[HTTP_PATH_MAX], message[256], name[HOSTCHECK_MAX];
-        int status = conns_refusal(wsi, message, sizeof(message));
-
-        if (status) {
-                http_write_error_now(wsi, status, message);
-                return 1;
-        }
-        if (!http_host_allowed(wsi, name, sizeof(name))) {
-                http_log_refused_host(name);
-                snprintf(message, sizeof(message),
-                         "Host %s is not a name this gateway serves under (the operator may "
-                         "allow it with --allow-host)",
-                         name);
-                http_write_error_now(wsi, 403, message);
-                return 1;
-        }
-        /* The key first: it decides which kernels exist for the caller
-         * (another tenant's is "no such kernel", as a made-up id is). */
-        if (!http_authorized(wsi)) {
-                http_write_error_now(wsi, 401, "Missing or wrong token");
-                return 1;
-        }
-        if (http_route_path(wsi, path, sizeof(path)) < 0) {
-                http_write_error_now(wsi, 404, "No such kernel");
-                return 1;
-        }
-        if (terminals_is_socket_path(path) ? !terminals_socket_exists(path)
-                                           : !kernel_of_path(path)) {
-                http_write_error_now(wsi, 404, terminals_is_socket_path(path) ? "No such terminal"
-                                                                              : "No such kernel");
-                return 1;
-        }
-        if (http_origin(wsi, NULL, 0) == HTTP_ORIGIN_DENIED) {
-                http_write_error_now(wsi, 403, "Origin not allowed");
-                return 1;
-        }
-        conns_admitted(wsi);
-        return 0;
+        return kernel_of_path(path) != NULL;
 }
 
 static void conn_wake(struct session_sink *sink)

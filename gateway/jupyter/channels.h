@@ -36,9 +36,9 @@ struct channel_conn {
         struct tenant_watch key;
 };
 
-/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: 0 to allow, 1 when refused with an HTTP
- * error already written. */
-int channels_confirm_upgrade(struct lws *wsi);
+/* Whether path (below the base URL) is the channels of a kernel the
+ * caller may reach: the upgrade's 404 when not (gateway/routes.c). */
+bool channels_exists(const char *path);
 /* The WebSocket reasons for a connection of format. */
 int channels_callback(struct lws *wsi, enum lws_callback_reasons reason, struct channel_conn *c,
                       void *in, size_t len, enum relay_format format);

@@ -21,27 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int files_http_status(int error)
-{
-        switch (-error) {
-        case ENOENT: return 404;
-        case EEXIST: return 409;
-        case EROFS:
-        case EACCES:
-        case EPERM: return 403;
-        case ENOSPC:
-        case EDQUOT: return 507;
-        case EFBIG: return 413;
-        case EISDIR:
-        case ENOTDIR:
-        case EINVAL:
-        case ENAMETOOLONG:
-        case ELOOP:
-        case EXDEV:
-        case EBADMSG: return 400;
-        default: return 500;
-        }
-}
 
 /* Splits "api/kernels/{id}/files[/rest]" into the kernel and the file's
  * path (already normalized); NULL kernel when the route is something else. */
@@ -75,7 +54,7 @@ static struct sandbox *ready_sandbox(struct http_request *r, struct kernel *k)
         return k->sandbox;
 }
 
-bool api_files_prepare(struct http_request *r)
+void jupyter_files_prepare(struct http_request *r)
 {
         char path[PATH_MAX], err[PATH_MAX];
         struct sandbox *sb;
@@ -84,23 +63,23 @@ bool api_files_prepare(struct http_request *r)
         int rc;
 
         if (!is_files || r->method != HTTP_PUT)
-                return is_files;
+                return;
         if (!k) {
                 http_reply_error(r, 404, "No such kernel");
-                return true;
+                return;
         }
         sb = ready_sandbox(r, k);
         if (!sb)
-                return true;
+                return;
         if (!path[0] || strcmp(path, FILES_HOME) == 0) {
                 http_reply_error(r, 400, "PUT needs a file's path");
-                return true;
+                return;
         }
         rc = upload_start(r, sb, FILES_USER, path, false, NULL, err, sizeof(err));
         if (rc < 0)
                 http_reply_error(r, files_http_status(rc), "Cannot write %s: %s", err,
                                  strerror(-rc));
-        return true;
+        return;
 }
 
 /* files_list gives envd's EntryInfo (protobuf JSON: "FILE_TYPE_FILE", a
@@ -152,7 +131,7 @@ static void download(struct http_request *r, struct sandbox *sb, const char *pat
         http_reply_fd(r, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
 }
 
-bool api_files_handle(struct http_request *r)
+void jupyter_files(struct http_request *r)
 {
         char path[PATH_MAX], err[PATH_MAX];
         struct sandbox *sb;
@@ -161,18 +140,20 @@ bool api_files_handle(struct http_request *r)
         struct kernel *k = file_route(r, path, sizeof(path), &is_files);
         int rc;
 
-        if (!is_files)
-                return false;
+        if (!is_files) {
+                http_reply_error(r, 404, "No route %s", r->path);
+                return;
+        }
         if (!k) {
                 http_reply_error(r, 404, "No such kernel");
-                return true;
+                return;
         }
         sb = ready_sandbox(r, k);
         if (!sb)
-                return true;
+                return;
         if (!path[0]) {
                 http_reply_error(r, 400, "Bad path");
-                return true;
+                return;
         }
         switch (r->method) {
         case HTTP_GET:
@@ -196,12 +177,11 @@ bool api_files_handle(struct http_request *r)
         default:
                 http_reply_error(r, 405, "Use GET, PUT or DELETE on files");
         }
-        return true;
 }
 
 void api_execute(struct http_request *r, struct kernel *k)
 {
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         json_t *code, *timeout;
 
         if (!body)

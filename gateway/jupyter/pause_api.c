@@ -482,3 +482,8 @@ void kernel_pause_shutdown(void)
                 paused_free(p);
         }
 }
+
+bool jupyter_kernel_paused(struct http_request *r, const char *id, const char *action)
+{
+        return kernel_pause_route(r, id, action);
+}

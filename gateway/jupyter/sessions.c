@@ -4,6 +4,7 @@
 #include "autoconf.h"
 
 #include "gateway/jupyter/kernels_api.h"
+#include "gateway/kernels/start.h"
 #include "gateway/core/fleet.h"
 #include "gateway/kernels/kernels.h"
 
@@ -148,7 +149,7 @@ static void on_kernel_ready(struct waiter *w, void *subject, int status,
 
 static void post_session(struct http_request *r)
 {
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         json_t *kernel;
         struct nbsession *s = NULL;
         struct kernel *k;
@@ -209,7 +210,7 @@ static void post_session(struct http_request *r)
         nbsessions = s;
         starting = s;
         s = NULL;
-        if (api_start_kernel(r, kernel ? kernel : body, on_kernel_ready, &k) == 0) {
+        if (start_kernel_for_request(r, kernel ? kernel : body, on_kernel_ready, &k) == 0) {
                 if (starting)
                         snprintf(starting->kernel_id, sizeof(starting->kernel_id), "%s", k->id);
         } else if (starting) {
@@ -255,7 +256,7 @@ static void on_patched_kernel_ready(struct waiter *w, void *subject, int status,
 
 static void patch_session(struct http_request *r, struct nbsession *s)
 {
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         json_t *kernel;
         struct kernel *k;
 
@@ -282,7 +283,7 @@ static void patch_session(struct http_request *r, struct nbsession *s)
                 /* A new kernel for the session; the old one is shut down
                  * once it is ready, as Jupyter Server does. */
                 snprintf(s->old_kernel_id, sizeof(s->old_kernel_id), "%s", s->kernel_id);
-                if (api_start_kernel(r, kernel, on_patched_kernel_ready, &k) == 0)
+                if (start_kernel_for_request(r, kernel, on_patched_kernel_ready, &k) == 0)
                         snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", k->id);
                 else
                         s->old_kernel_id[0] = '\0';
@@ -300,7 +301,7 @@ static void on_session_kernel_gone(struct waiter *w, void *subject, int status,
         http_reply_empty(request_of(w), 204);
 }
 
-void api_sessions_handle(struct http_request *r, const char *id)
+void jupyter_sessions(struct http_request *r, const char *id)
 {
         struct nbsession *s;
         struct kernel *k;
@@ -349,7 +350,7 @@ void api_sessions_handle(struct http_request *r, const char *id)
         }
 }
 
-json_t *api_sessions_keep_record(void)
+json_t *jupyter_sessions_keep_record(void)
 {
         json_t *list = json_array();
 
@@ -370,7 +371,7 @@ json_t *api_sessions_keep_record(void)
         return list;
 }
 
-void api_sessions_adopt(json_t *list)
+void jupyter_sessions_adopt(json_t *list)
 {
         json_t *entry;
         size_t i;

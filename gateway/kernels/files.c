@@ -858,3 +858,25 @@ int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_f
         become_self(saved);
         return rc;
 }
+
+int files_http_status(int error)
+{
+        switch (-error) {
+        case ENOENT: return 404;
+        case EEXIST: return 409;
+        case EROFS:
+        case EACCES:
+        case EPERM: return 403;
+        case ENOSPC:
+        case EDQUOT: return 507;
+        case EFBIG: return 413;
+        case EISDIR:
+        case ENOTDIR:
+        case EINVAL:
+        case ENAMETOOLONG:
+        case ELOOP:
+        case EXDEV:
+        case EBADMSG: return 400;
+        default: return 500;
+        }
+}

@@ -87,4 +87,7 @@ int files_list(const struct sandbox *sb, enum files_user who, const char *path, 
 int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_fd, const char *path,
                     bool nofollow, uint32_t mask, json_t *subdirs, size_t max_subdirs);
 
+/* A file operation's -errno as an HTTP status. */
+int files_http_status(int error);
+
 #endif

@@ -5,7 +5,6 @@
 #include "autoconf.h"
 
 #include "gateway/kernels/keep.h"
-#include "gateway/jupyter/kernels_api.h"
 #include "gateway/kernels/host.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/kernels/pause.h"
@@ -63,6 +62,33 @@ fail:
         return rc;
 }
 
+static const struct keep_part *parts[KEEP_MAX_PARTS];
+static size_t nparts;
+
+int keep_register(const struct keep_part *part)
+{
+        if (nparts == KEEP_MAX_PARTS)
+                return -ENOSPC;
+        parts[nparts++] = part;
+        return 0;
+}
+
+/* Every registered part's record, by name: a new object, or NULL. */
+static json_t *parts_record(void)
+{
+        json_t *all = json_object();
+
+        for (size_t i = 0; all && i < nparts; i++) {
+                json_t *one = parts[i]->record();
+
+                if (!one || json_object_set_new(all, parts[i]->name, one) < 0) {
+                        json_decref(all);
+                        return NULL;
+                }
+        }
+        return all;
+}
+
 int keep_save(const char *state_dir, const struct keep_process *proc)
 {
         json_t *kernels = NULL, *sessions = NULL, *discard = NULL, *record = NULL;
@@ -78,15 +104,20 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
         /* Marks of an earlier attempt that failed do not count. */
         sandboxes_keep_reset();
         kernels = kernels_keep_record();
-        sessions = api_sessions_keep_record();
+        sessions = parts_record();
         discard = kernels ? sandboxes_unkept_ids() : NULL;
         record = kernels && sessions && discard
-                     ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O, s:O}", "version",
+                     ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O}", "version",
                                  KEEP_VERSION, "runtime_dir", proc->runtime_dir, "lock_fd",
                                  proc->lock_fd, "host_fd", proc->host_fd, "host_pid",
                                  proc->host_pid, "controllers", (int)proc->controllers, "kernels",
-                                 kernels, "sessions", sessions, "discard", discard)
+                                 kernels, "discard", discard)
                      : NULL;
+        /* The parts beside the kernels, each under its own name. */
+        if (record && json_object_update(record, sessions) < 0) {
+                json_decref(record);
+                record = NULL;
+        }
         text = record ? json_dumps(record, JSON_COMPACT) : NULL;
         if (!text) {
                 rc = -ENOMEM;
@@ -265,8 +296,9 @@ void keep_adopt(json_t *record)
 
         json_array_foreach(kernels, i, entry)
                 adopt_one(entry);
-        /* After the kernels: a session names one. */
-        api_sessions_adopt(json_object_get(record, "sessions"));
+        /* After the kernels: a part (a session) names one. */
+        for (size_t p = 0; p < nparts; p++)
+                parts[p]->adopt(json_object_get(record, parts[p]->name));
         /* What the old image did not keep (pooled kernels, E2B sandboxes,
          * terminals, sandboxes with egress) is destroyed only now: had the
          * exec failed, the old image would have served on with all of it. */

@@ -17,8 +17,24 @@ struct keep_process {
         unsigned controllers; /* the kernel-host's hello */
 };
 
+/* What a family keeps of its own across the restart beside the kernels
+ * (Jupyter's sessions): record() gives it as JSON (a new reference, the
+ * caller's; NULL: out of memory) under name in the record, and adopt()
+ * takes it back once the kernels are re-adopted. */
+struct keep_part {
+        const char *name;
+        json_t *(*record)(void);
+        void (*adopt)(json_t *saved);
+};
+
+#define KEEP_MAX_PARTS 4
+
+/* Registers part (kept by pointer) before any save or adopt: 0, or -ENOSPC
+ * past KEEP_MAX_PARTS. */
+int keep_register(const struct keep_part *part);
+
 /* Writes the record of proc, of every kernel that can be kept
- * (kernels_keep_record) and of the /api/sessions to
+ * (kernels_keep_record) and of every registered part to
  * state_dir/kernels.json. 0 or -errno. */
 int keep_save(const char *state_dir, const struct keep_process *proc);
 /* Reads and removes the record: proc, and *record (the caller's, for

@@ -3,7 +3,8 @@
  * in mcp_tools.c. */
 #include "autoconf.h"
 
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
+#include "gateway/kernels/start.h"
 #include "gateway/core/fleet.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/core/loop.h"
@@ -338,7 +339,7 @@ static struct kernel *session_kernel(struct mcp_session *s, struct mcp_call *cal
                 mcp_call_fail(call, "This gateway has no python3 kernelspec");
                 return NULL;
         }
-        rc = api_start_plain_kernel(ks, NULL, &k);
+        rc = start_plain_kernel(ks, NULL, &k);
         if (rc == -EAGAIN) {
                 mcp_call_fail(call,
                               "Kernel limit of %lld reached (--max-kernels): no sandbox "

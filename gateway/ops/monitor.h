@@ -6,6 +6,7 @@
 #define GLOVEBOX_MONITOR_H
 
 #include "gateway/core/http.h"
+#include "gateway/kernels/kernels.h"
 #include "gateway/kernels/sandboxes.h"
 
 #include <jansson.h>

@@ -2,7 +2,7 @@
 
 #include "gateway/ports/ports.h"
 #include "gateway/ports/port_relay.h"
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/core/conns.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/core/hostcheck.h"
@@ -859,7 +859,7 @@ void ports_api(struct http_request *r, struct kernel *k)
                 http_reply_error(r, 405, "Use GET or PUT on a kernel's ports");
                 return;
         }
-        body = api_parse_body(r);
+        body = http_parse_body(r);
         if (!body)
                 return;
         list = json_object_get(body, "public");

@@ -1,7 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/terminals/terminals.h"
-#include "gateway/jupyter/kernels_api.h"
+#include "gateway/core/http.h"
 #include "gateway/kernels/host.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/core/loop.h"
@@ -474,7 +474,7 @@ static void next_name(char *out, size_t size)
 static void post_terminal(struct http_request *r)
 {
         const struct config *cfg = config_get();
-        json_t *body = api_parse_body(r);
+        json_t *body = http_parse_body(r);
         json_t *jname = json_object_get(body, "name"), *jcwd = json_object_get(body, "cwd");
         json_t *jkernel = json_object_get(body, "kernel_id");
         struct sandbox *sb = NULL;
