@@ -12,6 +12,7 @@
 #include "gateway/core/heap.h"
 #include "gateway/mcp/mcp.h"
 #include "gateway/terminals/terminals.h"
+#include "gateway/kernels/egress.h"
 #include "gateway/kernels/host.h"
 #include "gateway/kernels/keep.h"
 #include "gateway/kernels/kernels.h"
@@ -574,10 +575,15 @@ int main(int argc, char **argv)
 
         rc = config_load(&gw.cfg, argc, argv);
         blank_token_argument(argc, argv);
+        /* The egress flags are the kernels' to read and check, with the
+         * rest of the configuration (core/config.c knows no kernel). */
+        if (rc == 0 && egress_configure(&gw.cfg) < 0)
+                rc = -EINVAL;
         if (rc != 0) {
                 config_free(&gw.cfg);
                 return rc > 0 ? 0 : 2;
         }
+        fleet_count_kernels(kernels_count);
         if (gw.cfg.hash_key) {
                 rc = hash_key();
                 config_free(&gw.cfg);

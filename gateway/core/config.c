@@ -1,7 +1,6 @@
 #include "autoconf.h"
 
 #include "gateway/core/config.h"
-#include "gateway/kernels/egress.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/hostcheck.h"
 #include "protocol/ids.h"
@@ -734,8 +733,6 @@ static int validate(struct config *cfg)
                         return -EINVAL;
                 }
         }
-        if (egress_configure(cfg) < 0)
-                return -EINVAL;
         if (fleet_configure(cfg) < 0 || validate_zygotes(cfg->zygote) < 0)
                 return -EINVAL;
         if (cfg->no_auth && *cfg->keys_file) {
@@ -862,4 +859,44 @@ void config_free(struct config *cfg)
                         *list = NULL;
                 }
         }
+}
+
+/* The ports domain and its name alone, made once from the configuration:
+ * --ports-domain (checked at load), else localhost:PORT when serving on
+ * loopback, on every address or on an IPv6 one, else the --listen
+ * address; a --listen host that is no name falls back to localhost. "" if
+ * none can be made. */
+static void ports_domain_make(char *domain, size_t dsize, char *name, size_t nsize)
+{
+        const struct config *cfg = current;
+        bool wildcard = strcmp(cfg->host, "0.0.0.0") == 0 || strcmp(cfg->host, "::") == 0;
+
+        if (*cfg->ports_domain)
+                snprintf(domain, dsize, "%s", cfg->ports_domain);
+        else if (hostcheck_is_loopback(cfg->host) || wildcard || strchr(cfg->host, ':'))
+                /* (an IPv6 address makes no name with a label before it) */
+                snprintf(domain, dsize, "localhost:%d", cfg->port);
+        else
+                snprintf(domain, dsize, "%s:%d", cfg->host, cfg->port);
+        if (hostcheck_name(domain, name, nsize) < 0) {
+                snprintf(domain, dsize, "localhost:%d", cfg->port);
+                if (hostcheck_name(domain, name, nsize) < 0)
+                        domain[0] = name[0] = '\0';
+        }
+}
+
+static char ports_domain[HOSTCHECK_MAX], ports_domain_name[HOSTCHECK_MAX];
+
+const char *config_ports_domain(void)
+{
+        if (!ports_domain[0] && current)
+                ports_domain_make(ports_domain, sizeof(ports_domain), ports_domain_name,
+                                  sizeof(ports_domain_name));
+        return ports_domain;
+}
+
+const char *config_ports_domain_name(void)
+{
+        config_ports_domain();
+        return ports_domain_name;
 }

@@ -1,7 +1,6 @@
 #include "autoconf.h"
 
 #include "gateway/core/fleet.h"
-#include "gateway/kernels/kernels.h"
 #include "gateway/core/loop.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
@@ -199,10 +198,23 @@ static int memory_percent(void)
         return total ? (int)(avail * 100 / total) : 100;
 }
 
+static size_t (*count_kernels)(void);
+
+void fleet_count_kernels(size_t (*count)(void))
+{
+        count_kernels = count;
+}
+
+/* Kernels this host holds now (0 before it has any to count). */
+static size_t kernels_now(void)
+{
+        return count_kernels ? count_kernels() : 0;
+}
+
 int fleet_capacity_percent(void)
 {
         long long max = config ? config->max_kernels : 1;
-        long long used = (long long)kernels_count();
+        long long used = (long long)kernels_now();
         int slots = used >= max ? 0 : (int)((max - used) * 100 / max);
         int mem = memory_percent();
 
@@ -642,7 +654,7 @@ void fleet_handle(struct http_request *r, const char *what)
         http_reply_json(r, 200,
                         json_pack("{s:s, s:b, s:i, s:i, s:I, s:o}", "host_id", host_id, "draining",
                                   draining, "capacity_percent", fleet_capacity_percent(), "kernels",
-                                  (int)kernels_count(), "max_kernels",
+                                  (int)kernels_now(), "max_kernels",
                                   (json_int_t)config->max_kernels, "peers",
                                   list ? list : json_array()));
 }

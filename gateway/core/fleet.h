@@ -38,6 +38,9 @@ bool fleet_refuse_if_draining(struct http_request *r);
 /* The current free capacity in percent (0-100): the least of the free
  * kernel slots and the available memory. */
 int fleet_capacity_percent(void);
+/* What counts this host's kernels for its capacity and its state (the
+ * kernels' registry: core counts nothing of its own). */
+void fleet_count_kernels(size_t (*count)(void));
 
 /* Answers a list route with local (stolen) merged with the same list of
  * every peer, asked with the caller's own credentials; a peer that does

@@ -3,7 +3,6 @@
 #include "gateway/e2b/e2b.h"
 #include "gateway/e2b/builds.h"
 #include "gateway/core/fleet.h"
-#include "gateway/ports/ports.h"
 #include "gateway/core/http.h"
 #include "gateway/e2b/contexts.h"
 #include "gateway/e2b/list.h"
@@ -71,10 +70,10 @@ static void set_public_traffic(struct e2b_sandbox *s)
 
         s->box->all_ports_public = s->ports_public;
         if (json_is_string(v))
-                ports_parse_public(json_string_value(v), s->box, NULL, 0);
+                sandbox_parse_public_ports(json_string_value(v), s->box, NULL, 0);
         /* Checked at create: the Host header its apps get. */
         if (*s->request_host)
-                ports_parse_request_host(s->request_host, s->box, NULL, 0);
+                sandbox_parse_request_host(s->request_host, s->box, NULL, 0);
 }
 
 
@@ -198,7 +197,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
-                json_object_set_new(o, "domain", json_string(ports_domain()));
+                json_object_set_new(o, "domain", json_string(config_ports_domain()));
         }
         return o;
 }
@@ -211,7 +210,7 @@ static json_t *created_json(const struct e2b_sandbox *s)
         return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id,
                          "templateID", s->template_id, "alias", s->template_id, "clientID",
                          "glovebox", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", s->token,
-                         "trafficAccessToken", s->token, "domain", ports_domain());
+                         "trafficAccessToken", s->token, "domain", config_ports_domain());
 }
 
 /* ---- life and death --------------------------------------------------------- */
@@ -961,12 +960,12 @@ static void create_sandbox(struct http_request *r)
         } else if (env_vars_refusal(env, err, sizeof(err))) {
                 e2b_reply_error(r, 400, "%s", env_vars_refusal(env, err, sizeof(err)));
         } else if (json_object_get(metadata, E2B_PUBLIC_PORTS_KEY) &&
-                   ports_parse_public(
+                   sandbox_parse_public_ports(
                        json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
                        err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
         } else if (json_is_string(mask) &&
-                   ports_parse_request_host(json_string_value(mask), NULL, err, sizeof(err)) < 0) {
+                   sandbox_parse_request_host(json_string_value(mask), NULL, err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "network.maskRequestHost: %s", err);
         } else if (mask && !json_is_string(mask)) {
                 e2b_reply_error(r, 400, "network.maskRequestHost must be a string");

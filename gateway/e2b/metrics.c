@@ -30,7 +30,7 @@ static void sample(struct e2b_metrics *m)
 {
         struct sandbox_usage u;
 
-        if (m->box && monitor_sandbox_usage(m->box, &u) == 0)
+        if (m->box && usage_sample(m->box, &u) == 0)
                 push(m, &u);
 }
 
@@ -117,14 +117,14 @@ void e2b_metrics_reply(struct http_request *r, struct e2b_metrics *m)
                     &m->ring[(m->next + E2B_METRICS_SAMPLES - m->count + i) % E2B_METRICS_SAMPLES];
 
                 if (in_range(u, start, end))
-                        json_array_append_new(list, monitor_usage_json(u));
+                        json_array_append_new(list, usage_json(u));
         }
         clock_gettime(CLOCK_REALTIME, &now);
         if (m->box && (int64_t)now.tv_sec >= start && (int64_t)now.tv_sec <= end) {
                 struct sandbox_usage u;
 
-                if (monitor_sandbox_usage(m->box, &u) == 0 && in_range(&u, start, end))
-                        json_array_append_new(list, monitor_usage_json(&u));
+                if (usage_sample(m->box, &u) == 0 && in_range(&u, start, end))
+                        json_array_append_new(list, usage_json(&u));
         }
         http_reply_json(r, 200, list);
 }

@@ -19,7 +19,7 @@
 #define GLOVEBOX_E2B_METRICS_H
 
 #include "gateway/core/http.h"
-#include "gateway/ops/monitor.h"
+#include "gateway/kernels/usage.h"
 #include "gateway/kernels/sandboxes.h"
 
 #include <libwebsockets.h>

@@ -5,6 +5,7 @@
 #include "gateway/kernels/host.h"
 #include "protocol/log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -280,4 +281,90 @@ void sandboxes_keep_reset(void)
                 if (sb->root_fd >= 0)
                         fcntl(sb->root_fd, F_SETFD, FD_CLOEXEC);
         }
+}
+
+/* ---- what ports of it are reached how (ports/ reads these) ---------------- */
+
+int sandbox_port_number(const char *s, size_t len)
+{
+        int port = 0;
+
+        if (len == 0 || len > 5 || s[0] == '0')
+                return -1;
+        for (size_t i = 0; i < len; i++) {
+                if (!isdigit((unsigned char)s[i]))
+                        return -1;
+                port = port * 10 + (s[i] - '0');
+        }
+        return port >= 1 && port <= 65535 ? port : -1;
+}
+
+int sandbox_parse_public_ports(const char *text, struct sandbox *box, char *err, size_t errlen)
+{
+        unsigned short ports[SANDBOX_MAX_PUBLIC_PORTS];
+        size_t n = 0;
+        const char *p = text;
+
+        while (p && *p) {
+                size_t len = strcspn(p, ",");
+                int port;
+
+                while (len && *p == ' ') {
+                        p++;
+                        len--;
+                }
+                while (len && p[len - 1] == ' ')
+                        len--;
+                port = sandbox_port_number(p, len);
+                if (port < 0 || n == SANDBOX_MAX_PUBLIC_PORTS) {
+                        if (err)
+                                snprintf(err, errlen,
+                                         "give at most %d ports from 1 to 65535, comma-separated",
+                                         SANDBOX_MAX_PUBLIC_PORTS);
+                        return -EINVAL;
+                }
+                ports[n++] = (unsigned short)port;
+                p += strcspn(p, ",");
+                if (*p == ',')
+                        p++;
+        }
+        if (box) {
+                memcpy(box->public_ports, ports, n * sizeof(ports[0]));
+                box->npublic_ports = n;
+        }
+        return 0;
+}
+
+int sandbox_parse_request_host(const char *text, struct sandbox *box, char *err, size_t errlen)
+{
+        size_t len = strlen(text);
+
+        /* What a Host header may hold of a name, an address (IPv6 in
+         * brackets) and a port: nothing that could end the header or start
+         * another. The placeholder's own characters only as the
+         * placeholder. */
+        for (const char *p = text; *p;) {
+                if (strncmp(p, SANDBOX_PORT_PLACEHOLDER, strlen(SANDBOX_PORT_PLACEHOLDER)) == 0) {
+                        p += strlen(SANDBOX_PORT_PLACEHOLDER);
+                        continue;
+                }
+                if (!isalnum((unsigned char)*p) && !strchr(".-_:[]", *p)) {
+                        len = 0;
+                        break;
+                }
+                p++;
+        }
+        /* Room for the placeholder's expansion to five digits. */
+        if (len == 0 || len + 8 * 5 >= SANDBOX_REQUEST_HOST_MAX) {
+                if (err)
+                        snprintf(err, errlen,
+                                 "a host name or address with an optional :port, at most %d "
+                                 "characters of letters, digits and .-_:[], where %s stands "
+                                 "for the port",
+                                 SANDBOX_REQUEST_HOST_MAX - 41, SANDBOX_PORT_PLACEHOLDER);
+                return -EINVAL;
+        }
+        if (box)
+                snprintf(box->request_host, sizeof(box->request_host), "%s", text);
+        return 0;
 }

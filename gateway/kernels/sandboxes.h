@@ -101,4 +101,16 @@ void sandboxes_keep_reset(void);
 /* Just before execve: the kept sandboxes' root descriptors survive it. */
 void sandboxes_keep_inheritable(void);
 
+/* A port number from s (len bytes): 1-65535, or -1. */
+int sandbox_port_number(const char *s, size_t len);
+/* Reads "8000, 8080" (at most SANDBOX_MAX_PUBLIC_PORTS) into box's
+ * public ports (box NULL: only checks). 0 or -EINVAL with err. */
+int sandbox_parse_public_ports(const char *text, struct sandbox *box, char *err, size_t errlen);
+/* Reads the Host header a sandbox's apps get, a name or address with an
+ * optional ":port", where SANDBOX_PORT_PLACEHOLDER stands for the port
+ * asked for (E2B's network.maskRequestHost), into box (NULL: only
+ * checks). 0 or -EINVAL with err. */
+#define SANDBOX_PORT_PLACEHOLDER "${PORT}"
+int sandbox_parse_request_host(const char *text, struct sandbox *box, char *err, size_t errlen);
+
 #endif

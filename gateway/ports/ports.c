@@ -46,56 +46,19 @@ struct target {
         char key[KEYS_NAME_MAX]; /* the key that admitted the request, or "" */
 };
 
-static char domain[HOSTCHECK_MAX]; /* "name[:port]" */
-static char domain_name[HOSTCHECK_MAX];
-
 int ports_init(const struct config *cfg)
 {
-        const char *given = cfg->ports_domain;
-        bool wildcard = strcmp(cfg->host, "0.0.0.0") == 0 || strcmp(cfg->host, "::") == 0;
-
         port_relay_init((size_t)cfg->port_buffer_bytes);
-        if (given && *given)
-                snprintf(domain, sizeof(domain), "%s", given);
-        else if (hostcheck_is_loopback(cfg->host) || wildcard || strchr(cfg->host, ':'))
-                /* (an IPv6 address makes no name with a label before it) */
-                snprintf(domain, sizeof(domain), "localhost:%d", cfg->port);
-        else
-                snprintf(domain, sizeof(domain), "%s:%d", cfg->host, cfg->port);
-        /* config.c checked a given one; a --listen host that is no name
-         * falls back to localhost. */
-        if (hostcheck_name(domain, domain_name, sizeof(domain_name)) < 0) {
-                snprintf(domain, sizeof(domain), "localhost:%d", cfg->port);
-                if (hostcheck_name(domain, domain_name, sizeof(domain_name)) < 0)
-                        return -EINVAL;
-        }
-        if (!(given && *given) && !hostcheck_is_loopback(cfg->host))
+        if (!config_ports_domain()[0])
+                return -EINVAL;
+        if (!*cfg->ports_domain && !hostcheck_is_loopback(cfg->host))
                 log_info("sandbox ports by name: {port}-{id}.%s; for clients on other machines, "
                          "point a wildcard DNS name at the gateway and give it as --ports-domain",
-                         domain);
+                         config_ports_domain());
         return 0;
 }
 
-const char *ports_domain(void)
-{
-        return domain;
-}
-
 /* ---- which sandbox, which port ------------------------------------------ */
-
-static int parse_port(const char *s, size_t len)
-{
-        int port = 0;
-
-        if (len == 0 || len > 5 || s[0] == '0')
-                return -1;
-        for (size_t i = 0; i < len; i++) {
-                if (!isdigit((unsigned char)s[i]))
-                        return -1;
-                port = port * 10 + (s[i] - '0');
-        }
-        return port >= 1 && port <= 65535 ? port : -1;
-}
 
 /* "{port}-{id}.{domain}": the id and port, when the Host names our
  * ports domain. */
@@ -104,6 +67,7 @@ static bool host_target(struct lws *wsi, struct target *t)
         char host[HOSTCHECK_MAX], name[HOSTCHECK_MAX];
         int len = lws_hdr_total_length(wsi, WSI_TOKEN_HOST);
         const char *dash, *dot;
+        const char *domain_name = config_ports_domain_name();
         size_t nlen, dlen = strlen(domain_name);
 
         if (len <= 0 || (size_t)len >= sizeof(host) ||
@@ -119,7 +83,7 @@ static bool host_target(struct lws *wsi, struct target *t)
         dot = strchr(name, '.');
         if (!dash || dot || strlen(dash + 1) >= sizeof(t->id))
                 return false;
-        t->port = parse_port(name, (size_t)(dash - name));
+        t->port = sandbox_port_number(name, (size_t)(dash - name));
         snprintf(t->id, sizeof(t->id), "%s", dash + 1);
         t->host_form = true;
         return true;
@@ -145,7 +109,7 @@ static bool path_target(struct lws *wsi, struct target *t)
         if (end == port)
                 return false;
         snprintf(t->id, sizeof(t->id), "%.*s", (int)(slash - id), id);
-        t->port = parse_port(port, (size_t)(end - port));
+        t->port = sandbox_port_number(port, (size_t)(end - port));
         t->bare = *end == '\0';
         snprintf(t->uri_storage, sizeof(t->uri_storage), "/%s", *end ? end + 1 : "");
         t->rest = t->uri_storage;
@@ -546,41 +510,6 @@ static int append_authorization(struct buf *b, struct lws *wsi)
         return buf_printf(b, "Authorization: %s\r\n", value);
 }
 
-#define PORT_PLACEHOLDER "${PORT}"
-
-int ports_parse_request_host(const char *text, struct sandbox *box, char *err, size_t errlen)
-{
-        size_t len = strlen(text);
-
-        /* What a Host header may hold of a name, an address (IPv6 in
-         * brackets) and a port: nothing that could end the header or start
-         * another. The placeholder's own characters only as the
-         * placeholder. */
-        for (const char *p = text; *p;) {
-                if (strncmp(p, PORT_PLACEHOLDER, strlen(PORT_PLACEHOLDER)) == 0) {
-                        p += strlen(PORT_PLACEHOLDER);
-                        continue;
-                }
-                if (!isalnum((unsigned char)*p) && !strchr(".-_:[]", *p)) {
-                        len = 0;
-                        break;
-                }
-                p++;
-        }
-        /* Room for the placeholder's expansion to five digits. */
-        if (len == 0 || len + 8 * 5 >= SANDBOX_REQUEST_HOST_MAX) {
-                if (err)
-                        snprintf(err, errlen,
-                                 "a host name or address with an optional :port, at most %d "
-                                 "characters of letters, digits and .-_:[], where %s stands "
-                                 "for the port",
-                                 SANDBOX_REQUEST_HOST_MAX - 41, PORT_PLACEHOLDER);
-                return -EINVAL;
-        }
-        if (box)
-                snprintf(box->request_host, sizeof(box->request_host), "%s", text);
-        return 0;
-}
 
 /* The Host the app gets: the sandbox's own (its placeholders expanded)
  * or 127.0.0.1:PORT. */
@@ -593,13 +522,13 @@ static int append_request_host(struct buf *b, const struct target *t)
                 return buf_printf(b, "Host: 127.0.0.1:%d\r\n", t->port);
         rc = buf_append_str(b, "Host: ");
         while (rc == 0 && *p) {
-                const char *at = strstr(p, PORT_PLACEHOLDER);
+                const char *at = strstr(p, SANDBOX_PORT_PLACEHOLDER);
                 size_t n = at ? (size_t)(at - p) : strlen(p);
 
                 rc = buf_printf(b, "%.*s", (int)n, p);
                 if (rc == 0 && at)
                         rc = buf_printf(b, "%d", t->port);
-                p += n + (at ? strlen(PORT_PLACEHOLDER) : 0);
+                p += n + (at ? strlen(SANDBOX_PORT_PLACEHOLDER) : 0);
         }
         return rc == 0 ? buf_append_str(b, "\r\n") : rc;
 }
@@ -796,49 +725,13 @@ int ports_confirm_upgrade(struct lws *wsi)
 
 /* ---- which ports are public ---------------------------------------------- */
 
-int ports_parse_public(const char *text, struct sandbox *box, char *err, size_t errlen)
-{
-        unsigned short ports[SANDBOX_MAX_PUBLIC_PORTS];
-        size_t n = 0;
-        const char *p = text;
-
-        while (p && *p) {
-                size_t len = strcspn(p, ",");
-                int port;
-
-                while (len && *p == ' ') {
-                        p++;
-                        len--;
-                }
-                while (len && p[len - 1] == ' ')
-                        len--;
-                port = parse_port(p, len);
-                if (port < 0 || n == SANDBOX_MAX_PUBLIC_PORTS) {
-                        if (err)
-                                snprintf(err, errlen,
-                                         "give at most %d ports from 1 to 65535, comma-separated",
-                                         SANDBOX_MAX_PUBLIC_PORTS);
-                        return -EINVAL;
-                }
-                ports[n++] = (unsigned short)port;
-                p += strcspn(p, ",");
-                if (*p == ',')
-                        p++;
-        }
-        if (box) {
-                memcpy(box->public_ports, ports, n * sizeof(ports[0]));
-                box->npublic_ports = n;
-        }
-        return 0;
-}
-
 static json_t *public_json(const struct sandbox *box)
 {
         json_t *a = json_array();
 
         for (size_t i = 0; a && i < box->npublic_ports; i++)
                 json_array_append_new(a, json_integer(box->public_ports[i]));
-        return json_pack("{s:o, s:s}", "public", a, "domain", domain);
+        return json_pack("{s:o, s:s}", "public", a, "domain", config_ports_domain());
 }
 
 void ports_api(struct http_request *r, struct kernel *k)

@@ -23,11 +23,8 @@
 #include <libwebsockets.h>
 #include <stdbool.h>
 
-/* Works out the ports domain (--ports-domain, else the gateway's own
- * authority with "localhost" for a loopback address). */
+/* At start: the relay's buffers, and the ports domain said once. */
 int ports_init(const struct config *cfg);
-/* The domain E2B's getHost puts after "{port}-{sandboxId}.": "name[:port]". */
-const char *ports_domain(void);
 
 /* Whether wsi's request is for a sandbox's port (either form). */
 bool ports_wanted(struct lws *wsi);
@@ -36,14 +33,6 @@ bool ports_wanted(struct lws *wsi);
 void ports_begin(struct lws *wsi, struct http_request *r);
 /* At LWS_CALLBACK_HTTP_CONFIRM_UPGRADE of such a request: its result. */
 int ports_confirm_upgrade(struct lws *wsi);
-/* Reads "8000, 8080" (at most SANDBOX_MAX_PUBLIC_PORTS) into box's
- * public ports (box NULL: only checks). 0 or -EINVAL with err. */
-int ports_parse_public(const char *text, struct sandbox *box, char *err, size_t errlen);
-/* Reads the Host header a sandbox's apps get, a name or address with an
- * optional ":port", where "${PORT}" stands for the port asked for (E2B's
- * network.maskRequestHost), into box (NULL: only checks). 0 or -EINVAL
- * with err. */
-int ports_parse_request_host(const char *text, struct sandbox *box, char *err, size_t errlen);
 
 /* GET and PUT /api/kernels/{id}/ports: the ports of the kernel's sandbox
  * that need no token ({"public": [8000, ...]}). */

@@ -16,7 +16,7 @@ static json_t *replied_body;
 static char replied_message[512];
 static bool timer_running;
 
-int monitor_sandbox_usage(struct sandbox *sb, struct sandbox_usage *out)
+int usage_sample(struct sandbox *sb, struct sandbox_usage *out)
 {
         memset(out, 0, sizeof(*out));
         if (!sb)
@@ -28,7 +28,7 @@ int monitor_sandbox_usage(struct sandbox *sb, struct sandbox_usage *out)
         return 0;
 }
 
-json_t *monitor_usage_json(const struct sandbox_usage *u)
+json_t *usage_json(const struct sandbox_usage *u)
 {
         return json_pack("{s:I}", "timestampUnix", (json_int_t)u->timestamp.tv_sec);
 }
