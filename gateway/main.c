@@ -584,6 +584,8 @@ int main(int argc, char **argv)
                 return rc > 0 ? 0 : 2;
         }
         fleet_count_kernels(kernels_count);
+        kernels_usage_register(terminals_usage);
+        sandboxes_set_names(&e2b_names);
         if (gw.cfg.hash_key) {
                 rc = hash_key();
                 config_free(&gw.cfg);

@@ -135,6 +135,27 @@ bool e2b_token_ok(struct e2b_sandbox *s, const char *token)
         return token_matches(token, s->token);
 }
 
+/* The E2B sandbox ids, as kernels/sandboxes.h's names. */
+static bool name_resolve(const char *name, struct sandbox **box, const char **owner)
+{
+        struct e2b_sandbox *s = e2b_find_ready(name);
+
+        if (!s)
+                return false;
+        *box = s->box;
+        *owner = s->owner;
+        return true;
+}
+
+static bool name_token_ok(const char *name, const char *token)
+{
+        struct e2b_sandbox *s = e2b_find_ready(name);
+
+        return s && token_matches(token, s->token);
+}
+
+const struct sandbox_names e2b_names = {.resolve = name_resolve, .token_ok = name_token_ok};
+
 const char *e2b_owner(const struct e2b_sandbox *s)
 {
         return s->owner;

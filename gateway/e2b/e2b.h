@@ -90,4 +90,7 @@ void envd_handle(struct http_request *r, struct e2b_sandbox *s, const char *rout
 /* Kills the sandbox's commands (it is going away). */
 void envd_forget(struct e2b_sandbox *s);
 
+/* Its sandbox ids, for kernels/sandboxes.h (sandboxes_set_names). */
+extern const struct sandbox_names e2b_names;
+
 #endif

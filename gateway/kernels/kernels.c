@@ -11,7 +11,6 @@
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/kernels/session.h"
 #include "gateway/kernels/templates.h"
-#include "gateway/terminals/terminals.h"
 #include "gateway/kernels/specs.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
@@ -84,6 +83,19 @@ static bool held_by(const struct kernel *k, const char *owner)
         return k->phase != KERNEL_STOPPING && !k->pooled && strcmp(k->owner, owner) == 0;
 }
 
+#define USAGE_MAX_HOLDERS 4
+
+static kernels_usage_fn holders[USAGE_MAX_HOLDERS];
+static size_t nholders;
+
+int kernels_usage_register(kernels_usage_fn fn)
+{
+        if (nholders == USAGE_MAX_HOLDERS)
+                return -ENOSPC;
+        holders[nholders++] = fn;
+        return 0;
+}
+
 void kernels_usage(const char *owner, struct tenant_usage *out)
 {
         memset(out, 0, sizeof(*out));
@@ -102,8 +114,10 @@ void kernels_usage(const char *owner, struct tenant_usage *out)
                         out->cpu_millicores += k->limits.cpu_millis;
                 }
         }
-        /* A terminal's own sandbox holds memory and CPU as a kernel's does. */
-        terminals_usage(owner, &out->memory_mb, &out->cpu_millicores);
+        /* What the families hold beside kernels (a terminal's own sandbox
+         * holds memory and CPU as a kernel's does). */
+        for (size_t i = 0; i < nholders; i++)
+                holders[i](owner, &out->memory_mb, &out->cpu_millicores);
 }
 
 static json_t *quota_value(int64_t v)

@@ -132,6 +132,10 @@ struct tenant_usage {
         int64_t cpu_millicores;
 };
 void kernels_usage(const char *owner, struct tenant_usage *out);
+/* What a family holds for owner besides kernels, added to its usage for
+ * its quotas (terminals' sandboxes): registered at start, at most four. */
+typedef void (*kernels_usage_fn)(const char *owner, int64_t *memory_mb, int64_t *cpu_millicores);
+int kernels_usage_register(kernels_usage_fn fn);
 /* Whether the caller's key may start one more kernel with limits (in the
  * shared sandbox, if given, whose limits it may already hold): 0, or
  * -EDQUOT with *why (new, the caller's) set to a 429 body:

@@ -368,3 +368,20 @@ int sandbox_parse_request_host(const char *text, struct sandbox *box, char *err,
                 snprintf(box->request_host, sizeof(box->request_host), "%s", text);
         return 0;
 }
+
+static const struct sandbox_names *names;
+
+void sandboxes_set_names(const struct sandbox_names *given)
+{
+        names = given;
+}
+
+bool sandbox_resolve_name(const char *name, struct sandbox **box, const char **owner)
+{
+        return names && names->resolve(name, box, owner);
+}
+
+bool sandbox_name_token_ok(const char *name, const char *token)
+{
+        return names && names->token_ok(name, token);
+}

@@ -101,6 +101,19 @@ void sandboxes_keep_reset(void);
 /* Just before execve: the kept sandboxes' root descriptors survive it. */
 void sandboxes_keep_inheritable(void);
 
+/* Names a family gives running sandboxes (E2B: its sandbox ids, which
+ * getHost puts in a port's Host name), for ports/ to find them by:
+ * resolve gives the sandbox of name with its owner's name, or false;
+ * token_ok whether token opens its ports (the sandbox's traffic token).
+ * One family's, set at start. */
+struct sandbox_names {
+        bool (*resolve)(const char *name, struct sandbox **box, const char **owner);
+        bool (*token_ok)(const char *name, const char *token);
+};
+void sandboxes_set_names(const struct sandbox_names *names);
+bool sandbox_resolve_name(const char *name, struct sandbox **box, const char **owner);
+bool sandbox_name_token_ok(const char *name, const char *token);
+
 /* A port number from s (len bytes): 1-65535, or -1. */
 int sandbox_port_number(const char *s, size_t len);
 /* Reads "8000, 8080" (at most SANDBOX_MAX_PUBLIC_PORTS) into box's

@@ -4,7 +4,6 @@
 #include "gateway/ports/port_relay.h"
 #include "gateway/core/http.h"
 #include "gateway/core/conns.h"
-#include "gateway/e2b/e2b.h"
 #include "gateway/core/hostcheck.h"
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/core/tenants.h"
@@ -41,7 +40,7 @@ struct target {
         const char *rest; /* path (and nothing of the query) for the app, in uri_storage */
         char uri_storage[HTTP_PATH_MAX];
         struct sandbox *box;
-        struct e2b_sandbox *e2b;
+        bool named; /* found by a family's name for it (sandboxes.h) */
         const char *owner; /* the tenant whose kernel or sandbox it is */
         char key[KEYS_NAME_MAX]; /* the key that admitted the request, or "" */
 };
@@ -156,13 +155,11 @@ static void resolve(struct target *t)
                 t->owner = k->owner;
                 return;
         }
-        if (t->host_form) {
-                t->e2b = e2b_find_ready(t->id);
-                if (t->e2b) {
-                        t->known = true;
-                        t->box = e2b_box(t->e2b);
-                        t->owner = e2b_owner(t->e2b);
-                }
+        /* A name another family gives a sandbox (E2B's sandbox id, as
+         * getHost names it). */
+        if (t->host_form && sandbox_resolve_name(t->id, &t->box, &t->owner)) {
+                t->known = true;
+                t->named = true;
         }
 }
 
@@ -290,10 +287,10 @@ static bool traffic_token_ok(struct lws *wsi, const struct target *t)
         char token[128];
         int n;
 
-        if (!t->e2b)
+        if (!t->named)
                 return false;
         n = lws_hdr_custom_copy(wsi, token, sizeof(token), "e2b-traffic-access-token:", 25);
-        return n > 0 && e2b_token_ok(t->e2b, token);
+        return n > 0 && sandbox_name_token_ok(t->id, token);
 }
 
 enum admission { ADMIT_PUBLIC, ADMIT_TOKEN, ADMIT_COOKIE };
