@@ -1,0 +1,46 @@
+/* What the kernels' registry and each kernel's life share among their
+ * files: kernels.c (the registry, starting, restarting, stopping, the
+ * kernel-host's reports), kernel_io.c (a kernel's own sockets, the ready
+ * handshake, iopub), kernel_model.c (models, environments), kernel_keep.c
+ * (restart and keep) and quota.c. Nothing else includes this. */
+#ifndef GLOVEBOX_KERNEL_PRIVATE_H
+#define GLOVEBOX_KERNEL_PRIVATE_H
+
+#include "gateway/kernels/host.h"
+#include "gateway/kernels/kernels.h"
+#include "gateway/kernels/zio.h"
+#include "protocol/ids.h"
+
+#include <libwebsockets.h>
+
+/* How often a starting kernel is asked for kernel_info until it answers. */
+#define KERNEL_PROBE_INTERVAL_MS 500.0
+
+/* Every kernel, pooled and stopping ones too. */
+extern struct kernel *kernels_head;
+/* The session id of the gateway's own messages to kernels. */
+extern char kernel_gateway_session[JP_UUID_SIZE];
+/* How the kernel-host's reports of a kernel's process reach it. */
+extern const struct host_process_ops kernel_process_ops;
+
+/* Any kernel by id, pooled and stopping ones too. */
+struct kernel *kernel_by_id(const char *id);
+void kernel_set_state(struct kernel *k, const char *state);
+/* Tells every waiter of k, each detached before its done() runs. */
+void kernel_waiters_resolve(struct kernel *k, int status, const char *message);
+/* The kernel's reported ipc prefix, checked and kept: 0 or -EINVAL. */
+int kernel_set_ipc_prefix(struct kernel *k, const char *reported);
+/* A kernel that did not become ready in time. */
+void kernel_on_deadline(lws_sorted_usec_list_t *sul);
+
+/* kernel_io.c */
+int kernel_open_sockets(struct kernel *k);
+void kernel_close_sockets(struct kernel *k);
+int kernel_send_silent(struct kernel *k, const char *code, char msg_id_out[JP_UUID_SIZE + 8]);
+void kernel_fail_all_pending(struct kernel *k, const char *ename, const char *evalue);
+void kernel_on_probe_timer(lws_sorted_usec_list_t *sul);
+void kernel_on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
+void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
+void kernel_on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nframes);
+
+#endif
