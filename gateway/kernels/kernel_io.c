@@ -123,8 +123,10 @@ int kernel_open_sockets(struct kernel *k)
         if (rc == 0)
                 /* Plus one message of the largest size, which must pass
                  * whole even right after another. */
-                zio_set_queue(k->iopub, (size_t)(config_get()->iopub_queue_bytes + config_get()->max_message_bytes),
-                              kernel_on_iopub_dropped);
+                zio_set_queue(
+                    k->iopub,
+                    (size_t)(config_get()->iopub_queue_bytes + config_get()->max_message_bytes),
+                    kernel_on_iopub_dropped);
         snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix, k->ipc_separator,
                  HOSTMSG_PORT(JP_SHELL));
         if (rc == 0)
@@ -146,8 +148,8 @@ int kernel_send_silent(struct kernel *k, const char *code, char msg_id_out[JP_UU
                                     "store_history", false, "user_expressions", "allow_stdin",
                                     false, "stop_on_error", true);
         char *text = content ? json_dumps(content, JSON_COMPACT) : NULL;
-        int rc = text ? kernel_send_request(k, k->shell, "execute_request", text, msg_id_out)
-                      : -ENOMEM;
+        int rc =
+            text ? kernel_send_request(k, k->shell, "execute_request", text, msg_id_out) : -ENOMEM;
 
         json_decref(content);
         free(text);
@@ -331,8 +333,10 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
                 msgs += k->rate.msgs[i];
                 bytes += k->rate.bytes[i];
         }
-        over = (config_get()->iopub_msg_rate_limit > 0 && msgs / window > config_get()->iopub_msg_rate_limit) ||
-               (config_get()->iopub_data_rate_limit > 0 && bytes / window > config_get()->iopub_data_rate_limit);
+        over = (config_get()->iopub_msg_rate_limit > 0 &&
+                msgs / window > config_get()->iopub_msg_rate_limit) ||
+               (config_get()->iopub_data_rate_limit > 0 &&
+                bytes / window > config_get()->iopub_data_rate_limit);
         if (over && !k->rate.exceeded) {
                 char text[512];
                 struct relay_msg *notice;
@@ -341,7 +345,8 @@ static bool rate_exceeded(struct kernel *k, const struct relay_msg *m)
                          "[glovebox] IOPub rate exceeded: outputs are held back until the rate "
                          "falls below the limit (--iopub-msg-rate-limit %g messages/s, "
                          "--iopub-data-rate-limit %g bytes/s, over %g s).\n",
-                         config_get()->iopub_msg_rate_limit, config_get()->iopub_data_rate_limit, window);
+                         config_get()->iopub_msg_rate_limit, config_get()->iopub_data_rate_limit,
+                         window);
                 /* In the cell whose output is held back. */
                 char *parent =
                     strndup((const char *)m->msg.parent_header.ptr, m->msg.parent_header.len);
@@ -437,4 +442,3 @@ void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
         deliver_all(k, m);
         relay_msg_unref(&m);
 }
-

@@ -140,4 +140,3 @@ fail:
         free(k);
         return rc;
 }
-

@@ -35,7 +35,8 @@ json_t *kernel_model(const struct kernel *k)
         if (model && k->sandbox && k->sandbox->network.enabled)
                 json_object_set_new(model, "network", egress_describe(&k->sandbox->network));
         /* Limits this host cannot enforce, if any (README, limits). */
-        not_enforced = limits_not_enforced(host_controllers(), strcmp(config_get()->sandbox, "none") != 0);
+        not_enforced =
+            limits_not_enforced(host_controllers(), strcmp(config_get()->sandbox, "none") != 0);
         if (model && json_array_size(not_enforced))
                 json_object_set(model, "limits_not_enforced", not_enforced);
         json_decref(not_enforced);

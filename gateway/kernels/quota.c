@@ -139,4 +139,3 @@ size_t kernels_count(void)
                 n++;
         return n;
 }
-

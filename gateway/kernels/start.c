@@ -95,8 +95,7 @@ static int start_networked(const struct jp_kernelspec *ks, char *const *env,
 /* {"template": NAME} (and "name", a kernel of it): *ks its kernelspec, or
  * NULL without "template". -errno once answered (400, or 404 naming the
  * templates there are). */
-static int template_kernel(struct http_request *r, json_t *request,
-                               const struct jp_kernelspec **ks)
+static int template_kernel(struct http_request *r, json_t *request, const struct jp_kernelspec **ks)
 {
         json_t *jtemplate = json_object_get(request, "template");
         json_t *jname = json_object_get(request, "name");
@@ -126,9 +125,8 @@ static int template_kernel(struct http_request *r, json_t *request,
         return 0;
 }
 
-int start_kernel_for_request(struct http_request *r, json_t *request,
-                     waiter_fn done,
-                     struct kernel **out)
+int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn done,
+                             struct kernel **out)
 {
         const struct config *cfg = config_get();
         const struct jp_kernelspec *ks;
@@ -188,8 +186,9 @@ int start_kernel_for_request(struct http_request *r, json_t *request,
                 goto out;
         }
         env = calloc(1, sizeof(char *));
-        rc = env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
-                 : -ENOMEM;
+        rc =
+            env ? kernel_env_append(json_object_get(ks->spec, "env"), &env, &nenv, err, sizeof(err))
+                : -ENOMEM;
         if (rc == 0 && json_is_object(jenv))
                 rc = kernel_env_append(jenv, &env, &nenv, err, sizeof(err));
         /* The whole of it within a process's bounds, said before asking. */
@@ -237,8 +236,7 @@ out:
         return rc;
 }
 
-int start_plain_kernel(const struct jp_kernelspec *ks, struct waiter *w,
-                           struct kernel **out)
+int start_plain_kernel(const struct jp_kernelspec *ks, struct waiter *w, struct kernel **out)
 {
         struct hostmsg_limits limits;
         char err[256];
@@ -263,4 +261,3 @@ out:
         jp_strv_free(env);
         return rc;
 }
-

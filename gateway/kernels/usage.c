@@ -117,7 +117,8 @@ static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char
         base = strrchr(cg, '/');
         if (!base || strcmp(base + 1, sb->id) != 0)
                 return -ESRCH;
-        rc = cgroupfs_find_mount(controller[0] ? controller : NULL, point, sizeof(point), root, sizeof(root));
+        rc = cgroupfs_find_mount(controller[0] ? controller : NULL, point, sizeof(point), root,
+                                 sizeof(root));
         if (rc < 0)
                 return rc;
         rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
@@ -272,8 +273,8 @@ int usage_sample(struct sandbox *sb, struct sandbox_usage *out)
         out->cpu_count = (int)((sb->limits.cpu_millis + 999) / 1000);
         if (out->cpu_count < 1)
                 out->cpu_count = 1;
-        out->mem_total =
-            sb->limits.memory_mb ? sb->limits.memory_mb * 1024 * 1024 : usage_meminfo_bytes("MemTotal");
+        out->mem_total = sb->limits.memory_mb ? sb->limits.memory_mb * 1024 * 1024
+                                              : usage_meminfo_bytes("MemTotal");
         /* cgroup v2 where the unified hierarchy has the controller, v1 else. */
         if (sandbox_cgroup(sb, "", dir, sizeof(dir)) == 0 &&
             read_u64(dir, "memory.current", &usage) == 0) {
