@@ -16,7 +16,8 @@ undefined symbols of every object file (nm), each of which must be defined
 by an object the rule allows (or by no object of ours: a library's). Also:
 no C file over 900 lines.
 
-    tests/unit/layers.py [SRCDIR [BUILDDIR]]   (make check passes both)
+    tests/unit/layers.py [SRCDIR [BUILDDIR]]
+(make check gives them as GLOVEBOX_SRCDIR and GLOVEBOX_BUILDDIR)
 """
 import os
 import re
@@ -139,8 +140,10 @@ def symbol_problems(srcdir, builddir, files):
 
 def main():
     srcdir = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                             os.environ.get("GLOVEBOX_SRCDIR") or
                              os.path.join(os.path.dirname(__file__), "..", ".."))
-    builddir = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(srcdir, "build"))
+    builddir = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else
+                               os.environ.get("GLOVEBOX_BUILDDIR") or os.path.join(srcdir, "build"))
     files = sources(srcdir)
     tests = []
     tests.append(("found sources under " + srcdir, [] if files else ["none"]))
