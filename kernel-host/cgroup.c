@@ -536,7 +536,7 @@ int cgroup_create_child(const struct kernel_cgroup *parent, const char *name,
 
         /* The whole group goes when the memory limit kills one of its
          * processes: a kernel with everything it started, not half of it
-         * (README, limits). */
+         * (docs/isolation-and-network.md, out of memory). */
         if (rc == 0 && parent->oom_groups) {
                 rc = write_file(child->dirs[i], "memory.oom.group", "1");
                 if (rc < 0) {

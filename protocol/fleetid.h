@@ -1,5 +1,5 @@
 /* Ids that name the host that made them, so that a stateless front proxy
- * can send every request for an id to its owner (README "Several hosts").
+ * can send every request for an id to its owner (docs/several-hosts.md).
  *
  * A host id is 1 to FLEETID_HOST_MAX characters of [a-z0-9]. Its tag is
  * the hex of its ASCII bytes padded with zeros to 12 hex digits ("h1" ->

@@ -8,7 +8,7 @@ BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc libzmq3-dev libczm
  libjansson-dev libwebsockets-dev libseccomp-dev libssl-dev zlib1g-dev
  python3-dev"
 # What kernels import: ipykernel, and what E2B's code-interpreter template
-# preinstalls wherever Debian packages it (the README lists them), and
+# preinstalls wherever Debian packages it (docs/e2b.md lists them), and
 # `python` for python3, which E2B's template has and its users call.
 KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pandas
  python3-seaborn python3-scipy python3-sklearn python3-openpyxl python3-xlrd python3-requests

@@ -5,6 +5,7 @@
 #define GLOVEBOX_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* A token's length, in characters. */
@@ -145,7 +146,24 @@ const struct config *config_get(void);
 const char *config_ports_domain(void);
 const char *config_ports_domain_name(void);
 void config_free(struct config *cfg);
+/* One option of the table as --help and docs/flags.md show it. */
+struct config_option_doc {
+        const char *name; /* without its "--" */
+        const char *arg;  /* what its value is ("N", "FILE"); "" for a flag */
+        const char *dflt; /* its default; "" for none (a flag: off) */
+        bool dflt_is_value; /* dflt is a value as given, not words */
+        const char *help; /* plain text; "docs/PAGE.md#anchor" names a page */
+};
+
+/* Fills doc with the i-th option of the table (pointers into it, static);
+ * -ENOENT past the last. */
+int config_option_doc(size_t i, struct config_option_doc *doc);
+
+/* gateway/core/config_help.c: the option table as --help (plain text, for a
+ * terminal) and as --help-markdown (docs/flags.md, which
+ * scripts/gen-flags-doc writes from it) print it, on stdout. */
 void config_print_help(const char *program);
+void config_print_markdown(void);
 
 /* Whether kernelspec name has a zygote (--zygote). */
 bool config_has_zygote(const struct config *cfg, const char *name);

@@ -101,7 +101,7 @@ static int parse_tree(struct sandbox_template *t, const char *dir)
         snprintf(usr, sizeof(usr), "%s/usr", real);
         if (!is_dir(usr)) {
                 log_error("--template %s: %s has no usr directory: not a root filesystem "
-                          "(see the README's Templates)",
+                          "(see docs/templates-and-languages.md)",
                           t->name, real);
                 return -EINVAL;
         }

@@ -913,7 +913,7 @@ test('a wrong or missing token: the page asks, with a clear message', { timeout:
   await fresh.ctx.close()
 })
 
-// The README's pictures: build/browser/page-{light,dark,phone}.png.
+// The pictures of README.md and docs/page.md: build/browser/page-{light,dark,phone}.png.
 async function tour (p) {
   const first = p.locator('textarea.source').first()
   await first.fill('# A notebook in a sandbox\nPlots, DataFrames and tracebacks from a **Python kernel** that has no network and its own `/home/user`.')

@@ -1,5 +1,5 @@
 """E2B's Python SDK, unmodified, against three Glovebox hosts behind
-Debian's HAProxy (README "Several hosts"; the set-up is
+Debian's HAProxy (docs/several-hosts.md; the set-up is
 tests/sandbox/fleetnet.py's): sandboxes created through the front land on
 more than one host, and everything the SDK then sends for a sandbox (its
 control routes by path, envd and the code interpreter by the

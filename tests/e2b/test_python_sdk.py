@@ -1,6 +1,6 @@
 """E2B's Python SDK, unmodified, first call to last, against a real Glovebox.
 
-The tutorial's data-analysis agent, then every SDK call the README's table
+The tutorial's data-analysis agent, then every SDK call docs/e2b.md's table
 lists, each with what it must return or the clear error it must raise.
 """
 import asyncio
@@ -337,7 +337,7 @@ def test_files_as_envd_064_serves_them(sbx):
 
 
 # What E2B's code-interpreter template preinstalls and Debian 12 packages
-# (the README's list), by the names code imports.
+# (docs/e2b.md's list), by the names code imports.
 PREINSTALLED = ("numpy pandas matplotlib seaborn scipy sklearn openpyxl xlrd requests bs4 "
                 "sympy plotly aiohttp gensim imageio nltk numba cv2 docx skimage soundfile "
                 "xarray PIL joblib pytz urllib3 IPython").split()

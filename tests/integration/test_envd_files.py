@@ -19,7 +19,7 @@ from gbclient import (e2b_create, e2b_kill, envd_headers, envd_rpc, envd_sh, sta
 
 ROOT = "Basic " + base64.b64encode(b"root:").decode()
 # tmpfs (a memory home, /tmp) keeps user.* attributes from Linux 6.6 on;
-# before, an upload's metadata is not kept (README, "Files").
+# before, an upload's metadata is not kept (docs/e2b.md, "Files").
 KERNEL = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])
 needs_tmpfs_xattrs = pytest.mark.skipif(KERNEL < (6, 6),
                                         reason="tmpfs keeps user.* attributes from Linux 6.6")

@@ -1,4 +1,4 @@
-"""Lists of the whole fleet (README "Several hosts") between real gateways
+"""Lists of the whole fleet (docs/several-hosts.md) between real gateways
 on loopback: a gateway with --peer includes its peers' kernels, sessions
 and E2B sandboxes, asked with the caller's own key (a tenant still sees
 only its own); a peer that accepts and never answers, or answers

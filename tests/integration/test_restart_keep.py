@@ -370,7 +370,7 @@ def test_the_record_and_its_directory_are_ours_alone(tmp_path):
 
 
 def test_e2b_sandboxes_across_a_restart_that_keeps_kernels():
-    """What the README says of E2B sandboxes: a running one is not kept
+    """What docs/restart.md says of E2B sandboxes: a running one is not kept
     (its processes are ended, and its id is unknown after the restart); a
     paused one is on disk and resumes under its id."""
     gw = keep_gateway()

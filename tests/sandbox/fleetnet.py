@@ -1,6 +1,6 @@
 """Three Glovebox hosts on one machine, each in a network namespace of its
-own, behind a real HAProxy (Debian's) on 127.0.0.1: the "Several hosts"
-set-up of the README, as deploy/haproxy/glovebox.cfg.in describes it.
+own, behind a real HAProxy (Debian's) on 127.0.0.1: the set-up of
+docs/several-hosts.md, as deploy/haproxy/glovebox.cfg.in describes it.
 
     bridge gbfbr<n> on this host, 198.19.77.1/24
     netns  gbf-<n>-h1  198.19.77.11   glovebox --host-id h1, agent on :9999

@@ -1,4 +1,4 @@
-"""Several hosts behind a real proxy (README "Several hosts"): three
+"""Several hosts behind a real proxy (docs/several-hosts.md): three
 gateways, each in a network namespace of its own, behind Debian's HAProxy
 configured from deploy/haproxy/glovebox.cfg.in. Everything a client does
 goes through the front: creates are spread over the hosts, every id

@@ -6,7 +6,7 @@ its size-limited tmpfs; and the host's /usr plus read-only directories
 The tree is made from the host's own Python and ipykernel, hard-linked
 (cp -al: seconds, where debootstrap takes minutes and needs the network);
 with GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR, a tree debootstrap made (the
-README's Templates has the command) is checked too."""
+command is in docs/templates-and-languages.md) is checked too."""
 import json
 import os
 import shutil
@@ -286,7 +286,7 @@ def test_templates_from_the_config_file(tree):
 @pytest.mark.skipif(not os.environ.get("GLOVEBOX_DEBOOTSTRAP_TEMPLATE"),
                     reason="GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR names a debootstrap tree")
 def test_a_debootstrap_template():
-    """The README's recipe: debootstrap --variant=minbase
+    """The documented recipe: debootstrap --variant=minbase
     --include=python3-ipykernel,python3-cffi-backend,libboost-regex1.74.0,python3-pip
     bookworm DIR."""
     root = os.environ["GLOVEBOX_DEBOOTSTRAP_TEMPLATE"]
