@@ -238,7 +238,7 @@ void confine_process(const struct confine_sandbox *sb, const int stdio[3], const
                                      (rlim_t)(sb->disk_mb + 1) * 1024 * 1024};
         /* Counted per host uid: exact when each sandbox has its own. */
         const struct rlimit nproc = {sb->pids, sb->pids};
-        /* spawn.c starts root only in a sandbox that maps one. */
+        /* spawn_start.c starts root only in a sandbox that maps one. */
         const uid_t id = as_root ? 0 : ROOTFS_USER_UID;
         sigset_t none;
 

@@ -90,7 +90,7 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
                         (char *)"--title",
                         title,
                         NULL};
-        /* The imports see what a kernel's environment says (spawn.c's
+        /* The imports see what a kernel's environment says (spawn_args.c's
          * base), and one thread for BLAS and OpenMP: fork() copies one. */
         char *envp[] = {(char *)"PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
                         (char *)"HOME=" ROOTFS_HOME,
@@ -262,7 +262,7 @@ bool zygote_fits(const char *name, char *const *argv, char *const *envp)
         if (!realpath(argv[0], real) || strcmp(real, python_real) != 0)
                 return false;
         for (size_t i = 0; envp[i]; i++) {
-                /* spawn.c's own base sets these to what the zygote has. */
+                /* spawn_args.c's own base sets these to what the zygote has. */
                 if (strcmp(envp[i], "LANG=C.UTF-8") == 0 ||
                     strcmp(envp[i], "MPLBACKEND=module://matplotlib_inline.backend_inline") == 0)
                         continue;

@@ -289,7 +289,7 @@ static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *
         struct confine_report r;
 
         /* A kernel: the sandbox's user, on pipes (never root, never a
-         * terminal: hostmsg.c refuses both for kernels). */
+         * terminal: hostmsg_json.c refuses both for kernels). */
         confine_process(csb, stdio, cwd, false, false, report_fd);
         /* An exec'd kernel is dumpable again after its execve; the id
          * change above made us not. As then, only the sandbox's own user

@@ -1,4 +1,4 @@
-/* libFuzzer target for the gateway/kernel-host messages (protocol/hostmsg.c).
+/* libFuzzer target for the gateway/kernel-host messages (protocol/hostmsg.h).
  *
  * The input is sent as one raw datagram over a SOCK_SEQPACKET socketpair and
  * received with hostmsg_recv; it carries ((input length + 1) %

@@ -1,5 +1,5 @@
 /* protocol/egress.c: the rules of a network policy, and their trip through
- * the kernel-host's message (protocol/hostmsg.c), which refuses any rule
+ * the kernel-host's message (protocol/hostmsg_json.c), which refuses any rule
  * that could carry more than digits, dots and name characters into a
  * firewall script or a resolver's command line. */
 #include "autoconf.h"

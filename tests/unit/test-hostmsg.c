@@ -1,4 +1,4 @@
-/* protocol/hostmsg.c: the typed messages between the gateway and the
+/* protocol/hostmsg.h: the typed messages between the gateway and the
  * kernel-host, over a real SOCK_SEQPACKET socketpair, with the descriptors
  * some of them carry. */
 #include "autoconf.h"

@@ -1,0 +1,90 @@
+/* What the parts of the kernel-host's sandboxes and processes (spawn.h)
+ * share: the registry of both, which also reaps them (spawn.c), the making
+ * and freeing of a sandbox (spawn_sandbox.c), the start of a process in one
+ * (spawn_start.c), and what a process is started with: its command line,
+ * environment and a kernel's connection file (spawn_args.c). */
+#ifndef GLOVEBOX_SPAWN_INTERNAL_H
+#define GLOVEBOX_SPAWN_INTERNAL_H
+
+#include "kernel-host/net.h"
+#include "kernel-host/sandbox.h"
+#include "protocol/connfile.h"
+#include "protocol/hostmsg.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define IPC_DIR  "ipc"  /* without a sandbox: sockets and connection files */
+#define ROOT_DIR "root" /* the sandbox's root mount point */
+
+struct box {
+        struct box *next;
+        char id[JP_UUID_SIZE];
+        char run_dir[PATH_MAX];
+        char ipc_dir[PATH_MAX + 8]; /* without a sandbox: where the sockets are */
+        int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
+        bool sandboxed;
+        bool templated; /* its root is a template's tree, not the host's /usr */
+        char build_layer[JP_UUID_SIZE]; /* a build's: sealed when the box goes (layers.h) */
+        struct sandbox sandbox;
+        struct net_egress net; /* slot -1: no network */
+        int slot;
+        uint64_t oom_seen;  /* out-of-memory kills already reported */
+        bool init_alive;
+        bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
+        int procs;          /* processes not yet reaped */
+};
+
+struct proc {
+        struct proc *next;
+        char id[JP_UUID_SIZE];
+        struct box *box;
+        pid_t reap;   /* what we wait for: the watcher, or the process itself */
+        pid_t pid;    /* the process, leader of its group */
+        struct sandbox_process sp;
+        struct kernel_cgroup cgroup; /* its own, within the sandbox's */
+        bool kernel;                 /* its files (connection, sockets) go when it ends */
+};
+
+/* spawn.c: the registry. A box or proc is found by its id; add links one
+ * in (the registry owns it from then on), unlink takes a box out again
+ * without freeing it. */
+struct box *spawn_box_find(const char *id);
+struct proc *spawn_proc_find(const char *id);
+void spawn_box_add(struct box *b);
+void spawn_box_unlink(struct box *b);
+void spawn_proc_add(struct proc *p);
+/* Fills fail: the id, the step, and a message naming both, error's text
+ * and detail (when not NULL). */
+void spawn_fail_set(struct hostmsg_failed *fail, const char *id, const char *step, int error,
+                    const char *detail);
+/* Tells the gateway, through report, that nothing can start in b any more. */
+void spawn_report_gone(struct box *b, void (*report)(enum hostmsg_type, json_t *));
+
+/* spawn_sandbox.c: unlinks b, releases all it holds and frees it (its
+ * build's layer sealed and reported); b's init and processes are all gone. */
+void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *));
+
+/* spawn_args.c. A kernel's argv with "{connection_file}" (connection_file)
+ * and "{resource_dir}" expanded, a command's as it is; the program found on
+ * the kernel's PATH. The environment is a fixed base with home as HOME,
+ * then req's entries. Both NULL-terminated, the caller frees them with
+ * spawn_strv_free; NULL when out of memory or an argument grows too long. */
+char **spawn_build_argv(const struct hostmsg_start *req, const char *connection_file);
+char **spawn_build_env(const struct hostmsg_start *req, const char *home);
+void spawn_strv_free(char **v);
+/* Fills conn with a kernel's connection (its sockets in b's ipc
+ * directory), name with its file's name there, inside with the file's path
+ * as the kernel sees it and prefix with the sockets' as the gateway does. */
+void spawn_prepare_connection(const struct box *b, const struct hostmsg_start *req,
+                              struct jp_connection *conn, char *name, size_t name_size,
+                              char *inside, size_t inside_size, char *prefix, size_t prefix_size);
+/* Removes the connection file and sockets of kernel id from b's ipc
+ * directory. */
+void spawn_remove_kernel_files(const struct box *b, const char *id);
+
+#endif

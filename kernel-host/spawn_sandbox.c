@@ -1,0 +1,303 @@
+/* A sandbox made (spawn_sandbox_create) and freed once everything in it is
+ * gone (spawn_box_free): its host ids, run directory, mounts and network. */
+#include "autoconf.h"
+
+#include "kernel-host/spawn.h"
+#include "kernel-host/spawn_internal.h"
+#include "kernel-host/tcp_bridge.h"
+#include "kernel-host/homedisk.h"
+#include "kernel-host/layers.h"
+#include "protocol/log.h"
+#include "protocol/tree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* As root, sandbox n runs as host ids ID_BASE + id_offset + 2n (its root)
+ * and + 2n + 1 ("user"): ids no other account uses, different for every
+ * sandbox and, through id_offset, for every running gateway. */
+#define ID_BASE   1000000u
+#define MAX_SLOTS 32768
+
+static const char *runtime;
+static unsigned id_offset;
+static unsigned char slots[MAX_SLOTS];
+static unsigned next_box;
+
+int spawn_init(const char *runtime_dir)
+{
+        runtime = runtime_dir;
+        id_offset = ((unsigned)getpid() % 16384u) * 2u * MAX_SLOTS;
+        /* Without it, only TCP-only kernels fail, and say why. */
+        if (tcp_bridge_init() < 0)
+                log_info("no glovebox-kernel-bridge beside the kernel-host: TCP-only kernels "
+                         "cannot run");
+        return sandbox_init();
+}
+
+static int slot_take(void)
+{
+        for (int i = 0; i < MAX_SLOTS; i++) {
+                if (!slots[i]) {
+                        slots[i] = 1;
+                        return i;
+                }
+        }
+        return -1;
+}
+
+static void slot_release(int slot)
+{
+        if (slot >= 0 && slot < MAX_SLOTS)
+                slots[slot] = 0;
+}
+
+static void remove_run_dir(const char *dir)
+{
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd >= 0) {
+                tree_remove_at(fd);
+                close(fd);
+        }
+        if (rmdir(dir) < 0 && errno != ENOENT)
+                log_warn("cannot remove %s: %s", dir, strerror(errno));
+}
+
+static void close_mounts(struct overlay_fds *mounts)
+{
+        if (mounts->home >= 0)
+                close(mounts->home);
+        if (mounts->build >= 0)
+                close(mounts->build);
+        for (size_t i = 0; i < mounts->nlayers; i++)
+                close(mounts->layers[i]);
+        overlay_fds_init(mounts);
+}
+
+/* The detached mounts b's sandbox attaches, made here where we are root:
+ * a disk home (homedisk.h), a built template's layers and a build's new
+ * one (layers.h). The sandbox's setup only attaches them. */
+static int open_mounts(struct box *b, const struct hostmsg_sandbox *req,
+                       const struct sandbox_ids *ids, struct overlay_fds *mounts,
+                       struct hostmsg_failed *fail)
+{
+        const char *step;
+        int rc = 0;
+
+        overlay_fds_init(mounts);
+        if (homedisk_enabled() && ids->privileged) {
+                rc = homedisk_create(req->limits.disk_mb, ids->user_uid, ids->user_gid,
+                                     &mounts->home, &step);
+                if (rc < 0) {
+                        spawn_fail_set(fail, b->id, step, -rc,
+                                       "the sandbox's disk-backed /home/user");
+                        return rc;
+                }
+        }
+        if (((req->layers && req->layers[0]) || req->build_layer[0]) &&
+            (!ids->privileged || !layers_enabled())) {
+                spawn_fail_set(fail, b->id, "template layers", ENODEV,
+                               "built templates need a kernel-host running as root with a state "
+                               "directory");
+                return -ENODEV;
+        }
+        for (size_t i = 0; req->layers && req->layers[i] && i < OVERLAY_MAX_LAYERS; i++) {
+                rc = layers_mount(req->layers[i], &mounts->layers[i]);
+                if (rc < 0) {
+                        spawn_fail_set(fail, b->id, "template layer", -rc, NULL);
+                        return rc;
+                }
+                mounts->nlayers++;
+        }
+        if (req->build_layer[0]) {
+                rc = layers_create(req->build_layer, req->build_layer_mb, &mounts->build, &step);
+                if (rc < 0) {
+                        spawn_fail_set(fail, b->id, step, -rc, "the build's layer");
+                        return rc;
+                }
+                snprintf(b->build_layer, sizeof(b->build_layer), "%s", req->build_layer);
+        }
+        return 0;
+}
+
+int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
+                         int *root_fd, struct hostmsg_failed *fail)
+{
+        struct sandbox_ids ids = {.user_uid = getuid(), .user_gid = getgid()};
+        char root[PATH_MAX + 16], path[PATH_MAX + 32];
+        char resolv[64] = "";
+        struct box *b;
+        int rc;
+
+        if (spawn_box_find(req->sandbox_id) || spawn_proc_find(req->sandbox_id)) {
+                spawn_fail_set(fail, req->sandbox_id, "register", EEXIST, NULL);
+                return -EEXIST;
+        }
+        b = calloc(1, sizeof(*b));
+        if (!b) {
+                spawn_fail_set(fail, req->sandbox_id, "register", ENOMEM, NULL);
+                return -ENOMEM;
+        }
+        b->slot = -1;
+        b->net.slot = -1;
+        b->plain_ipc_fd = -1;
+        b->sandboxed = req->sandbox;
+        b->templated = req->template_root[0] != '\0';
+        snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
+        /* Short names keep socket paths far below their 108-byte limit. */
+        snprintf(b->run_dir, sizeof(b->run_dir), "%s/s%u", runtime, next_box++);
+        snprintf(b->ipc_dir, sizeof(b->ipc_dir), "%s/" IPC_DIR, b->run_dir);
+        snprintf(root, sizeof(root), "%s/" ROOT_DIR, b->run_dir);
+        /* Searchable by all: the sandbox's setup runs as an unprivileged
+         * host id and must reach its mount points; nothing is listable. A
+         * sandbox keeps its sockets in a tmpfs of its own, so only a plain
+         * box has a host directory for them. */
+        if (mkdir(b->run_dir, 0711) < 0 || (!b->sandboxed && mkdir(b->ipc_dir, 0700) < 0) ||
+            mkdir(root, 0755) < 0) {
+                rc = -errno;
+                spawn_fail_set(fail, b->id, "run-dir", errno, NULL);
+                goto fail;
+        }
+        if (b->sandboxed && geteuid() == 0) {
+                b->slot = slot_take();
+                if (b->slot < 0) {
+                        rc = -EAGAIN;
+                        spawn_fail_set(fail, b->id, "host ids", EAGAIN, NULL);
+                        goto fail;
+                }
+                ids.privileged = true;
+                ids.setup_uid = ID_BASE + id_offset + 2u * (unsigned)b->slot;
+                ids.user_uid = ids.setup_uid + 1;
+                ids.setup_gid = ids.setup_uid;
+                ids.user_gid = ids.user_uid;
+        }
+        if (!b->sandboxed) {
+                /* Just made by us in our own directory: nobody else can have
+                 * swapped it for a symlink. */
+                b->plain_ipc_fd = open(b->ipc_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (b->plain_ipc_fd < 0) {
+                        rc = -errno;
+                        spawn_fail_set(fail, b->id, "run-dir", errno, NULL);
+                        goto fail;
+                }
+        }
+        if (req->network.enabled && (!b->sandboxed || geteuid() != 0)) {
+                rc = -EPERM;
+                spawn_fail_set(fail, b->id, "network", EPERM, NULL);
+                snprintf(fail->message, sizeof(fail->message),
+                         "egress needs a sandbox and a kernel-host running as root");
+                goto fail;
+        }
+        if (req->network.enabled) {
+                rc = net_prepare(&b->net, &req->network, resolv, sizeof(resolv), fail);
+                snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                if (rc < 0)
+                        goto fail;
+        }
+        if (b->sandboxed) {
+                struct overlay_fds mounts;
+
+                rc = open_mounts(b, req, &ids, &mounts, fail);
+                if (rc == 0)
+                        rc = sandbox_create(root, b->id, &req->limits, req->ro_paths,
+                                            req->template_root,
+                                            req->network.enabled ? resolv : NULL, &mounts, &ids,
+                                            &b->sandbox, fail);
+                close_mounts(&mounts);
+                snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                if (rc < 0)
+                        goto fail;
+                b->init_alive = true;
+                if (req->network.enabled) {
+                        rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
+                                        b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
+                        snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                        if (rc < 0) {
+                                int status;
+
+                                sandbox_kill(&b->sandbox);
+                                waitpid(b->sandbox.init_pid, &status, 0);
+                                sandbox_destroy(&b->sandbox);
+                                goto fail;
+                        }
+                }
+                snprintf(ready->root, sizeof(ready->root), "/proc/%d/root",
+                         (int)b->sandbox.init_pid);
+                *root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
+        } else {
+                snprintf(path, sizeof(path), "%s/home", root);
+                if (mkdir(path, 0755) < 0 ||
+                    (snprintf(path, sizeof(path), "%s" ROOTFS_HOME, root), mkdir(path, 0700) < 0)) {
+                        rc = -errno;
+                        spawn_fail_set(fail, b->id, "home-dir", errno, NULL);
+                        goto fail;
+                }
+                snprintf(ready->root, sizeof(ready->root), "%s", root);
+                *root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        if (*root_fd < 0) {
+                rc = -errno;
+                spawn_fail_set(fail, b->id, "open root", errno, NULL);
+                if (b->sandboxed) {
+                        int status;
+
+                        sandbox_kill(&b->sandbox);
+                        waitpid(b->sandbox.init_pid, &status, 0);
+                        sandbox_destroy(&b->sandbox);
+                }
+                goto fail;
+        }
+        snprintf(ready->sandbox_id, sizeof(ready->sandbox_id), "%s", b->id);
+        ready->init_pid = b->sandboxed ? b->sandbox.init_pid : 0;
+        ready->user_uid = ids.user_uid;
+        ready->user_gid = ids.user_gid;
+        /* Only a privileged kernel-host maps a root into the sandbox. */
+        ready->has_root = b->sandboxed && ids.privileged;
+        ready->root_uid = ready->has_root ? ids.setup_uid : 0;
+        ready->root_gid = ready->has_root ? ids.setup_gid : 0;
+        spawn_box_add(b);
+        return 0;
+fail:
+        /* A build that never started leaves no layer. */
+        if (b->build_layer[0])
+                layers_delete(b->build_layer);
+        net_release(&b->net);
+        if (b->plain_ipc_fd >= 0)
+                close(b->plain_ipc_fd);
+        remove_run_dir(b->run_dir);
+        slot_release(b->slot);
+        free(b);
+        return rc;
+}
+
+/* Frees a box whose init and processes are all gone. */
+void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
+{
+        spawn_box_unlink(b);
+        if (b->sandboxed)
+                sandbox_destroy(&b->sandbox);
+        net_release(&b->net);
+        if (b->plain_ipc_fd >= 0)
+                close(b->plain_ipc_fd);
+        remove_run_dir(b->run_dir);
+        slot_release(b->slot);
+        log_info("sandbox %.8s removed", b->id);
+        if (!b->gone_reported)
+                spawn_report_gone(b, report);
+        /* A build's layer is done: read-only from now on, or gone. */
+        if (b->build_layer[0]) {
+                struct hostmsg_layer sealed = {.error = -layers_seal(b->build_layer)};
+
+                snprintf(sealed.id, sizeof(sealed.id), "%s", b->build_layer);
+                if (report)
+                        report(HOSTMSG_LAYER_SEALED, hostmsg_layer_encode(&sealed));
+        }
+        free(b);
+}
