@@ -141,10 +141,7 @@ struct config {
 int config_load(struct config *cfg, int argc, char **argv);
 /* The configuration config_load filled (the gateway has one). */
 const struct config *config_get(void);
-/* Where sandboxes' ports are reached by name, {port}-{id}.DOMAIN: the
- * domain ("name[:port]") and its name alone, lower case; "" when none. */
-const char *config_ports_domain(void);
-const char *config_ports_domain_name(void);
+
 void config_free(struct config *cfg);
 /* One option of the table as --help and docs/flags.md show it. */
 struct config_option_doc {

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b/e2b.h"
+#include "gateway/core/ports_domain.h"
 #include "gateway/e2b/builds.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/http.h"
@@ -218,7 +219,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
-                json_object_set_new(o, "domain", json_string(config_ports_domain()));
+                json_object_set_new(o, "domain", json_string(ports_domain()));
         }
         return o;
 }
@@ -231,7 +232,7 @@ static json_t *created_json(const struct e2b_sandbox *s)
         return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id,
                          "templateID", s->template_id, "alias", s->template_id, "clientID",
                          "glovebox", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", s->token,
-                         "trafficAccessToken", s->token, "domain", config_ports_domain());
+                         "trafficAccessToken", s->token, "domain", ports_domain());
 }
 
 /* ---- life and death --------------------------------------------------------- */

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/ports/ports.h"
+#include "gateway/core/ports_domain.h"
 #include "gateway/ports/port_relay.h"
 #include "gateway/core/http.h"
 #include "gateway/core/conns.h"
@@ -48,12 +49,12 @@ struct target {
 int ports_init(const struct config *cfg)
 {
         port_relay_init((size_t)cfg->port_buffer_bytes);
-        if (!config_ports_domain()[0])
+        if (!ports_domain()[0])
                 return -EINVAL;
         if (!*cfg->ports_domain && !hostcheck_is_loopback(cfg->host))
                 log_info("sandbox ports by name: {port}-{id}.%s; for clients on other machines, "
                          "point a wildcard DNS name at the gateway and give it as --ports-domain",
-                         config_ports_domain());
+                         ports_domain());
         return 0;
 }
 
@@ -66,7 +67,7 @@ static bool host_target(struct lws *wsi, struct target *t)
         char host[HOSTCHECK_MAX], name[HOSTCHECK_MAX];
         int len = lws_hdr_total_length(wsi, WSI_TOKEN_HOST);
         const char *dash, *dot;
-        const char *domain_name = config_ports_domain_name();
+        const char *domain_name = ports_domain_name();
         size_t nlen, dlen = strlen(domain_name);
 
         if (len <= 0 || (size_t)len >= sizeof(host) ||
@@ -728,7 +729,7 @@ static json_t *public_json(const struct sandbox *box)
 
         for (size_t i = 0; a && i < box->npublic_ports; i++)
                 json_array_append_new(a, json_integer(box->public_ports[i]));
-        return json_pack("{s:o, s:s}", "public", a, "domain", config_ports_domain());
+        return json_pack("{s:o, s:s}", "public", a, "domain", ports_domain());
 }
 
 void ports_api(struct http_request *r, struct kernel *k)
