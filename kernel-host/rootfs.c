@@ -751,6 +751,14 @@ static int plan_tmp_home_flat(struct rootfs *p, const struct rootfs_params *para
         return rc;
 }
 
+/* Whether path is dir or below it. */
+static bool below(const char *path, const char *dir)
+{
+        size_t n = strlen(dir);
+
+        return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
 int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
 {
         struct rootfs *p = calloc(1, sizeof(*p));
@@ -798,19 +806,27 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
          * mount above (such as /tmp) hides them. Their mount points are in
          * the base layer already. */
         for (size_t i = 0; rc == 0 && params->ro_paths && params->ro_paths[i]; i++) {
+                const char *path = params->ro_paths[i];
                 struct stat st;
-                bool dir = lstat(params->ro_paths[i], &st) == 0 && S_ISDIR(st.st_mode);
+                bool dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 
-                if (!tpl && strncmp(params->ro_paths[i], "/usr/", 5) == 0)
+                if (!tpl && strncmp(path, "/usr/", 5) == 0)
                         continue;
-                /* Made again where a mount above (/tmp) hides the base's: a
-                 * directory already there is left as it is (and a file's
-                 * would be copied up). Without a base, made here. */
-                rc = add_parents(p, params->ro_paths[i]);
+                /* Made again where a mount above (/tmp, the home) hides the
+                 * base's: a directory already there is left as it is. A
+                 * file's mount point is made again too under /tmp and the
+                 * home, which are the sandbox's own tmpfs, not the overlay
+                 * (elsewhere it would be copied up: the base's is used).
+                 * Without a base, made here. (A build tree in /tmp, as a CI
+                 * clone's, has its kernel bridge bound from there.) */
+                rc = add_parents(p, path);
                 if (rc == 0)
-                        rc = add_host_path_parts(p, params->ro_paths[i],
-                                                 dir || !p->writable_root ? HOST_POINT | HOST_BIND
-                                                                          : HOST_BIND);
+                        rc = add_host_path_parts(p, path,
+                                                 dir || !p->writable_root ||
+                                                         below(path, "/tmp") ||
+                                                         below(path, ROOTFS_HOME)
+                                                     ? HOST_POINT | HOST_BIND
+                                                     : HOST_BIND);
         }
         /* The host's sudo program, read-only and nosuid like all of /usr;
          * over the finished root, as a bind in an overlay's lower layer

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from gbclient import e2b_kill, outputs_of, start_gateway, stdout_of
+from gbclient import BUILD, Gateway, e2b_kill, outputs_of, start_gateway, stdout_of
 
 
 def installed(name):
@@ -207,6 +207,35 @@ def test_declared_read_only_paths():
         gw.stop()
         shutil.rmtree(tmp)
         shutil.rmtree(data)
+
+
+def test_a_build_under_tmp_binds_its_kernel_bridge():
+    """A gateway built under /tmp (a CI clone's build is) binds its kernel
+    bridge into every sandbox from there when a kernelspec is TCP-only: the
+    sandbox's /tmp is its own tmpfs over the root, and the bridge's mount
+    point is made on it. Every kernel starts, a Python one included."""
+    build = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-build-", dir="/tmp"))
+    os.chmod(build, 0o755)
+    for program in ("glovebox", "glovebox-kernel-host", "glovebox-kernel-bridge",
+                    "glovebox-sudo", "glovebox-zygote"):
+        if os.path.exists(os.path.join(BUILD, program)):
+            shutil.copy2(os.path.join(BUILD, program), build / program)
+    tmp = spec_dir()
+    (tmp / "tcponly").mkdir()
+    (tmp / "tcponly" / "kernel.json").write_text(json.dumps(
+        {"argv": ["/bin/false", "{connection_file}"], "display_name": "TCP only",
+         "language": "none", "metadata": {"glovebox": {"transport": "tcp"}}}))
+    gw = Gateway(str(build / "glovebox"), ["--kernelspec-path", str(tmp)])
+    try:
+        kid = gw.start_kernel(name="python3")
+        ch = gw.connect(kid)
+        _, outputs = ch.execute(f"import os\nprint(os.path.exists('{build}/glovebox-kernel-bridge'))")
+        assert stdout_of(outputs) == "True\n"
+        ch.close()
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)
+        shutil.rmtree(build)
 
 
 def test_a_death_names_the_last_output():
