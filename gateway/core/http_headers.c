@@ -101,3 +101,23 @@ int http_custom_headers(struct http_request *r, const char *prefix, http_header_
         json_decref(f.seen);
         return f.rc;
 }
+
+int http_query_arg(struct lws *wsi, const char *name, char *out, size_t size)
+{
+        /* Any argument fits: they are all within the request's headers. */
+        static char fragment[SERVER_MAX_HEADER_DATA];
+        size_t n = strlen(name), vlen;
+
+        for (int i = 0; lws_hdr_copy_fragment(wsi, fragment, sizeof(fragment),
+                                              WSI_TOKEN_HTTP_URI_ARGS, i) >= 0;
+             i++) {
+                if (strncmp(fragment, name, n) != 0 || fragment[n] != '=')
+                        continue;
+                vlen = strlen(fragment + n + 1);
+                if (vlen >= size)
+                        return -E2BIG;
+                memcpy(out, fragment + n + 1, vlen + 1);
+                return 0;
+        }
+        return -ENOENT;
+}

@@ -1,6 +1,8 @@
-/* An E2B sandbox as the E2B family's own modules see it: e2b.c makes,
- * lists, pauses and ends them; e2b_contexts.c runs their code interpreter.
- * Nothing outside gateway/e2b*.c includes this (other families use e2b.h). */
+/* An E2B sandbox as the E2B family's own modules see it: create.c makes
+ * them, control.c lists them, lifecycle.c keeps them and pauses, resumes
+ * and ends them, e2b.c checks their credentials; contexts.c runs their
+ * code interpreter. Nothing outside gateway/e2b/ includes this (other
+ * families use e2b.h). */
 #ifndef GLOVEBOX_E2B_SANDBOX_H
 #define GLOVEBOX_E2B_SANDBOX_H
 
@@ -72,7 +74,8 @@ struct e2b_sandbox {
         bool pending_created;       /* pending is a create or resume answered once sudo is */
 };
 
-/* Every E2B sandbox of this host, paused ones included (e2b.c's list). */
+/* Every E2B sandbox of this host, paused ones included (lifecycle.c's
+ * list). */
 struct e2b_sandbox *e2b_sandboxes(void);
 /* Whether v is absent or an object of at most max string values. */
 bool e2b_string_map(json_t *v, size_t max);

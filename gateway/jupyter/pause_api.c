@@ -423,7 +423,7 @@ static void on_found(void *ctx, const char *id, json_t *meta)
         size_t i;
         json_t *v;
 
-        /* An E2B sandbox's (e2b.c) */
+        /* An E2B sandbox's (e2b/lifecycle.c) */
         if (strcmp(json_string_value(json_object_get(meta, "kind")) ?: "", "kernel") != 0)
                 return;
         p = calloc(1, sizeof(*p));

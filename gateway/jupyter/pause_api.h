@@ -1,5 +1,5 @@
 /* Pause and resume of a Jupyter kernel (POST /api/kernels/{id}/pause and
- * .../resume), the Glovebox routes beside E2B's (e2b.c): the kernel's
+ * .../resume), the Glovebox routes beside E2B's (e2b/lifecycle.c): the kernel's
  * /home/user saved in the state directory (pause.h), the kernel and its
  * sandbox ended; a resume starts the same kernelspec under the same id,
  * with the same environment, limits and owner, and puts the files back.

@@ -132,8 +132,8 @@ int main(void)
         is_str(seen.owner, "alice", "its owner, as written");
         memset(&seen, 0, sizeof(seen));
         is_int(pause_load_all(on_found, &seen), 1,
-               "found again by a second reader (e2b.c, then "
-               "kernel_pause.c)");
+               "found again by a second reader (e2b/lifecycle.c, then "
+               "jupyter/pause_api.c)");
 
         pause_forget("gbaaaa");
         ok(!exists_at(state, "paused/gbaaaa"), "pause_forget removes the directory");

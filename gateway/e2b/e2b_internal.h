@@ -1,0 +1,77 @@
+/* What the parts of E2B's sandboxes (e2b.h) share: their credentials and
+ * routing (e2b.c), the control plane's routes and models (control.c), the
+ * creation of a sandbox (create.c), and its life after: the list, its
+ * timeout, pause and resume, its end (lifecycle.c). Nothing outside
+ * gateway/e2b/ includes this. */
+#ifndef GLOVEBOX_E2B_INTERNAL_H
+#define GLOVEBOX_E2B_INTERNAL_H
+
+#include "gateway/e2b/sandbox.h"
+#include "gateway/core/http.h"
+#include "protocol/hostmsg.h"
+#include "protocol/ids.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define E2B_DEFAULT_TEMPLATE "code-interpreter-v1"
+#define E2B_MAX_METADATA     64
+
+struct build;
+
+/* e2b.c: whether r carries a key in force (http_authorized's, or E2B's
+ * X-API-Key), which then becomes the caller. */
+bool e2b_authorized_api(struct http_request *r);
+/* 429 past the key's quota, in E2B's error shape with the quota and what
+ * the key holds (kernels_quota_check); takes why. */
+void e2b_reply_quota(struct http_request *r, json_t *why);
+
+/* control.c: the routes that take the API key (/v2/sandboxes...). */
+void e2b_control_plane(struct http_request *r, const char *route);
+/* What create and connect answer: where and how to reach the sandbox. */
+json_t *e2b_created_json(const struct e2b_sandbox *s);
+/* A lifetime in seconds from body's "timeout" (dflt when absent); false
+ * after replying 400 when it is not a number within the server's maximum,
+ * from 1 second, or from 0 when zero_ok (E2B's setTimeout(0): end now). */
+bool e2b_timeout_of(struct http_request *r, json_t *body, double dflt, bool zero_ok,
+                    double *seconds);
+
+/* create.c: POST /v2/sandboxes, answered once the sandbox is ready. */
+void e2b_create_sandbox(struct http_request *r);
+/* envVars within its bounds, each a name and value a process can take:
+ * NULL, or why not (in why). */
+const char *e2b_env_vars_refusal(json_t *env, char *why, size_t size);
+
+/* lifecycle.c. The list: s becomes its first; a sandbox by its id,
+ * whichever tenant's (NULL when none). */
+void e2b_sandbox_add(struct e2b_sandbox *s);
+struct e2b_sandbox *e2b_find_any(const char *id);
+/* Takes s off the list and ends it (its pending request answered 410);
+ * frees s. */
+void e2b_sandbox_kill(struct e2b_sandbox *s);
+/* s ends (or pauses, as its lifecycle says) in seconds from now. */
+void e2b_set_timeout(struct e2b_sandbox *s, double seconds);
+/* Pauses s, answering r (NULL: its timeout) when done. */
+void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r);
+/* Resumes paused s for r: a new box and kernel under the same id, its
+ * files put back, answered 201 once it runs. */
+void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double timeout);
+/* The kernelspec of template tid, as create finds it; NULL if none. */
+const struct jp_kernelspec *e2b_template_spec(const char *tid);
+/* The built template s is of (builds.h), or NULL. */
+const struct build *e2b_built_of(const struct e2b_sandbox *s);
+/* s's box: of its template, and of its layers when it is a built one,
+ * whose start command starts in it. 0 or -errno. */
+int e2b_box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                const struct hostmsg_limits *limits, const struct hostmsg_network *net);
+/* Applies s's public ports and request Host to its box (at create and at
+ * every resume). */
+void e2b_set_public_traffic(struct e2b_sandbox *s);
+/* The sandbox's sudo service, on its box just made. */
+void e2b_start_sudo(struct e2b_sandbox *s);
+/* Answers r (a create, a resume or a connect that resumed) with s's
+ * model: now, or once its sudo service listens. */
+void e2b_reply_created(struct e2b_sandbox *s, struct http_request *r);
+
+#endif

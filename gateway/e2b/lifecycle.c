@@ -1,0 +1,552 @@
+#include "autoconf.h"
+
+#include "gateway/e2b/e2b.h"
+#include "gateway/e2b/builds.h"
+#include "gateway/e2b/contexts.h"
+#include "gateway/e2b/e2b_internal.h"
+#include "gateway/e2b/metrics.h"
+#include "gateway/e2b/sandbox.h"
+#include "gateway/e2b/sudo.h"
+#include "gateway/core/http.h"
+#include "gateway/core/loop.h"
+#include "gateway/core/tenants.h"
+#include "gateway/kernels/kernels.h"
+#include "gateway/kernels/pause.h"
+#include "gateway/kernels/templates.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- the list -------------------------------------------------------------- */
+
+static struct e2b_sandbox *sandboxes;
+static bool shutting_down; /* paused sandboxes keep their state on disk */
+
+struct e2b_sandbox *e2b_sandboxes(void)
+{
+        return sandboxes;
+}
+
+void e2b_sandbox_add(struct e2b_sandbox *s)
+{
+        s->next = sandboxes;
+        sandboxes = s;
+}
+
+struct e2b_sandbox *e2b_find_any(const char *id)
+{
+        for (struct e2b_sandbox *s = sandboxes; s; s = s->next) {
+                if (strcmp(s->id, id) == 0)
+                        return s;
+        }
+        return NULL;
+}
+
+/* The ports of the sandbox that need no token (ports.h): every port when
+ * the create said network.allowPublicTraffic true (E2B's default, which
+ * the operator makes Glovebox's with --e2b-public-traffic), else those its
+ * metadata names under E2B_PUBLIC_PORTS_KEY (checked before the sandbox
+ * was made). A private port takes the API key or the traffic access
+ * token, as E2B's do with allowPublicTraffic false. Applied to each box
+ * the sandbox gets: at create and at every resume. */
+void e2b_set_public_traffic(struct e2b_sandbox *s)
+{
+        json_t *v = json_object_get(s->metadata, E2B_PUBLIC_PORTS_KEY);
+
+        s->box->all_ports_public = s->ports_public;
+        if (json_is_string(v))
+                sandbox_parse_public_ports(json_string_value(v), s->box, NULL, 0);
+        /* Checked at create: the Host header its apps get. */
+        if (*s->request_host)
+                sandbox_parse_request_host(s->request_host, s->box, NULL, 0);
+}
+
+/* ---- life and death --------------------------------------------------------- */
+
+static void on_ttl(lws_sorted_usec_list_t *sul);
+
+/* Ends what runs of s: its commands, its kernels and its box. */
+static void sandbox_stop(struct e2b_sandbox *s)
+{
+        e2b_metrics_stop(&s->metrics);
+        envd_forget(s);
+        e2b_contexts_stop(s);
+        sandbox_unref(&s->box);
+}
+
+static void pending_forget(struct http_request *r)
+{
+        struct e2b_sandbox *s = r->ctx;
+
+        if (s && s->pending == r)
+                s->pending = NULL;
+        r->ctx = NULL;
+}
+
+static void pending_set(struct e2b_sandbox *s, struct http_request *r)
+{
+        s->pending = r;
+        if (r) {
+                r->ctx = s;
+                r->cleanup = pending_forget;
+        }
+}
+
+/* The request waiting for s's phase, taken from s: NULL when none. */
+static struct http_request *pending_take(struct e2b_sandbox *s)
+{
+        struct http_request *r = s->pending;
+
+        s->pending = NULL;
+        if (r) {
+                r->ctx = NULL;
+                r->cleanup = NULL;
+        }
+        return r;
+}
+
+void e2b_sandbox_kill(struct e2b_sandbox *s)
+{
+        for (struct e2b_sandbox **link = &sandboxes; *link; link = &(*link)->next) {
+                if (*link == s) {
+                        *link = s->next;
+                        break;
+                }
+        }
+        log_info("e2b sandbox %s removed", s->id);
+        loop_timer_stop(&s->ttl);
+        if (s->phase == E2B_RESUMING && s->resume_waiter.on)
+                waiter_cancel(&s->resume_waiter);
+        if (s->pending)
+                e2b_reply_error(pending_take(s), 410, "the sandbox was removed");
+        sandbox_stop(s);
+        /* A paused sandbox outlives the gateway; a removed one is gone
+         * for good, its saved files with it. */
+        if (!shutting_down && s->phase != E2B_RUNNING)
+                pause_forget(s->id);
+        e2b_metrics_clear(&s->metrics);
+        json_decref(s->metadata);
+        json_decref(s->env);
+        free(s);
+}
+
+void e2b_shutdown(void)
+{
+        shutting_down = true;
+        while (sandboxes)
+                e2b_sandbox_kill(sandboxes);
+}
+
+void e2b_set_timeout(struct e2b_sandbox *s, double seconds)
+{
+        s->end_at = time(NULL) + (time_t)seconds;
+        loop_timer_start(&s->ttl, on_ttl, seconds * 1000.0);
+}
+
+/* ---- pause and resume --------------------------------------------------------- */
+
+/* What paused/<id>/meta.json records: all that a resume needs, and who
+ * owns it, so that a gateway started later serves the same sandbox to
+ * the same tenant. */
+static json_t *pause_meta(const struct e2b_sandbox *s)
+{
+        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
+                         "s:s, s:b, s:b, s:s}",
+                         "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner,
+                         "token", s->token, "templateID", s->template_id, "metadata", s->metadata,
+                         "envVars", s->env, "limits", "memory_mb", (json_int_t)s->limits.memory_mb,
+                         "cpu_millis", (json_int_t)s->limits.cpu_millis, "pids",
+                         (json_int_t)s->limits.pids, "disk_mb", (json_int_t)s->limits.disk_mb,
+                         "lifetime", s->lifetime, "startedAt", s->started_at, "onTimeoutPause",
+                         s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+}
+
+/* ctx of a pause job: the sandbox's id, looked up again when the job
+ * ends, since the sandbox may be gone by then. */
+static struct e2b_sandbox *job_sandbox(void *ctx, enum e2b_phase phase)
+{
+        struct e2b_sandbox *s = e2b_find_any(ctx);
+
+        free(ctx);
+        return s && s->phase == phase ? s : NULL;
+}
+
+static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        char id[sizeof(((struct e2b_sandbox *)0)->id)];
+        struct e2b_sandbox *s;
+        struct http_request *r;
+        json_t *meta;
+
+        snprintf(id, sizeof(id), "%s", (const char *)ctx);
+        s = job_sandbox(ctx, E2B_PAUSING);
+        if (!s) {
+                /* removed meanwhile: nothing to keep */
+                pause_forget(id);
+                return;
+        }
+        r = pending_take(s);
+        if (status == 0) {
+                meta = pause_meta(s);
+                status = meta ? pause_write_meta(s->id, meta) : -ENOMEM;
+                json_decref(meta);
+                message = status ? "cannot write its record" : NULL;
+        }
+        if (status) {
+                /* Nothing is lost: the sandbox keeps running as it was. */
+                log_error("e2b sandbox %s: pause failed: %s", s->id, message ? message : "");
+                pause_forget(s->id);
+                s->phase = E2B_RUNNING;
+                if (r) {
+                        e2b_set_timeout(s, s->end_at > time(NULL) ? (double)(s->end_at - time(NULL))
+                                                                  : 1.0);
+                        e2b_reply_error(r, 500, "pause failed, the sandbox keeps running: %s",
+                                        message ? message : strerror(-status));
+                } else {
+                        /* its timeout: it ends as it would have without
+                         * onTimeout 'pause' */
+                        log_error("e2b sandbox %s reached its timeout and could not be paused: "
+                                  "killed",
+                                  s->id);
+                        e2b_sandbox_kill(s);
+                }
+                return;
+        }
+        sandbox_stop(s);
+        s->phase = E2B_PAUSED;
+        log_info("e2b sandbox %s paused in %.3f s (%llu bytes of files; %s)", s->id,
+                 loop_now() - s->phase_started, (unsigned long long)bytes, PAUSE_MEMORY_NOTICE);
+        if (r)
+                http_reply_empty(r, 204);
+}
+
+/* Pauses s, answering r (NULL: its timeout) when done. */
+void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r)
+{
+        char *id;
+        int rc;
+
+        if (!pause_enabled()) {
+                if (r)
+                        e2b_reply_error(r, 400,
+                                        "pause: not enabled (this Glovebox has no --state-dir)");
+                goto refused;
+        }
+        if (s->phase == E2B_PAUSED) {
+                if (r)
+                        e2b_reply_error(r, 409, "sandbox \"%s\" is already paused", s->id);
+                return;
+        }
+        if (s->phase != E2B_RUNNING) {
+                if (r)
+                        e2b_reply_error(r, 409, "sandbox \"%s\" is being %s", s->id,
+                                        s->phase == E2B_PAUSING ? "paused" : "resumed");
+                return;
+        }
+        if (s->box->network.enabled) {
+                if (r)
+                        e2b_reply_error(r, 400,
+                                        "pause: a sandbox with network egress cannot be paused");
+                goto refused;
+        }
+        id = strdup(s->id);
+        rc = id ? pause_save_home(s->box, s->id, on_saved, id) : -ENOMEM;
+        if (rc < 0) {
+                free(id);
+                if (r)
+                        e2b_reply_error(r, 500, "pause: cannot save the files: %s", strerror(-rc));
+                goto refused;
+        }
+        loop_timer_stop(&s->ttl);
+        s->phase = E2B_PAUSING;
+        s->phase_started = loop_now();
+        pending_set(s, r);
+        return;
+refused:
+        if (!r) {
+                log_error("e2b sandbox %s reached its timeout and cannot be paused: killed", s->id);
+                e2b_sandbox_kill(s);
+        }
+}
+
+static void on_ttl(lws_sorted_usec_list_t *sul)
+{
+        struct e2b_sandbox *s = lws_container_of(sul, struct e2b_sandbox, ttl);
+
+        log_info("e2b sandbox %s reached its timeout", s->id);
+        if (s->on_timeout_pause)
+                e2b_pause_begin(s, NULL);
+        else
+                e2b_sandbox_kill(s);
+}
+
+/* A resume that failed: s is paused again, its files still on disk. */
+static void resume_failed(struct e2b_sandbox *s, const char *message)
+{
+        struct http_request *r = pending_take(s);
+
+        log_error("e2b sandbox %s: resume failed: %s", s->id, message);
+        sandbox_stop(s);
+        s->phase = E2B_PAUSED;
+        if (r)
+                e2b_reply_error(r, 500, "resume failed, the sandbox stays paused: %s", message);
+}
+
+static void on_restored(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        struct e2b_sandbox *s = job_sandbox(ctx, E2B_RESUMING);
+        struct http_request *r;
+
+        if (!s)
+                return;
+        if (status) {
+                resume_failed(s, message ? message : strerror(-status));
+                return;
+        }
+        pause_forget(s->id);
+        s->phase = E2B_RUNNING;
+        log_info("e2b sandbox %s resumed in %.3f s (%llu bytes of files)", s->id,
+                 loop_now() - s->phase_started, (unsigned long long)bytes);
+        e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
+        e2b_metrics_start(&s->metrics, s->box);
+        r = pending_take(s);
+        if (r)
+                e2b_reply_created(s, r);
+}
+
+static void on_resume_ready(struct waiter *w, void *subject, int status,
+                            const char *message)
+{
+        struct kernel *k = subject;
+        struct e2b_sandbox *s = lws_container_of(w, struct e2b_sandbox, resume_waiter);
+        char *id;
+        int rc;
+
+        (void)k;
+        if (status) {
+                resume_failed(s, message ? message : "its kernel did not start");
+                return;
+        }
+        id = strdup(s->id);
+        rc = id ? pause_restore_home(s->box, s->id, on_restored, id) : -ENOMEM;
+        if (rc < 0) {
+                free(id);
+                resume_failed(s, strerror(-rc));
+        }
+}
+
+/* Resumes paused s for r: a new box and kernel under the same id, its
+ * files put back, answered 201 once it runs. */
+void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double timeout)
+{
+        const struct config *cfg = config_get();
+        struct hostmsg_network net = {0};
+        struct tenant_caller owner = {.admin = false};
+        struct tenant_scope saved;
+        json_t *why = NULL;
+        int rc;
+
+        if (s->phase != E2B_PAUSED) {
+                e2b_reply_error(r, 409, "sandbox \"%s\" is %s", s->id,
+                                s->phase == E2B_RUNNING ? "already running" : "being paused");
+                return;
+        }
+        if (!s->spec) {
+                e2b_reply_error(r, 500,
+                                "resume: template '%s' is no longer served; the sandbox stays "
+                                "paused",
+                                s->template_id);
+                return;
+        }
+        if (!tenants_exists(s->owner)) {
+                e2b_reply_error(r, 403, "resume: the key that created sandbox \"%s\" was removed",
+                                s->id);
+                return;
+        }
+        /* Its kernels and its quota are its owner's, whoever resumes it
+         * (an admin may). */
+        tenants_scope_enter(&saved);
+        snprintf(owner.name, sizeof(owner.name), "%s", s->owner);
+        if (!cfg->no_auth)
+                tenants_set_caller(&owner);
+        else
+                tenants_scope_restore(&saved);
+        if (kernels_quota_check(&s->limits, NULL, &why) < 0) {
+                e2b_reply_quota(r, why);
+                goto out;
+        }
+        rc = e2b_box_new(s, s->spec, &s->limits, &net);
+        if (rc < 0) {
+                e2b_reply_error(r, 500, "resume: cannot make a sandbox: %s", strerror(-rc));
+                goto out;
+        }
+        e2b_set_public_traffic(s);
+        e2b_start_sudo(s);
+        s->phase = E2B_RESUMING;
+        s->phase_started = loop_now();
+        s->pending_timeout = timeout;
+        pending_set(s, r);
+        s->resume_waiter.done = on_resume_ready;
+        if (!e2b_context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
+                resume_failed(s, rc == -EAGAIN   ? "too many kernels"
+                                 : rc == -EDQUOT ? "quota of this key reached"
+                                                 : strerror(-rc));
+        else
+                e2b_contexts_add_defaults(s);
+out:
+        tenants_scope_restore(&saved);
+}
+
+/* The kernelspec of template tid, as create finds it; NULL if none. */
+const struct jp_kernelspec *e2b_template_spec(const char *tid)
+{
+        const struct config *cfg = config_get();
+        const struct jp_kernelspec *spec;
+
+        /* The E2B templates an agent asks for by default, or a kernelspec
+         * (a template's default kernel has the template's name), or a
+         * template the caller built (builds.h): its base's. */
+        if (strcmp(tid, E2B_DEFAULT_TEMPLATE) == 0 || strcmp(tid, "base") == 0)
+                return jp_kernelspec_find(kernels_specs(), cfg->default_kernel);
+        if (templates_find(tid))
+                return templates_kernel(templates_find(tid), NULL);
+        spec = jp_kernelspec_find(kernels_specs(), tid);
+        if (!spec && builds_find(tid))
+                spec = builds_kernel(builds_find(tid));
+        return spec;
+}
+
+/* The built template s is of, or NULL. */
+const struct build *e2b_built_of(const struct e2b_sandbox *s)
+{
+        if (jp_kernelspec_find(kernels_specs(), s->template_id) || templates_find(s->template_id))
+                return NULL;
+        return builds_find(s->template_id);
+}
+
+/* s's box: of its template, and of its layers when it is a built one,
+ * whose start command starts in it. */
+int e2b_box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
+                const struct hostmsg_limits *limits, const struct hostmsg_network *net)
+{
+        const struct config *cfg = config_get();
+        const struct build *b = e2b_built_of(s);
+        int rc;
+
+        if (!b)
+                return templates_sandbox_new(spec, limits, strcmp(cfg->sandbox, "none") != 0, net,
+                                             &s->box);
+        rc = builds_sandbox_new(b, limits, net, &s->box);
+        if (rc == 0 && builds_start(b, s->box) < 0)
+                log_warn("sandbox %s: cannot start its template's start command", s->id);
+        return rc;
+}
+
+static bool meta_string(json_t *meta, const char *key, char *out, size_t size)
+{
+        const char *v = json_string_value(json_object_get(meta, key));
+
+        if (!v || strlen(v) >= size)
+                return false;
+        memcpy(out, v, strlen(v) + 1);
+        return true;
+}
+
+static void on_paused_found(void *ctx, const char *id, json_t *meta)
+{
+        json_t *lim = json_object_get(meta, "limits");
+        struct e2b_sandbox *s = calloc(1, sizeof(*s));
+        int *count = ctx;
+        char why[512];
+
+        if (!s)
+                return;
+        /* A paused Jupyter kernel's (kernel_pause.c) */
+        if (strcmp(json_string_value(json_object_get(meta, "kind")) ?: "", "e2b") != 0) {
+                free(s);
+                return;
+        }
+        if (!meta_string(meta, "sandboxID", s->id, sizeof(s->id)) || strcmp(s->id, id) != 0 ||
+            !meta_string(meta, "owner", s->owner, sizeof(s->owner)) ||
+            !meta_string(meta, "token", s->token, sizeof(s->token)) ||
+            !meta_string(meta, "templateID", s->template_id, sizeof(s->template_id)) ||
+            !meta_string(meta, "startedAt", s->started_at, sizeof(s->started_at)) ||
+            !e2b_string_map(json_object_get(meta, "metadata"), E2B_MAX_METADATA) ||
+            !json_is_object(json_object_get(meta, "metadata")) ||
+            e2b_env_vars_refusal(json_object_get(meta, "envVars"), why, sizeof(why)) ||
+            !json_is_object(json_object_get(meta, "envVars")) || !json_is_object(lim) ||
+            e2b_find_any(id)) {
+                log_warn("paused sandbox %s: its meta.json is not a paused sandbox's; left as it "
+                         "is",
+                         id);
+                free(s);
+                return;
+        }
+        s->metadata = json_incref(json_object_get(meta, "metadata"));
+        s->env = json_incref(json_object_get(meta, "envVars"));
+        s->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
+        s->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
+        s->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
+        s->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        s->lifetime = json_number_value(json_object_get(meta, "lifetime"));
+        if (s->lifetime <= 0)
+                s->lifetime = 300;
+        s->on_timeout_pause = json_is_true(json_object_get(meta, "onTimeoutPause"));
+        s->spec = e2b_template_spec(s->template_id);
+        if (!s->spec)
+                log_warn("paused sandbox %s: template '%s' is not served now; it cannot resume", id,
+                         s->template_id);
+        s->end_at = time(NULL);
+        s->ready = true;
+        s->phase = E2B_PAUSED;
+        s->next = sandboxes;
+        sandboxes = s;
+        (*count)++;
+}
+
+void e2b_load_paused(void)
+{
+        int count = 0;
+
+        pause_load_all(on_paused_found, &count);
+        if (count)
+                log_info("%d paused e2b sandbox%s found in the state directory", count,
+                         count == 1 ? "" : "es");
+}
+
+/* Answers r (a create, a resume or a connect that resumed) with s's
+ * model: now, or once its sudo service listens. */
+void e2b_reply_created(struct e2b_sandbox *s, struct http_request *r)
+{
+        if (s->sudo == E2B_SUDO_STARTING) {
+                pending_set(s, r);
+                s->pending_created = true;
+                return;
+        }
+        http_reply_json(r, 201, e2b_created_json(s));
+}
+
+static void on_sudo(struct e2b_sandbox *s)
+{
+        struct http_request *r;
+
+        if (!s->pending_created)
+                return;
+        s->pending_created = false;
+        r = pending_take(s);
+        if (r)
+                http_reply_json(r, 201, e2b_created_json(s));
+}
+
+/* The sandbox's sudo service, on its box just made. */
+void e2b_start_sudo(struct e2b_sandbox *s)
+{
+        if (s->box && strcmp(config_get()->sandbox, "none") != 0)
+                e2b_sudo_start(s, on_sudo);
+        else
+                s->sudo = E2B_SUDO_NONE; /* --sandbox=none: no root of its own */
+}
