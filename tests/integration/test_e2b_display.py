@@ -18,7 +18,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_PATH = os.path.join(HERE, "..", "..", "gateway", "e2b_display.py")
+SOURCE_PATH = os.path.join(HERE, "..", "..", "gateway", "e2b", "display.py")
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
