@@ -620,7 +620,7 @@ int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
         return start(spec, env, limits, NULL, false, id, w, out);
 }
 
-/* ---- the warm pool's kernels_head --------------------------------------------- */
+/* ---- the warm pool's kernels --------------------------------------------- */
 
 int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, struct waiter *w,
                         struct kernel **out)
@@ -782,7 +782,7 @@ void kernel_shutdown(struct kernel *k, struct waiter *w)
 
 static lws_sorted_usec_list_t cull_timer;
 
-/* Shuts down kernels_head idle for --cull-idle-timeout, sparing connected and
+/* Shuts down kernels idle for --cull-idle-timeout, sparing connected and
  * busy ones unless told otherwise. */
 static void on_cull(lws_sorted_usec_list_t *sul)
 {

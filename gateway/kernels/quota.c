@@ -40,7 +40,7 @@ void kernels_usage(const char *owner, struct tenant_usage *out)
                         continue;
                 out->kernels++;
                 /* A shared sandbox's limits are the sandbox's: counted
-                 * with the first of its kernels_head in the list only. */
+                 * with the first of its kernels in the list only. */
                 for (struct kernel *o = kernels_head; k->sandbox && o != k; o = o->next)
                         counted |= o->sandbox == k->sandbox && held_by(o, owner);
                 if (!counted) {
@@ -48,7 +48,7 @@ void kernels_usage(const char *owner, struct tenant_usage *out)
                         out->cpu_millicores += k->limits.cpu_millis;
                 }
         }
-        /* What the families hold beside kernels_head (a terminal's own sandbox
+        /* What the families hold beside kernels (a terminal's own sandbox
          * holds memory and CPU as a kernel's does). */
         for (size_t i = 0; i < nholders; i++)
                 holders[i](owner, &out->memory_mb, &out->cpu_millicores);
@@ -96,7 +96,7 @@ static int quota_check(const struct hostmsg_limits *limits, const struct sandbox
         }
         if (one_more_kernel && key->max_kernels != KEYS_NO_QUOTA &&
             u.kernels + 1 > key->max_kernels)
-                over = "kernels_head";
+                over = "kernels";
         else if (key->max_memory_mb != KEYS_NO_QUOTA && u.memory_mb + memory > key->max_memory_mb)
                 over = "memory";
         else if (key->max_cpu_millicores != KEYS_NO_QUOTA &&
@@ -106,9 +106,9 @@ static int quota_check(const struct hostmsg_limits *limits, const struct sandbox
                 return 0;
         *why = json_pack("{s:s++, s:s, s:s, s:{s:o, s:o, s:o}, s:{s:I, s:I, s:I}, s:{s:I, s:I}}",
                          "message", "Quota of key \"", key->name, "\" reached", "reason", "quota",
-                         "exceeded", over, "quota", "kernels_head", quota_value(key->max_kernels),
+                         "exceeded", over, "quota", "kernels", quota_value(key->max_kernels),
                          "memory_mb", quota_value(key->max_memory_mb), "cpu_millicores",
-                         quota_value(key->max_cpu_millicores), "holding", "kernels_head",
+                         quota_value(key->max_cpu_millicores), "holding", "kernels",
                          (json_int_t)u.kernels, "memory_mb", (json_int_t)u.memory_mb,
                          "cpu_millicores", (json_int_t)u.cpu_millicores, "asked", "memory_mb",
                          (json_int_t)memory, "cpu_millicores", (json_int_t)cpu);
