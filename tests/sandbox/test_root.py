@@ -322,10 +322,14 @@ def test_files_api_gets_no_more_than_its_user_has(gateway, box):
             raw=b"\x90" * 16, token="",
             headers=dict(envd_headers(box), **{"Content-Type": "application/octet-stream"}))
         assert status in (403, 404), (status, body)
-        # Positive control: what every process may read opens (a /proc
-        # file's size is 0, so the answer is empty: the open is the point).
+        # Positive control: what every process may read opens and reads
+        # (to its end: a /proc file's size says 0).
         for user in ("user", "root"):
-            assert get(f"/proc/{pid}/cmdline", user)[0] == 200
+            q = urllib.parse.urlencode({"path": f"/proc/{pid}/cmdline", "username": user})
+            req = urllib.request.Request(gateway.base + "/e2b/files?" + q,
+                                         headers=envd_headers(box))
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                assert (resp.status, resp.read()) == (200, b"sleep\x00600\x00")
     finally:
         sh(gateway, box, f"kill {pid}", auth=None)
 
