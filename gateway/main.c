@@ -29,6 +29,7 @@
 #include "gateway/core/server.h"
 #include "gateway/kernels/specs.h"
 #include "gateway/kernels/templates.h"
+#include "gateway/kernels/volumes.h"
 #include "gateway/core/tenants.h"
 #include "gateway/kernels/zio.h"
 #include "protocol/buf.h"
@@ -645,7 +646,7 @@ int main(int argc, char **argv)
         }
         if (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0 ||
             page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
-            builds_init(&gw.cfg) < 0)
+            builds_init(&gw.cfg) < 0 || volumes_init(&gw.cfg) < 0)
                 goto out;
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&
@@ -680,6 +681,7 @@ int main(int argc, char **argv)
          * connect. */
         e2b_load_paused();
         kernel_pause_load();
+        volumes_open_all();
         if (kept) {
                 keep_adopt(kept);
                 /* From here each kernel has its own --keep-grace timer. */
@@ -722,6 +724,7 @@ out:
         remove_runtime_dir();
         specs_free();
         builds_free();
+        volumes_free();
         templates_free();
         jp_kernelspec_list_free(&gw.specs);
         tenants_free();

@@ -108,7 +108,7 @@ int homedisk_create(unsigned long long size_mb, uid_t uid, gid_t gid, int *mount
                 goto out;
         }
         *step = "home mkfs";
-        rc = loopfs_format(image, "home");
+        rc = loopfs_format(image, "home", false);
         if (rc < 0)
                 goto out;
         *step = "home loop device";

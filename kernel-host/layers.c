@@ -158,7 +158,7 @@ int layers_create(const char *id, unsigned long long size_mb, int *mount_fd, con
                 goto out;
         }
         *step = "layer mkfs";
-        rc = loopfs_format(image, "layer");
+        rc = loopfs_format(image, "layer", false);
         if (rc < 0)
                 goto out;
         *step = "layer loop device";

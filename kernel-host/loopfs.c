@@ -2,6 +2,7 @@
 
 #include "kernel-host/loopfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,15 +19,16 @@
 #define MKFS_FD       3
 #define LOOP_ATTEMPTS 16 /* another process may take the free device we were given */
 
-/* mkfs reads the image as /proc/self/fd/3. No journal (a home ends with
- * its sandbox, a layer is written once by its build and then sealed
- * read-only: a crash loses nothing worth replaying), no room kept for
+/* mkfs reads the image as /proc/self/fd/3. No journal unless asked (a
+ * home ends with its sandbox, a layer is written once by its build and
+ * then sealed read-only: a crash loses nothing worth replaying; a volume
+ * outlives its sandboxes and has one), no room kept for
  * growing it, no reserved blocks, 4 KiB blocks and an inode per 16 KiB
  * even when small: of a 64 MiB image 62 MiB are usable, of 1 GiB
  * 992 MiB. Inode tables are left to read as the zeroes a sparse file
  * holds (mounted with noinit_itable), so formatting writes only a few
  * MiB. */
-int loopfs_format(int image_fd, const char *label)
+int loopfs_format(int image_fd, const char *label, bool journal)
 {
         char *argv[] = {(char *)LOOPFS_MKFS,
                         (char *)"-q",
@@ -33,7 +36,7 @@ int loopfs_format(int image_fd, const char *label)
                         (char *)"-m",
                         (char *)"0",
                         (char *)"-O",
-                        (char *)"^has_journal,^resize_inode",
+                        (char *)(journal ? "^resize_inode" : "^has_journal,^resize_inode"),
                         (char *)"-T",
                         (char *)"default",
                         (char *)"-E",
@@ -133,3 +136,37 @@ int loopfs_mount(const char *device, bool read_only, int *mount_fd)
         return rc;
 }
 
+
+int loopfs_find(int image_fd, char *name, size_t size)
+{
+        struct loop_info64 info;
+        struct stat st;
+        char path[32];
+        DIR *dir;
+        struct dirent *e;
+        int rc = -ENOENT;
+
+        if (fstat(image_fd, &st) < 0)
+                return -errno;
+        dir = opendir("/sys/block");
+        if (!dir)
+                return -errno;
+        while (rc == -ENOENT && (e = readdir(dir))) {
+                int fd;
+
+                if (strncmp(e->d_name, "loop", 4) != 0 || !e->d_name[4])
+                        continue;
+                snprintf(path, sizeof(path), "/dev/%s", e->d_name);
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+                if (fd < 0)
+                        continue;
+                if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && info.lo_device == st.st_dev &&
+                    info.lo_inode == st.st_ino) {
+                        snprintf(name, size, "%s", path);
+                        rc = 0;
+                }
+                close(fd);
+        }
+        closedir(dir);
+        return rc;
+}

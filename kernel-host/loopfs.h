@@ -1,6 +1,6 @@
 /* ext4 filesystems in image files on loop devices, made and mounted by
- * the kernel-host (root): disk-backed homes (homedisk.h) and template
- * layers (layers.h). */
+ * the kernel-host (root): disk-backed homes (homedisk.h), template layers
+ * (layers.h) and volumes (volumes.h). */
 #ifndef GLOVEBOX_LOOPFS_H
 #define GLOVEBOX_LOOPFS_H
 
@@ -9,9 +9,14 @@
 
 #define LOOPFS_MKFS "/sbin/mkfs.ext4"
 
-/* Formats the image open at image_fd as ext4, labelled label (mkfs.ext4
- * reads it through /proc/self/fd: it needs no name). 0 or -errno. */
-int loopfs_format(int image_fd, const char *label);
+/* Formats the image open at image_fd as ext4, labelled label, with a
+ * journal when journal (mkfs.ext4 reads it through /proc/self/fd: it needs
+ * no name). 0 or -errno. */
+int loopfs_format(int image_fd, const char *label, bool journal);
+/* The loop device the image open at image_fd is attached to already (a
+ * mount of it outlived whoever attached it), its path in name: 0, or
+ * -ENOENT when there is none. */
+int loopfs_find(int image_fd, char *name, size_t size);
 /* Binds image_fd to a free loop device (read-only when read_only) that
  * clears itself when its last user goes; direct I/O where the image's
  * filesystem allows it. *loop_fd (the caller's) and its path in name.

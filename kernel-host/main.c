@@ -14,6 +14,7 @@
 #include "kernel-host/cgroup.h"
 #include "kernel-host/homedisk.h"
 #include "kernel-host/layers.h"
+#include "kernel-host/volumes.h"
 #include "kernel-host/leftovers.h"
 #include "kernel-host/net.h"
 #include "kernel-host/ports.h"
@@ -180,6 +181,48 @@ static void handle_layer_delete(json_t *body)
         layers_delete(req.id);
 }
 
+/* Opens (size_mb: makes first) a volume and answers with its root. */
+static void handle_volume_open(json_t *body)
+{
+        struct hostmsg_volume req;
+        struct hostmsg_connected m = {0};
+        const char *step = "request";
+        json_t *answer;
+        int fd = -1, rc;
+
+        if (hostmsg_volume_decode(body, &req) < 0) {
+                if (hostmsg_request_id(body, "id", m.id) < 0) {
+                        log_error("malformed volume request without an id dropped");
+                        return;
+                }
+                rc = -EINVAL;
+        } else {
+                snprintf(m.id, sizeof(m.id), "%s", req.id);
+                rc = volumes_open(req.volume_id, req.size_mb, &fd, &step);
+                if (rc < 0)
+                        log_warn("volume %.8s: %s: %s", req.volume_id, step, strerror(-rc));
+        }
+        m.error = rc < 0 ? -rc : 0;
+        answer = hostmsg_connected_encode(&m);
+        if (!answer || hostmsg_send(host.link, HOSTMSG_VOLUME_OPENED, answer, fd >= 0 ? &fd : NULL,
+                                    fd >= 0 ? 1 : 0) < 0)
+                log_warn("cannot answer a volume request to the gateway");
+        json_decref(answer);
+        if (fd >= 0)
+                close(fd);
+}
+
+static void handle_volume_delete(json_t *body)
+{
+        struct hostmsg_volume req;
+
+        if (hostmsg_volume_decode(body, &req) < 0) {
+                log_error("malformed volume request dropped");
+                return;
+        }
+        volumes_delete(req.volume_id);
+}
+
 static void handle_connect(json_t *body)
 {
         struct hostmsg_connect req;
@@ -227,6 +270,12 @@ static void handle_link(void)
                 case HOSTMSG_LAYER_DELETE:
                         handle_layer_delete(body);
                         break;
+                case HOSTMSG_VOLUME_OPEN:
+                        handle_volume_open(body);
+                        break;
+                case HOSTMSG_VOLUME_DELETE:
+                        handle_volume_delete(body);
+                        break;
                 case HOSTMSG_SANDBOX_DESTROY:
                 case HOSTMSG_SIGNAL:
                 case HOSTMSG_STOP:
@@ -259,7 +308,7 @@ static void usage(void)
 {
         fprintf(stderr, "usage: glovebox-kernel-host --runtime-dir DIR [--fd N] "
                         "[--log-level LEVEL] [--home-disk-dir STATE_DIR]\n"
-                        "                            [--layers-dir DIR]\n"
+                        "                            [--layers-dir DIR] [--volumes-dir DIR]\n"
                         "                            [--zygote NAME:MODULE,...]...\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
@@ -271,6 +320,7 @@ int main(int argc, char **argv)
         const char *runtime_dir = NULL;
         const char *home_disk_dir = NULL;
         const char *layers_dir = NULL;
+        const char *volumes_dir = NULL;
         const char *zygote_specs[8];
         size_t nzygote_specs = 0;
         sigset_t mask;
@@ -297,6 +347,8 @@ int main(int argc, char **argv)
                         home_disk_dir = argv[++i];
                 } else if (strcmp(argv[i], "--layers-dir") == 0 && i + 1 < argc) {
                         layers_dir = argv[++i];
+                } else if (strcmp(argv[i], "--volumes-dir") == 0 && i + 1 < argc) {
+                        volumes_dir = argv[++i];
                 } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
                            nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
                         zygote_specs[nzygote_specs++] = argv[++i];
@@ -343,6 +395,9 @@ int main(int argc, char **argv)
         /* Without them only template builds are off (logged). */
         if (layers_dir && geteuid() == 0)
                 layers_init(layers_dir);
+        /* Without them only volumes are off (logged). */
+        if (volumes_dir && geteuid() == 0)
+                volumes_init(volumes_dir);
         say_hello();
         /* Before the first sandbox: a predecessor's directories would be in
          * the way of ours. */

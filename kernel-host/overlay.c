@@ -87,12 +87,12 @@ int overlay_idmap(int mount_fd, pid_t sandbox_pid, bool read_only)
 #define GO_LOWER 1
 #define GO_HOME  2
 #define GO_BUILD 4
-#define GO_MAX_FDS (3 + OVERLAY_MAX_LAYERS)
+#define GO_MAX_FDS (3 + OVERLAY_MAX_LAYERS + OVERLAY_MAX_VOLUMES)
 
 int overlay_send_go(int sock, const struct overlay_fds *fds)
 {
         char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
-        char go[3] = {'g', 0, 0};
+        char go[4] = {'g', 0, 0, 0};
         struct iovec iov = {go, sizeof(go)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         struct cmsghdr *cmsg;
@@ -100,7 +100,7 @@ int overlay_send_go(int sock, const struct overlay_fds *fds)
         size_t nfds = 0;
         ssize_t n;
 
-        if (fds->nlayers > OVERLAY_MAX_LAYERS)
+        if (fds->nlayers > OVERLAY_MAX_LAYERS || fds->nvolumes > OVERLAY_MAX_VOLUMES)
                 return -E2BIG;
         if (fds->lower >= 0) {
                 list[nfds++] = fds->lower;
@@ -117,6 +117,9 @@ int overlay_send_go(int sock, const struct overlay_fds *fds)
         for (size_t i = 0; i < fds->nlayers; i++)
                 list[nfds++] = fds->layers[i];
         go[2] = (char)fds->nlayers;
+        for (size_t i = 0; i < fds->nvolumes; i++)
+                list[nfds++] = fds->volumes[i];
+        go[3] = (char)fds->nvolumes;
         if (nfds > 0) {
                 memset(cbuf, 0, sizeof(cbuf));
                 msg.msg_control = cbuf;
@@ -139,17 +142,20 @@ void overlay_fds_init(struct overlay_fds *fds)
         fds->nlayers = 0;
         for (size_t i = 0; i < OVERLAY_MAX_LAYERS; i++)
                 fds->layers[i] = -1;
+        fds->nvolumes = 0;
+        for (size_t i = 0; i < OVERLAY_MAX_VOLUMES; i++)
+                fds->volumes[i] = -1;
 }
 
 int overlay_recv_go(int sock, struct overlay_fds *fds)
 {
         char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
-        char go[3];
+        char go[4];
         struct iovec iov = {go, sizeof(go)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         struct cmsghdr *cmsg;
         int list[GO_MAX_FDS];
-        size_t nfds = 0, next = 0, want;
+        size_t nfds = 0, next = 0, want, want_volumes;
         ssize_t n;
 
         overlay_fds_init(fds);
@@ -169,7 +175,8 @@ int overlay_recv_go(int sock, struct overlay_fds *fds)
                 }
         }
         want = (size_t)(unsigned char)go[2];
-        if (want > OVERLAY_MAX_LAYERS)
+        want_volumes = (size_t)(unsigned char)go[3];
+        if (want > OVERLAY_MAX_LAYERS || want_volumes > OVERLAY_MAX_VOLUMES)
                 return -1;
         if ((go[1] & GO_LOWER) && next < nfds)
                 fds->lower = list[next++];
@@ -179,5 +186,7 @@ int overlay_recv_go(int sock, struct overlay_fds *fds)
                 fds->build = list[next++];
         for (size_t i = 0; i < want && next < nfds; i++)
                 fds->layers[fds->nlayers++] = list[next++];
+        for (size_t i = 0; i < want_volumes && next < nfds; i++)
+                fds->volumes[fds->nvolumes++] = list[next++];
         return 0;
 }

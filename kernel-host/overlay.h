@@ -33,16 +33,23 @@ int overlay_lower_open(const char *tree, pid_t sandbox_pid, int *fd_out, bool *i
  * when read_only. 0 or -errno. */
 int overlay_idmap(int mount_fd, pid_t sandbox_pid, bool read_only);
 
-#define OVERLAY_MAX_LAYERS 16 /* HOSTMSG_MAX_LAYERS */
+#define OVERLAY_MAX_LAYERS  16 /* HOSTMSG_MAX_LAYERS */
+#define OVERLAY_MAX_VOLUMES 8  /* HOSTMSG_MAX_VOLUMES */
 
 /* The detached mounts a sandbox's first process attaches (-1: none): a
  * template's tree or the host's /usr (lower), a disk-backed home
  * (homedisk.h), a build's new layer and a built template's layers, top
- * first (layers.h). */
+ * first (layers.h), and volumes (volumes.h) in the order of their paths
+ * (rootfs.h). */
 struct overlay_fds {
         int lower, home, build;
         int layers[OVERLAY_MAX_LAYERS];
         size_t nlayers;
+        int volumes[OVERLAY_MAX_VOLUMES];
+        size_t nvolumes;
+        /* where each volume goes (the kernel-host's side only: the plan
+         * has them; not sent) */
+        const char *volume_paths[OVERLAY_MAX_VOLUMES];
 };
 
 void overlay_fds_init(struct overlay_fds *fds);

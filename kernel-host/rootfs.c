@@ -828,6 +828,19 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                                                      ? HOST_POINT | HOST_BIND
                                                      : HOST_BIND);
         }
+        /* Volumes, last: nothing above hides them, and one below /tmp or
+         * the home lands on that filesystem. */
+        for (size_t i = 0; rc == 0 && i < params->nvolumes && i < OVERLAY_MAX_VOLUMES; i++) {
+                char step[64];
+
+                snprintf(step, sizeof(step), "volume at %.40s", params->volume_paths[i]);
+                rc = add_parents(p, params->volume_paths[i]);
+                if (rc == 0)
+                        rc = add_op(p, OP_DIR, params->volume_paths[i], NULL, NULL, 0, 0, step);
+                if (rc == 0)
+                        rc = add_op(p, OP_ATTACH, params->volume_paths[i], NULL, NULL,
+                                    ATTACH_VOLUME + i, 0, step);
+        }
         /* The host's sudo program, read-only and nosuid like all of /usr;
          * over the finished root, as a bind in an overlay's lower layer
          * would not show through it. */

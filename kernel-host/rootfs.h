@@ -60,6 +60,10 @@ struct rootfs_params {
         /* A build: its new layer comes as a detached mount and takes every
          * write to the root (and /usr), home included. */
         bool build_by_fd;
+        /* Volumes (volumes.h) come as detached mounts, attached last at
+         * these paths (hostmsg_volume_path_valid's), made where missing. */
+        const char *const *volume_paths;
+        size_t nvolumes;
 };
 
 /* Whether the kernel has overlayfs (asked once, loading its module when

@@ -45,7 +45,9 @@ static int attached_fd(const struct overlay_fds *mounts, unsigned long which)
                 return mounts->home;
         if (which == ATTACH_BUILD)
                 return mounts->build;
-        if (which >= ATTACH_LAYER && which - ATTACH_LAYER < mounts->nlayers)
+        if (which >= ATTACH_VOLUME && which - ATTACH_VOLUME < mounts->nvolumes)
+                return mounts->volumes[which - ATTACH_VOLUME];
+        if (which >= ATTACH_LAYER && which < ATTACH_VOLUME && which - ATTACH_LAYER < mounts->nlayers)
                 return mounts->layers[which - ATTACH_LAYER];
         return -1;
 }

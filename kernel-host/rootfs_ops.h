@@ -25,6 +25,7 @@ enum op_kind {
 #define ATTACH_HOME  1ul  /* a disk-backed /home/user */
 #define ATTACH_BUILD 2ul  /* a build's new layer */
 #define ATTACH_LAYER 16ul /* + i: a built template's layer i */
+#define ATTACH_VOLUME 64ul /* + i: volume i */
 
 #define OP_WRITABLE   1u /* bind stays writable */
 #define OP_KEEP_FLAGS 2u /* bind keeps its source's flags (device nodes) */

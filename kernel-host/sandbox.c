@@ -315,6 +315,8 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 .overlay = overlay,
                 .nlayers = given->nlayers,
                 .build_by_fd = given->build >= 0,
+                .volume_paths = given->volume_paths,
+                .nvolumes = given->nvolumes,
         };
         struct overlay_fds mounts = *given;
         struct create_args args = {NULL, root_dir, ids};
@@ -403,6 +405,13 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 rc = overlay_idmap(mounts.build, pid, false);
         if (rc < 0) {
                 fail_set(fail, "template layers", -rc);
+                goto kill;
+        }
+        /* A volume's files are owned as every sandbox sees them. */
+        for (size_t i = 0; rc == 0 && i < mounts.nvolumes; i++)
+                rc = overlay_idmap(mounts.volumes[i], pid, false);
+        if (rc < 0) {
+                fail_set(fail, "volumes", -rc);
                 goto kill;
         }
         if ((mounts.nlayers > 0 || mounts.build >= 0) && !overlay) {

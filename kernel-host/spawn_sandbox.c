@@ -7,6 +7,7 @@
 #include "kernel-host/tcp_bridge.h"
 #include "kernel-host/homedisk.h"
 #include "kernel-host/layers.h"
+#include "kernel-host/volumes.h"
 #include "protocol/log.h"
 #include "protocol/tree.h"
 
@@ -78,6 +79,8 @@ static void close_mounts(struct overlay_fds *mounts)
                 close(mounts->build);
         for (size_t i = 0; i < mounts->nlayers; i++)
                 close(mounts->layers[i]);
+        for (size_t i = 0; i < mounts->nvolumes; i++)
+                close(mounts->volumes[i]);
         overlay_fds_init(mounts);
 }
 
@@ -123,6 +126,25 @@ static int open_mounts(struct box *b, const struct hostmsg_sandbox *req,
                         return rc;
                 }
                 snprintf(b->build_layer, sizeof(b->build_layer), "%s", req->build_layer);
+        }
+        if (req->volumes && req->volumes[0] && (!ids->privileged || !volumes_enabled())) {
+                spawn_fail_set(fail, b->id, "volumes", ENODEV,
+                               "volumes need a kernel-host running as root with a state directory");
+                return -ENODEV;
+        }
+        for (size_t i = 0; req->volumes && req->volumes[i] && i < OVERLAY_MAX_VOLUMES; i++) {
+                char id[JP_UUID_SIZE];
+                const char *path;
+
+                if (!hostmsg_volume_mount_split(req->volumes[i], id, &path))
+                        return -EINVAL;
+                rc = volumes_mount(id, &mounts->volumes[i]);
+                if (rc < 0) {
+                        spawn_fail_set(fail, b->id, "volume", -rc, NULL);
+                        return rc;
+                }
+                mounts->volume_paths[i] = path;
+                mounts->nvolumes++;
         }
         return 0;
 }

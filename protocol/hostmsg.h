@@ -58,6 +58,10 @@ enum hostmsg_type {
         HOSTMSG_STOP = 5,            /* struct hostmsg_signal: kill the process now */
         HOSTMSG_CONNECT = 6,         /* struct hostmsg_connect: a TCP connection into a sandbox */
         HOSTMSG_LAYER_DELETE = 7,    /* struct hostmsg_layer: a template layer's image goes */
+        /* struct hostmsg_volume: a volume's filesystem, made first when
+         * size_mb is not 0; answered by VOLUME_OPENED */
+        HOSTMSG_VOLUME_OPEN = 8,
+        HOSTMSG_VOLUME_DELETE = 9, /* struct hostmsg_volume: its image goes */
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
@@ -70,6 +74,9 @@ enum hostmsg_type {
         /* struct hostmsg_layer: a build's sandbox is gone and its layer
          * read-only (error 0), ready for templates; or why not */
         HOSTMSG_LAYER_SEALED = 108,
+        /* struct hostmsg_connected: error 0 and the volume's root directory
+         * (O_PATH) comes along, or an errno */
+        HOSTMSG_VOLUME_OPENED = 109,
 };
 
 /* a command's stdin (write end), stdout, stderr (read ends); or a
@@ -128,9 +135,21 @@ struct hostmsg_sandbox {
          * for none. */
         char build_layer[JP_UUID_SIZE];
         uint64_t build_layer_mb;
+        /* Volumes (kernel-host/volumes.h) mounted read-write: "UUID:/path",
+         * the path absolute and plain (hostmsg_volume_mount_valid).
+         * NULL-terminated, at most HOSTMSG_MAX_VOLUMES; owned after
+         * decoding; NULL: none. */
+        char **volumes;
 };
 
-#define HOSTMSG_MAX_LAYERS 16
+#define HOSTMSG_MAX_LAYERS  16
+#define HOSTMSG_MAX_VOLUMES 8
+
+struct hostmsg_volume {
+        char id[JP_UUID_SIZE];        /* the request's, named again in the answer */
+        char volume_id[JP_UUID_SIZE]; /* names its image */
+        uint64_t size_mb;             /* OPEN: 0 opens an existing one; else made first */
+};
 
 struct hostmsg_layer {
         char id[JP_UUID_SIZE];
@@ -270,5 +289,15 @@ json_t *hostmsg_exit_encode(const struct hostmsg_exit *m);
 int hostmsg_exit_decode(json_t *body, struct hostmsg_exit *m);
 json_t *hostmsg_layer_encode(const struct hostmsg_layer *m);
 int hostmsg_layer_decode(json_t *body, struct hostmsg_layer *m);
+json_t *hostmsg_volume_encode(const struct hostmsg_volume *m);
+int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m);
+/* A volume's mount point: absolute, at most 255 bytes, of components that
+ * are neither "." nor "..", not "/" itself and not in what every sandbox
+ * has of its own (/proc, /dev, /sys, /run, /etc, /usr, /bin, /sbin,
+ * /lib*, /opt/glovebox, /tmp and /home/user themselves). */
+bool hostmsg_volume_path_valid(const char *path);
+/* "UUID:/path" with a valid path: the id into id (JP_UUID_SIZE), the path
+ * into *path (pointing into mount). */
+bool hostmsg_volume_mount_split(const char *mount, char *id, const char **path);
 
 #endif

@@ -254,6 +254,8 @@ json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
                 json_object_set_new(body, "build_layer_mb",
                                     json_integer((json_int_t)m->build_layer_mb));
         }
+        if (body && m->volumes && m->volumes[0])
+                json_object_set_new(body, "volumes", strv_encode(m->volumes));
         return body;
 }
 
@@ -311,6 +313,16 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
                         rc = get_int(body, "build_layer_mb", 1, 1ll << 30, &mb);
                 m->build_layer_mb = (uint64_t)mb;
         }
+        if (rc == 0 && json_object_get(body, "volumes"))
+                rc = strv_decode(json_object_get(body, "volumes"), HOSTMSG_MAX_VOLUMES, 0,
+                                 &m->volumes);
+        for (size_t i = 0; rc == 0 && m->volumes && m->volumes[i]; i++) {
+                char id[JP_UUID_SIZE];
+                const char *path;
+
+                if (!hostmsg_volume_mount_split(m->volumes[i], id, &path))
+                        rc = -EBADMSG;
+        }
         if (rc < 0) {
                 hostmsg_sandbox_clear(m);
                 return rc;
@@ -323,6 +335,7 @@ void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
 {
         strv_clear(&m->ro_paths);
         strv_clear(&m->layers);
+        strv_clear(&m->volumes);
         strv_clear(&m->network.allow);
         strv_clear(&m->network.deny);
         m->network.enabled = false;
@@ -667,4 +680,70 @@ int hostmsg_layer_decode(json_t *body, struct hostmsg_layer *m)
                 rc = get_int(body, "error", 0, 4095, &error);
         m->error = (int)error;
         return rc;
+}
+
+json_t *hostmsg_volume_encode(const struct hostmsg_volume *m)
+{
+        return json_pack("{s:s, s:s, s:I}", "id", m->id, "volume_id", m->volume_id, "size_mb",
+                         (json_int_t)m->size_mb);
+}
+
+int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m)
+{
+        long long mb = 0;
+        int rc;
+
+        memset(m, 0, sizeof(*m));
+        rc = get_id(body, "id", m->id);
+        if (rc == 0)
+                rc = get_id(body, "volume_id", m->volume_id);
+        if (rc == 0)
+                rc = get_int(body, "size_mb", 0, 1ll << 30, &mb);
+        m->size_mb = (uint64_t)mb;
+        return rc;
+}
+
+/* What every sandbox has of its own: a volume goes beside or below, not on
+ * or in them (below /tmp and /home/user is fine). */
+static const char *const volume_reserved[] = {"/proc", "/dev",  "/sys",  "/run",
+                                              "/etc",  "/usr",  "/bin",  "/sbin",
+                                              "/lib",  "/lib32", "/lib64", "/libx32",
+                                              "/opt/glovebox", NULL};
+
+bool hostmsg_volume_path_valid(const char *path)
+{
+        size_t len = strlen(path);
+
+        if (path[0] != '/' || len < 2 || len > 255 || path[len - 1] == '/' ||
+            strcmp(path, "/tmp") == 0 || strcmp(path, "/home") == 0 ||
+            strcmp(path, "/home/user") == 0 || strpbrk(path, ",:\\\n"))
+                return false;
+        for (const char *c = path; *c;) {
+                size_t n;
+
+                c++; /* the '/' */
+                n = strcspn(c, "/");
+                if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                c += n;
+        }
+        for (size_t i = 0; volume_reserved[i]; i++) {
+                size_t n = strlen(volume_reserved[i]);
+
+                if (strncmp(path, volume_reserved[i], n) == 0 && (path[n] == '/' || !path[n]))
+                        return false;
+        }
+        return true;
+}
+
+bool hostmsg_volume_mount_split(const char *mount, char *id, const char **path)
+{
+        const char *colon = strchr(mount, ':');
+
+        if (!colon || (size_t)(colon - mount) != JP_UUID_SIZE - 1)
+                return false;
+        memcpy(id, mount, JP_UUID_SIZE - 1);
+        id[JP_UUID_SIZE - 1] = '\0';
+        *path = colon + 1;
+        return jp_uuid_valid(id, strlen(id)) && hostmsg_volume_path_valid(*path);
 }

@@ -20,6 +20,29 @@ void jp_strv_free(char **v)
         free(v);
 }
 
+int jp_strv_dup(char *const *v, char ***out)
+{
+        size_t n = 0;
+
+        *out = NULL;
+        if (!v)
+                return 0;
+        while (v[n])
+                n++;
+        *out = calloc(n + 1, sizeof(char *));
+        if (!*out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                (*out)[i] = strdup(v[i]);
+                if (!(*out)[i]) {
+                        jp_strv_free(*out);
+                        *out = NULL;
+                        return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
 bool jp_strv_contains(const char *const *v, const char *s)
 {
         for (; v && *v; v++) {

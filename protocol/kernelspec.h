@@ -44,6 +44,8 @@ struct jp_kernelspec_list {
  * Returns a NULL-terminated array the caller frees with jp_strv_free. */
 char **jp_kernelspec_search_path(const char *extra);
 void jp_strv_free(char **v);
+/* A copy of the NULL-terminated v into *out (NULL for NULL). 0 or -ENOMEM. */
+int jp_strv_dup(char *const *v, char ***out);
 /* Whether the NULL-terminated v holds s. */
 bool jp_strv_contains(const char *const *v, const char *s);
 

@@ -128,6 +128,12 @@ static const struct option_def options[] = {
         OPT("template-quota-mb", OPT_INT, template_quota_mb, "N", 0, 1LL << 30, "20480",
             "disk one key's built templates take at most (their layers, as written; a build "
             "running counts its whole room); past it a build is refused (429)"),
+        OPT("volume-size-mb", OPT_INT, volume_size_mb, "N", 16, 1 << 24, "1024",
+            "size of one volume (E2B's Volume, a kernel's \"volumes\"): an ext4 image under "
+            "--state-dir, sparse, so the disk holds what is written, at most this"),
+        OPT("volume-quota-mb", OPT_INT, volume_quota_mb, "N", 0, 1LL << 30, "10240",
+            "what one key's volumes together may hold at most (their sizes); past it a new one "
+            "is refused (429)"),
         OPT("template-upload-max-mb", OPT_INT, template_upload_max_mb, "N", 1, 1 << 20, "1024",
             "disk one key's uploaded files to copy (Template.copy) take at most"),
         OPT("template-build-timeout", OPT_DOUBLE, template_build_timeout, "S", 10, 1e6, "1800",

@@ -50,6 +50,8 @@ struct config {
         /* template builds (gateway/e2b/builds.h) */
         char **template_image;          /* "IMAGE=TEMPLATE": a build's base image */
         int64_t template_build_disk_mb; /* a build's new layer */
+        int64_t volume_size_mb;         /* one volume's image */
+        int64_t volume_quota_mb;        /* per tenant, of volumes' sizes */
         int64_t template_quota_mb;      /* a tenant's built templates on disk */
         int64_t template_upload_max_mb; /* a tenant's uploaded files to copy */
         double template_build_timeout;

@@ -658,11 +658,12 @@ const struct jp_kernelspec *builds_kernel(const struct build *b)
 }
 
 int builds_sandbox_new(const struct build *b, const struct hostmsg_limits *limits,
-                       const struct hostmsg_network *network, struct sandbox **out)
+                       const struct hostmsg_network *network, char *const *volumes,
+                       struct sandbox **out)
 {
         const struct jp_kernelspec *spec = builds_kernel(b);
         char *ids[HOSTMSG_MAX_LAYERS + 1] = {NULL};
-        struct sandbox_layers layers = {.ids = ids};
+        struct sandbox_layers layers = {.ids = ids, .volumes = volumes};
         size_t i;
         json_t *v;
 

@@ -59,10 +59,11 @@ bool builds_handle(struct http_request *r, const char *route);
 const struct build *builds_find(const char *name);
 /* The base's kernelspec for sandboxes of b. */
 const struct jp_kernelspec *builds_kernel(const struct build *b);
-/* Asks for a sandbox of b (its layers over its base) with limits and
- * network. As sandbox_new. */
+/* Asks for a sandbox of b (its layers over its base) with limits,
+ * network and volumes ("UUID:/path", NULL: none). As sandbox_new. */
 int builds_sandbox_new(const struct build *b, const struct hostmsg_limits *limits,
-                       const struct hostmsg_network *network, struct sandbox **out);
+                       const struct hostmsg_network *network, char *const *volumes,
+                       struct sandbox **out);
 /* What the template sets for its sandboxes: its env (borrowed), the
  * workdir of its commands ("" for the home), its start command (NULL for
  * none), run as its user (true: root) in its workdir when the sandbox is

@@ -4,6 +4,7 @@
 #include "gateway/e2b/e2b.h"
 #include "gateway/e2b/builds.h"
 #include "gateway/e2b/e2b_internal.h"
+#include "gateway/e2b/volumes.h"
 #include "gateway/e2b/list.h"
 #include "gateway/e2b/metrics.h"
 #include "gateway/e2b/sandbox.h"
@@ -247,9 +248,9 @@ out:
  * top-level routes, and the actions on a sandbox. */
 static const char *lacking_route(const char *route)
 {
-        static const char *const routes[] = {"snapshots",     "volumes",
-                                             "sandboxes/metrics", "v2/sandboxes/metrics", "teams",
-                                             "access-tokens", "api-keys"};
+        static const char *const routes[] = {"snapshots", "sandboxes/metrics",
+                                             "v2/sandboxes/metrics", "teams", "access-tokens",
+                                             "api-keys"};
 
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
                 size_t n = strlen(routes[i]);
@@ -279,6 +280,8 @@ void e2b_control_plane(struct http_request *r, const char *route)
                 return;
         }
         if (builds_handle(r, route))
+                return;
+        if (e2b_volumes_handle(r, route))
                 return;
         if (lacking_route(route)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", lacking_route(route));

@@ -4,6 +4,7 @@
 #include "gateway/e2b/builds.h"
 #include "gateway/e2b/contexts.h"
 #include "gateway/e2b/e2b_internal.h"
+#include "gateway/kernels/volumes.h"
 #include "gateway/e2b/metrics.h"
 #include "gateway/e2b/sandbox.h"
 #include "gateway/core/fleet.h"
@@ -153,8 +154,6 @@ static const char *create_refusal(json_t *body)
             !(json_is_object(resume) && json_is_false(json_object_get(resume, "enabled"))))
                 return "autoResume.enabled is not supported: a paused Glovebox sandbox resumes "
                        "on connect (Sandbox.connect), not on traffic";
-        if (json_array_size(json_object_get(body, "volumeMounts")) > 0)
-                return "volumeMounts are not supported";
         if (json_object_get(body, "mcp"))
                 return "mcp is not supported";
         return NULL;
@@ -166,6 +165,40 @@ static bool public_traffic_of(json_t *body)
         json_t *v = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
 
         return json_is_boolean(v) ? json_is_true(v) : config_get()->e2b_public_traffic;
+}
+
+/* volumeMounts: [{"name": a volume's name (or id), "path": "/data"}]. */
+static int volume_mounts_e2b(json_t *list, char ***out, char *err, size_t errlen)
+{
+        size_t i, n = 0;
+        json_t *m;
+        int rc = 0;
+
+        *out = NULL;
+        if (!list || json_is_null(list))
+                return 0;
+        if (!json_is_array(list)) {
+                snprintf(err, errlen, "volumeMounts must be an array of {name, path}");
+                return -EINVAL;
+        }
+        json_array_foreach(list, i, m) {
+                const char *name = json_string_value(json_object_get(m, "name"));
+                const char *path = json_string_value(json_object_get(m, "path"));
+
+                if (!name || !path) {
+                        snprintf(err, errlen, "volumeMounts[%zu]: name and path are strings", i);
+                        rc = -EINVAL;
+                } else {
+                        rc = volume_mounts_add(out, &n, path, name, err, errlen);
+                }
+                if (rc < 0)
+                        break;
+        }
+        if (rc < 0) {
+                jp_strv_free(*out);
+                *out = NULL;
+        }
+        return rc < 0 ? -EINVAL : 0;
 }
 
 /* The egress an E2B create asks for, within the operator's policy:
@@ -225,6 +258,7 @@ void e2b_create_sandbox(struct http_request *r)
         struct hostmsg_limits limits;
         struct hostmsg_network net = {0};
         struct e2b_sandbox *s = NULL;
+        char **volumes = NULL;
         struct kernel *pooled;
         json_t *why = NULL;
         char err[512];
@@ -276,6 +310,9 @@ void e2b_create_sandbox(struct http_request *r)
                 e2b_reply_error(r, 400, "%s", err);
         } else if (net.enabled && strcmp(cfg->sandbox, "none") == 0) {
                 e2b_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
+        } else if (volume_mounts_e2b(json_object_get(body, "volumeMounts"), &volumes, err,
+                                     sizeof(err)) < 0) {
+                e2b_reply_error(r, 400, "%s", err);
         } else if (kernels_quota_check(&limits, NULL, &why) < 0) {
                 /* Before the pool too: a pooled kernel counts for the key
                  * that takes it. */
@@ -296,6 +333,8 @@ void e2b_create_sandbox(struct http_request *r)
                         snprintf(s->request_host, sizeof(s->request_host), "%s",
                                  json_string_value(mask));
                 s->metadata = metadata ? json_incref(metadata) : json_object();
+                s->volumes = volumes;
+                volumes = NULL;
                 /* A built template's env, then the sandbox's own. */
                 s->env =
                     e2b_built_of(s) ? json_deep_copy(builds_env(e2b_built_of(s))) : json_object();
@@ -311,7 +350,8 @@ void e2b_create_sandbox(struct http_request *r)
                 s->end_at = time(NULL) + (time_t)ttl;
                 /* Without envVars, the default context can be a pooled
                  * kernel, and the sandbox its sandbox. */
-                pooled = json_object_size(s->env) == 0 && !net.enabled && !e2b_built_of(s)
+                pooled = json_object_size(s->env) == 0 && !net.enabled && !e2b_built_of(s) &&
+                                         !s->volumes
                                  ? pool_take(spec)
                                  : NULL;
                 if (pooled) {
@@ -358,11 +398,13 @@ void e2b_create_sandbox(struct http_request *r)
                 } else {
                         json_decref(s->metadata);
                         json_decref(s->env);
+                        jp_strv_free(s->volumes);
                         free(s);
                         e2b_reply_error(r, 500, "cannot make a sandbox: %s", strerror(-rc));
                 }
         }
 out:
         egress_network_clear(&net);
+        jp_strv_free(volumes);
         json_decref(body);
 }

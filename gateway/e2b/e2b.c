@@ -4,6 +4,7 @@
 #include "gateway/e2b/builds.h"
 #include "gateway/e2b/contexts.h"
 #include "gateway/e2b/e2b_internal.h"
+#include "gateway/e2b/volumes.h"
 #include "gateway/e2b/sandbox.h"
 #include "gateway/core/http.h"
 #include "gateway/core/tenants.h"
@@ -237,6 +238,9 @@ bool e2b_admit(struct http_request *r)
                 return ok;
         if (sandbox_plane(r, port, sizeof(port)))
                 return e2b_sandbox_of(r) != NULL;
+        /* A volume's content: its own token is the credential. */
+        if (e2b_volume_content_route(route_of(r)))
+                return e2b_volume_content_admit(r, route_of(r));
         if (strcmp(r->path, "files") == 0) {
                 e2b_reply_error(r, 401, "missing signature query parameter");
                 return false;
@@ -255,6 +259,10 @@ void e2b_prepare(struct http_request *r)
 
         if (builds_upload_prepare(r, route + strspn(route, "/")))
                 return;
+        if (!sandbox_plane(r, port, sizeof(port)) && e2b_volume_content_route(route)) {
+                e2b_volume_content_prepare(r, route);
+                return;
+        }
         if (!r->e2b_signed[0] &&
             (!sandbox_plane(r, port, sizeof(port)) || strcmp(port, E2B_ENVD_PORT) != 0))
                 return;
@@ -272,7 +280,10 @@ void e2b_handle(struct http_request *r)
         if (builds_upload_handle(r, route))
                 return;
         if (!r->e2b_signed[0] && !sandbox_plane(r, port, sizeof(port))) {
-                e2b_control_plane(r, route);
+                if (e2b_volume_content_route(route))
+                        e2b_volume_content(r, route);
+                else
+                        e2b_control_plane(r, route);
                 return;
         }
         s = e2b_sandbox_of(r);

@@ -131,6 +131,7 @@ void e2b_sandbox_kill(struct e2b_sandbox *s)
         e2b_metrics_clear(&s->metrics);
         json_decref(s->metadata);
         json_decref(s->env);
+        jp_strv_free(s->volumes);
         free(s);
 }
 
@@ -154,7 +155,7 @@ void e2b_set_timeout(struct e2b_sandbox *s, double seconds)
  * the same tenant. */
 static json_t *pause_meta(const struct e2b_sandbox *s)
 {
-        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
+        json_t *meta = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
                          "s:s, s:b, s:b, s:s}",
                          "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner,
                          "token", s->token, "templateID", s->template_id, "metadata", s->metadata,
@@ -163,6 +164,14 @@ static json_t *pause_meta(const struct e2b_sandbox *s)
                          (json_int_t)s->limits.pids, "disk_mb", (json_int_t)s->limits.disk_mb,
                          "lifetime", s->lifetime, "startedAt", s->started_at, "onTimeoutPause",
                          s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+        json_t *volumes = json_array();
+
+        for (size_t i = 0; s->volumes && s->volumes[i]; i++)
+                json_array_append_new(volumes, json_string(s->volumes[i]));
+        if (meta && volumes && json_array_size(volumes))
+                json_object_set(meta, "volumes", volumes);
+        json_decref(volumes);
+        return meta;
 }
 
 /* ctx of a pause job: the sandbox's id, looked up again when the job
@@ -435,12 +444,14 @@ int e2b_box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
 {
         const struct config *cfg = config_get();
         const struct build *b = e2b_built_of(s);
+        const struct sandbox_layers mounts = {.volumes = s->volumes};
         int rc;
 
         if (!b)
-                return templates_sandbox_new(spec, limits, strcmp(cfg->sandbox, "none") != 0, net,
-                                             &s->box);
-        rc = builds_sandbox_new(b, limits, net, &s->box);
+                return templates_sandbox_new_layered(spec, limits,
+                                                     strcmp(cfg->sandbox, "none") != 0, net,
+                                                     &mounts, &s->box);
+        rc = builds_sandbox_new(b, limits, net, s->volumes, &s->box);
         if (rc == 0 && builds_start(b, s->box) < 0)
                 log_warn("sandbox %s: cannot start its template's start command", s->id);
         return rc;
@@ -454,6 +465,30 @@ static bool meta_string(json_t *meta, const char *key, char *out, size_t size)
                 return false;
         memcpy(out, v, strlen(v) + 1);
         return true;
+}
+
+/* The volumes a paused sandbox had mounted (each checked again). */
+static void volumes_of_meta(struct e2b_sandbox *s, json_t *list)
+{
+        size_t i, n = 0;
+        json_t *v;
+
+        json_array_foreach(list, i, v) {
+                const char *entry = json_string_value(v), *path;
+                char id[JP_UUID_SIZE], **grown;
+
+                if (!entry || n >= HOSTMSG_MAX_VOLUMES ||
+                    !hostmsg_volume_mount_split(entry, id, &path))
+                        continue;
+                grown = realloc(s->volumes, (n + 2) * sizeof(char *));
+                if (!grown)
+                        return;
+                s->volumes = grown;
+                grown[n] = strdup(entry);
+                grown[n + 1] = NULL;
+                if (grown[n])
+                        n++;
+        }
 }
 
 static void on_paused_found(void *ctx, const char *id, json_t *meta)
@@ -496,6 +531,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
         if (s->lifetime <= 0)
                 s->lifetime = 300;
         s->on_timeout_pause = json_is_true(json_object_get(meta, "onTimeoutPause"));
+        volumes_of_meta(s, json_object_get(meta, "volumes"));
         s->spec = e2b_template_spec(s->template_id);
         if (!s->spec)
                 log_warn("paused sandbox %s: template '%s' is not served now; it cannot resume", id,

@@ -49,6 +49,7 @@ struct e2b_sandbox {
         char workdir[PATH_MAX]; /* a built template's: its commands' default cwd */
         json_t *metadata;
         json_t *env;
+        char **volumes; /* volumeMounts, "UUID:/path" (kernels/volumes.h); NULL: none */
         const struct jp_kernelspec *spec; /* of its first context: its template's */
         struct sandbox *box;
         char started_at[JP_TIMESTAMP_SIZE];

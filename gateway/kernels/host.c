@@ -38,6 +38,7 @@ static struct {
         char log_level[16];
         char home_dir[PATH_MAX]; /* "": a tmpfs home */
         char layers_dir[PATH_MAX]; /* "": no template builds */
+        char volumes_dir[PATH_MAX]; /* "": no volumes */
         char *const *zygotes;    /* --zygote entries, the configuration's */
         int max_restarts;        /* replacements allowed after a kernel-host died */
         int restarts;
@@ -58,8 +59,9 @@ static int find_program(char *out, size_t size)
 static int start_process(void)
 {
         /* The program, --runtime-dir and --log-level with their values,
-         * --home-disk-dir DIR, two words per zygote, the end. */
-        char *argv[9 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
+         * --home-disk-dir, --layers-dir and --volumes-dir with theirs, two
+         * words per zygote, the end. */
+        char *argv[11 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
                                                     spawn_args.runtime_dir, (char *)"--log-level",
                                                     spawn_args.log_level};
         size_t argc = 5;
@@ -79,6 +81,10 @@ static int start_process(void)
         if (spawn_args.layers_dir[0]) {
                 argv[argc++] = (char *)"--layers-dir";
                 argv[argc++] = spawn_args.layers_dir;
+        }
+        if (spawn_args.volumes_dir[0]) {
+                argv[argc++] = (char *)"--volumes-dir";
+                argv[argc++] = spawn_args.volumes_dir;
         }
         for (size_t i = 0; spawn_args.zygotes && spawn_args.zygotes[i] && i < HOST_MAX_ZYGOTES;
              i++) {
@@ -346,6 +352,7 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                 rc = 0;
                 break;
         case HOSTMSG_CONNECTED:
+        case HOSTMSG_VOLUME_OPENED:
                 rc = hostmsg_connected_decode(body, &m.connected);
                 l = rc == 0 ? listener_find(m.connected.id) : NULL;
                 /* A socket comes with success, and only then. */
@@ -628,6 +635,33 @@ int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void
                         listener_remove(listener_find(req->id));
         }
         return rc;
+}
+
+void host_set_volumes_dir(const char *dir)
+{
+        snprintf(spawn_args.volumes_dir, sizeof(spawn_args.volumes_dir), "%s", dir ? dir : "");
+}
+
+int host_volume_open(const struct hostmsg_volume *req, host_connected_fn done, void *ctx)
+{
+        int rc = listener_add(req->id, NULL, NULL, ctx);
+
+        if (rc == 0) {
+                listener_find(req->id)->connected = done;
+                rc = send_json(HOSTMSG_VOLUME_OPEN, hostmsg_volume_encode(req));
+                if (rc < 0)
+                        listener_remove(listener_find(req->id));
+        }
+        return rc;
+}
+
+int host_volume_delete(const char *volume_id)
+{
+        struct hostmsg_volume m = {.size_mb = 0};
+
+        snprintf(m.volume_id, sizeof(m.volume_id), "%s", volume_id);
+        snprintf(m.id, sizeof(m.id), "%s", volume_id);
+        return send_json(HOSTMSG_VOLUME_DELETE, hostmsg_volume_encode(&m));
 }
 
 void host_connect_cancel(const char *id)

@@ -87,6 +87,16 @@ int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void
 /* Forgets a connect request: done is not called, and a socket that still
  * comes is closed. */
 void host_connect_cancel(const char *id);
+/* Where the kernel-host keeps volumes' images (kernel-host/volumes.h),
+ * passed to every kernel-host started after this; NULL or "": none. */
+void host_set_volumes_dir(const char *dir);
+/* Asks for volume req->volume_id's root directory (made first, of
+ * req->size_mb MiB, when that is not 0); done hears once, like
+ * host_connect's (host_connect_cancel forgets it), with the root as an
+ * O_PATH descriptor. */
+int host_volume_open(const struct hostmsg_volume *req, host_connected_fn done, void *ctx);
+/* Removes a volume's image. */
+int host_volume_delete(const char *volume_id);
 /* Kills the process at once. */
 int host_stop(const char *id);
 /* Closes the link, which makes the kernel-host kill everything, clean up

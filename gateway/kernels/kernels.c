@@ -487,21 +487,28 @@ static void on_sandbox_ready(struct sandbox_waiter *w, struct sandbox *sb, const
 static void launch(struct kernel *k)
 {
         struct hostmsg_network network = {0};
+        struct sandbox_layers mounts = {0};
+        char **volumes = NULL;
         int rc;
 
         k->phase = KERNEL_STARTING;
         k->reason[0] = '\0';
         loop_timer_start(&k->deadline_timer, kernel_on_deadline, cfg->kernel_start_timeout * 1000.0);
         if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox) {
-                /* The new one gets the same egress (none if out of memory). */
+                /* The new one gets the same egress and volumes (none if
+                 * out of memory). */
                 if (k->sandbox->network.enabled)
                         egress_network_copy(&k->sandbox->network, &network);
+                jp_strv_dup(k->sandbox->volumes, &volumes);
                 sandbox_unref(&k->sandbox);
         }
         if (!k->sandbox) {
-                rc = templates_sandbox_new(k->spec, &k->limits, strcmp(cfg->sandbox, "none") != 0,
-                                           &network, &k->sandbox);
+                mounts.volumes = volumes;
+                rc = templates_sandbox_new_layered(k->spec, &k->limits,
+                                                   strcmp(cfg->sandbox, "none") != 0, &network,
+                                                   &mounts, &k->sandbox);
                 egress_network_clear(&network);
+                jp_strv_free(volumes);
                 if (rc < 0) {
                         snprintf(k->reason, sizeof(k->reason), "cannot ask for a sandbox: %s",
                                  strerror(-rc));

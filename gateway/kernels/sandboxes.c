@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels/sandboxes.h"
+#include "protocol/kernelspec.h"
 #include "gateway/kernels/egress.h"
 #include "gateway/kernels/host.h"
 #include "protocol/log.h"
@@ -60,6 +61,7 @@ static void sandbox_free(struct sandbox *sb)
         if (sb->root_fd >= 0)
                 close(sb->root_fd);
         egress_network_clear(&sb->network);
+        jp_strv_free(sb->volumes);
         free(sb);
 }
 
@@ -119,6 +121,7 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
                 return -ENAMETOOLONG;
         if (layers) {
                 req.layers = (char **)layers->ids;
+                req.volumes = (char **)layers->volumes;
                 if (layers->build)
                         snprintf(req.build_layer, sizeof(req.build_layer), "%s", layers->build);
                 req.build_layer_mb = layers->build_mb;
@@ -133,8 +136,13 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
         sb->limits = *limits;
         sb->refs = 1;
         sb->root_fd = -1;
+        if (layers && jp_strv_dup(layers->volumes, &sb->volumes) < 0) {
+                free(sb);
+                return -ENOMEM;
+        }
         if (network && network->enabled) {
                 if (egress_network_copy(network, &sb->network) < 0) {
+                        jp_strv_free(sb->volumes);
                         free(sb);
                         return -ENOMEM;
                 }
@@ -144,6 +152,7 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
         rc = host_sandbox_create(&req, &sandbox_ops, sb);
         if (rc < 0) {
                 egress_network_clear(&sb->network);
+                jp_strv_free(sb->volumes);
                 free(sb);
                 return rc;
         }

@@ -32,6 +32,7 @@ struct sandbox {
         enum sandbox_phase phase;
         struct hostmsg_limits limits;
         struct hostmsg_network network; /* its egress (enabled false: none), owned */
+        char **volumes; /* volumes mounted ("UUID:/path", volumes.h), owned; NULL: none */
         int init_pid;
         unsigned user_uid, user_gid; /* host ids owning what the gateway writes inside */
         /* host ids of its own root (uid 0 inside, never host root); has_root
@@ -66,11 +67,13 @@ int sandbox_new_in(const struct hostmsg_limits *limits, char *const *ro_paths,
 int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_paths,
                           const char *template_root, bool confined,
                           const struct hostmsg_network *network, struct sandbox **out);
-/* A built template's layers (kernel-host/layers.h) and a build's new one. */
+/* What a sandbox mounts beside its template: a built template's layers
+ * (kernel-host/layers.h), a build's new one, and volumes (volumes.h). */
 struct sandbox_layers {
         char *const *ids;  /* top first, NULL-terminated; NULL: none */
         const char *build; /* a build's new layer's id, or NULL */
         uint64_t build_mb; /* its size */
+        char *const *volumes; /* "UUID:/path", NULL-terminated; NULL: none (copied) */
 };
 /* The same, with layers (NULL: none). */
 int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,

@@ -7,6 +7,7 @@
 #include "gateway/kernels/limits.h"
 #include "gateway/kernels/pool.h"
 #include "gateway/kernels/templates.h"
+#include "gateway/kernels/volumes.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -74,14 +75,16 @@ static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size
         return 0;
 }
 
-/* A kernel with egress: in a sandbox of its own made with it (never a
- * pooled one, which has none). */
+/* A kernel with egress or volumes: in a sandbox of its own made with them
+ * (never a pooled one, which has neither). */
 static int start_networked(const struct jp_kernelspec *ks, char *const *env,
                            const struct hostmsg_limits *limits, const struct hostmsg_network *net,
-                           struct waiter *w, struct kernel **out)
+                           char *const *volumes, struct waiter *w, struct kernel **out)
 {
+        const struct sandbox_layers mounts = {.volumes = volumes};
         struct sandbox *sb = NULL;
-        int rc = templates_sandbox_new(ks, limits, true, net, &sb);
+        int rc = templates_sandbox_new_layered(ks, limits, strcmp(config_get()->sandbox, "none") != 0,
+                                               net, &mounts, &sb);
 
         if (rc == 0)
                 rc = kernel_start(ks, env, limits, sb, w, out);
@@ -90,6 +93,39 @@ static int start_networked(const struct jp_kernelspec *ks, char *const *env,
                 (*out)->owns_sandbox = true;
         sandbox_unref(&sb);
         return rc;
+}
+
+/* {"volumes": {"/data": NAME or id, ...}}: *out the mounts (NULL: none).
+ * -EINVAL with why in err. */
+static int volume_mounts_of(json_t *map, char ***out, char *err, size_t errlen)
+{
+        const char *path;
+        size_t n = 0;
+        json_t *v;
+        int rc = 0;
+
+        *out = NULL;
+        if (!map || json_is_null(map))
+                return 0;
+        if (!json_is_object(map)) {
+                snprintf(err, errlen, "\"volumes\" must be an object: {\"/path\": \"name\"}");
+                return -EINVAL;
+        }
+        json_object_foreach(map, path, v) {
+                if (!json_is_string(v)) {
+                        snprintf(err, errlen, "volumes.%.64s must be a volume's name", path);
+                        rc = -EINVAL;
+                } else {
+                        rc = volume_mounts_add(out, &n, path, json_string_value(v), err, errlen);
+                }
+                if (rc < 0)
+                        break;
+        }
+        if (rc < 0) {
+                jp_strv_free(*out);
+                *out = NULL;
+        }
+        return rc < 0 ? -EINVAL : 0;
 }
 
 /* {"template": NAME} (and "name", a kernel of it): *ks its kernelspec, or
@@ -133,7 +169,7 @@ int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn 
         struct hostmsg_limits limits;
         struct hostmsg_network net = {0};
         char err[512];
-        char **env = NULL;
+        char **env = NULL, **volumes = NULL;
         size_t nenv = 0;
         const char *name;
         json_t *jname = json_object_get(request, "name");
@@ -178,6 +214,11 @@ int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn 
                 http_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
                 goto out;
         }
+        if (volume_mounts_of(json_object_get(request, "volumes"), &volumes, err, sizeof(err)) <
+            0) {
+                http_reply_error(r, 400, "%s", err);
+                goto out;
+        }
         /* Without a sandbox nothing is enforced, as the operator chose. */
         if (!cfg->allow_unenforced_limits && strcmp(cfg->sandbox, "none") != 0 &&
             limits_refusal(json_object_get(request, "limits"), host_controllers(), err,
@@ -213,12 +254,12 @@ int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn 
         /* The pool's kernels have the kernelspec's environment and the
          * default limits: a request asking for nothing else gets one. */
         if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) && !net.enabled &&
-            (*out = pool_take(ks)) != NULL) {
+            !volumes && (*out = pool_take(ks)) != NULL) {
                 kernel_when_ready(*out, &r->waiter);
                 goto out;
         }
-        if (rc == 0 && net.enabled)
-                rc = start_networked(ks, env, &limits, &net, &r->waiter, out);
+        if (rc == 0 && (net.enabled || volumes))
+                rc = start_networked(ks, env, &limits, &net, volumes, &r->waiter, out);
         else if (rc == 0)
                 rc = kernel_start(ks, env, &limits, NULL, &r->waiter, out);
         if (rc == -EAGAIN)
@@ -233,6 +274,7 @@ int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn 
 out:
         egress_network_clear(&net);
         jp_strv_free(env);
+        jp_strv_free(volumes);
         return rc;
 }
 

@@ -235,7 +235,12 @@ def main():
             runs[s] = subprocess.Popen(
                 [os.path.join(e2b_tests, "run"), f"http://127.0.0.1:{gateways[s].port}",
                  tokens[s], s], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                stdin=subprocess.DEVNULL, env=dict(env, E2B_TESTS_OUT=out))
+                stdin=subprocess.DEVNULL,
+                # Volumes: E2B's suites test them only when asked, and the
+                # SDK finds their content API where this variable says
+                # (Glovebox serves it beside the control plane).
+                env=dict(env, E2B_TESTS_OUT=out, ENABLE_VOLUME_TESTS="1",
+                         E2B_VOLUME_API_URL=f"http://127.0.0.1:{gateways[s].port}/e2b"))
         for s in wanted:
             summary, _ = runs[s].communicate(timeout=3600)
             print(summary.strip())
