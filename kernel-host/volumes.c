@@ -103,7 +103,8 @@ static int prepare_root(int mount_fd)
                 return -errno;
         if (unlinkat(root, "lost+found", AT_REMOVEDIR) < 0 && errno != ENOENT)
                 rc = -errno;
-        if (rc == 0 && (fchown(root, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0 || fchmod(root, 0755) < 0))
+        if (rc == 0 &&
+            (fchown(root, ROOTFS_USER_UID, ROOTFS_USER_UID) < 0 || fchmod(root, 0755) < 0))
                 rc = -errno;
         if (rc == 0 && syncfs(root) < 0)
                 rc = -errno;
@@ -120,8 +121,8 @@ static int open_image(const char *id, uint64_t size_mb, struct volume *v, const 
         snprintf(name, sizeof(name), "%s.img", id);
         *step = "volume image";
         if (size_mb) {
-                image = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                               0600);
+                image =
+                    openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
                 made = image >= 0;
         } else {
                 image = openat(dir_fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #define CONTENT_PREFIX "volumecontent/"
-#define DEFAULT_OWNER  1000 /* "user" in every sandbox */
+#define DEFAULT_OWNER  1000  /* "user" in every sandbox */
 #define LIST_MAX       10000 /* entries one listing gives at most */
 #define DEPTH_MAX      32
 #define REMOVE_DEPTH   256
@@ -72,9 +72,9 @@ static void create(struct http_request *r)
                 return;
         name = json_string_value(json_object_get(body, "name"));
         if (!name || !volume_name_valid(name)) {
-                e2b_reply_error(r, 400,
-                                "name: 1 to %d letters, digits, '-', '_' or '.' are a volume's name",
-                                VOLUME_NAME_MAX - 1);
+                e2b_reply_error(
+                    r, 400, "name: 1 to %d letters, digits, '-', '_' or '.' are a volume's name",
+                    VOLUME_NAME_MAX - 1);
                 json_decref(body);
                 return;
         }
@@ -231,8 +231,8 @@ static int open_below(int root, const char *rel, int flags, mode_t mode)
 {
         struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
                                .mode = mode,
-                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-                                          RESOLVE_NO_XDEV};
+                               .resolve =
+                                   RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
         long fd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
 
         return fd < 0 ? -errno : (int)fd;
@@ -248,8 +248,7 @@ static int open_parent(int root, const char *rel, char *name, size_t size)
                 return -EINVAL;
         if ((size_t)snprintf(name, size, "%s", slash ? slash + 1 : rel) >= size)
                 return -ENAMETOOLONG;
-        snprintf(parent, sizeof(parent), "%.*s", slash ? (int)(slash - rel) : 1,
-                 slash ? rel : ".");
+        snprintf(parent, sizeof(parent), "%.*s", slash ? (int)(slash - rel) : 1, slash ? rel : ".");
         return open_below(root, parent, O_PATH | O_DIRECTORY, 0);
 }
 
@@ -345,8 +344,8 @@ static int list_dir(int dir, const char *shown, unsigned depth, json_t *out)
                 if (!entry)
                         continue;
                 json_array_append_new(out, entry);
-                if (depth > 1 && strcmp(json_string_value(json_object_get(entry, "type")),
-                                        "directory") == 0) {
+                if (depth > 1 &&
+                    strcmp(json_string_value(json_object_get(entry, "type")), "directory") == 0) {
                         int sub = openat(dirfd(d), e->d_name,
                                          O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
@@ -498,7 +497,10 @@ static int make_dir(int root, const char *rel, bool force, long long uid, long l
                 struct stat st;
 
                 dir = open_below(root, rel, O_PATH | O_NOFOLLOW, 0);
-                rc = dir < 0 ? dir : fstat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -EEXIST;
+                rc = dir < 0               ? dir
+                     : fstat(dir, &st) < 0 ? -errno
+                     : S_ISDIR(st.st_mode) ? 0
+                                           : -EEXIST;
                 if (dir >= 0)
                         close(dir);
         }

@@ -115,7 +115,8 @@ static struct volume *record_load(const char *file)
         v = doc ? volume_alloc() : NULL;
         size_mb = json_integer_value(json_object_get(doc, "size_mb"));
         created = json_integer_value(json_object_get(doc, "created"));
-        if (v && str_field(doc, "id", v->id, sizeof(v->id)) && jp_uuid_valid(v->id, strlen(v->id)) &&
+        if (v && str_field(doc, "id", v->id, sizeof(v->id)) &&
+            jp_uuid_valid(v->id, strlen(v->id)) &&
             str_field(doc, "name", v->name, sizeof(v->name)) && volume_name_valid(v->name) &&
             str_field(doc, "owner", v->owner, sizeof(v->owner)) &&
             str_field(doc, "token", v->token, sizeof(v->token)) && size_mb > 0) {

@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#define VOLUME_NAME_MAX  64  /* a name: [A-Za-z0-9._-], 1 to 63 characters */
-#define VOLUME_TOKEN_LEN 48  /* "vol_" and 44 hex digits */
+#define VOLUME_NAME_MAX  64 /* a name: [A-Za-z0-9._-], 1 to 63 characters */
+#define VOLUME_TOKEN_LEN 48 /* "vol_" and 44 hex digits */
 #define VOLUME_OWNER_MAX 128
 
 struct volume_waiter;

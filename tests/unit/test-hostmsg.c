@@ -1492,6 +1492,74 @@ static void test_connect(void)
 #undef CHECK
 }
 
+/* Volumes: their requests, their mounts, and the paths they may go at. */
+static void test_volumes(void)
+{
+        const char *vid = "0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b";
+        struct hostmsg_volume v = {.size_mb = 64}, vb;
+        struct hostmsg_sandbox m = {.limits = {.memory_mb = 64, .cpu_millis = 1000, .pids = 64, .disk_mb = 1}}, back;
+        char id[JP_UUID_SIZE];
+        const char *path;
+        json_t *body;
+
+        snprintf(v.id, sizeof(v.id), "%s", "1b4e28ba-2fa1-41d2-883f-0016d3cca427");
+        snprintf(v.volume_id, sizeof(v.volume_id), "%s", vid);
+        body = transfer(HOSTMSG_VOLUME_OPEN, hostmsg_volume_encode(&v), "VOLUME_OPEN");
+        is_int(hostmsg_volume_decode(body, &vb), 0, "VOLUME_OPEN: decodes");
+        ok(strcmp(vb.id, v.id) == 0 && strcmp(vb.volume_id, vid) == 0 && vb.size_mb == 64,
+           "VOLUME_OPEN: every field");
+        json_object_set_new(body, "volume_id", json_string("../images/x"));
+        is_int(hostmsg_volume_decode(body, &vb), -EBADMSG, "VOLUME_OPEN: a volume id that is no id refused");
+        json_decref(body);
+
+        /* Where a volume may go. */
+        ok(hostmsg_volume_path_valid("/data"), "a volume at /data");
+        ok(hostmsg_volume_path_valid("/home/user/shared"), "a volume below the home");
+        ok(hostmsg_volume_path_valid("/tmp/x"), "a volume below /tmp");
+        ok(hostmsg_volume_path_valid("/mnt/a.b/c-d"), "a volume at a deeper path");
+        static const char *const bad[] = {"", "/", "data", "/data/", "/a//b", "/a/./b", "/a/../b",
+                                          "/..", "/proc", "/proc/x", "/dev/shm", "/etc",
+                                          "/usr/local/x", "/run/kernel", "/tmp", "/home",
+                                          "/home/user", "/opt/glovebox/bin", "/lib64", "/a:b",
+                                          "/a,b", "/a\\b", "/a\nb", NULL};
+        for (size_t i = 0; bad[i]; i++)
+                ok(!hostmsg_volume_path_valid(bad[i]), "no volume at \"%s\"", bad[i]);
+        ok(hostmsg_volume_path_valid("/procedures") && hostmsg_volume_path_valid("/devices"),
+           "a name that only begins as a system directory is fine");
+
+        ok(hostmsg_volume_mount_split("0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b:/data", id, &path) &&
+               strcmp(id, vid) == 0 && strcmp(path, "/data") == 0,
+           "a mount splits into its id and path");
+        ok(!hostmsg_volume_mount_split("0b6f2c5a:/data", id, &path), "a short id refused");
+        ok(!hostmsg_volume_mount_split("0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b:/etc", id, &path),
+           "a mount at /etc refused");
+
+        /* In SANDBOX_CREATE. */
+        char *volumes[] = {"0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b:/data", NULL};
+
+        snprintf(m.sandbox_id, sizeof(m.sandbox_id), "%s", vid);
+        m.sandbox = true;
+        m.volumes = volumes;
+        body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m), "SANDBOX_CREATE with volumes");
+        is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE with volumes: decodes");
+        ok(back.volumes && back.volumes[0] && strcmp(back.volumes[0], volumes[0]) == 0 &&
+               !back.volumes[1],
+           "SANDBOX_CREATE: the volume mount");
+        hostmsg_sandbox_clear(&back);
+        ok(back.volumes == NULL, "SANDBOX_CREATE: clear releases volumes");
+        json_object_set_new(body, "volumes",
+                            json_pack("[s]", "0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b:/proc/1"));
+        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+               "SANDBOX_CREATE: a volume over /proc refused");
+        json_t *many = json_array();
+        for (int i = 0; i <= HOSTMSG_MAX_VOLUMES; i++)
+                json_array_append_new(many, json_string(volumes[0]));
+        json_object_set_new(body, "volumes", many);
+        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+               "SANDBOX_CREATE: more than %d volumes refused", HOSTMSG_MAX_VOLUMES);
+        json_decref(body);
+}
+
 int main(void)
 {
         /* A write into a pipe without readers must fail with EPIPE, not
@@ -1500,6 +1568,7 @@ int main(void)
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0)
                 BAIL_OUT("socketpair: %s", strerror(errno));
         test_sandbox();
+        test_volumes();
         test_sandbox_ready();
         test_start();
         test_replies();
