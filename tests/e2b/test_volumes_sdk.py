@@ -258,3 +258,58 @@ def test_a_kernel_mounts_volumes_by_name(gateway, vol):
     status, body, _ = gateway.request("POST", "/api/kernels",
                                       {"name": "python3", "volumes": ["/data"]})
     assert status == 400, body
+
+
+def loop_devices_of(image):
+    """The loop devices backed by image (their backing file's path)."""
+    found = []
+    for name in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{name}/loop/backing_file") as f:
+                backing = f.read().strip()
+        except OSError:
+            continue
+        if backing.replace(" (deleted)", "") == image:
+            found.append(name)
+    return found
+
+
+def test_a_killed_kernel_host_loses_nothing_of_a_volume(tmp_path):
+    """kill -9 of the kernel-host while a sandbox writes its volume: the new
+    kernel-host mounts the same filesystem (one loop device for the image,
+    never a second one beside the one a mount still holds)."""
+    import signal
+    import subprocess
+    from e2b import Volume
+    from e2b_code_interpreter import Sandbox
+    state = str(tmp_path / "state")
+    os.makedirs(state, mode=0o700)
+    token = "e2b_" + secrets.token_hex(20)
+    gw = start_gateway("--state-dir", state, "--volume-size-mb", "32", token=token)
+    try:
+        point_sdk_at(gw, token)
+        use_volumes_at(gw)
+        v = Volume.create("survives")
+        image = os.path.join(state, "volumes", "images", v.volume_id + ".img")
+        s = Sandbox.create(volume_mounts={"/data": v})
+        run(s, "f = open('/data/before.txt', 'w'); f.write('written'); f.close()")
+        assert len(loop_devices_of(image)) == 1
+        hosts = subprocess.run(["pgrep", "-P", str(gw.proc.pid), "-f", "kernel-host"],
+                               capture_output=True, text=True).stdout.split()
+        assert len(hosts) == 1, hosts
+        os.kill(int(hosts[0]), signal.SIGKILL)
+        deadline = time.time() + 30
+        while "started a new kernel-host" not in gw.read_log():
+            assert time.time() < deadline, gw.read_log()[-2000:]
+            time.sleep(0.2)
+        t = Sandbox.create(volume_mounts={"/data": v})
+        try:
+            assert run(t, "print(open('/data/before.txt').read())").strip() == "written"
+            run(t, "open('/data/after.txt', 'w').write('again')")
+        finally:
+            t.kill()
+        assert v.read_file("/after.txt") == "again"
+        assert len(loop_devices_of(image)) == 1, "one device for the image"
+        Volume.destroy(v.volume_id)
+    finally:
+        gw.stop()
