@@ -128,6 +128,9 @@ static const struct option_def options[] = {
         OPT("template-quota-mb", OPT_INT, template_quota_mb, "N", 0, 1LL << 30, "20480",
             "disk one key's built templates take at most (their layers, as written; a build "
             "running counts its whole room); past it a build is refused (429)"),
+        OPT("pause-quota-mb", OPT_INT, pause_quota_mb, "N", 0, 1LL << 30, "20480",
+            "what one key's paused sandboxes and kernels may keep under --state-dir at most "
+            "(their files' archives); a pause past it is refused"),
         OPT("volume-size-mb", OPT_INT, volume_size_mb, "N", 16, 1 << 24, "1024",
             "size of one volume (E2B's Volume, a kernel's \"volumes\"): an ext4 image under "
             "--state-dir, sparse, so the disk holds what is written, at most this"),

@@ -213,7 +213,8 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 if (r) {
                         e2b_set_timeout(s, s->end_at > time(NULL) ? (double)(s->end_at - time(NULL))
                                                                   : 1.0);
-                        e2b_reply_error(r, 500, "pause failed, the sandbox keeps running: %s",
+                        e2b_reply_error(r, status == -EFBIG ? 507 : 500,
+                                        "pause failed, the sandbox keeps running: %s",
                                         message ? message : strerror(-status));
                 } else {
                         /* its timeout: it ends as it would have without
@@ -263,10 +264,14 @@ void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r)
                 goto refused;
         }
         id = strdup(s->id);
-        rc = id ? pause_save_home(s->box, s->id, on_saved, id) : -ENOMEM;
+        rc = id ? pause_save_home(s->box, s->id, s->owner, on_saved, id) : -ENOMEM;
         if (rc < 0) {
                 free(id);
-                if (r)
+                if (r && rc == -EDQUOT)
+                        e2b_reply_error(r, 429,
+                                        "pause: this key's paused sandboxes hold all they may "
+                                        "(--pause-quota-mb)");
+                else if (r)
                         e2b_reply_error(r, 500, "pause: cannot save the files: %s", strerror(-rc));
                 goto refused;
         }

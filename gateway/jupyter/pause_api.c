@@ -146,7 +146,8 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 pause_forget(p->id);
                 r = pending_take(p);
                 if (r)
-                        http_reply_error(r, 500, "Pause failed, the kernel keeps running: %s",
+                        http_reply_error(r, status == -EFBIG ? 507 : 500,
+                                         "Pause failed, the kernel keeps running: %s",
                                          message ? message : strerror(-status));
                 paused_free(p);
                 return;
@@ -197,7 +198,7 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
                 json_array_append_new(p->env, json_string(k->env[i]));
         p->limits = k->limits;
         jp_timestamp_format(&k->last_activity, p->last_activity);
-        rc = pause_save_home(k->sandbox, k->id, on_saved, id);
+        rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
         if (rc < 0)
                 goto fail;
         p->phase = PAUSED_SAVING;
@@ -211,7 +212,12 @@ fail:
         if (p)
                 json_decref(p->env);
         free(p);
-        http_reply_error(r, 500, "Cannot pause the kernel: %s", strerror(-rc));
+        if (rc == -EDQUOT)
+                http_reply_error(r, 429,
+                                 "Cannot pause the kernel: this key's paused kernels and "
+                                 "sandboxes hold all they may (--pause-quota-mb)");
+        else
+                http_reply_error(r, 500, "Cannot pause the kernel: %s", strerror(-rc));
 }
 
 /* ---- resume ---------------------------------------------------------------- */

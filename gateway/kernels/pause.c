@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels/pause.h"
+#include "gateway/core/config.h"
 #include "gateway/core/loop.h"
 #include "gateway/kernels/process.h"
 #include "protocol/log.h"
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +33,9 @@ struct pause_job {
         int dir_fd;  /* paused/<id>/ */
         bool restore;
         bool file_eof;
-        int write_error; /* save: a failed write of the archive */
+        int write_error; /* save: a failed write of the archive (-EFBIG: past max_bytes) */
         uint64_t bytes;
+        uint64_t max_bytes; /* save: what the archive may take (pause_archive_room) */
         char err[STDERR_KEPT + 1];
         size_t err_len;
         uint8_t *piece; /* restore: what read() gave and stdin has yet to take */
@@ -262,6 +265,13 @@ static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
         }
         if (j->restore || j->write_error)
                 return;
+        /* Counted before it is written: the disk never holds more. */
+        if (j->bytes + len > j->max_bytes) {
+                j->write_error = -EFBIG;
+                if (j->process)
+                        process_signal(j->process, SIGKILL);
+                return;
+        }
         while (len) {
                 ssize_t n = write(j->file_fd, data, len);
 
@@ -356,6 +366,16 @@ static void on_ended(void *ctx, const struct hostmsg_exit *ex)
 
         j->process = NULL;
         loop_timer_stop(&j->retry);
+        if (!j->restore && j->write_error == -EFBIG) {
+                unlinkat(j->dir_fd, "home.tar.new", 0);
+                snprintf(message, sizeof(message),
+                         "the files would take more than %llu MiB to keep: the sandbox's disk "
+                         "limit, or what is left of its owner's room for paused sandboxes "
+                         "(--pause-quota-mb); not paused",
+                         (unsigned long long)(j->max_bytes >> 20));
+                job_finish(j, -EFBIG, message);
+                return;
+        }
         if (ex->exit_code != 0) {
                 snprintf(message, sizeof(message), "tar %s: %s%s",
                          ex->signal ? "was killed" : "failed", j->err_len ? j->err : "",
@@ -365,6 +385,7 @@ static void on_ended(void *ctx, const struct hostmsg_exit *ex)
         }
         if (!j->restore) {
                 if (j->write_error) {
+                        unlinkat(j->dir_fd, "home.tar.new", 0);
                         snprintf(message, sizeof(message), "cannot store the archive: %s",
                                  strerror(-j->write_error));
                         job_finish(j, j->write_error, message);
@@ -383,15 +404,19 @@ static void on_ended(void *ctx, const struct hostmsg_exit *ex)
 
 static const struct process_ops tar_ops = {on_started, on_output, on_failed, on_ended};
 
-static int run_tar(struct sandbox *sb, const char *id, bool restore, pause_done_fn done, void *ctx)
+static int run_tar(struct sandbox *sb, const char *id, bool restore, uint64_t max_bytes,
+                   pause_done_fn done, void *ctx)
 {
         /* tar runs in the sandbox as its user: it reads and writes only
          * what the user may, and the gateway touches nothing of the
          * sandbox's but the pipes. */
         /* IPython's history database is left out: the resumed kernel has
          * its own open before the files come back. */
+        /* Sparse files as sparse: their holes take no room in the
+         * archive (a file of a terabyte of holes is a few blocks). */
         char *save_argv[] = {"/usr/bin/tar",
                              "--create",
+                             "--sparse",
                              "--file=-",
                              "--directory=/home/user",
                              "--numeric-owner",
@@ -411,6 +436,7 @@ static int run_tar(struct sandbox *sb, const char *id, bool restore, pause_done_
         j->done = done;
         j->ctx = ctx;
         j->restore = restore;
+        j->max_bytes = max_bytes;
         j->dir_fd = open_id_dir(id, !restore);
         if (j->dir_fd < 0) {
                 rc = j->dir_fd;
@@ -442,12 +468,69 @@ fail:
         return rc;
 }
 
-int pause_save_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx)
+/* What owner's paused sandboxes keep now: their archives as the disk
+ * holds them, read from each paused/<id>/meta.json's "owner". */
+static uint64_t owner_bytes(const char *owner, const char *skip)
 {
-        return run_tar(sb, id, false, done, ctx);
+        DIR *d = paused_fd >= 0 ? fdopendir(dup(paused_fd)) : NULL;
+        struct dirent *e;
+        uint64_t total = 0;
+
+        if (!d)
+                return 0;
+        rewinddir(d);
+        while ((e = readdir(d))) {
+                char path[PAUSE_ID_MAX + 32];
+                json_t *meta;
+                struct stat st;
+                int fd;
+
+                if (!id_ok(e->d_name) || strcmp(e->d_name, skip) == 0)
+                        continue;
+                snprintf(path, sizeof(path), "%s/meta.json", e->d_name);
+                fd = openat(paused_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                meta = fd >= 0 ? json_loadfd(fd, 0, NULL) : NULL;
+                if (fd >= 0)
+                        close(fd);
+                if (meta &&
+                    strcmp(json_string_value(json_object_get(meta, "owner")) ?: "", owner) == 0) {
+                        snprintf(path, sizeof(path), "%s/home.tar", e->d_name);
+                        if (fstatat(paused_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                                total += (uint64_t)st.st_blocks * 512;
+                }
+                json_decref(meta);
+        }
+        closedir(d);
+        return total;
+}
+
+int pause_archive_room(const struct sandbox *sb, const char *owner, const char *id, uint64_t *room)
+{
+        const struct config *cfg = config_get();
+        uint64_t disk = sb->limits.disk_mb << 20;
+        uint64_t quota = (uint64_t)cfg->pause_quota_mb << 20;
+        uint64_t used = owner_bytes(owner, id);
+
+        /* The files fit in the disk limit; tar adds a header of 512 bytes
+         * per file and pads each: room for that too. */
+        *room = disk + disk / 8 + PAUSE_ARCHIVE_SLACK;
+        if (used + PAUSE_MIN_ROOM > quota)
+                return -EDQUOT;
+        if (quota - used < *room)
+                *room = quota - used;
+        return 0;
+}
+
+int pause_save_home(struct sandbox *sb, const char *id, const char *owner, pause_done_fn done,
+                    void *ctx)
+{
+        uint64_t room;
+        int rc = pause_archive_room(sb, owner, id, &room);
+
+        return rc < 0 ? rc : run_tar(sb, id, false, room, done, ctx);
 }
 
 int pause_restore_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx)
 {
-        return run_tar(sb, id, true, done, ctx);
+        return run_tar(sb, id, true, 0, done, ctx);
 }

@@ -44,8 +44,21 @@ int pause_write_meta(const char *id, json_t *meta);
 /* Reads every paused/<id>/meta.json: calls found(ctx, id, meta) for each
  * (meta borrowed for the call). Returns how many were found. */
 int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void *ctx);
-/* Saves sb's /home/user as paused/<id>/home.tar; done follows. */
-int pause_save_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx);
+/* Room for what tar adds beyond the files (headers, padding, the end). */
+#define PAUSE_ARCHIVE_SLACK (16ull << 20)
+/* Less room than this left for an owner's paused sandboxes is none. */
+#define PAUSE_MIN_ROOM (1ull << 20)
+/* What sb's archive may take: its disk limit (and tar's own headers),
+ * within what owner's other paused sandboxes leave of --pause-quota-mb.
+ * 0, or -EDQUOT when they leave less than PAUSE_MIN_ROOM. */
+int pause_archive_room(const struct sandbox *sb, const char *owner, const char *id,
+                       uint64_t *room);
+/* Saves sb's /home/user as paused/<id>/home.tar, sparse files as sparse,
+ * at most pause_archive_room's bytes: past them tar is stopped and done
+ * hears -EFBIG with why (nothing is kept). -EDQUOT at once when owner has
+ * no room left. done follows. */
+int pause_save_home(struct sandbox *sb, const char *id, const char *owner, pause_done_fn done,
+                    void *ctx);
 /* Restores paused/<id>/home.tar into sb's /home/user; done follows. */
 int pause_restore_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx);
 /* Removes paused/<id>/ and what it holds. */

@@ -148,3 +148,70 @@ def test_a_paused_kernel_outlives_the_gateway_and_stays_its_owners(tmp_path):
         assert out == "alice hi\n"
     finally:
         gw.stop()
+
+
+def test_sparse_files_are_kept_sparse(gw, state):
+    """Holes take no room in the archive: three files of holes as large as a
+    file may be in the sandbox (RLIMIT_FSIZE - 1, its disk limit) pause
+    into a small archive, and resume as the same files, still sparse."""
+    kid = gw.start_kernel()
+    reply, out, _ = run_cell(gw, kid, "import resource\n"
+                                      "size = resource.getrlimit(resource.RLIMIT_FSIZE)[0] - 1\n"
+                                      "for i in range(3):\n"
+                                      "    with open(f'/home/user/hole{i}', 'wb') as f:\n"
+                                      "        f.write(b'end')\n"
+                                      "        f.truncate(size)\n"
+                                      "print(size)")
+    assert reply["status"] == "ok", reply
+    size = int(out)
+    assert size >= 256 << 20, size
+    status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+    assert status == 200, model
+    archive = os.stat(os.path.join(state, "paused", kid, "home.tar"))
+    assert archive.st_blocks * 512 < 1 << 20, archive
+    status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+    assert status == 200, model
+    reply, out, _ = run_cell(gw, kid, "import os\n"
+                                      "for i in range(3):\n"
+                                      "    st = os.stat(f'/home/user/hole{i}')\n"
+                                      "    print(st.st_size, st.st_blocks * 512 < 1 << 20,\n"
+                                      "          open(f'/home/user/hole{i}', 'rb').read(3))")
+    assert reply["status"] == "ok", reply
+    assert out == f"{size} True b'end'\n" * 3
+
+
+def test_an_archive_past_its_room_is_refused_and_the_kernel_runs_on(tmp_path):
+    """The archive counts against its owner's room while it is written
+    (--pause-quota-mb): past it tar is stopped, nothing is kept, the pause
+    is refused saying why and the kernel keeps its variables; an owner
+    whose paused kernels hold all their room gets a 429 at once."""
+    state = str(tmp_path / "state")
+    gw = start_gateway("--state-dir", state, "--pause-quota-mb", "3")
+    try:
+        small = gw.start_kernel()
+        reply, _, _ = run_cell(gw, small, "import os\n"
+                                          "open('/home/user/a', 'wb').write(os.urandom(1 << 20))")
+        assert reply["status"] == "ok", reply
+        status, model, _ = gw.request("POST", f"/api/kernels/{small}/pause")
+        assert status == 200, model
+        big = gw.start_kernel()
+        reply, _, _ = run_cell(gw, big, "import os\nx = 41\n"
+                                        "open('/home/user/b', 'wb').write(os.urandom(3 << 20))")
+        assert reply["status"] == "ok", reply
+        status, body, _ = gw.request("POST", f"/api/kernels/{big}/pause")
+        assert status == 507, body
+        assert "--pause-quota-mb" in body["message"] and "not paused" in body["message"], body
+        assert not os.path.exists(os.path.join(state, "paused", big, "home.tar.new"))
+        assert not os.path.exists(os.path.join(state, "paused", big, "home.tar"))
+        reply, out, _ = run_cell(gw, big, "print(x + 1)")
+        assert reply["status"] == "ok" and out == "42\n", (reply, out)
+        # One more megabyte paused leaves less than one: the next pause is a 429.
+        reply, _, _ = run_cell(gw, big, "import os\nos.remove('/home/user/b')\n"
+                                        "open('/home/user/c', 'wb').write(os.urandom(1 << 20))")
+        status, model, _ = gw.request("POST", f"/api/kernels/{big}/pause")
+        assert status == 200, model
+        third = gw.start_kernel()
+        status, body, _ = gw.request("POST", f"/api/kernels/{third}/pause")
+        assert status == 429 and "--pause-quota-mb" in body["message"], body
+    finally:
+        gw.stop()
