@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/rootfs.h"
+#include "protocol/ids.h"
 #include "kernel-host/layers.h"
 #include "kernel-host/rootfs_ops.h"
 #include "protocol/buf.h"
@@ -323,6 +324,10 @@ static int plan_dev(struct rootfs *p)
  * them: an empty file bound over each. What programs do read (loadavg,
  * meminfo, stat, cpuinfo, uptime, vmstat, the per-process files) stays:
  * psutil, top, free and Python's os.cpu_count need it. */
+/* The file on the sandbox's tmpfs, beside its root, that becomes its
+ * /proc/sys/kernel/random/boot_id. */
+#define BOOT_ID_FILE "boot_id"
+
 static const char *const proc_masked_files[] = {
         "kcore",      "keys",      "key-users",  "timer_list",  "timer_stats",  "sched_debug",
         "latency_stats", "sysrq-trigger", "kallsyms", "kmsg",   "kpagecount",   "kpageflags",
@@ -351,6 +356,16 @@ static int plan_proc_masks(struct rootfs *p)
                 rc = add_op(p, OP_BIND, path, "/dev/null", NULL,
                             MS_RDONLY | MS_NOSUID | MS_NOEXEC | locked_flags("/dev/null"), 0, step);
         }
+        /* The host's boot id tells sandboxes they share a machine (and
+         * which), and stays the same across a pause: each sandbox gets one
+         * of its own, new with each sandbox as a new machine's would be. */
+        if (rc == 0 && p->writable_root && lstat("/proc/sys/kernel/random/boot_id", &st) == 0) {
+                char source[PATH_MAX + 16];
+
+                snprintf(source, sizeof(source), "%s/" BOOT_ID_FILE, p->top);
+                rc = add_op(p, OP_BIND, "/proc/sys/kernel/random/boot_id", source, NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "own boot id");
+        }
         for (size_t i = 0; rc == 0 && i < sizeof(proc_masked_dirs) / sizeof(proc_masked_dirs[0]);
              i++) {
                 snprintf(path, sizeof(path), "/proc/%s", proc_masked_dirs[i]);
@@ -369,7 +384,7 @@ static int plan_proc_masks(struct rootfs *p)
  * (rootfs_plan). All on the one tmpfs of the sandbox's disk limit. */
 static int plan_layers(struct rootfs *p, const struct rootfs_params *params)
 {
-        char dir[32];
+        char dir[32], uuid[JP_UUID_SIZE], boot_id[JP_UUID_SIZE + 1];
         int rc;
 
         snprintf(p->top_options, sizeof(p->top_options), "mode=0755,size=%llum", params->disk_mb);
@@ -381,7 +396,13 @@ static int plan_layers(struct rootfs *p, const struct rootfs_params *params)
         snprintf(p->usr_work, sizeof(p->usr_work),
                  params->build_by_fd ? "build/" LAYERS_USR_WORK : "usr-work");
         p->home_in_root = params->nlayers > 0 || params->build_by_fd;
-        rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "root layers");
+        /* The sandbox's own boot id (proc_boot_id), beside its layers. */
+        if (jp_uuid4(uuid) < 0)
+                return -EIO;
+        snprintf(boot_id, sizeof(boot_id), "%s\n", uuid);
+        rc = add_op(p, OP_FILE, "/" BOOT_ID_FILE, NULL, boot_id, 0, 0, "boot id");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "root layers");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/work", NULL, NULL, 0700, 0, "root layers");
         if (rc == 0)

@@ -537,6 +537,32 @@ print(repr(out))
     assert out["cpu_count"] >= 1
 
 
+def test_boot_id_is_the_sandboxs_own(gateway, kernel):
+    """The host's boot id would tell sandboxes they share a machine: each
+    has its own, read-only, and another kernel's sandbox another one."""
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        host = f.read().strip()
+    code = ("import uuid\n"
+            "b = open('/proc/sys/kernel/random/boot_id').read().strip()\n"
+            "uuid.UUID(b)\n"
+            "try:\n"
+            "    open('/proc/sys/kernel/random/boot_id', 'w').write('x')\n"
+            "    w = 'written'\n"
+            "except OSError as e:\n"
+            "    w = e.strerror\n"
+            "print(b, w)")
+    _, stdout, _ = run(gateway, kernel, code)
+    mine, written = stdout.split(maxsplit=1)
+    assert mine != host
+    assert written.strip() != "written"
+    other = gateway.start_kernel()
+    try:
+        _, theirs, _ = run(gateway, other, code)
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{other}")
+    assert theirs.split()[0] not in (mine, host)
+
+
 RUN_KERNEL_FILL = r"""
 import errno, os
 def fill(path):
