@@ -517,3 +517,30 @@ test('every language: python, js, ts, r, bash', async () => {
     await sbx.kill()
   }
 })
+
+test('volumes: made, written, mounted in two sandboxes at once, outliving them', async () => {
+  process.env.E2B_VOLUME_API_URL = `${gateway.url}e2b`
+  const { Volume } = await import('e2b')
+  const vol = await Volume.create(`js-${randomBytes(4).toString('hex')}`)
+  try {
+    await vol.writeFile('/in.txt', 'from the api')
+    const a = await Sandbox.create({ volumeMounts: { '/data': vol } })
+    const b = await Sandbox.create({ volumeMounts: { '/mnt/v': vol.name } })
+    try {
+      let ex = await a.runCode("print(open('/data/in.txt').read()); open('/data/out.txt', 'w').write('from a')")
+      assert.equal(ex.logs.stdout.join(''), 'from the api\n')
+      ex = await b.runCode("print(open('/mnt/v/out.txt').read())")
+      assert.equal(ex.logs.stdout.join(''), 'from a\n')
+    } finally {
+      await a.kill()
+      await b.kill()
+    }
+    assert.equal(await vol.readFile('/out.txt'), 'from a')
+    const names = (await vol.list('/')).map((e) => e.name).sort()
+    assert.deepEqual(names, ['in.txt', 'out.txt'])
+    assert.ok((await Volume.list()).some((v) => v.volumeId === vol.volumeId))
+  } finally {
+    await Volume.destroy(vol.volumeId)
+  }
+  assert.ok(!(await Volume.list()).some((v) => v.volumeId === vol.volumeId))
+})
