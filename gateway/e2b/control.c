@@ -13,6 +13,7 @@
 #include "gateway/core/tenants.h"
 #include "gateway/kernels/egress.h"
 #include "gateway/kernels/pause.h"
+#include "gateway/kernels/volumes.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
 
@@ -33,6 +34,26 @@ static void format_time(time_t t, char *out, size_t size)
 
         gmtime_r(&t, &tm);
         strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* E2B's volumeMounts: [{name, path}] (a volume destroyed since shows
+ * its id). */
+static json_t *volume_mounts_json(const struct e2b_sandbox *s)
+{
+        json_t *list = json_array();
+
+        for (size_t i = 0; list && s->volumes && s->volumes[i]; i++) {
+                char id[JP_UUID_SIZE];
+                const char *path;
+                const struct volume *v;
+
+                if (!hostmsg_volume_mount_split(s->volumes[i], id, &path))
+                        continue;
+                v = volume_by_id(id);
+                json_array_append_new(list, json_pack("{s:s, s:s}", "name", v ? v->name : id,
+                                                      "path", path));
+        }
+        return list;
 }
 
 static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
@@ -60,6 +81,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                                     json_pack("{s:s, s:b}", "onTimeout",
                                               s->on_timeout_pause ? "pause" : "kill", "autoResume",
                                               false));
+                json_object_set_new(o, "volumeMounts", volume_mounts_json(s));
                 /* A pause keeps the files only: said wherever the pause
                  * shows, so that no variable is lost unannounced. */
                 if (s->phase == E2B_PAUSED)

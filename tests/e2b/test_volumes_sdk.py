@@ -71,6 +71,8 @@ def test_two_sandboxes_share_a_volume_which_outlives_them(vol):
         assert run(a, "import os; print(os.stat('/data/notes.txt').st_uid)").strip() == "1000"
         info = vol.get_info("/notes.txt")
         assert (info.uid, info.gid, info.size) == (1000, 1000, 14)
+        # The sandboxes' info names their volumes.
+        assert b.get_info().volume_mounts == [{"name": vol.name, "path": "/mnt/shared"}]
         # Written through the API, seen in the sandbox.
         vol.write_file("/from-api.txt", "api")
         assert run(b, "print(open('/mnt/shared/from-api.txt').read())").strip() == "api"
