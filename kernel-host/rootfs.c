@@ -342,7 +342,7 @@ static const char *const proc_masked_dirs[] = {"acpi", "asound", "bus", "driver"
 
 static int plan_proc_masks(struct rootfs *p)
 {
-        char path[64], step[64];
+        char path[PATH_MAX + 16], step[64];
         struct stat st;
         int rc = 0;
 
@@ -356,16 +356,12 @@ static int plan_proc_masks(struct rootfs *p)
                 rc = add_op(p, OP_BIND, path, "/dev/null", NULL,
                             MS_RDONLY | MS_NOSUID | MS_NOEXEC | locked_flags("/dev/null"), 0, step);
         }
-        /* The host's boot id tells sandboxes they share a machine (and
-         * which), and stays the same across a pause: each sandbox gets one
-         * of its own, new with each sandbox as a new machine's would be. */
-        if (rc == 0 && p->writable_root && lstat("/proc/sys/kernel/random/boot_id", &st) == 0) {
-                char source[PATH_MAX + 16];
-
-                snprintf(source, sizeof(source), "%s/" BOOT_ID_FILE, p->top);
-                rc = add_op(p, OP_BIND, "/proc/sys/kernel/random/boot_id", source, NULL,
+        /* The host's boot id tells sandboxes they share a machine: each
+         * has its own, new with each sandbox as a new machine's would be. */
+        snprintf(path, sizeof(path), "%s/" BOOT_ID_FILE, p->top);
+        if (rc == 0 && p->writable_root && lstat("/proc/sys/kernel/random/boot_id", &st) == 0)
+                rc = add_op(p, OP_BIND, "/proc/sys/kernel/random/boot_id", path, NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "own boot id");
-        }
         for (size_t i = 0; rc == 0 && i < sizeof(proc_masked_dirs) / sizeof(proc_masked_dirs[0]);
              i++) {
                 snprintf(path, sizeof(path), "/proc/%s", proc_masked_dirs[i]);

@@ -4,6 +4,7 @@
 #include "gateway/e2b/e2b.h"
 #include "gateway/e2b/builds.h"
 #include "gateway/e2b/e2b_internal.h"
+#include "gateway/e2b/snapshots.h"
 #include "gateway/e2b/volumes.h"
 #include "gateway/e2b/list.h"
 #include "gateway/e2b/metrics.h"
@@ -270,9 +271,8 @@ out:
  * top-level routes, and the actions on a sandbox. */
 static const char *lacking_route(const char *route)
 {
-        static const char *const routes[] = {"snapshots", "sandboxes/metrics",
-                                             "v2/sandboxes/metrics", "teams", "access-tokens",
-                                             "api-keys"};
+        static const char *const routes[] = {"sandboxes/metrics", "v2/sandboxes/metrics", "teams",
+                                             "access-tokens", "api-keys"};
 
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
                 size_t n = strlen(routes[i]);
@@ -285,8 +285,7 @@ static const char *lacking_route(const char *route)
 
 static bool lacking_action(const char *action)
 {
-        static const char *const actions[] = {"snapshots", "fork",      "network",
-                                              "logs",      "refreshes", NULL};
+        static const char *const actions[] = {"network", "logs", "refreshes", NULL};
 
         return jp_strv_contains(actions, action);
 }
@@ -301,9 +300,8 @@ void e2b_control_plane(struct http_request *r, const char *route)
                 e2b_reply_error(r, 401, "Invalid API key");
                 return;
         }
-        if (builds_handle(r, route))
-                return;
-        if (e2b_volumes_handle(r, route))
+        if (e2b_snapshots_handle(r, route) || builds_handle(r, route) ||
+            e2b_volumes_handle(r, route))
                 return;
         if (lacking_route(route)) {
                 e2b_reply_error(r, 400, "%s: not supported by Glovebox", lacking_route(route));
@@ -381,6 +379,10 @@ void e2b_control_plane(struct http_request *r, const char *route)
                         http_reply_json(r, 200, e2b_created_json(s));
                 else
                         http_reply_empty(r, 204);
+        } else if (strcmp(rest, "snapshots") == 0 && r->method == HTTP_POST) {
+                e2b_snapshot_begin(s, r);
+        } else if (strcmp(rest, "fork") == 0 && r->method == HTTP_POST) {
+                e2b_fork_begin(s, r);
         } else if (strcmp(rest, "metrics") == 0 && r->method == HTTP_GET) {
                 e2b_metrics_reply(r, &s->metrics);
         } else if (lacking_action(rest)) {

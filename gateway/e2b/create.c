@@ -7,6 +7,7 @@
 #include "gateway/kernels/volumes.h"
 #include "gateway/e2b/metrics.h"
 #include "gateway/e2b/sandbox.h"
+#include "gateway/e2b/snapshots.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/http.h"
 #include "gateway/core/tenants.h"
@@ -283,6 +284,12 @@ void e2b_create_sandbox(struct http_request *r)
         tid = json_is_string(template) ? json_string_value(template) : E2B_DEFAULT_TEMPLATE;
         spec = e2b_template_spec(tid);
         refusal = create_refusal(body);
+        /* A snapshot's id as the template: a sandbox of its files. */
+        if (!spec && !refusal && json_is_string(template)) {
+                if (!e2b_timeout_of(r, body, 300, false, &ttl) ||
+                    e2b_create_from_snapshot(r, tid, body, ttl))
+                        goto out;
+        }
         if (!spec) {
                 e2b_reply_error(r, 404, "template '%.64s' not found; templates: %s%s%s", tid,
                                 E2B_DEFAULT_TEMPLATE, templates_names()[0] ? ", " : "",

@@ -6,6 +6,7 @@
 #include "gateway/e2b/e2b_internal.h"
 #include "gateway/e2b/metrics.h"
 #include "gateway/e2b/sandbox.h"
+#include "gateway/e2b/snapshots.h"
 #include "gateway/e2b/sudo.h"
 #include "gateway/core/http.h"
 #include "gateway/core/loop.h"
@@ -302,12 +303,22 @@ static void on_ttl(lws_sorted_usec_list_t *sul)
 static void resume_failed(struct e2b_sandbox *s, const char *message)
 {
         struct http_request *r = pending_take(s);
+        bool made = s->from_snapshot[0] != '\0';
 
-        log_error("e2b sandbox %s: resume failed: %s", s->id, message);
+        log_error("e2b sandbox %s: %s failed: %s", s->id, made ? "start from a snapshot" : "resume",
+                  message);
         sandbox_stop(s);
         s->phase = E2B_PAUSED;
-        if (r)
+        if (s->on_resumed)
+                s->on_resumed(s, message, s->on_resumed_ctx);
+        else if (r && made)
+                e2b_reply_error(r, 500, "the sandbox could not start from its snapshot: %s",
+                                message);
+        else if (r)
                 e2b_reply_error(r, 500, "resume failed, the sandbox stays paused: %s", message);
+        /* One made from a snapshot was never anything else: gone. */
+        if (made)
+                e2b_sandbox_kill(s);
 }
 
 static void on_restored(void *ctx, int status, const char *message, uint64_t bytes)
@@ -323,10 +334,17 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
         }
         pause_forget(s->id);
         s->phase = E2B_RUNNING;
-        log_info("e2b sandbox %s resumed in %.3f s (%llu bytes of files)", s->id,
+        log_info("e2b sandbox %s %s in %.3f s (%llu bytes of files)", s->id,
+                 s->from_snapshot[0] ? "started from a snapshot" : "resumed",
                  loop_now() - s->phase_started, (unsigned long long)bytes);
+        s->from_snapshot[0] = '\0';
         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
         e2b_metrics_start(&s->metrics, s->box);
+        if (s->on_resumed) {
+                s->on_resumed(s, NULL, s->on_resumed_ctx);
+                s->on_resumed = NULL;
+                return;
+        }
         r = pending_take(s);
         if (r)
                 e2b_reply_created(s, r);
@@ -346,7 +364,11 @@ static void on_resume_ready(struct waiter *w, void *subject, int status,
                 return;
         }
         id = strdup(s->id);
-        rc = id ? pause_restore_home(s->box, s->id, on_restored, id) : -ENOMEM;
+        /* A sandbox made from a snapshot takes its files from there. */
+        rc = !id                 ? -ENOMEM
+             : s->from_snapshot[0] ? pause_restore_home_from(PAUSE_SNAPSHOTS, s->box,
+                                                           s->from_snapshot, on_restored, id)
+                                 : pause_restore_home(s->box, s->id, on_restored, id);
         if (rc < 0) {
                 free(id);
                 resume_failed(s, strerror(-rc));
@@ -355,30 +377,50 @@ static void on_resume_ready(struct waiter *w, void *subject, int status,
 
 /* Resumes paused s for r: a new box and kernel under the same id, its
  * files put back, answered 201 once it runs. */
+/* A resume refused before it began: told to r, or to a fork's job (then
+ * the sandbox, made for it, is removed). */
+static void resume_refused(struct e2b_sandbox *s, struct http_request *r, int status,
+                           const char *message)
+{
+        bool made = s->from_snapshot[0] != '\0';
+
+        if (r)
+                e2b_reply_error(r, status, "%s", message);
+        if (s->on_resumed) {
+                s->on_resumed(s, message, s->on_resumed_ctx);
+                s->on_resumed = NULL;
+        }
+        if (made)
+                e2b_sandbox_kill(s);
+}
+
 void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double timeout)
 {
         const struct config *cfg = config_get();
         struct hostmsg_network net = {0};
         struct tenant_caller owner = {.admin = false};
         struct tenant_scope saved;
+        char message[256];
         json_t *why = NULL;
         int rc;
 
         if (s->phase != E2B_PAUSED) {
-                e2b_reply_error(r, 409, "sandbox \"%s\" is %s", s->id,
-                                s->phase == E2B_RUNNING ? "already running" : "being paused");
+                snprintf(message, sizeof(message), "sandbox \"%s\" is %s", s->id,
+                         s->phase == E2B_RUNNING ? "already running" : "being paused");
+                resume_refused(s, r, 409, message);
                 return;
         }
         if (!s->spec) {
-                e2b_reply_error(r, 500,
-                                "resume: template '%s' is no longer served; the sandbox stays "
-                                "paused",
-                                s->template_id);
+                snprintf(message, sizeof(message),
+                         "resume: template '%s' is no longer served; the sandbox stays paused",
+                         s->template_id);
+                resume_refused(s, r, 500, message);
                 return;
         }
         if (!tenants_exists(s->owner)) {
-                e2b_reply_error(r, 403, "resume: the key that created sandbox \"%s\" was removed",
-                                s->id);
+                snprintf(message, sizeof(message),
+                         "resume: the key that created sandbox \"%s\" was removed", s->id);
+                resume_refused(s, r, 403, message);
                 return;
         }
         /* Its kernels and its quota are its owner's, whoever resumes it
@@ -390,12 +432,20 @@ void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double time
         else
                 tenants_scope_restore(&saved);
         if (kernels_quota_check(&s->limits, NULL, &why) < 0) {
-                e2b_reply_quota(r, why);
+                if (r) {
+                        e2b_reply_quota(r, why);
+                        r = NULL;
+                } else {
+                        json_decref(why);
+                }
+                resume_refused(s, NULL, 429, "quota of this key reached");
                 goto out;
         }
         rc = e2b_box_new(s, s->spec, &s->limits, &net);
         if (rc < 0) {
-                e2b_reply_error(r, 500, "resume: cannot make a sandbox: %s", strerror(-rc));
+                snprintf(message, sizeof(message), "resume: cannot make a sandbox: %s",
+                         strerror(-rc));
+                resume_refused(s, r, 500, message);
                 goto out;
         }
         e2b_set_public_traffic(s);
@@ -553,6 +603,7 @@ void e2b_load_paused(void)
 {
         int count = 0;
 
+        e2b_snapshots_load();
         pause_load_all(on_paused_found, &count);
         if (count)
                 log_info("%d paused e2b sandbox%s found in the state directory", count,

@@ -73,6 +73,13 @@ struct e2b_sandbox {
         struct e2b_metrics metrics; /* its history of use, sampled while it runs */
         enum e2b_sudo_state sudo;   /* its sudo service, on its current box */
         bool pending_created;       /* pending is a create or resume answered once sudo is */
+        /* A sandbox made from a snapshot (snapshots.h): its files come
+         * from there as its resume's, and it is removed if that fails. */
+        char from_snapshot[64];
+        /* Told instead of pending when its resume ends (a fork's): error
+         * NULL once it runs. */
+        void (*on_resumed)(struct e2b_sandbox *s, const char *error, void *ctx);
+        void *on_resumed_ctx;
 };
 
 /* Every E2B sandbox of this host, paused ones included (lifecycle.c's

@@ -22,8 +22,15 @@
 #define STDERR_KEPT 512
 #define META_MAX    (256 * 1024)
 
-/* paused/ of the state directory, or -1 when pausing is off. */
+/* paused/ and snapshots/ of the state directory, or -1 when pausing is
+ * off. */
 static int paused_fd = -1;
+static int snapshots_fd = -1;
+
+static int store_fd(enum pause_store store)
+{
+        return store == PAUSE_SNAPSHOTS ? snapshots_fd : paused_fd;
+}
 
 struct pause_job {
         pause_done_fn done;
@@ -82,7 +89,16 @@ int pause_init(const char *state_dir)
                 goto out;
         }
         paused_fd = openat(dir, "paused", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (paused_fd < 0)
+        if (paused_fd < 0) {
+                rc = -errno;
+                goto out;
+        }
+        if (mkdirat(dir, "snapshots", 0700) < 0 && errno != EEXIST) {
+                rc = -errno;
+                goto out;
+        }
+        snapshots_fd = openat(dir, "snapshots", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (snapshots_fd < 0)
                 rc = -errno;
 out:
         if (rc < 0)
@@ -97,18 +113,18 @@ bool pause_enabled(void)
         return paused_fd >= 0;
 }
 
-/* paused/<id>/, made when make; -errno. */
-static int open_id_dir(const char *id, bool make)
+/* paused/<id>/ (or snapshots/<id>/), made when make; -errno. */
+static int open_id_dir(enum pause_store store, const char *id, bool make)
 {
-        int fd;
+        int top = store_fd(store), fd;
 
-        if (paused_fd < 0)
+        if (top < 0)
                 return -ENOTSUP;
         if (!id_ok(id))
                 return -EINVAL;
-        if (make && mkdirat(paused_fd, id, 0700) < 0 && errno != EEXIST)
+        if (make && mkdirat(top, id, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        fd = openat(paused_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        fd = openat(top, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         return fd < 0 ? -errno : fd;
 }
 
@@ -151,9 +167,9 @@ int state_write_file(int dir, const char *name, const char *text)
         return rc;
 }
 
-int pause_write_meta(const char *id, json_t *meta)
+int pause_write_meta_in(enum pause_store store, const char *id, json_t *meta)
 {
-        int dir = open_id_dir(id, true);
+        int dir = open_id_dir(store, id, true);
         char *text;
         int rc;
 
@@ -166,16 +182,17 @@ int pause_write_meta(const char *id, json_t *meta)
         return rc;
 }
 
-int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void *ctx)
+int pause_load_all_in(enum pause_store store,
+                      void (*found)(void *ctx, const char *id, json_t *meta), void *ctx)
 {
         DIR *d;
         struct dirent *e;
         int count = 0;
         int dup;
 
-        if (paused_fd < 0)
+        if (store_fd(store) < 0)
                 return 0;
-        dup = fcntl(paused_fd, F_DUPFD_CLOEXEC, 3);
+        dup = fcntl(store_fd(store), F_DUPFD_CLOEXEC, 3);
         if (dup < 0)
                 return -errno;
         d = fdopendir(dup);
@@ -192,7 +209,7 @@ int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void 
 
                 if (!id_ok(e->d_name))
                         continue;
-                dir = open_id_dir(e->d_name, false);
+                dir = open_id_dir(store, e->d_name, false);
                 if (dir < 0)
                         continue;
                 fd = openat(dir, "meta.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -217,9 +234,9 @@ int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void 
         return count;
 }
 
-void pause_forget(const char *id)
+void pause_forget_in(enum pause_store store, const char *id)
 {
-        int dir = open_id_dir(id, false);
+        int dir = open_id_dir(store, id, false);
 
         if (dir < 0)
                 return;
@@ -228,7 +245,7 @@ void pause_forget(const char *id)
         unlinkat(dir, "meta.json", 0);
         unlinkat(dir, "meta.json.new", 0);
         close(dir);
-        if (unlinkat(paused_fd, id, AT_REMOVEDIR) < 0)
+        if (unlinkat(store_fd(store), id, AT_REMOVEDIR) < 0)
                 log_warn("cannot remove the paused state of %s: %s", id, strerror(errno));
 }
 
@@ -404,8 +421,8 @@ static void on_ended(void *ctx, const struct hostmsg_exit *ex)
 
 static const struct process_ops tar_ops = {on_started, on_output, on_failed, on_ended};
 
-static int run_tar(struct sandbox *sb, const char *id, bool restore, uint64_t max_bytes,
-                   pause_done_fn done, void *ctx)
+static int run_tar(struct sandbox *sb, enum pause_store store, const char *id, bool restore,
+                   uint64_t max_bytes, pause_done_fn done, void *ctx)
 {
         /* tar runs in the sandbox as its user: it reads and writes only
          * what the user may, and the gateway touches nothing of the
@@ -437,7 +454,7 @@ static int run_tar(struct sandbox *sb, const char *id, bool restore, uint64_t ma
         j->ctx = ctx;
         j->restore = restore;
         j->max_bytes = max_bytes;
-        j->dir_fd = open_id_dir(id, !restore);
+        j->dir_fd = open_id_dir(store, id, !restore);
         if (j->dir_fd < 0) {
                 rc = j->dir_fd;
                 goto fail;
@@ -470,9 +487,9 @@ fail:
 
 /* What owner's paused sandboxes keep now: their archives as the disk
  * holds them, read from each paused/<id>/meta.json's "owner". */
-static uint64_t owner_bytes(const char *owner, const char *skip)
+static uint64_t store_owner_bytes(int top, const char *owner, const char *skip)
 {
-        DIR *d = paused_fd >= 0 ? fdopendir(dup(paused_fd)) : NULL;
+        DIR *d = top >= 0 ? fdopendir(dup(top)) : NULL;
         struct dirent *e;
         uint64_t total = 0;
 
@@ -488,20 +505,26 @@ static uint64_t owner_bytes(const char *owner, const char *skip)
                 if (!id_ok(e->d_name) || strcmp(e->d_name, skip) == 0)
                         continue;
                 snprintf(path, sizeof(path), "%s/meta.json", e->d_name);
-                fd = openat(paused_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                fd = openat(top, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
                 meta = fd >= 0 ? json_loadfd(fd, 0, NULL) : NULL;
                 if (fd >= 0)
                         close(fd);
                 if (meta &&
                     strcmp(json_string_value(json_object_get(meta, "owner")) ?: "", owner) == 0) {
                         snprintf(path, sizeof(path), "%s/home.tar", e->d_name);
-                        if (fstatat(paused_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        if (fstatat(top, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
                                 total += (uint64_t)st.st_blocks * 512;
                 }
                 json_decref(meta);
         }
         closedir(d);
         return total;
+}
+
+static uint64_t owner_bytes(const char *owner, const char *skip)
+{
+        return store_owner_bytes(paused_fd, owner, skip) +
+               store_owner_bytes(snapshots_fd, owner, skip);
 }
 
 int pause_archive_room(const struct sandbox *sb, const char *owner, const char *id, uint64_t *room)
@@ -521,16 +544,43 @@ int pause_archive_room(const struct sandbox *sb, const char *owner, const char *
         return 0;
 }
 
-int pause_save_home(struct sandbox *sb, const char *id, const char *owner, pause_done_fn done,
-                    void *ctx)
+int pause_save_home_in(enum pause_store store, struct sandbox *sb, const char *id,
+                       const char *owner, pause_done_fn done, void *ctx)
 {
         uint64_t room;
         int rc = pause_archive_room(sb, owner, id, &room);
 
-        return rc < 0 ? rc : run_tar(sb, id, false, room, done, ctx);
+        return rc < 0 ? rc : run_tar(sb, store, id, false, room, done, ctx);
+}
+
+int pause_restore_home_from(enum pause_store store, struct sandbox *sb, const char *id,
+                            pause_done_fn done, void *ctx)
+{
+        return run_tar(sb, store, id, true, 0, done, ctx);
+}
+
+int pause_write_meta(const char *id, json_t *meta)
+{
+        return pause_write_meta_in(PAUSE_PAUSED, id, meta);
+}
+
+int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void *ctx)
+{
+        return pause_load_all_in(PAUSE_PAUSED, found, ctx);
+}
+
+void pause_forget(const char *id)
+{
+        pause_forget_in(PAUSE_PAUSED, id);
+}
+
+int pause_save_home(struct sandbox *sb, const char *id, const char *owner, pause_done_fn done,
+                    void *ctx)
+{
+        return pause_save_home_in(PAUSE_PAUSED, sb, id, owner, done, ctx);
 }
 
 int pause_restore_home(struct sandbox *sb, const char *id, pause_done_fn done, void *ctx)
 {
-        return run_tar(sb, id, true, 0, done, ctx);
+        return pause_restore_home_from(PAUSE_PAUSED, sb, id, done, ctx);
 }

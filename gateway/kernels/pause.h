@@ -64,4 +64,18 @@ int pause_restore_home(struct sandbox *sb, const char *id, pause_done_fn done, v
 /* Removes paused/<id>/ and what it holds. */
 void pause_forget(const char *id);
 
+/* The same in either store: paused/ (what the calls above use) or
+ * snapshots/ (E2B's snapshots: a sandbox's files kept under an id of
+ * their own, which new sandboxes start from; they count against their
+ * owner's --pause-quota-mb with the paused ones). */
+enum pause_store { PAUSE_PAUSED, PAUSE_SNAPSHOTS };
+int pause_write_meta_in(enum pause_store store, const char *id, json_t *meta);
+int pause_load_all_in(enum pause_store store,
+                      void (*found)(void *ctx, const char *id, json_t *meta), void *ctx);
+void pause_forget_in(enum pause_store store, const char *id);
+int pause_save_home_in(enum pause_store store, struct sandbox *sb, const char *id,
+                       const char *owner, pause_done_fn done, void *ctx);
+int pause_restore_home_from(enum pause_store store, struct sandbox *sb, const char *id,
+                            pause_done_fn done, void *ctx);
+
 #endif
