@@ -155,14 +155,15 @@ void e2b_set_timeout(struct e2b_sandbox *s, double seconds)
 static json_t *pause_meta(const struct e2b_sandbox *s)
 {
         return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
-                         "s:s, s:b, s:b, s:s}",
+                         "s:s, s:b, s:b, s:s, s:s}",
                          "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner,
                          "token", s->token, "templateID", s->template_id, "metadata", s->metadata,
                          "envVars", s->env, "limits", "memory_mb", (json_int_t)s->limits.memory_mb,
                          "cpu_millis", (json_int_t)s->limits.cpu_millis, "pids",
                          (json_int_t)s->limits.pids, "disk_mb", (json_int_t)s->limits.disk_mb,
                          "lifetime", s->lifetime, "startedAt", s->started_at, "onTimeoutPause",
-                         s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+                         s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE,
+                         "trafficToken", s->traffic_token);
 }
 
 /* ctx of a pause job: the sandbox's id, looked up again when the job
@@ -483,6 +484,13 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
                 log_warn("paused sandbox %s: its meta.json is not a paused sandbox's; left as it "
                          "is",
                          id);
+                free(s);
+                return;
+        }
+        /* Paused before it had a traffic token of its own (the envd
+         * token served as both): a new one, which its connect answers. */
+        if (!meta_string(meta, "trafficToken", s->traffic_token, sizeof(s->traffic_token)) &&
+            jp_random_hex(s->traffic_token, 32) < 0) {
                 free(s);
                 return;
         }
