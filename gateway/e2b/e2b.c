@@ -160,8 +160,7 @@ static bool sandbox_plane(struct http_request *r, char *port, size_t size)
  * the code interpreter's port, which is a server in the sandbox for E2B
  * (its SDKs send the traffic token there, to execute the envd token too),
  * either. */
-static bool credentials_ok(struct http_request *r, const struct e2b_sandbox *s,
-                           const char *port)
+static bool credentials_ok(struct http_request *r, const struct e2b_sandbox *s, const char *port)
 {
         char token[128];
         bool ok = false;
