@@ -105,7 +105,7 @@ json_t *e2b_created_json(const struct e2b_sandbox *s)
         return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id,
                          "templateID", s->template_id, "alias", s->template_id, "clientID",
                          "glovebox", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", s->token,
-                         "trafficAccessToken", s->token, "domain", ports_domain());
+                         "trafficAccessToken", s->traffic_token, "domain", ports_domain());
 }
 
 /* A lifetime in seconds from body's "timeout" (dflt when absent); false

@@ -326,7 +326,8 @@ void e2b_create_sandbox(struct http_request *r)
                 e2b_reply_quota(r, why);
         } else {
                 s = calloc(1, sizeof(*s));
-                if (!s || fleet_new_sandbox_id(s->id) < 0 || jp_random_hex(s->token, 32) < 0) {
+                if (!s || fleet_new_sandbox_id(s->id) < 0 || jp_random_hex(s->token, 32) < 0 ||
+                    jp_random_hex(s->traffic_token, 32) < 0) {
                         free(s);
                         e2b_reply_error(r, 500, "out of memory");
                         goto out;

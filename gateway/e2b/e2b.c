@@ -74,11 +74,13 @@ static bool name_resolve(const char *name, struct sandbox **box, const char **ow
         return true;
 }
 
+/* Its ports open with its traffic token only: the envd token, which
+ * reaches its files and processes, is not one to hand to an app's users. */
 static bool name_token_ok(const char *name, const char *token)
 {
         struct e2b_sandbox *s = e2b_find_ready(name);
 
-        return s && token_matches(token, s->token);
+        return s && token_matches(token, s->traffic_token);
 }
 
 const struct sandbox_names e2b_names = {.resolve = name_resolve, .token_ok = name_token_ok};
@@ -149,9 +151,35 @@ static void act_as_owner(const struct e2b_sandbox *s)
         }
 }
 
+static bool sandbox_plane(struct http_request *r, char *port, size_t size)
+{
+        return header(r, "e2b-sandbox-port:", port, size);
+}
+
+/* Whether the request carries s's token for port. Each token is good in
+ * its own header for its own plane: envd's (X-Access-Token) for envd; on
+ * the code interpreter's port, which is a server in the sandbox for E2B
+ * (its SDKs send the traffic token there, to execute the envd token too),
+ * either. */
+static bool credentials_ok(struct http_request *r, const struct e2b_sandbox *s, const char *port)
+{
+        char token[128];
+        bool ok = false;
+
+        if (config_get()->no_auth)
+                return true;
+        if (header(r, "x-access-token:", token, sizeof(token)))
+                ok = token_matches(token, s->token);
+        if (!ok && strcmp(port, E2B_JUPYTER_PORT) == 0 &&
+            header(r, "e2b-traffic-access-token:", token, sizeof(token)))
+                ok = token_matches(token, s->traffic_token);
+        explicit_bzero(token, sizeof(token));
+        return ok;
+}
+
 struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
 {
-        char id[64], token[128];
+        char id[64], port[16] = E2B_ENVD_PORT;
         struct e2b_sandbox *s;
 
         /* Found whoever asks: its access token is the credential here. */
@@ -159,16 +187,20 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
                 s = e2b_find_any(r->e2b_signed);
                 return usable(r, s) ? s : NULL;
         }
+        sandbox_plane(r, port, sizeof(port));
         s = header(r, "e2b-sandbox-id:", id, sizeof(id)) ? e2b_find_any(id) : NULL;
+        if (s && !credentials_ok(r, s, port)) {
+                /* A running sandbox's wrong token is said (envd's 401, the
+                 * SDKs' error for it). Any other is answered as an unknown
+                 * id: that it is paused is for its token's holder to learn. */
+                if (s->ready && s->phase == E2B_RUNNING && tenants_exists(s->owner)) {
+                        e2b_reply_error(r, 401, "Missing or wrong sandbox access token");
+                        return NULL;
+                }
+                s = NULL;
+        }
         if (!usable(r, s))
                 return NULL;
-        if (!config_get()->no_auth &&
-            !((header(r, "x-access-token:", token, sizeof(token)) ||
-               header(r, "e2b-traffic-access-token:", token, sizeof(token))) &&
-              token_matches(token, s->token))) {
-                e2b_reply_error(r, 401, "Missing or wrong sandbox access token");
-                return NULL;
-        }
         act_as_owner(s);
         return s;
 }
@@ -202,11 +234,6 @@ bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *ar
         snprintf(r->e2b_signed, sizeof(r->e2b_signed), "%s", found->id);
         act_as_owner(found);
         return true;
-}
-
-static bool sandbox_plane(struct http_request *r, char *port, size_t size)
-{
-        return header(r, "e2b-sandbox-port:", port, size);
 }
 
 bool e2b_route(const char *path)

@@ -156,15 +156,16 @@ void e2b_set_timeout(struct e2b_sandbox *s, double seconds)
  * the same tenant. */
 static json_t *pause_meta(const struct e2b_sandbox *s)
 {
-        json_t *meta = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
-                         "s:s, s:b, s:b, s:s}",
-                         "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner,
-                         "token", s->token, "templateID", s->template_id, "metadata", s->metadata,
-                         "envVars", s->env, "limits", "memory_mb", (json_int_t)s->limits.memory_mb,
-                         "cpu_millis", (json_int_t)s->limits.cpu_millis, "pids",
-                         (json_int_t)s->limits.pids, "disk_mb", (json_int_t)s->limits.disk_mb,
-                         "lifetime", s->lifetime, "startedAt", s->started_at, "onTimeoutPause",
-                         s->on_timeout_pause, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+        json_t *meta = json_pack(
+            "{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
+            "s:s, s:b, s:b, s:s, s:s}",
+            "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner, "token", s->token,
+            "templateID", s->template_id, "metadata", s->metadata, "envVars", s->env, "limits",
+            "memory_mb", (json_int_t)s->limits.memory_mb, "cpu_millis",
+            (json_int_t)s->limits.cpu_millis, "pids", (json_int_t)s->limits.pids, "disk_mb",
+            (json_int_t)s->limits.disk_mb, "lifetime", s->lifetime, "startedAt", s->started_at,
+            "onTimeoutPause", s->on_timeout_pause, "memoryKept", false, "notice",
+            PAUSE_MEMORY_NOTICE, "trafficToken", s->traffic_token);
         json_t *volumes = json_array();
 
         for (size_t i = 0; s->volumes && s->volumes[i]; i++)
@@ -350,8 +351,7 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 e2b_reply_created(s, r);
 }
 
-static void on_resume_ready(struct waiter *w, void *subject, int status,
-                            const char *message)
+static void on_resume_ready(struct waiter *w, void *subject, int status, const char *message)
 {
         struct kernel *k = subject;
         struct e2b_sandbox *s = lws_container_of(w, struct e2b_sandbox, resume_waiter);
@@ -365,10 +365,10 @@ static void on_resume_ready(struct waiter *w, void *subject, int status,
         }
         id = strdup(s->id);
         /* A sandbox made from a snapshot takes its files from there. */
-        rc = !id                 ? -ENOMEM
+        rc = !id                   ? -ENOMEM
              : s->from_snapshot[0] ? pause_restore_home_from(PAUSE_SNAPSHOTS, s->box,
-                                                           s->from_snapshot, on_restored, id)
-                                 : pause_restore_home(s->box, s->id, on_restored, id);
+                                                             s->from_snapshot, on_restored, id)
+                                   : pause_restore_home(s->box, s->id, on_restored, id);
         if (rc < 0) {
                 free(id);
                 resume_failed(s, strerror(-rc));
@@ -503,9 +503,8 @@ int e2b_box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
         int rc;
 
         if (!b)
-                return templates_sandbox_new_layered(spec, limits,
-                                                     strcmp(cfg->sandbox, "none") != 0, net,
-                                                     &mounts, &s->box);
+                return templates_sandbox_new_layered(
+                    spec, limits, strcmp(cfg->sandbox, "none") != 0, net, &mounts, &s->box);
         rc = builds_sandbox_new(b, limits, net, s->volumes, &s->box);
         if (rc == 0 && builds_start(b, s->box) < 0)
                 log_warn("sandbox %s: cannot start its template's start command", s->id);
@@ -573,6 +572,13 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
                 log_warn("paused sandbox %s: its meta.json is not a paused sandbox's; left as it "
                          "is",
                          id);
+                free(s);
+                return;
+        }
+        /* Paused before it had a traffic token of its own (the envd
+         * token served as both): a new one, which its connect answers. */
+        if (!meta_string(meta, "trafficToken", s->traffic_token, sizeof(s->traffic_token)) &&
+            jp_random_hex(s->traffic_token, 32) < 0) {
                 free(s);
                 return;
         }

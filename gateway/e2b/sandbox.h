@@ -44,7 +44,9 @@ struct e2b_sandbox {
         struct e2b_sandbox *next;
         char id[FLEETID_SANDBOX_SIZE];
         char owner[KEYS_NAME_MAX]; /* the tenant whose key created it */
-        char token[65];
+        char token[65];            /* envd's (envdAccessToken): its files, processes, signed URLs */
+        char traffic_token[65];    /* its ports' (trafficAccessToken): another secret, so that
+                                    * one given out for an app opens no envd */
         char template_id[64];
         char workdir[PATH_MAX]; /* a built template's: its commands' default cwd */
         json_t *metadata;

@@ -437,7 +437,8 @@ static struct e2b_sandbox *sandbox_of(const struct snapshot *p, json_t *metadata
 {
         struct e2b_sandbox *s = calloc(1, sizeof(*s));
 
-        if (!s || fleet_new_sandbox_id(s->id) < 0 || jp_random_hex(s->token, 32) < 0) {
+        if (!s || fleet_new_sandbox_id(s->id) < 0 || jp_random_hex(s->token, 32) < 0 ||
+            jp_random_hex(s->traffic_token, 32) < 0) {
                 free(s);
                 return NULL;
         }

@@ -142,8 +142,9 @@ bool ports_wanted(struct lws *wsi)
         return find_target(wsi, &t);
 }
 
-/* The sandbox of the target: a kernel's (both forms) or an E2B sandbox's
- * (the Host form, as getHost names it). */
+/* The sandbox of the target: a kernel's or an E2B sandbox's, in both
+ * forms (E2B's getHost names the Host form; the path form serves a client
+ * that has no wildcard DNS name for the ports domain). */
 static void resolve(struct target *t)
 {
         /* Any tenant's: a public port or a sandbox's traffic token needs no
@@ -156,9 +157,8 @@ static void resolve(struct target *t)
                 t->owner = k->owner;
                 return;
         }
-        /* A name another family gives a sandbox (E2B's sandbox id, as
-         * getHost names it). */
-        if (t->host_form && sandbox_resolve_name(t->id, &t->box, &t->owner)) {
+        /* A name another family gives a sandbox (E2B's sandbox id). */
+        if (sandbox_resolve_name(t->id, &t->box, &t->owner)) {
                 t->known = true;
                 t->named = true;
         }

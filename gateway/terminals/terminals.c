@@ -67,21 +67,34 @@ static size_t terminal_count; /* starting ones included */
 
 /* ---- the terminal itself -------------------------------------------------- */
 
-/* A terminal the caller may reach: another tenant's is not found. */
+/* A terminal the caller may reach by name. Names are each tenant's own
+ * (two tenants may both have a "1"), so the caller's own comes first; an
+ * admin, who reaches every tenant's, gets another's only when it has none
+ * of that name. Another tenant's is not found. */
 static struct terminal *terminal_find(const char *name)
 {
+        const char *me = tenants_owner_now();
+        struct terminal *other = NULL;
+
         for (struct terminal *t = terminals; t; t = t->next) {
-                if (t->listed && strcmp(t->name, name) == 0 && tenants_may_reach(t->owner))
+                if (!t->listed || strcmp(t->name, name) != 0)
+                        continue;
+                if (strcmp(t->owner, me) == 0)
                         return t;
+                if (!other && tenants_may_reach(t->owner))
+                        other = t;
         }
-        return NULL;
+        return other;
 }
 
-/* Any terminal by name, starting ones too: names are unique among all. */
-static bool name_taken(const char *name)
+/* Whether owner has a terminal called name, starting ones too. Only the
+ * owner's own count: were names shared by all tenants, a 409 for a name
+ * another tenant holds (whose GET answers 404) would tell that it exists,
+ * and a tenant could take the names another one's clients ask for. */
+static bool name_taken(const char *name, const char *owner)
 {
         for (struct terminal *t = terminals; t; t = t->next) {
-                if (strcmp(t->name, name) == 0)
+                if (strcmp(t->name, name) == 0 && strcmp(t->owner, owner) == 0)
                         return true;
         }
         return false;
@@ -462,11 +475,11 @@ static void on_post_gone(struct http_request *r)
 
 /* ---- REST -------------------------------------------------------------------- */
 
-static void next_name(char *out, size_t size)
+static void next_name(char *out, size_t size, const char *owner)
 {
         for (unsigned n = 1;; n++) {
                 snprintf(out, size, "%u", n);
-                if (!name_taken(out))
+                if (!name_taken(out, owner))
                         return;
         }
 }
@@ -496,7 +509,8 @@ static void post_terminal(struct http_request *r)
                                  NAME_MAX_LEN);
                 goto out;
         }
-        if (jname && json_string_length(jname) && name_taken(json_string_value(jname))) {
+        if (jname && json_string_length(jname) &&
+            name_taken(json_string_value(jname), tenants_owner_now())) {
                 http_reply_error(r, 409, "A terminal named %s already exists",
                                  json_string_value(jname));
                 goto out;
@@ -553,7 +567,7 @@ static void post_terminal(struct http_request *r)
         if (jname && json_string_length(jname))
                 snprintf(t->name, sizeof(t->name), "%s", json_string_value(jname));
         else
-                next_name(t->name, sizeof(t->name));
+                next_name(t->name, sizeof(t->name), t->owner);
         if (jcwd)
                 snprintf(t->cwd, sizeof(t->cwd), "%s", json_string_value(jcwd));
         if (sb)

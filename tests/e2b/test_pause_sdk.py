@@ -116,6 +116,44 @@ def test_pause_answers_409_404_and_resume_409(gateway):
     assert status == 404, body
 
 
+def raw_plane(gw, sandbox_id, port, headers=None):
+    """A sandbox-plane request on the wire: (status, body bytes)."""
+    req = urllib.request.Request(gw.base + "/e2b/health" if port == "49983"
+                                 else gw.base + "/e2b/contexts",
+                                 headers={"E2b-Sandbox-Id": sandbox_id,
+                                          "E2b-Sandbox-Port": port, **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_without_credentials_a_paused_id_is_answered_as_an_unknown_one(gateway):
+    """The sandbox plane tells that a sandbox is paused only to its token's
+    holder: without credentials, or with a wrong token, a paused id gets the
+    same status and body as an id that never existed."""
+    sbx = Sandbox.create()
+    try:
+        assert sbx.pause() is True
+        unknown = "gb" + secrets.token_hex(len(sbx.sandbox_id) // 2)[:len(sbx.sandbox_id) - 2]
+        assert len(unknown) == len(sbx.sandbox_id) and unknown != sbx.sandbox_id
+        for port in ("49983", "49999"):
+            for headers in ({}, {"X-Access-Token": "0" * 64},
+                            {"E2B-Traffic-Access-Token": "0" * 64},
+                            {"X-API-Key": "e2b_" + "0" * 40}):
+                paused = raw_plane(gateway, sbx.sandbox_id, port, headers)
+                never = raw_plane(gateway, unknown, port, headers)
+                assert paused == never, (port, headers, paused, never)
+                assert never[0] == 502 and b"not found" in never[1], never
+        # Its own token is told that it is paused (a positive control).
+        status, body = raw_plane(gateway, sbx.sandbox_id, "49983",
+                                 {"X-Access-Token": sbx._envd_access_token})
+        assert status == 502 and b"paused" in body, (status, body)
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 def test_killing_a_paused_sandbox_removes_its_files(gateway):
     sbx = Sandbox.create()
     sbx.files.write("x.txt", "x")
@@ -138,6 +176,7 @@ def test_a_paused_sandbox_survives_a_gateway_restart(tmp_path):
         sbx = Sandbox.create(metadata={"suite": "restart"})
         sbx.files.write("kept.txt", "across restarts")
         sandbox_id = sbx.sandbox_id
+        tokens = (sbx._envd_access_token, sbx.traffic_access_token)
         assert sbx.pause() is True
     finally:
         gw.stop()
@@ -149,6 +188,8 @@ def test_a_paused_sandbox_survives_a_gateway_restart(tmp_path):
         listed = Sandbox.list(query=SandboxQuery(metadata={"suite": "restart"})).next_items()
         assert [(s.sandbox_id, s.state.value) for s in listed] == [(sandbox_id, "paused")]
         again = Sandbox.connect(sandbox_id)
+        # Both its tokens were kept, each its own.
+        assert (again._envd_access_token, again.traffic_access_token) == tokens
         assert again.files.read("kept.txt") == "across restarts"
         assert again.run_code("6 * 7").text == "42"
         # Resumed: its saved state is gone from the disk.

@@ -4,6 +4,8 @@ create, and that name, sent as the Host to the gateway's own address (what
 a wildcard DNS name or curl --resolve does), reaches the sandbox's server."""
 import http.client
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -112,6 +114,83 @@ def test_allow_public_traffic_is_what_the_create_says(gateway):
     finally:
         public.kill()
         private.kill()
+
+
+def envd_get(gateway, sbx, headers):
+    """envd's file read on the wire, with only the headers given."""
+    req = urllib.request.Request(gateway.base + "/e2b/files?path=/home/user/t.txt",
+                                 headers={"E2b-Sandbox-Id": sbx.sandbox_id,
+                                          "E2b-Sandbox-Port": "49983", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def path_get(gateway, path, headers=None):
+    """The path form, /api/kernels/{id}/ports/{port}/..., without the API key."""
+    return get(gateway, f"127.0.0.1:{gateway.port}", path, headers)
+
+
+def test_traffic_and_envd_tokens_are_distinct_each_for_its_own_plane(gateway):
+    """The traffic access token (given out for an app's users) and the envd
+    access token (the sandbox's files and processes) are two secrets: the
+    envd token opens no private port, the traffic token opens no envd."""
+    from e2b import SandboxNetworkOpts
+    sbx = Sandbox.create(network=SandboxNetworkOpts(allow_public_traffic=False))
+    try:
+        envd, traffic = sbx._envd_access_token, sbx.traffic_access_token
+        assert envd and traffic and envd != traffic
+        sbx.files.write("/home/user/t.txt", "envd's")
+        sbx.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp",
+                         background=True)
+        host = sbx.get_host(8000)
+        assert wait_served(gateway, host, {"e2b-traffic-access-token": traffic}) == 200
+        assert get(gateway, host, "/", {"e2b-traffic-access-token": envd})[0] == 403
+        # The path form, the same.
+        path = f"/api/kernels/{sbx.sandbox_id}/ports/8000/"
+        assert path_get(gateway, path, {"e2b-traffic-access-token": traffic})[0] == 200
+        assert path_get(gateway, path, {"e2b-traffic-access-token": envd})[0] == 401
+        # envd: its own token, in its own header, only.
+        assert envd_get(gateway, sbx, {"X-Access-Token": envd}) == (200, b"envd's")
+        for headers in ({"X-Access-Token": traffic}, {"E2B-Traffic-Access-Token": traffic},
+                        {"E2B-Traffic-Access-Token": envd}, {}):
+            assert envd_get(gateway, sbx, headers)[0] == 401, headers
+        # The SDK still does everything with them.
+        assert sbx.run_code("6 * 7").text == "42"
+        assert sbx.files.read("/home/user/t.txt") == "envd's"
+        # Kept across a pause: connect answers the same two.
+        assert sbx.pause() is True
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert (again._envd_access_token, again.traffic_access_token) == (envd, traffic)
+        assert again.files.read("/home/user/t.txt") == "envd's"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
+def test_the_path_form_takes_an_e2b_sandbox_id(gateway):
+    """/api/kernels/{id}/ports/{port}/ with an E2B sandbox's id serves its
+    port as the Host form does (it answered "No kernel or sandbox")."""
+    sbx = Sandbox.create()
+    try:
+        sbx.files.write("/home/user/site/index.txt", "by the path form")
+        sbx.commands.run(
+            "python3 -m http.server 8000 --bind 127.0.0.1 --directory /home/user/site",
+            background=True)
+        assert wait_served(gateway, sbx.get_host(8000),
+                           {"e2b-traffic-access-token": sbx.traffic_access_token}) == 200
+        path = f"/api/kernels/{sbx.sandbox_id}/ports/8000/index.txt"
+        for headers in ({"Authorization": f"token {gateway.token}"},
+                        {"e2b-traffic-access-token": sbx.traffic_access_token}):
+            assert path_get(gateway, path, headers) == (200, b"by the path form"), headers
+        # Without credentials: 401, as for an unknown id.
+        assert path_get(gateway, path)[0] == 401
+        assert path_get(gateway, "/api/kernels/gb0123456789abcdef/ports/8000/")[0] == 401
+    finally:
+        sbx.kill()
+    # Killed: not found.
+    assert path_get(gateway, path, {"Authorization": f"token {gateway.token}"})[0] == 404
 
 
 def test_public_traffic_by_default_is_the_operators_choice():

@@ -613,6 +613,89 @@ def port_status(gw, key, path):
         return e.code
 
 
+def test_terminal_names_are_each_tenants_own(tenants):
+    """Terminal names are per tenant: Bob may take a name Alice holds (a
+    409 there told Bob her terminal existed while its GET answered 404, and
+    let him take the names her clients ask for), each sees and reaches only
+    their own under that name, and no answer tells Bob that Alice's exists."""
+    gw, k = tenants, tenants.keys
+    name = "shared-" + secrets.token_hex(4)
+    alice_kernel, bob_kernel = start_as(gw, k["alice"]), start_as(gw, k["bob"])
+    try:
+        # Nothing of that name yet: what Bob is told before Alice has one.
+        before = [as_key(gw, k["bob"], method, f"/api/terminals/{name}")[:2]
+                  for method in ("GET", "DELETE")]
+        status, term, _ = as_key(gw, k["alice"], "POST", "/api/terminals",
+                                 {"name": name, "kernel_id": alice_kernel})
+        assert status == 200 and term["name"] == name, (status, term)
+        try:
+            # Alice's own second one of that name is still a 409.
+            status, _, _ = as_key(gw, k["alice"], "POST", "/api/terminals",
+                                  {"name": name, "kernel_id": alice_kernel})
+            assert status == 409
+            # Bob is told exactly what he was told before Alice had one.
+            after = [as_key(gw, k["bob"], method, f"/api/terminals/{name}")[:2]
+                     for method in ("GET", "DELETE")]
+            assert after == before, (before, after)
+            assert all(status == 404 for status, _ in after)
+            status, listed, _ = as_key(gw, k["bob"], "GET", "/api/terminals")
+            assert name not in {t["name"] for t in listed}
+            # And he may have one of that name himself.
+            status, bobs, _ = as_key(gw, k["bob"], "POST", "/api/terminals",
+                                     {"name": name, "kernel_id": bob_kernel})
+            assert status == 200 and bobs["name"] == name, (status, bobs)
+            try:
+                for key, kernel in ((k["alice"], alice_kernel), (k["bob"], bob_kernel)):
+                    status, model, _ = as_key(gw, key, "GET", f"/api/terminals/{name}")
+                    assert status == 200 and model["kernel_id"] == kernel, model
+                    _, listed, _ = as_key(gw, key, "GET", "/api/terminals")
+                    assert [t.get("kernel_id") for t in listed if t["name"] == name] \
+                        == [kernel]
+                # Names made up for them are each tenant's too: both get "1".
+                made = []
+                for key, kernel in ((k["alice"], alice_kernel), (k["bob"], bob_kernel)):
+                    status, model, _ = as_key(gw, key, "POST", "/api/terminals",
+                                              {"kernel_id": kernel})
+                    assert status == 200, model
+                    made.append((key, model["name"]))
+                try:
+                    assert made[0][1] == made[1][1], made
+                finally:
+                    for key, made_name in made:
+                        as_key(gw, key, "DELETE", f"/api/terminals/{made_name}")
+                # Each one's WebSocket reaches the shell in its own
+                # kernel's sandbox: the file there, upper-cased by the
+                # shell (the echoed command line does not hold the answer).
+                for who in ("alice", "bob"):
+                    kernel = alice_kernel if who == "alice" else bob_kernel
+                    reply, _ = run_as(gw, k[who], kernel,
+                                      f"open('/tmp/whose.txt', 'w').write('owner-{who}')")
+                    assert reply["status"] == "ok", reply
+                    ws = websocket.create_connection(
+                        f"ws://127.0.0.1:{gw.port}/terminals/websocket/{name}",
+                        header=[f"Authorization: token {k[who]}"], timeout=30)
+                    try:
+                        ws.send(json.dumps(["stdin", "tr a-z A-Z < /tmp/whose.txt\r"]))
+                        seen, deadline = "", time.time() + 30
+                        while "OWNER-" not in seen and time.time() < deadline:
+                            msg = json.loads(ws.recv())
+                            if msg[0] == "stdout":
+                                seen += msg[1]
+                        assert f"OWNER-{who.upper()}" in seen, seen
+                    finally:
+                        ws.close()
+            finally:
+                assert as_key(gw, k["bob"], "DELETE", f"/api/terminals/{name}")[0] == 204
+            # Bob's delete ended his own: Alice's is still there.
+            status, model, _ = as_key(gw, k["alice"], "GET", f"/api/terminals/{name}")
+            assert status == 200 and model["kernel_id"] == alice_kernel
+        finally:
+            as_key(gw, k["alice"], "DELETE", f"/api/terminals/{name}")
+    finally:
+        as_key(gw, k["alice"], "DELETE", f"/api/kernels/{alice_kernel}")
+        as_key(gw, k["bob"], "DELETE", f"/api/kernels/{bob_kernel}")
+
+
 def test_quota_counts_terminals_in_sandboxes_of_their_own(tenants):
     """A terminal without a kernel starts a sandbox with the default limits
     (1024 MiB, 1000 m): it counts in the key's quota as a kernel does."""
