@@ -2,6 +2,7 @@
 
 #include "kernel-host/layers.h"
 #include "kernel-host/loopfs.h"
+#include "protocol/fleetid.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -222,7 +223,7 @@ int layers_seal(const char *id)
         if (fs >= 0)
                 close(fs);
         if (rc < 0) {
-                log_warn("layer %.8s: cannot seal it: %s", id, strerror(-rc));
+                log_warn("layer %s: cannot seal it: %s", fleetid_short(id).s, strerror(-rc));
                 layers_delete(id);
                 return rc;
         }
@@ -275,5 +276,6 @@ void layers_delete(const char *id)
                 forget(l);
         image_name(id, name, sizeof(name));
         if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
-                log_warn("layer %.8s: cannot remove its image: %s", id, strerror(errno));
+                log_warn("layer %s: cannot remove its image: %s", fleetid_short(id).s,
+                         strerror(errno));
 }

@@ -22,6 +22,7 @@
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
 #include "kernel-host/zygote.h"
+#include "protocol/fleetid.h"
 #include "protocol/hostmsg.h"
 #include "protocol/log.h"
 
@@ -104,10 +105,11 @@ static void handle_sandbox_create(json_t *body)
                 return;
         }
         if (spawn_sandbox_create(&req, &ready, &root_fd, &fail) < 0) {
-                log_warn("sandbox %.8s failed: %s", req.sandbox_id, fail.message);
+                log_warn("sandbox %s failed: %s", fleetid_short(req.sandbox_id).s, fail.message);
                 report(HOSTMSG_SANDBOX_FAILED, hostmsg_failed_encode(&fail));
         } else {
-                log_info("sandbox %.8s ready (init pid %d)", req.sandbox_id, ready.init_pid);
+                log_info("sandbox %s ready (init pid %d)", fleetid_short(req.sandbox_id).s,
+                         ready.init_pid);
                 /* Its root goes along: the gateway reaches the sandbox's
                  * files through it, whatever its privileges. */
                 msg = hostmsg_sandbox_ready_encode(&ready);
@@ -138,7 +140,8 @@ static void handle_start(json_t *body)
                 report(HOSTMSG_START_FAILED, hostmsg_failed_encode(&fail));
                 goto out;
         }
-        klog_info(req.id, "started pid %d in sandbox %.8s", started.pid, req.sandbox_id);
+        klog_info(req.id, "started pid %d in sandbox %s", started.pid,
+                  fleetid_short(req.sandbox_id).s);
         msg = hostmsg_started_encode(&started);
         rc = msg ? hostmsg_send(host.link, HOSTMSG_STARTED, msg, fds, nfds) : -ENOMEM;
         if (rc < 0)

@@ -4,6 +4,7 @@
 
 #include "kernel-host/spawn.h"
 #include "kernel-host/spawn_internal.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -158,8 +159,8 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
                  : b->gone_reported  ? "sandbox-died"
                  : WIFSIGNALED(status) ? "signaled"
                                        : "exited");
-        log_debug("process %.8s ended: %s (code %d, signal %d)", p->id, ex.reason, ex.exit_code,
-                  ex.signal);
+        log_debug("process %s ended: %s (code %d, signal %d)", fleetid_short(p->id).s, ex.reason,
+                  ex.exit_code, ex.signal);
         if (p->kernel)
                 spawn_remove_kernel_files(b, p->id);
         for (struct proc **link = &procs; *link; link = &(*link)->next) {

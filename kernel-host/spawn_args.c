@@ -3,6 +3,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/spawn_internal.h"
+#include "protocol/fleetid.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -178,13 +179,14 @@ void spawn_prepare_connection(const struct box *b, const struct hostmsg_start *r
                               char *inside, size_t inside_size, char *prefix, size_t prefix_size)
 {
         *conn = (struct jp_connection){.transport = "ipc", .signature_scheme = "hmac-sha256"};
-        snprintf(name, name_size, "%.8s.json", req->id);
+        snprintf(name, name_size, "%s.json", fleetid_short(req->id).s);
         if (b->sandboxed) {
-                snprintf(conn->ip, sizeof(conn->ip), ROOTFS_RUN_DIR "/%.8s", req->id);
+                snprintf(conn->ip, sizeof(conn->ip), ROOTFS_RUN_DIR "/%s",
+                         fleetid_short(req->id).s);
                 snprintf(inside, inside_size, ROOTFS_RUN_DIR "/%s", name);
                 snprintf(prefix, prefix_size, "%s", conn->ip + 1);
         } else {
-                snprintf(conn->ip, sizeof(conn->ip), "%s/%.8s", b->ipc_dir, req->id);
+                snprintf(conn->ip, sizeof(conn->ip), "%s/%s", b->ipc_dir, fleetid_short(req->id).s);
                 snprintf(inside, inside_size, "%s/%s", b->ipc_dir, name);
                 snprintf(prefix, prefix_size, "%s", conn->ip);
         }
@@ -199,13 +201,13 @@ void spawn_remove_kernel_files(const struct box *b, const char *id)
 {
         char name[32];
 
-        snprintf(name, sizeof(name), "%.8s.json", id);
+        snprintf(name, sizeof(name), "%s.json", fleetid_short(id).s);
         unlinkat(box_ipc_fd(b), name, 0);
         for (int i = 0; i < JP_CHANNEL_COUNT; i++) {
-                snprintf(name, sizeof(name), "%.8s-%d", id, HOSTMSG_PORT(i));
+                snprintf(name, sizeof(name), "%s-%d", fleetid_short(id).s, HOSTMSG_PORT(i));
                 unlinkat(box_ipc_fd(b), name, 0);
                 /* And as kernels that name them <ip>:<port> do. */
-                snprintf(name, sizeof(name), "%.8s:%d", id, HOSTMSG_PORT(i));
+                snprintf(name, sizeof(name), "%s:%d", fleetid_short(id).s, HOSTMSG_PORT(i));
                 unlinkat(box_ipc_fd(b), name, 0);
         }
 }

@@ -8,6 +8,7 @@
 #include "kernel-host/homedisk.h"
 #include "kernel-host/layers.h"
 #include "kernel-host/volumes.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 #include "protocol/tree.h"
 
@@ -310,7 +311,7 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
-        log_info("sandbox %.8s removed", b->id);
+        log_info("sandbox %s removed", fleetid_short(b->id).s);
         if (!b->gone_reported)
                 spawn_report_gone(b, report);
         /* A build's layer is done: read-only from now on, or gone. */

@@ -234,3 +234,18 @@ int program_beside_self(const char *name, char *out, size_t size)
                 return -ENOENT;
         return 0;
 }
+
+bool program_in_build_tree(void)
+{
+        char self[PATH_MAX], build[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+
+        if (n <= 0 || !realpath(GLOVEBOX_BUILDDIR, build))
+                return false;
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        if (slash)
+                *slash = '\0';
+        return strcmp(self, build) == 0;
+}

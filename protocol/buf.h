@@ -7,6 +7,7 @@
 #ifndef GLOVEBOX_BUF_H
 #define GLOVEBOX_BUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -49,5 +50,9 @@ ssize_t read_small_file(const char *path, char *out, size_t size);
  * (the build tree, or where it is installed) into out: 0, or -ENOENT when
  * it is not there or not executable. */
 int program_beside_self(const char *name, char *out, size_t size);
+/* True when the running program is the one in the build tree it was built
+ * in: only then may it read the source tree (its page, its own kernels);
+ * installed, it reads its installed files, even where that tree remains. */
+bool program_in_build_tree(void);
 
 #endif

@@ -3,6 +3,7 @@
 #include "protocol/fleetid.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char hex_digits[] = "0123456789abcdef";
@@ -125,4 +126,18 @@ int fleetid_host_of(const char *id, char *host, size_t size)
                 return -ENOENT;
         }
         return 0;
+}
+
+struct fleetid_short fleetid_short(const char *id)
+{
+        struct fleetid_short out = {""};
+        char host[FLEETID_HOST_MAX + 1];
+        size_t n = id ? strlen(id) : 0;
+        size_t from = 0;
+
+        if (n > FLEETID_SHORT_LEN && fleetid_host_of(id, host, sizeof(host)) == 0)
+                from = n - FLEETID_SHORT_LEN;
+        if (id)
+                snprintf(out.s, sizeof(out.s), "%s", id + from);
+        return out;
 }

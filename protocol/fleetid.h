@@ -19,6 +19,13 @@
 #define FLEETID_HOST_MAX     6
 #define FLEETID_TAG_LEN      12                             /* hex digits */
 #define FLEETID_SANDBOX_SIZE (2 + FLEETID_TAG_LEN + 16 + 1) /* "gb", tag, random, NUL */
+#define FLEETID_SHORT_LEN    8
+
+/* An id's short form, returned by value so that it can be an argument of
+ * a call: log_info("[%s] ...", fleetid_short(id).s). */
+struct fleetid_short {
+        char s[FLEETID_SHORT_LEN + 1];
+};
 
 /* True when s is a usable host id. */
 bool fleetid_host_valid(const char *s);
@@ -34,5 +41,11 @@ int fleetid_sandbox(const char *host, char out[FLEETID_SANDBOX_SIZE]);
  * FLEETID_HOST_MAX + 1 bytes); -ENOENT for an id that names none (a
  * single host's id, or not an id at all). */
 int fleetid_host_of(const char *id, char *host, size_t size);
+/* The short form of an id, as log lines, a kernel's file names in its
+ * sandbox and the page's kernel picker show it (static/app.js has the same
+ * rule): its first FLEETID_SHORT_LEN characters; for an id that names its
+ * host, whose first characters are the host's tag and so the same for all
+ * of that host's ids, its last ones, which are random. */
+struct fleetid_short fleetid_short(const char *id);
 
 #endif

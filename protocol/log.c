@@ -2,6 +2,7 @@
 
 #include "protocol/log.h"
 #include "protocol/buf.h"
+#include "protocol/fleetid.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -123,7 +124,8 @@ static void log_vwrite(enum log_level level, const char *kernel_id, const char *
         n = snprintf(line, sizeof(line), "%s.%03ld %s %-5s ", when, now.tv_nsec / 1000000,
                      log_program, level_names[level]);
         if (kernel_id && n > 0 && (size_t)n < sizeof(line))
-                n += snprintf(line + n, sizeof(line) - (size_t)n, "[%.8s] ", kernel_id);
+                n += snprintf(line + n, sizeof(line) - (size_t)n, "[%s] ",
+                              fleetid_short(kernel_id).s);
         if (n > 0 && (size_t)n < sizeof(line))
                 vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
         /* One write per line keeps lines whole when two processes share stderr. */

@@ -8,6 +8,7 @@
 // document (storage, tabs, .ipynb).
 import { el } from './render.js';
 import { $, base, confirmDialog, notice, state, storeKey, ui, uuid } from './shared.js';
+import { shortId } from './ids.js';
 import { addCell, addOutput, askInput, clearAllOutputs, clearOutputs, drawSource, request, restartAndRunAll, runCells, select, setCount, setRunning, updateDisplay } from './cells.js';
 import { cleanName, downloadNotebook, loadNotebook, newNotebook, openFile, openNotebook, renameNotebook, saveNotebook, updateUrl } from './document.js';
 import { terminalFollowKernel } from './terminal.js';
@@ -92,7 +93,7 @@ function signIn (message, bad) {
 // ---- kernels -------------------------------------------------------------
 
 function kernelLabel (k) {
-  return `${k.name} · ${k.id.slice(0, 8)}`;
+  return `${k.name} · ${shortId(k.id)}`;
 }
 
 function renderKernels () {
@@ -757,7 +758,7 @@ async function boot () {
   if (wanted && state.kernels.some((k) => k.id === wanted)) {
     selectKernel(wanted);
   } else {
-    if (wanted) notice(`This notebook's kernel (${wanted.slice(0, 8)}) is gone: a new one was started. Variables must be made again (Run all).`);
+    if (wanted) notice(`This notebook's kernel (${shortId(wanted)}) is gone: a new one was started. Variables must be made again (Run all).`);
     const spec = state.metadata.kernelspec && state.metadata.kernelspec.name;
     await startKernel(state.specs.some((s) => s.name === spec) ? spec : state.defaultSpec);
   }

@@ -6,6 +6,7 @@
 #include "gateway/kernels/host.h"
 #include "gateway/kernels/templates.h"
 #include "gateway/core/tenants.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -226,7 +227,7 @@ static void start_build(struct http_request *r, struct build_tpl *t, struct buil
                 e2b_reply_error(r, rc == -ENOMEM ? 500 : 400, "%s", err);
                 goto out;
         }
-        log_info("template %s: build %.8s started (%s)", t->alias, b->id,
+        log_info("template %s: build %s started (%s)", t->alias, fleetid_short(b->id).s,
                  b->base[0] ? b->base : "the host's /usr");
         http_reply_empty(r, 202);
 out:

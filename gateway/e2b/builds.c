@@ -8,6 +8,7 @@
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/templates.h"
 #include "gateway/core/tenants.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 
 #include <ctype.h>
@@ -553,7 +554,8 @@ void build_fail(struct build *b, const char *step, const char *fmt, ...)
         b->status = BUILD_ERROR;
         json_decref(b->reason);
         b->reason = json_pack("{s:s, s:s}", "message", message, "step", step);
-        log_info("template build %.8s (%s) failed: %s", b->id, b->tpl->alias, message);
+        log_info("template build %s (%s) failed: %s", fleetid_short(b->id).s, b->tpl->alias,
+                 message);
 }
 
 void build_finished(struct build *b)
@@ -583,7 +585,7 @@ void builds_layer_sealed(const char *layer_id, int error)
                         }
                         build_log(b, "info", "Build finished: template %s, build %s", t->alias,
                                   b->id);
-                        log_info("template %s built (build %.8s)", t->alias, b->id);
+                        log_info("template %s built (build %s)", t->alias, fleetid_short(b->id).s);
                         build_save();
                         return;
                 }

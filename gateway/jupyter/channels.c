@@ -6,6 +6,7 @@
 #include "gateway/core/http.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/core/metrics.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 #include "protocol/request.h"
 #include "protocol/wsjson.h"
@@ -134,8 +135,8 @@ static int on_established(struct lws *wsi, struct channel_conn *c, enum relay_fo
                 c->session->private = true;
         if (!c->session)
                 return -1;
-        klog_debug(k->id, "client connected (%s format, session %.8s)",
-                   format == RELAY_V1 ? "v1" : "json", c->session->id);
+        klog_debug(k->id, "client connected (%s format, session %s)",
+                   format == RELAY_V1 ? "v1" : "json", fleetid_short(c->session->id).s);
         /* Only a session that existed can have delivered it. */
         last_msg_id = session_id ? last_msg_id_of(wsi, last_arg, sizeof(last_arg)) : NULL;
         session_attach(c->session, &c->sink, last_msg_id);

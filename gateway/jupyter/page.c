@@ -2,6 +2,7 @@
 
 #include "gateway/jupyter/page.h"
 #include "gateway/kernels/kernels.h"
+#include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -41,29 +42,13 @@ static int open_dir(const char *path)
         return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-/* Does this glovebox run from the build tree it was built in? */
-static bool in_build_tree(void)
-{
-        char self[PATH_MAX], build[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        char *slash;
-
-        if (n <= 0 || !realpath(GLOVEBOX_BUILDDIR, build))
-                return false;
-        self[n] = '\0';
-        slash = strrchr(self, '/');
-        if (slash)
-                *slash = '\0';
-        return strcmp(self, build) == 0;
-}
-
 int page_init(const struct config *cfg)
 {
         /* From its build tree, glovebox serves the source tree's page, so
          * that an edit shows at the next reload; installed, it serves the
          * installed copy, even where the source tree it came from remains. */
         const char *candidates[] = {GLOVEBOX_SRCDIR "/static", GLOVEBOX_DATADIR "/static"};
-        const size_t first = in_build_tree() ? 0 : 1;
+        const size_t first = program_in_build_tree() ? 0 : 1;
 
         if (*cfg->static_dir) {
                 static_fd = open_dir(cfg->static_dir);

@@ -5,6 +5,7 @@
 #include "gateway/core/loop.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/core/tenants.h"
+#include "protocol/fleetid.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -113,7 +114,7 @@ static void on_stopped(struct waiter *w, void *subject, int status, const char *
         (void)status;
         (void)message;
         p->phase = PAUSED;
-        log_info("[%.8s] paused in %.3f s (%s)", p->id, loop_now() - p->started,
+        log_info("[%s] paused in %.3f s (%s)", fleetid_short(p->id).s, loop_now() - p->started,
                  PAUSE_MEMORY_NOTICE);
         if (r)
                 http_reply_json(r, 200, paused_model(p));
@@ -142,8 +143,8 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
         }
         if (status) {
                 /* Nothing is lost: the kernel runs on as it was. */
-                log_error("[%.8s] pause failed: %s", p->id, message ? message : "");
-                pause_forget(p->id);
+                log_error("[%s] pause failed: %s", p->id, message ? message : "");
+                pause_forget(fleetid_short(p->id).s);
                 r = pending_take(p);
                 if (r)
                         http_reply_error(r, status == -EFBIG ? 507 : 500,
@@ -152,7 +153,8 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 paused_free(p);
                 return;
         }
-        log_info("[%.8s] %llu bytes of files saved", p->id, (unsigned long long)bytes);
+        log_info("[%s] %llu bytes of files saved", fleetid_short(p->id).s,
+                 (unsigned long long)bytes);
         p->phase = PAUSED_STOPPING;
         p->waiter.done = on_stopped;
         kernel_shutdown(k, &p->waiter);
@@ -227,7 +229,7 @@ static void resume_failed(struct paused_kernel *p, const char *message)
         struct http_request *r = pending_take(p);
         struct kernel *k = kernel_find_any(p->id);
 
-        log_error("[%.8s] resume failed: %s", p->id, message);
+        log_error("[%s] resume failed: %s", fleetid_short(p->id).s, message);
         if (p->waiter.on)
                 waiter_cancel(&p->waiter);
         if (k)
@@ -251,8 +253,8 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 resume_failed(p, message ? message : "the kernel ended while resuming");
                 return;
         }
-        log_info("[%.8s] resumed in %.3f s (%llu bytes of files)", p->id, loop_now() - p->started,
-                 (unsigned long long)bytes);
+        log_info("[%s] resumed in %.3f s (%llu bytes of files)", fleetid_short(p->id).s,
+                 loop_now() - p->started, (unsigned long long)bytes);
         pause_forget(p->id);
         r = pending_take(p);
         paused_free(p);
@@ -380,7 +382,7 @@ bool kernel_pause_route(struct http_request *r, const char *id, const char *acti
                         return true;
                 }
                 pause_forget(p->id);
-                log_info("[%.8s] paused kernel deleted", p->id);
+                log_info("[%s] paused kernel deleted", fleetid_short(p->id).s);
                 paused_free(p);
                 http_reply_empty(r, 204);
         } else if (!action) {

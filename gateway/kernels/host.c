@@ -4,6 +4,7 @@
 #include "gateway/core/loop.h"
 #include "gateway/core/metrics.h"
 #include "protocol/buf.h"
+#include "protocol/fleetid.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 
@@ -552,8 +553,8 @@ int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_san
         /* What the kernel-host would refuse is not sent: its decoder is
          * the rule (ro_paths, egress rules and their bounds). */
         if (rc == 0 && hostmsg_sandbox_decode(body, &check) < 0) {
-                log_warn("sandbox %.8s: request not sent: past the bounds of SANDBOX_CREATE",
-                         req->sandbox_id);
+                log_warn("sandbox %s: request not sent: past the bounds of SANDBOX_CREATE",
+                         fleetid_short(req->sandbox_id).s);
                 rc = -EINVAL;
         } else if (rc == 0) {
                 hostmsg_sandbox_clear(&check);

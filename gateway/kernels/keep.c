@@ -10,6 +10,7 @@
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/kernels/session.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -215,7 +216,8 @@ int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)
  * sandbox are killed. */
 static void give_up(const char *kernel_id, const char *sandbox_id, int root_fd, const char *why)
 {
-        log_warn("kernel %.8s: not re-adopted (%s): killing it", kernel_id ? kernel_id : "?", why);
+        log_warn("kernel %s: not re-adopted (%s): killing it",
+                 kernel_id ? fleetid_short(kernel_id).s : "?", why);
         if (kernel_id)
                 host_stop(kernel_id);
         if (sandbox_id)
@@ -304,8 +306,8 @@ void keep_adopt(json_t *record)
          * exec failed, the old image would have served on with all of it. */
         json_array_foreach(json_object_get(record, "discard"), i, entry) {
                 if (json_is_string(entry) && host_sandbox_destroy(json_string_value(entry)) < 0)
-                        log_warn("cannot ask for sandbox %.8s to be destroyed",
-                                 json_string_value(entry));
+                        log_warn("cannot ask for sandbox %s to be destroyed",
+                                 fleetid_short(json_string_value(entry)).s);
         }
         log_info("re-adopting %zu kernel(s) kept across the restart", json_array_size(kernels));
 }

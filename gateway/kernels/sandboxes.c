@@ -4,6 +4,7 @@
 #include "protocol/kernelspec.h"
 #include "gateway/kernels/egress.h"
 #include "gateway/kernels/host.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 
 #include <ctype.h>
@@ -71,7 +72,7 @@ static void on_failed(void *ctx, const struct hostmsg_failed *m)
 
         sb->phase = SANDBOX_GONE;
         snprintf(sb->error, sizeof(sb->error), "%s", m->message);
-        log_warn("sandbox %.8s failed: %s", sb->id, sb->error);
+        log_warn("sandbox %s failed: %s", fleetid_short(sb->id).s, sb->error);
         resolve(sb);
 }
 
@@ -211,7 +212,7 @@ void sandbox_unref(struct sandbox **sbp)
                 return;
         sb->destroying = true;
         if (host_sandbox_destroy(sb->id) < 0)
-                log_warn("cannot ask for sandbox %.8s to be destroyed", sb->id);
+                log_warn("cannot ask for sandbox %s to be destroyed", fleetid_short(sb->id).s);
 }
 
 int sandbox_adopt(const struct sandbox *kept, int root_fd, struct sandbox **out)

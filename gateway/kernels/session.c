@@ -3,6 +3,7 @@
 #include "gateway/kernels/session.h"
 #include "gateway/core/loop.h"
 #include "gateway/core/metrics.h"
+#include "protocol/fleetid.h"
 #include "protocol/log.h"
 #include "protocol/wire.h"
 
@@ -220,8 +221,8 @@ static void on_park(lws_sorted_usec_list_t *sul)
         for (int i = 0; i < 3; i++)
                 zio_close(&s->sockets[i]);
         s->parked = true;
-        klog_debug(s->kernel->id, "session %.8s parked: its sockets are closed until it returns",
-                   s->id);
+        klog_debug(s->kernel->id, "session %s parked: its sockets are closed until it returns",
+                   fleetid_short(s->id).s);
 }
 
 /* A lingering session that waits for no reply gives its three sockets
@@ -248,7 +249,7 @@ static void on_linger_expired(lws_sorted_usec_list_t *sul)
 {
         struct session *s = lws_container_of(sul, struct session, linger_timer);
 
-        klog_debug(s->kernel->id, "session %.8s expired", s->id);
+        klog_debug(s->kernel->id, "session %s expired", fleetid_short(s->id).s);
         session_destroy(&s, 1001, "session expired");
 }
 
@@ -318,8 +319,8 @@ static void evict_lingering(struct kernel *k, const struct session *keep)
                 if (lingering <= max || !oldest)
                         return;
                 klog_info_limited(&k->log_evicted, k->id,
-                                  "evicted lingering session %.8s (--max-lingering-sessions)",
-                                  oldest->id);
+                                  "evicted lingering session %s (--max-lingering-sessions)",
+                                  fleetid_short(oldest->id).s);
                 k->evicted_sessions[k->evicted_next] = id_hash(oldest->id);
                 k->evicted_next = (k->evicted_next + 1) % KERNEL_EVICTED_IDS;
                 session_destroy(&oldest, 1001, "session evicted");
@@ -480,8 +481,8 @@ static void history_replay(struct session *s, const char *last_msg_id)
                          * (On failure m is released: it is lost, as before.) */
                         outbox_unpop(&s->outbox, m);
                 }
-                klog_debug(s->kernel->id, "session %.8s: replaying %zu delivered messages", s->id,
-                           replayed);
+                klog_debug(s->kernel->id, "session %s: replaying %zu delivered messages",
+                           fleetid_short(s->id).s, replayed);
                 return;
         }
         /* An id the history never held (a client's mistake, or a message

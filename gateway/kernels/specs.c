@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels/specs.h"
+#include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <ctype.h>
@@ -300,11 +301,13 @@ static void merge(struct jp_kernelspec_list *found)
         free(taken);
 }
 
-/* Glovebox's own kernels: the source tree's when run from a build, else
- * the installed ones. */
+/* Glovebox's own kernels: the source tree's when run from its build tree,
+ * else the installed ones. An installed glovebox never reads the source
+ * tree it was built in, even where that tree remains: it may have changed
+ * since, or be someone else's. */
 static char *own_kernels_dir(void)
 {
-        char *path = realpath(GLOVEBOX_SRCDIR "/kernels", NULL);
+        char *path = program_in_build_tree() ? realpath(GLOVEBOX_SRCDIR "/kernels", NULL) : NULL;
         struct stat st;
 
         if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode))

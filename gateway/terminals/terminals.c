@@ -8,6 +8,7 @@
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/kernels/specs.h"
 #include "gateway/core/tenants.h"
+#include "protocol/fleetid.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
 #include "protocol/utf8.h"
@@ -402,8 +403,9 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
         }
         t->listed = true;
         touch(t);
-        log_info("terminal %s started (pid %d)%s%.8s", t->name, m->pid,
-                 t->kernel_id[0] ? " in the sandbox of kernel " : "", t->kernel_id);
+        log_info("terminal %s started (pid %d)%s%s", t->name, m->pid,
+                 t->kernel_id[0] ? " in the sandbox of kernel " : "",
+                 fleetid_short(t->kernel_id).s);
         reply_creating(t, 200, NULL);
 }
 

@@ -13,8 +13,11 @@ block needs that this cannot give it, or what it is run with:
     <!-- run as root -->           run only when the tests run as root
 
 The examples speak to 127.0.0.1:8888 with $TOKEN: the test's gateway listens
-on a free port, which replaces 8888 in the block, and $TOKEN is its token
-(of E2B's form, as the examples advise). `glovebox` is the build's."""
+on a free port, which replaces 8888 in the block, and $TOKEN is its token:
+one an operator chose, not of E2B's form (`e2b_` and hex digits), so that
+an E2B Python example that works only with the generated token's form
+fails here (E2B's Python SDK refuses other keys unless told not to).
+`glovebox` is the build's."""
 import os
 import re
 import select
@@ -31,7 +34,7 @@ from mdlib import EXAMPLES, pages, read, split_fences
 
 LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python", "py": "python"}
 MARK = re.compile(r"^<!--\s*(not run|run with|run as root)\s*(?::\s*(.*?))?\s*-->$")
-TOKEN = "e2b_" + "0123456789abcdef" * 3
+TOKEN = "docs-token-" + "0123456789abcdef" * 3
 BLOCK_TIMEOUT = 300
 
 

@@ -18,7 +18,7 @@ from conftest import point_sdk_at
 from gbclient import start_gateway
 
 from e2b_code_interpreter import Sandbox
-from e2b import SandboxException, SandboxNotFoundException, SandboxState
+from e2b import SandboxException, SandboxNotFoundException, SandboxState, TimeoutException
 from e2b.sandbox.sandbox_api import SandboxQuery
 
 
@@ -68,8 +68,9 @@ def test_pause_then_connect_resumes_with_the_files(gateway):
         assert [s.sandbox_id for s in paused] == [sbx.sandbox_id]
         assert Sandbox.list(query=SandboxQuery(metadata={"suite": "pause"},
                                                state=[SandboxState.RUNNING])).next_items() == []
-        # Nothing runs while paused.
-        with pytest.raises(Exception):
+        # Nothing runs while paused: the gateway's 502, which the SDK turns
+        # into its TimeoutException, saying why.
+        with pytest.raises(TimeoutException, match="The sandbox is paused: connect to it"):
             sbx.run_code("1")
 
         again = Sandbox.connect(sbx.sandbox_id)

@@ -7,6 +7,8 @@ stop the start with the reason. The proxy and the network namespaces are
 tests/sandbox/test_fleet.py's."""
 import hashlib
 import json
+import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -15,7 +17,7 @@ import urllib.parse
 
 import pytest
 
-from gbclient import BINARY, free_port, start_gateway
+from gbclient import BINARY, free_port, run_cell, start_gateway
 
 ALICE = "e2b_a11ce0000000000000000001"
 BOB = "e2b_b0b000000000000000000002"
@@ -245,5 +247,41 @@ def test_agent_answers_capacity_then_drain():
         assert gw.request("DELETE", "/api/fleet/drain")[1]["draining"] is False
         assert line().startswith("up ready ")
         assert gw.request("GET", "/api/fleet", token="nope-nope-nope")[0] in (401, 403)
+    finally:
+        gw.stop()
+
+
+def page_short_id(kernel_id):
+    """The short id the page's kernel picker shows (static/ids.js), run
+    under Node."""
+    ids = os.path.join(os.path.dirname(__file__), "..", "..", "static", "ids.js")
+    out = subprocess.run(
+        ["node", "--input-type=module", "-e",
+         f"const m = await import({json.dumps('file://' + os.path.abspath(ids))});"
+         f"process.stdout.write(m.shortId({json.dumps(kernel_id)}))"],
+        capture_output=True, text=True, timeout=30, check=True)
+    return out.stdout
+
+
+def test_short_ids_tell_a_hosts_kernels_apart():
+    """With --host-id every id starts with the host's tag: the short id of
+    log lines, connection files and the page's picker is taken from the
+    random end of the id instead (issue 25, item 10)."""
+    gw = start_gateway("--host-id", "h3")
+    try:
+        kids = [gw.start_kernel() for _ in range(2)]
+        shorts = [kid[-8:] for kid in kids]
+        assert all(kid.startswith(tag("h3")) for kid in kids), kids
+        assert shorts[0] != shorts[1], kids
+        for kid, short in zip(kids, shorts):
+            reply, out, _ = run_cell(gw, kid, "import os; print(sorted(os.listdir('/run/kernel')))")
+            assert reply["status"] == "ok", reply
+            assert f"'{short}.json'" in out, (short, out)
+            if shutil.which("node"):
+                assert page_short_id(kid) == short, kid
+        log = gw.read_log()
+        for short in shorts:
+            assert f"[{short}] started pid" in log, (short, log[-3000:])
+        assert f"[{tag('h3')[:8]}]" not in log, log[-3000:]
     finally:
         gw.stop()

@@ -209,16 +209,22 @@ def test_a_kernelspec_names_its_own_pre_import():
     os.chmod(tmp_path, 0o755)
     spec = json.load(open("/usr/share/jupyter/kernels/python3/kernel.json"))
     spec["display_name"] = "Python 3 (pre-imported)"
-    spec["metadata"] = {"glovebox": {"preimport": "import json, decimal"}}
+    # sched: a module no fresh kernel imports (the control shows it).
+    spec["metadata"] = {"glovebox": {"preimport": "import json, sched"}}
     (tmp_path / "warm").mkdir()
     (tmp_path / "warm" / "kernel.json").write_text(json.dumps(spec))
     gw = start_gateway("--kernelspec-path", str(tmp_path), "--pool", "warm=1")
+    check = "import sys; print('sched' in sys.modules)"
     try:
         wait_pool(gw, 1, name="warm")
         model, _ = take(gw, name="warm")
         assert status(gw)["kernelspecs"]["warm"]["taken"] == 1
-        _, outputs = run(gw, model["id"], "import sys; print('decimal' in sys.modules)")
+        _, outputs = run(gw, model["id"], check)
         assert stdout_of(outputs) == "True\n"
+        # The control: a kernel of the same Python, without the pre-import.
+        control, _ = take(gw, name="python3")
+        _, outputs = run(gw, control["id"], check)
+        assert stdout_of(outputs) == "False\n"
     finally:
         gw.stop()
         shutil.rmtree(tmp_path)

@@ -91,6 +91,28 @@ static void test_host_of_refuses(void)
                "a host that does not fit the caller's buffer is refused");
 }
 
+static void test_short(void)
+{
+        char a[JP_UUID_SIZE], b[JP_UUID_SIZE], sa[FLEETID_SANDBOX_SIZE];
+
+        is_str(fleetid_short("0123abcd-0000-4000-8000-00000000cafe").s, "0123abcd",
+               "a single host's id: its first 8 characters, as before");
+        is_str(fleetid_short("gb0123456789abcdef").s, "gb012345",
+               "a single host's sandbox id: its first 8 characters");
+        is_str(fleetid_short("68310000-0000-4000-8000-00000000cafe").s, "0000cafe",
+               "an id naming its host: its last 8, not the host's tag");
+        is_str(fleetid_short("gb6831000000000123456789abcdef").s, "89abcdef",
+               "a sandbox id naming its host: its last 8");
+        is_str(fleetid_short("").s, "", "an empty id: empty");
+        is_str(fleetid_short(NULL).s, "", "no id: empty");
+        ok(fleetid_uuid("h1", a) == 0 && fleetid_uuid("h1", b) == 0, "two ids of one host");
+        ok(strcmp(fleetid_short(a).s, fleetid_short(b).s) != 0,
+           "two ids of one host have different short ids (%s, %s)", fleetid_short(a).s,
+           fleetid_short(b).s);
+        ok(fleetid_sandbox("h1", sa) == 0 && strcmp(fleetid_short(sa).s, sa + strlen(sa) - 8) == 0,
+           "a host's sandbox id: its random end");
+}
+
 int main(void)
 {
         test_host_valid();
@@ -98,5 +120,6 @@ int main(void)
         test_uuid();
         test_sandbox();
         test_host_of_refuses();
+        test_short();
         return done_testing();
 }
