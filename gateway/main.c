@@ -636,6 +636,8 @@ int main(int argc, char **argv)
         heap_init();
         signal(SIGPIPE, SIG_IGN);
         rc = 1;
+        if (state_dir_lock(gw.cfg.state_dir) < 0)
+                goto out;
         if (resuming) {
                 if (resume_kept(&kept) < 0)
                         goto out;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,56 @@ static bool id_ok(const char *id)
                         return false;
         }
         return true;
+}
+
+/* STATE_DIR/.lock: held while this gateway runs (flock, released by the
+ * kernel when it ends however it ends; close-on-exec, so a restart that
+ * keeps kernels takes it again), naming its pid. */
+#define STATE_LOCK ".lock"
+
+static int state_lock_fd = -1;
+
+int state_dir_lock(const char *state_dir)
+{
+        char pid[32] = "";
+        ssize_t n;
+        int fd;
+
+        if (!state_dir || !state_dir[0])
+                return 0;
+        if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
+                log_error("state directory %s: %s", state_dir, strerror(errno));
+                return -errno;
+        }
+        fd = openat(AT_FDCWD, state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+                int dir = fd;
+
+                fd = openat(dir, STATE_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                close(dir);
+        }
+        if (fd < 0) {
+                log_error("state directory %s: cannot open its lock: %s", state_dir,
+                          strerror(errno));
+                return -errno;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int err = errno;
+
+                n = pread(fd, pid, sizeof(pid) - 1, 0);
+                pid[n > 0 ? n : 0] = '\0';
+                pid[strcspn(pid, "\n")] = '\0';
+                log_error("state directory %s is in use by another glovebox (pid %s): two "
+                          "gateways on one machine need a --state-dir each",
+                          state_dir, pid[0] ? pid : "unknown");
+                close(fd);
+                return err == EWOULDBLOCK ? -EBUSY : -err;
+        }
+        snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, strlen(pid), 0) < 0)
+                log_warn("state directory %s: cannot write its lock's pid", state_dir);
+        state_lock_fd = fd;
+        return 0;
 }
 
 int pause_init(const char *state_dir)

@@ -28,6 +28,10 @@
  * done(ctx, -errno, message, 0). Called once, from the loop. */
 typedef void (*pause_done_fn)(void *ctx, int status, const char *message, uint64_t bytes);
 
+/* Takes the state directory for this gateway (making it if missing):
+ * -EBUSY, logged with the other's pid, when another gateway has it. Before
+ * anything else touches it. "" or NULL: nothing to take. */
+int state_dir_lock(const char *state_dir);
 /* Sets the state directory (config's --state-dir) and makes its paused/
  * directory; 0 or -errno. "" disables pausing. */
 int pause_init(const char *state_dir);

@@ -215,3 +215,21 @@ def test_an_archive_past_its_room_is_refused_and_the_kernel_runs_on(tmp_path):
         assert status == 429 and "--pause-quota-mb" in body["message"], body
     finally:
         gw.stop()
+
+
+def test_a_second_gateway_on_the_same_state_directory_is_refused(tmp_path):
+    """Two gateways sharing a state directory would resume each other's
+    paused kernels: the second refuses to start, naming the first."""
+    state = str(tmp_path / "state")
+    first = start_gateway("--state-dir", state)
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            start_gateway("--state-dir", state)
+        assert "in use by another glovebox" in str(refused.value)
+        assert f"(pid {first.proc.pid})" in str(refused.value)
+        assert first.request("GET", "/api/kernels")[0] == 200
+    finally:
+        first.stop()
+    # Once the first has ended, the directory is free again.
+    again = start_gateway("--state-dir", state)
+    again.stop()
