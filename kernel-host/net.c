@@ -402,17 +402,34 @@ static size_t parse_rules(char **texts, struct egress_rule *out, size_t max)
 #define MAX_BUILTIN 256
 
 /* What no sandbox reaches unless the operator named it: this host's own
- * addresses, loopback, link-local (the cloud metadata address
- * 169.254.169.254 among them), "this network", multicast and beyond. */
+ * addresses and every IPv4 block that is not globally routable (IANA's
+ * special-purpose registry): "this network", private networks, shared
+ * address space (carrier-grade NAT, Tailscale), loopback, link-local (the
+ * cloud metadata address 169.254.169.254 among them), IETF protocol
+ * assignments, the documentation and benchmarking blocks, 6to4 relays,
+ * multicast and reserved. An address a name resolves to is held to the
+ * same: a pinned answer in one of them is refused too. */
 static size_t builtin_denied(struct egress_rule *out, size_t max)
 {
-        static const char *const fixed[] = {"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16",
-                                            "224.0.0.0/3"};
+        static const char *const fixed[] = {
+            "0.0.0.0/8",      "10.0.0.0/8",      "100.64.0.0/10",   "127.0.0.0/8",
+            "169.254.0.0/16", "172.16.0.0/12",   "192.0.0.0/24",    "192.0.2.0/24",
+            "192.88.99.0/24", "192.168.0.0/16",  "198.18.0.0/15",   "198.51.100.0/24",
+            "203.0.113.0/24", "224.0.0.0/3"};
+        size_t n = 0;
+
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) && n < max; i++)
+                egress_rule_parse(fixed[i], &out[n++]);
+        return n;
+}
+
+/* This host's own addresses: never, whatever the operator opened (a block
+ * it opened may hold one). */
+static size_t host_addresses(struct egress_rule *out, size_t max)
+{
         struct ifaddrs *ifs = NULL;
         size_t n = 0;
 
-        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-                egress_rule_parse(fixed[i], &out[n++]);
         if (getifaddrs(&ifs) == 0) {
                 for (struct ifaddrs *i = ifs; i && n < max; i = i->ifa_next) {
                         if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
@@ -431,21 +448,26 @@ static size_t builtin_denied(struct egress_rule *out, size_t max)
 static int load_rules(const struct net_egress *ne, const struct hostmsg_network *policy)
 {
         static struct egress_rule allow[EGRESS_MAX_RULES], deny[EGRESS_MAX_RULES * 2 + 1],
-            builtin[MAX_BUILTIN], except[EGRESS_MAX_RULES];
+            builtin[MAX_BUILTIN], except[EGRESS_MAX_RULES], opened[EGRESS_MAX_RULES],
+            self[MAX_BUILTIN];
         static struct script s;
         size_t nallow = parse_rules(policy->allow, allow, EGRESS_MAX_RULES);
+        /* What the operator opened (its own blocks, not the request's). */
+        size_t nopened = parse_rules(policy->opened ? policy->opened : policy->allow, opened,
+                                     EGRESS_MAX_RULES);
         size_t ndeny = parse_rules(policy->deny, deny, EGRESS_MAX_RULES * 2);
         size_t nbuiltin = builtin_denied(builtin, MAX_BUILTIN), nexcept = 0;
+        size_t nself = host_addresses(self, MAX_BUILTIN);
         const char *set = "type ipv4_addr; flags interval; auto-merge;";
 
         /* Other sandboxes: never, whatever the lists say. */
         egress_rule_parse("100.127.0.0/16", &deny[ndeny++]);
         /* An allowed block inside a built-in denial is the operator's
          * explicit word (the gateway lets requests only narrow it). */
-        for (size_t i = 0; i < nallow; i++) {
-                for (size_t j = 0; j < nbuiltin && !allow[i].is_domain; j++) {
-                        if (egress_rule_within(&allow[i], &builtin[j])) {
-                                except[nexcept++] = allow[i];
+        for (size_t i = 0; i < nopened; i++) {
+                for (size_t j = 0; j < nbuiltin && !opened[i].is_domain; j++) {
+                        if (egress_rule_within(&opened[i], &builtin[j])) {
+                                except[nexcept++] = opened[i];
                                 break;
                         }
                 }
@@ -455,6 +477,8 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
         add(&s, "table inet %s {\n", ne->table);
         add(&s, "set deny { %s ", set);
         add_elements(&s, deny, ndeny);
+        add(&s, " }\nset hostself { %s ", set);
+        add_elements(&s, self, nself);
         add(&s, " }\nset builtin { %s ", set);
         add_elements(&s, builtin, nbuiltin);
         add(&s, " }\nset except { %s ", set);
@@ -484,6 +508,7 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
             /* Its own address only: nothing else is masqueraded. */
             "ip saddr != %s drop\n"
             "ip daddr @deny reject\n"
+            "ip daddr @hostself reject\n"
             "ip daddr @builtin ip daddr != @except reject\n",
             ne->ifname, ne->ifname, ne->ifname, ne->sandbox_addr);
         if (policy->rate_kib)
@@ -616,6 +641,8 @@ static int start_resolver(struct net_egress *ne, const struct hostmsg_network *p
          * (DNS rebinding): such answers are dropped. A service on a private
          * network is allowed by its address block instead. */
         ARG("--stop-dns-rebind");
+        /* Nothing about itself: no CHAOS version.bind, authors.bind... */
+        ARG("--no-ident");
 #undef ARG
         argv[n] = NULL;
         pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);

@@ -111,9 +111,14 @@ static void strv_clear(char ***v)
  * exactly as before egress existed. */
 static json_t *network_encode(const struct hostmsg_network *n)
 {
-        return json_pack("{s:o, s:o, s:s, s:I, s:I}", "allow", strv_encode(n->allow), "deny",
-                         strv_encode(n->deny), "dns", n->dns, "rate_kib", (json_int_t)n->rate_kib,
-                         "max_connections", (json_int_t)n->max_connections);
+        json_t *o = json_pack("{s:o, s:o, s:s, s:I, s:I}", "allow", strv_encode(n->allow), "deny",
+                              strv_encode(n->deny), "dns", n->dns, "rate_kib",
+                              (json_int_t)n->rate_kib, "max_connections",
+                              (json_int_t)n->max_connections);
+
+        if (o && n->opened && n->opened[0])
+                json_object_set_new(o, "opened", strv_encode(n->opened));
+        return o;
 }
 
 static bool rules_valid(char **rules)
@@ -160,6 +165,8 @@ static int network_decode(json_t *o, struct hostmsg_network *n)
                 rc = strv_decode(json_object_get(o, "allow"), EGRESS_MAX_RULES, 0, &n->allow);
         if (rc == 0)
                 rc = strv_decode(json_object_get(o, "deny"), EGRESS_MAX_RULES * 2, 0, &n->deny);
+        if (rc == 0 && json_object_get(o, "opened"))
+                rc = strv_decode(json_object_get(o, "opened"), EGRESS_MAX_RULES, 0, &n->opened);
         if (rc == 0)
                 rc = get_str(o, "dns", n->dns, sizeof(n->dns));
         if (rc == 0)
@@ -167,7 +174,8 @@ static int network_decode(json_t *o, struct hostmsg_network *n)
         if (rc == 0)
                 rc = get_int(o, "max_connections", 0, 1 << 20, &conns);
         if (rc == 0 &&
-            (!rules_valid(n->allow) || !rules_valid(n->deny) || (n->dns[0] && !dns_valid(n->dns))))
+            (!rules_valid(n->allow) || !rules_valid(n->deny) ||
+             (n->opened && !rules_valid(n->opened)) || (n->dns[0] && !dns_valid(n->dns))))
                 rc = -EBADMSG;
         n->rate_kib = (uint32_t)rate;
         n->max_connections = (uint32_t)conns;
@@ -338,6 +346,7 @@ void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
         strv_clear(&m->volumes);
         strv_clear(&m->network.allow);
         strv_clear(&m->network.deny);
+        strv_clear(&m->network.opened);
         m->network.enabled = false;
 }
 

@@ -200,7 +200,7 @@ int egress_request(json_t *allow_out, json_t *deny_out, const char *field,
 {
         static struct rule_list asked, denied;
         const struct rule_list *allow = &operator_allow;
-        size_t nallow = 0, ndeny = 0;
+        size_t nallow = 0, ndeny = 0, nopened = 0;
         int rc = 0;
 
         memset(net, 0, sizeof(*net));
@@ -245,6 +245,14 @@ int egress_request(json_t *allow_out, json_t *deny_out, const char *field,
                                                   denied_by(&allow->rules[i], &denied)))
                         continue;
                 rc = add_text(&net->allow, &nallow, &allow->rules[i]);
+        }
+        /* The operator's blocks: what of the reserved ranges it opened. */
+        net->opened = rc == 0 ? calloc(1, sizeof(char *)) : NULL;
+        if (rc == 0 && !net->opened)
+                rc = -ENOMEM;
+        for (size_t i = 0; rc == 0 && i < operator_allow.count; i++) {
+                if (!operator_allow.rules[i].is_domain)
+                        rc = add_text(&net->opened, &nopened, &operator_allow.rules[i]);
         }
         for (size_t i = 0; rc == 0 && i < operator_deny.count; i++)
                 rc = add_text(&net->deny, &ndeny, &operator_deny.rules[i]);
@@ -299,6 +307,7 @@ void egress_network_clear(struct hostmsg_network *net)
 {
         strv_free(&net->allow);
         strv_free(&net->deny);
+        strv_free(&net->opened);
         net->enabled = false;
 }
 
@@ -338,8 +347,9 @@ static int strv_copy(char *const *from, char ***to)
 int egress_network_copy(const struct hostmsg_network *from, struct hostmsg_network *to)
 {
         *to = *from;
-        to->allow = to->deny = NULL;
-        if (strv_copy(from->allow, &to->allow) < 0 || strv_copy(from->deny, &to->deny) < 0) {
+        to->allow = to->deny = to->opened = NULL;
+        if (strv_copy(from->allow, &to->allow) < 0 || strv_copy(from->deny, &to->deny) < 0 ||
+            strv_copy(from->opened, &to->opened) < 0) {
                 egress_network_clear(to);
                 return -ENOMEM;
         }

@@ -397,3 +397,54 @@ def test_template_sandbox_with_egress(net):
     finally:
         gw.stop()
         shutil.rmtree(tree)
+
+
+CHAOS_PROBE = r"""
+import random, socket, struct
+server = [l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver')][0]
+qid = random.randrange(65536)
+name = b''.join(bytes([len(p)]) + p for p in b'version.bind'.split(b'.')) + b'\0'
+query = struct.pack('>HHHHHH', qid, 0x0100, 1, 0, 0, 0) + name + struct.pack('>HH', 16, 3)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+s.sendto(query, (server, 53))
+data = s.recv(4096)
+flags, qd, an = struct.unpack('>HHH', data[2:8])
+print(flags & 0xf, an, b'dnsmasq' in data.lower())
+"""
+
+
+def test_reserved_blocks_stay_closed_unless_the_operator_opens_them(net):
+    """An allowed name answering in a block that is not globally routable
+    (here 198.18.0.0/15, benchmarking; 100.64.0.0/10, carrier-grade NAT,
+    is the same rule) is pinned but not reached: the operator opens such a
+    block by naming it. And the resolver says nothing of itself (CHAOS
+    version.bind)."""
+    gw = start_gateway("--egress-allow", "public.gbtest", "--egress-dns", testnet.DNS)
+    try:
+        model = start(gw, True)
+        kid = model["id"]
+        try:
+            r = probe(gw, kid, urls=["http://public.gbtest/"], names=["public.gbtest"])
+            assert r["dns"]["public.gbtest"] == PUBLIC
+            assert r["get"]["http://public.gbtest/"] == "ConnectionRefusedError"
+            _, stdout, _ = run(gw, kid, CHAOS_PROBE)
+            rcode, answers, named = stdout.split()
+            assert answers == "0" and named == "False", stdout
+        finally:
+            stop(gw, kid)
+    finally:
+        gw.stop()
+    # The same name with its block opened by the operator: reached.
+    gw = start_gateway("--egress-allow", "public.gbtest,198.18.1.0/24", "--egress-dns",
+                       testnet.DNS)
+    try:
+        model = start(gw, {"allowOut": ["public.gbtest"]})
+        kid = model["id"]
+        try:
+            r = probe(gw, kid, urls=["http://public.gbtest/"], names=["public.gbtest"])
+            assert r["get"]["http://public.gbtest/"] == "public"
+        finally:
+            stop(gw, kid)
+    finally:
+        gw.stop()
+    settle()
