@@ -24,6 +24,7 @@
 static struct {
         pid_t pid;
         char id[JP_UUID_SIZE];
+        char sandbox_id[JP_UUID_SIZE];
 } children[PORTS_MAX_CONNECTING];
 
 /* 0 once the answer is sent, -1 if it could not be. */
@@ -79,17 +80,19 @@ static int connect_inside(int userns_fd, int netns_fd, int port, int *fd)
 
 void ports_connect(int link, const struct hostmsg_connect *req)
 {
-        int userns_fd, netns_fd, slot = -1, fd = -1, err;
+        int userns_fd, netns_fd, slot = -1, fd = -1, same = 0, err;
         pid_t pid;
+
 
         err = -spawn_sandbox_netns(req->sandbox_id, &userns_fd, &netns_fd);
         for (int i = 0; err == 0 && i < PORTS_MAX_CONNECTING; i++) {
-                if (children[i].pid == 0) {
+                if (children[i].pid == 0 && slot < 0)
                         slot = i;
-                        break;
-                }
+                else if (children[i].pid != 0 &&
+                         strcmp(children[i].sandbox_id, req->sandbox_id) == 0)
+                        same++;
         }
-        if (err == 0 && slot < 0)
+        if (err == 0 && (slot < 0 || same >= PORTS_MAX_CONNECTING_PER_SANDBOX))
                 err = EAGAIN;
         if (err) {
                 answer(link, req->id, err, -1);
@@ -114,6 +117,8 @@ void ports_connect(int link, const struct hostmsg_connect *req)
         }
         children[slot].pid = pid;
         snprintf(children[slot].id, sizeof(children[slot].id), "%s", req->id);
+        snprintf(children[slot].sandbox_id, sizeof(children[slot].sandbox_id), "%s",
+                 req->sandbox_id);
 }
 
 bool ports_reaped(int link, pid_t pid, int status)

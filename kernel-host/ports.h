@@ -17,6 +17,10 @@
 /* At most this many connections are being made at once; more are refused
  * with EAGAIN. */
 #define PORTS_MAX_CONNECTING 64
+/* Of them, one sandbox's at most: a port that never accepts (its backlog
+ * full) holds its connects for CONNECT_TIMEOUT_S each, and must not hold
+ * every other sandbox's too. */
+#define PORTS_MAX_CONNECTING_PER_SANDBOX 8
 
 /* Starts connecting for req; the answer (HOSTMSG_CONNECTED) goes to link,
  * from the child or, when no child could start, from here. */

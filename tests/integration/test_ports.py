@@ -407,3 +407,49 @@ def test_abandoned_connections_leave_nothing_behind(gateway, kernel):
         time.sleep(0.2)
     assert open_fds(pid) <= before, (open_fds(pid), before)
     assert http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000/hello.txt")[0] == 200
+
+
+def test_a_port_that_never_accepts_starves_no_other_sandbox(gateway, kernel):
+    """80 requests at once to a port whose backlog is full (each connect
+    waits out its 5 s) take at most their sandbox's share of the
+    kernel-host's connecting slots: another sandbox's port still answers
+    at once (the issue's probe: before, every other port answered 503)."""
+    import threading
+    stuck = gateway.start_kernel()
+    try:
+        content, _, _ = run_cell(gateway, stuck, (
+            "import socket\n"
+            "jam = socket.socket(); jam.bind(('127.0.0.1', 8500)); jam.listen(0)\n"
+            "fill = [socket.socket() for _ in range(4)]\n"
+            "for s in fill:\n"
+            "    s.setblocking(False)\n"
+            "    try:\n"
+            "        s.connect(('127.0.0.1', 8500))\n"
+            "    except BlockingIOError:\n"
+            "        pass\n"))
+        assert content["status"] == "ok", content
+        answers = []
+
+        def hammer():
+            try:
+                answers.append(http(gateway, "GET", f"/api/kernels/{stuck}/ports/8500/")[0])
+            except OSError as e:
+                answers.append(type(e).__name__)
+
+        threads = [threading.Thread(target=hammer) for _ in range(80)]
+        for t in threads:
+            t.start()
+        time.sleep(1)  # the slots taken, the connects waiting
+        started = time.time()
+        status, _, body = http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000/hello.txt")
+        took = time.time() - started
+        for t in threads:
+            t.join(30)
+        assert status == 200 and body == b"hello from the sandbox", (status, body)
+        assert took < 3, took
+        # The stuck sandbox's own requests: its share waited (504), the rest
+        # were told at once that it is busy (503).
+        assert set(answers) <= {503, 504}, answers
+        assert 503 in answers and 504 in answers, answers
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{stuck}")
