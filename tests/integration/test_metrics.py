@@ -120,10 +120,17 @@ def test_counters_move_by_what_was_done(gw):
         ch.close()
         lines = execute_http(gw, kid, cells[3])
         assert {"type": "end_of_execution"} in lines
-        after = wait_for(lambda: (lambda s: s if value(s, "glovebox_websocket_connections_closed_total")
-                                  > value(before, "glovebox_websocket_connections_closed_total")
-                                  else None)(scrape(gw)[0]))
-        assert after, "the WebSocket close was not counted"
+        def settled(s):
+            # The close, and the HTTP run's execution (counted when its
+            # reply comes, which may be after the run's last line).
+            return s if (value(s, "glovebox_websocket_connections_closed_total")
+                         > value(before, "glovebox_websocket_connections_closed_total") and
+                         value(s, "glovebox_executions_total", tenant="admin", outcome="ok")
+                         - value(before, "glovebox_executions_total", tenant="admin",
+                                 outcome="ok") >= 3) else None
+
+        after = wait_for(lambda: settled(scrape(gw)[0]))
+        assert after, "the WebSocket close or the executions were not counted"
 
         def delta(name, **labels):
             return value(after, name, **labels) - value(before, name, **labels)
