@@ -115,7 +115,12 @@ def test_counters_move_by_what_was_done(gw):
     try:
         ch = gw.connect(kid)
         for code in cells[:3]:
-            reply, _ = ch.execute(code)
+            # stop_on_error false: with it, ipykernel aborts whatever
+            # reaches it until its abort ends, and the next cell (the HTTP
+            # one) may reach it that soon.
+            reply, _ = ch.collect(ch.send("execute_request", {
+                "code": code, "silent": False, "store_history": True, "user_expressions": {},
+                "allow_stdin": False, "stop_on_error": False}))
             assert reply["content"]["status"] == ("error" if "raise" in code else "ok")
         ch.close()
         lines = execute_http(gw, kid, cells[3])
@@ -130,7 +135,17 @@ def test_counters_move_by_what_was_done(gw):
                                  outcome="ok") >= 3) else None
 
         after = wait_for(lambda: settled(scrape(gw)[0]))
-        assert after, "the WebSocket close or the executions were not counted"
+        if not after:
+            now = scrape(gw)[0]
+            raise AssertionError(
+                "not counted: closes %s, ok %s, error %s; log:\n%s" % (
+                    value(now, "glovebox_websocket_connections_closed_total")
+                    - value(before, "glovebox_websocket_connections_closed_total"),
+                    value(now, "glovebox_executions_total", tenant="admin", outcome="ok")
+                    - value(before, "glovebox_executions_total", tenant="admin", outcome="ok"),
+                    value(now, "glovebox_executions_total", tenant="admin", outcome="error")
+                    - value(before, "glovebox_executions_total", tenant="admin", outcome="error"),
+                    "\n".join(gw.read_log().splitlines()[-12:])))
 
         def delta(name, **labels):
             return value(after, name, **labels) - value(before, name, **labels)
