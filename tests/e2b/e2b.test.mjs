@@ -302,11 +302,26 @@ test('files as envd 0.6.4 serves them: metadata, streams and gzip, signed URLs',
   }
 })
 
+test('a snapshot of the files starts a new sandbox with them', async () => {
+  const sbx = await Sandbox.create()
+  let copy
+  try {
+    await sbx.files.write('/home/user/kept.txt', 'from the snapshot')
+    const snap = await sbx.createSnapshot()
+    copy = await Sandbox.create(snap.snapshotId)
+    assert.notEqual(copy.sandboxId, sbx.sandboxId)
+    assert.equal(await copy.files.read('/home/user/kept.txt'), 'from the snapshot')
+    await Sandbox.deleteSnapshot(snap.snapshotId)
+  } finally {
+    await copy?.kill()
+    await sbx.kill()
+  }
+})
+
 test('what Glovebox lacks is refused by name', async () => {
   const sbx = await Sandbox.create()
   try {
     const calls = {
-      createSnapshot: () => sbx.createSnapshot(),
       // The SDK keeps only "400 Bad Request" of a 400's body (the Python
       // SDK shows its "languages: ..." list).
       'runCode(language: cobol)': () => sbx.runCode('1', { language: 'cobol' })

@@ -21,9 +21,13 @@ def _fd_kinds():
     kinds = set()
     for fd in os.listdir('/proc/self/fd'):
         try:
-            kinds.add(re.sub(r'\[\d+\]|\d+', 'N', os.readlink('/proc/self/fd/' + fd)))
+            target = os.readlink('/proc/self/fd/' + fd)
         except FileNotFoundError:
-            pass  # listdir's own descriptor, closed by now
+            continue  # listdir's own descriptor, closed by now
+        # SQLite's rollback journal is open only while IPython's history
+        # thread writes: there or not, as it happens, in either kernel.
+        if not target.endswith('-journal'):
+            kinds.add(re.sub(r'\[\d+\]|\d+', 'N', target))
     return sorted(kinds)
 
 
