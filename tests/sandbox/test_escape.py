@@ -542,6 +542,10 @@ def test_boot_id_is_the_sandboxs_own(gateway, kernel):
     has its own, read-only, and another kernel's sandbox another one."""
     with open("/proc/sys/kernel/random/boot_id") as f:
         host = f.read().strip()
+    _, flat, _ = run(gateway, kernel, "import os; print(bool(os.statvfs('/').f_flag & os.ST_RDONLY))")
+    if flat.strip() == "True":
+        pytest.skip("a kernel without overlayfs gives sandboxes a read-only root, where the "
+                    "host's boot id shows (docs/isolation-and-network.md)")
     code = ("import uuid\n"
             "b = open('/proc/sys/kernel/random/boot_id').read().strip()\n"
             "uuid.UUID(b)\n"
