@@ -536,8 +536,12 @@ static void fork_launch(struct fork_job *job)
 {
         job->ids = calloc(job->count + 1, sizeof(char *));
         for (unsigned i = 0; i < job->count; i++)
-                json_array_append_new(job->results, json_null());
-        job->pending = job->count + 1; /* the launch itself, till it ends */
+                json_array_append_new(job->results,
+                                      job->ids ? json_null()
+                                               : json_pack("{s:{s:i, s:s}}", "error", "code", 500,
+                                                           "message", "out of memory"));
+        /* The launch itself counts till it ends; each fork till it runs. */
+        job->pending = job->ids ? job->count + 1 : 1;
         for (unsigned i = 0; job->ids && i < job->count; i++) {
                 struct e2b_sandbox *s = sandbox_of(job->snapshot, NULL, job->timeout);
 
