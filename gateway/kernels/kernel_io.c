@@ -173,6 +173,8 @@ int kernel_set_startup_code(struct kernel *k, const char *code)
 
 static void become_ready(struct kernel *k)
 {
+        bool again = k->ever_ready;
+
         loop_timer_stop(&k->probe_timer);
         loop_timer_stop(&k->deadline_timer);
         k->phase = KERNEL_READY;
@@ -184,6 +186,12 @@ static void become_ready(struct kernel *k)
         k->adopting = false;
         k->reason[0] = '\0';
         kernel_set_state(k, "idle");
+        /* Clients of a restarted kernel heard "starting" from us; its own
+         * "idle" may have gone out before their sockets joined (a
+         * subscriber misses what was published before it connected): they
+         * hear it from us too. */
+        if (again)
+                kernel_broadcast_status(k, "idle");
         kernel_touch(k);
         klog_info(k->id, "ready (%s, pid %d)", k->spec->name, k->pid);
         /* A restart needs it again; the waiters hear once it has run. */
