@@ -96,14 +96,14 @@ struct hostmsg_network {
         bool enabled;             /* false: no network at all (loopback only) */
         char **allow;             /* NULL-terminated; owned after decoding */
         char **deny;              /* always wins over allow */
+        char dns[64];             /* upstream resolver "A.B.C.D" or "A.B.C.D#PORT" */
+        uint32_t rate_kib;        /* KiB/s each way; 0: no cap */
+        uint32_t max_connections; /* at once; 0: no cap */
         /* The operator's own allowed blocks (--egress-allow), whatever the
          * request narrowed allow to: one inside a block no sandbox reaches
          * by default (kernel-host/net.c's: private, shared, reserved) opens
          * it, for addresses and for names answering there. NULL: none. */
         char **opened;
-        char dns[64];             /* upstream resolver "A.B.C.D" or "A.B.C.D#PORT" */
-        uint32_t rate_kib;        /* KiB/s each way; 0: no cap */
-        uint32_t max_connections; /* at once; 0: no cap */
 };
 
 /* The cgroup controller each limit needs; a bit of hostmsg_hello's

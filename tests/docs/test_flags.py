@@ -11,8 +11,8 @@ from mdlib import ROOT, code_spans, pages, read
 
 # Flags of other programs that the pages name on their own, as `--resolve`.
 OTHERS = {"allow-http", "enable-fuzzing", "enable-sanitizers", "enable-werror", "external",
-          "gateway-url", "nftset", "only", "prefix", "resolve", "stop-dns-rebind", "sysconfdir", "user",
-          "with-systemdsystemunitdir", "zmq-external"}
+          "gateway-url", "nftset", "no-ident", "only", "prefix", "resolve", "stop-dns-rebind",
+          "sysconfdir", "user", "with-systemdsystemunitdir", "zmq-external"}
 
 
 def run(*args):

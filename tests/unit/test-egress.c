@@ -79,6 +79,7 @@ static void test_hostmsg_roundtrip(void)
 {
         char *allow[] = {"198.18.0.0/15", "public.gbtest", NULL};
         char *deny[] = {"198.18.2.0/24", NULL};
+        char *opened[] = {"198.18.0.0/15", NULL};
         char *bad[] = {"x;flush ruleset", NULL};
         struct hostmsg_sandbox m = {.limits = {1024, 1000, 256, 1024}, .sandbox = true}, got;
         json_t *body;
@@ -91,10 +92,13 @@ static void test_hostmsg_roundtrip(void)
         hostmsg_sandbox_clear(&got);
         json_decref(body);
 
-        m.network = (struct hostmsg_network){true, allow, deny, "198.18.1.2#53", 256, 4};
+        m.network = (struct hostmsg_network){true, allow, deny, "198.18.1.2#53", 256, 4, opened};
         body = hostmsg_sandbox_encode(&m);
         is_int(hostmsg_sandbox_decode(body, &got), 0, "a network decodes");
         ok(got.network.enabled, "enabled");
+        ok(got.network.opened && got.network.opened[0] &&
+               strcmp(got.network.opened[0], "198.18.0.0/15") == 0 && !got.network.opened[1],
+           "the operator's opened blocks");
         is_str(got.network.allow[1], "public.gbtest", "its allow list");
         is_str(got.network.deny[0], "198.18.2.0/24", "its deny list");
         is_str(got.network.dns, "198.18.1.2#53", "its resolver");
