@@ -438,6 +438,11 @@ static int add_headers(struct lws *wsi, const struct http_request *r, unsigned c
                 return -1;
         if (r->next_token[0] && add_header(wsi, "x-next-token:", r->next_token, p, end))
                 return -1;
+        /* Said when the connection ends after this answer (its body was not
+         * read whole): a client would otherwise send its next request on
+         * it and see the connection close without an answer. */
+        if (r->close_after && add_header(wsi, "connection:", "close", p, end))
+                return -1;
         if (r->fleet_missing[0] &&
             add_header(wsi, "x-glovebox-fleet-missing:", r->fleet_missing, p, end))
                 return -1;
