@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/loopfs.h"
+#include "protocol/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -69,6 +70,34 @@ int loopfs_format(int image_fd, const char *label, bool journal)
                         return -errno;
         }
         return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+int loopfs_images_dir(const char *dir, const char *what)
+{
+        struct stat st;
+        int fd = -1, rc = 0;
+
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                rc = -errno;
+        if (rc == 0) {
+                fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                rc = fd < 0 ? -errno : 0;
+        }
+        /* Ours alone: nobody else may plant an image here. */
+        if (rc == 0 && fstat(fd, &st) < 0)
+                rc = -errno;
+        if (rc == 0 && (st.st_uid != 0 || (st.st_mode & 077)))
+                rc = -EPERM;
+        if (rc == 0 && access(LOOPFS_MKFS, X_OK) < 0)
+                rc = -errno;
+        if (rc < 0) {
+                log_error("%s: cannot use %s (root's, mode 0700) or " LOOPFS_MKFS ": %s", what, dir,
+                          strerror(-rc));
+                if (fd >= 0)
+                        close(fd);
+                return rc;
+        }
+        return fd;
 }
 
 int loopfs_attach(int image_fd, bool read_only, int *loop_fd, char *name, size_t size)

@@ -9,6 +9,11 @@
 
 #define LOOPFS_MKFS "/sbin/mkfs.ext4"
 
+/* Makes dir (root's, 0700) if missing and opens it for images: one
+ * nobody else may plant an image in, with LOOPFS_MKFS there to format
+ * them. The descriptor, or -errno after logging why, naming what (the
+ * feature that is then off). */
+int loopfs_images_dir(const char *dir, const char *what);
 /* Formats the image open at image_fd as ext4, labelled label, with a
  * journal when journal (mkfs.ext4 reads it through /proc/self/fd: it needs
  * no name). 0 or -errno. */

@@ -30,32 +30,10 @@ static struct volume open_volumes[MAX_OPEN_VOLUMES];
 
 int volumes_init(const char *dir)
 {
-        struct stat st;
-        int rc = 0;
-
         for (size_t i = 0; i < MAX_OPEN_VOLUMES; i++)
                 open_volumes[i].loop_fd = open_volumes[i].mount_fd = -1;
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-                rc = -errno;
-        if (rc == 0) {
-                dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                rc = dir_fd < 0 ? -errno : 0;
-        }
-        /* Ours alone: nobody else may plant an image here. */
-        if (rc == 0 && fstat(dir_fd, &st) < 0)
-                rc = -errno;
-        if (rc == 0 && (st.st_uid != 0 || (st.st_mode & 077)))
-                rc = -EPERM;
-        if (rc == 0 && access(LOOPFS_MKFS, X_OK) < 0)
-                rc = -errno;
-        if (rc < 0) {
-                log_error("volumes: cannot use %s (root's, mode 0700) or " LOOPFS_MKFS ": %s", dir,
-                          strerror(-rc));
-                if (dir_fd >= 0)
-                        close(dir_fd);
-                dir_fd = -1;
-        }
-        return rc;
+        dir_fd = loopfs_images_dir(dir, "volumes");
+        return dir_fd < 0 ? dir_fd : 0;
 }
 
 bool volumes_enabled(void)
