@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -59,6 +60,76 @@ int confine_report_wait(int fd, struct confine_report *r, int timeout_ms)
                 return -EPIPE;
         r->step[sizeof(r->step) - 1] = '\0';
         return 0;
+}
+
+int confine_exec_socket(int sv[2])
+{
+        const int one = 1;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        if (setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
+                int rc = -errno;
+
+                close(sv[0]);
+                close(sv[1]);
+                return rc;
+        }
+        return 0;
+}
+
+void confine_hello(int fd)
+{
+        struct confine_report r;
+
+        confine_report_init(&r, CONFINE_STARTED);
+        r.nspid = (int)getpid();
+        confine_report_send(fd, &r);
+}
+
+int confine_await_exec(int fd, struct confine_report *r, int timeout_ms)
+{
+        char space[CMSG_SPACE(sizeof(struct ucred))];
+        struct iovec iov = {r, sizeof(*r)};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = space,
+                             .msg_controllen = sizeof(space)};
+        struct pollfd pfd = {fd, POLLIN, 0};
+        struct confine_report hello;
+        struct ucred cred;
+        struct cmsghdr *c;
+        ssize_t n;
+        int rc;
+
+        do {
+                rc = poll(&pfd, 1, timeout_ms);
+        } while (rc < 0 && errno == EINTR);
+        if (rc <= 0)
+                return rc == 0 ? -ETIMEDOUT : -errno;
+        do {
+                n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        } while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof(*r))
+                return -EPIPE;
+        r->step[sizeof(r->step) - 1] = '\0';
+        if (r->kind != CONFINE_STARTED)
+                return 0;
+        c = CMSG_FIRSTHDR(&msg);
+        if (!c || c->cmsg_type != SCM_CREDENTIALS || c->cmsg_len != CMSG_LEN(sizeof(cred)))
+                return -EPROTO;
+        memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+        hello = *r;
+        hello.pid = (int)cred.pid;
+        /* Then its execve closes the socket, or a failure comes. */
+        rc = confine_report_wait(fd, r, timeout_ms);
+        if (rc == -EPIPE) {
+                *r = hello;
+                return 0;
+        }
+        if (rc == 0 && r->kind == CONFINE_STARTED)
+                return -EPROTO;
+        return rc;
 }
 
 void confine_report_init(struct confine_report *r, int kind)

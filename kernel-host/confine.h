@@ -16,13 +16,13 @@
 #define CONFINE_NAMESPACES 7
 
 /* What a child reports to the kernel-host, over a socket or a pipe. */
-enum confine_report_kind { CONFINE_STARTED = 1, CONFINE_FAILED = 2, CONFINE_EXIT = 3 };
+enum confine_report_kind { CONFINE_STARTED = 1, CONFINE_FAILED = 2 };
 
 struct confine_report {
         int kind;
         int error;  /* errno, for CONFINE_FAILED */
-        int status; /* wait status, for CONFINE_EXIT */
         int pid;    /* host pid, for a process's CONFINE_STARTED */
+        int nspid;  /* its pid in the sandbox, for the same */
         char step[64];
 };
 
@@ -43,6 +43,19 @@ void confine_report_send(int fd, const struct confine_report *r);
 /* Waits up to timeout_ms for a child's report on fd: 0, -ETIMEDOUT, or
  * -EPIPE when the child went without one. */
 int confine_report_wait(int fd, struct confine_report *r, int timeout_ms);
+/* A process forked into a sandbox is orphaned at once by the one that
+ * forked it, and so becomes a child of the sandbox's init (sandbox.h).
+ * Whoever waits for its start makes sv with confine_exec_socket, hands
+ * sv[1] to it and closes its own copy; the process says hello on sv[1]
+ * first (confine_hello), then fails through confine_fail(sv[1]) or
+ * executes, which closes sv[1]. confine_await_exec reads that from sv[0]
+ * within timeout_ms: r is CONFINE_STARTED with the process's pid as the
+ * caller sees it (the kernel's credentials say it, not the process) and
+ * in the sandbox, or CONFINE_FAILED and the step. 0 or -errno (-EPIPE:
+ * gone without a word). */
+int confine_exec_socket(int sv[2]);
+void confine_hello(int fd);
+int confine_await_exec(int fd, struct confine_report *r, int timeout_ms);
 /* Reports the failed step and its errno on fd, then _exit(127). */
 __attribute__((noreturn)) void confine_fail(int fd, const char *step, int error);
 void confine_close_fds_except(int keep);

@@ -4,7 +4,8 @@
  * The gateway forks and execs it before it creates any thread or ZMQ
  * context and talks to it over one SOCK_SEQPACKET socket (fd 3 by default)
  * with the typed messages of protocol/hostmsg.h. It is single-threaded: one
- * poll loop over that socket and a signalfd for SIGCHLD. It never parses
+ * poll loop over that socket, a signalfd for SIGCHLD and the socket every
+ * sandbox's init reports its reaped children on. It never parses
  * network input, which is why it is the only process that builds sandboxes.
  * When the gateway goes away it kills every kernel it started, removes their
  * files and exits; its sandboxes die with it however it dies, and what a
@@ -415,14 +416,20 @@ int main(int argc, char **argv)
                 zygote_start(zygote_specs[i]);
 
         while (!host.stopping) {
-                struct pollfd fds[2] = {{host.link, POLLIN, 0}, {host.sigfd, POLLIN, 0}};
+                struct pollfd fds[3] = {{host.link, POLLIN, 0},
+                                        {host.sigfd, POLLIN, 0},
+                                        {sandbox_exits_fd(), POLLIN, 0}};
 
-                if (poll(fds, 2, -1) < 0) {
+                if (poll(fds, 3, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         log_error("poll: %s", strerror(errno));
                         goto out;
                 }
+                /* Inits' reports first: a sandbox's end, seen among the
+                 * signals, takes whatever its init said before it. */
+                if (fds[2].revents)
+                        spawn_init_reports(report);
                 if (fds[1].revents)
                         handle_signals();
                 if (fds[0].revents & POLLIN)

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/overlay.h"
+#include "protocol/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -189,4 +191,38 @@ int overlay_recv_go(int sock, struct overlay_fds *fds)
         for (size_t i = 0; i < want_volumes && next < nfds; i++)
                 fds->volumes[fds->nvolumes++] = list[next++];
         return 0;
+}
+
+/* Whether /proc/filesystems lists overlay. */
+static bool overlay_listed(void)
+{
+        char line[128];
+        bool found = false;
+        FILE *f = fopen("/proc/filesystems", "re");
+
+        while (f && !found && fgets(line, sizeof(line), f))
+                found = strcmp(line, "nodev\toverlay\n") == 0;
+        if (f)
+                fclose(f);
+        return found;
+}
+
+bool overlay_available(void)
+{
+        static int known = -1;
+        int fd;
+
+        if (known >= 0)
+                return known;
+        /* Opening a context loads the module when there is one (we are
+         * root) and mounts nothing; unprivileged, the list says. */
+        fd = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+        if (fd >= 0)
+                close(fd);
+        known = fd >= 0 || (errno != ENODEV && overlay_listed());
+        if (!known)
+                log_warn("this kernel has no overlayfs: sandboxes of the host's form get a "
+                         "read-only root (their home and /tmp are writable), and templates "
+                         "cannot start");
+        return known;
 }

@@ -60,4 +60,9 @@ int overlay_send_go(int sock, const struct overlay_fds *fds);
  * come). Async-signal-safe. 0, or -1 when sock is closed or failed. */
 int overlay_recv_go(int sock, struct overlay_fds *fds);
 
+/* Whether the kernel has overlayfs (asked once, loading its module when
+ * we are root): without it the host's form falls back to a read-only
+ * root, logged once, and a template cannot start. */
+bool overlay_available(void);
+
 #endif

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/rootfs.h"
+#include "kernel-host/init_report.h"
 #include "protocol/ids.h"
 #include "kernel-host/layers.h"
 #include "kernel-host/rootfs_ops.h"
@@ -188,18 +189,30 @@ static const char pip_wrapper[] =
         "done\n"
         "exit $status\n";
 
-/* glovebox-sudo beside the kernel-host (sudo_main.c), or "" when it was
- * not built: every sandbox gets it as its sudo command, which works where
- * the gateway started its service (E2B's sandboxes) and says so elsewhere. */
-static const char *sudo_program(void)
+/* Glovebox's programs bound into every sandbox from beside the
+ * kernel-host, read-only and nosuid like all of /usr: glovebox-sudo as its
+ * sudo command (sudo_main.c: works where the gateway started its service,
+ * E2B's sandboxes, and says so elsewhere; left out when not built) and
+ * glovebox-init as its pid 1 (init_main.c: no sandbox without it). */
+static const struct {
+        const char *program, *target, *step;
+        bool required;
+} own_programs[] = {{SUDO_PROGRAM, ROOTFS_SUDO, "bind sudo", false},
+                    {INIT_PROGRAM, INIT_COMMAND, "bind init", true}};
+#define OWN_PROGRAMS (sizeof(own_programs) / sizeof(own_programs[0]))
+
+/* Its path on the host, or "" when there is none. */
+static const char *own_program(size_t i)
 {
-        static char path[PATH_MAX];
+        static char paths[OWN_PROGRAMS][PATH_MAX];
         static bool looked;
 
-        if (!looked && program_beside_self(SUDO_PROGRAM, path, sizeof(path)) < 0)
-                path[0] = '\0';
+        for (size_t j = 0; !looked && j < OWN_PROGRAMS; j++) {
+                if (program_beside_self(own_programs[j].program, paths[j], PATH_MAX) < 0)
+                        paths[j][0] = '\0';
+        }
         looked = true;
-        return path;
+        return paths[i];
 }
 
 static int plan_tools(struct rootfs *p)
@@ -214,9 +227,15 @@ static int plan_tools(struct rootfs *p)
         if (rc == 0)
                 rc = add_op(p, OP_SYMLINK, ROOTFS_TOOLS_DIR "/pip3", "pip", NULL, 0, 0,
                             "symlink pip3");
-        /* The mount point of the sudo command (rootfs_plan binds it). */
-        if (rc == 0 && sudo_program()[0])
-                rc = add_op(p, OP_FILE, ROOTFS_SUDO, NULL, "", 0, 0, "bind sudo");
+        /* Our programs' mount points (rootfs_plan binds them). */
+        for (size_t i = 0; rc == 0 && i < OWN_PROGRAMS; i++) {
+                if (!own_program(i)[0])
+                        continue;
+                rc = add_parents(p, own_programs[i].target);
+                if (rc == 0)
+                        rc = add_op(p, OP_FILE, own_programs[i].target, NULL, "", 0, 0,
+                                    own_programs[i].step);
+        }
         return rc;
 }
 
@@ -688,40 +707,6 @@ static int plan_template_base(struct rootfs *p, const struct rootfs_params *para
         return rc;
 }
 
-/* Whether /proc/filesystems lists overlay. */
-static bool overlay_listed(void)
-{
-        char line[128];
-        bool found = false;
-        FILE *f = fopen("/proc/filesystems", "re");
-
-        while (f && !found && fgets(line, sizeof(line), f))
-                found = strcmp(line, "nodev\toverlay\n") == 0;
-        if (f)
-                fclose(f);
-        return found;
-}
-
-bool rootfs_overlay_available(void)
-{
-        static int known = -1;
-        int fd;
-
-        if (known >= 0)
-                return known;
-        /* Opening a context loads the module when there is one (we are
-         * root) and mounts nothing; unprivileged, the list says. */
-        fd = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
-        if (fd >= 0)
-                close(fd);
-        known = fd >= 0 || (errno != ENODEV && overlay_listed());
-        if (!known)
-                log_warn("this kernel has no overlayfs: sandboxes of the host's form get a "
-                         "read-only root (their home and /tmp are writable), and templates "
-                         "cannot start");
-        return known;
-}
-
 /* /tmp and home on the layers' tmpfs: one limit with the root's writes. */
 static int plan_tmp_home(struct rootfs *p, const struct rootfs_params *params)
 {
@@ -858,13 +843,18 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                         rc = add_op(p, OP_ATTACH, params->volume_paths[i], NULL, NULL,
                                     ATTACH_VOLUME + i, 0, step);
         }
-        /* The host's sudo program, read-only and nosuid like all of /usr;
-         * over the finished root, as a bind in an overlay's lower layer
-         * would not show through it. */
-        if (rc == 0 && sudo_program()[0])
-                rc = add_op(p, OP_BIND, ROOTFS_SUDO, sudo_program(), NULL,
-                            MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(sudo_program()), 0,
-                            "bind sudo");
+        /* Our programs, over the finished root: a bind in an overlay's
+         * lower layer would not show through it. */
+        for (size_t i = 0; rc == 0 && i < OWN_PROGRAMS; i++) {
+                const char *path = own_program(i);
+
+                if (path[0])
+                        rc = add_op(p, OP_BIND, own_programs[i].target, path, NULL,
+                                    MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(path), 0,
+                                    own_programs[i].step);
+                else if (own_programs[i].required)
+                        rc = -ENOENT;
+        }
         if (rc < 0) {
                 rootfs_free(&p);
                 return rc;

@@ -66,10 +66,6 @@ struct rootfs_params {
         size_t nvolumes;
 };
 
-/* Whether the kernel has overlayfs (asked once, loading its module when
- * we are root): without it the host's form falls back to a read-only
- * root, logged once, and a template cannot start. */
-bool rootfs_overlay_available(void);
 /* Plans every step; the caller frees the plan. 0 or -errno. */
 int rootfs_plan(const struct rootfs_params *params, struct rootfs **out);
 void rootfs_free(struct rootfs **rootfs);

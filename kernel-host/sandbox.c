@@ -2,6 +2,7 @@
 
 #include "kernel-host/sandbox.h"
 #include "kernel-host/confine.h"
+#include "kernel-host/init_report.h"
 #include "kernel-host/overlay.h"
 #include "kernel-host/seccomp.h"
 #include "protocol/log.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -33,6 +35,7 @@
 #define SETUP_TIMEOUT_MS 30000
 
 static struct sock_fprog seccomp_program;
+static int exits_ep = -1; /* every sandbox's report pipe (init_report.h) */
 static int cap_last = CAP_LAST_CAP;
 static char *title_area;
 static size_t title_len;
@@ -43,6 +46,16 @@ int sandbox_init(void)
         FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
         int rc;
 
+        /* Each init reports on a pipe of its own (a pipe, not a socket: a
+         * socket belongs to a network namespace, and a checkpoint of the
+         * sandbox could not take one from ours); one epoll set holds them
+         * all, each event naming its sandbox. */
+        exits_ep = epoll_create1(EPOLL_CLOEXEC);
+        if (exits_ep < 0) {
+                rc = -errno;
+                log_error("epoll: %s", strerror(-rc));
+                return rc;
+        }
         if (f) {
                 if (fscanf(f, "%d", &cap_last) != 1)
                         cap_last = CAP_LAST_CAP;
@@ -52,8 +65,43 @@ int sandbox_init(void)
         if (rc < 0)
                 log_error("cannot build the seccomp filter: %s", strerror(-rc));
         /* Asked (and said) once, at start. */
-        rootfs_overlay_available();
+        overlay_available();
         return rc;
+}
+
+int sandbox_exits_fd(void)
+{
+        return exits_ep;
+}
+
+int sandbox_exit_next(pid_t *init_pid, pid_t *pid, int *status)
+{
+        struct epoll_event ev;
+
+        /* Level-triggered, one at a time: a pipe read empty is not ready
+         * again, so the next wait yields the next sandbox. */
+        while (epoll_wait(exits_ep, &ev, 1, 0) == 1) {
+                int fd = (int)(ev.data.u64 & 0xffffffffu);
+                struct init_exit rec;
+                ssize_t n;
+
+                do {
+                        n = read(fd, &rec, sizeof(rec));
+                } while (n < 0 && errno == EINTR);
+                /* Records are smaller than PIPE_BUF: whole or none. */
+                if (n == (ssize_t)sizeof(rec)) {
+                        *init_pid = (pid_t)(ev.data.u64 >> 32);
+                        *pid = rec.pid;
+                        *status = rec.status;
+                        return 0;
+                }
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        continue;
+                /* Its init is gone: nothing more will come (the pipe is
+                 * closed with the sandbox). */
+                epoll_ctl(exits_ep, EPOLL_CTL_DEL, fd, NULL);
+        }
+        return -EAGAIN;
 }
 
 void sandbox_set_title_area(char *start, size_t len)
@@ -107,37 +155,66 @@ static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
         confine_fail(exec_fd, "exec", errno);
 }
 
-/* pid 1 of a sandbox: reap whatever is orphaned here, until killed. */
-static __attribute__((noreturn)) void init_loop(void)
-{
-        sigset_t set;
-
-        sigemptyset(&set);
-        sigaddset(&set, SIGCHLD);
-        sigprocmask(SIG_BLOCK, &set, NULL);
-        for (;;) {
-                siginfo_t info;
-
-                if (sigwaitinfo(&set, &info) < 0)
-                        continue;
-                while (waitpid(-1, NULL, WNOHANG) > 0)
-                        ;
-        }
-}
-
 struct create_args {
         const struct rootfs *rootfs;
         const char *root_dir;
         const struct sandbox_ids *ids;
 };
 
+/* The report socket, sent with init's last go-ahead; -1 when the
+ * kernel-host is gone. */
+static int recv_report_fd(int sock)
+{
+        char byte, space[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {&byte, 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = space,
+                             .msg_controllen = sizeof(space)};
+        struct cmsghdr *c;
+        ssize_t n;
+        int fd;
+
+        do {
+                n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        } while (n < 0 && errno == EINTR);
+        c = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+                return -1;
+        memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+        return fd;
+}
+
+static int send_report_fd(int sock, int fd)
+{
+        char byte = 'g', space[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {&byte, 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = space,
+                             .msg_controllen = sizeof(space)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        ssize_t n;
+
+        memset(space, 0, sizeof(space));
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+        do {
+                n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        return n == 1 ? 0 : -errno;
+}
+
 static __attribute__((noreturn)) void init_main(const struct create_args *args, int sync_fd)
 {
+        static char *const init_argv[] = {INIT_PROGRAM, NULL};
+        static char *const init_envp[] = {NULL};
         struct confine_report ready;
         struct overlay_fds mounts;
         const char *step;
-        char go;
-        ssize_t n;
+        int report, null_fd;
 
         /* The go-ahead brings the detached mounts along (overlay.h): a
          * template's tree or the host's /usr, a disk home, layers. */
@@ -186,19 +263,34 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         confine_report_init(&ready, CONFINE_STARTED);
         confine_report_send(sync_fd, &ready);
         /* The kernel-host now opens our namespaces and root, which an
-         * undumpable process would refuse an unprivileged kernel-host. */
-        do {
-                n = read(sync_fd, &go, 1);
-        } while (n < 0 && errno == EINTR);
-        if (n != 1)
+         * undumpable process would refuse an unprivileged kernel-host,
+         * and sends the socket init reports on. */
+        report = recv_report_fd(sync_fd);
+        if (report < 0)
                 _exit(127); /* the kernel-host is gone */
-        /* init keeps no privilege: no capabilities, undumpable (so no
-         * process here can read its memory), not even its own socket. */
-        confine_drop_capabilities();
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        confine_close_fds_except(-1);
-        init_loop();
+        /* init keeps no privilege: no capabilities, no descriptor but its
+         * report socket, a session of its own (a checkpoint takes a
+         * sandbox whose sessions all begin inside it). */
+        if (confine_drop_capabilities() < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                confine_fail(sync_fd, "drop privileges", errno);
+        if (setsid() < 0)
+                confine_fail(sync_fd, "setsid", errno);
+        /* Both sockets high first, so that neither lands on the other. */
+        report = fcntl(report, F_DUPFD_CLOEXEC, 10);
+        sync_fd = fcntl(sync_fd, F_DUPFD_CLOEXEC, 10);
+        null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (report < 0 || sync_fd < 0 || null_fd < 0 || dup2(null_fd, 0) < 0 ||
+            dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0 || dup2(report, INIT_REPORT_FD) < 0 ||
+            dup2(sync_fd, INIT_REPORT_FD + 1) < 0)
+                _exit(127);
+        /* The sync socket closes on exec: the kernel-host's sign that
+         * init runs. The report socket stays open across it. */
+        sync_fd = INIT_REPORT_FD + 1;
+        if (fcntl(sync_fd, F_SETFD, FD_CLOEXEC) < 0 ||
+            syscall(SYS_close_range, (unsigned int)sync_fd + 1, ~0u, 0u) < 0)
+                confine_fail(sync_fd, "close descriptors", errno);
+        execve(INIT_COMMAND, init_argv, init_envp);
+        confine_fail(sync_fd, "exec init", errno);
 }
 
 /* ---- the parent ------------------------------------------------------------ */
@@ -265,6 +357,9 @@ static void close_handles(struct sandbox *sb)
         if (sb->run_fd >= 0)
                 close(sb->run_fd);
         sb->run_fd = -1;
+        if (sb->report_fd >= 0)
+                close(sb->report_fd); /* and out of the epoll set */
+        sb->report_fd = -1;
 }
 
 /* Opens the sandbox's namespaces (to start processes in it) and its root
@@ -301,7 +396,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                    struct sandbox *sb, struct hostmsg_failed *fail)
 {
         const bool tpl = template_root && template_root[0];
-        const bool overlay = rootfs_overlay_available();
+        const bool overlay = overlay_available();
         /* The lowest layer: a template's tree, or the host's /usr. */
         const char *lower = tpl ? template_root : "/usr";
         const struct rootfs_params params = {
@@ -323,6 +418,8 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         struct rootfs *rootfs = NULL;
         struct confine_report report;
         char err[HOSTMSG_ERROR_SIZE];
+        struct epoll_event ev = {.events = EPOLLIN};
+        int report_pipe[2] = {-1, -1};
         int sv[2] = {-1, -1};
         pid_t pid = -1;
         int status;
@@ -334,6 +431,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 sb->ns_fds[i] = -1;
         sb->root_fd = -1;
         sb->run_fd = -1;
+        sb->report_fd = -1;
         sb->ids = *ids;
         sb->limits = *limits;
         rc = rootfs_plan(&params, &rootfs);
@@ -445,9 +543,33 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, "cgroup hand down", -rc);
                 goto kill;
         }
-        if (write(sv[0], "g", 1) != 1) {
+        if (pipe2(report_pipe, O_CLOEXEC) < 0 || fcntl(report_pipe[0], F_SETFL, O_NONBLOCK) < 0) {
                 rc = -errno;
-                fail_set(fail, "start init", errno);
+                fail_set(fail, "report pipe", errno);
+                goto kill;
+        }
+        ev.data.u64 = ((uint64_t)(uint32_t)pid << 32) | (uint32_t)report_pipe[0];
+        if (epoll_ctl(exits_ep, EPOLL_CTL_ADD, report_pipe[0], &ev) < 0) {
+                rc = -errno;
+                fail_set(fail, "report pipe", errno);
+                goto kill;
+        }
+        sb->report_fd = report_pipe[0];
+        report_pipe[0] = -1;
+        rc = send_report_fd(sv[0], report_pipe[1]);
+        if (rc < 0) {
+                fail_set(fail, "start init", -rc);
+                goto kill;
+        }
+        /* Its end of sv closes as init executes; a failure comes first. */
+        rc = confine_report_wait(sv[0], &report, SETUP_TIMEOUT_MS);
+        if (rc == 0) {
+                rc = -(report.error ? report.error : EIO);
+                fail_set(fail, report.step, -rc);
+                goto kill;
+        }
+        if (rc != -EPIPE) {
+                fail_set(fail, "exec init", -rc);
                 goto kill;
         }
         sb->init_pid = pid;
@@ -466,6 +588,10 @@ out:
                 close(sv[0]);
         if (sv[1] >= 0)
                 close(sv[1]);
+        for (int i = 0; i < 2; i++) {
+                if (report_pipe[i] >= 0)
+                        close(report_pipe[i]);
+        }
         rootfs_free(&rootfs);
         return rc;
 }
@@ -527,60 +653,52 @@ out:
         return rc;
 }
 
-/* The watcher: joins the sandbox like nsenter, forks the process, reports
- * its start and its end on report_fd. */
-static __attribute__((noreturn)) void watcher_main(const struct sandbox *sb,
+/* The starter: joins the sandbox like nsenter, forks a child there that
+ * forks the process and exits: orphaned in the sandbox's pid namespace,
+ * the process becomes a child of its init, which reports its end (the
+ * whole sandbox is one tree under its init, as a checkpoint takes it).
+ * We report its start on report_fd and exit. */
+static __attribute__((noreturn)) void starter_main(const struct sandbox *sb,
                                                    const struct sandbox_exec *ex, int report_fd)
 {
         const char *dirs[CGROUP_CONTROLLERS];
         struct confine_sandbox csb;
         struct confine_report r;
-        int exec_pipe[2];
-        int status;
-        pid_t pid;
-        ssize_t n;
+        int exec_sock[2], status, rc;
+        pid_t middle;
 
         for (unsigned i = 0; i < ex->cgroup->ndirs && i < CGROUP_CONTROLLERS; i++)
                 dirs[i] = ex->cgroup->dirs[i];
         sandbox_confine_view(sb, &csb);
         confine_join(&csb, dirs, ex->cgroup->ndirs, ex->conn_name, ex->conn_text, report_fd);
-        if (pipe2(exec_pipe, O_CLOEXEC) < 0)
-                confine_fail(report_fd, "pipe", errno);
-        /* Forked after setns(pid): the process lives in the sandbox's pid
-         * namespace; we, the watcher, stay outside. */
-        pid = fork();
-        if (pid < 0)
+        rc = confine_exec_socket(exec_sock);
+        if (rc < 0)
+                confine_fail(report_fd, "socketpair", -rc);
+        middle = fork();
+        if (middle < 0)
                 confine_fail(report_fd, "fork", errno);
-        if (pid == 0) {
-                close(exec_pipe[0]);
+        if (middle == 0) {
+                pid_t pid;
+
+                close(exec_sock[0]);
                 close(report_fd);
-                confine_exec(sb, ex, exec_pipe[1]);
+                pid = fork();
+                if (pid < 0)
+                        confine_fail(exec_sock[1], "fork", errno);
+                if (pid == 0) {
+                        confine_hello(exec_sock[1]);
+                        confine_exec(sb, ex, exec_sock[1]);
+                }
+                _exit(0);
         }
-        close(exec_pipe[1]);
-        /* The pipe closes on a successful execve; a failure arrives first. */
-        do {
-                n = read(exec_pipe[0], &r, sizeof(r));
-        } while (n < 0 && errno == EINTR);
-        if (n == (ssize_t)sizeof(r)) {
-                confine_report_send(report_fd, &r);
-                waitpid(pid, &status, 0);
-                _exit(127);
-        }
-        close(exec_pipe[0]);
-        confine_report_init(&r, CONFINE_STARTED);
-        r.pid = pid;
+        close(exec_sock[1]);
+        while (waitpid(middle, &status, 0) < 0 && errno == EINTR)
+                ;
+        rc = confine_await_exec(exec_sock[0], &r, SETUP_TIMEOUT_MS);
+        if (rc < 0)
+                confine_fail(report_fd, "start process", -rc);
         confine_report_send(report_fd, &r);
-        confine_close_fds_except(report_fd);
-        confine_drop_capabilities();
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-        while (waitpid(pid, &status, 0) < 0) {
-                if (errno != EINTR)
-                        _exit(1);
-        }
-        confine_report_init(&r, CONFINE_EXIT);
-        r.status = status;
-        confine_report_send(report_fd, &r);
-        _exit(0);
+        _exit(r.kind == CONFINE_STARTED ? 0 : 127);
 }
 
 int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
@@ -588,25 +706,25 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
 {
         int report[2] = {-1, -1};
         struct confine_report r;
+        pid_t starter;
         int status;
         int rc = 0;
 
         memset(proc, 0, sizeof(*proc));
-        proc->status_fd = -1;
         if (pipe2(report, O_CLOEXEC) < 0) {
                 rc = -errno;
                 fail_set(fail, "pipe", errno);
                 goto out;
         }
-        proc->watcher = fork();
-        if (proc->watcher < 0) {
+        starter = fork();
+        if (starter < 0) {
                 rc = -errno;
                 fail_set(fail, "fork", errno);
                 goto out;
         }
-        if (proc->watcher == 0) {
+        if (starter == 0) {
                 close(report[0]);
-                watcher_main(sb, ex, report[1]);
+                starter_main(sb, ex, report[1]);
         }
         close(report[1]);
         report[1] = -1;
@@ -615,34 +733,21 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
                 rc = -(r.error ? r.error : EIO);
         if (rc < 0) {
                 fail_set(fail, rc == -ETIMEDOUT || rc == -EPIPE ? "start process" : r.step, -rc);
-                kill(proc->watcher, SIGKILL);
-                waitpid(proc->watcher, &status, 0);
-                goto out;
+                kill(starter, SIGKILL);
         }
+        /* It has said all it had to: reaped here, not by the main loop. */
+        while (waitpid(starter, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (rc < 0)
+                goto out;
         proc->pid = r.pid;
-        proc->status_fd = report[0];
-        report[0] = -1;
+        proc->nspid = r.nspid;
 out:
         if (report[0] >= 0)
                 close(report[0]);
         if (report[1] >= 0)
                 close(report[1]);
         return rc;
-}
-
-int sandbox_process_status(struct sandbox_process *proc, int watcher_status)
-{
-        struct confine_report r;
-        int status = watcher_status;
-
-        if (proc->status_fd >= 0) {
-                if (read(proc->status_fd, &r, sizeof(r)) == (ssize_t)sizeof(r) &&
-                    r.kind == CONFINE_EXIT)
-                        status = r.status;
-                close(proc->status_fd);
-                proc->status_fd = -1;
-        }
-        return status;
 }
 
 void sandbox_kill(const struct sandbox *sb)

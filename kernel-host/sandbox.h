@@ -1,14 +1,17 @@
 /* Sandboxes (DESIGN §4). A sandbox is made by clone into new user, pid,
  * mount, network, IPC and UTS namespaces (and a cgroup namespace once the
  * child sits in its cgroup); its first process applies the root filesystem
- * (rootfs.h), pivots into it and stays as the sandbox's init (pid 1): it
- * only reaps orphans, and when it dies everything in the sandbox dies.
+ * (rootfs.h), pivots into it and executes glovebox-init (init_main.c),
+ * the sandbox's pid 1: it reaps and reports, and when it dies everything
+ * in the sandbox dies.
  *
  * Processes (kernels, commands) are started in a sandbox the way
  * `nsenter` does: a child of the kernel-host joins the sandbox's cgroup and
- * namespaces and forks the process, which drops every privilege and loads
- * the seccomp filter just before execve; the child stays outside as a
- * watcher that reports the process's wait status. */
+ * namespaces; there a child of its forks the process and exits at once,
+ * so that the process, orphaned, becomes a child of init (a sandbox is one
+ * tree of processes under its init, as a checkpoint takes it whole). The
+ * process drops every privilege and loads the seccomp filter just before
+ * execve. init reaps it and reports its wait status to the kernel-host. */
 #ifndef GLOVEBOX_SANDBOX_H
 #define GLOVEBOX_SANDBOX_H
 
@@ -36,6 +39,7 @@ struct sandbox {
         int ns_fds[SANDBOX_NAMESPACES]; /* its namespaces, to start processes in */
         int root_fd;    /* its root directory (O_PATH), for the gateway's file access */
         int run_fd;     /* its ROOTFS_RUN_DIR (O_PATH): connection files are written here */
+        int report_fd;  /* the pipe its init reports on (sandbox_exit_next) */
         struct kernel_cgroup cgroup;
         struct sandbox_ids ids;
         struct hostmsg_limits limits;
@@ -61,11 +65,11 @@ struct sandbox_exec {
         bool as_root;
 };
 
-/* A process started in a sandbox. */
+/* A process started in a sandbox: a child of its init, which reports its
+ * end (sandbox_exit_next). */
 struct sandbox_process {
-        pid_t watcher;  /* our child, reaped when the process ends */
-        pid_t pid;      /* the process itself (host pid), leader of its group */
-        int status_fd;  /* the watcher reports the process's wait status here */
+        pid_t pid;   /* the process itself (host pid), leader of its group */
+        pid_t nspid; /* the same in the sandbox's pid namespace */
 };
 
 /* Prepares what every sandbox shares (the seccomp program). 0 or -errno. */
@@ -102,9 +106,13 @@ int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int
 /* Starts a process in sb. On failure fail names the step. */
 int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
                  struct sandbox_process *proc, struct hostmsg_failed *fail);
-/* After proc->watcher was reaped: the process's own wait status (or the
- * watcher's, if it could not tell). Closes the status descriptor. */
-int sandbox_process_status(struct sandbox_process *proc, int watcher_status);
+/* Every sandbox's init reports the children it reaps on a pipe of its own
+ * (init_report.h); sandbox_exits_fd is readable when one has. sandbox_exit_next takes
+ * the next report: the host pid of the init that sent it, the pid it
+ * reaped (in that sandbox's namespace) and its wait status. 0, or -EAGAIN
+ * when none is waiting. */
+int sandbox_exits_fd(void);
+int sandbox_exit_next(pid_t *init_pid, pid_t *pid, int *status);
 /* Kills the sandbox's init, and so every process in it. */
 void sandbox_kill(const struct sandbox *sb);
 /* Whether the sandbox's init is dead or on its way out (its pid namespace

@@ -112,10 +112,9 @@ int spawn_stop(const char *id)
         if (!p)
                 return -ESRCH;
         kill(-p->pid, SIGKILL);
-        /* And what left the process group with setsid: all in its cgroup
-         * but the watcher, which is to report the exit. */
+        /* And what left the process group with setsid: all in its cgroup. */
         if (p->box->sandboxed)
-                cgroup_kill(&p->cgroup, p->reap);
+                cgroup_kill(&p->cgroup, 0);
         return 0;
 }
 
@@ -127,7 +126,6 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
         bool oom = false;
 
         if (b->sandboxed) {
-                status = sandbox_process_status(&p->sp, status);
                 /* A SIGKILL while a kill counter moved: the memory limit did
                  * it. cgroup v1 counts a kill in the victim's own group, v2
                  * in the sandbox's (and in the process's, after
@@ -188,33 +186,78 @@ int spawn_sandbox_netns(const char *id, int *userns_fd, int *netns_fd)
         return 0;
 }
 
+/* p has ended with status: told, and its box freed when it was the last
+ * of a box whose init is gone. */
+static void proc_ended(struct proc *p, int status, void (*report)(enum hostmsg_type, json_t *))
+{
+        struct box *b = p->box;
+
+        /* It may have died because its sandbox's init did: then the
+         * gateway hears first that the sandbox is gone, and starts the
+         * next one in a new sandbox. */
+        if (b->sandboxed && !b->gone_reported && (!b->init_alive || sandbox_dying(&b->sandbox)))
+                spawn_report_gone(b, report);
+        proc_exited(p, status, report);
+        if (!b->init_alive && b->procs == 0)
+                spawn_box_free(b, report);
+}
+
+void spawn_init_reports(void (*report)(enum hostmsg_type, json_t *))
+{
+        pid_t init_pid, pid;
+        int status;
+
+        while (sandbox_exit_next(&init_pid, &pid, &status) == 0) {
+                struct proc *found = NULL;
+
+                /* The sender is known by its credentials; a pid it reaps
+                 * that we did not start (an orphan) is none of ours. */
+                for (struct proc *p = procs; p && !found; p = p->next) {
+                        if (p->box->sandboxed && p->box->sandbox.init_pid == init_pid &&
+                            p->sp.nspid == pid)
+                                found = p;
+                }
+                if (found)
+                        proc_ended(found, status, report);
+        }
+}
+
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *))
 {
         for (struct proc *p = procs; p; p = p->next) {
-                if (p->reap == pid) {
-                        struct box *b = p->box;
-
-                        /* It may have died because its sandbox's init did:
-                         * then the gateway hears first that the sandbox is
-                         * gone, and starts the next one in a new sandbox. */
-                        if (b->sandboxed && !b->gone_reported &&
-                            (!b->init_alive || sandbox_dying(&b->sandbox)))
-                                spawn_report_gone(b, report);
-                        proc_exited(p, status, report);
-                        if (!b->init_alive && b->procs == 0)
-                                spawn_box_free(b, report);
+                if (p->reap > 0 && p->reap == pid) {
+                        proc_ended(p, status, report);
                         return;
                 }
         }
         for (struct box *b = boxes; b; b = b->next) {
                 if (b->sandboxed && b->sandbox.init_pid == pid) {
-                        /* Its processes die with it; each is reported as its
-                         * watcher is reaped, after the sandbox itself. */
+                        /* What it reported before it died counts first;
+                         * the rest died with it, and its pid namespace
+                         * reaped them unreported. */
+                        spawn_init_reports(report);
                         b->init_alive = false;
-                        if (b->procs == 0)
+                        if (b->procs == 0) {
                                 spawn_box_free(b, report);
-                        else if (!b->gone_reported)
+                                return;
+                        }
+                        if (!b->gone_reported)
                                 spawn_report_gone(b, report);
+                        for (;;) {
+                                struct proc *left = NULL;
+                                bool last;
+
+                                for (struct proc *p = procs; p && !left; p = p->next) {
+                                        if (p->box == b)
+                                                left = p;
+                                }
+                                if (!left)
+                                        break;
+                                last = b->procs == 1;
+                                proc_ended(left, W_EXITCODE(0, SIGKILL), report);
+                                if (last)
+                                        break; /* b is freed */
+                        }
                         return;
                 }
         }

@@ -38,6 +38,9 @@ int spawn_sandbox_netns(const char *id, int *userns_fd, int *netns_fd);
 /* Reports what ended with pid: an exited process (EXITED) and/or a sandbox
  * whose last process is gone (SANDBOX_GONE), through report. */
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *));
+/* Takes the ends that sandboxes' inits reported (sandbox_exit_next) and
+ * reports each process's exit through report. */
+void spawn_init_reports(void (*report)(enum hostmsg_type, json_t *));
 /* Kills everything and waits for it (at exit). */
 void spawn_stop_all(void (*report)(enum hostmsg_type, json_t *));
 

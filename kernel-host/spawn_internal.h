@@ -43,7 +43,7 @@ struct proc {
         struct proc *next;
         char id[JP_UUID_SIZE];
         struct box *box;
-        pid_t reap;   /* what we wait for: the watcher, or the process itself */
+        pid_t reap;   /* our child to wait for, without a sandbox; 0 in one */
         pid_t pid;    /* the process, leader of its group */
         struct sandbox_process sp;
         struct kernel_cgroup cgroup; /* its own, within the sandbox's */

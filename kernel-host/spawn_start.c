@@ -182,7 +182,6 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 spawn_fail_set(fail, req->id, "register", ENOMEM, NULL);
                 return -ENOMEM;
         }
-        p->sp.status_fd = -1;
         snprintf(p->id, sizeof(p->id), "%s", req->id);
         p->box = b;
         p->kernel = req->kernel;
@@ -296,8 +295,9 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 if (rc == -ENOENT)
                         rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", req->id);
+                /* Its end comes from its sandbox's init (spawn_init_reports). */
                 p->pid = p->sp.pid;
-                p->reap = p->sp.watcher;
+                p->reap = 0;
         } else {
                 rc = start_plain(p, argv, envp, cwd, stdio, req->pty, fail);
         }

@@ -157,10 +157,6 @@ int zygote_start(const char *spec)
                 log_warn("zygote: %s: %s", GLOVEBOX_ZYGOTE_PYTHON, strerror(errno));
                 return -errno;
         }
-        /* A kernel's parent, the zygote's child, exits once the kernel
-         * runs: the kernel then becomes ours to reap and report. */
-        if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-                return -errno;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
         pid = fork();
@@ -397,7 +393,6 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
         int rc;
 
         memset(proc, 0, sizeof(*proc));
-        proc->status_fd = -1;
         /* A zygote's child confines itself as an exec'd kernel does: the
          * sandbox's user, output on a pipe. Anything else starts cold. */
         if (ex->tty || ex->as_root)
@@ -444,9 +439,8 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
                 fail_set(fail, rc == -ETIMEDOUT || rc == -EPIPE ? "start process" : r.step, -rc);
                 goto out;
         }
-        /* The zygote's child exits now; the kernel is then our child. */
         proc->pid = r.pid;
-        proc->watcher = r.pid;
+        proc->nspid = r.nspid;
         rc = 0;
 out:
         if (spec_fd >= 0)

@@ -73,9 +73,10 @@ int zygote_start(const char *spec);
  * its environment sets nothing the interpreter or the preloaded modules
  * read only as they start. */
 bool zygote_fits(const char *name, char *const *argv, char *const *envp);
-/* Starts ex in sb through zygote name: proc->pid (also proc->watcher, to
- * reap) is the kernel itself. -ENOENT when that zygote is gone (start
- * cold instead); other failures fill fail. */
+/* Starts ex in sb through zygote name: proc is the kernel itself, a
+ * child of the sandbox's init as every process there (sandbox.h).
+ * -ENOENT when that zygote is gone (start cold instead); other failures
+ * fill fail. */
 int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
                 struct sandbox_process *proc, struct hostmsg_failed *fail);
 /* Whether pid was a zygote (now gone: its kernels start cold). */

@@ -32,6 +32,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* As long as the kernel-host waits for our report (zygote.c). */
+#define START_TIMEOUT_MS 30000
+
 /* Runs once in the zygote: the imports every kernel shares, the IPython
  * shell every ipykernel kernel would build, and the function each kernel
  * starts with after its fork.
@@ -286,7 +289,6 @@ static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *
                                                   int report_fd)
 {
         const int stdio[3] = {-1, output_fd, output_fd};
-        struct confine_report r;
 
         /* A kernel: the sandbox's user, on pipes (never root, never a
          * terminal: hostmsg_json.c refuses both for kernels). */
@@ -296,8 +298,7 @@ static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *
          * could look, and seccomp denies ptrace anyway. */
         prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
         set_title(argv);
-        confine_report_init(&r, CONFINE_STARTED);
-        confine_report_send(report_fd, &r);
+        /* Closed as an execve would close it: the sign that we run. */
         close(report_fd);
         run_kernel(argv, envp);
 }
@@ -356,9 +357,8 @@ static __attribute__((noreturn)) void request_main(int fds[ZYGOTE_NFDS])
         char *buf = NULL, **s = NULL, **argv, **envp;
         const char *conn_name, *conn_text, *cwd;
         size_t n = 0;
-        int report_fd = fds[ZYGOTE_FD_REPORT], pipefd[2], status;
-        pid_t pid;
-        ssize_t got;
+        int report_fd = fds[ZYGOTE_FD_REPORT], exec_sock[2], status, rc;
+        pid_t middle, pid;
 
         if (read_spec(fds[ZYGOTE_FD_SPEC], &spec, &buf, &s, &n) < 0)
                 confine_fail(report_fd, "zygote request", errno);
@@ -382,39 +382,40 @@ static __attribute__((noreturn)) void request_main(int fds[ZYGOTE_NFDS])
                                        .filter = &filter};
         confine_join(&csb, (const char *const *)s, spec.ndirs, conn_name[0] ? conn_name : NULL,
                      conn_text, report_fd);
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                confine_fail(report_fd, "pipe", errno);
-        /* Forked after setns(pid): the kernel lives in the sandbox's pid
-         * namespace. Python's fork hooks run as for os.fork(). */
+        rc = confine_exec_socket(exec_sock);
+        if (rc < 0)
+                confine_fail(report_fd, "socketpair", -rc);
+        /* Forked after setns(pid), the middle child lives in the sandbox's
+         * pid namespace; the kernel it forks is orphaned at once and so
+         * becomes a child of the sandbox's init (sandbox.h). Python's fork
+         * hooks run as for os.fork(), around the fork that makes the
+         * kernel: the middle child only forks and exits. */
         PyOS_BeforeFork();
-        pid = fork();
-        if (pid < 0)
+        middle = fork();
+        if (middle < 0)
                 confine_fail(report_fd, "fork", errno);
-        if (pid == 0) {
-                PyOS_AfterFork_Child();
-                close(pipefd[0]);
-                close(report_fd);
-                kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], cwd, argv, envp, pipefd[1]);
+        if (middle == 0) {
+                pid = fork();
+                if (pid < 0)
+                        confine_fail(exec_sock[1], "fork", errno);
+                if (pid == 0) {
+                        PyOS_AfterFork_Child();
+                        close(exec_sock[0]);
+                        close(report_fd);
+                        confine_hello(exec_sock[1]);
+                        kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], cwd, argv, envp, exec_sock[1]);
+                }
+                _exit(0);
         }
         PyOS_AfterFork_Parent();
-        close(pipefd[1]);
-        do {
-                got = read(pipefd[0], &r, sizeof(r));
-        } while (got < 0 && errno == EINTR);
-        if (got != (ssize_t)sizeof(r)) {
-                confine_report_init(&r, CONFINE_FAILED);
-                r.error = EPIPE;
-                memcpy(r.step, "start process", 14);
-        }
-        if (r.kind != CONFINE_STARTED) {
-                confine_report_send(report_fd, &r);
-                waitpid(pid, &status, 0);
-                _exit(127);
-        }
-        /* Our exit hands the kernel to the kernel-host (a subreaper). */
-        r.pid = pid;
+        close(exec_sock[1]);
+        while (waitpid(middle, &status, 0) < 0 && errno == EINTR)
+                ;
+        rc = confine_await_exec(exec_sock[0], &r, START_TIMEOUT_MS);
+        if (rc < 0)
+                confine_fail(report_fd, "start process", -rc);
         confine_report_send(report_fd, &r);
-        _exit(0);
+        _exit(r.kind == CONFINE_STARTED ? 0 : 127);
 }
 
 /* ---- the zygote's loop ---------------------------------------------------- */

@@ -413,3 +413,25 @@ print(repr([opt, tmp, fill('/tmp/big')]))
     finally:
         e2b_kill(gw, sb)
         gw.stop()
+
+
+def test_every_process_is_a_child_of_init(gateway, box):
+    """The kernel-host orphans each process it starts into the sandbox, so
+    init is its parent (a sandbox is one tree under its init, as a
+    checkpoint takes it), and init's reports carry each end: an exit code,
+    a signal, and a background process that outlives its command is
+    neither (it ends in init's care, unreported)."""
+    for auth in (USER, ROOT):
+        rc, out, err = sh(gateway, box, "cut -d' ' -f4 /proc/$$/stat", auth=auth)
+        assert (rc, out.strip()) == (0, "1"), (auth, rc, out, err)
+    rc, out, _ = sh(gateway, box, "sleep 30 >/dev/null 2>&1 & echo $!", auth=USER)
+    orphan = int(out)
+    rc, out, _ = sh(gateway, box, f"cut -d' ' -f4 /proc/{orphan}/stat", auth=USER)
+    assert (rc, out.strip()) == (0, "1"), out
+    assert sh(gateway, box, "exit 7", auth=USER)[0] == 7
+    # A signal comes through as envd says it (exit code -1).
+    assert sh(gateway, box, "kill -9 $$", auth=USER)[0] == -1
+    # The orphan's end, reported by init for no process the kernel-host
+    # started, changes nothing: the sandbox still runs commands.
+    assert sh(gateway, box, f"kill {orphan}; echo done", auth=USER)[:2] == (0, "done\n")
+    assert sh(gateway, box, "echo alive", auth=USER)[:2] == (0, "alive\n")

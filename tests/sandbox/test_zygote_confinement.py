@@ -42,6 +42,9 @@ def _probe():
         'dumpable': libc.prctl(3, 0, 0, 0, 0),     # PR_GET_DUMPABLE
         'limits': open('/proc/self/limits').read(),
         'session_leader': os.getsid(0) == os.getpid() == os.getpgid(0),
+        # A child of the sandbox's init, named as such inside: the whole
+        # sandbox is one tree under it (what a checkpoint takes).
+        'parent': (os.getppid(), open('/proc/1/cmdline').read()),
         'stdin': os.readlink('/proc/self/fd/0'),
         # ipykernel puts pipes of its own on 1 and 2 (it captures them).
         'stdout': os.readlink('/proc/self/fd/1').split(':')[0],
@@ -107,6 +110,7 @@ def test_forked_and_exec_kernels_are_confined_alike(gw):
     assert re.search(r"Max core file size\s+0\s+0", forked["limits"]), forked["limits"]
     assert re.search(r"Max open files\s+4096\s+4096", forked["limits"]), forked["limits"]
     assert forked["session_leader"] is True
+    assert forked["parent"] == (1, "glovebox-init\0"), forked["parent"]
     assert forked["stdin"] == "/dev/null", forked["stdin"]
     assert forked["stdout"] == forked["stderr"] == "pipe", forked
     # No descriptor of the zygote's request (its memfd) or of the host.
