@@ -215,6 +215,11 @@ static const char *own_program(size_t i)
         return paths[i];
 }
 
+bool rootfs_init_found(void)
+{
+        return own_program(1)[0] != '\0';
+}
+
 static int plan_tools(struct rootfs *p)
 {
         int rc = add_op(p, OP_FILE, "/etc/pip.conf", NULL, pip_conf, 0, 0, "write /etc/pip.conf");

@@ -66,6 +66,9 @@ struct rootfs_params {
         size_t nvolumes;
 };
 
+/* Whether glovebox-init (init_main.c) is beside the kernel-host: without
+ * it no sandbox can be made. */
+bool rootfs_init_found(void);
 /* Plans every step; the caller frees the plan. 0 or -errno. */
 int rootfs_plan(const struct rootfs_params *params, struct rootfs **out);
 void rootfs_free(struct rootfs **rootfs);

@@ -66,6 +66,8 @@ int sandbox_init(void)
                 log_error("cannot build the seccomp filter: %s", strerror(-rc));
         /* Asked (and said) once, at start. */
         overlay_available();
+        if (!rootfs_init_found())
+                log_error("no " INIT_PROGRAM " beside the kernel-host: no sandbox can start");
         return rc;
 }
 
@@ -436,7 +438,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         sb->limits = *limits;
         rc = rootfs_plan(&params, &rootfs);
         if (rc < 0) {
-                fail_set(fail, "plan", -rc);
+                fail_set(fail, rootfs_init_found() ? "plan" : "find " INIT_PROGRAM, -rc);
                 return rc;
         }
         args.rootfs = rootfs;

@@ -301,8 +301,9 @@ def test_a_failed_exec_leaves_the_old_gateway_serving(tmp_path):
     bindir = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-keep-bin-"))
     bindir.chmod(0o755)
     program = bindir / "glovebox"
-    for src in (BINARY, KERNEL_HOST, os.path.join(os.path.dirname(BINARY),
-                                                  "glovebox-kernel-bridge")):
+    for src in (BINARY, KERNEL_HOST,
+                *(os.path.join(os.path.dirname(BINARY), name)
+                  for name in ("glovebox-kernel-bridge", "glovebox-init"))):
         shutil.copy2(src, bindir / os.path.basename(src))
     state = tmp_path / "state"
     gw = Gateway(str(program), ["--state-dir", str(state), "--keep-grace", "5"])
