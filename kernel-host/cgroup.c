@@ -355,6 +355,19 @@ static int set_limits(enum cgroup_controller c, bool v2, const char *dir,
         return rc;
 }
 
+int cgroup_set_background(const struct kernel_cgroup *cg, bool background)
+{
+        for (unsigned i = 0; i < nhierarchies && i < cg->ndirs; i++) {
+                if (!(hierarchies[i].controllers & (1u << CGROUP_CPU)) || !cg->dirs[i][0])
+                        continue;
+                /* The least weight each version takes, and its default. */
+                if (hierarchies[i].v2)
+                        return write_file(cg->dirs[i], "cpu.weight", background ? "1" : "100");
+                return write_file(cg->dirs[i], "cpu.shares", background ? "2" : "1024");
+        }
+        return 0;
+}
+
 /* Makes the group name inside each of the hierarchies' directories in
  * parents (NULL: the hierarchies' parents themselves), one directory per
  * hierarchy. On failure nothing is left and err says which directory. */

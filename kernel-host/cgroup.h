@@ -27,6 +27,11 @@ struct kernel_cgroup {
         bool oom_groups; /* cgroup_hand_down done: children get memory.oom.group */
 };
 
+/* Gives cg the least CPU weight beside its siblings (background: only
+ * what they leave) or the usual one. 0 (also without a CPU controller),
+ * or -errno. */
+int cgroup_set_background(const struct kernel_cgroup *cg, bool background);
+
 /* Finds the hierarchies and makes this kernel-host's parent groups. */
 void cgroup_init(void);
 /* The controllers whose limits are enforced: bit 1 << c for each. */

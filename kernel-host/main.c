@@ -166,6 +166,8 @@ static void handle_signal(enum hostmsg_type type, json_t *body)
         }
         if (type == HOSTMSG_SANDBOX_DESTROY)
                 rc = spawn_sandbox_destroy(req.id);
+        else if (type == HOSTMSG_SANDBOX_PRIORITY)
+                rc = spawn_sandbox_priority(req.id, req.signal != 0);
         else if (type == HOSTMSG_STOP)
                 rc = spawn_stop(req.id);
         else
@@ -281,6 +283,7 @@ static void handle_link(void)
                         handle_volume_delete(body);
                         break;
                 case HOSTMSG_SANDBOX_DESTROY:
+                case HOSTMSG_SANDBOX_PRIORITY:
                 case HOSTMSG_SIGNAL:
                 case HOSTMSG_STOP:
                         handle_signal(type, body);

@@ -96,6 +96,15 @@ int spawn_sandbox_destroy(const char *id)
         return 0;
 }
 
+int spawn_sandbox_priority(const char *id, bool background)
+{
+        struct box *b = spawn_box_find(id);
+
+        if (!b || !b->sandboxed || !b->init_alive)
+                return -ESRCH;
+        return cgroup_set_background(&b->sandbox.cgroup, background);
+}
+
 int spawn_signal(const char *id, int sig)
 {
         struct proc *p = spawn_proc_find(id);

@@ -37,6 +37,9 @@ int spawn_sandbox_netns(const char *id, int *userns_fd, int *netns_fd);
 
 /* Reports what ended with pid: an exited process (EXITED) and/or a sandbox
  * whose last process is gone (SANDBOX_GONE), through report. */
+/* A sandbox's CPU weight: the least (background) or the usual. 0,
+ * -ESRCH, or -errno of the cgroup's file. */
+int spawn_sandbox_priority(const char *id, bool background);
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *));
 /* Takes the ends that sandboxes' inits reported (sandbox_exit_next) and
  * reports each process's exit through report. */

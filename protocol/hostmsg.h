@@ -62,6 +62,10 @@ enum hostmsg_type {
          * size_mb is not 0; answered by VOLUME_OPENED */
         HOSTMSG_VOLUME_OPEN = 8,
         HOSTMSG_VOLUME_DELETE = 9, /* struct hostmsg_volume: its image goes */
+        /* struct hostmsg_signal (id: the sandbox; signal 1: in the
+         * background, 0: not): a pooled sandbox's CPU weight, the least
+         * until it is handed out, so that refills do not slow cells */
+        HOSTMSG_SANDBOX_PRIORITY = 10,
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */

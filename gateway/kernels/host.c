@@ -584,6 +584,11 @@ int host_sandbox_destroy(const char *sandbox_id)
         return send_signal(HOSTMSG_SANDBOX_DESTROY, sandbox_id, 0);
 }
 
+int host_sandbox_priority(const char *sandbox_id, bool background)
+{
+        return send_signal(HOSTMSG_SANDBOX_PRIORITY, sandbox_id, background ? 1 : 0);
+}
+
 void host_set_layers_dir(const char *dir)
 {
         snprintf(spawn_args.layers_dir, sizeof(spawn_args.layers_dir), "%s", dir ? dir : "");

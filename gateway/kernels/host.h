@@ -72,6 +72,9 @@ void host_on_layer_sealed(host_layer_sealed_fn fn);
 /* Removes a layer's image (a deleted template, a failed build). */
 int host_layer_delete(const char *layer_id);
 int host_sandbox_destroy(const char *sandbox_id);
+/* A pooled sandbox runs in the background (the least CPU weight) until
+ * it is handed out (hostmsg.h's SANDBOX_PRIORITY). 0 or -errno. */
+int host_sandbox_priority(const char *sandbox_id, bool background);
 /* Asks for req to start; ops hears how it went, once started, failed or
  * exited. 0, or -errno and nothing is heard: -E2BIG or -EINVAL for a
  * request outside hostmsg_start_check's rules (callers check first, to

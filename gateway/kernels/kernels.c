@@ -516,6 +516,9 @@ static void launch(struct kernel *k)
                         return;
                 }
                 k->owns_sandbox = true;
+                /* A pool's refill takes only the CPU that cells leave. */
+                if (k->pooled)
+                        host_sandbox_priority(k->sandbox->id, true);
         }
         k->sandbox_wait.ready = on_sandbox_ready;
         sandbox_when_ready(k->sandbox, &k->sandbox_wait);
@@ -669,6 +672,8 @@ struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
         for (struct kernel *k = kernels_head; k; k = k->next) {
                 if (k->pooled && k->warm && k->spec == spec && k->phase == KERNEL_READY) {
                         k->pooled = false;
+                        if (k->sandbox)
+                                host_sandbox_priority(k->sandbox->id, false);
                         /* Counted from now on for the tenant that takes it. */
                         snprintf(k->owner, sizeof(k->owner), "%s", tenants_owner_now());
                         k->restarts = 0;

@@ -228,3 +228,71 @@ def test_a_kernelspec_names_its_own_pre_import():
     finally:
         gw.stop()
         shutil.rmtree(tmp_path)
+
+
+def _kernel_pids(gw):
+    """{kernel id prefix: host pid} of every kernel under gw's sandboxes."""
+    import subprocess
+
+    def children(pid):
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    found = {}
+    for host in children(gw.proc.pid):
+        for init in children(host):
+            for pid in children(init):
+                try:
+                    args = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                for arg in args:
+                    if arg.startswith(b"/run/kernel/") and arg.endswith(b".json"):
+                        found[arg[12:-5].decode()] = pid
+    return found
+
+
+def _sandbox_cpu_weight(pid):
+    """The CPU weight of the sandbox's group holding pid (its process group's
+    parent): cpu.shares on cgroup v1, cpu.weight on v2; None without one."""
+    for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return int((pathlib.Path("/sys/fs/cgroup/cpu" + path).parent / "cpu.shares")
+                       .read_text())
+        weight = pathlib.Path("/sys/fs/cgroup" + path).parent / "cpu.weight"
+        if controllers == "" and weight.exists():
+            return int(weight.read_text())
+    return None
+
+
+def test_pooled_sandboxes_run_in_the_background_until_taken():
+    """A refill takes only the CPU that cells leave: a pooled kernel's
+    sandbox has the least CPU weight until it is handed out, then the usual
+    one; the refill behind it is in the background again."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("cgroups are set only as root")
+    gw = start_gateway("--pool", "python3=1")
+    try:
+        wait_pool(gw, 1)
+        (pooled, pid), = _kernel_pids(gw).items()
+        weight = _sandbox_cpu_weight(pid)
+        if weight is None:
+            import pytest
+            pytest.skip("no cgroup CPU controller here")
+        assert weight in (1, 2), weight  # v2's least, v1's least
+        model, _ = take(gw)
+        assert model["id"].startswith(pooled)
+        assert _sandbox_cpu_weight(pid) in (100, 1024)
+        # The taken kernel works at its usual weight.
+        assert stdout_of(run(gw, model["id"], "print(6 * 7)")[1]) == "42\n"
+        wait_pool(gw, 1)
+        refill = {k: p for k, p in _kernel_pids(gw).items() if not model["id"].startswith(k)}
+        (_, refill_pid), = refill.items()
+        assert _sandbox_cpu_weight(refill_pid) in (1, 2)
+        # Requests that go around the pool run at the usual weight.
+        own, _ = take(gw, env={"A": "1"})
+        assert _sandbox_cpu_weight(_kernel_pids(gw)[own["id"][:8]]) in (100, 1024)
+    finally:
+        gw.stop()
