@@ -5,6 +5,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b/builds.h"
+#include "gateway/core/access_log.h"
 #include "gateway/core/config.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/conns.h"
@@ -600,6 +601,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-format must be text or json\n");
                 return 2;
         }
+        access_log_init(gw.cfg.access_log);
         if (tenants_init(&gw.cfg) < 0) {
                 config_free(&gw.cfg);
                 return 2;

@@ -321,6 +321,10 @@ static const struct option_def options[] = {
         OPT("log-rate-limit", OPT_INT, log_rate_limit, "N", 0, 1000000, "10",
             "lines a second of one repeated warning per kernel (bad signatures, bad client "
             "frames); the rest are counted in one line once the second is over (0: none)"),
+        OPT("access-log", OPT_STRING, access_log, "all|errors|off", 0, 0, "all",
+            "a line per HTTP request and per WebSocket at its end: method, route class, status, "
+            "bytes, duration, tenant (never a path, a query or a credential); errors: only "
+            "statuses of 400 and above (docs/operations.md#access-log)"),
         OPT("check-config", OPT_FLAG, check_config, "", 0, 0, NULL,
             "validate the configuration (a --keys-file and the templates too) and exit"),
         OPT("hash-key", OPT_FLAG, hash_key, "", 0, 0, NULL,
