@@ -423,6 +423,7 @@ int config_set(struct config *cfg, const char *name, const char *value)
 
 static int load_file(struct config *cfg, const char *path)
 {
+        struct stat st;
         json_error_t jerr;
         json_t *root = json_load_file(path, 0, &jerr);
         const char *key;
@@ -475,6 +476,13 @@ static int load_file(struct config *cfg, const char *path)
                 if (o->offset == offsetof(struct config, token))
                         cfg->token_source = CONFIG_TOKEN_CONFIG;
         }
+        /* A file that holds the token is a token file: the same warning. */
+        if (rc == 0 && cfg->token_source == CONFIG_TOKEN_CONFIG && stat(path, &st) == 0 &&
+            (st.st_mode & (S_IROTH | S_IWOTH)))
+                fprintf(stderr,
+                        "glovebox: warning: --config %s holds the token and is readable or "
+                        "writable by every user (chmod o-rw)\n",
+                        path);
         json_decref(root);
         return rc;
 }
