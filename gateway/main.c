@@ -5,6 +5,7 @@
 #include "autoconf.h"
 
 #include "gateway/e2b/builds.h"
+#include "gateway/core/access_log.h"
 #include "gateway/core/config.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/conns.h"
@@ -600,6 +601,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glovebox: --log-format must be text or json\n");
                 return 2;
         }
+        access_log_init(gw.cfg.access_log);
         if (tenants_init(&gw.cfg) < 0) {
                 config_free(&gw.cfg);
                 return 2;
@@ -629,6 +631,13 @@ int main(int argc, char **argv)
                 log_warn("--no-auth: anyone who can reach %s:%d can run code", gw.cfg.host,
                          gw.cfg.port);
         say_where_the_token_is();
+        /* The systemd unit of older installs passed flags in GLOVEBOX_ARGS
+         * of its environment file; the unit now reads --config instead,
+         * and flags left there would be lost without a word. */
+        if (getenv("GLOVEBOX_ARGS") && *getenv("GLOVEBOX_ARGS"))
+                log_warn("GLOVEBOX_ARGS is set but nothing reads it: the systemd unit takes its "
+                         "flags from its --config file now (docs/operations.md#install-as-a-"
+                         "service); move them there");
         if (gw.cfg.token && !e2b_key_form(gw.cfg.token))
                 log_info("the token is not of E2B's form (e2b_ and hex digits): the E2B Python "
                          "SDK sends it only with E2B_VALIDATE_API_KEY=false");

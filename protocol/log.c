@@ -141,6 +141,37 @@ void log_write(enum log_level level, const char *kernel_id, const char *fmt, ...
         va_end(ap);
 }
 
+void log_access(const char *method, const char *route, int status, uint64_t bytes_in,
+                uint64_t bytes_out, double seconds, const char *tenant)
+{
+        char extra[512];
+        struct buf b;
+
+        if (log_format == LOG_FORMAT_JSON) {
+                buf_init(&b, sizeof(extra));
+                if (buf_append_str(&b, "\"event\":\"access\",\"method\":") == 0 &&
+                    buf_append_json_string(&b, method, strlen(method)) == 0 &&
+                    buf_append_str(&b, ",\"route\":") == 0 &&
+                    buf_append_json_string(&b, route, strlen(route)) == 0 &&
+                    buf_printf(&b,
+                               ",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,"
+                               "\"duration_s\":%.6f,\"tenant\":",
+                               status, (unsigned long long)bytes_in, (unsigned long long)bytes_out,
+                               seconds) == 0 &&
+                    buf_append_json_string(&b, tenant, strlen(tenant)) == 0) {
+                        snprintf(extra, sizeof(extra), "%s", b.data);
+                        write_json(LOG_LEVEL_INFO, NULL, "access", extra);
+                }
+                buf_free(&b);
+                return;
+        }
+        log_write(LOG_LEVEL_INFO, NULL,
+                  "access: method=%s route=%s status=%d bytes_in=%llu bytes_out=%llu "
+                  "duration_s=%.6f tenant=%s",
+                  method, route, status, (unsigned long long)bytes_in,
+                  (unsigned long long)bytes_out, seconds, tenant);
+}
+
 /* ---- rate-limited lines ------------------------------------------------- */
 
 uint32_t log_limit_per_second = 10;

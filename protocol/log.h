@@ -62,6 +62,14 @@ void log_write(enum log_level level, const char *kernel_id, const char *fmt, ...
 void log_audit_execution(const char *tenant, const char *kernel_id, size_t code_bytes,
                          double seconds, const char *outcome);
 
+/* The access line of one HTTP request or WebSocket, written whatever the
+ * level (--access-log decides): method, route class, status, bytes in and
+ * out, seconds, tenant ("-": none). Never a path, a query or a token. In
+ * JSON its fields are members: "event": "access", "method", "route",
+ * "status", "bytes_in", "bytes_out", "duration_s", "tenant". */
+void log_access(const char *method, const char *route, int status, uint64_t bytes_in,
+                uint64_t bytes_out, double seconds, const char *tenant);
+
 /* A line that something outside the gateway can repeat at will (a kernel
  * sending bad signatures, a client sending bad frames) is written through a
  * log_limit: at most log_limit_per_second lines of it per second (per

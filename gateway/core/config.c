@@ -321,6 +321,10 @@ static const struct option_def options[] = {
         OPT("log-rate-limit", OPT_INT, log_rate_limit, "N", 0, 1000000, "10",
             "lines a second of one repeated warning per kernel (bad signatures, bad client "
             "frames); the rest are counted in one line once the second is over (0: none)"),
+        OPT("access-log", OPT_STRING, access_log, "all|errors|off", 0, 0, "all",
+            "a line per HTTP request and per WebSocket at its end: method, route class, status, "
+            "bytes, duration, tenant (never a path, a query or a credential); errors: only "
+            "statuses of 400 and above (docs/operations.md#access-log)"),
         OPT("check-config", OPT_FLAG, check_config, "", 0, 0, NULL,
             "validate the configuration (a --keys-file and the templates too) and exit"),
         OPT("hash-key", OPT_FLAG, hash_key, "", 0, 0, NULL,
@@ -419,6 +423,7 @@ int config_set(struct config *cfg, const char *name, const char *value)
 
 static int load_file(struct config *cfg, const char *path)
 {
+        struct stat st;
         json_error_t jerr;
         json_t *root = json_load_file(path, 0, &jerr);
         const char *key;
@@ -471,6 +476,13 @@ static int load_file(struct config *cfg, const char *path)
                 if (o->offset == offsetof(struct config, token))
                         cfg->token_source = CONFIG_TOKEN_CONFIG;
         }
+        /* A file that holds the token is a token file: the same warning. */
+        if (rc == 0 && cfg->token_source == CONFIG_TOKEN_CONFIG && stat(path, &st) == 0 &&
+            (st.st_mode & (S_IROTH | S_IWOTH)))
+                fprintf(stderr,
+                        "glovebox: warning: --config %s holds the token and is readable or "
+                        "writable by every user (chmod o-rw)\n",
+                        path);
         json_decref(root);
         return rc;
 }

@@ -129,6 +129,7 @@ struct config {
         char *log_level;
         char *log_format; /* "text" or "json" */
         int64_t log_rate_limit; /* lines a second of one repeated warning, per kernel */
+        char *access_log;       /* "all", "errors" or "off" (gateway/core/access_log.h) */
         bool check_config;
         bool hash_key;         /* print the SHA-256 of the key on stdin and exit */
 

@@ -265,6 +265,11 @@ int config_validate(struct config *cfg)
                 fprintf(stderr, "glovebox: --sandbox must be 'full' or 'none'\n");
                 return -EINVAL;
         }
+        if (strcmp(cfg->access_log, "all") != 0 && strcmp(cfg->access_log, "errors") != 0 &&
+            strcmp(cfg->access_log, "off") != 0) {
+                fprintf(stderr, "glovebox: --access-log must be all, errors or off\n");
+                return -EINVAL;
+        }
         if (strcmp(cfg->home_storage, "memory") != 0 && strcmp(cfg->home_storage, "disk") != 0) {
                 fprintf(stderr, "glovebox: --home-storage must be 'memory' or 'disk'\n");
                 return -EINVAL;

@@ -20,7 +20,8 @@
  * configuration, so not keys of a --config file either. */
 static const struct config_option_doc extras[] = {
         {"config", "FILE", "", false,
-         "read options from a JSON object whose keys are their names; the command line "
+         "read options from a JSON object whose keys are their names, a repeatable one's "
+         "values as an array (docs/operations.md#the-configuration-file); the command line "
          "overrides it"},
         {"help", "", "", false, "print this list and exit (also -h)"},
         {"help-markdown", "", "", false,

@@ -1,7 +1,9 @@
 #include "autoconf.h"
 
 #include "gateway/core/http.h"
+#include "gateway/core/access_log.h"
 #include "gateway/core/config.h"
+#include "gateway/core/metrics.h"
 #include "gateway/core/conns.h"
 #include "gateway/core/hostcheck.h"
 #include "gateway/core/http_internal.h"
@@ -80,8 +82,46 @@ int http_upgrade_admit(struct lws *wsi)
         return 0;
 }
 
+const char *http_upgrade_route_class(struct lws *wsi)
+{
+        char path[HTTP_PATH_MAX];
+
+        if (router && router->relayed(wsi))
+                return "ports";
+        if (http_route_path(wsi, path, sizeof(path)) < 0)
+                return "other";
+        return metrics_route_class(path, false);
+}
+
+static const char *method_name(enum http_method m)
+{
+        static const char *const names[] = {"GET",    "POST",    "PUT",  "PATCH",
+                                            "DELETE", "OPTIONS", "HEAD", "OTHER"};
+
+        return (size_t)m < sizeof(names) / sizeof(names[0]) ? names[m] : "OTHER";
+}
+
+/* The access line of a request that ends, answered or not (a client that
+ * left before its answer gets nginx's 499). */
+static void log_request(const struct http_request *r)
+{
+        struct access_record a = {
+            .method = method_name(r->method),
+            .route = http_route_class(r),
+            .status = r->responded ? r->status : 499,
+            .bytes_in = r->bytes_in,
+            .bytes_out = r->bytes_out,
+            .started = r->started,
+            .tenant = r->has_caller ? r->caller.name : NULL,
+        };
+
+        access_log_write(r->wsi, &a);
+}
+
 void http_request_reset(struct http_request *r)
 {
+        if (r->wsi && r->started > 0 && !r->relayed)
+                log_request(r);
         loop_unwatch(&r->raw_body);
         if (r->cleanup)
                 r->cleanup(r);
@@ -141,6 +181,10 @@ static bool admit(struct lws *wsi, struct http_request *r)
         enum http_origin_kind origin;
         enum http_access access;
         char message[256], name[HOSTCHECK_MAX];
+        /* The path first, for the route class of a refusal's log line and
+         * metrics; a path outside the base URL is refused after the
+         * Host and Origin checks, as before. */
+        int path_rc = http_route_path(wsi, r->path, sizeof(r->path));
         int status = conns_refusal(wsi, message, sizeof(message));
 
         if (status) {
@@ -158,7 +202,8 @@ static bool admit(struct lws *wsi, struct http_request *r)
                 return false;
         }
         origin = http_origin(wsi, r->cors_origin, sizeof(r->cors_origin));
-        if (http_route_path(wsi, r->path, sizeof(r->path)) < 0) {
+        if (path_rc < 0) {
+                r->path[0] = '\0';
                 http_reply_error(r, 404, "Not found");
                 return false;
         }
@@ -230,6 +275,7 @@ static int begin(struct lws *wsi, struct http_request *r)
 
         http_request_reset(r);
         r->wsi = wsi;
+        r->started = access_log_now();
         r->method = method_of(wsi);
         buf_init(&r->body, (size_t)cfg->max_body_bytes);
         if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
@@ -257,10 +303,13 @@ static int begin(struct lws *wsi, struct http_request *r)
         r->reading_body = content_length != 0 || r->chunked;
         if (router->relayed(wsi)) {
                 /* Relayed as it comes, chunked or not, to a sandbox's port. */
+                r->route_class = "ports";
                 if (content_length < 0)
                         http_reply_error(r, 400, "Bad Content-Length");
                 else
                         router->relay_begin(wsi, r);
+                /* A relay that started logs the connection itself. */
+                r->relayed = !r->responded;
                 if (r->responded)
                         stop_reading(r);
                 return 0;
@@ -287,6 +336,7 @@ static int body_piece(void *arg, const uint8_t *data, size_t len)
 {
         struct http_request *r = arg;
 
+        r->bytes_in += len;
         if (r->responded)
                 return 0;
         if (r->body_fn)
@@ -412,6 +462,8 @@ int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http
                 rc = http_write_response(wsi, r, r->status, r->content_type,
                                          (unsigned char *)r->response.data + LWS_PRE,
                                          r->response.len - LWS_PRE);
+                if (rc == 0)
+                        r->bytes_out = r->response.len - LWS_PRE;
                 http_request_reset(r);
                 if (rc < 0 || close_after)
                         return -1;

@@ -42,6 +42,13 @@ struct http_request {
         http_body_fn body_fn; /* set by api_prepare to stream the body */
         bool responded;
         bool close_after; /* the body was not read: do not reuse the connection */
+        /* The access log's (access_log.h): when the request began
+         * (monotonic; 0 before begin), the body bytes read and written, and
+         * whether its connection went to a relay that logs it itself. */
+        double started;
+        uint64_t bytes_in, bytes_out;
+        bool relayed;
+        const char *route_class; /* a literal set before the path is known, or NULL */
         int status;
         const char *content_type;
         char location[HTTP_PATH_MAX];
@@ -127,6 +134,9 @@ void http_set_router(const struct http_router *router);
 int http_upgrade_check(struct lws *wsi, char *path, size_t size, char *message, size_t msize);
 /* After it: the Origin check (403, -1) and the connection's admission. */
 int http_upgrade_admit(struct lws *wsi);
+/* The route class (metrics.h) of a WebSocket upgrade on wsi: "channels",
+ * "terminals", "ports", ... */
+const char *http_upgrade_route_class(struct lws *wsi);
 
 enum http_origin_kind {
         HTTP_ORIGIN_NONE,    /* no Origin header: not a browser */

@@ -21,4 +21,8 @@ int http_stream_step(struct lws *wsi, struct http_request *r);
 int http_write_response(struct lws *wsi, const struct http_request *r, int status,
                         const char *content_type, unsigned char *body, size_t len);
 
+/* http_reply.c: the route class of r (metrics.h), for the metrics and the
+ * access log alike. */
+const char *http_route_class(const struct http_request *r);
+
 #endif

@@ -4,6 +4,7 @@
 #include "autoconf.h"
 
 #include "gateway/core/http.h"
+#include "gateway/core/access_log.h"
 #include "gateway/core/config.h"
 #include "gateway/core/http_internal.h"
 #include "gateway/core/metrics.h"
@@ -71,14 +72,22 @@ static int add_headers(struct lws *wsi, const struct http_request *r, unsigned c
 static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p,
                       unsigned char *end);
 
+const char *http_route_class(const struct http_request *r)
+{
+        char port[16];
+        bool sandbox_plane;
+
+        if (r->route_class)
+                return r->route_class;
+        sandbox_plane =
+            r->wsi && lws_hdr_custom_copy(r->wsi, port, sizeof(port), "e2b-sandbox-port:", 17) > 0;
+        return metrics_route_class(r->path, sandbox_plane);
+}
+
 /* Counts the answer by route class (never the path) and status. */
 static void count_request(const struct http_request *r, int status)
 {
-        char port[16];
-        bool sandbox_plane =
-            r->wsi && lws_hdr_custom_copy(r->wsi, port, sizeof(port), "e2b-sandbox-port:", 17) > 0;
-
-        metrics_http_request(metrics_route_class(r->path, sandbox_plane), status);
+        metrics_http_request(http_route_class(r), status);
 }
 
 void http_stream_start(struct http_request *r, int status, const char *content_type)
@@ -221,6 +230,7 @@ static int stream_out_step(struct lws *wsi, struct http_request *r)
                 if (last && r->stream_aborted) {
                         if (len && lws_write(wsi, piece + at, len, LWS_WRITE_HTTP) < (int)len)
                                 return -1;
+                        r->bytes_out += n;
                         http_request_reset(r);
                         return -1;
                 }
@@ -231,6 +241,7 @@ static int stream_out_step(struct lws *wsi, struct http_request *r)
                 if (lws_write(wsi, piece + at, len, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) <
                     (int)len)
                         return -1;
+                r->bytes_out += n;
                 if (last)
                         return stream_finished(wsi, r);
                 written += n;
@@ -313,6 +324,7 @@ int http_stream_step(struct lws *wsi, struct http_request *r)
         if ((n || last) && lws_write(wsi, piece + LWS_PRE, n,
                                      last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
                 return -1;
+        r->bytes_out += n;
         if (last)
                 return stream_finished(wsi, r);
         lws_callback_on_writable(wsi);
@@ -474,10 +486,16 @@ int http_write_error_now(struct lws *wsi, int status, const char *message)
         char *text = error_body(status, message);
         size_t len = text ? strlen(text) : 0;
         unsigned char *body = malloc(LWS_PRE + len + 1);
+        const char *route = http_upgrade_route_class(wsi);
         int rc = -1;
 
         /* Only refused WebSocket upgrades are answered this way. */
-        metrics_http_request("channels", status);
+        metrics_http_request(route, status);
+        access_log_write(wsi, &(struct access_record){.method = "GET",
+                                                      .route = route,
+                                                      .status = status,
+                                                      .bytes_out = len,
+                                                      .tenant = NULL});
         if (body && text) {
                 memcpy(body + LWS_PRE, text, len);
                 rc =

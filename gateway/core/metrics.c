@@ -337,6 +337,9 @@ const char *metrics_route_class(const char *path, bool sandbox_plane)
                         return "files";
                 if (action && strcmp(action, "/channels") == 0)
                         return "channels";
+                if (action && strncmp(action, "/ports", 6) == 0 &&
+                    (action[6] == '\0' || action[6] == '/'))
+                        return "ports";
                 return "kernels";
         }
         if (strcmp(path, "api/kernels") == 0)
@@ -345,6 +348,13 @@ const char *metrics_route_class(const char *path, bool sandbox_plane)
                 return "sessions";
         if (strncmp(path, "api/kernelspecs", 15) == 0 || strncmp(path, "kernelspecs/", 12) == 0)
                 return "kernelspecs";
+        if ((strncmp(path, "api/terminals", 13) == 0 && (path[13] == '\0' || path[13] == '/')) ||
+            strncmp(path, "terminals/", 10) == 0)
+                return "terminals";
+        if (strcmp(path, "mcp") == 0)
+                return "mcp";
+        if (strncmp(path, "api/fleet", 9) == 0 && (path[9] == '\0' || path[9] == '/'))
+                return "fleet";
         if (strcmp(path, "api") == 0 || strcmp(path, "api/status") == 0)
                 return "api";
         if (path[0] == '\0' || strncmp(path, "static/", 7) == 0 || strchr(path, '/') == NULL)

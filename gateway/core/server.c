@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/core/server.h"
+#include "gateway/core/access_log.h"
 #include "gateway/core/tenants.h"
 #include "gateway/core/conns.h"
 #include "gateway/core/http.h"
@@ -9,6 +10,7 @@
 #include "protocol/wsv1.h"
 
 #include <errno.h>
+#include <linux/tcp.h>
 #include <stddef.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -18,13 +20,69 @@
 
 static const struct server_sockets *sockets;
 
+/* A WebSocket's access line, written at its close (access_log.h). */
+struct ws_access {
+        double started; /* 0: not established */
+        const char *route;
+        char tenant[KEYS_NAME_MAX];
+};
+
 /* Protocol 0 serves plain HTTP and, after an upgrade without a subprotocol,
  * the JSON WebSocket format, so its per-connection data holds both: the
  * request, then the upgraded connection's state (server_sockets). */
 struct http_or_ws {
         struct http_request http;
+        struct ws_access access;
         max_align_t ws[]; /* sockets->state_size bytes */
 };
+
+/* Protocol 1's: the upgraded connection's state only. */
+struct ws_only {
+        struct ws_access access;
+        max_align_t ws[]; /* sockets->state_size bytes */
+};
+
+/* The socket's bytes each way, as TCP counted them (the handshake and
+ * framing included; under TLS, the encrypted bytes): the families write
+ * their frames themselves, so this is where every byte is seen. */
+static void socket_bytes(struct lws *wsi, uint64_t *in, uint64_t *out)
+{
+        struct tcp_info info;
+        socklen_t len = sizeof(info);
+
+        *in = *out = 0;
+        memset(&info, 0, sizeof(info));
+        if (getsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_INFO, &info, &len) < 0)
+                return;
+        *in = info.tcpi_bytes_received;
+        *out = info.tcpi_bytes_acked;
+}
+
+/* Around the routes' WebSocket callback: an established connection is
+ * noted (its route class and the tenant its family authenticated), a
+ * closed one logged. */
+static int websocket(struct lws *wsi, enum lws_callback_reasons reason, struct ws_access *access,
+                     void *state, void *in, size_t len, bool v1)
+{
+        int rc = sockets->websocket(wsi, reason, state, in, len, v1);
+        const struct tenant_caller *caller;
+        struct access_record a = {.method = "GET", .status = 101};
+
+        if (reason == LWS_CALLBACK_ESTABLISHED && rc == 0) {
+                caller = tenants_caller();
+                access->started = access_log_now();
+                access->route = http_upgrade_route_class(wsi);
+                snprintf(access->tenant, sizeof(access->tenant), "%s", caller ? caller->name : "");
+        } else if (reason == LWS_CALLBACK_CLOSED && access->started > 0) {
+                a.route = access->route;
+                a.started = access->started;
+                a.tenant = access->tenant;
+                socket_bytes(wsi, &a.bytes_in, &a.bytes_out);
+                access->started = 0;
+                access_log_write(wsi, &a);
+        }
+        return rc;
+}
 
 static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
@@ -53,7 +111,7 @@ static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void
         case LWS_CALLBACK_RECEIVE:
         case LWS_CALLBACK_SERVER_WRITEABLE:
         case LWS_CALLBACK_CLOSED:
-                return sockets->websocket(wsi, reason, conn->ws, in, len, false);
+                return websocket(wsi, reason, &conn->access, conn->ws, in, len, false);
         default:
                 return lws_callback_http_dummy(wsi, reason, user, in, len);
         }
@@ -62,12 +120,14 @@ static int dispatch_http(struct lws *wsi, enum lws_callback_reasons reason, void
 static int dispatch_v1(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                        size_t len)
 {
+        struct ws_only *conn = user;
+
         switch (reason) {
         case LWS_CALLBACK_ESTABLISHED:
         case LWS_CALLBACK_RECEIVE:
         case LWS_CALLBACK_SERVER_WRITEABLE:
         case LWS_CALLBACK_CLOSED:
-                return sockets->websocket(wsi, reason, user, in, len, true);
+                return conn ? websocket(wsi, reason, &conn->access, conn->ws, in, len, true) : 0;
         default:
                 return 0;
         }
@@ -192,7 +252,7 @@ struct lws_context *server_create(const struct config *cfg, const struct server_
 
         sockets = given;
         protocols[0].per_session_data_size = sizeof(struct http_or_ws) + given->state_size;
-        protocols[1].per_session_data_size = given->state_size;
+        protocols[1].per_session_data_size = sizeof(struct ws_only) + given->state_size;
         lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
         memset(&info, 0, sizeof(info));
         info.port = cfg->port;

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/ops/monitor.h"
+#include "gateway/ops/procstat.h"
 #include "gateway/kernels/usage.h"
 #include "gateway/kernels/host.h"
 #include "gateway/kernels/kernels.h"
@@ -27,7 +28,6 @@
 
 #define METRICS_MAX_BYTES  (16 * 1024 * 1024) /* a scrape's text, at most */
 #define POOL_SHORT_SECONDS 60.0               /* a pool below target this long is unhealthy */
-
 
 void monitor_kernel_metrics(struct http_request *r, struct kernel *k)
 {
@@ -216,11 +216,73 @@ static struct metrics_family watched_dirs_gauge = {
     .type = METRICS_GAUGE,
 };
 
-static struct metrics_family *const gauges[] = {
-    &kernels_gauge, &connections_gauge, &tenant_kernels, &pool_gauge,
-    &pool_taken,    &pool_failed,       &pool_paused,    &memory_available,
-    &host_up,       &healthy_gauge,     &watchers_gauge, &watched_dirs_gauge,
+static struct metrics_family build_info = {
+    .name = "glovebox_build_info",
+    .help = "1, labelled with the version of the running gateway",
+    .type = METRICS_GAUGE,
+    .labels = {"version"},
+    .nlabels = 1,
 };
+
+/* The gateway's own process, in the names Prometheus' client libraries
+ * give every process, and the kernel-host's beside them. */
+#define PROCESS_FAMILY(var, fname, ftype, fhelp)                                                   \
+        static struct metrics_family var = {.name = fname, .help = fhelp, .type = ftype}
+
+PROCESS_FAMILY(process_cpu, "process_cpu_seconds_total", METRICS_COUNTER,
+               "Total user and system CPU time spent in seconds");
+PROCESS_FAMILY(process_rss, "process_resident_memory_bytes", METRICS_GAUGE,
+               "Resident memory size in bytes");
+PROCESS_FAMILY(process_vsize, "process_virtual_memory_bytes", METRICS_GAUGE,
+               "Virtual memory size in bytes");
+PROCESS_FAMILY(process_fds, "process_open_fds", METRICS_GAUGE, "Number of open file descriptors");
+PROCESS_FAMILY(process_max_fds, "process_max_fds", METRICS_GAUGE,
+               "Maximum number of open file descriptors");
+PROCESS_FAMILY(process_start, "process_start_time_seconds", METRICS_GAUGE,
+               "Start time of the process since unix epoch in seconds");
+PROCESS_FAMILY(kernel_host_cpu, "glovebox_kernel_host_cpu_seconds_total", METRICS_COUNTER,
+               "The kernel-host's user and system CPU time in seconds (its kernels not included)");
+PROCESS_FAMILY(kernel_host_rss, "glovebox_kernel_host_resident_memory_bytes", METRICS_GAUGE,
+               "The kernel-host's resident memory size in bytes");
+PROCESS_FAMILY(kernel_host_fds, "glovebox_kernel_host_open_fds", METRICS_GAUGE,
+               "The kernel-host's open file descriptors");
+PROCESS_FAMILY(kernel_host_start, "glovebox_kernel_host_start_time_seconds", METRICS_GAUGE,
+               "The kernel-host's start time since unix epoch in seconds");
+
+static struct metrics_family *const gauges[] = {
+    &kernels_gauge,   &connections_gauge,  &tenant_kernels,    &pool_gauge,    &pool_taken,
+    &pool_failed,     &pool_paused,        &memory_available,  &host_up,       &healthy_gauge,
+    &watchers_gauge,  &watched_dirs_gauge, &build_info,        &process_cpu,   &process_rss,
+    &process_vsize,   &process_fds,        &process_max_fds,   &process_start, &kernel_host_cpu,
+    &kernel_host_rss, &kernel_host_fds,    &kernel_host_start,
+};
+
+/* The gateway's process, and the kernel-host's while there is one (a
+ * family without a sample is left out of the scrape). */
+static void collect_processes(void)
+{
+        struct procstat self, host;
+        int pid = host_process_id();
+
+        metrics_set(&build_info, (const char *[]){PACKAGE_VERSION}, 1);
+        if (procstat_read(0, &self) == 0) {
+                metrics_set(&process_cpu, NULL, self.cpu_seconds);
+                metrics_set(&process_rss, NULL, (double)self.rss_bytes);
+                metrics_set(&process_vsize, NULL, (double)self.vsize_bytes);
+                metrics_set(&process_start, NULL, self.start_time);
+                if (self.open_fds >= 0)
+                        metrics_set(&process_fds, NULL, (double)self.open_fds);
+                if (self.max_fds >= 0)
+                        metrics_set(&process_max_fds, NULL, (double)self.max_fds);
+        }
+        if (host_running() && pid > 0 && procstat_read(pid, &host) == 0) {
+                metrics_set(&kernel_host_cpu, NULL, host.cpu_seconds);
+                metrics_set(&kernel_host_rss, NULL, (double)host.rss_bytes);
+                metrics_set(&kernel_host_start, NULL, host.start_time);
+                if (host.open_fds >= 0)
+                        metrics_set(&kernel_host_fds, NULL, (double)host.open_fds);
+        }
+}
 
 static void collect(void)
 {
@@ -266,6 +328,7 @@ static void collect(void)
         metrics_set(&healthy_gauge, NULL, healthy);
         metrics_set(&watchers_gauge, NULL, (double)watch_count());
         metrics_set(&watched_dirs_gauge, NULL, (double)watch_dirs());
+        collect_processes();
         json_decref(list);
         json_decref(pool);
 }

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/ports/port_relay.h"
+#include "gateway/core/access_log.h"
 #include "gateway/core/conns.h"
 #include "gateway/kernels/host.h"
 #include "gateway/core/loop.h"
@@ -43,6 +44,13 @@ struct relay {
         struct buf answer_head;                 /* the app's head until it is whole */
         lws_sorted_usec_list_t reaper;          /* frees a relay lws no longer knows of */
         struct tenant_watch key;                /* the key that admitted it */
+        /* Its access line (core/access_log.h), written as it is freed. */
+        double started; /* 0 until the relay has started */
+        char method[16];
+        char tenant[KEYS_NAME_MAX];
+        int status;      /* the answer's, once its head passed; 0 before */
+        size_t head_len; /* our rebuilt head, not counted as the client's bytes */
+        uint64_t bytes_up, bytes_out;
 };
 
 static struct relay *relays;
@@ -69,8 +77,26 @@ static struct relay *relay_of(struct lws *wsi)
         return NULL;
 }
 
+static void log_relay(const struct relay *p)
+{
+        struct access_record a = {
+            .method = p->method,
+            .route = "ports",
+            /* No answer: the client left (nginx's 499). */
+            .status = p->status ? p->status : 499,
+            .bytes_in = p->bytes_up > p->head_len ? p->bytes_up - p->head_len : 0,
+            .bytes_out = p->bytes_out,
+            .started = p->started,
+            .tenant = p->tenant,
+        };
+
+        access_log_write(p->wsi, &a);
+}
+
 static void relay_free(struct relay *p)
 {
+        if (p->started > 0)
+                log_relay(p);
         for (struct relay **link = &relays; *link; link = &(*link)->next) {
                 if (*link == p) {
                         *link = p->next;
@@ -146,7 +172,7 @@ static void compact(struct buf *b, size_t *at, bool whole)
 
 /* Writes what is pending from b to fd; 0 (done or would block), or -1
  * when the peer is gone. */
-static int flush(int fd, struct buf *b, size_t *at)
+static int flush(int fd, struct buf *b, size_t *at, uint64_t *sent)
 {
         while (*at < b->len) {
                 ssize_t n = send(fd, b->data + *at, b->len - *at, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -158,6 +184,7 @@ static int flush(int fd, struct buf *b, size_t *at)
                 if (n <= 0)
                         return -1;
                 *at += (size_t)n;
+                *sent += (uint64_t)n;
         }
         compact(b, at, false);
         return 0;
@@ -170,7 +197,7 @@ static void client_out(struct relay *p)
 {
         if (!p->client_watch)
                 return;
-        if (flush(p->client_fd, &p->to_client, &p->to_client_at) < 0) {
+        if (flush(p->client_fd, &p->to_client, &p->to_client_at, &p->bytes_out) < 0) {
                 finish(p);
                 return;
         }
@@ -182,7 +209,7 @@ static void up_out(struct relay *p)
 {
         if (p->up_fd < 0)
                 return;
-        if (flush(p->up_fd, &p->to_up, &p->to_up_at) < 0) {
+        if (flush(p->up_fd, &p->to_up, &p->to_up_at, &p->bytes_up) < 0) {
                 finish(p);
                 return;
         }
@@ -278,6 +305,21 @@ static bool interim_status(const char *line, size_t len, bool upgrade)
                  (len - i == 3 || line[i + 3] < '0' || line[i + 3] > '9'));
 }
 
+/* The status of an answer's first line ("HTTP/1.1 200 OK"), for the
+ * access log; 0 when it has none. */
+static int answer_status(const char *line, size_t len)
+{
+        const char *sp = memchr(line, ' ', len);
+        int status = 0;
+
+        for (size_t i = sp ? (size_t)(sp - line) + 1 : len; i < len && status < 1000; i++) {
+                if (line[i] < '0' || line[i] > '9')
+                        break;
+                status = status * 10 + (line[i] - '0');
+        }
+        return status < 100 || status > 999 ? 0 : status;
+}
+
 /* The app's head is whole in answer_head: it goes to the client with our
  * header lines after its first line, less the lines header_passes keeps
  * out. 0, -EPROTO for an answer the relay refuses, or -errno. */
@@ -299,6 +341,7 @@ static int pass_head(struct relay *p)
                          * only 101, the answer to an upgrade, passes. */
                         if (interim_status(at, text, p->upgrade))
                                 return -EPROTO;
+                        p->status = answer_status(at, text);
                         rc = buf_append(&p->to_client, at, len);
                         if (rc == 0)
                                 rc = buf_append_str(&p->to_client, p->inject);
@@ -494,6 +537,7 @@ static void answer_error(struct relay *p, int status, const char *reason, const 
         free(body);
         json_decref(o);
         p->head_passed = true; /* the answer is ours: nothing of the app's follows */
+        p->status = status;
         p->up_eof = true;
         step(p);
 }
@@ -603,6 +647,11 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct b
         p->wsi = wsi;
         p->client_fd = lws_get_socket_fd(wsi);
         p->up_fd = -1;
+        /* The method is the head's first word (built by ports.c). */
+        snprintf(p->method, sizeof(p->method), "%.*s",
+                 (int)strcspn(head->data ? head->data : "", " "), head->data ? head->data : "");
+        snprintf(p->tenant, sizeof(p->tenant), "%s", key ? key : "");
+        p->head_len = head->len;
         p->port = port;
         p->upgrade = upgrade;
         p->body_done = body_done;
@@ -634,7 +683,11 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct b
         if (body_done)
                 lws_rx_flow_control(wsi, 0);
         conns_admitted(wsi);
-        return upgrade ? take_connection(p) : 0;
+        rc = upgrade ? take_connection(p) : 0;
+        /* From here the relay is the connection's, and logs it. */
+        if (rc == 0)
+                p->started = access_log_now();
+        return rc;
 }
 
 int port_relay_body(struct lws *wsi, const void *data, size_t len)

@@ -79,9 +79,13 @@ def test_systemd_unit():
     s = unit_settings()
     exec_start = s["ExecStart"][0].split()
     assert exec_start[0] == make_variable("bindir") + "/glovebox"
-    # The token comes from the environment file, never the command line.
+    # The options, the token among them, come from the configuration file,
+    # never the command line; an older install's environment file is
+    # optional.
     assert not any("token" in arg for arg in exec_start), exec_start
-    assert s["EnvironmentFile"] == [make_variable("sysconfdir") + "/glovebox/glovebox.env"]
+    assert exec_start[1:3] == ["--config", make_variable("sysconfdir") + "/glovebox/glovebox.json"]
+    assert not any("$" in arg for arg in exec_start), exec_start
+    assert s["EnvironmentFile"] == ["-" + make_variable("sysconfdir") + "/glovebox/glovebox.env"]
     assert s["Delegate"] == ["yes"] and s["KillMode"] == ["mixed"]
     assert s["Restart"] == ["on-failure"]
     # What would break the sandbox (the unit's comment says why).

@@ -2,9 +2,11 @@
 runs the other checks first, then becomes systemd (PID 1), which runs this
 module as a oneshot service. What it proves: the unit's Delegate=yes gives
 the gateway a group it can use, its hardening leaves the sandbox working,
-the token comes from the environment file, Restart=on-failure restarts a
+the options and the token come from its configuration file, Restart=on-failure restarts a
 killed gateway, and a stop leaves no process and no group behind."""
+import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -60,17 +62,17 @@ def wait_until_serving(gw, timeout=60):
 
 @pytest.fixture(scope="module")
 def service():
-    """The DESTDIR install at its prefix (a writable copy: the environment
-    file goes beside it), its token in the environment file, the unit started.
+    """The DESTDIR install at its prefix (a writable copy: the configuration
+    file goes beside it), its token in the configuration file, the unit started.
     The drop-in only drops the unit's default dependencies: this guest
     boots none of a real system's units (its root is the host's, read-only)."""
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", PREFIX], check=True)
     subprocess.run(["cp", "-a", DESTDIR + PREFIX + "/.", PREFIX + "/"], check=True)
     env_dir = make_variable("sysconfdir") + "/glovebox"
     os.makedirs(env_dir)
-    with open(env_dir + "/glovebox.env", "w") as f:
-        f.write(f"GLOVEBOX_TOKEN={TOKEN}\nGLOVEBOX_ARGS=--listen 127.0.0.1:{PORT} "
-                "--max-kernels 50\n")
+    with open(env_dir + "/glovebox.json", "w") as f:
+        json.dump({"token": TOKEN, "listen": f"127.0.0.1:{PORT}", "max-kernels": 50}, f)
+    os.chmod(env_dir + "/glovebox.json", 0o600)
     os.makedirs("/run/systemd/system/glovebox.service.d", exist_ok=True)
     with open("/run/systemd/system/glovebox.service.d/uml.conf", "w") as f:
         f.write("[Unit]\nDefaultDependencies=no\n")
@@ -86,13 +88,19 @@ def test_service_runs_in_its_delegated_group(service):
     assert show("Delegate") == "yes"
     assert show("ControlGroup") == "/system.slice/glovebox.service"
     main = int(show("MainPID"))
-    # The flags of GLOVEBOX_ARGS arrive as separate arguments.
-    assert cmdline(main) == (f"{make_variable('bindir')}/glovebox --runtime-dir /run/glovebox "
-                             f"--listen 127.0.0.1:{PORT} --max-kernels 50 ")
-    # The token is in the environment, not on the command line.
+    # The options come from the configuration file.
+    assert cmdline(main) == (f"{make_variable('bindir')}/glovebox --config "
+                             f"{make_variable('sysconfdir')}/glovebox/glovebox.json "
+                             "--runtime-dir /run/glovebox ")
+    # The token is in that file, not on the command line or in the
+    # environment, and the journal never shows it.
     assert TOKEN not in cmdline(main)
     with open(f"/proc/{main}/environ", "rb") as f:
-        assert f"GLOVEBOX_TOKEN={TOKEN}".encode() in f.read().split(b"\0")
+        assert TOKEN.encode() not in f.read()
+    if shutil.which("journalctl"):
+        journal = subprocess.run(["journalctl", "-u", "glovebox.service", "--no-pager"],
+                                 capture_output=True, text=True).stdout
+        assert TOKEN not in journal
     # The gateway moved itself into a leaf of the service's group.
     assert cgroup_of(main) == SERVICE + "/glovebox-supervisor"
     assert read(SERVICE + "/cgroup.procs") == ""

@@ -119,6 +119,14 @@ static void test_route_classes(void)
         is_str(metrics_route_class("metrics", false), "metrics", "metrics");
         is_str(metrics_route_class("api/health", false), "health", "health");
         is_str(metrics_route_class("", false), "page", "the page");
+        is_str(metrics_route_class("api/kernels/0b8e2f9e-3cbd-4f2c-9e3e-0f1a2b3c4d5e/ports/8000/x",
+                                   false),
+               "ports", "a kernel's ports");
+        is_str(metrics_route_class("api/terminals/1", false), "terminals", "terminals");
+        is_str(metrics_route_class("terminals/websocket/1", false), "terminals",
+               "a terminal's socket");
+        is_str(metrics_route_class("mcp", false), "mcp", "MCP, not the page");
+        is_str(metrics_route_class("api/fleet/kernels", false), "fleet", "a peer's list");
         is_str(metrics_route_class("no/such/thing", false), "other", "anything else");
 }
 
