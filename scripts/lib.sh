@@ -54,6 +54,13 @@ build() {
         log "autoreconf"
         (cd "$ROOT" && autoreconf -fi) >/dev/null
     fi
+    # configure refuses to build out of tree beside a source tree configured
+    # in place ("source directory already configured"): say what to do.
+    if [ "$(cd "$BUILD" 2>/dev/null && pwd)" != "$ROOT" ] && [ -f "$ROOT/config.status" ]; then
+        log "$ROOT was configured in place (./configure there), where no build can go beside it:"
+        log "run 'make distclean' in $ROOT, then build in build/ (docs/operations.md#install-as-a-service)"
+        return 1
+    fi
     mkdir -p "$BUILD"
     if [ ! -f "$BUILD/Makefile" ]; then
         log "configure $*"

@@ -4,7 +4,9 @@
 # starts its own glovebox) with node's test runner, and ends with
 # "NODE_SUITE_RESULT passed=N failed=M"; exits non-zero on any failure.
 # usage: run-node-suite.sh DIR TEST_FILE [SECONDS]
-# GLOVEBOX_BUILD names the build directory (default: ../build from here).
+# GLOVEBOX_BUILD names the build directory (default: ../build from here);
+# NODE_SUITE_JUNIT=FILE also writes node's JUnit XML there (scripts/test reads
+# the skipped tests and their reasons from it).
 set -u -o pipefail
 dir=$1 file=$2 seconds=${3:-170}
 cd "$(dirname "$0")/$dir" || exit 2
@@ -20,7 +22,10 @@ fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-timeout --kill-after=5 "$seconds" node --test-reporter=spec "$file" 2>&1 | tee "$log"
+reporters=(--test-reporter=spec --test-reporter-destination=stdout)
+[ -n "${NODE_SUITE_JUNIT:-}" ] &&
+        reporters+=(--test-reporter=junit "--test-reporter-destination=$NODE_SUITE_JUNIT")
+timeout --kill-after=5 "$seconds" node "${reporters[@]}" "$file" 2>&1 | tee "$log"
 rc=$?
 # The spec reporter's summary lines: "ℹ pass N", "ℹ fail N".
 passed=$(sed -n 's/^ℹ pass \([0-9][0-9]*\)$/\1/p' "$log" | tail -n 1)

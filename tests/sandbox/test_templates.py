@@ -6,7 +6,8 @@ its size-limited tmpfs; and the host's /usr plus read-only directories
 The tree is made from the host's own Python and ipykernel, hard-linked
 (cp -al: seconds, where debootstrap takes minutes and needs the network);
 with GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR, a tree debootstrap made (the
-command is in docs/templates-and-languages.md) is checked too."""
+command is in docs/templates-and-languages.md; scripts/test makes it once
+per machine) is checked too."""
 import json
 import os
 import shutil
@@ -283,13 +284,29 @@ def test_templates_from_the_config_file(tree):
             gw.stop()
 
 
+def documented_debootstrap():
+    """The arguments of the debootstrap command docs/templates-and-languages.md
+    gives, without its target directory."""
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs",
+                        "templates-and-languages.md")
+    with open(page) as f:
+        text = f.read().replace("\\\n", " ")
+    line = next(l for l in text.splitlines() if l.startswith("sudo debootstrap "))
+    return line.split()[2:-1]
+
+
 @pytest.mark.skipif(not os.environ.get("GLOVEBOX_DEBOOTSTRAP_TEMPLATE"),
-                    reason="GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR names a debootstrap tree")
+                    reason="GLOVEBOX_DEBOOTSTRAP_TEMPLATE=DIR names no debootstrap tree "
+                           "(scripts/test makes one as root, in /var/cache/glovebox)")
 def test_a_debootstrap_template():
-    """The documented recipe: debootstrap --variant=minbase
-    --include=python3-ipykernel,python3-cffi-backend,libboost-regex1.74.0,python3-pip
-    bookworm DIR."""
+    """The documented recipe, which scripts/test makes once per machine and
+    names in a .recipe file beside the tree."""
     root = os.environ["GLOVEBOX_DEBOOTSTRAP_TEMPLATE"]
+    if os.path.exists(root.rstrip("/") + ".recipe"):
+        with open(root.rstrip("/") + ".recipe") as f:
+            assert f.read().split() == documented_debootstrap(), \
+                "scripts/test's debootstrap command is not the one the docs give"
+    assert os.path.isdir(os.path.join(root, "usr", "lib", "python3", "dist-packages", "pandas"))
     gw = start_gateway("--template", f"deb={root}")
     try:
         kid = start(gw, template="deb")
