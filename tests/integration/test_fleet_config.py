@@ -8,7 +8,9 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -112,3 +114,52 @@ def test_a_missing_certificate_is_refused(tmp_path):
             "--host", "h1=10.0.0.11:8888", "--tls-cert", str(tmp_path / "none.pem"))
     assert r.returncode == 2 and "none.pem: no such file" in r.stderr, r.stderr
     assert os.listdir(tmp_path) == []
+
+
+@needs_haproxy
+def test_the_front_caps_connections_per_client(tmp_path):
+    """Behind the proxy the gateways see one address; the cap per client
+    is the proxy's: past it a JSON 429, past twice closed unanswered."""
+    cfg, _ = three_hosts(tmp_path, "--max-connections-per-client", "2")
+    proxy = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    held = []
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                held.append(socket.create_connection(("127.0.0.1", 19401), timeout=5))
+                break
+            except OSError:
+                assert time.time() < deadline, "haproxy did not start"
+                time.sleep(0.05)
+        held.append(socket.create_connection(("127.0.0.1", 19401), timeout=5))
+        third = socket.create_connection(("127.0.0.1", 19401), timeout=5)
+        held.append(third)
+        third.sendall(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}\n"):
+            chunk = third.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        head, body = answer.decode().split("\r\n\r\n", 1)
+        assert head.startswith("HTTP/1.1 429 "), head
+        assert json.loads(body)["message"] == (
+            "Too many connections from your address: at most 2 at once"), body
+        # The third is closed after its answer: two held, two more (sending
+        # nothing) make twice the cap, and the next is closed at once.
+        held.append(socket.create_connection(("127.0.0.1", 19401), timeout=5))
+        held.append(socket.create_connection(("127.0.0.1", 19401), timeout=5))
+        try:
+            fifth = socket.create_connection(("127.0.0.1", 19401), timeout=5)
+            held.append(fifth)
+            fifth.sendall(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert fifth.recv(4096) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+    finally:
+        for s in held:
+            s.close()
+        proxy.kill()
+        proxy.wait()
