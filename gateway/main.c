@@ -659,6 +659,11 @@ int main(int argc, char **argv)
             page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
             builds_init(&gw.cfg) < 0 || volumes_init(&gw.cfg) < 0)
                 goto out;
+        /* A peer with this host's --host-id refuses the start before
+         * anything is started; a restart that keeps kernels was checked
+         * when it first started. */
+        if (!resuming && fleet_check_peers() < 0)
+                goto out;
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&
             host_spawn(gw.runtime_dir, gw.cfg.log_level, gw.cfg.zygote,

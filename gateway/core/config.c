@@ -294,8 +294,9 @@ static const struct option_def options[] = {
             "below this much available memory the pool stops refilling and shrinks"),
         OPT_SHOWN("host-id", OPT_STRING, host_id, "NAME", "", "none: a single host",
                   "this host's name in a fleet, 1 to 6 of a-z and 0-9: every kernel, session, "
-                  "MCP session and E2B sandbox id names it, for a front proxy to route by "
-                  "(docs/several-hosts.md)"),
+                  "MCP session and E2B sandbox id names it, for a front proxy to route by; a "
+                  "--peer with the same one refuses this start and every call between the two "
+                  "(docs/several-hosts.md#a-duplicate-host-id)"),
         OPT("agent-listen", OPT_STRING, agent_listen, "ADDRESS:PORT", 0, 0, "",
             "where to answer HAProxy's agent-check: up ready N% (free capacity) or drain"),
         OPT("peer", OPT_LIST, peers, "URL", 0, 0, NULL,

@@ -9,11 +9,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PEER_REQUEST_MAX (16 * 1024) /* our request to a peer: path, query, credentials */
@@ -390,6 +392,8 @@ static void call_finish(struct peer_call *c, const char *failure)
                 body = strstr(c->in.data ? c->in.data : "", "\r\n\r\n");
                 if (sscanf(c->in.data ? c->in.data : "", "HTTP/1.%*d %d", &status) != 1 || !body)
                         failure = "not an HTTP answer";
+                else if (status == 409)
+                        failure = "has this host's --host-id";
                 else if (status != 200)
                         failure = "answered with an error";
                 else if (strcasestr(c->in.data, "\r\ntransfer-encoding:"))
@@ -400,6 +404,11 @@ static void call_finish(struct peer_call *c, const char *failure)
                 if (!json_is_array(list))
                         failure = "answered no list";
         }
+        if (failure && status == 409)
+                log_error("--peer %s refused this host's list request: it has this host's "
+                          "--host-id %s, and ids would name either host; every host of a fleet "
+                          "needs its own (docs/several-hosts.md)",
+                          c->peer->url, host_id);
         if (failure)
                 add_missing(f, c->peer, failure);
         else
@@ -617,6 +626,177 @@ void fleet_reply_page(struct http_request *r, json_t *local, fleet_list_finish_f
                 if (rc < 0)
                         call_finish(c, "cannot connect");
         }
+}
+
+/* ---- a duplicate --host-id ---------------------------------------------- */
+
+/* Every call between peers names the caller's host id (FLEET_PEER_HEADER):
+ * the lists' requests and the check at start below. Two hosts with one id
+ * would make ids that name either, and the proxy would send a client to
+ * the wrong one, so the call is refused. It is checked before
+ * credentials, for the check at start has none; a host id is no secret
+ * (every id carries it), and the log line is rate-limited, since anyone
+ * can send the header. */
+bool fleet_refuse_same_host_id(struct http_request *r)
+{
+        static time_t last_logged;
+        char value[64], peer[64];
+        time_t now;
+
+        if (!host_id[0] ||
+            lws_hdr_custom_copy(r->wsi, value, sizeof(value), FLEET_PEER_HEADER,
+                                (int)strlen(FLEET_PEER_HEADER)) <= 0 ||
+            strcmp(value, host_id) != 0)
+                return false;
+        if (!lws_get_peer_simple(r->wsi, peer, sizeof(peer)))
+                snprintf(peer, sizeof(peer), "(unknown address)");
+        now = time(NULL);
+        if (now - last_logged >= 60) {
+                last_logged = now;
+                log_error("refused a call from the gateway at %s: it says its --host-id is %s, "
+                          "this host's own; every host of a fleet needs its own "
+                          "(docs/several-hosts.md)",
+                          peer, host_id);
+        }
+        http_reply_json(r, 409,
+                        json_pack("{s:s, s:s, s:s}", "message",
+                                  "This gateway has the --host-id you sent: every host of a "
+                                  "fleet needs its own",
+                                  "reason", "duplicate host id", "host_id", host_id));
+        return true;
+}
+
+/* One peer asked at start whether it has this host's id. */
+struct probe {
+        const struct peer *peer;
+        int fd;
+        char out[512];
+        size_t out_len, out_at;
+        char in[64]; /* the status line is all we read */
+        size_t in_len;
+        bool done;
+};
+
+static double now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Advances one probe on what poll reported; marks it done when it has an
+ * answer's status line, or cannot have one. Returns the status, 0 for
+ * none yet or none at all. */
+static int probe_step(struct probe *p, short revents)
+{
+        int status = 0;
+        ssize_t n;
+
+        if (revents & POLLOUT && p->out_at < p->out_len) {
+                n = write(p->fd, p->out + p->out_at, p->out_len - p->out_at);
+                if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                        p->done = true; /* not up: it checks us when it starts */
+                        return 0;
+                }
+                if (n > 0)
+                        p->out_at += (size_t)n;
+        }
+        if (revents & (POLLIN | POLLHUP | POLLERR)) {
+                n = read(p->fd, p->in + p->in_len, sizeof(p->in) - 1 - p->in_len);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return 0;
+                if (n <= 0) {
+                        p->done = true;
+                        return 0;
+                }
+                p->in_len += (size_t)n;
+                p->in[p->in_len] = '\0';
+                if (strstr(p->in, "\r\n") || p->in_len == sizeof(p->in) - 1) {
+                        p->done = true;
+                        if (sscanf(p->in, "HTTP/1.%*d %d", &status) != 1)
+                                status = 0;
+                }
+        }
+        return status;
+}
+
+int fleet_check_peers(void)
+{
+        struct probe probes[FLEET_MAX_PEERS];
+        struct pollfd fds[FLEET_MAX_PEERS];
+        double deadline = now_ms() + peer_timeout_ms;
+        const struct peer *same = NULL;
+        size_t open = 0;
+        int rc = 0;
+
+        for (size_t i = 0; i < npeers; i++) {
+                struct probe *p = &probes[i];
+
+                memset(p, 0, sizeof(*p));
+                p->fd = -1;
+                p->peer = &peers[i];
+                p->done = true;
+                /* The health route: public, so no credentials are needed
+                 * (a host may have only tenants' keys); the peer refuses
+                 * the call with 409 before it looks at the route. */
+                p->out_len = (size_t)snprintf(p->out, sizeof(p->out),
+                                              "GET %sapi/health HTTP/1.1\r\nHost: %s\r\n"
+                                              "Connection: close\r\n"
+                                              "X-Glovebox-Fleet-Peer: %s\r\n\r\n",
+                                              config->base_url, p->peer->hostport, host_id);
+                p->fd =
+                    socket(p->peer->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                if (p->fd < 0 || p->out_len >= sizeof(p->out))
+                        continue;
+                if (connect(p->fd, (const struct sockaddr *)&p->peer->addr, p->peer->addrlen) < 0 &&
+                    errno != EINPROGRESS)
+                        continue;
+                p->done = false;
+                open++;
+        }
+        while (open && !same) {
+                double left = deadline - now_ms();
+                size_t n = 0;
+                int ready;
+
+                if (left <= 0)
+                        break;
+                for (size_t i = 0; i < npeers; i++) {
+                        if (probes[i].done)
+                                continue;
+                        fds[n].fd = probes[i].fd;
+                        fds[n].events = probes[i].out_at < probes[i].out_len ? POLLOUT : POLLIN;
+                        fds[n].revents = 0;
+                        n++;
+                }
+                ready = poll(fds, n, (int)left + 1);
+                if (ready < 0 && errno != EINTR)
+                        break;
+                n = 0;
+                for (size_t i = 0; i < npeers; i++) {
+                        if (probes[i].done)
+                                continue;
+                        if (fds[n].revents && probe_step(&probes[i], fds[n].revents) == 409)
+                                same = probes[i].peer;
+                        if (probes[i].done)
+                                open--;
+                        n++;
+                }
+        }
+        for (size_t i = 0; i < npeers; i++) {
+                if (probes[i].fd >= 0)
+                        close(probes[i].fd);
+        }
+        if (same) {
+                log_error("the gateway at --peer %s has this host's --host-id %s: ids would name "
+                          "either host, and the proxy would send clients to the wrong one; "
+                          "start each host of a fleet with a --host-id of its own "
+                          "(docs/several-hosts.md)",
+                          same->url, host_id);
+                rc = -EEXIST;
+        }
+        return rc;
 }
 
 /* ---- the admin routes ---------------------------------------------------- */

@@ -59,6 +59,16 @@ void fleet_reply_page(struct http_request *r, json_t *local, fleet_list_finish_f
 /* Whether r is a peer's request for this host's own list. */
 bool fleet_from_peer(struct http_request *r);
 
+/* A call naming this host's own id as its caller's (FLEET_PEER_HEADER):
+ * another gateway was started with the same --host-id. Answers 409, logs
+ * it (rate-limited) and returns true. */
+bool fleet_refuse_same_host_id(struct http_request *r);
+/* At start, before serving: asks every --peer at once, within
+ * --peer-timeout, whether it has this host's id. -EEXIST, logged with the
+ * peer's URL, if one has; a peer that cannot be reached is not checked
+ * (it checks this host when it starts). Blocks: call before the loop runs. */
+int fleet_check_peers(void);
+
 /* GET /api/fleet, POST|DELETE /api/fleet/drain. */
 void fleet_handle(struct http_request *r, const char *what);
 

@@ -5,6 +5,7 @@
 #include "gateway/core/config.h"
 #include "gateway/core/metrics.h"
 #include "gateway/core/conns.h"
+#include "gateway/core/fleet.h"
 #include "gateway/core/hostcheck.h"
 #include "gateway/core/http_internal.h"
 
@@ -207,6 +208,10 @@ static bool admit(struct lws *wsi, struct http_request *r)
                 http_reply_error(r, 404, "Not found");
                 return false;
         }
+        /* Before the credentials: a gateway checking its peers at start
+         * has none for them. */
+        if (fleet_refuse_same_host_id(r))
+                return false;
         access = router->access(r);
         if (access == HTTP_ACCESS_ANYONE) {
                 /* Public routes (the page's files, probes' /api/health)

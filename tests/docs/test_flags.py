@@ -79,8 +79,17 @@ def test_help_and_page_agree():
     assert len(shown) > 90 and "listen" in shown and "help-markdown" in shown
 
 
+def fleet_config_options():
+    """The flags deploy/haproxy/fleet-config takes, as its --help prints
+    them: docs/several-hosts.md names them beside glovebox's."""
+    p = subprocess.run([os.path.join(ROOT, "deploy", "haproxy", "fleet-config"), "--help"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return set(re.findall(r"--([a-z][a-z0-9-]*)", p.stdout))
+
+
 def test_pages_name_only_flags_glovebox_takes():
-    known = set(help_options())
+    known = set(help_options()) | fleet_config_options()
     bad = []
     for page in pages():
         if page in ("docs/e2b-protocol.md", "docs/flags.md"):

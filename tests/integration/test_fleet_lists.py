@@ -17,7 +17,7 @@ import urllib.parse
 
 import pytest
 
-from gbclient import BINARY, free_port, run_cell, start_gateway
+from gbclient import BINARY, EXTRA_ARGS, free_port, run_cell, start_gateway
 
 ALICE = "e2b_a11ce0000000000000000001"
 BOB = "e2b_b0b000000000000000000002"
@@ -201,6 +201,70 @@ def test_a_silent_or_broken_peer_is_left_out_and_named():
         gw.stop()
         silent.close()
         broken.close()
+
+
+def glovebox_on(port, state_dir, *args):
+    """A gateway on a port chosen beforehand (start_gateway picks its own)."""
+    return subprocess.Popen([BINARY, *EXTRA_ARGS, "--listen", f"127.0.0.1:{port}", "--token",
+                             ADMIN, "--state-dir", str(state_dir), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        return proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
+def test_a_peer_with_this_hosts_id_refuses_the_start(tmp_path):
+    first = start_gateway("--host-id", "dup1")
+    try:
+        run = subprocess.run([BINARY, *EXTRA_ARGS, "--listen", f"127.0.0.1:{free_port()}",
+                              "--token", ADMIN, "--state-dir", str(tmp_path), "--host-id", "dup1",
+                              "--peer", first.base], capture_output=True, text=True, timeout=30)
+        assert run.returncode != 0 and "serving at" not in run.stdout, run
+        assert (f"the gateway at --peer {first.base} has this host's --host-id dup1"
+                in run.stderr), run.stderr
+        assert "start each host of a fleet with a --host-id of its own" in run.stderr
+        # The first logs the call it refused, naming where it came from.
+        assert ("refused a call from the gateway at 127.0.0.1: it says its --host-id is dup1"
+                in first.read_log()), first.read_log()[-2000:]
+        assert first.request("GET", "/api/kernels")[0] == 200
+        # Control: another id next to it starts.
+        other = start_gateway("--host-id", "dup2", "--peer", first.base)
+        other.stop()
+    finally:
+        first.stop()
+
+
+def test_a_duplicate_that_starts_later_is_refused_and_named(tmp_path):
+    """A peer that was down when this host started is not checked then; a
+    gateway with this host's id started there later refuses its calls,
+    and both sides log it."""
+    later_port = free_port()
+    gw = start_gateway("--host-id", "dup3", "--peer", f"http://127.0.0.1:{later_port}")
+    later = glovebox_on(later_port, tmp_path, "--host-id", "dup3")
+    try:
+        assert "serving at" in later.stdout.readline()
+        status, listed, headers = gw.request("GET", "/api/kernels")
+        assert status == 200 and listed == [], (status, listed)
+        assert (f"http://127.0.0.1:{later_port} (has this host's --host-id)"
+                in headers["X-Glovebox-Fleet-Missing"]), headers
+        assert (f"--peer http://127.0.0.1:{later_port} refused this host's list request: it "
+                "has this host's --host-id dup3" in gw.read_log()), gw.read_log()[-2000:]
+        # Its own answer: 409, JSON, whatever the route and credentials.
+        status, body, _ = gw.request("GET", "/api/health", token="",
+                                     headers={"X-Glovebox-Fleet-Peer": "dup3"})
+        assert status == 409 and body["reason"] == "duplicate host id", (status, body)
+        assert gw.request("GET", "/api/health", token="",
+                          headers={"X-Glovebox-Fleet-Peer": "dup4"})[0] == 200
+    finally:
+        _, err = stop(later)
+        gw.stop()
+    assert "refused a call from the gateway at 127.0.0.1: it says its --host-id is dup3" in err
 
 
 @pytest.mark.parametrize("args, message", [

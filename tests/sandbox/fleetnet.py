@@ -1,6 +1,7 @@
 """Three Glovebox hosts on one machine, each in a network namespace of its
 own, behind a real HAProxy (Debian's) on 127.0.0.1: the set-up of
-docs/several-hosts.md, as deploy/haproxy/glovebox.cfg.in describes it.
+docs/several-hosts.md, configured by deploy/haproxy/fleet-config as an
+operator would.
 
     bridge gbfbr<n> on this host, 198.19.77.1/24
     netns  gbf-<n>-h1  198.19.77.11   glovebox --host-id h1, agent on :9999
@@ -12,6 +13,8 @@ The namespaces share one bridge, so the gateways reach each other (their
 gateway is started with nsenter --net only: `ip netns exec` would mount a
 fresh /sys and hide the cgroup hierarchies the sandboxes need.
 """
+import importlib.machinery
+import importlib.util
 import os
 import shutil
 import signal
@@ -28,26 +31,28 @@ AGENT_PORT = 9999
 HOSTS = ("h1", "h2", "h3")
 # E2B's form, so that the E2B SDK takes it as it is.
 TOKEN = "e2b_0123456789abcdef0123"
-TEMPLATE = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "haproxy",
-                        "glovebox.cfg.in")
+FLEET_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
+                            "haproxy", "fleet-config")
 
 
 def sh(*cmd, check=True):
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
-def tag_of(host):
-    """The host's tag, as protocol/fleetid.c makes it."""
-    return host.encode().hex().ljust(12, "0")
+def _load_fleet_config():
+    """deploy/haproxy/fleet-config as a module (its file has no .py)."""
+    loader = importlib.machinery.SourceFileLoader("fleet_config", FLEET_CONFIG)
+    spec = importlib.util.spec_from_loader("fleet_config", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
-def uuid_prefix(host):
-    t = tag_of(host)
-    return f"{t[:8]}-{t[8:]}-"
-
-
-def sandbox_prefix(host):
-    return "gb" + tag_of(host)
+# The tags HAProxy routes by, from the script that writes its configuration:
+# a gateway whose ids do not start with them fails host_of below.
+fleet_config = _load_fleet_config()
+uuid_prefix = fleet_config.uuid_prefix
+sandbox_prefix = fleet_config.sandbox_prefix
 
 
 def host_of(id_):
@@ -170,48 +175,21 @@ class Fleet:
 
     # ---- HAProxy --------------------------------------------------------
 
-    def haproxy_config(self):
-        """deploy/haproxy/glovebox.cfg.in with this fleet's names filled in."""
-        with open(TEMPLATE) as f:
-            lines = f.read().splitlines(keepends=True)
-        out, block = [], None
-        for line in lines:
-            if line.startswith("#@@ end"):
-                for h in self.hosts:
-                    out.append(self._fill("".join(block), h))
-                block = None
-            elif line.startswith("#@@ "):
-                block = []
-            elif block is not None:
-                block.append(line)
-            else:
-                out.append(line)
-        out = "".join(out).replace("@BIND@", f"127.0.0.1:{self.front_port}").replace(
-            "@STATS_SOCKET@", self.stats_sock)
+    def write_haproxy_config(self):
+        """haproxy.cfg and its error files for this fleet, written by the
+        operators' own command (deploy/haproxy/fleet-config), which also
+        checks the result with haproxy -c. Returns the file's path."""
+        cfg = os.path.join(self.dir, "haproxy.cfg")
+        cmd = [FLEET_CONFIG, "--listen", f"127.0.0.1:{self.front_port}", "--output", cfg,
+               "--stats-socket", self.stats_sock, "--agent-port", str(AGENT_PORT), "--check"]
         for h in self.hosts:
-            body = ('{"message": "Host %s is down: its kernels and sandboxes are gone with it",'
-                    ' "reason": "host down", "host": "%s"}\n') % (h.name, h.name)
-            with open(os.path.join(self.dir, f"{h.name}-503.http"), "w") as f:
-                f.write("HTTP/1.1 503 Service Unavailable\r\n"
-                        "Content-Type: application/json\r\n"
-                        "Cache-Control: no-store\r\n"
-                        f"Content-Length: {len(body)}\r\n"
-                        "Connection: close\r\n\r\n" + body)
-        return out
-
-    def _fill(self, text, h):
-        return (text.replace("@HOST@", h.name).replace("@UUID_PREFIX@", uuid_prefix(h.name))
-                .replace("@SANDBOX_PREFIX@", sandbox_prefix(h.name))
-                .replace("@SERVER@", f"{h.addr}:{GATEWAY_PORT}")
-                .replace("@AGENT_ADDR@", h.addr).replace("@AGENT_PORT@", str(AGENT_PORT))
-                .replace("@ERRORFILE@", os.path.join(self.dir, f"{h.name}-503.http")))
+            cmd += ["--host", f"{h.name}={h.addr}:{GATEWAY_PORT}"]
+        r = sh(*cmd, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return cfg
 
     def _start_haproxy(self):
-        cfg = os.path.join(self.dir, "haproxy.cfg")
-        with open(cfg, "w") as f:
-            f.write(self.haproxy_config())
-        check = sh("haproxy", "-c", "-f", cfg, check=False)
-        assert check.returncode == 0, check.stdout + check.stderr
+        cfg = self.write_haproxy_config()
         self.haproxy_log = open(os.path.join(self.dir, "haproxy.log"), "w+")
         self.haproxy = subprocess.Popen(["haproxy", "-db", "-f", cfg], stdout=self.haproxy_log,
                                         stderr=subprocess.STDOUT)
