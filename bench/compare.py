@@ -533,18 +533,120 @@ def bench_cpu(n):
         f"callgrind: {per_msg:,.0f} instructions per message in the gateway")
 
 
+# ---- CPU per kernel, request to first result ----------------------------------
+
+
+def proc_cpu(pid, children=True):
+    """CPU seconds of pid: its threads' run time to the nanosecond
+    (schedstat), and, with children, the user + system time of the children
+    it reaped (clock ticks: only that is kept of them)."""
+    total = 0.0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0]) / 1e9
+        if children:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
+    return total
+
+
+def child_pids(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def gb_kernel_cpu(server, n):
+    """CPU seconds per kernel from request to first result, everything but
+    the gateway: the kernel-host (and its reaped helpers), its zygotes, and
+    each sandbox's init and kernel (read at the first result, before the
+    kernel goes). Serial, one kernel at a time; the mean of n."""
+    host = next(p for p in child_pids(server.proc.pid) if b"kernel-host" in cmdline(p))
+
+    def host_side():
+        zygotes = [p for p in child_pids(host) if b"zygote" in cmdline(p)]
+        return proc_cpu(host) + sum(proc_cpu(p) for p in zygotes)
+
+    def tree(pid):
+        out = []
+        for c in child_pids(pid):
+            out += [c] + tree(c)
+        return out
+
+    total = 0.0
+    for _ in range(n):
+        before = set(tree(host))
+        h0 = host_side()
+        _, kid = first_result(server)
+        # Whatever is new under the kernel-host: the sandbox's init, the
+        # kernel (init's child, or elsewhere in older layouts), helpers.
+        new = [p for p in set(tree(host)) - before if b"zygote" not in cmdline(p)]
+        total += host_side() - h0 + sum(proc_cpu(p, children=False) for p in new)
+        server.delete_kernel(kid)
+    return total / n
+
+
+def js_kernel_cpu(server, n):
+    """The same for Jupyter Server: the server process and its kernel."""
+    total = 0.0
+    for _ in range(n):
+        before = set(child_pids(server.proc.pid))
+        s0 = proc_cpu(server.proc.pid, children=False)
+        _, kid = first_result(server)
+        kernels = set(child_pids(server.proc.pid)) - before
+        total += (proc_cpu(server.proc.pid, children=False) - s0 +
+                  sum(proc_cpu(k) for k in kernels))
+        server.delete_kernel(kid)
+    return total / n
+
+
+def bench_kernel_cpu(n):
+    """The headline that does not depend on the machine's load: CPU spent
+    per kernel from request to first result, cold and from a zygote, beside
+    Jupyter Server's (server and kernel) and a bare ipykernel's own."""
+    log("CPU per kernel, request to first result")
+    res = {}
+    for key, make in (("gb", lambda: Glovebox()), ("gbz", lambda: Glovebox("--zygote", ZYGOTE)),
+                      ("js", lambda: JupyterServer())):
+        server = make()
+        try:
+            server.delete_kernel(first_result(server)[1])  # page cache, the zygote ready
+            res[key] = (gb_kernel_cpu if key != "js" else js_kernel_cpu)(server, n)
+        finally:
+            server.stop()
+    RAW["kernel_cpu"] = res
+    row("CPU per kernel, request to first result (mean): zygote / no zygote",
+        f"{ms(res['gbz'])} / {ms(res['gb'])}", ms(res["js"]), "",
+        ratio(res["gbz"], res["js"]),
+        "user+system of the kernel-host, zygote, the sandbox's init and kernel; "
+        "Jupyter Server: server and kernel")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only",
-                    default="start,e2b,roundtrip,stdout,png,concurrent,density,cpu,zygote")
+                    default="kernelcpu,start,e2b,roundtrip,stdout,png,concurrent,density,cpu,"
+                    "zygote")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
     density = int(os.environ.get("BENCH_DENSITY", "60" if q else "300"))
     os.makedirs(os.path.join(BUILD, "bench"), exist_ok=True)
     started = time.time()
-    steps = [("start", lambda: bench_start(3 if q else 10)),
+    steps = [("kernelcpu", lambda: bench_kernel_cpu(5 if q else 20)),
+             ("start", lambda: bench_start(3 if q else 10)),
              ("e2b", lambda: bench_e2b(3 if q else 10)),
              ("roundtrip", lambda: bench_roundtrip(100 if q else 500)),
              ("stdout", lambda: bench_stdout(10 if q else 50, 1 if q else 3)),
