@@ -76,6 +76,14 @@ static const struct option_def options[] = {
         OPT("port-buffer-bytes", OPT_INT, port_buffer_bytes, "N", 4096, 16777216, "65536",
             "bytes held per relayed port connection and direction (4 KiB to 16 MiB); a side "
             "that reads no faster stops the other"),
+        OPT("port-idle-timeout", OPT_DOUBLE, port_idle_timeout, "S", 0, 1e7, "900",
+            "seconds an upgraded port relay (a WebSocket, or any Upgrade) may pass no byte "
+            "either way before the gateway closes it; 0: never"),
+        OPT("port-max-connecting-per-tenant", OPT_INT, port_max_connecting_per_tenant, "N", 1,
+            64, "16",
+            "connections into sandboxes being made at once for one tenant's ports, of the "
+            "kernel-host's 64 (8 per sandbox); past it a request is answered 503 at once, so "
+            "that one tenant's ports that never accept cannot starve another tenant's"),
         OPT("max-connections", OPT_INT, max_connections, "N", 1, 1000000, "4096",
             "client connections at once; past it a new one is answered 503 and closed"),
         OPT("max-connections-per-address", OPT_INT, max_connections_per_address, "N", 1,
@@ -258,12 +266,18 @@ static const struct option_def options[] = {
             "(docs/e2b.md#watching-directories)"),
         OPT("watch-max-watchers-per-sandbox", OPT_INT, watch_max_watchers_per_sandbox, "N", 0,
             1024, "8", "E2B directory watchers at once in one sandbox"),
+        OPT("watch-max-watchers-per-tenant", OPT_INT, watch_max_watchers_per_tenant, "N", 0,
+            1024, "16",
+            "E2B directory watchers at once in all of one tenant's sandboxes, so that one "
+            "tenant cannot take every watcher of the gateway"),
         OPT("watch-max-dirs", OPT_INT, watch_max_dirs, "N", 1, 1000000, "8192",
             "directories watched at once by all watchers (a recursive watch watches each "
             "subdirectory; fs.inotify.max_user_watches bounds the gateway's user); past it "
             "further subdirectories are not watched and the watcher is told"),
         OPT("watch-max-dirs-per-sandbox", OPT_INT, watch_max_dirs_per_sandbox, "N", 1, 1000000,
             "1024", "directories watched at once by one sandbox's watchers"),
+        OPT("watch-max-dirs-per-tenant", OPT_INT, watch_max_dirs_per_tenant, "N", 1, 1000000,
+            "4096", "directories watched at once by the watchers of one tenant's sandboxes"),
         OPT("watch-queue-events", OPT_INT, watch_queue_events, "N", 16, 1000000, "1024",
             "events a watcher holds for its client; past it events are dropped and the client "
             "is told how many, in the events themselves"),

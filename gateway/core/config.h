@@ -35,6 +35,8 @@ struct config {
         char *allow_host;      /* names accepted in Host: '*' or a comma-separated list */
         char *ports_domain;    /* "{port}-{id}." names under it reach sandboxes' ports */
         int64_t port_buffer_bytes; /* per relayed connection and direction */
+        double port_idle_timeout;  /* an upgraded relay with no byte either way; 0: none */
+        int64_t port_max_connecting_per_tenant; /* connects in flight for one tenant's ports */
         int64_t max_connections;
         int64_t max_connections_per_address;
         double unauthenticated_timeout; /* seconds from accept to a request let through */
@@ -104,8 +106,10 @@ struct config {
         /* E2B directory watchers (gateway/kernels/watch.h) */
         int64_t watch_max_watchers;
         int64_t watch_max_watchers_per_sandbox;
+        int64_t watch_max_watchers_per_tenant;
         int64_t watch_max_dirs;
         int64_t watch_max_dirs_per_sandbox;
+        int64_t watch_max_dirs_per_tenant;
         int64_t watch_queue_events;
         /* egress (gateway/kernels/egress.h) */
         char **egress_allow; /* comma-separated rules per entry; none: no egress at all */

@@ -175,8 +175,8 @@ static struct watcher *watcher_new(struct http_request *r, struct e2b_sandbox *s
                 envd_error(r, stream, -ENOMEM, "out of memory");
                 return NULL;
         }
-        rc = watch_new(e2b_box(s), who, path, json_is_true(recursive), json_is_true(with_entry),
-                       on_events, w, &w->watch, message, sizeof(message));
+        rc = watch_new(e2b_box(s), e2b_owner(s), who, path, json_is_true(recursive),
+                       json_is_true(with_entry), on_events, w, &w->watch, message, sizeof(message));
         if (rc < 0) {
                 free(w);
                 if (rc == -ENOENT)

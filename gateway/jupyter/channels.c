@@ -54,6 +54,20 @@ static void close_later(struct channel_conn *c, int code, const char *reason)
         c->closing = true;
         c->close_code = code;
         snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
+        /* Mid-frame, or while libwebsockets still holds part of a write,
+         * no close frame can go before the client reads what is ahead of
+         * it, and libwebsockets calls back for writing only once what it
+         * holds has left: a client that reads nothing more (one replaced
+         * by a newer connection, one whose key was removed) would keep the
+         * connection, its socket and what lws holds for ever. It ends now,
+         * without a close frame: a socket shut down both ways reads as hung
+         * up, and lws closes it. (Not on HTTP/2, where the socket is every
+         * stream's; a stream is never written raw.) */
+        if (lws_get_network_wsi(c->wsi) == c->wsi &&
+            (c->raw || lws_send_pipe_choked(c->wsi))) {
+                shutdown(lws_get_socket_fd(c->wsi), SHUT_RDWR);
+                return;
+        }
         lws_callback_on_writable(c->wsi);
 }
 

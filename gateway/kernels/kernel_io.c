@@ -141,12 +141,15 @@ int kernel_open_sockets(struct kernel *k)
 }
 
 /* Sends code as a silent execute_request on the gateway's own shell
- * socket: no execution count, no history, no execute_input for clients. */
+ * socket: no execution count, no history, no execute_input for clients.
+ * Never stop_on_error: a failure of the gateway's own code must not abort
+ * the cells clients have queued behind it (ipykernel aborts only after a
+ * cell that is not silent, but not every kernel reads it so). */
 int kernel_send_silent(struct kernel *k, const char *code, char msg_id_out[JP_UUID_SIZE + 8])
 {
         json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", true,
                                     "store_history", false, "user_expressions", "allow_stdin",
-                                    false, "stop_on_error", true);
+                                    false, "stop_on_error", false);
         char *text = content ? json_dumps(content, JSON_COMPACT) : NULL;
         int rc =
             text ? kernel_send_request(k, k->shell, "execute_request", text, msg_id_out) : -ENOMEM;

@@ -34,6 +34,11 @@ struct execution {
         double timeout_s;
         lws_sorted_usec_list_t deadline, grace, keepalive, release;
         bool replied, idle, timed_out, done, wrote;
+        /* The kernel has taken the cell (its busy status for it): before,
+         * the kernel may be running another client's cell, which an
+         * interrupt would hit (KeyboardInterrupt there, and with its
+         * stop_on_error, that client's queued cells aborted). */
+        bool started, interrupted;
         bool released; /* the session is gone; freed once the request is too */
         enum execute_gone gone;
         /* Output lines a slow client lost since it was last told. */
@@ -333,9 +338,15 @@ static void abandon(struct execution *e)
 {
         if (e->done)
                 return;
-        if (e->kernel && !config_get()->keep_running_on_disconnect) {
+        /* Only a cell the kernel has started is ours to interrupt: one
+         * still queued runs when its turn comes, as it would have after
+         * an interrupt of the cell before it. */
+        if (e->kernel && !config_get()->keep_running_on_disconnect && e->started) {
                 klog_info(e->kernel->id, "client left a running execution; interrupting");
                 kernel_interrupt(e->kernel);
+        } else if (e->kernel && !config_get()->keep_running_on_disconnect) {
+                klog_info(e->kernel->id, "client left an execution the kernel has not started; "
+                                         "not interrupting the cell before it");
         }
         wind_down(e);
 }
@@ -353,6 +364,8 @@ static void on_request_gone(struct http_request *r)
 }
 
 /* ---- kernel messages ---------------------------------------------------- */
+
+static void interrupt_timed_out(struct execution *e);
 
 static void handle(struct execution *e, struct relay_msg *m)
 {
@@ -404,11 +417,15 @@ static void handle(struct execution *e, struct relay_msg *m)
 
                 write_error_as(e, LINE_KEY, name ? name : "Error", value ? value : "", tb);
                 free(tb);
-        } else if (strcmp(m->msg_type, "status") == 0 &&
-                   json_is_string(json_object_get(content, "execution_state")) &&
-                   strcmp(json_string_value(json_object_get(content, "execution_state")),
-                          "idle") == 0) {
-                e->idle = true;
+        } else if (strcmp(m->msg_type, "status") == 0) {
+                const char *state = json_string_value(json_object_get(content, "execution_state"));
+
+                if (state && strcmp(state, "busy") == 0) {
+                        e->started = true;
+                        interrupt_timed_out(e);
+                } else if (state && strcmp(state, "idle") == 0) {
+                        e->idle = true;
+                }
         } else if (strcmp(m->msg_type, "execute_reply") == 0) {
                 e->replied = true;
                 /* The gateway answered for a kernel that died (or was
@@ -519,15 +536,33 @@ static void on_grace(lws_sorted_usec_list_t *sul)
         kernel_restart(e->kernel, NULL);
 }
 
+/* Interrupts the timed-out cell once the kernel runs it; a restart
+ * follows if the interrupt does not end it. */
+static void interrupt_timed_out(struct execution *e)
+{
+        if (!e->timed_out || !e->started || e->interrupted || e->done)
+                return;
+        e->interrupted = true;
+        klog_info(e->kernel->id, "execution timed out after %g s; interrupting", e->timeout_s);
+        kernel_interrupt(e->kernel);
+        loop_timer_start(&e->grace, on_grace, GRACE_MS);
+}
+
 static void on_deadline(lws_sorted_usec_list_t *sul)
 {
         struct execution *e = lws_container_of(sul, struct execution, deadline);
 
         e->timed_out = true;
         session_mark_timed_out(e->session);
-        klog_info(e->kernel->id, "execution timed out after %g s; interrupting", e->timeout_s);
-        kernel_interrupt(e->kernel);
-        loop_timer_start(&e->grace, on_grace, GRACE_MS);
+        /* Still queued behind another request: the interrupt waits for
+         * our cell, so that the one before it (another client's) is not
+         * the one it stops. */
+        if (!e->started)
+                klog_info(e->kernel->id,
+                          "execution timed out after %g s before the kernel started it; "
+                          "interrupting once it does",
+                          e->timeout_s);
+        interrupt_timed_out(e);
 }
 
 static void on_ready(struct waiter *w, void *subject, int status, const char *message)

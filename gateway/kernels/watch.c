@@ -2,6 +2,7 @@
 
 #include "gateway/kernels/watch.h"
 #include "gateway/core/config.h"
+#include "gateway/core/keys.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/core/loop.h"
 #include "protocol/log.h"
@@ -30,7 +31,8 @@ struct watched_dir {
 
 struct watch {
         struct watch *next;
-        struct sandbox *sb; /* a reference */
+        struct sandbox *sb;         /* a reference */
+        char tenant[KEYS_NAME_MAX]; /* whose sandbox: the tenant's bounds count it */
         enum files_user who;
         char root[PATH_MAX];
         bool recursive;
@@ -85,6 +87,24 @@ static size_t sandbox_watchers(const struct sandbox *sb)
 
         for (struct watch *w = watches; w; w = w->next)
                 n += w->sb == sb;
+        return n;
+}
+
+static size_t tenant_dirs(const char *tenant)
+{
+        size_t n = 0;
+
+        for (struct watch *w = watches; w; w = w->next)
+                n += strcmp(w->tenant, tenant) == 0 ? w->ndirs : 0;
+        return n;
+}
+
+static size_t tenant_watchers(const char *tenant)
+{
+        size_t n = 0;
+
+        for (struct watch *w = watches; w; w = w->next)
+                n += strcmp(w->tenant, tenant) == 0;
         return n;
 }
 
@@ -169,12 +189,15 @@ static void forget_wd(struct watch *w, int wd)
 static size_t dirs_left(const struct watch *w)
 {
         size_t total = (size_t)cfg()->watch_max_dirs,
-               mine = (size_t)cfg()->watch_max_dirs_per_sandbox;
-        size_t here = sandbox_dirs(w->sb);
+               mine = (size_t)cfg()->watch_max_dirs_per_sandbox,
+               theirs = (size_t)cfg()->watch_max_dirs_per_tenant;
+        size_t here = sandbox_dirs(w->sb), tenant = tenant_dirs(w->tenant);
         size_t a = total > total_dirs ? total - total_dirs : 0;
         size_t b = mine > here ? mine - here : 0;
+        size_t c = theirs > tenant ? theirs - tenant : 0;
 
-        return a < b ? a : b;
+        a = a < b ? a : b;
+        return a < c ? a : c;
 }
 
 /* Whether one more directory fits every limit; says so once when not. */
@@ -189,6 +212,9 @@ static int dir_room(struct watch *w, const char *rel)
         } else if (sandbox_dirs(w->sb) >= (size_t)cfg()->watch_max_dirs_per_sandbox) {
                 which = "this sandbox's";
                 limit = cfg()->watch_max_dirs_per_sandbox;
+        } else if (tenant_dirs(w->tenant) >= (size_t)cfg()->watch_max_dirs_per_tenant) {
+                which = "this tenant's";
+                limit = cfg()->watch_max_dirs_per_tenant;
         }
         if (!which)
                 return 0;
@@ -355,9 +381,9 @@ static void on_readable(void *arg)
                 w->notify(w->arg);
 }
 
-int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool recursive,
-              bool with_entry, watch_notify_fn notify, void *arg, struct watch **out, char *err,
-              size_t errlen)
+int watch_new(struct sandbox *sb, const char *tenant, enum files_user who, const char *path,
+              bool recursive, bool with_entry, watch_notify_fn notify, void *arg,
+              struct watch **out, char *err, size_t errlen)
 {
         struct watch *w = NULL;
         int rc;
@@ -373,6 +399,12 @@ int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool re
                          (long long)cfg()->watch_max_watchers_per_sandbox);
                 return -ENOSPC;
         }
+        if (tenant_watchers(tenant) >= (size_t)cfg()->watch_max_watchers_per_tenant) {
+                snprintf(err, errlen,
+                         "too many directory watchers in this tenant's sandboxes (%lld)",
+                         (long long)cfg()->watch_max_watchers_per_tenant);
+                return -ENOSPC;
+        }
         w = calloc(1, sizeof(*w));
         if (!w) {
                 snprintf(err, errlen, "out of memory");
@@ -381,6 +413,7 @@ int watch_new(struct sandbox *sb, enum files_user who, const char *path, bool re
         w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         w->queue = json_array();
         w->sb = sandbox_ref(sb);
+        snprintf(w->tenant, sizeof(w->tenant), "%s", tenant);
         w->who = who;
         w->recursive = recursive;
         w->with_entry = with_entry;

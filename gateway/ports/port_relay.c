@@ -5,6 +5,7 @@
 #include "gateway/core/conns.h"
 #include "gateway/kernels/host.h"
 #include "gateway/core/loop.h"
+#include "gateway/core/keys.h"
 #include "gateway/core/tenants.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
@@ -26,10 +27,10 @@ struct relay {
         struct lws *wsi; /* the client's connection while lws has it, or NULL */
         int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
-        bool connecting;
-        bool upgrade;     /* a WebSocket (any Upgrade): bytes both ways after the head */
-        bool body_done;   /* the client's request is all read by lws */
-        bool head_passed; /* the app's head went on, with our headers in */
+        struct connect *connect; /* while the kernel-host connects for it */
+        bool upgrade;            /* a WebSocket (any Upgrade): bytes both ways after the head */
+        bool body_done;          /* the client's request is all read by lws */
+        bool head_passed;        /* the app's head went on, with our headers in */
         bool up_eof, client_eof, finished;
         int port;
         int up_fd; /* the sandbox side */
@@ -51,16 +52,42 @@ struct relay {
         int status;      /* the answer's, once its head passed; 0 before */
         size_t head_len; /* our rebuilt head, not counted as the client's bytes */
         uint64_t bytes_up, bytes_out;
+        lws_sorted_usec_list_t idle; /* ends an upgraded relay that moves nothing */
+        double last_active;          /* when a byte last moved, either way */
+};
+
+/* A connection the kernel-host is making, until it answers. It holds one
+ * of the kernel-host's connecting slots that long whether or not its relay
+ * is still there (a client that hangs up leaves the child connecting), so
+ * a tenant's share is counted in these, not in relays. */
+struct connect {
+        struct connect *next;
+        struct relay *relay; /* NULL once the relay is gone: the answer is dropped */
+        char tenant[KEYS_NAME_MAX];
 };
 
 static struct relay *relays;
+static struct connect *connects;
 static size_t taken; /* relays whose client connection is ours, not lws's */
 static size_t buffer_bytes;
+static double idle_timeout_s;
+static size_t connecting_per_tenant;
 static struct log_limit overflows;
 
-void port_relay_init(size_t bytes)
+void port_relay_init(size_t bytes, double idle_timeout, size_t per_tenant)
 {
         buffer_bytes = bytes;
+        idle_timeout_s = idle_timeout;
+        connecting_per_tenant = per_tenant;
+}
+
+static size_t tenant_connecting(const char *tenant)
+{
+        size_t n = 0;
+
+        for (struct connect *c = connects; c; c = c->next)
+                n += strcmp(c->tenant, tenant) == 0;
+        return n;
 }
 
 size_t port_relay_taken(void)
@@ -103,9 +130,12 @@ static void relay_free(struct relay *p)
                         break;
                 }
         }
-        if (p->connecting)
-                host_connect_cancel(p->request_id);
+        /* The connect goes on without it: its answer still frees the
+         * tenant's slot, and its socket is closed then. */
+        if (p->connect)
+                p->connect->relay = NULL;
         loop_timer_stop(&p->reaper);
+        loop_timer_stop(&p->idle);
         tenants_unwatch(&p->key);
         loop_unwatch(&p->up_watch);
         loop_unwatch(&p->client_watch);
@@ -171,8 +201,9 @@ static void compact(struct buf *b, size_t *at, bool whole)
 }
 
 /* Writes what is pending from b to fd; 0 (done or would block), or -1
- * when the peer is gone. */
-static int flush(int fd, struct buf *b, size_t *at, uint64_t *sent)
+ * when the peer is gone. *sent counts the bytes written; *active is when
+ * a byte was last written. */
+static int flush(int fd, struct buf *b, size_t *at, uint64_t *sent, double *active)
 {
         while (*at < b->len) {
                 ssize_t n = send(fd, b->data + *at, b->len - *at, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -185,6 +216,7 @@ static int flush(int fd, struct buf *b, size_t *at, uint64_t *sent)
                         return -1;
                 *at += (size_t)n;
                 *sent += (uint64_t)n;
+                *active = loop_now();
         }
         compact(b, at, false);
         return 0;
@@ -197,7 +229,8 @@ static void client_out(struct relay *p)
 {
         if (!p->client_watch)
                 return;
-        if (flush(p->client_fd, &p->to_client, &p->to_client_at, &p->bytes_out) < 0) {
+        if (flush(p->client_fd, &p->to_client, &p->to_client_at, &p->bytes_out,
+                  &p->last_active) < 0) {
                 finish(p);
                 return;
         }
@@ -209,7 +242,7 @@ static void up_out(struct relay *p)
 {
         if (p->up_fd < 0)
                 return;
-        if (flush(p->up_fd, &p->to_up, &p->to_up_at, &p->bytes_up) < 0) {
+        if (flush(p->up_fd, &p->to_up, &p->to_up_at, &p->bytes_up, &p->last_active) < 0) {
                 finish(p);
                 return;
         }
@@ -414,6 +447,7 @@ static void pump_in(struct relay *p, int fd, struct buf *b, size_t *atp, bool an
                         *eof = true;
                         return;
                 }
+                p->last_active = loop_now();
                 rc = answer ? take_answer(p, chunk, (size_t)n) : buf_append(b, chunk, (size_t)n);
                 if (rc == -EPROTO) {
                         log_warn_limited(&overflows,
@@ -544,10 +578,23 @@ static void answer_error(struct relay *p, int status, const char *reason, const 
 
 static void on_connected(void *ctx, int error, int fd)
 {
-        struct relay *p = ctx;
+        struct connect *c = ctx;
+        struct relay *p = c->relay;
         char message[160];
 
-        p->connecting = false;
+        for (struct connect **link = &connects; *link; link = &(*link)->next) {
+                if (*link == c) {
+                        *link = c->next;
+                        break;
+                }
+        }
+        free(c);
+        if (!p) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        p->connect = NULL;
         if (!p->client_watch && loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p,
                                                  &p->client_watch) < 0) {
                 if (fd >= 0)
@@ -583,6 +630,26 @@ static void on_connected(void *ctx, int error, int fd)
                 return;
         }
         step(p);
+}
+
+/* An upgraded relay that moved no byte either way for --port-idle-timeout
+ * ends: a WebSocket left open by a tab or a script that went away would
+ * otherwise hold a connection into the sandbox, and one of the gateway's,
+ * for ever. */
+static void on_idle(lws_sorted_usec_list_t *sul)
+{
+        struct relay *p = lws_container_of(sul, struct relay, idle);
+        double quiet = loop_now() - p->last_active;
+
+        if (p->finished)
+                return;
+        if (quiet < idle_timeout_s) {
+                loop_timer_start(&p->idle, on_idle, (idle_timeout_s - quiet) * 1000);
+                return;
+        }
+        log_info("port %d relay ends: nothing moved for %.0f s (--port-idle-timeout)", p->port,
+                 quiet);
+        finish(p);
 }
 
 /* Takes the client's connection from lws, which cannot hand an upgraded
@@ -632,18 +699,29 @@ static void on_key_removed(struct tenant_watch *w)
         finish(p);
 }
 
-int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
-                     const char *inject, const char *app_prefix, bool upgrade, bool body_done,
-                     const char *key)
+int port_relay_start(struct lws *wsi, const char *sandbox_id, const char *tenant, int port,
+                     struct buf *head, const char *inject, const char *app_prefix, bool upgrade,
+                     bool body_done, const char *key)
 {
         struct hostmsg_connect req = {.port = port};
-        struct relay *p = calloc(1, sizeof(*p));
+        struct relay *p = NULL;
+        struct connect *c = NULL;
         int rc;
 
-        if (!p) {
+        if (tenant_connecting(tenant) >= connecting_per_tenant) {
+                buf_free(head);
+                return -EBUSY;
+        }
+        p = calloc(1, sizeof(*p));
+        c = calloc(1, sizeof(*c));
+        if (!p || !c) {
+                free(p);
+                free(c);
                 buf_free(head);
                 return -ENOMEM;
         }
+        snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+        c->relay = p;
         p->wsi = wsi;
         p->client_fd = lws_get_socket_fd(wsi);
         p->up_fd = -1;
@@ -653,6 +731,7 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct b
         snprintf(p->tenant, sizeof(p->tenant), "%s", key ? key : "");
         p->head_len = head->len;
         p->port = port;
+        p->last_active = loop_now();
         p->upgrade = upgrade;
         p->body_done = body_done;
         /* The head is the first of what goes to the app; room beyond the
@@ -667,16 +746,20 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct b
         jp_uuid4(p->request_id);
         snprintf(req.id, sizeof(req.id), "%s", p->request_id);
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sandbox_id);
-        p->connecting = true;
         p->next = relays;
         relays = p;
         tenants_watch(&p->key, key, on_key_removed);
-        rc = host_connect(&req, on_connected, p);
+        rc = host_connect(&req, on_connected, c);
         if (rc < 0) {
-                p->connecting = false;
+                free(c);
                 relay_free(p);
                 return rc;
         }
+        p->connect = c;
+        c->next = connects;
+        connects = c;
+        if (upgrade && idle_timeout_s > 0)
+                loop_timer_start(&p->idle, on_idle, idle_timeout_s * 1000);
         /* The connection is the relay's from now on: lws reads only the
          * request's body, and no deadline of lws's ends it. */
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);

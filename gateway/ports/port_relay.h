@@ -23,9 +23,14 @@
 #define PORT_RELAY_INJECT_MAX 1024 /* header lines put into the answer */
 #define PORT_RELAY_PREFIX_MAX 256 /* the path form's prefix */
 
-/* Bytes held per relay and direction (--port-buffer-bytes). */
-void port_relay_init(size_t buffer_bytes);
-/* Starts relaying wsi's request to 127.0.0.1:port in the sandbox: head
+/* Bytes held per relay and direction (--port-buffer-bytes); how long an
+ * upgraded relay may move nothing (--port-idle-timeout, seconds; 0:
+ * forever); connections being made at once for one tenant's ports
+ * (--port-max-connecting-per-tenant). */
+void port_relay_init(size_t buffer_bytes, double idle_timeout, size_t connecting_per_tenant);
+/* Starts relaying wsi's request to 127.0.0.1:port in the sandbox of
+ * tenant (its owner, whose share of the kernel-host's connecting slots the
+ * connect takes; -EBUSY, nothing started, when the share is taken): head
  * (the request head for the app) is taken over (and emptied), inject is
  * copied. app_prefix (the path form's, copied; NULL in the Host form)
  * confines the app's answer to it: Set-Cookie for other paths or with a
@@ -37,9 +42,9 @@ void port_relay_init(size_t buffer_bytes);
  * key ends the relay. Returns 0 or -errno (nothing is left then). With
  * upgrade, the client's connection is the relay's on return: lws is to
  * hang up on its own descriptor, which no longer is the connection. */
-int port_relay_start(struct lws *wsi, const char *sandbox_id, int port, struct buf *head,
-                     const char *inject, const char *app_prefix, bool upgrade, bool body_done,
-                     const char *key);
+int port_relay_start(struct lws *wsi, const char *sandbox_id, const char *tenant, int port,
+                     struct buf *head, const char *inject, const char *app_prefix, bool upgrade,
+                     bool body_done, const char *key);
 /* A piece of the body of wsi's relayed request (LWS_CALLBACK_HTTP_BODY). */
 int port_relay_body(struct lws *wsi, const void *data, size_t len);
 /* The body is complete (lws counted its Content-Length). */

@@ -32,6 +32,12 @@
  * origin instead. The Host form is an origin of its own and needs none. */
 #define PATH_FORM_CSP "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
+/* The answer when a tenant's share of the kernel-host's connecting slots
+ * is taken (port_relay_start's -EBUSY). */
+#define BUSY_MESSAGE                                                                               \
+        "Too many connections being made into this tenant's sandboxes at once "                    \
+        "(--port-max-connecting-per-tenant %lld); try again"
+
 struct target {
         char id[JP_UUID_SIZE]; /* the kernel's or the E2B sandbox's */
         int port;
@@ -48,7 +54,8 @@ struct target {
 
 int ports_init(const struct config *cfg)
 {
-        port_relay_init((size_t)cfg->port_buffer_bytes);
+        port_relay_init((size_t)cfg->port_buffer_bytes, cfg->port_idle_timeout,
+                        (size_t)cfg->port_max_connecting_per_tenant);
         if (!ports_domain()[0])
                 return -EINVAL;
         if (!*cfg->ports_domain && !hostcheck_is_loopback(cfg->host))
@@ -635,7 +642,7 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
                 buf_free(&head);
                 return -E2BIG;
         }
-        return port_relay_start(wsi, t->box->id, t->port, &head, inject,
+        return port_relay_start(wsi, t->box->id, t->owner ? t->owner : "", t->port, &head, inject,
                                 t->host_form ? NULL : prefix, upgrade, body_done, t->key);
 }
 
@@ -684,6 +691,9 @@ void ports_begin(struct lws *wsi, struct http_request *r)
                 http_reply_error(r, 405, "Method not relayed to ports");
         else if (rc == -E2BIG)
                 http_reply_error(r, 431, "Request headers too large to relay");
+        else if (rc == -EBUSY)
+                http_reply_error(r, 503, BUSY_MESSAGE,
+                                 (long long)config_get()->port_max_connecting_per_tenant);
         else if (rc < 0)
                 http_reply_error(r, 503, "Cannot reach the kernel-host: %s", strerror(-rc));
 }
@@ -693,7 +703,7 @@ int ports_confirm_upgrade(struct lws *wsi)
         enum admission how = ADMIT_TOKEN;
         char message[256];
         struct target t;
-        int status;
+        int status, rc;
 
         if (!find_target(wsi, &t)) {
                 http_write_error_now(wsi, 404, "Not found");
@@ -708,7 +718,12 @@ int ports_confirm_upgrade(struct lws *wsi)
                          "Too many relayed port connections (--max-connections %lld)",
                          (long long)config_get()->max_connections);
         }
-        if (status == 0 && relay_start(wsi, &t, how, true, true) < 0) {
+        rc = status == 0 ? relay_start(wsi, &t, how, true, true) : 0;
+        if (rc == -EBUSY) {
+                status = 503;
+                snprintf(message, sizeof(message), BUSY_MESSAGE,
+                         (long long)config_get()->port_max_connecting_per_tenant);
+        } else if (rc < 0) {
                 status = 503;
                 snprintf(message, sizeof(message), "Cannot relay this request");
         }

@@ -76,6 +76,46 @@ def test_execute_timeout_keeps_partial_output(gateway, kernel):
     assert [line["text"] for line in lines if line["type"] == "stdout"] == ["after\n"]
 
 
+def test_a_run_that_times_out_queued_interrupts_its_own_cell_not_the_one_before(gateway):
+    """A notebook's cell runs 4 s with another queued behind it
+    (stop_on_error, as notebooks send); an /execute with a 1 s timeout
+    waits behind them. Its timeout interrupts its own cell once that one
+    starts, never the notebook's: before, the interrupt hit the notebook's
+    running cell (KeyboardInterrupt) and ipykernel then answered its queued
+    cell "aborted", the status Jupyter Server's client once saw."""
+    import threading
+    kid = gateway.start_kernel()
+    ch = gateway.connect(kid)
+    try:
+        ch.execute("pass")
+        cells = []
+        for code in ("import time; time.sleep(4); print('first done')", "print('second')"):
+            cells.append(ch.send("execute_request", {
+                "code": code, "silent": False, "store_history": True, "user_expressions": {},
+                "allow_stdin": False, "stop_on_error": True}))
+        time.sleep(0.5)  # the first cell running, the second queued
+        lines = []
+        runner = threading.Thread(target=lambda: lines.extend(
+            run(gateway, kid, "import time; time.sleep(30)", timeout=1)))
+        runner.start()
+        for msg_id, out in zip(cells, ("first done\n", "second\n")):
+            reply, outputs = ch.collect(msg_id, timeout=60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            assert "".join(m["content"]["text"] for m in outputs
+                           if m["msg_type"] == "stream") == out
+        runner.join(60)
+        errors = [line for line in lines if line["type"] == "error"]
+        assert errors and errors[-1]["name"] == "TimeoutError", lines
+        # The run's own cell was interrupted: the kernel is free, not
+        # sleeping out its 30 s (nor restarted: its state is there).
+        started = time.time()
+        reply, outputs = ch.execute("print(time.time() > 0)", timeout=20)
+        assert reply["content"]["status"] == "ok" and time.time() - started < 10, reply
+    finally:
+        ch.close()
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
 def test_execute_bad_requests(gateway, kernel):
     for body in (b"{", b'{"code": 5}', b'{"code": "1", "timeout": -1}'):
         status, err, _ = gateway.request("POST", f"/api/kernels/{kernel}/execute", raw=body)

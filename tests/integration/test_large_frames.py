@@ -3,12 +3,14 @@ written by the gateway itself, straight from the kernel's ZMQ frame, as one
 WebSocket frame (see gateway/jupyter/channels.c). These tests read the frames as
 they come off the wire: each large message is one whole frame, exact in
 both formats, pongs never land inside one, a reader slower than the
-gateway gets every byte, and the memory a burst took is given back."""
+gateway gets every byte, a connection replaced mid-frame hands the message
+whole to its successor, and the memory a burst took is given back."""
 import hashlib
 import json
 import socket
 import threading
 import time
+import urllib.request
 
 import websocket
 
@@ -171,6 +173,89 @@ def test_a_reader_slower_than_the_gateway_gets_every_byte():
         assert shown is not None and len(shown) == 8 * MIB
         assert hashlib.sha256(shown.encode()).hexdigest() == digest.strip()
         ch.close()
+    finally:
+        gw.stop()
+
+
+def metric(gw, name):
+    req = urllib.request.Request(gw.base + "/metrics")
+    req.add_header("Authorization", f"Bearer {gw.token}")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def test_a_connection_replaced_in_the_middle_of_a_frame_hands_the_message_over_whole():
+    """The first connection reads nothing, so its 16 MiB frame stops part of
+    the way; a second connection of the same session replaces it. The
+    first is closed at once although it reads nothing (before, it waited
+    for a writable callback that libwebsockets gives only once the client
+    has read what it holds: never); the successor gets the cut-off
+    message whole and all after it. The execute_reply travels on shell,
+    beside iopub: it may have gone to the first connection before the
+    large frame started (written, so delivered: only a replay with
+    last_msg_id brings it back), else the successor gets it. (It once
+    looked as if the successor stopped getting writable callbacks: it was
+    waiting for a reply the first connection had been given.)"""
+    gw = start_gateway("--session-linger", "60")
+    try:
+        kernel = gw.start_kernel()
+        first = gw.connect(kernel, session_id="handover")
+        first.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        msg_id = first.send("execute_request", {
+            "code": BIG.format(n=16), "silent": False, "store_history": False,
+            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        # The first connection reads nothing: its 16 MiB frame stops part
+        # of the way, in the socket.
+        time.sleep(3)
+        closed = metric(gw, "glovebox_websocket_connections_closed_total")
+        second = gw.connect(kernel, session_id="handover")
+        deadline = time.time() + 10
+        while (metric(gw, "glovebox_websocket_connections_closed_total") == closed
+               and time.time() < deadline):
+            time.sleep(0.1)
+        assert metric(gw, "glovebox_websocket_connections_closed_total") == closed + 1, \
+            "the replaced connection, reading nothing, was not closed"
+        outputs, replies = [], []
+        while not any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                      for m in outputs):
+            m = second.recv(60)
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            (replies if m["channel"] == "shell" else outputs).append(m)
+        shown = [m for m in outputs if m["msg_type"] == "display_data"]
+        assert len(shown) == 1, [m["msg_type"] for m in outputs]
+        text = shown[0]["content"]["data"]["text/plain"]
+        digest = "".join(m["content"]["text"] for m in outputs if m["msg_type"] == "stream")
+        assert len(text) == 16 * MIB
+        assert hashlib.sha256(text.encode()).hexdigest() == digest.strip()
+        # What the first connection was given: whole frames, read off its
+        # socket, up to the large one that was cut off (not read: through
+        # the window its small buffer set, that would take a minute).
+        reader, given_first = SlowReader(first), []
+        while True:
+            head = reader.take(2)
+            n = head[1] & 0x7f
+            if n == 126:
+                n = int.from_bytes(reader.take(2), "big")
+            elif n == 127:
+                n = int.from_bytes(reader.take(8), "big")
+            if n >= MIB:
+                break
+            m = json.loads(reader.take(n))
+            if m["msg_type"] == "execute_reply" and m["parent_header"].get("msg_id") == msg_id:
+                given_first.append(m)
+        first.ws.sock.close()
+        if not given_first and not replies:
+            while not replies:
+                m = second.recv(30)
+                if m["parent_header"].get("msg_id") == msg_id and m["channel"] == "shell":
+                    replies.append(m)
+        assert len(given_first) + len(replies) == 1, (given_first, replies)
+        assert (given_first + replies)[0]["content"]["status"] == "ok"
+        second.close()
     finally:
         gw.stop()
 
