@@ -159,6 +159,7 @@ static int callback_v1(struct lws *wsi, enum lws_callback_reasons reason, void *
         return rc;
 }
 
+#define SERVER_KEEPALIVE_S 75 /* as nginx's keepalive_timeout */
 #define RX_BUFFER (64 * 1024)
 /* The most libwebsockets hands the socket in one send(). Its default, the
  * receive buffer's 64 KiB, would send a large WebSocket fragment 64 KiB at
@@ -267,6 +268,11 @@ struct lws_context *server_create(const struct config *cfg, const struct server_
         info.max_http_header_pool = 4096;
         info.pt_serv_buf_size = 64 * 1024;
         info.timeout_secs = 120;
+        /* An idle keep-alive connection is kept longer than clients keep
+         * theirs (httpx's pool 5 s, Node's 4 s): at lws's own 5 s a client
+         * reusing its connection at that moment sent its request into our
+         * close ("Server disconnected without sending a response"). */
+        info.keepalive_timeout = SERVER_KEEPALIVE_S;
         info.options = strchr(address, ':') ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6;
         if (*cfg->certfile) {
                 info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;

@@ -553,3 +553,24 @@ def test_bad_token_files_are_refused(tmp_path):
     good.chmod(0o644)
     out = check("--token-file", str(good))
     assert out.returncode == 0 and "readable or writable by every user" in out.stderr
+
+
+def test_an_idle_keep_alive_connection_outlives_the_clients_pools():
+    """A client that reuses its connection after a pause gets an answer:
+    the gateway keeps an idle keep-alive connection longer than clients'
+    pools keep theirs (httpx's 5 s). At libwebsockets' default 5 s, E2B's
+    SDK, reusing its connection after 5 s asleep, sent its request into the
+    gateway's close and failed ("Server disconnected without sending a
+    response")."""
+    gw = start_gateway()
+    try:
+        auth = [("Host", f"127.0.0.1:{gw.port}"), ("Authorization", f"token {gw.token}")]
+        s = connect(gw)
+        request(s, "GET", "/api", auth)
+        assert read_response(s)[0] == 200
+        time.sleep(6.5)
+        request(s, "GET", "/api", auth)
+        assert read_response(s)[0] == 200
+        s.close()
+    finally:
+        gw.stop()
