@@ -194,11 +194,12 @@ static const char pip_wrapper[] =
  * sudo command (sudo_main.c: works where the gateway started its service,
  * E2B's sandboxes, and says so elsewhere; left out when not built) and
  * glovebox-init as its pid 1 (init_main.c: no sandbox without it). */
+enum { OWN_SUDO, OWN_INIT };
 static const struct {
         const char *program, *target, *step;
         bool required;
-} own_programs[] = {{SUDO_PROGRAM, ROOTFS_SUDO, "bind sudo", false},
-                    {INIT_PROGRAM, INIT_COMMAND, "bind init", true}};
+} own_programs[] = {[OWN_SUDO] = {SUDO_PROGRAM, ROOTFS_SUDO, "bind sudo", false},
+                    [OWN_INIT] = {INIT_PROGRAM, INIT_COMMAND, "bind init", true}};
 #define OWN_PROGRAMS (sizeof(own_programs) / sizeof(own_programs[0]))
 
 /* Its path on the host, or "" when there is none. */
@@ -217,7 +218,7 @@ static const char *own_program(size_t i)
 
 bool rootfs_init_found(void)
 {
-        return own_program(1)[0] != '\0';
+        return own_program(OWN_INIT)[0] != '\0';
 }
 
 static int plan_tools(struct rootfs *p)
