@@ -664,6 +664,12 @@ int main(int argc, char **argv)
          * when it first started. */
         if (!resuming && fleet_check_peers() < 0)
                 goto out;
+        if (gw.cfg.state_dir[0]) {
+                char dir[PATH_MAX];
+
+                snprintf(dir, sizeof(dir), "%s/checkpoints", gw.cfg.state_dir);
+                host_set_checkpoints_dir(dir, gw.cfg.criu);
+        }
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&
             host_spawn(gw.runtime_dir, gw.cfg.log_level, gw.cfg.zygote,

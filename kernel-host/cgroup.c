@@ -645,3 +645,32 @@ void cgroup_shutdown(void)
         nhierarchies = 0;
         v2_restore();
 }
+
+int cgroup_criu_root(const struct kernel_cgroup *cg, unsigned i, char *out, size_t size)
+{
+        char point[PATH_MAX], root[PATH_MAX];
+        const char *controller = NULL, *rel;
+        size_t n;
+        int rc;
+
+        if (i >= nhierarchies || !cg->dirs[i][0])
+                return -ENOENT;
+        for (int c = 0; !hierarchies[i].v2 && c < CGROUP_CONTROLLERS && !controller; c++) {
+                if (hierarchies[i].controllers & (1u << c))
+                        controller = controller_names[c];
+        }
+        rc = cgroupfs_find_mount(controller, point, sizeof(point), root, sizeof(root));
+        if (rc < 0)
+                return rc;
+        n = strlen(point);
+        if (strncmp(cg->dirs[i], point, n) != 0 || (cg->dirs[i][n] != '/' && cg->dirs[i][n]))
+                return -EINVAL;
+        rel = cg->dirs[i] + n;
+        /* Paths in the hierarchy are the mount's root plus what lies below
+         * the mount point. */
+        if ((size_t)snprintf(out, size, "%s%s%s%s", controller ? controller : "",
+                             controller ? ":" : "", strcmp(root, "/") == 0 ? "" : root,
+                             rel[0] ? rel : "/") >= size)
+                return -ENAMETOOLONG;
+        return 0;
+}

@@ -77,6 +77,10 @@ const char *cgroup_parent(unsigned i);
  * glovebox-<pid> directory of a cgroup filesystem is touched: -EINVAL for
  * anything else, -EBUSY for our own. */
 int cgroup_remove_stale(const char *dir, unsigned *removed);
+/* CRIU's --cgroup-root for the i-th hierarchy of cg (cgroup_parent's
+ * order): "controller:/path" on v1, "/path" on v2, the path as the
+ * hierarchy names it. 0, or -ENOENT past the last. */
+int cgroup_criu_root(const struct kernel_cgroup *cg, unsigned i, char *out, size_t size);
 /* Removes the parent groups (at exit). */
 void cgroup_shutdown(void);
 

@@ -13,6 +13,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/cgroup.h"
+#include "kernel-host/checkpoint.h"
 #include "kernel-host/homedisk.h"
 #include "kernel-host/layers.h"
 #include "kernel-host/volumes.h"
@@ -70,6 +71,8 @@ static void say_hello(void)
                 if (usable & (1u << c))
                         hello.controllers |= bits[c];
         }
+        hello.checkpoints =
+            checkpoint_available(hello.checkpoint_off, sizeof(hello.checkpoint_off));
         report(HOSTMSG_HELLO, hostmsg_hello_encode(&hello));
 }
 
@@ -282,6 +285,11 @@ static void handle_link(void)
                 case HOSTMSG_VOLUME_DELETE:
                         handle_volume_delete(body);
                         break;
+                case HOSTMSG_CHECKPOINT:
+                case HOSTMSG_RESTORE:
+                case HOSTMSG_CHECKPOINT_DELETE:
+                        checkpoint_handle(type, body, host.link, report);
+                        break;
                 case HOSTMSG_SANDBOX_DESTROY:
                 case HOSTMSG_SANDBOX_PRIORITY:
                 case HOSTMSG_SIGNAL:
@@ -306,7 +314,8 @@ static void handle_signals(void)
                         host.stopping = 1;
         }
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                if (!ports_reaped(host.link, pid, status) && !zygote_reaped(pid, status))
+                if (!ports_reaped(host.link, pid, status) && !zygote_reaped(pid, status) &&
+                    !checkpoint_reaped(pid, status, host.link, report))
                         spawn_reap(pid, status, report);
         }
 }
@@ -317,6 +326,7 @@ static void usage(void)
                         "[--log-level LEVEL] [--home-disk-dir STATE_DIR]\n"
                         "                            [--layers-dir DIR] [--volumes-dir DIR]\n"
                         "                            [--zygote NAME:MODULE,...]...\n"
+                        "                            [--checkpoints-dir DIR] [--criu PATH]\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
                         "prints the kernels' seccomp filter as pseudo-filter code.\n");
@@ -328,8 +338,11 @@ int main(int argc, char **argv)
         const char *home_disk_dir = NULL;
         const char *layers_dir = NULL;
         const char *volumes_dir = NULL;
+        const char *checkpoints_dir = NULL;
+        const char *criu = "criu";
         const char *zygote_specs[8];
         size_t nzygote_specs = 0;
+        char reason[HOSTMSG_ERROR_SIZE];
         sigset_t mask;
         int rc = 1;
 
@@ -356,6 +369,10 @@ int main(int argc, char **argv)
                         layers_dir = argv[++i];
                 } else if (strcmp(argv[i], "--volumes-dir") == 0 && i + 1 < argc) {
                         volumes_dir = argv[++i];
+                } else if (strcmp(argv[i], "--checkpoints-dir") == 0 && i + 1 < argc) {
+                        checkpoints_dir = argv[++i];
+                } else if (strcmp(argv[i], "--criu") == 0 && i + 1 < argc) {
+                        criu = argv[++i];
                 } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
                            nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
                         zygote_specs[nzygote_specs++] = argv[++i];
@@ -405,6 +422,9 @@ int main(int argc, char **argv)
         /* Without them only volumes are off (logged). */
         if (volumes_dir && geteuid() == 0)
                 volumes_init(volumes_dir);
+        checkpoint_init(criu, checkpoints_dir);
+        if (!checkpoint_available(reason, sizeof(reason)) && checkpoints_dir)
+                log_info("memory pause, fork and snapshots are off: %s", reason);
         say_hello();
         /* Before the first sandbox: a predecessor's directories would be in
          * the way of ours. */

@@ -265,6 +265,16 @@ static int plan_own_etc(struct rootfs *p, const char *resolv_conf)
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
                             "write /etc/profile");
+        /* IPython keeps its history in memory: the database would die
+         * with the sandbox's home anyway, and SQLite takes a restored
+         * home's new inode for a moved file and stops writing it, saying
+         * so in the first cell after every resume (checkpoint.h). */
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/etc/ipython", NULL, NULL, 0, 0, "mkdir /etc/ipython");
+        if (rc == 0)
+                rc = add_op(p, OP_FILE, "/etc/ipython/ipython_kernel_config.py", NULL,
+                            "c.HistoryManager.hist_file = ':memory:'\n", 0, 0,
+                            "write /etc/ipython");
         return rc;
 }
 

@@ -216,7 +216,7 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         struct confine_report ready;
         struct overlay_fds mounts;
         const char *step;
-        int report, null_fd;
+        int report, null_fd, top;
 
         /* The go-ahead brings the detached mounts along (overlay.h): a
          * template's tree or the host's /usr, a disk home, layers. */
@@ -247,6 +247,12 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 confine_fail(sync_fd, step, errno);
         /* Attached now (or not needed): init keeps no descriptor. */
         confine_close_fds_except(sync_fd);
+        /* The tmpfs top (its layers, /tmp and home), which pivot_root
+         * leaves reachable nowhere: the kernel-host keeps it for
+         * checkpoints (checkpoint.h). */
+        top = open(args->root_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (top < 0)
+                confine_fail(sync_fd, "open the sandbox's top", errno);
         if (sethostname("glovebox", 8) < 0)
                 confine_fail(sync_fd, "sethostname", errno);
         if (loopback_up() < 0)
@@ -264,6 +270,9 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 confine_fail(sync_fd, "read-only root", errno);
         confine_report_init(&ready, CONFINE_STARTED);
         confine_report_send(sync_fd, &ready);
+        if (send_report_fd(sync_fd, top) < 0)
+                _exit(127);
+        close(top);
         /* The kernel-host now opens our namespaces and root, which an
          * undumpable process would refuse an unprivileged kernel-host,
          * and sends the socket init reports on. */
@@ -322,7 +331,7 @@ static int write_proc(pid_t pid, const char *file, const char *text)
 
 /* As root each sandbox gets its own unprivileged host ids: its root (for
  * setup) and "user". Unprivileged, our own id is the only one we may map. */
-static int write_id_maps(pid_t pid, const struct sandbox_ids *ids)
+int sandbox_write_id_maps(pid_t pid, const struct sandbox_ids *ids)
 {
         char map[128];
         int rc;
@@ -362,6 +371,9 @@ static void close_handles(struct sandbox *sb)
         if (sb->report_fd >= 0)
                 close(sb->report_fd); /* and out of the epoll set */
         sb->report_fd = -1;
+        if (sb->top_fd >= 0)
+                close(sb->top_fd);
+        sb->top_fd = -1;
 }
 
 /* Opens the sandbox's namespaces (to start processes in it) and its root
@@ -434,6 +446,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         sb->root_fd = -1;
         sb->run_fd = -1;
         sb->report_fd = -1;
+        sb->top_fd = -1;
         sb->ids = *ids;
         sb->limits = *limits;
         rc = rootfs_plan(&params, &rootfs);
@@ -469,7 +482,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         }
         close(sv[1]);
         sv[1] = -1;
-        rc = write_id_maps(pid, ids);
+        rc = sandbox_write_id_maps(pid, ids);
         if (rc < 0) {
                 fail_set(fail, "uid/gid map", -rc);
                 goto kill;
@@ -534,6 +547,12 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, report.step, -rc);
                 goto kill;
         }
+        sb->top_fd = recv_report_fd(sv[0]);
+        if (sb->top_fd < 0) {
+                rc = -EIO;
+                fail_set(fail, "sandbox's top", EIO);
+                goto kill;
+        }
         rc = open_handles(pid, sb);
         if (rc < 0) {
                 fail_set(fail, "open namespaces", -rc);
@@ -596,6 +615,39 @@ out:
         }
         rootfs_free(&rootfs);
         return rc;
+}
+
+int sandbox_adopt(pid_t init_pid, int report_fd, int top_fd, const struct sandbox_ids *ids,
+                  const struct hostmsg_limits *limits, const struct kernel_cgroup *cgroup,
+                  struct sandbox *sb)
+{
+        struct epoll_event ev = {.events = EPOLLIN};
+        int rc;
+
+        memset(sb, 0, sizeof(*sb));
+        for (int i = 0; i < SANDBOX_NAMESPACES; i++)
+                sb->ns_fds[i] = -1;
+        sb->root_fd = -1;
+        sb->run_fd = -1;
+        sb->report_fd = -1;
+        sb->top_fd = -1;
+        sb->ids = *ids;
+        sb->limits = *limits;
+        sb->cgroup = *cgroup;
+        rc = open_handles(init_pid, sb);
+        if (rc == 0 && fcntl(report_fd, F_SETFL, O_NONBLOCK) < 0)
+                rc = -errno;
+        ev.data.u64 = ((uint64_t)(uint32_t)init_pid << 32) | (uint32_t)report_fd;
+        if (rc == 0 && epoll_ctl(exits_ep, EPOLL_CTL_ADD, report_fd, &ev) < 0)
+                rc = -errno;
+        if (rc < 0) {
+                close_handles(sb);
+                return rc;
+        }
+        sb->report_fd = report_fd;
+        sb->top_fd = top_fd;
+        sb->init_pid = init_pid;
+        return 0;
 }
 
 int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master,

@@ -40,6 +40,7 @@ struct sandbox {
         int root_fd;    /* its root directory (O_PATH), for the gateway's file access */
         int run_fd;     /* its ROOTFS_RUN_DIR (O_PATH): connection files are written here */
         int report_fd;  /* the pipe its init reports on (sandbox_exit_next) */
+        int top_fd;     /* its tmpfs top (O_PATH): layers, /tmp, home (checkpoint.h) */
         struct kernel_cgroup cgroup;
         struct sandbox_ids ids;
         struct hostmsg_limits limits;
@@ -96,6 +97,14 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const char *template_root, const char *resolv_conf,
                    const struct overlay_fds *given, const struct sandbox_ids *ids,
                    struct sandbox *sb, struct hostmsg_failed *fail);
+/* A sandbox CRIU restored (checkpoint.h): init_pid, a child of ours, with
+ * its report pipe's read end, its top and its group, taken as sb (the
+ * descriptors are sb's once this succeeds). 0 or -errno. */
+int sandbox_adopt(pid_t init_pid, int report_fd, int top_fd, const struct sandbox_ids *ids,
+                  const struct hostmsg_limits *limits, const struct kernel_cgroup *cgroup,
+                  struct sandbox *sb);
+/* Writes the uid and gid maps of ids for pid's user namespace. 0 or -errno. */
+int sandbox_write_id_maps(pid_t pid, const struct sandbox_ids *ids);
 /* Allocates a pseudo-terminal in sb's own devpts instance (NULL: the
  * host's /dev/ptmx, for a plain box), rows by cols (0: 24 by 80), owned by
  * the sandbox's user: *master for the gateway, *peer for the process's

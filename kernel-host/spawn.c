@@ -60,6 +60,11 @@ void spawn_box_unlink(struct box *b)
         }
 }
 
+struct proc *spawn_proc_next(struct proc *p)
+{
+        return p ? p->next : procs;
+}
+
 void spawn_proc_add(struct proc *p)
 {
         p->next = procs;

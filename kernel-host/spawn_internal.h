@@ -37,6 +37,12 @@ struct box {
         bool init_alive;
         bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
         int procs;          /* processes not yet reaped */
+        /* A memory checkpoint can take it (checkpoint.h): the host's form
+         * on an overlay, as root, with nothing mounted from outside (no
+         * template, layers, disk home, volumes or egress) and no process
+         * forked from a zygote. */
+        bool checkpointable;
+        bool hold_slot; /* a checkpoint holds its host ids: kept reserved when it goes */
 };
 
 struct proc {
@@ -58,6 +64,8 @@ struct proc *spawn_proc_find(const char *id);
 void spawn_box_add(struct box *b);
 void spawn_box_unlink(struct box *b);
 void spawn_proc_add(struct proc *p);
+/* The process after p in the registry (NULL: the first); NULL past the last. */
+struct proc *spawn_proc_next(struct proc *p);
 /* Fills fail: the id, the step, and a message naming both, error's text
  * and detail (when not NULL). */
 void spawn_fail_set(struct hostmsg_failed *fail, const char *id, const char *step, int error,
@@ -68,6 +76,17 @@ void spawn_report_gone(struct box *b, void (*report)(enum hostmsg_type, json_t *
 /* spawn_sandbox.c: unlinks b, releases all it holds and frees it (its
  * build's layer sealed and reported); b's init and processes are all gone. */
 void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *));
+
+/* spawn_sandbox.c, for a restore (checkpoint.h): a sandboxed box's entry
+ * and run directory, not yet added (spawn_box_discard undoes it), and the
+ * slot of its host ids, found from its root's: taken for b, or -EBUSY when
+ * a live sandbox has them (a slot a checkpoint holds is taken over); ids
+ * that are not from our range leave b without a slot. */
+int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail);
+void spawn_box_discard(struct box *b);
+int spawn_slot_claim(struct box *b, unsigned setup_uid);
+/* A checkpoint that held the slot of setup_uid is gone: free it. */
+void spawn_slot_unhold(unsigned setup_uid);
 
 /* spawn_args.c. A kernel's argv with "{connection_file}" (connection_file)
  * and "{resource_dir}" expanded, a command's as it is; the program found on

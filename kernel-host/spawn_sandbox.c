@@ -29,6 +29,10 @@
 
 static const char *runtime;
 static unsigned id_offset;
+/* A slot's state: free, a live sandbox's, or held by a checkpoint of one
+ * (its ids come back with the restore). */
+enum { SLOT_FREE, SLOT_LIVE, SLOT_HELD };
+
 static unsigned char slots[MAX_SLOTS];
 static unsigned next_box;
 
@@ -46,8 +50,8 @@ int spawn_init(const char *runtime_dir)
 static int slot_take(void)
 {
         for (int i = 0; i < MAX_SLOTS; i++) {
-                if (!slots[i]) {
-                        slots[i] = 1;
+                if (slots[i] == SLOT_FREE) {
+                        slots[i] = SLOT_LIVE;
                         return i;
                 }
         }
@@ -57,7 +61,38 @@ static int slot_take(void)
 static void slot_release(int slot)
 {
         if (slot >= 0 && slot < MAX_SLOTS)
-                slots[slot] = 0;
+                slots[slot] = SLOT_FREE;
+}
+
+static int slot_of(unsigned setup_uid)
+{
+        unsigned first = ID_BASE + id_offset;
+
+        if (setup_uid < first || setup_uid >= first + 2u * MAX_SLOTS || (setup_uid - first) % 2)
+                return -1;
+        return (int)((setup_uid - first) / 2);
+}
+
+int spawn_slot_claim(struct box *b, unsigned setup_uid)
+{
+        int slot = slot_of(setup_uid);
+
+        b->slot = -1;
+        if (slot < 0)
+                return 0;
+        if (slots[slot] == SLOT_LIVE)
+                return -EBUSY;
+        slots[slot] = SLOT_LIVE;
+        b->slot = slot;
+        return 0;
+}
+
+void spawn_slot_unhold(unsigned setup_uid)
+{
+        int slot = slot_of(setup_uid);
+
+        if (slot >= 0 && slots[slot] == SLOT_HELD)
+                slots[slot] = SLOT_FREE;
 }
 
 static void remove_run_dir(const char *dir)
@@ -238,6 +273,10 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 if (rc < 0)
                         goto fail;
                 b->init_alive = true;
+                b->checkpointable = ids.privileged && overlay_available() && !b->templated &&
+                                    !(req->layers && req->layers[0]) && !req->build_layer[0] &&
+                                    !(req->volumes && req->volumes[0]) &&
+                                    !homedisk_enabled() && !req->network.enabled;
                 if (req->network.enabled) {
                         rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
                                         b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
@@ -300,6 +339,45 @@ fail:
         return rc;
 }
 
+int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail)
+{
+        char root[PATH_MAX + 16];
+        struct box *b;
+
+        *out = NULL;
+        if (spawn_box_find(id) || spawn_proc_find(id)) {
+                spawn_fail_set(fail, id, "register", EEXIST, NULL);
+                return -EEXIST;
+        }
+        b = calloc(1, sizeof(*b));
+        if (!b) {
+                spawn_fail_set(fail, id, "register", ENOMEM, NULL);
+                return -ENOMEM;
+        }
+        b->slot = -1;
+        b->net.slot = -1;
+        b->plain_ipc_fd = -1;
+        b->sandboxed = true;
+        snprintf(b->id, sizeof(b->id), "%s", id);
+        snprintf(b->run_dir, sizeof(b->run_dir), "%s/s%u", runtime, next_box++);
+        snprintf(root, sizeof(root), "%s/" ROOT_DIR, b->run_dir);
+        if (mkdir(b->run_dir, 0711) < 0 || mkdir(root, 0755) < 0) {
+                spawn_fail_set(fail, id, "run-dir", errno, NULL);
+                remove_run_dir(b->run_dir);
+                free(b);
+                return -EIO;
+        }
+        *out = b;
+        return 0;
+}
+
+void spawn_box_discard(struct box *b)
+{
+        remove_run_dir(b->run_dir);
+        slot_release(b->slot);
+        free(b);
+}
+
 /* Frees a box whose init and processes are all gone. */
 void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
 {
@@ -310,7 +388,10 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
-        slot_release(b->slot);
+        if (b->hold_slot && b->slot >= 0)
+                slots[b->slot] = SLOT_HELD;
+        else
+                slot_release(b->slot);
         log_info("sandbox %s removed", fleetid_short(b->id).s);
         if (!b->gone_reported)
                 spawn_report_gone(b, report);

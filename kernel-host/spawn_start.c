@@ -289,8 +289,12 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 if (req->kernel && !req->tcp_bridge && !b->templated &&
                     zygote_fits(req->zygote, argv, envp)) {
                         rc = zygote_exec(req->zygote, &b->sandbox, &ex, &p->sp, fail);
-                        if (rc == 0)
+                        if (rc == 0) {
                                 klog_debug(req->id, "forked from zygote %s", req->zygote);
+                                /* Its memory maps the zygote's files, which are
+                                 * not the sandbox's: no checkpoint can take it. */
+                                b->checkpointable = false;
+                        }
                 }
                 if (rc == -ENOENT)
                         rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);

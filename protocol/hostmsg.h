@@ -66,6 +66,15 @@ enum hostmsg_type {
          * background, 0: not): a pooled sandbox's CPU weight, the least
          * until it is handed out, so that refills do not slow cells */
         HOSTMSG_SANDBOX_PRIORITY = 10,
+        /* Memory checkpoints (kernel-host/checkpoint.h), each a struct
+         * hostmsg_volume whose volume_id names the checkpoint:
+         * CHECKPOINT (id: the sandbox) dumps the whole sandbox, its
+         * processes left stopped, answered by CHECKPOINTED; RESTORE (id:
+         * the new sandbox's) makes a sandbox of one, answered like
+         * SANDBOX_CREATE; CHECKPOINT_DELETE removes one. */
+        HOSTMSG_CHECKPOINT = 11,
+        HOSTMSG_RESTORE = 12,
+        HOSTMSG_CHECKPOINT_DELETE = 13,
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
@@ -81,6 +90,10 @@ enum hostmsg_type {
         /* struct hostmsg_connected: error 0 and the volume's root directory
          * (O_PATH) comes along, or an errno */
         HOSTMSG_VOLUME_OPENED = 109,
+        /* struct hostmsg_failed (id: the sandbox): error 0 once the
+         * checkpoint is whole on disk, or what failed (the sandbox then
+         * runs on) */
+        HOSTMSG_CHECKPOINTED = 110,
 };
 
 /* a command's stdin (write end), stdout, stderr (read ends); or a
@@ -122,6 +135,10 @@ enum hostmsg_controller {
 /* What the kernel-host can do, told once as it starts. */
 struct hostmsg_hello {
         unsigned controllers; /* enum hostmsg_controller bits: the limits it enforces */
+        /* Memory checkpoints (CHECKPOINT, RESTORE) can be made; else
+         * checkpoint_off says why, in words for the operator. */
+        bool checkpoints;
+        char checkpoint_off[HOSTMSG_ERROR_SIZE];
 };
 
 struct hostmsg_sandbox {

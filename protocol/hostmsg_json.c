@@ -209,7 +209,9 @@ json_t *hostmsg_hello_encode(const struct hostmsg_hello *m)
                 if (m->controllers & controllers[i].bit)
                         json_array_append_new(list, json_string(controllers[i].name));
         }
-        return list ? json_pack("{s:o}", "controllers", list) : NULL;
+        return list ? json_pack("{s:o, s:b, s:s}", "controllers", list, "checkpoints",
+                                m->checkpoints, "checkpoint_off", m->checkpoint_off)
+                    : NULL;
 }
 
 /* Every name must be known and none repeated: a controller the gateway
@@ -221,6 +223,11 @@ int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m)
         size_t i;
 
         m->controllers = 0;
+        m->checkpoints = json_is_true(json_object_get(body, "checkpoints"));
+        m->checkpoint_off[0] = '\0';
+        if (json_is_string(json_object_get(body, "checkpoint_off")))
+                snprintf(m->checkpoint_off, sizeof(m->checkpoint_off), "%s",
+                         json_string_value(json_object_get(body, "checkpoint_off")));
         if (!json_is_array(list) || json_array_size(list) > NCONTROLLERS)
                 return -EBADMSG;
         json_array_foreach(list, i, v) {

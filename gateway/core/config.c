@@ -319,6 +319,10 @@ static const struct option_def options[] = {
         OPT("peer-timeout", OPT_DOUBLE, peer_timeout, "S", 0.1, 60, "2",
             "seconds a list waits for the peers; one that has not answered is left out and "
             "named in X-Glovebox-Fleet-Missing"),
+        OPT("criu", OPT_STRING, criu, "PATH", 0, 0, "criu",
+            "the CRIU program that checkpoints sandboxes for pause with memory (4.1 or newer; a "
+            "path, or a name looked up on PATH and in the sbin directories); without it, or "
+            "without --state-dir or root, pause keeps files only (docs/pause.md)"),
         OPT("zygote", OPT_LIST, zygote, "NAME:MODULE,...", 0, 0, NULL,
             "start kernelspec NAME's kernels by forking them from one process that imported "
             "ipykernel and the modules once, as python3:numpy,pandas,matplotlib.pyplot "

@@ -127,6 +127,7 @@ struct config {
         char **peers;       /* http://ADDRESS:PORT of the other gateways */
         double peer_timeout;
         /* zygotes: "NAME:MODULE,..." entries, one fork server per kernelspec */
+        char *criu;            /* CRIU's program, for memory checkpoints */
         char **zygote;
         /* misc */
         char *static_dir;

@@ -2,6 +2,7 @@
 
 #include "gateway/jupyter/pause_api.h"
 #include "gateway/kernels/kernels.h"
+#include "gateway/kernels/host.h"
 #include "gateway/core/loop.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/core/tenants.h"
@@ -28,6 +29,13 @@ struct paused_kernel {
         struct http_request *pending; /* answered when the phase ends */
         struct waiter waiter;  /* the kernel's end (pause) or ready (resume) */
         double started;
+        /* The memory was checkpointed (kernel_checkpoint): resume restores
+         * it. Else only the home's files were kept, and why. */
+        bool memory;
+        char checkpoint[JP_UUID_SIZE];
+        char key[65];
+        char ipc[PATH_MAX];
+        char notice[HOSTMSG_ERROR_SIZE + 128];
 };
 
 static struct paused_kernel *paused;
@@ -53,6 +61,20 @@ static void paused_free(struct paused_kernel *p)
                 waiter_cancel(&p->waiter);
         json_decref(p->env);
         free(p);
+}
+
+/* What a pause that kept files only says, with why memory was not kept. */
+static void files_notice(struct paused_kernel *p, const char *why)
+{
+        snprintf(p->notice, sizeof(p->notice), "%s%s%s", PAUSE_MEMORY_NOTICE, why ? ": " : "",
+                 why ? why : "");
+}
+
+/* The paused state in a model or record. */
+static json_t *paused_state(const struct paused_kernel *p)
+{
+        return p->memory ? json_pack("{s:b}", "memory_kept", true)
+                         : json_pack("{s:b, s:s}", "memory_kept", false, "notice", p->notice);
 }
 
 static void pending_forget(struct http_request *r)
@@ -85,21 +107,29 @@ static struct http_request *pending_take(struct paused_kernel *p)
 
 static json_t *paused_model(const struct paused_kernel *p)
 {
-        return json_pack("{s:s, s:s, s:s, s:s, s:i, s:{s:b, s:s}}", "id", p->id, "name",
-                         p->spec_name, "last_activity", p->last_activity, "execution_state",
+        return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "id", p->id, "name", p->spec_name,
+                         "last_activity", p->last_activity, "execution_state",
                          p->phase == PAUSED_RESUMING ? "resuming" : "paused", "connections", 0,
-                         "paused", "memory_kept", false, "notice", PAUSE_MEMORY_NOTICE);
+                         "paused", paused_state(p));
 }
 
 static json_t *paused_meta(const struct paused_kernel *p)
 {
-        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I}, s:s, s:b, s:s}",
-                         "version", 1, "kind", "kernel", "id", p->id, "owner", p->owner,
-                         "kernelspec", p->spec_name, "env", p->env, "limits", "memory_mb",
-                         (json_int_t)p->limits.memory_mb, "cpu_millis",
-                         (json_int_t)p->limits.cpu_millis, "pids", (json_int_t)p->limits.pids,
-                         "disk_mb", (json_int_t)p->limits.disk_mb, "last_activity",
-                         p->last_activity, "memoryKept", false, "notice", PAUSE_MEMORY_NOTICE);
+        json_t *meta = json_pack(
+            "{s:i, s:s, s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I}, s:s, s:b, s:s}", "version", 1,
+            "kind", "kernel", "id", p->id, "owner", p->owner, "kernelspec", p->spec_name, "env",
+            p->env, "limits", "memory_mb", (json_int_t)p->limits.memory_mb, "cpu_millis",
+            (json_int_t)p->limits.cpu_millis, "pids", (json_int_t)p->limits.pids, "disk_mb",
+            (json_int_t)p->limits.disk_mb, "last_activity", p->last_activity, "memoryKept",
+            p->memory, "notice", p->memory ? "" : p->notice);
+
+        /* A checkpoint's: what taking the restored kernel over needs. The
+         * record is the gateway's own, 0600 in its state directory. */
+        if (meta && p->memory)
+                json_object_update_new(meta, json_pack("{s:s, s:s, s:s}", "checkpoint",
+                                                       p->checkpoint, "key", p->key, "ipc",
+                                                       p->ipc));
+        return meta;
 }
 
 /* ---- pause ----------------------------------------------------------------- */
@@ -115,22 +145,19 @@ static void on_stopped(struct waiter *w, void *subject, int status, const char *
         (void)message;
         p->phase = PAUSED;
         log_info("[%s] paused in %.3f s (%s)", fleetid_short(p->id).s, loop_now() - p->started,
-                 PAUSE_MEMORY_NOTICE);
+                 p->memory ? "memory kept" : p->notice);
         if (r)
                 http_reply_json(r, 200, paused_model(p));
 }
 
-static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
+/* The kernel's memory or files are saved (status 0), or not: recorded
+ * and the kernel stopped, or the pause undone. */
+static void on_saved_as(struct paused_kernel *p, struct kernel *k, int status,
+                        const char *message)
 {
-        char *id = ctx;
-        struct paused_kernel *p = find(id);
-        struct kernel *k = kernel_find_any(id);
         struct http_request *r;
         json_t *meta;
 
-        free(id);
-        if (!p || p->phase != PAUSED_SAVING)
-                return;
         if (!k) {
                 message = "the kernel ended while its files were saved";
                 status = -ESRCH;
@@ -149,20 +176,46 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 if (r)
                         http_reply_error(r, status == -EFBIG ? 507 : 500,
                                          "Pause failed, the kernel keeps running: %s",
-                                         message ? message : strerror(-status));
+                                         message && message[0] ? message : strerror(-status));
+                if (p->memory)
+                        host_checkpoint_delete(p->checkpoint);
                 paused_free(p);
                 return;
         }
-        log_info("[%s] %llu bytes of files saved", fleetid_short(p->id).s,
-                 (unsigned long long)bytes);
         p->phase = PAUSED_STOPPING;
         p->waiter.done = on_stopped;
         kernel_shutdown(k, &p->waiter);
 }
 
+static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
+{
+        char *id = ctx;
+        struct paused_kernel *p = find(id);
+
+        if (p && p->phase == PAUSED_SAVING) {
+                if (status == 0)
+                        log_info("[%s] %llu bytes of files saved", fleetid_short(p->id).s,
+                                 (unsigned long long)bytes);
+                on_saved_as(p, kernel_find_any(id), status, message);
+        }
+        free(id);
+}
+
+static void on_checkpointed(void *ctx, int status, const char *message)
+{
+        char *id = ctx;
+        struct paused_kernel *p = find(id);
+        struct kernel *k = kernel_find_any(id);
+
+        free(id);
+        if (p && p->phase == PAUSED_SAVING)
+                on_saved_as(p, k, status, message);
+}
+
 static void pause_kernel(struct http_request *r, struct kernel *k)
 {
         struct paused_kernel *p = NULL;
+        const char *why;
         char *id = NULL;
         int rc;
 
@@ -187,6 +240,7 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
                 http_reply_error(r, 400, "A kernel with network egress cannot be paused");
                 return;
         }
+        why = kernel_checkpoint_refusal(k);
         p = calloc(1, sizeof(*p));
         id = strdup(k->id);
         if (!p || !id || !(p->env = json_array())) {
@@ -200,7 +254,16 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
                 json_array_append_new(p->env, json_string(k->env[i]));
         p->limits = k->limits;
         jp_timestamp_format(&k->last_activity, p->last_activity);
-        rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
+        /* The memory when a checkpoint can take it, else the files. */
+        if (!why && kernel_reported_ipc(k) && jp_uuid4(p->checkpoint) == 0) {
+                p->memory = true;
+                snprintf(p->key, sizeof(p->key), "%s", k->key);
+                snprintf(p->ipc, sizeof(p->ipc), "%s", kernel_reported_ipc(k));
+                rc = kernel_checkpoint(k, p->checkpoint, on_checkpointed, id);
+        } else {
+                files_notice(p, why ? why : "the kernel's sockets cannot be named");
+                rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
+        }
         if (rc < 0)
                 goto fail;
         p->phase = PAUSED_SAVING;
@@ -282,6 +345,48 @@ static void on_resumed_ready(struct waiter *w, void *subject, int status,
         }
 }
 
+static void on_memory_resumed(struct waiter *w, void *subject, int status, const char *message)
+{
+        struct kernel *k = subject;
+        struct paused_kernel *p = lws_container_of(w, struct paused_kernel, waiter);
+        struct http_request *r;
+
+        if (status || !k) {
+                resume_failed(p, message ? message : "the kernel did not come back");
+                return;
+        }
+        log_info("[%s] resumed with its memory in %.3f s", fleetid_short(p->id).s,
+                 loop_now() - p->started);
+        host_checkpoint_delete(p->checkpoint);
+        pause_forget(p->id);
+        r = pending_take(p);
+        paused_free(p);
+        if (r)
+                http_reply_json(r, 200, kernel_model(k));
+}
+
+static void resume_memory(struct http_request *r, struct paused_kernel *p, char **env)
+{
+        const struct kernel_kept kept = {.id = p->id,
+                                         .kernelspec = p->spec_name,
+                                         .owner = p->owner,
+                                         .key = p->key,
+                                         .env = env,
+                                         .pid = 0,
+                                         .ipc = p->ipc};
+        int rc;
+
+        p->waiter.done = on_memory_resumed;
+        rc = kernel_restore(&kept, &p->limits, p->checkpoint, &p->waiter);
+        if (rc < 0) {
+                http_reply_error(r, 500, "Cannot resume the kernel: %s", strerror(-rc));
+                return;
+        }
+        p->phase = PAUSED_RESUMING;
+        p->started = loop_now();
+        pending_set(p, r);
+}
+
 static void resume_kernel(struct http_request *r, struct paused_kernel *p)
 {
         const struct jp_kernelspec *spec = jp_kernelspec_find(kernels_specs(), p->spec_name);
@@ -314,6 +419,10 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
                 if (!env[i])
                         goto out;
         }
+        if (p->memory) {
+                resume_memory(r, p, env);
+                goto out_quiet;
+        }
         /* Its kernel and quota are its owner's, whoever resumes it. */
         tenants_scope_enter(&saved);
         snprintf(owner.name, sizeof(owner.name), "%s", p->owner);
@@ -330,13 +439,14 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
                 pending_set(p, r);
         }
 out:
-        jp_strv_free(env);
         if (rc == -EAGAIN || rc == -EDQUOT)
                 http_reply_error(r, 429, "Cannot resume the kernel: %s",
                                  rc == -EAGAIN ? "too many kernels"
                                                : "the quota of its key is reached");
         else if (rc < 0)
                 http_reply_error(r, 500, "Cannot resume the kernel: %s", strerror(-rc));
+out_quiet:
+        jp_strv_free(env);
 }
 
 /* ---- routes ---------------------------------------------------------------- */
@@ -382,6 +492,8 @@ bool kernel_pause_route(struct http_request *r, const char *id, const char *acti
                         return true;
                 }
                 pause_forget(p->id);
+                if (p->memory)
+                        host_checkpoint_delete(p->checkpoint);
                 log_info("[%s] paused kernel deleted", fleetid_short(p->id).s);
                 paused_free(p);
                 http_reply_empty(r, 204);
@@ -455,6 +567,17 @@ static void on_found(void *ctx, const char *id, json_t *meta)
                         return;
                 }
         }
+        p->memory = json_is_true(json_object_get(meta, "memoryKept"));
+        if (p->memory &&
+            (!meta_copy(meta, "checkpoint", p->checkpoint, sizeof(p->checkpoint)) ||
+             !meta_copy(meta, "key", p->key, sizeof(p->key)) ||
+             !meta_copy(meta, "ipc", p->ipc, sizeof(p->ipc)))) {
+                log_warn("paused kernel %s: its checkpoint is not named; left as it is", id);
+                free(p);
+                return;
+        }
+        if (!p->memory)
+                meta_copy(meta, "notice", p->notice, sizeof(p->notice));
         p->env = json_incref(env);
         p->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
         p->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));

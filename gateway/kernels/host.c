@@ -30,6 +30,8 @@
 static int host_fd = -1;
 static pid_t host_pid = -1;
 static unsigned host_controller_bits; /* from the kernel-host's hello */
+static bool checkpoints_on;           /* the same: memory checkpoints */
+static char checkpoint_off[HOSTMSG_ERROR_SIZE] = "no kernel-host yet";
 static struct loop_watch *host_watch;
 
 /* What a new kernel-host is started with, kept for a replacement. */
@@ -40,6 +42,8 @@ static struct {
         char home_dir[PATH_MAX]; /* "": a tmpfs home */
         char layers_dir[PATH_MAX]; /* "": no template builds */
         char volumes_dir[PATH_MAX]; /* "": no volumes */
+        char checkpoints_dir[PATH_MAX]; /* "": no memory checkpoints */
+        char criu[PATH_MAX];            /* --criu */
         char *const *zygotes;    /* --zygote entries, the configuration's */
         int max_restarts;        /* replacements allowed after a kernel-host died */
         int restarts;
@@ -62,7 +66,7 @@ static int start_process(void)
         /* The program, --runtime-dir and --log-level with their values,
          * --home-disk-dir, --layers-dir and --volumes-dir with theirs, two
          * words per zygote, the end. */
-        char *argv[11 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
+        char *argv[15 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
                                                     spawn_args.runtime_dir, (char *)"--log-level",
                                                     spawn_args.log_level};
         size_t argc = 5;
@@ -86,6 +90,14 @@ static int start_process(void)
         if (spawn_args.volumes_dir[0]) {
                 argv[argc++] = (char *)"--volumes-dir";
                 argv[argc++] = spawn_args.volumes_dir;
+        }
+        if (spawn_args.checkpoints_dir[0]) {
+                argv[argc++] = (char *)"--checkpoints-dir";
+                argv[argc++] = spawn_args.checkpoints_dir;
+        }
+        if (spawn_args.criu[0]) {
+                argv[argc++] = (char *)"--criu";
+                argv[argc++] = spawn_args.criu;
         }
         for (size_t i = 0; spawn_args.zygotes && spawn_args.zygotes[i] && i < HOST_MAX_ZYGOTES;
              i++) {
@@ -131,8 +143,33 @@ static void take_hello(json_t *body)
         if (hostmsg_hello_decode(body, &hello) < 0) {
                 log_error("malformed hello from the kernel-host: no limit counts as enforced");
                 hello.controllers = 0;
+                hello.checkpoints = false;
+                snprintf(hello.checkpoint_off, sizeof(hello.checkpoint_off),
+                         "the kernel-host's hello was malformed");
         }
         host_controller_bits = hello.controllers;
+        checkpoints_on = hello.checkpoints;
+        snprintf(checkpoint_off, sizeof(checkpoint_off), "%s", hello.checkpoint_off);
+}
+
+bool host_checkpoints(const char **why)
+{
+        if (why)
+                *why = checkpoints_on ? "" : checkpoint_off;
+        return checkpoints_on;
+}
+
+void host_set_checkpoints(bool on, const char *why)
+{
+        checkpoints_on = on;
+        snprintf(checkpoint_off, sizeof(checkpoint_off), "%s", why ? why : "");
+}
+
+void host_set_checkpoints_dir(const char *dir, const char *criu)
+{
+        snprintf(spawn_args.checkpoints_dir, sizeof(spawn_args.checkpoints_dir), "%s",
+                 dir ? dir : "");
+        snprintf(spawn_args.criu, sizeof(spawn_args.criu), "%s", criu ? criu : "");
 }
 
 /* The kernel-host's first message says which limits it can enforce; every
@@ -236,6 +273,29 @@ struct listener {
 
 static struct listener *listeners;
 static void (*on_lost)(void);
+
+/* A checkpoint asked for, by its sandbox's id (one at a time per sandbox). */
+struct checkpoint_wait {
+        struct checkpoint_wait *next;
+        char id[JP_UUID_SIZE];
+        host_checkpointed_fn done;
+        void *ctx;
+};
+
+static struct checkpoint_wait *checkpoint_waits;
+
+static struct checkpoint_wait *checkpoint_wait_take(const char *id)
+{
+        for (struct checkpoint_wait **link = &checkpoint_waits; *link; link = &(*link)->next) {
+                struct checkpoint_wait *w = *link;
+
+                if (strcmp(w->id, id) == 0) {
+                        *link = w->next;
+                        return w;
+                }
+        }
+        return NULL;
+}
 static host_layer_sealed_fn on_layer_sealed;
 
 static struct listener *listener_find(const char *id)
@@ -368,6 +428,17 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                         return 0;
                 }
                 break;
+        case HOSTMSG_CHECKPOINTED: {
+                struct checkpoint_wait *w;
+
+                rc = hostmsg_failed_decode(body, &m.failed);
+                w = rc == 0 ? checkpoint_wait_take(m.failed.id) : NULL;
+                if (w) {
+                        w->done(w->ctx, m.failed.error, m.failed.message);
+                        free(w);
+                }
+                break;
+        }
         case HOSTMSG_STARTED:
                 rc = hostmsg_started_decode(body, &m.started);
                 l = rc == 0 ? listener_find(m.started.id) : NULL;
@@ -389,6 +460,16 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
 static void lose_everything(void)
 {
         struct listener *lost = listeners;
+        struct checkpoint_wait *waits = checkpoint_waits;
+
+        checkpoint_waits = NULL;
+        while (waits) {
+                struct checkpoint_wait *w = waits;
+
+                waits = w->next;
+                w->done(w->ctx, EPIPE, "the kernel-host died");
+                free(w);
+        }
 
         listeners = NULL;
         /* Sandboxes first: a kernel that hears of its own death next
@@ -676,6 +757,65 @@ void host_connect_cancel(const char *id)
 
         if (l && l->connected)
                 listener_remove(l);
+}
+
+int host_checkpoint(const char *sandbox_id, const char *name, bool stop,
+                    host_checkpointed_fn done, void *ctx)
+{
+        struct hostmsg_volume m = {.size_mb = stop ? 1 : 0};
+        struct checkpoint_wait *w;
+        int rc;
+
+        for (w = checkpoint_waits; w; w = w->next) {
+                if (strcmp(w->id, sandbox_id) == 0)
+                        return -EBUSY;
+        }
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        snprintf(w->id, sizeof(w->id), "%s", sandbox_id);
+        w->done = done;
+        w->ctx = ctx;
+        snprintf(m.id, sizeof(m.id), "%s", sandbox_id);
+        snprintf(m.volume_id, sizeof(m.volume_id), "%s", name);
+        rc = send_json(HOSTMSG_CHECKPOINT, hostmsg_volume_encode(&m));
+        if (rc < 0) {
+                free(w);
+                return rc;
+        }
+        w->next = checkpoint_waits;
+        checkpoint_waits = w;
+        return 0;
+}
+
+void host_checkpoint_cancel(const char *sandbox_id)
+{
+        free(checkpoint_wait_take(sandbox_id));
+}
+
+int host_sandbox_restore(const char *sandbox_id, const char *name,
+                         const struct host_sandbox_ops *ops, void *ctx)
+{
+        struct hostmsg_volume m = {.size_mb = 0};
+        int rc = listener_add(sandbox_id, ops, NULL, ctx);
+
+        snprintf(m.id, sizeof(m.id), "%s", sandbox_id);
+        snprintf(m.volume_id, sizeof(m.volume_id), "%s", name);
+        if (rc == 0) {
+                rc = send_json(HOSTMSG_RESTORE, hostmsg_volume_encode(&m));
+                if (rc < 0)
+                        listener_remove(listener_find(sandbox_id));
+        }
+        return rc;
+}
+
+int host_checkpoint_delete(const char *name)
+{
+        struct hostmsg_volume m = {.size_mb = 0};
+
+        snprintf(m.id, sizeof(m.id), "%s", name);
+        snprintf(m.volume_id, sizeof(m.volume_id), "%s", name);
+        return send_json(HOSTMSG_CHECKPOINT_DELETE, hostmsg_volume_encode(&m));
 }
 
 int host_signal(const char *id, int signal)

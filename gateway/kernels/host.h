@@ -100,6 +100,30 @@ void host_set_volumes_dir(const char *dir);
 int host_volume_open(const struct hostmsg_volume *req, host_connected_fn done, void *ctx);
 /* Removes a volume's image. */
 int host_volume_delete(const char *volume_id);
+/* Memory checkpoints (kernel-host/checkpoint.h). Whether the kernel-host
+ * can make them; else *why says why (borrowed), for clients and the log. */
+bool host_checkpoints(const char **why);
+/* What a kernel-host kept across a restart said (the record has it). */
+void host_set_checkpoints(bool on, const char *why);
+/* Where the kernel-host keeps checkpoints, and which CRIU it runs, for
+ * every kernel-host started after this; "" or NULL: none, the default. */
+void host_set_checkpoints_dir(const char *dir, const char *criu);
+/* error 0 once the checkpoint is whole on disk, else an errno and why. */
+typedef void (*host_checkpointed_fn)(void *ctx, int error, const char *message);
+/* Checkpoints the sandbox as name (a UUID): its processes are stopped
+ * while CRIU dumps them, then killed when stop (a pause), else run on.
+ * done hears once (EPIPE if the kernel-host dies). 0, -EBUSY while one
+ * of that sandbox is being made, or -errno and nothing is heard. */
+int host_checkpoint(const char *sandbox_id, const char *name, bool stop,
+                    host_checkpointed_fn done, void *ctx);
+/* Forgets a checkpoint's done: it is not called. */
+void host_checkpoint_cancel(const char *sandbox_id);
+/* Makes sandbox sandbox_id from checkpoint name: ops hears as for
+ * host_sandbox_create, its processes registered under their old ids. */
+int host_sandbox_restore(const char *sandbox_id, const char *name,
+                         const struct host_sandbox_ops *ops, void *ctx);
+/* Removes checkpoint name from disk. */
+int host_checkpoint_delete(const char *name);
 /* Kills the process at once. */
 int host_stop(const char *id);
 /* Closes the link, which makes the kernel-host kill everything, clean up

@@ -114,6 +114,15 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
                                  proc->host_pid, "controllers", (int)proc->controllers, "kernels",
                                  kernels, "discard", discard)
                      : NULL;
+        /* The kernel-host's hello said whether it makes checkpoints; the
+         * new image hears no hello again. */
+        if (record) {
+                const char *why;
+                bool on = host_checkpoints(&why);
+
+                json_object_set_new(record, "checkpoints", json_boolean(on));
+                json_object_set_new(record, "checkpoint_off", json_string(why));
+        }
         /* The parts beside the kernels, each under its own name. */
         if (record && json_object_update(record, sessions) < 0) {
                 json_decref(record);
@@ -208,6 +217,9 @@ int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)
                 return -EBADMSG;
         }
         proc->controllers = (unsigned)controllers;
+        host_set_checkpoints(json_is_true(json_object_get(record, "checkpoints")),
+                             json_string_value(json_object_get(record, "checkpoint_off"))
+                                 ?: "not said before the restart");
         *out = record;
         return 0;
 }

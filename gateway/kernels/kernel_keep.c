@@ -17,7 +17,7 @@
 
 /* The path the kernel-host reported for the kernel's sockets: relative to
  * its sandbox's root when we reach it through a descriptor of that root. */
-static const char *reported_ipc_prefix(const struct kernel *k)
+const char *kernel_reported_ipc(const struct kernel *k)
 {
         char through[64];
         size_t n;
@@ -33,7 +33,7 @@ json_t *kernels_keep_record(void)
         json_t *list = json_array();
 
         for (struct kernel *k = kernels_head; list && k; k = k->next) {
-                const char *ipc = reported_ipc_prefix(k);
+                const char *ipc = kernel_reported_ipc(k);
                 struct sandbox *sb = k->sandbox;
                 json_t *env, *entry;
 

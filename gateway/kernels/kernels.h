@@ -240,5 +240,28 @@ json_t *kernels_keep_record(void);
  * probes with kernel_info, and is killed if it does not answer within
  * --keep-grace. 0, -ENOENT (no such kernelspec now), -EEXIST or -errno. */
 int kernel_adopt(const struct kernel_kept *kept, struct sandbox *sb, struct kernel **out);
+/* The path of k's sockets as the kernel-host reported it (relative to its
+ * sandbox's root), for a record; NULL when it has none. */
+const char *kernel_reported_ipc(const struct kernel *k);
+
+/* Memory checkpoints of a kernel in a sandbox of its own
+ * (kernel_checkpoint.c, over host.h's). NULL when k can be checkpointed,
+ * else why not, in words for its client. */
+const char *kernel_checkpoint_refusal(const struct kernel *k);
+/* status 0 once the checkpoint called name is whole on disk (the kernel
+ * is stopped then, and is to be shut down), or -errno with why (the kernel
+ * runs on, reconnected). */
+typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *message);
+/* Ends every connection to k (CRIU takes none whose peer is outside the
+ * sandbox) and has the kernel-host checkpoint its sandbox as name; done
+ * hears once. 0, or -errno and nothing is heard. */
+int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn done, void *ctx);
+/* Makes a kernel again from checkpoint: a sandbox restored with limits,
+ * and in it the kernel kept describes, taken over as after a restart
+ * (kernel_adopt) and probed. w hears when it is ready (subject the
+ * kernel), or has failed (subject NULL or the kernel). 0, or -errno and
+ * nothing is heard. */
+int kernel_restore(const struct kernel_kept *kept, const struct hostmsg_limits *limits,
+                   const char *checkpoint, struct waiter *w);
 
 #endif

@@ -163,6 +163,33 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
         return 0;
 }
 
+int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint,
+                         struct sandbox **out)
+{
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+        int rc;
+
+        *out = NULL;
+        if (!sb)
+                return -ENOMEM;
+        if (jp_uuid4(sb->id) < 0) {
+                free(sb);
+                return -EIO;
+        }
+        sb->limits = *limits;
+        sb->refs = 1;
+        sb->root_fd = -1;
+        rc = host_sandbox_restore(sb->id, checkpoint, &sandbox_ops, sb);
+        if (rc < 0) {
+                free(sb);
+                return rc;
+        }
+        sb->next = sandboxes;
+        sandboxes = sb;
+        *out = sb;
+        return 0;
+}
+
 void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w)
 {
         if (sb->phase != SANDBOX_CREATING) {

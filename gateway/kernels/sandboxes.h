@@ -80,6 +80,11 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
                         const char *template_root, bool confined,
                         const struct hostmsg_network *network,
                         const struct sandbox_layers *layers, struct sandbox **out);
+/* A sandbox made again from a memory checkpoint (host.h's
+ * host_sandbox_restore) with the limits it had; the caller holds the one
+ * reference. */
+int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint,
+                         struct sandbox **out);
 /* Calls w->ready when sb is ready (now, if it already is, or has failed). */
 void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);
 void sandbox_waiter_cancel(struct sandbox_waiter *w);

@@ -380,6 +380,22 @@ void session_connect_all(struct kernel *k)
         }
 }
 
+void session_disconnect_all(struct kernel *k)
+{
+        struct session *s = k->sessions;
+
+        while (s) {
+                struct session *next = s->next;
+
+                for (int i = 0; i < 3; i++)
+                        zio_close(&s->sockets[i]);
+                /* May end the session (an HTTP execution): last. */
+                session_fail_pending(s, "KernelPaused",
+                                     "the kernel was paused before this request reached it");
+                s = next;
+        }
+}
+
 void session_reconnect_all(struct kernel *k)
 {
         struct session *s = k->sessions;

@@ -96,6 +96,10 @@ void session_connect_all(struct kernel *k);
  * session's sockets reconnect to the new ones, and executions sent to the
  * old ones, which no kernel will answer, are answered with an error. */
 void session_reconnect_all(struct kernel *k);
+/* Closes every session's sockets to k, failing what they had pending,
+ * without reconnecting (a checkpoint); session_connect_all joins them
+ * again. */
+void session_disconnect_all(struct kernel *k);
 /* The next message for the sink (the caller owns the reference), or NULL.
  * After drops it is first a stderr stream message saying how many. */
 struct relay_msg *session_next(struct session *s);
