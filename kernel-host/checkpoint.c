@@ -27,52 +27,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernel-host/checkpoint_internal.h"
+
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
 
-#define RECORD      "box.json"
-#define ARCHIVE     "files.tar"
-#define RECORD_MAX  (1 << 20)
-#define MAX_MOUNTS  256
-#define MAX_PROCS   64
-#define MAX_ARGS    (2 * MAX_MOUNTS + 64)
-/* In criu restore: the new report pipe's write end, handed to init. */
-#define REPORT_FD   10
-/* The merged /usr of a rebuilt top, beside its layers. */
-#define USR_MERGED  "usr-merged"
-#define LOG_TAIL    200
-
-static char criu[PATH_MAX];
-static char images[PATH_MAX];
-static int images_fd = -1;
+char checkpoint_criu[PATH_MAX];
+char checkpoint_dir[PATH_MAX];
+int checkpoint_dir_fd = -1;
 static char off_why[HOSTMSG_ERROR_SIZE] = "not set up";
-
-struct job {
-        struct job *next;
-        pid_t pid; /* the worker (a dump) or criu itself (a restore) */
-        bool restore;
-        bool kill_after; /* a pause: the stopped sandbox is killed once saved */
-        char sandbox_id[JP_UUID_SIZE];
-        char name[JP_UUID_SIZE];
-        int msg_fd; /* what failed, from the worker */
-        /* a restore's */
-        struct box *box;
-        int report_rd, top_sock;
-        struct sandbox_ids ids;
-        struct hostmsg_limits limits;
-        struct kernel_cgroup cgroup;
-        size_t nprocs;
-        struct {
-                char id[JP_UUID_SIZE];
-                pid_t nspid;
-                bool kernel;
-                struct kernel_cgroup cgroup;
-        } procs[MAX_PROCS];
-};
-
+#define DUMP_ATTEMPTS 3
 static struct job *jobs;
-
 /* ---- set up ------------------------------------------------------------------ */
 
 static bool find_program(const char *name, char *out, size_t size)
@@ -91,7 +57,8 @@ static bool find_program(const char *name, char *out, size_t size)
                         *next++ = '\0';
                 if (!*dir)
                         continue;
-                if ((size_t)snprintf(out, size, "%s/%s", dir, name) < size && access(out, X_OK) == 0)
+                if ((size_t)snprintf(out, size, "%s/%s", dir, name) < size &&
+                    access(out, X_OK) == 0)
                         return true;
         }
         return false;
@@ -117,7 +84,7 @@ static int criu_version(void)
                         dup2(null_fd, 0);
                         dup2(null_fd, 2);
                 }
-                execl(criu, criu, "--version", (char *)NULL);
+                execl(checkpoint_criu, checkpoint_criu, "--version", (char *)NULL);
                 _exit(127);
         }
         close(pipefd[1]);
@@ -151,7 +118,8 @@ void checkpoint_init(const char *criu_name, const char *dir)
                 snprintf(off_why, sizeof(off_why), "memory checkpoints need overlayfs");
                 return;
         }
-        if (!find_program(criu_name && criu_name[0] ? criu_name : "criu", criu, sizeof(criu))) {
+        if (!find_program(criu_name && criu_name[0] ? criu_name : "criu", checkpoint_criu,
+                          sizeof(checkpoint_criu))) {
                 snprintf(off_why, sizeof(off_why),
                          "memory checkpoints need CRIU 4.1 or newer, and %s was not found "
                          "(--criu; see docs/pause.md)",
@@ -162,32 +130,32 @@ void checkpoint_init(const char *criu_name, const char *dir)
         if (version < 401) {
                 snprintf(off_why, sizeof(off_why),
                          "memory checkpoints need CRIU 4.1 or newer; %s %s (see docs/pause.md)",
-                         criu, version < 0 ? "does not run" : "is older");
+                         checkpoint_criu, version < 0 ? "does not run" : "is older");
                 return;
         }
         if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
                 snprintf(off_why, sizeof(off_why), "cannot make %s: %s", dir, strerror(errno));
                 return;
         }
-        images_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (images_fd < 0 || fchmod(images_fd, 0700) < 0) {
+        checkpoint_dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (checkpoint_dir_fd < 0 || fchmod(checkpoint_dir_fd, 0700) < 0) {
                 snprintf(off_why, sizeof(off_why), "cannot open %s: %s", dir, strerror(errno));
-                if (images_fd >= 0)
-                        close(images_fd);
-                images_fd = -1;
+                if (checkpoint_dir_fd >= 0)
+                        close(checkpoint_dir_fd);
+                checkpoint_dir_fd = -1;
                 return;
         }
-        snprintf(images, sizeof(images), "%s", dir);
+        snprintf(checkpoint_dir, sizeof(checkpoint_dir), "%s", dir);
         off_why[0] = '\0';
-        log_info("memory checkpoints on: %s (CRIU %d.%d), in %s", criu, version / 100,
-                 version % 100, images);
+        log_info("memory checkpoints on: %s (CRIU %d.%d), in %s", checkpoint_criu, version / 100,
+                 version % 100, checkpoint_dir);
 }
 
 bool checkpoint_available(char *why, size_t size)
 {
         if (why && size)
                 snprintf(why, size, "%s", off_why);
-        return images_fd >= 0;
+        return checkpoint_dir_fd >= 0;
 }
 
 /* ---- the mounts from outside --------------------------------------------------- */
@@ -321,7 +289,7 @@ fail:
 
 /* Runs argv (execv, or execvp when it has no '/') in dir_fd (-1: here) with
  * stdio on /dev/null and waits: 0, or -1. In a worker only. */
-static int run(char *const argv[], int dir_fd)
+int checkpoint_run(char *const argv[], int dir_fd)
 {
         int status;
         pid_t pid = fork();
@@ -352,7 +320,7 @@ static __attribute__((noreturn)) void worker_fail(int msg_fd, const char *what)
         _exit(1);
 }
 
-/* Makes every file of dir durable, then dir. CRIU's images become
+/* Makes every file of dir durable, then dir. CRIU's checkpoint_dir become
  * readable by the ids of the sandbox being restored, which open them
  * through CRIU's descriptor of the directory: the directory above is ours
  * alone (0700), and no sandbox sees any of it. */
@@ -403,16 +371,23 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
                             NULL};
 
         snprintf(tmp, sizeof(tmp), "%s.new", name);
-        snprintf(archive, sizeof(archive), "%s/%s/" ARCHIVE, images, tmp);
-        if (run(criu_argv, dir_fd) < 0)
-                worker_fail(msg_fd, "criu dump");
+        snprintf(archive, sizeof(archive), "%s/%s/" ARCHIVE, checkpoint_dir, tmp);
+        /* A failed dump leaves the processes running as they were; one
+         * that failed on what passes (a connection of ours the kernel has
+         * not seen close yet) is tried again. */
+        for (int attempt = 0; checkpoint_run(criu_argv, dir_fd) < 0; attempt++) {
+                if (attempt == DUMP_ATTEMPTS - 1)
+                        worker_fail(msg_fd, "criu dump");
+                usleep(100 * 1000 << attempt);
+        }
         /* The processes are stopped (or frozen copies were taken): nothing
          * writes the top while tar reads it, through our descriptor. */
-        if (run(tar_argv, top_fd) < 0)
+        if (checkpoint_run(tar_argv, top_fd) < 0)
                 worker_fail(msg_fd, "archive of the sandbox's files");
         if (sync_dir(dir_fd) < 0)
                 worker_fail(msg_fd, "sync");
-        if (renameat(images_fd, tmp, images_fd, name) < 0 || fsync(images_fd) < 0)
+        if (renameat(checkpoint_dir_fd, tmp, checkpoint_dir_fd, name) < 0 ||
+            fsync(checkpoint_dir_fd) < 0)
                 worker_fail(msg_fd, "rename");
         _exit(0);
 }
@@ -428,7 +403,7 @@ static struct job *job_find_sandbox(const char *id)
         return NULL;
 }
 
-static void job_free(struct job *j)
+void checkpoint_job_free(struct job *j)
 {
         for (struct job **link = &jobs; *link; link = &(*link)->next) {
                 if (*link == j) {
@@ -442,10 +417,11 @@ static void job_free(struct job *j)
                 close(j->report_rd);
         if (j->top_sock >= 0)
                 close(j->top_sock);
+        json_decref(j->flags);
         free(j);
 }
 
-static struct job *job_new(const char *sandbox_id, const char *name)
+struct job *checkpoint_job_new(const char *sandbox_id, const char *name)
 {
         struct job *j = calloc(1, sizeof(*j));
 
@@ -460,7 +436,7 @@ static struct job *job_new(const char *sandbox_id, const char *name)
 }
 
 /* The first line of a CRIU log that says "Error", for the gateway. */
-static void log_errors(int dir_fd, const char *file, char *out, size_t size)
+void checkpoint_log_error(int dir_fd, const char *file, char *out, size_t size)
 {
         char text[65536];
         int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -472,18 +448,17 @@ static void log_errors(int dir_fd, const char *file, char *out, size_t size)
         if (fd < 0)
                 return;
         end = lseek(fd, 0, SEEK_END);
-        n = pread(fd, text, sizeof(text) - 1, end > (off_t)sizeof(text) - 1
-                                                  ? end - (off_t)sizeof(text) + 1
-                                                  : 0);
+        n = pread(fd, text, sizeof(text) - 1,
+                  end > (off_t)sizeof(text) - 1 ? end - (off_t)sizeof(text) + 1 : 0);
         close(fd);
         if (n <= 0)
                 return;
         text[n] = '\0';
         /* The first error is the cause; later ones follow from it. One
          * CRIU logs on every restore here, and carries on from. */
-        for (last = strstr(text, "Error ("); last && strstr(last, "\n") &&
-                                             strstr(last, "RLIMIT_NOFILE") &&
-                                             strstr(last, "RLIMIT_NOFILE") < strstr(last, "\n");
+        for (last = strstr(text, "Error (");
+             last && strstr(last, "\n") && strstr(last, "RLIMIT_NOFILE") &&
+             strstr(last, "RLIMIT_NOFILE") < strstr(last, "\n");
              last = strstr(last + 1, "Error ("))
                 ;
         if (last) {
@@ -518,7 +493,35 @@ static int state_write_at(int dir_fd, const char *name, const char *text)
         return rc;
 }
 
-/* box.json: what the restore needs besides CRIU's images. */
+/* box.json: what the restore needs besides CRIU's checkpoint_dir. */
+/* {mount point: its per-mount options} of every mount of the sandbox:
+ * CRIU does not give every restored bind its flags back (binds below
+ * another, the masks over /proc's files), so the restore applies them
+ * again (checkpoint_restore.c). NULL when unreadable. */
+static json_t *mount_flags(pid_t init)
+{
+        char path[64], line[3 * PATH_MAX];
+        json_t *flags = json_object();
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
+        f = fopen(path, "re");
+        if (!f || !flags) {
+                if (f)
+                        fclose(f);
+                json_decref(flags);
+                return NULL;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                char point[PATH_MAX], options[256];
+
+                if (sscanf(line, "%*d %*d %*u:%*u %*s %4095s %255s", point, options) == 2)
+                        json_object_set_new(flags, point, json_string(options));
+        }
+        fclose(f);
+        return flags;
+}
+
 static json_t *box_record(const struct box *b, json_t *mounts, const char *report_pipe)
 {
         const struct sandbox *sb = &b->sandbox;
@@ -530,14 +533,20 @@ static json_t *box_record(const struct box *b, json_t *mounts, const char *repor
                                               json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid",
                                                         (int)p->sp.nspid, "kernel", p->kernel));
         }
-        return json_pack("{s:i, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:s, s:o, s:O}",
-                         "version", 1, "ids", "setup_uid", (json_int_t)sb->ids.setup_uid,
-                         "user_uid", (json_int_t)sb->ids.user_uid, "setup_gid",
-                         (json_int_t)sb->ids.setup_gid, "user_gid", (json_int_t)sb->ids.user_gid,
-                         "limits", "memory_mb", (json_int_t)sb->limits.memory_mb, "cpu_millis",
-                         (json_int_t)sb->limits.cpu_millis, "pids", (json_int_t)sb->limits.pids,
-                         "disk_mb", (json_int_t)sb->limits.disk_mb, "report_pipe", report_pipe,
-                         "procs", procs ? procs : json_array(), "mounts", mounts);
+        json_t *flags = mount_flags(sb->init_pid);
+
+        if (!flags) {
+                json_decref(procs);
+                return NULL;
+        }
+        return json_pack(
+            "{s:i, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:s, s:o, s:O, s:o}", "version",
+            1, "ids", "setup_uid", (json_int_t)sb->ids.setup_uid, "user_uid",
+            (json_int_t)sb->ids.user_uid, "setup_gid", (json_int_t)sb->ids.setup_gid, "user_gid",
+            (json_int_t)sb->ids.user_gid, "limits", "memory_mb", (json_int_t)sb->limits.memory_mb,
+            "cpu_millis", (json_int_t)sb->limits.cpu_millis, "pids", (json_int_t)sb->limits.pids,
+            "disk_mb", (json_int_t)sb->limits.disk_mb, "report_pipe", report_pipe, "procs",
+            procs ? procs : json_array(), "mounts", mounts, "flags", flags);
 }
 
 static int start_dump(const struct hostmsg_volume *req, char *step, size_t stepsize, char *err,
@@ -583,15 +592,15 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (!mounts)
                 return -EOPNOTSUPP;
         snprintf(tmp, sizeof(tmp), "%s.new", req->volume_id);
-        dir_fd = openat(images_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        dir_fd = openat(checkpoint_dir_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir_fd >= 0) {
                 tree_remove_at(dir_fd);
                 close(dir_fd);
-                unlinkat(images_fd, tmp, AT_REMOVEDIR);
+                unlinkat(checkpoint_dir_fd, tmp, AT_REMOVEDIR);
         }
-        if (mkdirat(images_fd, tmp, 0700) < 0 ||
-            (dir_fd = openat(images_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-                0) {
+        if (mkdirat(checkpoint_dir_fd, tmp, 0700) < 0 ||
+            (dir_fd = openat(checkpoint_dir_fd, tmp,
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
                 rc = -errno;
                 snprintf(err, errlen, "cannot make the checkpoint's directory: %s",
                          strerror(errno));
@@ -605,9 +614,9 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 goto out;
         }
         snprintf(init, sizeof(init), "%d", (int)b->sandbox.init_pid);
-        snprintf(dir, sizeof(dir), "%s/%s", images, tmp);
+        snprintf(dir, sizeof(dir), "%s/%s", checkpoint_dir, tmp);
 #define ARG(s) (argv[argc++] = (char *)(s))
-        ARG(criu);
+        ARG(checkpoint_criu);
         ARG("dump");
         ARG("-t");
         ARG(init);
@@ -637,7 +646,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
 #undef ARG
         if (pipe2(msg, O_CLOEXEC) < 0 || fcntl(msg[0], F_SETFL, O_NONBLOCK) < 0)
                 goto nomem;
-        j = job_new(b->id, req->volume_id);
+        j = checkpoint_job_new(b->id, req->volume_id);
         if (!j)
                 goto nomem;
         j->kill_after = req->size_mb != 0;
@@ -648,7 +657,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         }
         if (pid < 0) {
                 rc = -errno;
-                job_free(j);
+                checkpoint_job_free(j);
                 snprintf(err, errlen, "fork: %s", strerror(errno));
                 goto out;
         }
@@ -671,7 +680,7 @@ out:
         if (dir_fd >= 0)
                 close(dir_fd);
         if (rc < 0)
-                unlinkat(images_fd, tmp, AT_REMOVEDIR);
+                unlinkat(checkpoint_dir_fd, tmp, AT_REMOVEDIR);
         free(text);
         json_decref(record);
         json_decref(mounts);
@@ -699,13 +708,13 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
         n = read(j->msg_fd, what, sizeof(what) - 1);
         what[n > 0 ? n : 0] = '\0';
         snprintf(tmp, sizeof(tmp), "%s.new", j->name);
-        dir_fd = openat(images_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        dir_fd = openat(checkpoint_dir_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir_fd >= 0) {
                 if (strcmp(what, "criu dump") == 0)
-                        log_errors(dir_fd, "dump.log", why, sizeof(why));
+                        checkpoint_log_error(dir_fd, "dump.log", why, sizeof(why));
                 tree_remove_at(dir_fd);
                 close(dir_fd);
-                unlinkat(images_fd, tmp, AT_REMOVEDIR);
+                unlinkat(checkpoint_dir_fd, tmp, AT_REMOVEDIR);
         }
         snprintf(message, sizeof(message), "%s failed%s%s", what[0] ? what : "the dump's worker",
                  why[0] ? ": " : "", why);
@@ -717,554 +726,12 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
         answer(report, j->sandbox_id, what[0] ? what : "worker", EIO, message);
 }
 
-/* ---- restore ------------------------------------------------------------------- */
-
-static int read_record(int dir_fd, json_t **out)
-{
-        char *text = malloc(RECORD_MAX + 1);
-        int fd = openat(dir_fd, RECORD, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        ssize_t n = -1, got = 0;
-
-        *out = NULL;
-        while (text && fd >= 0 && got < RECORD_MAX &&
-               (n = read(fd, text + got, (size_t)(RECORD_MAX - got))) > 0)
-                got += n;
-        if (fd >= 0)
-                close(fd);
-        if (text && n == 0) {
-                text[got] = '\0';
-                *out = json_loads(text, 0, NULL);
-        }
-        free(text);
-        return *out ? 0 : -EBADMSG;
-}
-
-/* A user namespace with ids's maps, held by a child that waits: the
- * idmapping of the host's /usr for the rebuilt top goes through it. The
- * caller kills and reaps *holder. */
-static int ids_holder(const struct sandbox_ids *ids, pid_t *holder)
-{
-        int sync[2], rc;
-        char byte;
-        pid_t pid;
-
-        *holder = -1;
-        if (pipe2(sync, O_CLOEXEC) < 0)
-                return -errno;
-        pid = fork();
-        if (pid == 0) {
-                close(sync[0]);
-                if (unshare(CLONE_NEWUSER) < 0)
-                        _exit(1);
-                if (write(sync[1], "u", 1) != 1)
-                        _exit(1);
-                for (;;)
-                        pause();
-        }
-        close(sync[1]);
-        rc = pid < 0 ? -errno : read(sync[0], &byte, 1) == 1 ? 0 : -EIO;
-        close(sync[0]);
-        if (pid > 0)
-                *holder = pid;
-        if (rc == 0)
-                rc = sandbox_write_id_maps(pid, ids);
-        return rc;
-}
-
-static void holder_end(pid_t holder)
-{
-        int status;
-
-        if (holder > 0) {
-                kill(holder, SIGKILL);
-                waitpid(holder, &status, 0);
-        }
-}
-
-static int send_fd(int sock, int fd)
-{
-        char byte = 't', space[CMSG_SPACE(sizeof(int))];
-        struct iovec iov = {&byte, 1};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = space,
-                             .msg_controllen = sizeof(space)};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-        memset(space, 0, sizeof(space));
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(fd));
-        return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock)
-{
-        char byte, space[CMSG_SPACE(sizeof(int))];
-        struct iovec iov = {&byte, 1};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = space,
-                             .msg_controllen = sizeof(space)};
-        struct cmsghdr *c;
-        int fd;
-
-        if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-                return -1;
-        c = CMSG_FIRSTHDR(&msg);
-        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -1;
-        memcpy(&fd, CMSG_DATA(c), sizeof(fd));
-        return fd;
-}
-
-/* The restore's worker, in a mount namespace of its own: the top again on
- * a new tmpfs, /usr and the overlays over it, the top sent to the
- * kernel-host, then criu restore in its place. */
-static __attribute__((noreturn)) void restore_worker(const char *top, const char *options,
-                                                     const char *archive, int usr_fd,
-                                                     int top_sock, int report_wr,
-                                                     char **criu_argv)
-{
-        char *tar_argv[] = {"tar",  "-x",  "-f",
-                            (char *)archive,  "-C",  (char *)top,
-                            "--numeric-owner", "--same-permissions", "--sparse",
-                            "--xattrs", "--xattrs-include=user.*", NULL};
-        int fd;
-
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                _exit(120);
-        if (mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
-                _exit(121);
-        if (run(tar_argv, -1) < 0)
-                _exit(122);
-        if (chdir(top) < 0)
-                _exit(123);
-        if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
-            (mkdir("usr-work", 0700) < 0 && errno != EEXIST) ||
-            (mkdir(USR_MERGED, 0755) < 0 && errno != EEXIST))
-                _exit(123);
-        if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "usr-lower", MOVE_MOUNT_F_EMPTY_PATH) <
-            0)
-                _exit(124);
-        /* Layers named relative to the top, as the sandbox made them: its
-         * mountinfo names no host directory. */
-        if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
-                  "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
-            mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
-                  "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
-                _exit(125);
-        fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || send_fd(top_sock, fd) < 0)
-                _exit(126);
-        if (dup2(report_wr, REPORT_FD) < 0)
-                _exit(127);
-        fd = open("/dev/null", O_RDWR);
-        if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-                _exit(127);
-        execv(criu_argv[0], criu_argv);
-        _exit(127);
-}
-
-static bool json_uint(json_t *o, const char *key, unsigned long long max, unsigned long long *out)
-{
-        json_t *v = json_object_get(o, key);
-
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            (unsigned long long)json_integer_value(v) > max)
-                return false;
-        *out = (unsigned long long)json_integer_value(v);
-        return true;
-}
-
-static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
-{
-        json_t *ids = json_object_get(rec, "ids"), *lim = json_object_get(rec, "limits");
-        json_t *procs = json_object_get(rec, "procs"), *p;
-        unsigned long long v[8];
-        size_t i;
-
-        if (!json_uint(ids, "setup_uid", UINT32_MAX, &v[0]) ||
-            !json_uint(ids, "user_uid", UINT32_MAX, &v[1]) ||
-            !json_uint(ids, "setup_gid", UINT32_MAX, &v[2]) ||
-            !json_uint(ids, "user_gid", UINT32_MAX, &v[3]) ||
-            !json_uint(lim, "memory_mb", 1ull << 40, &v[4]) ||
-            !json_uint(lim, "cpu_millis", UINT32_MAX, &v[5]) ||
-            !json_uint(lim, "pids", UINT32_MAX, &v[6]) ||
-            !json_uint(lim, "disk_mb", 1ull << 40, &v[7]) || !json_is_array(procs) ||
-            json_array_size(procs) > MAX_PROCS || v[0] == 0 || v[1] == 0) {
-                snprintf(err, errlen, "the checkpoint's record is malformed");
-                return -EBADMSG;
-        }
-        j->ids = (struct sandbox_ids){.setup_uid = (uid_t)v[0],
-                                      .user_uid = (uid_t)v[1],
-                                      .setup_gid = (gid_t)v[2],
-                                      .user_gid = (gid_t)v[3],
-                                      .privileged = true};
-        j->limits = (struct hostmsg_limits){.memory_mb = v[4],
-                                            .cpu_millis = (uint32_t)v[5],
-                                            .pids = (uint32_t)v[6],
-                                            .disk_mb = v[7]};
-        json_array_foreach(procs, i, p) {
-                const char *id = json_string_value(json_object_get(p, "id"));
-                unsigned long long nspid;
-
-                if (!id || !jp_uuid_valid(id, strlen(id)) || !json_uint(p, "nspid", INT32_MAX, &nspid)) {
-                        snprintf(err, errlen, "the checkpoint's record is malformed");
-                        return -EBADMSG;
-                }
-                snprintf(j->procs[i].id, sizeof(j->procs[i].id), "%s", id);
-                j->procs[i].nspid = (pid_t)nspid;
-                j->procs[i].kernel = json_is_true(json_object_get(p, "kernel"));
-        }
-        j->nprocs = json_array_size(procs);
-        return 0;
-}
-
-static void restore_cleanup(struct job *j)
-{
-        for (size_t i = 0; i < j->nprocs; i++)
-                cgroup_destroy(&j->procs[i].cgroup);
-        cgroup_destroy(&j->cgroup);
-        if (j->box)
-                spawn_box_discard(j->box);
-        j->box = NULL;
-}
-
-static int start_restore(const struct hostmsg_volume *req, char *step, size_t stepsize, char *err,
-                         size_t errlen)
-{
-        char dir[PATH_MAX + 64], top[PATH_MAX + 16], options[128], pidfile[PATH_MAX + 16];
-        char root[PATH_MAX + 32], archive[PATH_MAX + 64], inherit[96], cg_err[HOSTMSG_ERROR_SIZE];
-        char *argv[MAX_ARGS], *owned[MAX_ARGS];
-        size_t argc = 0, nowned = 0, i;
-        json_t *rec = NULL, *mounts, *m;
-        const char *pipe_name;
-        int dir_fd = -1, usr_fd = -1, report[2] = {-1, -1}, sv[2] = {-1, -1}, rc;
-        bool idmapped = false;
-        pid_t holder = -1, pid;
-        struct job *j;
-
-        snprintf(step, stepsize, "restore");
-        dir_fd = openat(images_fd, req->volume_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dir_fd < 0) {
-                snprintf(err, errlen, "no such checkpoint");
-                return -ENOENT;
-        }
-        j = job_new(req->id, req->volume_id);
-        if (!j) {
-                close(dir_fd);
-                snprintf(err, errlen, "out of memory");
-                return -ENOMEM;
-        }
-        j->restore = true;
-        rc = read_record(dir_fd, &rec);
-        if (rc < 0) {
-                snprintf(err, errlen, "the checkpoint's record cannot be read");
-                goto fail;
-        }
-        rc = record_take(rec, j, err, errlen);
-        if (rc < 0)
-                goto fail;
-        {
-                struct hostmsg_failed fail = {0};
-
-                rc = spawn_box_new(req->id, &j->box, &fail);
-                if (rc < 0) {
-                        snprintf(err, errlen, "%s", fail.message);
-                        goto fail;
-                }
-        }
-        rc = spawn_slot_claim(j->box, j->ids.setup_uid);
-        if (rc < 0) {
-                snprintf(err, errlen, "its host ids are a running sandbox's");
-                goto fail;
-        }
-        /* Its groups are ours, with their limits, before CRIU puts the
-         * processes back in them (soft: it makes only what is missing). */
-        rc = cgroup_create(req->id, &j->limits, &j->cgroup, cg_err, sizeof(cg_err));
-        for (i = 0; rc == 0 && i < j->nprocs; i++) {
-                char name[JP_UUID_SIZE + 8];
-
-                snprintf(name, sizeof(name), "p-%s", j->procs[i].id);
-                rc = cgroup_create_child(&j->cgroup, name, &j->procs[i].cgroup, cg_err,
-                                         sizeof(cg_err));
-        }
-        if (rc < 0) {
-                snprintf(err, errlen, "cgroup: %s", cg_err);
-                goto fail;
-        }
-        rc = ids_holder(&j->ids, &holder);
-        if (rc == 0)
-                rc = overlay_lower_open("/usr", holder, &usr_fd, &idmapped);
-        holder_end(holder);
-        if (rc < 0) {
-                snprintf(err, errlen, "the host's /usr, idmapped: %s", strerror(-rc));
-                goto fail;
-        }
-        if (pipe2(report, O_CLOEXEC) < 0 ||
-            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-                rc = -errno;
-                snprintf(err, errlen, "pipe: %s", strerror(errno));
-                goto fail;
-        }
-        snprintf(dir, sizeof(dir), "%s/%s", images, req->volume_id);
-        snprintf(archive, sizeof(archive), "%s/" ARCHIVE, dir);
-        snprintf(top, sizeof(top), "%s/" ROOT_DIR, j->box->run_dir);
-        snprintf(root, sizeof(root), "%s/root", top);
-        snprintf(pidfile, sizeof(pidfile), "%s/init.pid", j->box->run_dir);
-        snprintf(options, sizeof(options), "mode=0755,size=%llum,uid=%u,gid=%u",
-                 (unsigned long long)j->limits.disk_mb, (unsigned)j->ids.setup_uid,
-                 (unsigned)j->ids.setup_gid);
-        pipe_name = json_string_value(json_object_get(rec, "report_pipe")) ?: "";
-        snprintf(inherit, sizeof(inherit), "fd[%d]:%s", REPORT_FD, pipe_name);
-        mounts = json_object_get(rec, "mounts");
-        if (!json_is_array(mounts) || json_array_size(mounts) > MAX_MOUNTS ||
-            strncmp(pipe_name, "pipe:[", 6) != 0 || strlen(pipe_name) > 40) {
-                rc = -EBADMSG;
-                snprintf(err, errlen, "the checkpoint's record is malformed");
-                goto fail;
-        }
-#define ARG(s) (argv[argc++] = (char *)(s))
-        ARG(criu);
-        ARG("restore");
-        ARG("-D");
-        ARG(dir);
-        ARG("-W");
-        ARG(j->box->run_dir);
-        ARG("-o");
-        ARG("restore.log");
-        ARG("-v2");
-        ARG("--root");
-        ARG(root);
-        ARG("--restore-sibling");
-        ARG("-d");
-        ARG("--pidfile");
-        ARG(pidfile);
-        ARG("--inherit-fd");
-        ARG(inherit);
-        ARG("--tcp-established");
-        ARG("--file-locks");
-        ARG("--manage-cgroups=soft");
-        ARG("--external");
-        ARG("mnt[]");
-        for (unsigned h = 0;; h++) {
-                char path[PATH_MAX + 64], *e;
-
-                if (cgroup_criu_root(&j->cgroup, h, path, sizeof(path)) < 0)
-                        break;
-                e = strdup(path);
-                if (!e)
-                        goto nomem;
-                owned[nowned++] = e;
-                ARG("--cgroup-root");
-                ARG(e);
-        }
-        json_array_foreach(mounts, i, m) {
-                const char *kind = json_string_value(json_object_get(m, "kind")) ?: "";
-                const char *key = json_string_value(json_object_get(m, "key")) ?: "";
-                const char *path = json_string_value(json_object_get(m, "path")) ?: "";
-                char *e = NULL;
-                int n;
-
-                if (strcmp(kind, "top") == 0 && path[0] == '/' && !strstr(path, ".."))
-                        n = asprintf(&e, "mnt[%s]:%s%s", key, top, path);
-                else if (strcmp(kind, "usr") == 0)
-                        n = asprintf(&e, "mnt[%s]:%s/" USR_MERGED, key, top);
-                else if (strcmp(kind, "host") == 0 && path[0] == '/')
-                        n = asprintf(&e, "mnt[%s]:%s", key, path);
-                else
-                        n = -2;
-                if (n == -2 || !key[0]) {
-                        rc = -EBADMSG;
-                        snprintf(err, errlen, "the checkpoint's record is malformed");
-                        goto fail;
-                }
-                if (n < 0)
-                        goto nomem;
-                owned[nowned++] = e;
-                ARG("--external");
-                ARG(e);
-        }
-        argv[argc] = NULL;
-#undef ARG
-        pid = fork();
-        if (pid == 0) {
-                close(sv[0]);
-                close(report[0]);
-                restore_worker(top, options, archive, usr_fd, sv[1], report[1], argv);
-        }
-        if (pid < 0) {
-                rc = -errno;
-                snprintf(err, errlen, "fork: %s", strerror(errno));
-                goto fail;
-        }
-        j->pid = pid;
-        j->report_rd = report[0];
-        j->top_sock = sv[0];
-        report[0] = sv[0] = -1;
-        klog_info(req->id, "restore of checkpoint %.8s started", req->volume_id);
-        rc = 0;
-        goto out;
-nomem:
-        rc = -ENOMEM;
-        snprintf(err, errlen, "out of memory");
-fail:
-        restore_cleanup(j);
-        job_free(j);
-out:
-        for (i = 0; i < nowned; i++)
-                free(owned[i]);
-        for (int k = 0; k < 2; k++) {
-                if (report[k] >= 0)
-                        close(report[k]);
-                if (sv[k] >= 0)
-                        close(sv[k]);
-        }
-        if (usr_fd >= 0)
-                close(usr_fd);
-        if (dir_fd >= 0)
-                close(dir_fd);
-        json_decref(rec);
-        return rc;
-}
-
-/* The host pid of the process that is nspid in init's pid namespace:
- * every process the kernel-host started is init's child. */
-static pid_t host_pid_of(pid_t init, pid_t nspid)
-{
-        char path[64], list[16384], status[4096];
-        pid_t found = -1;
-
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
-        if (read_small_file(path, list, sizeof(list)) < 0)
-                return -1;
-        for (char *s = list, *end; *s && found < 0; s = end) {
-                long pid = strtol(s, &end, 10);
-                char *ns;
-
-                if (end == s)
-                        break;
-                snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-                if (read_small_file(path, status, sizeof(status)) < 0)
-                        continue;
-                ns = strstr(status, "\nNSpid:");
-                if (!ns)
-                        continue;
-                ns[strcspn(ns + 1, "\n") + 1] = '\0';
-                ns = strrchr(ns, '\t');
-                if (ns && strtol(ns + 1, NULL, 10) == nspid)
-                        found = (pid_t)pid;
-        }
-        return found;
-}
-
-static void restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report)
-{
-        struct hostmsg_sandbox_ready ready = {0};
-        struct hostmsg_failed fail = {.error = EIO};
-        char text[32], why[LOG_TAIL + 1] = "", path[64];
-        struct box *b = j->box;
-        int top_fd = -1, root_fd = -1, rc, dir_fd;
-        pid_t init = -1;
-        json_t *msg;
-
-        snprintf(fail.id, sizeof(fail.id), "%s", j->sandbox_id);
-        snprintf(fail.step, sizeof(fail.step), "restore");
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                dir_fd = open(b->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (dir_fd >= 0) {
-                        log_errors(dir_fd, "restore.log", why, sizeof(why));
-                        if (access("/tmp/mp/debug", F_OK) == 0 &&
-                            linkat(dir_fd, "restore.log", AT_FDCWD, "/tmp/mp/restore.log", 0) < 0)
-                                log_warn("DEBUG link failed");
-                        close(dir_fd);
-                }
-                snprintf(fail.message, sizeof(fail.message), "criu restore failed (%s %d)%s%s",
-                         WIFEXITED(status) ? "status" : "signal",
-                         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                         why[0] ? ": " : "", why);
-                goto fail;
-        }
-        snprintf(path, sizeof(path), "%s/init.pid", b->run_dir);
-        if (read_small_file(path, text, sizeof(text)) > 0)
-                init = (pid_t)strtol(text, NULL, 10);
-        top_fd = recv_fd(j->top_sock);
-        if (init <= 0 || top_fd < 0) {
-                snprintf(fail.message, sizeof(fail.message), "the restored sandbox is not there");
-                goto fail;
-        }
-        rc = sandbox_adopt(init, j->report_rd, top_fd, &j->ids, &j->limits, &j->cgroup,
-                           &b->sandbox);
-        if (rc < 0) {
-                snprintf(fail.message, sizeof(fail.message), "the restored sandbox: %s",
-                         strerror(-rc));
-                kill(init, SIGKILL);
-                goto fail;
-        }
-        j->report_rd = -1;
-        top_fd = -1;
-        b->init_alive = true;
-        b->checkpointable = true;
-        memset(&j->cgroup, 0, sizeof(j->cgroup)); /* the sandbox's now */
-        for (size_t i = 0; i < j->nprocs; i++) {
-                pid_t pid = host_pid_of(init, j->procs[i].nspid);
-                struct proc *p;
-
-                if (pid < 0) {
-                        /* It had ended by the dump: its group goes. */
-                        cgroup_destroy(&j->procs[i].cgroup);
-                        continue;
-                }
-                p = calloc(1, sizeof(*p));
-                if (!p) {
-                        cgroup_destroy(&j->procs[i].cgroup);
-                        continue;
-                }
-                snprintf(p->id, sizeof(p->id), "%s", j->procs[i].id);
-                p->box = b;
-                p->pid = pid;
-                p->sp.pid = pid;
-                p->sp.nspid = j->procs[i].nspid;
-                p->cgroup = j->procs[i].cgroup;
-                p->kernel = j->procs[i].kernel;
-                b->procs++;
-                spawn_proc_add(p);
-        }
-        j->nprocs = 0;
-        spawn_box_add(b);
-        j->box = NULL;
-        snprintf(ready.sandbox_id, sizeof(ready.sandbox_id), "%s", b->id);
-        ready.init_pid = init;
-        ready.user_uid = j->ids.user_uid;
-        ready.user_gid = j->ids.user_gid;
-        ready.has_root = true;
-        ready.root_uid = j->ids.setup_uid;
-        ready.root_gid = j->ids.setup_gid;
-        snprintf(ready.root, sizeof(ready.root), "/proc/%d/root", (int)init);
-        root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
-        msg = hostmsg_sandbox_ready_encode(&ready);
-        if (root_fd < 0 || !msg || hostmsg_send(link, HOSTMSG_SANDBOX_READY, msg, &root_fd, 1) < 0)
-                log_warn("cannot report to the gateway");
-        json_decref(msg);
-        if (root_fd >= 0)
-                close(root_fd);
-        klog_info(b->id, "restored from checkpoint %.8s (init pid %d)", j->name, (int)init);
-        return;
-fail:
-        if (top_fd >= 0)
-                close(top_fd);
-        klog_warn(j->sandbox_id, "restore of checkpoint %.8s: %s", j->name, fail.message);
-        restore_cleanup(j);
-        report(HOSTMSG_SANDBOX_FAILED, hostmsg_failed_encode(&fail));
-}
-
 /* ---- from the gateway ------------------------------------------------------------ */
 
 static void delete_checkpoint(const char *name)
 {
-        int dir_fd = openat(images_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dir_fd =
+            openat(checkpoint_dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         json_t *rec = NULL;
         unsigned long long uid;
 
@@ -1277,18 +744,17 @@ static void delete_checkpoint(const char *name)
                         return;
                 }
         }
-        if (read_record(dir_fd, &rec) == 0 &&
-            json_uint(json_object_get(rec, "ids"), "setup_uid", UINT32_MAX, &uid))
+        if (checkpoint_read_record(dir_fd, &rec) == 0 &&
+            checkpoint_json_uint(json_object_get(rec, "ids"), "setup_uid", UINT32_MAX, &uid))
                 spawn_slot_unhold((unsigned)uid);
         json_decref(rec);
         tree_remove_at(dir_fd);
         close(dir_fd);
-        if (unlinkat(images_fd, name, AT_REMOVEDIR) < 0)
+        if (unlinkat(checkpoint_dir_fd, name, AT_REMOVEDIR) < 0)
                 log_warn("cannot remove checkpoint %.8s: %s", name, strerror(errno));
 }
 
-void checkpoint_handle(enum hostmsg_type type, json_t *body, int link,
-                       checkpoint_report_fn report)
+void checkpoint_handle(enum hostmsg_type type, json_t *body, int link, checkpoint_report_fn report)
 {
         struct hostmsg_volume req;
         char step[64], err[HOSTMSG_ERROR_SIZE] = "";
@@ -1312,7 +778,7 @@ void checkpoint_handle(enum hostmsg_type type, json_t *body, int link,
                 }
                 return;
         }
-        if (images_fd < 0) {
+        if (checkpoint_dir_fd < 0) {
                 rc = -EOPNOTSUPP;
                 snprintf(step, sizeof(step), "checkpoints");
                 snprintf(err, sizeof(err), "%s", off_why);
@@ -1322,7 +788,7 @@ void checkpoint_handle(enum hostmsg_type type, json_t *body, int link,
         } else if (type == HOSTMSG_CHECKPOINT) {
                 rc = start_dump(&req, step, sizeof(step), err, sizeof(err));
         } else {
-                rc = start_restore(&req, step, sizeof(step), err, sizeof(err));
+                rc = checkpoint_restore_start(&req, step, sizeof(step), err, sizeof(err));
         }
         if (rc == 0 || type == HOSTMSG_CHECKPOINT_DELETE)
                 return;
@@ -1345,10 +811,10 @@ bool checkpoint_reaped(pid_t pid, int status, int link, checkpoint_report_fn rep
                 if (j->pid != pid)
                         continue;
                 if (j->restore)
-                        restore_reaped(j, status, link, report);
+                        checkpoint_restore_reaped(j, status, link, report);
                 else
                         dump_reaped(j, status, report);
-                job_free(j);
+                checkpoint_job_free(j);
                 return true;
         }
         return false;

@@ -40,8 +40,7 @@ bool checkpoint_available(char *why, size_t size);
  * answered through report (CHECKPOINTED; SANDBOX_READY with the root or
  * SANDBOX_FAILED), possibly later, from checkpoint_reaped. link is the
  * gateway's socket, for an answer that carries a descriptor. */
-void checkpoint_handle(enum hostmsg_type type, json_t *body, int link,
-                       checkpoint_report_fn report);
+void checkpoint_handle(enum hostmsg_type type, json_t *body, int link, checkpoint_report_fn report);
 /* A child of ours ended: true when it was a checkpoint's worker (then
  * handled and answered). */
 bool checkpoint_reaped(pid_t pid, int status, int link, checkpoint_report_fn report);

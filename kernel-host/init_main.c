@@ -28,6 +28,7 @@
 int main(void)
 {
         sigset_t set;
+        int sig;
 
         /* Undumpable: no process of the sandbox, its root included, may
          * read or write our memory or open our descriptor through /proc.
@@ -39,6 +40,7 @@ int main(void)
          * has no handler; SIGCHLD is taken synchronously below. */
         sigemptyset(&set);
         sigaddset(&set, SIGCHLD);
+        sigaddset(&set, INIT_SIGNAL_REEXEC);
         sigprocmask(SIG_BLOCK, &set, NULL);
         for (;;) {
                 struct init_exit rec;
@@ -53,7 +55,17 @@ int main(void)
                         while (write(INIT_REPORT_FD, &rec, sizeof(rec)) < 0 && errno == EINTR)
                                 ;
                 }
-                if (sigwaitinfo(&set, &info) < 0 && errno != EINTR)
+                sig = sigwaitinfo(&set, &info);
+                if (sig < 0 && errno != EINTR)
                         _exit(1);
+                /* Every reaped child was reported above; one that ends
+                 * meanwhile stays a zombie with its SIGCHLD pending, which
+                 * the new image takes (the mask and the pipe survive). */
+                if (sig == INIT_SIGNAL_REEXEC) {
+                        static char *const argv[] = {INIT_PROGRAM, NULL};
+                        static char *const envp[] = {NULL};
+
+                        execve(INIT_COMMAND, argv, envp);
+                }
         }
 }

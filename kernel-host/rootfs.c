@@ -149,12 +149,11 @@ static const char profile_file[] =
         "    . /etc/bash.bashrc\n"
         "fi\n";
 
-/* Of the host's /etc only what kernels need; never shadow, ssh keys,
- * machine-id or other secrets. */
+/* Of the host's /etc only what kernels need; never shadow, ssh keys, machine-id, secrets. */
 static const char *const etc_entries[] = {
         "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "fonts",
         "matplotlibrc", "ssl", "ca-certificates.conf", "alternatives", "mime.types",
-        "bash.bashrc", "inputrc", "jupyter", "ipython", "gai.conf", "protocols",
+        "bash.bashrc", "inputrc", "jupyter", "gai.conf", "protocols",
         "services", "terminfo", "magic", "magic.mime",
 };
 
@@ -189,11 +188,9 @@ static const char pip_wrapper[] =
         "done\n"
         "exit $status\n";
 
-/* Glovebox's programs bound into every sandbox from beside the
- * kernel-host, read-only and nosuid like all of /usr: glovebox-sudo as its
- * sudo command (sudo_main.c: works where the gateway started its service,
- * E2B's sandboxes, and says so elsewhere; left out when not built) and
- * glovebox-init as its pid 1 (init_main.c: no sandbox without it). */
+/* Glovebox's programs bound into every sandbox from beside the kernel-host, read-only and
+ * nosuid: glovebox-sudo as its sudo (sudo_main.c; left out when not built) and glovebox-init
+ * as its pid 1 (init_main.c: no sandbox without it). */
 enum { OWN_SUDO, OWN_INIT };
 static const struct {
         const char *program, *target, *step;
@@ -265,16 +262,13 @@ static int plan_own_etc(struct rootfs *p, const char *resolv_conf)
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/profile", NULL, profile_file, 0, 0,
                             "write /etc/profile");
-        /* IPython keeps its history in memory: the database would die
-         * with the sandbox's home anyway, and SQLite takes a restored
-         * home's new inode for a moved file and stops writing it, saying
-         * so in the first cell after every resume (checkpoint.h). */
+        /* Glovebox's own /etc/ipython: history in memory (a restored home's new inode
+         * is a moved database to SQLite, checkpoint.h; it dies with the home anyway). */
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/etc/ipython", NULL, NULL, 0, 0, "mkdir /etc/ipython");
         if (rc == 0)
                 rc = add_op(p, OP_FILE, "/etc/ipython/ipython_kernel_config.py", NULL,
-                            "c.HistoryManager.hist_file = ':memory:'\n", 0, 0,
-                            "write /etc/ipython");
+                            "c.HistoryManager.hist_file = ':memory:'\n", 0, 0, "ipython config");
         return rc;
 }
 

@@ -29,6 +29,15 @@ NETWORK_PACKAGES="iproute2 nftables dnsmasq-base"
 # --home-storage disk formats each sandbox's home (kernel-host/homedisk.h).
 STORAGE_PACKAGES="e2fsprogs"
 
+# Memory pause (kernel-host/checkpoint.h) runs CRIU 4.1 or newer. Debian 12's
+# 3.17 cannot run on current kernels, so ensure_criu builds 4.2 from the
+# source beside the repository (../shared/criu, as `git archive` made it)
+# with one upstream fix (deploy/criu/), into /usr/local/sbin/criu.
+CRIU_PACKAGES="build-essential pkg-config python3-protobuf libprotobuf-c-dev protobuf-c-compiler
+ libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev libcap-dev libbsd-dev libnftables-dev
+ libgnutls28-dev libaio-dev uuid-dev nftables"
+CRIU_PREFIX=${CRIU_PREFIX:-/usr/local}
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # Installs the Debian packages named in "$@" that are not installed yet.
@@ -105,4 +114,42 @@ ensure_npm_kernels() {
         log "installing typescript 5 (npm)"
         $sudo npm install -g --no-audit --no-fund typescript@5 || return 1
     fi
+}
+
+# Builds and installs CRIU (see CRIU_PACKAGES) unless the one there is this
+# recipe's: the tarball's digest and the patch's, kept beside it. Needs root;
+# returns 1 (and says why) when it cannot, and pause then keeps files only.
+ensure_criu() {
+    local tarball="" patch="$ROOT/deploy/criu/criu-4.2-cgns-after-creds.patch" dir
+    for dir in "$ROOT/../shared/criu" /work/shared/criu; do
+        [ -f "$dir/criu-4.2.tar.gz" ] && tarball="$dir/criu-4.2.tar.gz" && break
+    done
+    if [ -z "$tarball" ]; then
+        log "no criu-4.2.tar.gz in ../shared/criu: memory pause stays off"
+        return 1
+    fi
+    local recipe stamp="$CRIU_PREFIX/share/glovebox/criu.recipe"
+    recipe="$(sha256sum "$tarball" "$patch" | cut -d' ' -f1 | tr '\n' ' ')"
+    if [ -x "$CRIU_PREFIX/sbin/criu" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$recipe" ]; then
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        log "not root: CRIU is not built, memory pause stays off"
+        return 1
+    fi
+    # shellcheck disable=SC2086 # a list of package names
+    ensure_packages $CRIU_PACKAGES
+    local work="$BUILD/criu-build"
+    log "building CRIU 4.2 with deploy/criu's fix (once per machine, about a minute)"
+    rm -rf "$work" && mkdir -p "$work"
+    tar -xzf "$tarball" -C "$work" &&
+        patch -d "$work/criu-4.2" -p1 -s <"$patch" &&
+        make -C "$work/criu-4.2" -j"$(nproc)" criu >"$work/make.log" 2>&1 &&
+        install -D -m 0755 "$work/criu-4.2/criu/criu" "$CRIU_PREFIX/sbin/criu" || {
+        tail -20 "$work/make.log" >&2 2>/dev/null
+        log "CRIU did not build ($work/make.log): memory pause stays off"
+        return 1
+    }
+    mkdir -p "$(dirname "$stamp")" && printf '%s\n' "$recipe" >"$stamp"
+    rm -rf "$work"
 }

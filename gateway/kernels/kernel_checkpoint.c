@@ -158,8 +158,9 @@ static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const cha
         }
         rc = kernel_adopt(&kept, job->sandbox, &k);
         if (rc < 0) {
-                restore_fail(job, 500, rc == -EEXIST ? "a kernel of that id runs"
-                                                     : "the restored kernel cannot be taken");
+                restore_fail(job, 500,
+                             rc == -EEXIST ? "a kernel of that id runs"
+                                           : "the restored kernel cannot be taken");
                 return;
         }
         /* The kernel holds the sandbox's reference now. */

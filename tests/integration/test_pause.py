@@ -1,8 +1,10 @@
-"""Pause and resume of a Jupyter kernel: POST /api/kernels/{id}/pause saves
-its /home/user under --state-dir and ends it, POST .../resume starts it again
-under the same id with its files; a paused kernel is listed, answers 409 to
-what needs it running, outlives the gateway and stays its owner's. Files
-only: variables are not kept, and the model says so."""
+"""Pause and resume of a Jupyter kernel where no checkpoint of its memory
+can be made (here: no CRIU, --criu names none): POST /api/kernels/{id}/pause
+saves its /home/user under --state-dir and ends it, POST .../resume starts
+it again under the same id with its files; a paused kernel is listed,
+answers 409 to what needs it running, outlives the gateway and stays its
+owner's. Files only: variables are not kept, and the model says so and why.
+test_pause_memory.py has the pause that keeps memory."""
 import hashlib
 import json
 import os
@@ -14,6 +16,8 @@ import websocket
 from gbclient import run_cell, start_gateway
 
 TOKEN = "test-token-0123456789"
+# No CRIU: the files-only pause every host without one gets.
+NO_CRIU = ("--criu", "/nonexistent/criu")
 
 
 @pytest.fixture
@@ -23,7 +27,7 @@ def state(tmp_path):
 
 @pytest.fixture
 def gw(state):
-    g = start_gateway("--state-dir", state)
+    g = start_gateway("--state-dir", state, *NO_CRIU)
     yield g
     g.stop()
 
@@ -44,6 +48,7 @@ def test_pause_and_resume_keep_the_files_not_the_variables(gw, state):
     assert model["id"] == kid and model["execution_state"] == "paused"
     assert model["paused"]["memory_kept"] is False
     assert model["paused"]["notice"].startswith("variables are not kept: ")
+    assert "/nonexistent/criu was not found" in model["paused"]["notice"], model
     assert sorted(os.listdir(os.path.join(state, "paused", kid))) == ["home.tar", "meta.json"]
     meta = json.load(open(os.path.join(state, "paused", kid, "meta.json")))
     assert meta["kind"] == "kernel" and meta["kernelspec"] == "python3"
@@ -186,7 +191,7 @@ def test_an_archive_past_its_room_is_refused_and_the_kernel_runs_on(tmp_path):
     is refused saying why and the kernel keeps its variables; an owner
     whose paused kernels hold all their room gets a 429 at once."""
     state = str(tmp_path / "state")
-    gw = start_gateway("--state-dir", state, "--pause-quota-mb", "3")
+    gw = start_gateway("--state-dir", state, "--pause-quota-mb", "3", *NO_CRIU)
     try:
         small = gw.start_kernel()
         reply, _, _ = run_cell(gw, small, "import os\n"
@@ -221,15 +226,15 @@ def test_a_second_gateway_on_the_same_state_directory_is_refused(tmp_path):
     """Two gateways sharing a state directory would resume each other's
     paused kernels: the second refuses to start, naming the first."""
     state = str(tmp_path / "state")
-    first = start_gateway("--state-dir", state)
+    first = start_gateway("--state-dir", state, *NO_CRIU)
     try:
         with pytest.raises(RuntimeError) as refused:
-            start_gateway("--state-dir", state)
+            start_gateway("--state-dir", state, *NO_CRIU)
         assert "in use by another glovebox" in str(refused.value)
         assert f"(pid {first.proc.pid})" in str(refused.value)
         assert first.request("GET", "/api/kernels")[0] == 200
     finally:
         first.stop()
     # Once the first has ended, the directory is free again.
-    again = start_gateway("--state-dir", state)
+    again = start_gateway("--state-dir", state, *NO_CRIU)
     again.stop()

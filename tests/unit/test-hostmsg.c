@@ -1392,7 +1392,10 @@ static void test_reply_validation(void)
  * unknown (the gateway must not believe a limit enforced that is not). */
 static void test_hello(void)
 {
-        struct hostmsg_hello m = {HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU}, back;
+        struct hostmsg_hello m = {.controllers = HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU,
+                                  .checkpoints = false,
+                                  .checkpoint_off = "no CRIU"},
+                             back;
         struct {
                 const char *text;
                 int rc;
@@ -1415,6 +1418,14 @@ static void test_hello(void)
         is_int(hostmsg_hello_decode(body, &back), 0, "HELLO: decodes");
         is_uint(back.controllers, HOSTMSG_CONTROLLER_MEMORY | HOSTMSG_CONTROLLER_CPU,
                 "HELLO: memory and cpu, not pids");
+        ok(!back.checkpoints, "HELLO: no checkpoints");
+        is_str(back.checkpoint_off, "no CRIU", "HELLO: why not");
+        json_decref(body);
+        m.checkpoints = true;
+        m.checkpoint_off[0] = '\0';
+        body = transfer(HOSTMSG_HELLO, hostmsg_hello_encode(&m), "HELLO");
+        is_int(hostmsg_hello_decode(body, &back), 0, "HELLO with checkpoints: decodes");
+        ok(back.checkpoints, "HELLO: checkpoints");
         json_decref(body);
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 body = json_loads(cases[i].text, 0, NULL);

@@ -1,0 +1,83 @@
+/* What the two halves of the kernel-host's checkpoints share
+ * (checkpoint.h): checkpoint.c makes them and answers the gateway,
+ * checkpoint_restore.c makes sandboxes of them. Nothing else includes
+ * this. */
+#ifndef GLOVEBOX_CHECKPOINT_INTERNAL_H
+#define GLOVEBOX_CHECKPOINT_INTERNAL_H
+
+#include "kernel-host/checkpoint.h"
+#include "kernel-host/sandbox.h"
+#include "kernel-host/spawn_internal.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define RECORD     "box.json"
+#define ARCHIVE    "files.tar"
+#define RECORD_MAX (1 << 20)
+#define MAX_MOUNTS 256
+#define MAX_PROCS  64
+#define MAX_ARGS   (2 * MAX_MOUNTS + 64)
+/* In criu restore: the new report pipe's write end, handed to init. */
+#define REPORT_FD 10
+/* The merged /usr of a rebuilt top, beside its layers. */
+#define USR_MERGED "usr-merged"
+#define LOG_TAIL   200
+
+/* CRIU's program, and the directory of checkpoints (-1: they are off). */
+extern char checkpoint_criu[PATH_MAX];
+extern char checkpoint_dir[PATH_MAX];
+extern int checkpoint_dir_fd;
+
+/* A dump or restore under way: its worker is our child. */
+struct job {
+        struct job *next;
+        pid_t pid; /* the worker (a dump) or criu itself (a restore) */
+        bool restore;
+        bool kill_after; /* a pause: the stopped sandbox is killed once saved */
+        char sandbox_id[JP_UUID_SIZE];
+        char name[JP_UUID_SIZE];
+        int msg_fd; /* what failed, from the worker */
+        /* a restore's */
+        struct box *box;
+        int report_rd, top_sock;
+        struct sandbox_ids ids;
+        struct hostmsg_limits limits;
+        struct kernel_cgroup cgroup;
+        json_t *flags; /* {mount point: options} at the dump */
+        size_t nprocs;
+        struct {
+                char id[JP_UUID_SIZE];
+                pid_t nspid;
+                bool kernel;
+                struct kernel_cgroup cgroup;
+        } procs[MAX_PROCS];
+};
+
+/* checkpoint.c. A new job in the list (NULL: out of memory), and its end. */
+struct job *checkpoint_job_new(const char *sandbox_id, const char *name);
+void checkpoint_job_free(struct job *j);
+/* Runs argv (execvp) in dir_fd (-1: here), stdio on /dev/null, and waits:
+ * 0, or -1. In a worker only. */
+int checkpoint_run(char *const argv[], int dir_fd);
+/* The first line of a CRIU log in dir_fd that says "Error" and is not one
+ * it carries on from, into out ("" when none). */
+void checkpoint_log_error(int dir_fd, const char *file, char *out, size_t size);
+
+/* checkpoint_restore.c. Reads RECORD in dir_fd (the caller decrefs). 0 or
+ * -EBADMSG. */
+int checkpoint_read_record(int dir_fd, json_t **out);
+/* o's key as a number in [0, max]. */
+bool checkpoint_json_uint(json_t *o, const char *key, unsigned long long max,
+                          unsigned long long *out);
+/* Starts restoring checkpoint req->volume_id as sandbox req->id: 0 and the
+ * job runs, or -errno with step and err set. */
+int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_t stepsize,
+                             char *err, size_t errlen);
+/* The restore's criu ended with status: the sandbox answered to the
+ * gateway, ready or failed. */
+void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report);
+
+#endif

@@ -1,0 +1,676 @@
+#include "autoconf.h"
+
+#include "kernel-host/checkpoint.h"
+#include "kernel-host/cgroup.h"
+#include "kernel-host/overlay.h"
+#include "kernel-host/sandbox.h"
+#include "kernel-host/spawn_internal.h"
+#include "protocol/buf.h"
+#include "protocol/fleetid.h"
+#include "protocol/log.h"
+#include "protocol/tree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernel-host/checkpoint_internal.h"
+#include "kernel-host/init_report.h"
+
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+
+/* ---- restore ------------------------------------------------------------------- */
+
+int checkpoint_read_record(int dir_fd, json_t **out)
+{
+        char *text = malloc(RECORD_MAX + 1);
+        int fd = openat(dir_fd, RECORD, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n = -1, got = 0;
+
+        *out = NULL;
+        while (text && fd >= 0 && got < RECORD_MAX &&
+               (n = read(fd, text + got, (size_t)(RECORD_MAX - got))) > 0)
+                got += n;
+        if (fd >= 0)
+                close(fd);
+        if (text && n == 0) {
+                text[got] = '\0';
+                *out = json_loads(text, 0, NULL);
+        }
+        free(text);
+        return *out ? 0 : -EBADMSG;
+}
+
+/* A user namespace with ids's maps, held by a child that waits: the
+ * idmapping of the host's /usr for the rebuilt top goes through it. The
+ * caller kills and reaps *holder. */
+static int ids_holder(const struct sandbox_ids *ids, pid_t *holder)
+{
+        int sync[2], rc;
+        char byte;
+        pid_t pid;
+
+        *holder = -1;
+        if (pipe2(sync, O_CLOEXEC) < 0)
+                return -errno;
+        pid = fork();
+        if (pid == 0) {
+                close(sync[0]);
+                if (unshare(CLONE_NEWUSER) < 0)
+                        _exit(1);
+                if (write(sync[1], "u", 1) != 1)
+                        _exit(1);
+                for (;;)
+                        pause();
+        }
+        close(sync[1]);
+        rc = pid < 0 ? -errno : read(sync[0], &byte, 1) == 1 ? 0 : -EIO;
+        close(sync[0]);
+        if (pid > 0)
+                *holder = pid;
+        if (rc == 0)
+                rc = sandbox_write_id_maps(pid, ids);
+        return rc;
+}
+
+static void holder_end(pid_t holder)
+{
+        int status;
+
+        if (holder > 0) {
+                kill(holder, SIGKILL);
+                waitpid(holder, &status, 0);
+        }
+}
+
+static int send_fd(int sock, int fd)
+{
+        char byte = 't', space[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {&byte, 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = space,
+                             .msg_controllen = sizeof(space)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+        memset(space, 0, sizeof(space));
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+        return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int sock)
+{
+        char byte, space[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {&byte, 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = space,
+                             .msg_controllen = sizeof(space)};
+        struct cmsghdr *c;
+        int fd;
+
+        if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+                return -1;
+        c = CMSG_FIRSTHDR(&msg);
+        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+                return -1;
+        memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+        return fd;
+}
+
+/* The restore's worker, in a mount namespace of its own: the top again on
+ * a new tmpfs, /usr and the overlays over it, the top sent to the
+ * kernel-host, then criu restore in its place. */
+static __attribute__((noreturn)) void restore_worker(const char *top, const char *options,
+                                                     const char *archive, int usr_fd, int top_sock,
+                                                     int report_wr, char **criu_argv)
+{
+        char *tar_argv[] = {"tar",
+                            "-x",
+                            "-f",
+                            (char *)archive,
+                            "-C",
+                            (char *)top,
+                            "--numeric-owner",
+                            "--same-permissions",
+                            "--sparse",
+                            "--xattrs",
+                            "--xattrs-include=user.*",
+                            NULL};
+        int fd;
+
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                _exit(120);
+        if (mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+                _exit(121);
+        if (checkpoint_run(tar_argv, -1) < 0)
+                _exit(122);
+        if (chdir(top) < 0)
+                _exit(123);
+        if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
+            (mkdir("usr-work", 0700) < 0 && errno != EEXIST) ||
+            (mkdir(USR_MERGED, 0755) < 0 && errno != EEXIST))
+                _exit(123);
+        if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "usr-lower", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                _exit(124);
+        /* Layers named relative to the top, as the sandbox made them: its
+         * mountinfo names no host directory. */
+        if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
+                  "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
+            mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
+                  "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
+                _exit(125);
+        fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || send_fd(top_sock, fd) < 0)
+                _exit(126);
+        if (dup2(report_wr, REPORT_FD) < 0)
+                _exit(127);
+        fd = open("/dev/null", O_RDWR);
+        if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+                _exit(127);
+        execv(criu_argv[0], criu_argv);
+        _exit(127);
+}
+
+bool checkpoint_json_uint(json_t *o, const char *key, unsigned long long max,
+                          unsigned long long *out)
+{
+        json_t *v = json_object_get(o, key);
+
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            (unsigned long long)json_integer_value(v) > max)
+                return false;
+        *out = (unsigned long long)json_integer_value(v);
+        return true;
+}
+
+static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
+{
+        json_t *ids = json_object_get(rec, "ids"), *lim = json_object_get(rec, "limits");
+        json_t *procs = json_object_get(rec, "procs"), *p;
+        unsigned long long v[8];
+        size_t i;
+
+        if (!checkpoint_json_uint(ids, "setup_uid", UINT32_MAX, &v[0]) ||
+            !checkpoint_json_uint(ids, "user_uid", UINT32_MAX, &v[1]) ||
+            !checkpoint_json_uint(ids, "setup_gid", UINT32_MAX, &v[2]) ||
+            !checkpoint_json_uint(ids, "user_gid", UINT32_MAX, &v[3]) ||
+            !checkpoint_json_uint(lim, "memory_mb", 1ull << 40, &v[4]) ||
+            !checkpoint_json_uint(lim, "cpu_millis", UINT32_MAX, &v[5]) ||
+            !checkpoint_json_uint(lim, "pids", UINT32_MAX, &v[6]) ||
+            !checkpoint_json_uint(lim, "disk_mb", 1ull << 40, &v[7]) || !json_is_array(procs) ||
+            json_array_size(procs) > MAX_PROCS || v[0] == 0 || v[1] == 0) {
+                snprintf(err, errlen, "the checkpoint's record is malformed");
+                return -EBADMSG;
+        }
+        j->ids = (struct sandbox_ids){.setup_uid = (uid_t)v[0],
+                                      .user_uid = (uid_t)v[1],
+                                      .setup_gid = (gid_t)v[2],
+                                      .user_gid = (gid_t)v[3],
+                                      .privileged = true};
+        j->limits = (struct hostmsg_limits){.memory_mb = v[4],
+                                            .cpu_millis = (uint32_t)v[5],
+                                            .pids = (uint32_t)v[6],
+                                            .disk_mb = v[7]};
+        json_array_foreach(procs, i, p) {
+                const char *id = json_string_value(json_object_get(p, "id"));
+                unsigned long long nspid;
+
+                if (!id || !jp_uuid_valid(id, strlen(id)) ||
+                    !checkpoint_json_uint(p, "nspid", INT32_MAX, &nspid)) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                snprintf(j->procs[i].id, sizeof(j->procs[i].id), "%s", id);
+                j->procs[i].nspid = (pid_t)nspid;
+                j->procs[i].kernel = json_is_true(json_object_get(p, "kernel"));
+        }
+        j->nprocs = json_array_size(procs);
+        return 0;
+}
+
+static void restore_cleanup(struct job *j)
+{
+        for (size_t i = 0; i < j->nprocs; i++)
+                cgroup_destroy(&j->procs[i].cgroup);
+        cgroup_destroy(&j->cgroup);
+        if (j->box)
+                spawn_box_discard(j->box);
+        j->box = NULL;
+}
+
+int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_t stepsize,
+                             char *err, size_t errlen)
+{
+        char dir[PATH_MAX + 64], top[PATH_MAX + 16], options[128], pidfile[PATH_MAX + 16];
+        char root[PATH_MAX + 32], archive[PATH_MAX + 64], inherit[96], cg_err[HOSTMSG_ERROR_SIZE];
+        char *argv[MAX_ARGS], *owned[MAX_ARGS];
+        size_t argc = 0, nowned = 0, i;
+        json_t *rec = NULL, *mounts, *m;
+        const char *pipe_name;
+        int dir_fd = -1, usr_fd = -1, report[2] = {-1, -1}, sv[2] = {-1, -1}, rc;
+        bool idmapped = false;
+        pid_t holder = -1, pid;
+        struct job *j;
+
+        snprintf(step, stepsize, "restore");
+        dir_fd = openat(checkpoint_dir_fd, req->volume_id,
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir_fd < 0) {
+                snprintf(err, errlen, "no such checkpoint");
+                return -ENOENT;
+        }
+        j = checkpoint_job_new(req->id, req->volume_id);
+        if (!j) {
+                close(dir_fd);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        j->restore = true;
+        rc = checkpoint_read_record(dir_fd, &rec);
+        if (rc < 0) {
+                snprintf(err, errlen, "the checkpoint's record cannot be read");
+                goto fail;
+        }
+        rc = record_take(rec, j, err, errlen);
+        j->flags = json_incref(json_object_get(rec, "flags"));
+        if (rc < 0)
+                goto fail;
+        {
+                struct hostmsg_failed fail = {0};
+
+                rc = spawn_box_new(req->id, &j->box, &fail);
+                if (rc < 0) {
+                        snprintf(err, errlen, "%s", fail.message);
+                        goto fail;
+                }
+        }
+        rc = spawn_slot_claim(j->box, j->ids.setup_uid);
+        if (rc < 0) {
+                snprintf(err, errlen, "its host ids are a running sandbox's");
+                goto fail;
+        }
+        /* Its groups are ours, with their limits, before CRIU puts the
+         * processes back in them (soft: it makes only what is missing). */
+        rc = cgroup_create(req->id, &j->limits, &j->cgroup, cg_err, sizeof(cg_err));
+        for (i = 0; rc == 0 && i < j->nprocs; i++) {
+                char name[JP_UUID_SIZE + 8];
+
+                snprintf(name, sizeof(name), "p-%s", j->procs[i].id);
+                rc = cgroup_create_child(&j->cgroup, name, &j->procs[i].cgroup, cg_err,
+                                         sizeof(cg_err));
+        }
+        if (rc < 0) {
+                snprintf(err, errlen, "cgroup: %s", cg_err);
+                goto fail;
+        }
+        rc = ids_holder(&j->ids, &holder);
+        if (rc == 0)
+                rc = overlay_lower_open("/usr", holder, &usr_fd, &idmapped);
+        holder_end(holder);
+        if (rc < 0) {
+                snprintf(err, errlen, "the host's /usr, idmapped: %s", strerror(-rc));
+                goto fail;
+        }
+        if (pipe2(report, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                rc = -errno;
+                snprintf(err, errlen, "pipe: %s", strerror(errno));
+                goto fail;
+        }
+        snprintf(dir, sizeof(dir), "%s/%s", checkpoint_dir, req->volume_id);
+        snprintf(archive, sizeof(archive), "%s/" ARCHIVE, dir);
+        snprintf(top, sizeof(top), "%s/" ROOT_DIR, j->box->run_dir);
+        snprintf(root, sizeof(root), "%s/root", top);
+        snprintf(pidfile, sizeof(pidfile), "%s/init.pid", j->box->run_dir);
+        snprintf(options, sizeof(options), "mode=0755,size=%llum,uid=%u,gid=%u",
+                 (unsigned long long)j->limits.disk_mb, (unsigned)j->ids.setup_uid,
+                 (unsigned)j->ids.setup_gid);
+        pipe_name = json_string_value(json_object_get(rec, "report_pipe")) ?: "";
+        snprintf(inherit, sizeof(inherit), "fd[%d]:%s", REPORT_FD, pipe_name);
+        mounts = json_object_get(rec, "mounts");
+        if (!json_is_array(mounts) || json_array_size(mounts) > MAX_MOUNTS ||
+            strncmp(pipe_name, "pipe:[", 6) != 0 || strlen(pipe_name) > 40) {
+                rc = -EBADMSG;
+                snprintf(err, errlen, "the checkpoint's record is malformed");
+                goto fail;
+        }
+#define ARG(s) (argv[argc++] = (char *)(s))
+        ARG(checkpoint_criu);
+        ARG("restore");
+        ARG("-D");
+        ARG(dir);
+        ARG("-W");
+        ARG(j->box->run_dir);
+        ARG("-o");
+        ARG("restore.log");
+        ARG("-v2");
+        ARG("--root");
+        ARG(root);
+        ARG("--restore-sibling");
+        ARG("-d");
+        ARG("--pidfile");
+        ARG(pidfile);
+        ARG("--inherit-fd");
+        ARG(inherit);
+        ARG("--tcp-established");
+        ARG("--file-locks");
+        ARG("--manage-cgroups=soft");
+        ARG("--external");
+        ARG("mnt[]");
+        for (unsigned h = 0;; h++) {
+                char path[PATH_MAX + 64], *e;
+
+                if (cgroup_criu_root(&j->cgroup, h, path, sizeof(path)) < 0)
+                        break;
+                e = strdup(path);
+                if (!e)
+                        goto nomem;
+                owned[nowned++] = e;
+                ARG("--cgroup-root");
+                ARG(e);
+        }
+        json_array_foreach(mounts, i, m) {
+                const char *kind = json_string_value(json_object_get(m, "kind")) ?: "";
+                const char *key = json_string_value(json_object_get(m, "key")) ?: "";
+                const char *path = json_string_value(json_object_get(m, "path")) ?: "";
+                char *e = NULL;
+                int n;
+
+                if (strcmp(kind, "top") == 0 && path[0] == '/' && !strstr(path, ".."))
+                        n = asprintf(&e, "mnt[%s]:%s%s", key, top, path);
+                else if (strcmp(kind, "usr") == 0)
+                        n = asprintf(&e, "mnt[%s]:%s/" USR_MERGED, key, top);
+                else if (strcmp(kind, "host") == 0 && path[0] == '/')
+                        n = asprintf(&e, "mnt[%s]:%s", key, path);
+                else
+                        n = -2;
+                if (n == -2 || !key[0]) {
+                        rc = -EBADMSG;
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        goto fail;
+                }
+                if (n < 0)
+                        goto nomem;
+                owned[nowned++] = e;
+                ARG("--external");
+                ARG(e);
+        }
+        argv[argc] = NULL;
+#undef ARG
+        pid = fork();
+        if (pid == 0) {
+                close(sv[0]);
+                close(report[0]);
+                restore_worker(top, options, archive, usr_fd, sv[1], report[1], argv);
+        }
+        if (pid < 0) {
+                rc = -errno;
+                snprintf(err, errlen, "fork: %s", strerror(errno));
+                goto fail;
+        }
+        j->pid = pid;
+        j->report_rd = report[0];
+        j->top_sock = sv[0];
+        report[0] = sv[0] = -1;
+        klog_info(req->id, "restore of checkpoint %.8s started", req->volume_id);
+        rc = 0;
+        goto out;
+nomem:
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+fail:
+        restore_cleanup(j);
+        checkpoint_job_free(j);
+out:
+        for (i = 0; i < nowned; i++)
+                free(owned[i]);
+        for (int k = 0; k < 2; k++) {
+                if (report[k] >= 0)
+                        close(report[k]);
+                if (sv[k] >= 0)
+                        close(sv[k]);
+        }
+        if (usr_fd >= 0)
+                close(usr_fd);
+        if (dir_fd >= 0)
+                close(dir_fd);
+        json_decref(rec);
+        return rc;
+}
+
+/* The mount flags of options (a mountinfo's per-mount field). */
+static unsigned long flags_of(const char *options)
+{
+        static const struct {
+                const char *name;
+                unsigned long flag;
+        } known[] = {{"ro", MS_RDONLY},        {"nosuid", MS_NOSUID},
+                     {"nodev", MS_NODEV},      {"noexec", MS_NOEXEC},
+                     {"noatime", MS_NOATIME},  {"nodiratime", MS_NODIRATIME},
+                     {"relatime", MS_RELATIME}};
+        unsigned long flags = 0;
+
+        for (const char *o = options; *o;) {
+                size_t n = strcspn(o, ",");
+
+                for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+                        if (strlen(known[i].name) == n && strncmp(o, known[i].name, n) == 0)
+                                flags |= known[i].flag;
+                }
+                o += n + (o[n] == ',');
+        }
+        return flags;
+}
+
+/* Gives every mount of the restored sandbox at least the flags it had at
+ * the dump (recorded: {point: options}), in a child that enters its
+ * mount namespace. The flags only tighten, whatever a path leads to. 0,
+ * or -EPERM when one could not be given. */
+static int restore_flags(const struct sandbox *sb, json_t *recorded)
+{
+        const unsigned long tight = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+        int status;
+        pid_t pid;
+
+        if (!json_is_object(recorded))
+                return -EPERM;
+        pid = fork();
+        if (pid == 0) {
+                char line[3 * PATH_MAX];
+                int failed = 0;
+                FILE *f;
+
+                /* init's mounts, read through the host's /proc: once in
+                 * the namespace, /proc is the sandbox's, without us. */
+                snprintf(line, sizeof(line), "/proc/%d/mountinfo", (int)sb->init_pid);
+                f = fopen(line, "re");
+                if (!f || setns(sb->ns_fds[1], CLONE_NEWNS) < 0)
+                        _exit(100);
+                while (fgets(line, sizeof(line), f)) {
+                        char point[PATH_MAX], options[256];
+                        unsigned long now, want;
+                        const char *was;
+
+                        if (sscanf(line, "%*d %*d %*u:%*u %*s %4095s %255s", point, options) != 2)
+                                continue;
+                        was = json_string_value(json_object_get(recorded, point));
+                        now = flags_of(options);
+                        want = was ? flags_of(was) & tight : 0;
+                        if ((now | want) == now)
+                                continue;
+                        if (mount(NULL, point, NULL, MS_REMOUNT | MS_BIND | now | want, NULL) < 0) {
+                                log_warn("cannot give %s its flags back: %s", point,
+                                         strerror(errno));
+                                failed++;
+                        }
+                }
+                fclose(f);
+                _exit(failed ? 102 : 0);
+        }
+        if (pid < 0)
+                return -errno;
+        while (waitpid(pid, &status, 0) < 0) {
+                if (errno != EINTR)
+                        return -errno;
+        }
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
+
+/* The host pid of the process that is nspid in init's pid namespace:
+ * every process the kernel-host started is init's child. */
+static pid_t host_pid_of(pid_t init, pid_t nspid)
+{
+        char path[64], list[16384], status[4096];
+        pid_t found = -1;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
+        if (read_small_file(path, list, sizeof(list)) < 0)
+                return -1;
+        for (char *s = list, *end; *s && found < 0; s = end) {
+                long pid = strtol(s, &end, 10);
+                char *ns;
+
+                if (end == s)
+                        break;
+                snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+                if (read_small_file(path, status, sizeof(status)) < 0)
+                        continue;
+                ns = strstr(status, "\nNSpid:");
+                if (!ns)
+                        continue;
+                ns[strcspn(ns + 1, "\n") + 1] = '\0';
+                ns = strrchr(ns, '\t');
+                if (ns && strtol(ns + 1, NULL, 10) == nspid)
+                        found = (pid_t)pid;
+        }
+        return found;
+}
+
+void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report)
+{
+        struct hostmsg_sandbox_ready ready = {0};
+        struct hostmsg_failed fail = {.error = EIO};
+        char text[32], why[LOG_TAIL + 1] = "", path[64];
+        struct box *b = j->box;
+        int top_fd = -1, root_fd = -1, rc, dir_fd;
+        pid_t init = -1;
+        json_t *msg;
+
+        snprintf(fail.id, sizeof(fail.id), "%s", j->sandbox_id);
+        snprintf(fail.step, sizeof(fail.step), "restore");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                dir_fd = open(b->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dir_fd >= 0) {
+                        checkpoint_log_error(dir_fd, "restore.log", why, sizeof(why));
+                        close(dir_fd);
+                }
+                snprintf(fail.message, sizeof(fail.message), "criu restore failed (%s %d)%s%s",
+                         WIFEXITED(status) ? "status" : "signal",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                         why[0] ? ": " : "", why);
+                goto fail;
+        }
+        snprintf(path, sizeof(path), "%s/init.pid", b->run_dir);
+        if (read_small_file(path, text, sizeof(text)) > 0)
+                init = (pid_t)strtol(text, NULL, 10);
+        top_fd = recv_fd(j->top_sock);
+        if (init <= 0 || top_fd < 0) {
+                snprintf(fail.message, sizeof(fail.message), "the restored sandbox is not there");
+                goto fail;
+        }
+        rc =
+            sandbox_adopt(init, j->report_rd, top_fd, &j->ids, &j->limits, &j->cgroup, &b->sandbox);
+        if (rc < 0) {
+                snprintf(fail.message, sizeof(fail.message), "the restored sandbox: %s",
+                         strerror(-rc));
+                kill(init, SIGKILL);
+                goto fail;
+        }
+        j->report_rd = -1;
+        top_fd = -1;
+        rc = restore_flags(&b->sandbox, j->flags);
+        if (rc < 0) {
+                snprintf(fail.message, sizeof(fail.message),
+                         "the restored sandbox's mounts cannot have their flags back");
+                sandbox_kill(&b->sandbox);
+                waitpid(init, NULL, 0);
+                sandbox_destroy(&b->sandbox);
+                memset(&j->cgroup, 0, sizeof(j->cgroup));
+                goto fail;
+        }
+        b->init_alive = true;
+        if (kill(init, INIT_SIGNAL_REEXEC) < 0)
+                klog_warn(b->id, "cannot have the restored init execute itself again: %s",
+                          strerror(errno));
+        b->checkpointable = true;
+        memset(&j->cgroup, 0, sizeof(j->cgroup)); /* the sandbox's now */
+        for (size_t i = 0; i < j->nprocs; i++) {
+                pid_t pid = host_pid_of(init, j->procs[i].nspid);
+                struct proc *p;
+
+                if (pid < 0) {
+                        /* It had ended by the dump: its group goes. */
+                        cgroup_destroy(&j->procs[i].cgroup);
+                        continue;
+                }
+                p = calloc(1, sizeof(*p));
+                if (!p) {
+                        cgroup_destroy(&j->procs[i].cgroup);
+                        continue;
+                }
+                snprintf(p->id, sizeof(p->id), "%s", j->procs[i].id);
+                p->box = b;
+                p->pid = pid;
+                p->sp.pid = pid;
+                p->sp.nspid = j->procs[i].nspid;
+                p->cgroup = j->procs[i].cgroup;
+                p->kernel = j->procs[i].kernel;
+                b->procs++;
+                spawn_proc_add(p);
+        }
+        j->nprocs = 0;
+        spawn_box_add(b);
+        j->box = NULL;
+        snprintf(ready.sandbox_id, sizeof(ready.sandbox_id), "%s", b->id);
+        ready.init_pid = init;
+        ready.user_uid = j->ids.user_uid;
+        ready.user_gid = j->ids.user_gid;
+        ready.has_root = true;
+        ready.root_uid = j->ids.setup_uid;
+        ready.root_gid = j->ids.setup_gid;
+        snprintf(ready.root, sizeof(ready.root), "/proc/%d/root", (int)init);
+        root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
+        msg = hostmsg_sandbox_ready_encode(&ready);
+        if (root_fd < 0 || !msg || hostmsg_send(link, HOSTMSG_SANDBOX_READY, msg, &root_fd, 1) < 0)
+                log_warn("cannot report to the gateway");
+        json_decref(msg);
+        if (root_fd >= 0)
+                close(root_fd);
+        klog_info(b->id, "restored from checkpoint %.8s (init pid %d)", j->name, (int)init);
+        return;
+fail:
+        if (top_fd >= 0)
+                close(top_fd);
+        klog_warn(j->sandbox_id, "restore of checkpoint %.8s: %s", j->name, fail.message);
+        restore_cleanup(j);
+        report(HOSTMSG_SANDBOX_FAILED, hostmsg_failed_encode(&fail));
+}

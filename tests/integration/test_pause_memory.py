@@ -1,0 +1,259 @@
+"""Pause that keeps a kernel's memory: with CRIU (4.1 or newer; scripts/test
+builds it), POST /api/kernels/{id}/pause checkpoints the kernel's whole
+sandbox under --state-dir and frees it, and POST .../resume restores it: the
+same kernel with its variables, execution count, the processes it started,
+its /tmp and home, confined as before. test_pause.py has the files-only
+pause of hosts without CRIU."""
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from gbclient import run_cell, start_gateway, value_of
+
+CRIU = os.environ.get("GLOVEBOX_CRIU", "/usr/local/sbin/criu")
+
+
+def criu_usable():
+    try:
+        out = subprocess.run([CRIU, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    m = re.search(r"Version: (\d+)\.(\d+)", out)
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (4, 1)
+
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not criu_usable(),
+                                reason=f"memory pause needs root and CRIU 4.1+ at {CRIU} "
+                                       "(scripts/test builds it)")
+
+
+@pytest.fixture
+def state(tmp_path):
+    return str(tmp_path / "state")
+
+
+@pytest.fixture
+def gw(state):
+    g = start_gateway("--state-dir", state, "--criu", CRIU)
+    yield g
+    g.stop()
+
+
+def wait_gone(path, timeout=10):
+    deadline = time.time() + timeout
+    while os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(path), path
+
+
+def pause(gw, kid):
+    status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+    assert status == 200, model
+    assert model["execution_state"] == "paused" and model["paused"] == {"memory_kept": True}, model
+    return model
+
+
+def resume(gw, kid):
+    status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+    assert status == 200, model
+    assert model["id"] == kid and model["execution_state"] == "idle", model
+    return model
+
+
+def test_pause_and_resume_keep_variables_count_processes_and_files(gw, state):
+    kid = gw.start_kernel()
+    ch = gw.connect(kid)
+    try:
+        reply, _ = ch.execute("import subprocess, os, random\n"
+                              "x = 41\n"
+                              "data = bytes(random.getrandbits(8) for _ in range(1 << 16))\n"
+                              "child = subprocess.Popen(['sleep', '1000'])\n"
+                              "open('/tmp/t.txt', 'w').write('tmp')\n"
+                              "open('/home/user/h.txt', 'w').write('home')")
+        assert reply["content"]["status"] == "ok", reply
+        count = reply["content"]["execution_count"]
+    finally:
+        ch.close()
+    digest = value_of(gw, kid, "__import__('hashlib').sha256(data).hexdigest()")
+    child_pid = value_of(gw, kid, "child.pid")
+
+    pause(gw, kid)
+    paused_dir = os.path.join(state, "paused", kid)
+    assert os.listdir(paused_dir) == ["meta.json"]
+    meta = json.load(open(os.path.join(paused_dir, "meta.json")))
+    assert meta["memoryKept"] is True and meta["kind"] == "kernel"
+    checkpoint = os.path.join(state, "checkpoints", meta["checkpoint"])
+    assert {"box.json", "files.tar", "inventory.img"} <= set(os.listdir(checkpoint))
+    # Its memory is freed: no process of the kernel's user is left.
+    assert not subprocess.run(["pgrep", "-f", kid], capture_output=True).stdout
+    status, listed, _ = gw.request("GET", "/api/kernels")
+    assert [(k["id"], k["execution_state"], k.get("paused")) for k in listed] == \
+        [(kid, "paused", {"memory_kept": True})]
+
+    resume(gw, kid)
+    assert not os.path.exists(paused_dir)
+    # The kernel-host removes the checkpoint once the gateway has it back.
+    wait_gone(checkpoint)
+    ch = gw.connect(kid)
+    try:
+        reply, outputs = ch.execute(
+            "print(x + 1, child.poll(), child.pid, open('/tmp/t.txt').read(),"
+            " open('/home/user/h.txt').read())")
+        assert reply["content"]["status"] == "ok", reply
+        # The count goes on from where it was, as in one kernel.
+        assert reply["content"]["execution_count"] == count + 3, reply
+    finally:
+        ch.close()
+    out = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
+    assert out == f"42 None {child_pid} tmp home\n"
+    assert value_of(gw, kid, "__import__('hashlib').sha256(data).hexdigest()") == digest
+    # Paused and resumed again: a restored sandbox checkpoints as a made one.
+    pause(gw, kid)
+    resume(gw, kid)
+    assert value_of(gw, kid, "x") == 41
+
+
+def confinement(gw, kid):
+    """What confines the kernel, as it sees it."""
+    return value_of(gw, kid, (
+        "{'status': {l.split(':')[0]: l.split(':', 1)[1].strip()"
+        "  for l in open('/proc/self/status') if l.split(':')[0] in"
+        "  ('Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',"
+        "   'NoNewPrivs', 'Seccomp', 'Seccomp_filters')},"
+        " 'uid_map': open('/proc/self/uid_map').read().split(),"
+        " 'gid_map': open('/proc/self/gid_map').read().split(),"
+        " 'mounts': sorted((l.split()[4], l.split(' - ')[1].split()[0],"
+        "   ','.join(o for o in l.split()[5].split(',') if o in ('ro', 'rw', 'nosuid', 'nodev',"
+        "   'noexec'))) for l in open('/proc/self/mountinfo')),"
+        " 'cgroup': open('/proc/self/cgroup').read(),"
+        " 'limits': open('/proc/self/limits').read(),"
+        " 'hostname': __import__('socket').gethostname(),"
+        " 'links': sorted(__import__('os').listdir('/sys/class/net')) if"
+        "   __import__('os').path.exists('/sys/class/net') else None,"
+        " 'pid1': open('/proc/1/cmdline').read()}"))
+
+
+def host_limits(uid_map):
+    """The memory, pids and CPU limits of the kernel's cgroups, read on the
+    host from its processes (found by their host uid)."""
+    host_uid = uid_map[uid_map.index("1000") + 1]
+    pids = subprocess.run(["pgrep", "-u", host_uid, "-f", "ipykernel"], capture_output=True,
+                          text=True).stdout.split()
+    assert pids, "no kernel process of host uid " + host_uid
+    limits = {}
+    for line in open(f"/proc/{pids[0]}/cgroup"):
+        _, ctrls, path = line.strip().split(":", 2)
+        for ctrl, name in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max"),
+                           ("cpu", "cpu.cfs_quota_us")):
+            if ctrl in ctrls.split(","):
+                base = f"/sys/fs/cgroup/{ctrls}" if os.path.isdir(f"/sys/fs/cgroup/{ctrls}") \
+                    else f"/sys/fs/cgroup/{ctrl}"
+                # The sandbox's group holds the limits; the kernel's own is below it.
+                group = os.path.dirname(path) if os.path.basename(path).startswith("p-") else path
+                for root, _, files in os.walk(base):
+                    if root.endswith(group) and name in files:
+                        limits[ctrl] = open(os.path.join(root, name)).read().strip()
+                        break
+    return limits
+
+
+def test_a_restored_kernel_is_confined_exactly_as_before(gw):
+    limits = {"memory_mb": 300, "pids": 77, "cpus": 0.5}
+    kid = gw.start_kernel(name="python3", limits=limits)
+    before = confinement(gw, kid)
+    before_limits = host_limits(before["uid_map"])
+    assert before_limits == {"memory": str(300 << 20), "pids": "77", "cpu": "50000"}, \
+        before_limits
+    pause(gw, kid)
+    resume(gw, kid)
+    after = confinement(gw, kid)
+    for key in before:
+        assert after[key] == before[key], (key, before[key], after[key])
+    assert host_limits(after["uid_map"]) == before_limits
+    # The limits hold, not only read back: past its pids limit a fork fails.
+    reply, out, _ = run_cell(gw, kid, (
+        "import os, time\nkids = []\n"
+        "try:\n    for _ in range(200):\n        pid = os.fork()\n"
+        "        if pid == 0:\n            time.sleep(30); os._exit(0)\n"
+        "        kids.append(pid)\nexcept OSError as e:\n    print('refused', len(kids) < 77)\n"
+        "for p in kids:\n    os.kill(p, 9); os.waitpid(p, 0)"))
+    assert reply["status"] == "ok" and out == "refused True\n", (reply, out)
+
+
+def test_a_memory_paused_kernel_outlives_the_gateway(state):
+    gw = start_gateway("--state-dir", state, "--criu", CRIU)
+    try:
+        kid = gw.start_kernel()
+        run_cell(gw, kid, "secret = 'kept across gateways'")
+        pause(gw, kid)
+    finally:
+        gw.stop()
+    gw = start_gateway("--state-dir", state, "--criu", CRIU)
+    try:
+        status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+        assert status == 200 and model["paused"] == {"memory_kept": True}, model
+        resume(gw, kid)
+        assert value_of(gw, kid, "secret") == "kept across gateways"
+    finally:
+        gw.stop()
+
+
+def test_a_deleted_paused_kernel_leaves_no_checkpoint(gw, state):
+    kid = gw.start_kernel()
+    pause(gw, kid)
+    assert len(os.listdir(os.path.join(state, "checkpoints"))) == 1
+    assert gw.request("DELETE", f"/api/kernels/{kid}")[0] == 204
+    deadline = time.time() + 10
+    while os.listdir(os.path.join(state, "checkpoints")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert os.listdir(os.path.join(state, "checkpoints")) == []
+    assert gw.request("POST", f"/api/kernels/{kid}/resume")[0] == 404
+
+
+def test_a_checkpoint_that_cannot_be_restored_leaves_the_kernel_paused(gw, state):
+    kid = gw.start_kernel()
+    run_cell(gw, kid, "y = 7")
+    pause(gw, kid)
+    meta = json.load(open(os.path.join(state, "paused", kid, "meta.json")))
+    archive = os.path.join(state, "checkpoints", meta["checkpoint"], "files.tar")
+    os.rename(archive, archive + ".away")
+    status, body, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+    assert status == 500 and "stays paused" in body["message"], body
+    status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+    assert status == 200 and model["execution_state"] == "paused", model
+    # Nothing of the failed restore is left to block the next one.
+    os.rename(archive + ".away", archive)
+    resume(gw, kid)
+    assert value_of(gw, kid, "y") == 7
+
+
+def test_a_busy_kernel_is_paused_mid_cell_and_finishes_it_after(gw):
+    kid = gw.start_kernel()
+    ch = gw.connect(kid)
+    try:
+        ch.send("execute_request", {"code": "import time\nfor i in range(30):\n"
+                                            "    time.sleep(0.1)\nz = i", "silent": False,
+                                    "store_history": True, "user_expressions": {},
+                                    "allow_stdin": False, "stop_on_error": True})
+        time.sleep(0.5)
+    finally:
+        ch.close()
+    pause(gw, kid)
+    resume(gw, kid)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        ch = gw.connect(kid)
+        try:
+            reply, outputs = ch.execute("print(globals().get('z'))")
+        finally:
+            ch.close()
+        out = "".join(m["content"].get("text", "") for m in outputs
+                      if m["msg_type"] == "stream")
+        if out == "29\n":
+            break
+        time.sleep(0.5)
+    assert out == "29\n"
