@@ -48,10 +48,10 @@
  * ZMQInteractiveShell.instance(), which IPythonKernel calls: for one call it
  * returns the prebuilt shell, adopted by the kernel (its parent, kernel,
  * configuration, profile and ipython directories, compiler, environment
- * variables, a fresh user module and namespace, its own history database
- * and saving thread in the kernel's home, execution count 1), or, when the
+ * variables, a fresh user module and namespace, its own history (where the
+ * configuration puts it) and saving thread, execution count 1), or, when the
  * kernel's configuration has a section for anything but the kernel
- * application, the kernel and its session (a profile's
+ * application, the kernel, its session and the history's file (a profile's
  * ipython_kernel_config.py setting InteractiveShell, a formatter, the
  * history...), builds a shell of its own as a cold kernel would. Startup
  * files and exec_lines run in the kernel either way (the application
@@ -107,7 +107,10 @@ static const char bootstrap[] =
     "    for c in type(parent).__mro__ + type(getattr(parent, 'parent', None)).__mro__:\n"
     "        known.add(c.__name__)\n"
     "    known -= _GLOVEBOX_GENERIC\n"
-    "    return all(k in known or not v for k, v in dict.items(parent.config))\n"
+    "    # The history's file (Glovebox's /etc/ipython keeps it in memory) is\n"
+    "    # read as the adopted shell makes its history manager.\n"
+    "    return all(k in known or not v or (k == 'HistoryManager' and set(v) <= {'hist_file'})\n"
+    "               for k, v in dict.items(parent.config))\n"
     "def _glovebox_adopt(shell, parent, kernel=None, profile_dir=None, compiler_class=None, **_):\n"
     "    import atexit\n"
     "    from IPython.paths import get_ipython_dir\n"

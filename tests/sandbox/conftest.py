@@ -16,9 +16,27 @@ ZYGOTE_ARGS = ("--zygote", "python3:numpy")
 
 def pytest_generate_tests(metafunc):
     # The escape battery runs against cold kernels and, unchanged, against
-    # kernels forked from a zygote.
+    # kernels forked from a zygote and kernels restored from a memory
+    # checkpoint (each paused and resumed before the test has it).
     if "gateway" in metafunc.fixturenames and metafunc.module.__name__.endswith("test_escape"):
-        metafunc.parametrize("gateway", ["cold", "zygote"], indirect=True, scope="module")
+        metafunc.parametrize("gateway", ["cold", "zygote", "restored"], indirect=True,
+                             scope="module")
+
+
+def restored_start_kernel(gw):
+    """gw.start_kernel, but every kernel it gives has been paused with its
+    memory and resumed: what it runs was restored by CRIU."""
+    start = gw.start_kernel
+
+    def start_restored(**body):
+        kid = start(**body)
+        value(gw, kid, "1")
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+        assert status == 200 and model["paused"] == {"memory_kept": True}, model
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+        assert status == 200, model
+        return kid
+    return start_restored
 
 
 def assert_from_zygote(gw, kid, expected=True):
@@ -33,6 +51,8 @@ def gateway(request):
     mode = getattr(request, "param", "cold")
     gw = start_gateway(*(ZYGOTE_ARGS if mode == "zygote" else ()), env=env)
     gw.mode = mode
+    if mode == "restored":
+        gw.start_kernel = restored_start_kernel(gw)
     if mode == "zygote":
         # Else the battery could pass on cold kernels without saying so.
         kid = gw.start_kernel()
