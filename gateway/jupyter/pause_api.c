@@ -207,6 +207,15 @@ static void on_checkpointed(void *ctx, int status, const char *message)
         struct paused_kernel *p = find(id);
         struct kernel *k = kernel_find_any(id);
 
+        if (p && p->phase == PAUSED_SAVING && k && status == -EOPNOTSUPP) {
+                /* One the kernel-host cannot take (a template's, a zygote's
+                 * kernel...): its files, as without CRIU, saying why. */
+                p->memory = false;
+                files_notice(p, message);
+                status = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
+                if (status == 0)
+                        return;
+        }
         free(id);
         if (p && p->phase == PAUSED_SAVING)
                 on_saved_as(p, k, status, message);

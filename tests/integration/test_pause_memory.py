@@ -257,3 +257,23 @@ def test_a_busy_kernel_is_paused_mid_cell_and_finishes_it_after(gw):
             break
         time.sleep(0.5)
     assert out == "29\n"
+
+
+def test_a_kernel_no_checkpoint_can_take_is_paused_with_its_files(state):
+    """A kernel forked from a zygote maps the zygote's files, which are not
+    its sandbox's: the kernel-host refuses its checkpoint, and the pause
+    keeps its files, saying why."""
+    gw = start_gateway("--state-dir", state, "--criu", CRIU, "--zygote", "python3:json")
+    try:
+        kid = gw.start_kernel()
+        run_cell(gw, kid, "open('/home/user/z.txt', 'w').write('zygote')\nv = 5")
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+        assert status == 200, model
+        assert model["paused"]["memory_kept"] is False, model
+        assert "zygote" in model["paused"]["notice"], model
+        assert os.listdir(os.path.join(state, "checkpoints")) == []
+        resume(gw, kid)
+        assert value_of(gw, kid, "(open('/home/user/z.txt').read(), 'v' in globals())") == \
+            ("zygote", False)
+    finally:
+        gw.stop()

@@ -1,0 +1,91 @@
+"""Pause with memory and resume of a Jupyter kernel (POST /api/kernels/{id}/
+pause and .../resume, CRIU under it), side by side in one run with the
+files-only pause of the same gateway build (--criu naming none), for:
+  fresh   a kernel that ran `x = 1`
+  frame   a kernel that imported numpy and pandas and holds a 128 MiB
+          DataFrame (the issue's target: pause <= 1 s, resume to first
+          result <= 300 ms; E2B publishes ~4 s per GiB to pause, ~1 s to
+          resume)
+Pause: until the 200. Resume: until the 200 and then a first cell's result
+(`x` or the frame's sum), so what is measured is resume to first result.
+Median of N rounds (default 5). Also the checkpoint's size on disk.
+Run as root: /usr/bin/python3 bench/pause_memory.py [N]"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
+from gbclient import run_cell, start_gateway  # noqa: E402
+
+CASES = {
+    "fresh": ("x = 1", "x"),
+    # 1 Mi rows of 16 float64 columns: 128 MiB.
+    "frame": ("import numpy as np, pandas as pd\n"
+              "df = pd.DataFrame(np.random.default_rng(1).random((1 << 20, 16)))\n"
+              "x = float(df.values.sum())", "x"),
+}
+
+
+def first_result(gw, kid, expr):
+    reply, out, _ = run_cell(gw, kid, f"print({expr})")
+    assert reply["status"] == "ok", reply
+    return out.strip()
+
+
+def measure(gw, state, case, rounds):
+    setup, expr = CASES[case]
+    kid = gw.start_kernel()
+    reply, _, _ = run_cell(gw, kid, setup, timeout=300)
+    assert reply["status"] == "ok", reply
+    want = first_result(gw, kid, expr)
+    pauses, resumes, sizes = [], [], []
+    kept = None
+    for _ in range(rounds):
+        t = time.perf_counter()
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+        pauses.append(time.perf_counter() - t)
+        assert status == 200, model
+        kept = model["paused"]["memory_kept"]
+        sizes.append(int(subprocess.run(["du", "-sb", state], capture_output=True,
+                                        text=True).stdout.split()[0]))
+        t = time.perf_counter()
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+        assert status == 200, model
+        got = first_result(gw, kid, expr) if kept else None
+        resumes.append(time.perf_counter() - t)
+        if kept:
+            assert got == want, (got, want)
+        else:
+            # Files only: the variables are gone; set up again off the clock.
+            run_cell(gw, kid, setup, timeout=300)
+    gw.request("DELETE", f"/api/kernels/{kid}")
+    return statistics.median(pauses), statistics.median(resumes), statistics.median(sizes), kept
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    rows = []
+    for label, extra in (("memory (CRIU)", ()), ("files only", ("--criu", "/nonexistent"))):
+        state = tempfile.mkdtemp(prefix="bench-pause-memory-")
+        gw = start_gateway("--state-dir", state, *extra)
+        try:
+            for case in CASES:
+                rows.append((label, case) + measure(gw, state, case, rounds))
+        finally:
+            gw.stop()
+    print(f"pause and resume of a Jupyter kernel, median of {rounds} "
+          "(resume: until the first cell's result)")
+    print(f"  {'mode':14} {'kernel':6} {'pause':>9} {'resume':>9} {'on disk':>10}  kept")
+    for label, case, pause, resume, size, kept in rows:
+        print(f"  {label:14} {case:6} {pause * 1000:7.0f} ms {resume * 1000:7.0f} ms "
+              f"{size / 1048576:7.1f} MiB  {'memory' if kept else 'files'}")
+    print("  targets (issue 24): frame pause <= 1000 ms, resume <= 300 ms; "
+          "fresh <= 150 ms each")
+
+
+if __name__ == "__main__":
+    main()
