@@ -100,6 +100,36 @@ static int criu_version(void)
         return major * 100 + minor;
 }
 
+/* A dump a dead kernel-host left half made (NAME.new) is nobody's. */
+static void remove_unfinished(void)
+{
+        int fd = dup(checkpoint_dir_fd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *e;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while ((e = readdir(d))) {
+                size_t n = strlen(e->d_name);
+                int sub;
+
+                if (n < 5 || strcmp(e->d_name + n - 4, ".new") != 0)
+                        continue;
+                sub = openat(checkpoint_dir_fd, e->d_name,
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub >= 0) {
+                        tree_remove_at(sub);
+                        close(sub);
+                }
+                if (unlinkat(checkpoint_dir_fd, e->d_name, AT_REMOVEDIR) == 0)
+                        log_info("removed the unfinished checkpoint %s", e->d_name);
+        }
+        closedir(d);
+}
+
 void checkpoint_init(const char *criu_name, const char *dir)
 {
         int version;
@@ -146,6 +176,7 @@ void checkpoint_init(const char *criu_name, const char *dir)
                 return;
         }
         snprintf(checkpoint_dir, sizeof(checkpoint_dir), "%s", dir);
+        remove_unfinished();
         off_why[0] = '\0';
         log_info("memory checkpoints on: %s (CRIU %d.%d), in %s", checkpoint_criu, version / 100,
                  version % 100, checkpoint_dir);

@@ -30,6 +30,28 @@ def start_gateway(*args, **kw):
     return Gateway(BINARY, list(EXTRA_ARGS) + list(args), **kw)
 
 
+def children(pid):
+    """The pids of pid's children."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def cmdline(pid):
+    """pid's command line, NUL-separated bytes (b"" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def kernel_host(gw):
+    """The pid of gw's kernel-host."""
+    hosts = [p for p in children(gw.proc.pid) if b"kernel-host" in cmdline(p)]
+    assert len(hosts) == 1, hosts
+    return hosts[0]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,31 +8,12 @@ import stat
 import subprocess
 import time
 
-from gbclient import V1, outputs_of, start_gateway
+from gbclient import V1, children, cmdline, kernel_host, outputs_of, start_gateway
 
 LEFTOVERS_LINE = re.compile(r"removed what (\d+) earlier run\(s\) left behind: (\d+) director"
                             r"(?:y|ies), (\d+) socket\(s\), (\d+) cgroup\(s\)")
 SANDBOX_ID_BASE = 1000000
 SLOTS = 32768
-
-
-def children(pid):
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def kernel_host(gw):
-    hosts = [p for p in children(gw.proc.pid) if b"kernel-host" in cmdline(p)]
-    assert len(hosts) == 1, hosts
-    return hosts[0]
-
-
-def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
 
 
 def sandbox_inits(host_pid):

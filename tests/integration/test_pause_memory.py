@@ -12,7 +12,10 @@ import time
 
 import pytest
 
-from gbclient import run_cell, start_gateway, value_of
+import signal
+import threading
+
+from gbclient import children, cmdline, kernel_host, run_cell, start_gateway, value_of
 
 CRIU = os.environ.get("GLOVEBOX_CRIU", "/usr/local/sbin/criu")
 
@@ -277,3 +280,99 @@ def test_a_kernel_no_checkpoint_can_take_is_paused_with_its_files(state):
             ("zygote", False)
     finally:
         gw.stop()
+
+
+def in_background(fn):
+    """Runs fn in a thread; returns a getter of its result."""
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("r", fn()))
+    t.start()
+
+    def result():
+        t.join(120)
+        assert not t.is_alive(), "the request hung"
+        return box["r"]
+    return result
+
+
+def wait_for(cond, timeout=20):
+    deadline = time.time() + timeout
+    while not cond() and time.time() < deadline:
+        time.sleep(0.005)
+    return cond()
+
+
+def test_the_kernel_host_killed_during_a_dump_leaves_nothing_half_paused(gw, state):
+    kid = gw.start_kernel()
+    run_cell(gw, kid, "x = 3")
+    host = kernel_host(gw)
+    checkpoints = os.path.join(state, "checkpoints")
+    answer = in_background(lambda: gw.request("POST", f"/api/kernels/{kid}/pause"))
+    # The dump has begun: its directory is there under its .new name.
+    assert wait_for(lambda: any(n.endswith(".new") for n in os.listdir(checkpoints)))
+    os.kill(host, signal.SIGKILL)
+    status, body, _ = answer()
+    assert status == 500 and "keeps running" in body["message"], body
+    # Not paused: no record, and what the dead kernel-host left is removed
+    # by the next one.
+    assert not os.path.exists(os.path.join(state, "paused", kid))
+    assert wait_for(lambda: kernel_host_other(gw, host))
+    assert wait_for(lambda: os.listdir(checkpoints) == []), os.listdir(checkpoints)
+    # The kernel is there (its sandbox died with the kernel-host, as every
+    # one does: it restarts), and pauses with its memory again.
+    assert wait_for(lambda: gw.request("GET", f"/api/kernels/{kid}")[1].get(
+        "execution_state") == "idle", 60)
+    run_cell(gw, kid, "x = 4")
+    pause(gw, kid)
+    resume(gw, kid)
+    assert value_of(gw, kid, "x") == 4
+
+
+def kernel_host_other(gw, old):
+    try:
+        return kernel_host(gw) != old
+    except AssertionError:
+        return False
+
+
+def test_the_kernel_host_killed_during_a_restore_leaves_the_kernel_paused(gw, state):
+    kid = gw.start_kernel()
+    run_cell(gw, kid, "x = 5")
+    pause(gw, kid)
+    host = kernel_host(gw)
+    answer = in_background(lambda: gw.request("POST", f"/api/kernels/{kid}/resume"))
+    # The restore has begun: criu runs under the kernel-host.
+    assert wait_for(lambda: any(b"criu" in cmdline(c) for c in children(host)))
+    os.kill(host, signal.SIGKILL)
+    status, body, _ = answer()
+    assert status == 500 and "stays paused" in body["message"], body
+    status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+    assert status == 200 and model["execution_state"] == "paused", model
+    # Its checkpoint is whole: the next kernel-host restores it.
+    assert wait_for(lambda: kernel_host_other(gw, host))
+    resume(gw, kid)
+    assert value_of(gw, kid, "x") == 5
+
+
+def test_a_full_disk_during_a_dump_fails_the_pause_and_the_kernel_runs_on(tmp_path):
+    """The state directory on a filesystem too small for the checkpoint (a
+    fresh kernel's is about 50 MiB): the pause fails, nothing is left, and
+    the kernel runs on with its variables."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(small)], check=True)
+    try:
+        state = str(small / "state")
+        gw = start_gateway("--state-dir", state, "--criu", CRIU)
+        try:
+            kid = gw.start_kernel()
+            run_cell(gw, kid, "x = 6")
+            status, body, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+            assert status == 500 and "keeps running" in body["message"], body
+            assert os.listdir(os.path.join(state, "checkpoints")) == []
+            assert not os.path.exists(os.path.join(state, "paused", kid))
+            assert value_of(gw, kid, "x") == 6
+        finally:
+            gw.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(small)])
