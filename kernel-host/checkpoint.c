@@ -730,7 +730,7 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
                 klog_info(j->sandbox_id, "checkpoint %.8s made", j->name);
                 if (b && j->kill_after) {
                         /* Its ids come back with the restore. */
-                        b->hold_slot = true;
+                        spawn_box_hold_slot(b);
                         sandbox_kill(&b->sandbox);
                 }
                 answer(report, j->sandbox_id, NULL, 0, NULL);

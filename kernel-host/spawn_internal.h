@@ -42,7 +42,6 @@ struct box {
          * template, layers, disk home, volumes or egress) and no process
          * forked from a zygote. */
         bool checkpointable;
-        bool hold_slot; /* a checkpoint holds its host ids: kept reserved when it goes */
 };
 
 struct proc {
@@ -85,6 +84,9 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *));
 int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail);
 void spawn_box_discard(struct box *b);
 int spawn_slot_claim(struct box *b, unsigned setup_uid);
+/* A checkpoint of b holds its host ids from now on (b is being killed):
+ * its restore may take them while b is still going. */
+void spawn_box_hold_slot(struct box *b);
 /* A checkpoint that held the slot of setup_uid is gone: free it. */
 void spawn_slot_unhold(unsigned setup_uid);
 

@@ -87,6 +87,13 @@ int spawn_slot_claim(struct box *b, unsigned setup_uid)
         return 0;
 }
 
+void spawn_box_hold_slot(struct box *b)
+{
+        if (b->slot >= 0)
+                slots[b->slot] = SLOT_HELD;
+        b->slot = -1;
+}
+
 void spawn_slot_unhold(unsigned setup_uid)
 {
         int slot = slot_of(setup_uid);
@@ -264,10 +271,9 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
 
                 rc = open_mounts(b, req, &ids, &mounts, fail);
                 if (rc == 0)
-                        rc = sandbox_create(root, b->id, &req->limits, req->ro_paths,
-                                            req->template_root,
-                                            req->network.enabled ? resolv : NULL, &mounts, &ids,
-                                            &b->sandbox, fail);
+                        rc = sandbox_create(
+                            root, b->id, &req->limits, req->ro_paths, req->template_root,
+                            req->network.enabled ? resolv : NULL, &mounts, &ids, &b->sandbox, fail);
                 close_mounts(&mounts);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
@@ -275,8 +281,8 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 b->init_alive = true;
                 b->checkpointable = ids.privileged && overlay_available() && !b->templated &&
                                     !(req->layers && req->layers[0]) && !req->build_layer[0] &&
-                                    !(req->volumes && req->volumes[0]) &&
-                                    !homedisk_enabled() && !req->network.enabled;
+                                    !(req->volumes && req->volumes[0]) && !homedisk_enabled() &&
+                                    !req->network.enabled;
                 if (req->network.enabled) {
                         rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
                                         b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
@@ -388,10 +394,7 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
-        if (b->hold_slot && b->slot >= 0)
-                slots[b->slot] = SLOT_HELD;
-        else
-                slot_release(b->slot);
+        slot_release(b->slot);
         log_info("sandbox %s removed", fleetid_short(b->id).s);
         if (!b->gone_reported)
                 spawn_report_gone(b, report);

@@ -323,6 +323,49 @@ struct e2b_context *e2b_context_adopt(struct e2b_sandbox *s, struct kernel *k, c
         return c;
 }
 
+struct e2b_context *e2b_context_restore(struct e2b_sandbox *s, const char *id, const char *language,
+                                        const char *cwd, struct kernel *k)
+{
+        struct e2b_context *c = context_record(s, language, cwd);
+
+        if (!c)
+                return NULL;
+        snprintf(c->id, sizeof(c->id), "%s", id);
+        c->on_first_use = !k;
+        if (k && context_attach(s, c, k) < 0) {
+                context_remove(s, c);
+                c = NULL;
+        }
+        return c;
+}
+
+json_t *e2b_contexts_record(const struct e2b_sandbox *s)
+{
+        json_t *list = json_array();
+
+        for (const struct e2b_context *c = s->contexts; list && c; c = c->next) {
+                struct kernel *k = c->kernel_id[0] ? kernel_find_any(c->kernel_id) : NULL;
+                json_t *entry = json_pack("{s:s, s:s, s:s}", "id", c->id, "language", c->language,
+                                          "cwd", c->cwd);
+                json_t *env = json_array();
+
+                for (size_t i = 0; k && env && k->env && k->env[i]; i++)
+                        json_array_append_new(env, json_string(k->env[i]));
+                if (entry && k && kernel_reported_ipc(k))
+                        json_object_set_new(entry, "kernel",
+                                            json_pack("{s:s, s:s, s:s, s:s, s:O}", "id", k->id,
+                                                      "kernelspec", k->spec->name, "key", k->key,
+                                                      "ipc", kernel_reported_ipc(k), "env",
+                                                      env ? env : json_array()));
+                json_decref(env);
+                if (!entry || json_array_append_new(list, entry) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        }
+        return list;
+}
+
 void e2b_contexts_add_defaults(struct e2b_sandbox *s)
 {
         char name[32];
@@ -405,8 +448,7 @@ static bool context_cwd_ok(struct http_request *r, struct e2b_sandbox *s, const 
 
 /* ---- /contexts -------------------------------------------------------------- */
 
-static void on_context_ready(struct waiter *w, void *subject, int status,
-                             const char *message)
+static void on_context_ready(struct waiter *w, void *subject, int status, const char *message)
 {
         struct kernel *k = subject;
         struct http_request *r = request_of(w);
@@ -425,8 +467,7 @@ static void on_context_ready(struct waiter *w, void *subject, int status,
         http_reply_json(r, 200, context_json(c));
 }
 
-static void on_context_restarted(struct waiter *w, void *subject, int status,
-                                 const char *message)
+static void on_context_restarted(struct waiter *w, void *subject, int status, const char *message)
 {
         struct kernel *k = subject;
         (void)k;
@@ -523,8 +564,7 @@ static void forget_pending_run(struct http_request *r)
         r->cleanup = NULL;
 }
 
-static void on_run_context_ready(struct waiter *w, void *subject, int status,
-                                 const char *message)
+static void on_run_context_ready(struct waiter *w, void *subject, int status, const char *message)
 {
         struct kernel *k = subject;
         struct http_request *r = request_of(w);

@@ -25,6 +25,15 @@ struct e2b_context *e2b_context_new(struct e2b_sandbox *s, const struct jp_kerne
  * s; NULL when out of memory. */
 struct e2b_context *e2b_context_adopt(struct e2b_sandbox *s, struct kernel *k,
                                       const char *language);
+/* A context of s as a memory checkpoint had it (pause_memory.c): its id,
+ * language and cwd, and k, its restored kernel (NULL: a default one whose
+ * kernel starts at its first use). NULL when out of memory. */
+struct e2b_context *e2b_context_restore(struct e2b_sandbox *s, const char *id,
+                                        const char *language, const char *cwd, struct kernel *k);
+/* s's contexts for a checkpoint's record: [{id, language, cwd, kernel:
+ * {id, kernelspec, key, ipc, env}}] (kernel absent when none runs). NULL
+ * when out of memory. */
+json_t *e2b_contexts_record(const struct e2b_sandbox *s);
 /* Adds the defaults a sandbox has besides its Python context: the
  * JavaScript one, when a kernelspec of s serves JavaScript, with no
  * kernel yet. */

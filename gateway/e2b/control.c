@@ -51,8 +51,8 @@ static json_t *volume_mounts_json(const struct e2b_sandbox *s)
                 if (!hostmsg_volume_mount_split(s->volumes[i], id, &path))
                         continue;
                 v = volume_by_id(id);
-                json_array_append_new(list, json_pack("{s:s, s:s}", "name", v ? v->name : id,
-                                                      "path", path));
+                json_array_append_new(
+                    list, json_pack("{s:s, s:s}", "name", v ? v->name : id, "path", path));
         }
         return list;
 }
@@ -85,10 +85,12 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                 json_object_set_new(o, "volumeMounts", volume_mounts_json(s));
                 /* A pause keeps the files only: said wherever the pause
                  * shows, so that no variable is lost unannounced. */
-                if (s->phase == E2B_PAUSED)
+                if (s->phase == E2B_PAUSED && s->checkpoint[0])
+                        json_object_set_new(o, "glovebox", json_pack("{s:b}", "memoryKept", true));
+                else if (s->phase == E2B_PAUSED)
                         json_object_set_new(o, "glovebox",
                                             json_pack("{s:b, s:s}", "memoryKept", false,
-                                                      "pauseNotice", PAUSE_MEMORY_NOTICE));
+                                                      "pauseNotice", e2b_pause_notice(s)));
         }
         if (o && detail) {
                 json_object_set_new(o, "envdAccessToken", json_string(s->token));
@@ -338,9 +340,14 @@ void e2b_control_plane(struct http_request *r, const char *route)
                 e2b_sandbox_kill(s);
                 http_reply_empty(r, 204);
         } else if (strcmp(rest, "pause") == 0 && r->method == HTTP_POST) {
-                /* {"memory": true} (the SDKs' default) gets the files: the
-                 * sandbox's info says so (sandbox_json). */
-                e2b_pause_begin(s, r);
+                /* {"memory": false} keeps the files only; true (the SDKs'
+                 * default) the memory too when a checkpoint can take it
+                 * (pause_memory.c), else the files, and its info says why. */
+                body = http_parse_body(r);
+                if (!body)
+                        return; /* 400 */
+                e2b_pause_begin(s, r, !json_is_false(json_object_get(body, "memory")));
+                json_decref(body);
         } else if ((strcmp(rest, "timeout") == 0 || strcmp(rest, "connect") == 0 ||
                     strcmp(rest, "resume") == 0) &&
                    r->method == HTTP_POST) {
@@ -356,6 +363,14 @@ void e2b_control_plane(struct http_request *r, const char *route)
                 if (strcmp(rest, "resume") == 0 ||
                     (strcmp(rest, "connect") == 0 && s->phase == E2B_PAUSED)) {
                         e2b_resume_begin(s, r, t > 0 ? t : 0);
+                        return;
+                }
+                /* A connect while its timeout pauses it (no request waits
+                 * for that pause) resumes it once paused, as E2B's waits. */
+                if (strcmp(rest, "connect") == 0 && s->phase == E2B_PAUSING && !s->pending) {
+                        e2b_pending_set(s, r);
+                        s->pending_connect = true;
+                        s->pending_timeout = t > 0 ? t : 0;
                         return;
                 }
                 if (s->phase != E2B_RUNNING) {

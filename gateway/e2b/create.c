@@ -336,6 +336,8 @@ void e2b_create_sandbox(struct http_request *r)
                 snprintf(s->template_id, sizeof(s->template_id), "%s", tid);
                 s->spec = spec;
                 s->on_timeout_pause = json_is_true(json_object_get(body, "autoPause"));
+                /* E2B's autoPauseMemory: true unless said false. */
+                s->auto_pause_memory = !json_is_false(json_object_get(body, "autoPauseMemory"));
                 s->ports_public = public_traffic_of(body);
                 if (json_is_string(mask))
                         snprintf(s->request_host, sizeof(s->request_host), "%s",

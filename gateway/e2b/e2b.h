@@ -89,6 +89,8 @@ bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *rou
 void envd_handle(struct http_request *r, struct e2b_sandbox *s, const char *route);
 /* Kills the sandbox's commands (it is going away). */
 void envd_forget(struct e2b_sandbox *s);
+/* Whether a command started through envd still runs in s. */
+bool envd_commands_running(const struct e2b_sandbox *s);
 
 /* Its sandbox ids, for kernels/sandboxes.h (sandboxes_set_names). */
 extern const struct sandbox_names e2b_names;

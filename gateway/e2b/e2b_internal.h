@@ -52,8 +52,30 @@ struct e2b_sandbox *e2b_find_any(const char *id);
 void e2b_sandbox_kill(struct e2b_sandbox *s);
 /* s ends (or pauses, as its lifecycle says) in seconds from now. */
 void e2b_set_timeout(struct e2b_sandbox *s, double seconds);
-/* Pauses s, answering r (NULL: its timeout) when done. */
-void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r);
+/* Pauses s, answering r (NULL: its timeout) when done: with its memory
+ * when memory and a checkpoint can take it, else its files. */
+void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r, bool memory);
+/* The parts of a pause and resume that pause_memory.c shares: the request
+ * waiting for s's phase (set, taken), the end of what runs in s, a pause
+ * of s's files (0 or -errno; e2b_pause_saved follows), a pause's end
+ * (status 0: recorded, stopped, answered), why s's last pause kept files
+ * only, a resume that failed (s paused again) and one done (s runs). */
+void e2b_pending_set(struct e2b_sandbox *s, struct http_request *r);
+struct http_request *e2b_pending_take(struct e2b_sandbox *s);
+void e2b_sandbox_stop(struct e2b_sandbox *s);
+int e2b_pause_files(struct e2b_sandbox *s);
+void e2b_pause_saved(struct e2b_sandbox *s, int status, const char *message, uint64_t bytes);
+const char *e2b_pause_notice(const struct e2b_sandbox *s);
+void e2b_resume_failed(struct e2b_sandbox *s, const char *message);
+void e2b_resumed(struct e2b_sandbox *s);
+
+/* pause_memory.c: pausing with the memory. Starts the checkpoint of s's
+ * box and kernels (0; e2b_pause_saved follows), or -errno when none can be
+ * made, s->pause_notice then saying why. */
+int e2b_memory_pause(struct e2b_sandbox *s);
+/* Restores s from its checkpoint: its box, its contexts and their kernels
+ * (0; e2b_resumed or e2b_resume_failed follows), or -errno. */
+int e2b_memory_resume(struct e2b_sandbox *s);
 /* Resumes paused s for r: a new box and kernel under the same id, its
  * files put back, answered 201 once it runs. */
 void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double timeout);

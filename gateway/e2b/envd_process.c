@@ -661,6 +661,15 @@ void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char 
         json_decref(req);
 }
 
+bool envd_commands_running(const struct e2b_sandbox *s)
+{
+        for (struct command *c = commands; c; c = c->next) {
+                if (c->owner == s && c->process && !process_exited(c->process))
+                        return true;
+        }
+        return false;
+}
+
 void envd_forget(struct e2b_sandbox *s)
 {
         struct command *c = commands;

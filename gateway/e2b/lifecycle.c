@@ -71,7 +71,7 @@ void e2b_set_public_traffic(struct e2b_sandbox *s)
 static void on_ttl(lws_sorted_usec_list_t *sul);
 
 /* Ends what runs of s: its commands, its kernels and its box. */
-static void sandbox_stop(struct e2b_sandbox *s)
+void e2b_sandbox_stop(struct e2b_sandbox *s)
 {
         e2b_metrics_stop(&s->metrics);
         envd_forget(s);
@@ -88,7 +88,7 @@ static void pending_forget(struct http_request *r)
         r->ctx = NULL;
 }
 
-static void pending_set(struct e2b_sandbox *s, struct http_request *r)
+void e2b_pending_set(struct e2b_sandbox *s, struct http_request *r)
 {
         s->pending = r;
         if (r) {
@@ -98,7 +98,7 @@ static void pending_set(struct e2b_sandbox *s, struct http_request *r)
 }
 
 /* The request waiting for s's phase, taken from s: NULL when none. */
-static struct http_request *pending_take(struct e2b_sandbox *s)
+struct http_request *e2b_pending_take(struct e2b_sandbox *s)
 {
         struct http_request *r = s->pending;
 
@@ -123,12 +123,16 @@ void e2b_sandbox_kill(struct e2b_sandbox *s)
         if (s->phase == E2B_RESUMING && s->resume_waiter.on)
                 waiter_cancel(&s->resume_waiter);
         if (s->pending)
-                e2b_reply_error(pending_take(s), 410, "the sandbox was removed");
-        sandbox_stop(s);
+                e2b_reply_error(e2b_pending_take(s), 410, "the sandbox was removed");
+        e2b_sandbox_stop(s);
         /* A paused sandbox outlives the gateway; a removed one is gone
          * for good, its saved files with it. */
-        if (!shutting_down && s->phase != E2B_RUNNING)
+        if (!shutting_down && s->phase != E2B_RUNNING) {
                 pause_forget(s->id);
+                if (s->checkpoint[0])
+                        kernel_checkpoint_forget(s->checkpoint);
+        }
+        json_decref(s->memory_contexts);
         e2b_metrics_clear(&s->metrics);
         json_decref(s->metadata);
         json_decref(s->env);
@@ -164,14 +168,22 @@ static json_t *pause_meta(const struct e2b_sandbox *s)
             "memory_mb", (json_int_t)s->limits.memory_mb, "cpu_millis",
             (json_int_t)s->limits.cpu_millis, "pids", (json_int_t)s->limits.pids, "disk_mb",
             (json_int_t)s->limits.disk_mb, "lifetime", s->lifetime, "startedAt", s->started_at,
-            "onTimeoutPause", s->on_timeout_pause, "memoryKept", false, "notice",
-            PAUSE_MEMORY_NOTICE, "trafficToken", s->traffic_token);
+            "onTimeoutPause", s->on_timeout_pause, "memoryKept", s->checkpoint[0] != '\0', "notice",
+            s->checkpoint[0] ? "" : e2b_pause_notice(s), "trafficToken", s->traffic_token);
         json_t *volumes = json_array();
 
         for (size_t i = 0; s->volumes && s->volumes[i]; i++)
                 json_array_append_new(volumes, json_string(s->volumes[i]));
         if (meta && volumes && json_array_size(volumes))
                 json_object_set(meta, "volumes", volumes);
+        /* A checkpoint's: its name and what taking its kernels over needs
+         * (their HMAC keys: the record is 0600 in our state directory). */
+        if (meta && s->checkpoint[0] && s->memory_contexts)
+                json_object_update_new(
+                    meta, json_pack("{s:s, s:O, s:b}", "checkpoint", s->checkpoint, "contexts",
+                                    s->memory_contexts, "autoPauseMemory", s->auto_pause_memory));
+        else if (meta)
+                json_object_set_new(meta, "autoPauseMemory", json_boolean(s->auto_pause_memory));
         json_decref(volumes);
         return meta;
 }
@@ -190,8 +202,6 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
 {
         char id[sizeof(((struct e2b_sandbox *)0)->id)];
         struct e2b_sandbox *s;
-        struct http_request *r;
-        json_t *meta;
 
         snprintf(id, sizeof(id), "%s", (const char *)ctx);
         s = job_sandbox(ctx, E2B_PAUSING);
@@ -200,7 +210,16 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 pause_forget(id);
                 return;
         }
-        r = pending_take(s);
+        e2b_pause_saved(s, status, message, bytes);
+}
+
+void e2b_pause_saved(struct e2b_sandbox *s, int status, const char *message, uint64_t bytes)
+{
+        bool connect = s->pending_connect;
+        struct http_request *r = e2b_pending_take(s);
+        json_t *meta;
+
+        s->pending_connect = false;
         if (status == 0) {
                 meta = pause_meta(s);
                 status = meta ? pause_write_meta(s->id, meta) : -ENOMEM;
@@ -211,8 +230,17 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 /* Nothing is lost: the sandbox keeps running as it was. */
                 log_error("e2b sandbox %s: pause failed: %s", s->id, message ? message : "");
                 pause_forget(s->id);
+                if (s->checkpoint[0])
+                        kernel_checkpoint_forget(s->checkpoint);
+                s->checkpoint[0] = '\0';
+                json_decref(s->memory_contexts);
+                s->memory_contexts = NULL;
                 s->phase = E2B_RUNNING;
-                if (r) {
+                if (r && connect) {
+                        /* A connect that waited: it runs on, as connected. */
+                        e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : 1.0);
+                        http_reply_json(r, 200, e2b_created_json(s));
+                } else if (r) {
                         e2b_set_timeout(s, s->end_at > time(NULL) ? (double)(s->end_at - time(NULL))
                                                                   : 1.0);
                         e2b_reply_error(r, status == -EFBIG ? 507 : 500,
@@ -228,18 +256,20 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
                 }
                 return;
         }
-        sandbox_stop(s);
+        e2b_sandbox_stop(s);
         s->phase = E2B_PAUSED;
-        log_info("e2b sandbox %s paused in %.3f s (%llu bytes of files; %s)", s->id,
-                 loop_now() - s->phase_started, (unsigned long long)bytes, PAUSE_MEMORY_NOTICE);
-        if (r)
+        log_info("e2b sandbox %s paused in %.3f s (%s)", s->id, loop_now() - s->phase_started,
+                 s->checkpoint[0] ? "memory kept" : e2b_pause_notice(s));
+        (void)bytes;
+        if (r && connect)
+                e2b_resume_begin(s, r, s->pending_timeout);
+        else if (r)
                 http_reply_empty(r, 204);
 }
 
 /* Pauses s, answering r (NULL: its timeout) when done. */
-void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r)
+void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r, bool memory)
 {
-        char *id;
         int rc;
 
         if (!pause_enabled()) {
@@ -265,10 +295,21 @@ void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r)
                                         "pause: a sandbox with network egress cannot be paused");
                 goto refused;
         }
-        id = strdup(s->id);
-        rc = id ? pause_save_home(s->box, s->id, s->owner, on_saved, id) : -ENOMEM;
+        s->pause_notice[0] = '\0';
+        if (memory && e2b_memory_pause(s) == 0) {
+                loop_timer_stop(&s->ttl);
+                s->phase = E2B_PAUSING;
+                s->phase_started = loop_now();
+                e2b_pending_set(s, r);
+                return;
+        }
+        if (!memory)
+                snprintf(s->pause_notice, sizeof(s->pause_notice),
+                         "%s: the pause asked for "
+                         "files only",
+                         PAUSE_MEMORY_NOTICE);
+        rc = e2b_pause_files(s);
         if (rc < 0) {
-                free(id);
                 if (r && rc == -EDQUOT)
                         e2b_reply_error(r, 429,
                                         "pause: this key's paused sandboxes hold all they may "
@@ -280,7 +321,7 @@ void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r)
         loop_timer_stop(&s->ttl);
         s->phase = E2B_PAUSING;
         s->phase_started = loop_now();
-        pending_set(s, r);
+        e2b_pending_set(s, r);
         return;
 refused:
         if (!r) {
@@ -289,26 +330,41 @@ refused:
         }
 }
 
+int e2b_pause_files(struct e2b_sandbox *s)
+{
+        char *id = strdup(s->id);
+        int rc = id ? pause_save_home(s->box, s->id, s->owner, on_saved, id) : -ENOMEM;
+
+        if (rc < 0)
+                free(id);
+        return rc;
+}
+
+const char *e2b_pause_notice(const struct e2b_sandbox *s)
+{
+        return s->pause_notice[0] ? s->pause_notice : PAUSE_MEMORY_NOTICE;
+}
+
 static void on_ttl(lws_sorted_usec_list_t *sul)
 {
         struct e2b_sandbox *s = lws_container_of(sul, struct e2b_sandbox, ttl);
 
         log_info("e2b sandbox %s reached its timeout", s->id);
         if (s->on_timeout_pause)
-                e2b_pause_begin(s, NULL);
+                e2b_pause_begin(s, NULL, s->auto_pause_memory);
         else
                 e2b_sandbox_kill(s);
 }
 
 /* A resume that failed: s is paused again, its files still on disk. */
-static void resume_failed(struct e2b_sandbox *s, const char *message)
+void e2b_resume_failed(struct e2b_sandbox *s, const char *message)
 {
-        struct http_request *r = pending_take(s);
+        struct http_request *r = e2b_pending_take(s);
         bool made = s->from_snapshot[0] != '\0';
 
         log_error("e2b sandbox %s: %s failed: %s", s->id, made ? "start from a snapshot" : "resume",
                   message);
-        sandbox_stop(s);
+        e2b_sandbox_stop(s);
         s->phase = E2B_PAUSED;
         if (s->on_resumed)
                 s->on_resumed(s, message, s->on_resumed_ctx);
@@ -325,19 +381,33 @@ static void resume_failed(struct e2b_sandbox *s, const char *message)
 static void on_restored(void *ctx, int status, const char *message, uint64_t bytes)
 {
         struct e2b_sandbox *s = job_sandbox(ctx, E2B_RESUMING);
-        struct http_request *r;
 
         if (!s)
                 return;
         if (status) {
-                resume_failed(s, message ? message : strerror(-status));
+                e2b_resume_failed(s, message ? message : strerror(-status));
                 return;
         }
+        log_info("e2b sandbox %s: %llu bytes of files back", s->id, (unsigned long long)bytes);
+        e2b_resumed(s);
+}
+
+void e2b_resumed(struct e2b_sandbox *s)
+{
+        struct http_request *r;
+
         pause_forget(s->id);
         s->phase = E2B_RUNNING;
-        log_info("e2b sandbox %s %s in %.3f s (%llu bytes of files)", s->id,
-                 s->from_snapshot[0] ? "started from a snapshot" : "resumed",
-                 loop_now() - s->phase_started, (unsigned long long)bytes);
+        log_info("e2b sandbox %s %s in %.3f s", s->id,
+                 s->from_snapshot[0] ? "started from a snapshot"
+                 : s->checkpoint[0]  ? "resumed with its memory"
+                                     : "resumed",
+                 loop_now() - s->phase_started);
+        if (s->checkpoint[0])
+                kernel_checkpoint_forget(s->checkpoint);
+        s->checkpoint[0] = '\0';
+        json_decref(s->memory_contexts);
+        s->memory_contexts = NULL;
         s->from_snapshot[0] = '\0';
         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
         e2b_metrics_start(&s->metrics, s->box);
@@ -346,7 +416,7 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 s->on_resumed = NULL;
                 return;
         }
-        r = pending_take(s);
+        r = e2b_pending_take(s);
         if (r)
                 e2b_reply_created(s, r);
 }
@@ -360,7 +430,7 @@ static void on_resume_ready(struct waiter *w, void *subject, int status, const c
 
         (void)k;
         if (status) {
-                resume_failed(s, message ? message : "its kernel did not start");
+                e2b_resume_failed(s, message ? message : "its kernel did not start");
                 return;
         }
         id = strdup(s->id);
@@ -371,7 +441,7 @@ static void on_resume_ready(struct waiter *w, void *subject, int status, const c
                                    : pause_restore_home(s->box, s->id, on_restored, id);
         if (rc < 0) {
                 free(id);
-                resume_failed(s, strerror(-rc));
+                e2b_resume_failed(s, strerror(-rc));
         }
 }
 
@@ -441,6 +511,23 @@ void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double time
                 resume_refused(s, NULL, 429, "quota of this key reached");
                 goto out;
         }
+        if (s->checkpoint[0]) {
+                /* Paused with its memory: its box and kernels come back as
+                 * they were (pause_memory.c). */
+                rc = e2b_memory_resume(s);
+                if (rc < 0) {
+                        snprintf(message, sizeof(message), "resume: cannot restore the sandbox: %s",
+                                 strerror(-rc));
+                        resume_refused(s, r, 500, message);
+                        goto out;
+                }
+                e2b_set_public_traffic(s);
+                s->phase = E2B_RESUMING;
+                s->phase_started = loop_now();
+                s->pending_timeout = timeout;
+                e2b_pending_set(s, r);
+                goto out;
+        }
         rc = e2b_box_new(s, s->spec, &s->limits, &net);
         if (rc < 0) {
                 snprintf(message, sizeof(message), "resume: cannot make a sandbox: %s",
@@ -453,12 +540,12 @@ void e2b_resume_begin(struct e2b_sandbox *s, struct http_request *r, double time
         s->phase = E2B_RESUMING;
         s->phase_started = loop_now();
         s->pending_timeout = timeout;
-        pending_set(s, r);
+        e2b_pending_set(s, r);
         s->resume_waiter.done = on_resume_ready;
         if (!e2b_context_new(s, s->spec, "python", NULL, &s->resume_waiter, &rc))
-                resume_failed(s, rc == -EAGAIN   ? "too many kernels"
-                                 : rc == -EDQUOT ? "quota of this key reached"
-                                                 : strerror(-rc));
+                e2b_resume_failed(s, rc == -EAGAIN   ? "too many kernels"
+                                     : rc == -EDQUOT ? "quota of this key reached"
+                                                     : strerror(-rc));
         else
                 e2b_contexts_add_defaults(s);
 out:
@@ -592,6 +679,20 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
         if (s->lifetime <= 0)
                 s->lifetime = 300;
         s->on_timeout_pause = json_is_true(json_object_get(meta, "onTimeoutPause"));
+        s->auto_pause_memory = !json_is_false(json_object_get(meta, "autoPauseMemory"));
+        if (json_is_true(json_object_get(meta, "memoryKept")) &&
+            (!meta_string(meta, "checkpoint", s->checkpoint, sizeof(s->checkpoint)) ||
+             !json_is_array(json_object_get(meta, "contexts")))) {
+                log_warn("paused sandbox %s: its checkpoint is not named; left as it is", id);
+                json_decref(s->metadata);
+                json_decref(s->env);
+                free(s);
+                return;
+        }
+        if (s->checkpoint[0])
+                s->memory_contexts = json_incref(json_object_get(meta, "contexts"));
+        else
+                meta_string(meta, "notice", s->pause_notice, sizeof(s->pause_notice));
         volumes_of_meta(s, json_object_get(meta, "volumes"));
         s->spec = e2b_template_spec(s->template_id);
         if (!s->spec)
@@ -621,7 +722,7 @@ void e2b_load_paused(void)
 void e2b_reply_created(struct e2b_sandbox *s, struct http_request *r)
 {
         if (s->sudo == E2B_SUDO_STARTING) {
-                pending_set(s, r);
+                e2b_pending_set(s, r);
                 s->pending_created = true;
                 return;
         }
@@ -635,7 +736,7 @@ static void on_sudo(struct e2b_sandbox *s)
         if (!s->pending_created)
                 return;
         s->pending_created = false;
-        r = pending_take(s);
+        r = e2b_pending_take(s);
         if (r)
                 http_reply_json(r, 201, e2b_created_json(s));
 }

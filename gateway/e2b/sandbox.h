@@ -82,6 +82,13 @@ struct e2b_sandbox {
          * NULL once it runs. */
         void (*on_resumed)(struct e2b_sandbox *s, const char *error, void *ctx);
         void *on_resumed_ctx;
+        /* Paused with its memory (pause_memory.c): the checkpoint's name
+         * and its contexts with their kernels; "" and NULL otherwise. */
+        char checkpoint[JP_UUID_SIZE];
+        json_t *memory_contexts;
+        struct sandbox_waiter restore_wait;
+        bool auto_pause_memory; /* lifecycle: a timeout's pause keeps memory (autoPauseMemory) */
+        char pause_notice[512]; /* why its last pause kept the files only */
 };
 
 /* Every E2B sandbox of this host, paused ones included (lifecycle.c's

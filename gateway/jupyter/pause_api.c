@@ -2,7 +2,6 @@
 
 #include "gateway/jupyter/pause_api.h"
 #include "gateway/kernels/kernels.h"
-#include "gateway/kernels/host.h"
 #include "gateway/core/loop.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/core/tenants.h"
@@ -178,7 +177,7 @@ static void on_saved_as(struct paused_kernel *p, struct kernel *k, int status,
                                          "Pause failed, the kernel keeps running: %s",
                                          message && message[0] ? message : strerror(-status));
                 if (p->memory)
-                        host_checkpoint_delete(p->checkpoint);
+                        kernel_checkpoint_forget(p->checkpoint);
                 paused_free(p);
                 return;
         }
@@ -366,7 +365,7 @@ static void on_memory_resumed(struct waiter *w, void *subject, int status, const
         }
         log_info("[%s] resumed with its memory in %.3f s", fleetid_short(p->id).s,
                  loop_now() - p->started);
-        host_checkpoint_delete(p->checkpoint);
+        kernel_checkpoint_forget(p->checkpoint);
         pause_forget(p->id);
         r = pending_take(p);
         paused_free(p);
@@ -502,7 +501,7 @@ bool kernel_pause_route(struct http_request *r, const char *id, const char *acti
                 }
                 pause_forget(p->id);
                 if (p->memory)
-                        host_checkpoint_delete(p->checkpoint);
+                        kernel_checkpoint_forget(p->checkpoint);
                 log_info("[%s] paused kernel deleted", fleetid_short(p->id).s);
                 paused_free(p);
                 http_reply_empty(r, 204);

@@ -18,92 +18,122 @@
  * dump: CRIU cannot take a socket whose peer is outside the sandbox. */
 #define CHECKPOINT_DROP_MS 20.0
 
-const char *kernel_checkpoint_refusal(const struct kernel *k)
+/* Whether every kernel of sb may be checkpointed with it: NULL, or why
+ * not. */
+const char *kernels_checkpoint_refusal(const struct sandbox *sb)
 {
         const char *why;
 
         if (!host_checkpoints(&why))
                 return why;
-        if (!k->sandbox || !k->owns_sandbox)
-                return !k->sandbox ? "the kernel has no sandbox (--sandbox none)"
-                                   : "the kernel's sandbox is shared";
-        if (k->sandbox->network.enabled)
-                return "the kernel's sandbox has egress, which a checkpoint does not keep yet";
-        if (k->sandbox->volumes)
-                return "the kernel's sandbox mounts volumes, which a checkpoint does not keep yet";
-        if (k->phase != KERNEL_READY)
-                return "the kernel is not running";
+        if (sb->network.enabled)
+                return "the sandbox has egress, which a checkpoint does not keep yet";
+        if (sb->volumes)
+                return "the sandbox mounts volumes, which a checkpoint does not keep yet";
+        for (struct kernel *k = kernels_head; k; k = k->next) {
+                if (k->sandbox == sb && k->phase != KERNEL_READY)
+                        return "a kernel of the sandbox is starting or stopping";
+        }
         return NULL;
 }
 
+const char *kernel_checkpoint_refusal(const struct kernel *k)
+{
+        if (!k->sandbox || !k->owns_sandbox)
+                return !k->sandbox ? "the kernel has no sandbox (--sandbox none)"
+                                   : "the kernel's sandbox is shared";
+        if (k->phase != KERNEL_READY)
+                return "the kernel is not running";
+        return kernels_checkpoint_refusal(k->sandbox);
+}
+
 struct checkpoint_job {
-        char kernel_id[JP_UUID_SIZE];
-        char sandbox_id[JP_UUID_SIZE];
+        struct sandbox *sandbox; /* a reference, while the job runs */
         char name[JP_UUID_SIZE];
         kernel_checkpointed_fn done;
         void *ctx;
         lws_sorted_usec_list_t timer;
 };
 
-static void reconnect(struct kernel *k)
+/* Every ready kernel of sb connects again (a checkpoint failed). */
+static void reconnect(struct sandbox *sb)
 {
-        if (kernel_open_sockets(k) < 0)
-                klog_warn(k->id, "cannot reconnect to the kernel after a failed checkpoint");
-        session_connect_all(k);
+        for (struct kernel *k = kernels_head; k; k = k->next) {
+                if (k->sandbox != sb || k->phase != KERNEL_READY)
+                        continue;
+                if (kernel_open_sockets(k) < 0)
+                        klog_warn(k->id, "cannot reconnect to the kernel after a failed "
+                                         "checkpoint");
+                session_connect_all(k);
+        }
+}
+
+static void job_end(struct checkpoint_job *job, int status, const char *message)
+{
+        if (status && job->sandbox->phase == SANDBOX_READY)
+                reconnect(job->sandbox);
+        job->done(job->ctx, status, message);
+        sandbox_unref(&job->sandbox);
+        free(job);
 }
 
 static void on_checkpointed(void *ctx, int error, const char *message)
 {
-        struct checkpoint_job *job = ctx;
-        struct kernel *k = kernel_by_id(job->kernel_id);
-
-        if (error && k && k->phase == KERNEL_READY)
-                reconnect(k);
-        job->done(job->ctx, error ? -error : 0, message);
-        free(job);
+        job_end(ctx, error ? -error : 0, message);
 }
 
 static void on_dropped(lws_sorted_usec_list_t *sul)
 {
         struct checkpoint_job *job = lws_container_of(sul, struct checkpoint_job, timer);
-        struct kernel *k = kernel_by_id(job->kernel_id);
         int rc;
 
-        if (!k || k->phase != KERNEL_READY || !k->sandbox ||
-            strcmp(k->sandbox->id, job->sandbox_id) != 0) {
-                job->done(job->ctx, -ESRCH, "the kernel ended before its checkpoint");
-                free(job);
+        if (job->sandbox->phase != SANDBOX_READY) {
+                job_end(job, -ESRCH, "the sandbox ended before its checkpoint");
                 return;
         }
-        rc = host_checkpoint(job->sandbox_id, job->name, true, on_checkpointed, job);
-        if (rc < 0) {
-                reconnect(k);
-                job->done(job->ctx, rc, "cannot ask the kernel-host for a checkpoint");
-                free(job);
-        }
+        rc = host_checkpoint(job->sandbox->id, job->name, true, on_checkpointed, job);
+        if (rc < 0)
+                job_end(job, rc, "cannot ask the kernel-host for a checkpoint");
 }
 
-int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn done, void *ctx)
+int kernels_checkpoint(struct sandbox *sb, const char *name, kernel_checkpointed_fn done, void *ctx)
 {
         struct checkpoint_job *job;
 
-        if (kernel_checkpoint_refusal(k))
+        if (kernels_checkpoint_refusal(sb))
                 return -EOPNOTSUPP;
         job = calloc(1, sizeof(*job));
         if (!job)
                 return -ENOMEM;
-        snprintf(job->kernel_id, sizeof(job->kernel_id), "%s", k->id);
-        snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", k->sandbox->id);
+        job->sandbox = sandbox_ref(sb);
         snprintf(job->name, sizeof(job->name), "%s", name);
         job->done = done;
         job->ctx = ctx;
-        /* Every connection of ours to the kernel ends, its clients' too:
-         * their peers are in our network namespace, not the sandbox's. */
-        session_disconnect_all(k);
-        kernel_close_sockets(k);
-        kernel_set_state(k, "pausing");
+        /* Every connection of ours to its kernels ends, their clients'
+         * too: their peers are in our network namespace, not the
+         * sandbox's. */
+        for (struct kernel *k = kernels_head; k; k = k->next) {
+                if (k->sandbox != sb)
+                        continue;
+                session_disconnect_all(k);
+                kernel_close_sockets(k);
+                kernel_set_state(k, "pausing");
+        }
         loop_timer_start(&job->timer, on_dropped, CHECKPOINT_DROP_MS);
         return 0;
+}
+
+int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn done, void *ctx)
+{
+        if (kernel_checkpoint_refusal(k))
+                return -EOPNOTSUPP;
+        return kernels_checkpoint(k->sandbox, name, done, ctx);
+}
+
+void kernel_checkpoint_forget(const char *name)
+{
+        if (host_checkpoint_delete(name) < 0)
+                log_warn("cannot ask for checkpoint %.8s to be removed", name);
 }
 
 /* ---- restore ------------------------------------------------------------------- */

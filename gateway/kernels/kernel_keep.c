@@ -112,8 +112,8 @@ int kernel_adopt(const struct kernel_kept *kept, struct sandbox *sb, struct kern
         k->ipc_separator = specs_ipc_separator(spec);
         k->ipc_root_fd = -1;
         k->limits = sb->limits;
-        k->sandbox = sb;
-        k->owns_sandbox = true;
+        k->sandbox = kept->shared ? sandbox_ref(sb) : sb;
+        k->owns_sandbox = !kept->shared;
         k->ever_ready = true;
         k->running = true;
         k->adopting = true;

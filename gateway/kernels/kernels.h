@@ -230,6 +230,9 @@ struct kernel_kept {
         char *const *env; /* NULL-terminated */
         int pid;
         const char *ipc; /* the sockets' path as the kernel-host reported it */
+        /* In a sandbox it shares (an E2B sandbox's): the kernel takes a
+         * reference of its own, not the caller's. */
+        bool shared;
 };
 /* The record of every kernel that can be kept (ready, not pooled, in a
  * sandbox of its own without egress), marking their sandboxes kept
@@ -256,6 +259,15 @@ typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *messag
  * sandbox) and has the kernel-host checkpoint its sandbox as name; done
  * hears once. 0, or -errno and nothing is heard. */
 int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn done, void *ctx);
+/* The same for a sandbox shared by several kernels (an E2B sandbox's):
+ * whether all of them can be checkpointed with it (NULL, or why not), and
+ * the checkpoint of it with every kernel in it. */
+const char *kernels_checkpoint_refusal(const struct sandbox *sb);
+int kernels_checkpoint(struct sandbox *sb, const char *name, kernel_checkpointed_fn done,
+                       void *ctx);
+/* Has checkpoint name removed from disk (it was restored, or its paused
+ * kernel or sandbox is gone). */
+void kernel_checkpoint_forget(const char *name);
 /* Makes a kernel again from checkpoint: a sandbox restored with limits,
  * and in it the kernel kept describes, taken over as after a restart
  * (kernel_adopt) and probed. w hears when it is ready (subject the

@@ -1,9 +1,11 @@
 """Pause and resume through the unmodified E2B Python SDK: sbx.pause() saves
-/home/user under the gateway's --state-dir and frees the sandbox,
-Sandbox.connect resumes it under the same id with its files, a paused
-sandbox outlives the gateway, lifecycle onTimeout 'pause' pauses instead of
-killing, and a paused sandbox stays its creator's. Files only: the kernel's
-variables are not kept, and the sandbox's info says so."""
+the sandbox under the gateway's --state-dir and frees it, Sandbox.connect
+resumes it under the same id, a paused sandbox outlives the gateway,
+lifecycle onTimeout 'pause' pauses instead of killing, and a paused sandbox
+stays its creator's. With CRIU (scripts/test builds it) the pause keeps the
+memory: variables, contexts, processes; pause(keep_memory=False), or a
+sandbox a checkpoint cannot take, keeps the files only, and the sandbox's
+info says so and why."""
 import hashlib
 import json
 import os
@@ -56,13 +58,14 @@ def test_pause_then_connect_resumes_with_the_files(gateway):
         blob = os.urandom(256 * 1024)
         sbx.files.write("/home/user/data.bin", blob)
         assert sbx.run_code("answer = 42\nanswer").text == "42"
-        assert sbx.pause() is True
+        assert sbx.pause(keep_memory=False) is True
         assert state_of(sbx.sandbox_id) == "paused"
         # Its info says what was kept: the files, not the variables.
         status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
         assert status == 200 and info["state"] == "paused", info
         assert info["glovebox"]["memoryKept"] is False
         assert info["glovebox"]["pauseNotice"].startswith("variables are not kept: ")
+        assert "files only" in info["glovebox"]["pauseNotice"], info
         paused = Sandbox.list(query=SandboxQuery(metadata={"suite": "pause"},
                                                  state=[SandboxState.PAUSED])).next_items()
         assert [s.sandbox_id for s in paused] == [sbx.sandbox_id]
@@ -82,7 +85,7 @@ def test_pause_then_connect_resumes_with_the_files(gateway):
         assert again.run_code("answer").error.name == "NameError"
         assert again.run_code("open('/home/user/notes/plan.txt').read()").text == "pause me"
         # A second pause and resume of the same sandbox works as the first.
-        assert again.pause() is True
+        assert again.pause(keep_memory=False) is True
         third = Sandbox.connect(sbx.sandbox_id)
         assert third.files.read("notes/plan.txt") == "pause me"
     finally:
@@ -155,16 +158,24 @@ def test_without_credentials_a_paused_id_is_answered_as_an_unknown_one(gateway):
         Sandbox.kill(sbx.sandbox_id)
 
 
-def test_killing_a_paused_sandbox_removes_its_files(gateway):
+@pytest.mark.parametrize("keep_memory", [False, True])
+def test_killing_a_paused_sandbox_removes_its_files(gateway, keep_memory):
     sbx = Sandbox.create()
     sbx.files.write("x.txt", "x")
-    assert sbx.pause() is True
-    listed = os.listdir(os.path.join(gateway.own_state_dir, "paused"))
+    assert sbx.pause(keep_memory=keep_memory) is True
+    state = gateway.own_state_dir
+    listed = os.listdir(os.path.join(state, "paused"))
     assert listed == [sbx.sandbox_id]
-    assert sorted(os.listdir(os.path.join(gateway.own_state_dir, "paused", sbx.sandbox_id))) \
-        == ["home.tar", "meta.json"]
+    assert sorted(os.listdir(os.path.join(state, "paused", sbx.sandbox_id))) \
+        == (["meta.json"] if keep_memory else ["home.tar", "meta.json"])
+    assert len(os.listdir(os.path.join(state, "checkpoints"))) == (1 if keep_memory else 0)
     assert Sandbox.kill(sbx.sandbox_id) is True
-    assert os.listdir(os.path.join(gateway.own_state_dir, "paused")) == []
+    assert os.listdir(os.path.join(state, "paused")) == []
+    # The kernel-host removes the checkpoint as it is told.
+    end = time.monotonic() + 10
+    while os.listdir(os.path.join(state, "checkpoints")) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert os.listdir(os.path.join(state, "checkpoints")) == []
     with pytest.raises(SandboxException):
         Sandbox.connect(sbx.sandbox_id)
 
@@ -273,3 +284,50 @@ def test_a_paused_sandbox_stays_its_creators(tenants_gateway):
         again.kill()
     finally:
         again_gw.stop()
+
+
+def test_pause_keeps_the_memory_contexts_and_processes(gateway):
+    """The SDK's default pause, with CRIU: the same kernel comes back, with
+    its variables, its contexts (and their ids), the processes its code
+    started, /tmp and the boot id."""
+    sbx = Sandbox.create(metadata={"suite": "pause-memory"})
+    try:
+        assert sbx.run_code("import subprocess\nanswer = 42\n"
+                            "child = subprocess.Popen(['sleep', '1000'])\nchild.pid").text
+        ctx = sbx.create_code_context()
+        assert sbx.run_code("in_ctx = 7", context=ctx).error is None
+        sbx.files.write("/tmp/t.txt", "tmp kept")
+        boot = sbx.files.read("/proc/sys/kernel/random/boot_id")
+        assert sbx.pause() is True
+        status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
+        assert info["glovebox"] == {"memoryKept": True}, info
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.run_code("answer").text == "42"
+        assert again.run_code("child.poll() is None").text == "True"
+        assert again.run_code("in_ctx", context=ctx).text == "7"
+        assert {c.id for c in again.list_code_contexts()} >= {ctx.id}
+        assert again.files.read("/tmp/t.txt") == "tmp kept"
+        assert again.files.read("/proc/sys/kernel/random/boot_id") == boot
+        # And again: a restored sandbox pauses with its memory as a new one.
+        assert again.pause() is True
+        third = Sandbox.connect(sbx.sandbox_id)
+        assert third.run_code("answer + 1").text == "43"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
+def test_a_running_command_makes_the_pause_keep_files_and_say_why(gateway):
+    sbx = Sandbox.create()
+    try:
+        sbx.run_code("kept = 1")
+        handle = sbx.commands.run("sleep 1000", background=True)
+        assert sbx.pause() is True
+        status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
+        assert info["glovebox"]["memoryKept"] is False, info
+        assert "commands started through the SDK are running" in \
+            info["glovebox"]["pauseNotice"], info
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.run_code("kept").error.name == "NameError"
+        del handle
+    finally:
+        Sandbox.kill(sbx.sandbox_id)

@@ -1,0 +1,193 @@
+/* Pausing an E2B sandbox with its memory: its box, every context's kernel
+ * and the processes they started are checkpointed whole (the kernel-host's
+ * checkpoint.h, over kernels.h's kernels_checkpoint) and restored under
+ * the same ids: the contexts keep their ids, the kernels their ids, keys
+ * and variables, the sandbox its files, /tmp and boot id. Commands started
+ * through envd have their standard input and output on pipes to the
+ * gateway, which a restore does not hand back yet: while one runs, the
+ * pause keeps the files, and the sandbox's info says why. */
+#include "autoconf.h"
+
+#include "gateway/e2b/contexts.h"
+#include "gateway/e2b/e2b.h"
+#include "gateway/e2b/e2b_internal.h"
+#include "gateway/kernels/kernels.h"
+#include "gateway/kernels/pause.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_notice(struct e2b_sandbox *s, const char *why)
+{
+        snprintf(s->pause_notice, sizeof(s->pause_notice), "%s: %s", PAUSE_MEMORY_NOTICE, why);
+}
+
+/* ctx of a checkpoint: the sandbox's id, looked up again at its end. */
+static void on_checkpointed(void *ctx, int status, const char *message)
+{
+        struct e2b_sandbox *s = e2b_find_any(ctx);
+
+        free(ctx);
+        if (!s || s->phase != E2B_PAUSING) {
+                /* Removed meanwhile (its kill deleted the checkpoint). */
+                return;
+        }
+        if (status == -EOPNOTSUPP && s->box) {
+                /* One the kernel-host cannot take (a template's, a
+                 * zygote's kernel...): its files, saying why. */
+                s->checkpoint[0] = '\0';
+                json_decref(s->memory_contexts);
+                s->memory_contexts = NULL;
+                set_notice(s, message && message[0] ? message : "no checkpoint could be made");
+                status = e2b_pause_files(s);
+                if (status == 0)
+                        return;
+        }
+        e2b_pause_saved(s, status, message, 0);
+}
+
+int e2b_memory_pause(struct e2b_sandbox *s)
+{
+        const char *why = !s->box                    ? "the sandbox has no box"
+                          : envd_commands_running(s) ? "commands started through the SDK are "
+                                                       "running (their output goes to the "
+                                                       "gateway, which a restore cannot give "
+                                                       "back yet)"
+                                                     : kernels_checkpoint_refusal(s->box);
+        char *id;
+        int rc;
+
+        if (why) {
+                set_notice(s, why);
+                return -EOPNOTSUPP;
+        }
+        s->memory_contexts = e2b_contexts_record(s);
+        id = strdup(s->id);
+        if (!s->memory_contexts || !id || jp_uuid4(s->checkpoint) < 0) {
+                rc = -ENOMEM;
+                goto fail;
+        }
+        rc = kernels_checkpoint(s->box, s->checkpoint, on_checkpointed, id);
+        if (rc == 0)
+                return 0;
+fail:
+        free(id);
+        json_decref(s->memory_contexts);
+        s->memory_contexts = NULL;
+        s->checkpoint[0] = '\0';
+        set_notice(s, strerror(-rc));
+        return rc;
+}
+
+/* ---- resume --------------------------------------------------------------------- */
+
+static void on_first_ready(struct waiter *w, void *subject, int status, const char *message)
+{
+        struct e2b_sandbox *s = lws_container_of(w, struct e2b_sandbox, resume_waiter);
+
+        (void)subject;
+        if (status) {
+                e2b_resume_failed(s, message ? message : "its kernel did not come back");
+                return;
+        }
+        /* Its sudo service was restored with it, listening. */
+        if (strcmp(config_get()->sandbox, "none") != 0)
+                s->sudo = E2B_SUDO_READY;
+        e2b_resumed(s);
+}
+
+/* The kernel a context's record names, taken over in s's restored box. */
+static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
+{
+        const char *id = json_string_value(json_object_get(rec, "id"));
+        const char *spec = json_string_value(json_object_get(rec, "kernelspec"));
+        const char *key = json_string_value(json_object_get(rec, "key"));
+        const char *ipc = json_string_value(json_object_get(rec, "ipc"));
+        json_t *env = json_object_get(rec, "env");
+        char **strv = calloc(json_array_size(env) + 1, sizeof(char *));
+        struct kernel *k = NULL;
+        size_t i;
+        json_t *v;
+
+        *env_out = strv;
+        if (!strv || !id || !spec || !key || !ipc || !json_is_array(env))
+                return NULL;
+        json_array_foreach(env, i, v) {
+                strv[i] = strdup(json_string_value(v) ?: "");
+                if (!strv[i])
+                        return NULL;
+        }
+        {
+                const struct kernel_kept kept = {.id = id,
+                                                 .kernelspec = spec,
+                                                 .owner = s->owner,
+                                                 .key = key,
+                                                 .env = strv,
+                                                 .pid = 0,
+                                                 .ipc = ipc,
+                                                 .shared = true};
+
+                if (kernel_adopt(&kept, s->box, &k) < 0)
+                        return NULL;
+        }
+        return k;
+}
+
+static void on_box_restored(struct sandbox_waiter *sw, struct sandbox *sb, const char *error)
+{
+        struct e2b_sandbox *s = lws_container_of(sw, struct e2b_sandbox, restore_wait);
+        struct kernel *first = NULL;
+        size_t i;
+        json_t *c;
+
+        (void)sb;
+        if (error) {
+                e2b_resume_failed(s, error);
+                return;
+        }
+        json_array_foreach(s->memory_contexts, i, c) {
+                json_t *rec = json_object_get(c, "kernel");
+                const char *cid = json_string_value(json_object_get(c, "id")) ?: "";
+                const char *lang = json_string_value(json_object_get(c, "language")) ?: "";
+                const char *cwd = json_string_value(json_object_get(c, "cwd")) ?: "";
+                struct kernel *k = NULL;
+                char **env = NULL;
+
+                if (rec) {
+                        k = adopt(s, rec, &env);
+                        jp_strv_free(env);
+                        if (!k) {
+                                e2b_resume_failed(s, "a restored kernel cannot be taken over");
+                                return;
+                        }
+                }
+                if (!e2b_context_restore(s, cid, lang, cwd, k)) {
+                        if (k)
+                                kernel_shutdown(k, NULL);
+                        e2b_resume_failed(s, "out of memory");
+                        return;
+                }
+                if (k && !first)
+                        first = k;
+        }
+        if (!first) {
+                e2b_resume_failed(s, "the checkpoint holds no kernel");
+                return;
+        }
+        s->resume_waiter.done = on_first_ready;
+        kernel_when_ready(first, &s->resume_waiter);
+}
+
+int e2b_memory_resume(struct e2b_sandbox *s)
+{
+        int rc = sandbox_new_restored(&s->limits, s->checkpoint, &s->box);
+
+        if (rc < 0)
+                return rc;
+        s->restore_wait.ready = on_box_restored;
+        sandbox_when_ready(s->box, &s->restore_wait);
+        return 0;
+}
