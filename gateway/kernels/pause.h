@@ -18,11 +18,10 @@
 #include <stdint.h>
 
 #define PAUSE_ID_MAX 64
-/* Said wherever a pause shows (model, info, log): see docs/pause.md
- * for why CRIU is not used. */
+/* Said wherever a pause of the files only shows (model, info, log), with
+ * why the memory was not kept after it. */
 #define PAUSE_MEMORY_NOTICE                                                                        \
-        "variables are not kept: Glovebox does not checkpoint a kernel's memory (no CRIU "         \
-        "support; see docs/pause.md); only the files in /home/user were saved"
+        "variables are not kept: only the files in /home/user were saved (see docs/pause.md)"
 
 /* done(ctx, 0, NULL, bytes) once the archive is stored or restored, or
  * done(ctx, -errno, message, 0). Called once, from the loop. */
