@@ -151,6 +151,9 @@ def test_the_front_caps_connections_per_client(tmp_path):
         # nothing) make twice the cap, and the next is closed at once.
         held.append(socket.create_connection(("127.0.0.1", 19401), timeout=5))
         held.append(socket.create_connection(("127.0.0.1", 19401), timeout=5))
+        # A connection counts once haproxy has accepted it, which may come
+        # after the kernel completed it: give it the time, on a busy machine.
+        time.sleep(0.5)
         try:
             fifth = socket.create_connection(("127.0.0.1", 19401), timeout=5)
             held.append(fifth)
