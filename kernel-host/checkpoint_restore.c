@@ -98,44 +98,6 @@ static void holder_end(pid_t holder)
         }
 }
 
-static int send_fd(int sock, int fd)
-{
-        char byte = 't', space[CMSG_SPACE(sizeof(int))];
-        struct iovec iov = {&byte, 1};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = space,
-                             .msg_controllen = sizeof(space)};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-        memset(space, 0, sizeof(space));
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(fd));
-        return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock)
-{
-        char byte, space[CMSG_SPACE(sizeof(int))];
-        struct iovec iov = {&byte, 1};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = space,
-                             .msg_controllen = sizeof(space)};
-        struct cmsghdr *c;
-        int fd;
-
-        if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-                return -1;
-        c = CMSG_FIRSTHDR(&msg);
-        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-                return -1;
-        memcpy(&fd, CMSG_DATA(c), sizeof(fd));
-        return fd;
-}
-
 /* The restore's worker, in a mount namespace of its own: the top again on
  * a new tmpfs, /usr and the overlays over it, the top sent to the
  * kernel-host, then criu restore in its place. */
@@ -179,7 +141,7 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                   "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
                 _exit(125);
         fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || send_fd(top_sock, fd) < 0)
+        if (fd < 0 || sandbox_send_fd(top_sock, fd) < 0)
                 _exit(126);
         if (dup2(report_wr, REPORT_FD) < 0)
                 _exit(127);
@@ -592,7 +554,7 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         snprintf(path, sizeof(path), "%s/init.pid", b->run_dir);
         if (read_small_file(path, text, sizeof(text)) > 0)
                 init = (pid_t)strtol(text, NULL, 10);
-        top_fd = recv_fd(j->top_sock);
+        top_fd = sandbox_recv_fd(j->top_sock);
         if (init <= 0 || top_fd < 0) {
                 snprintf(fail.message, sizeof(fail.message), "the restored sandbox is not there");
                 goto fail;

@@ -163,9 +163,7 @@ struct create_args {
         const struct sandbox_ids *ids;
 };
 
-/* The report socket, sent with init's last go-ahead; -1 when the
- * kernel-host is gone. */
-static int recv_report_fd(int sock)
+int sandbox_recv_fd(int sock)
 {
         char byte, space[CMSG_SPACE(sizeof(int))];
         struct iovec iov = {&byte, 1};
@@ -187,7 +185,7 @@ static int recv_report_fd(int sock)
         return fd;
 }
 
-static int send_report_fd(int sock, int fd)
+int sandbox_send_fd(int sock, int fd)
 {
         char byte = 'g', space[CMSG_SPACE(sizeof(int))];
         struct iovec iov = {&byte, 1};
@@ -270,13 +268,13 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
                 confine_fail(sync_fd, "read-only root", errno);
         confine_report_init(&ready, CONFINE_STARTED);
         confine_report_send(sync_fd, &ready);
-        if (send_report_fd(sync_fd, top) < 0)
+        if (sandbox_send_fd(sync_fd, top) < 0)
                 _exit(127);
         close(top);
         /* The kernel-host now opens our namespaces and root, which an
          * undumpable process would refuse an unprivileged kernel-host,
          * and sends the socket init reports on. */
-        report = recv_report_fd(sync_fd);
+        report = sandbox_recv_fd(sync_fd);
         if (report < 0)
                 _exit(127); /* the kernel-host is gone */
         /* init keeps no privilege: no capabilities, no descriptor but its
@@ -354,6 +352,17 @@ int sandbox_write_id_maps(pid_t pid, const struct sandbox_ids *ids)
 
 static const char *const ns_names[SANDBOX_NAMESPACES] = {"user", "mnt", "pid", "net",
                                                          "ipc",  "uts", "cgroup"};
+
+/* sb with no descriptor yet. */
+static void handles_init(struct sandbox *sb)
+{
+        for (int i = 0; i < SANDBOX_NAMESPACES; i++)
+                sb->ns_fds[i] = -1;
+        sb->root_fd = -1;
+        sb->run_fd = -1;
+        sb->report_fd = -1;
+        sb->top_fd = -1;
+}
 
 static void close_handles(struct sandbox *sb)
 {
@@ -441,12 +450,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
 
         mounts.lower = -1; /* ours: opened below */
         memset(sb, 0, sizeof(*sb));
-        for (int i = 0; i < SANDBOX_NAMESPACES; i++)
-                sb->ns_fds[i] = -1;
-        sb->root_fd = -1;
-        sb->run_fd = -1;
-        sb->report_fd = -1;
-        sb->top_fd = -1;
+        handles_init(sb);
         sb->ids = *ids;
         sb->limits = *limits;
         rc = rootfs_plan(&params, &rootfs);
@@ -547,7 +551,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 fail_set(fail, report.step, -rc);
                 goto kill;
         }
-        sb->top_fd = recv_report_fd(sv[0]);
+        sb->top_fd = sandbox_recv_fd(sv[0]);
         if (sb->top_fd < 0) {
                 rc = -EIO;
                 fail_set(fail, "sandbox's top", EIO);
@@ -577,7 +581,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         }
         sb->report_fd = report_pipe[0];
         report_pipe[0] = -1;
-        rc = send_report_fd(sv[0], report_pipe[1]);
+        rc = sandbox_send_fd(sv[0], report_pipe[1]);
         if (rc < 0) {
                 fail_set(fail, "start init", -rc);
                 goto kill;
@@ -625,12 +629,7 @@ int sandbox_adopt(pid_t init_pid, int report_fd, int top_fd, const struct sandbo
         int rc;
 
         memset(sb, 0, sizeof(*sb));
-        for (int i = 0; i < SANDBOX_NAMESPACES; i++)
-                sb->ns_fds[i] = -1;
-        sb->root_fd = -1;
-        sb->run_fd = -1;
-        sb->report_fd = -1;
-        sb->top_fd = -1;
+        handles_init(sb);
         sb->ids = *ids;
         sb->limits = *limits;
         sb->cgroup = *cgroup;

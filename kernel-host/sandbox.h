@@ -103,6 +103,11 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
 int sandbox_adopt(pid_t init_pid, int report_fd, int top_fd, const struct sandbox_ids *ids,
                   const struct hostmsg_limits *limits, const struct kernel_cgroup *cgroup,
                   struct sandbox *sb);
+/* One byte and one descriptor on a socket (SCM_RIGHTS): sent, 0 or
+ * -errno; received, the descriptor (close-on-exec), or -1 when none came
+ * (the sender is gone). */
+int sandbox_send_fd(int sock, int fd);
+int sandbox_recv_fd(int sock);
 /* Writes the uid and gid maps of ids for pid's user namespace. 0 or -errno. */
 int sandbox_write_id_maps(pid_t pid, const struct sandbox_ids *ids);
 /* Allocates a pseudo-terminal in sb's own devpts instance (NULL: the

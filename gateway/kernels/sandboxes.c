@@ -87,6 +87,25 @@ static void on_gone(void *ctx, const struct hostmsg_exit *m)
 
 static const struct host_sandbox_ops sandbox_ops = {on_ready, on_failed, on_gone};
 
+/* A new sandbox record of its own id, with limits and one reference, not
+ * yet asked for nor listed. 0, -ENOMEM or -EIO. */
+static int sandbox_alloc(const struct hostmsg_limits *limits, struct sandbox **out)
+{
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+
+        if (!sb)
+                return -ENOMEM;
+        if (jp_uuid4(sb->id) < 0) {
+                free(sb);
+                return -EIO;
+        }
+        sb->limits = *limits;
+        sb->refs = 1;
+        sb->root_fd = -1;
+        *out = sb;
+        return 0;
+}
+
 int sandbox_new(const struct hostmsg_limits *limits, char *const *ro_paths, bool confined,
                 struct sandbox **out)
 {
@@ -127,16 +146,9 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
                         snprintf(req.build_layer, sizeof(req.build_layer), "%s", layers->build);
                 req.build_layer_mb = layers->build_mb;
         }
-        sb = calloc(1, sizeof(*sb));
-        if (!sb)
-                return -ENOMEM;
-        if (jp_uuid4(sb->id) < 0) {
-                free(sb);
-                return -EIO;
-        }
-        sb->limits = *limits;
-        sb->refs = 1;
-        sb->root_fd = -1;
+        rc = sandbox_alloc(limits, &sb);
+        if (rc < 0)
+                return rc;
         if (layers && jp_strv_dup(layers->volumes, &sb->volumes) < 0) {
                 free(sb);
                 return -ENOMEM;
@@ -166,19 +178,12 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
 int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint,
                          struct sandbox **out)
 {
-        struct sandbox *sb = calloc(1, sizeof(*sb));
-        int rc;
+        struct sandbox *sb;
+        int rc = sandbox_alloc(limits, &sb);
 
         *out = NULL;
-        if (!sb)
-                return -ENOMEM;
-        if (jp_uuid4(sb->id) < 0) {
-                free(sb);
-                return -EIO;
-        }
-        sb->limits = *limits;
-        sb->refs = 1;
-        sb->root_fd = -1;
+        if (rc < 0)
+                return rc;
         rc = host_sandbox_restore(sb->id, checkpoint, &sandbox_ops, sb);
         if (rc < 0) {
                 free(sb);
