@@ -22,6 +22,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
+from gbclient import children, cmdline  # noqa: E402
 from benchlib import (BUILD, DirectKernel, Glovebox, JupyterServer,  # noqa: E402
                       bare_first_result, descendants, pss_kb)
 
@@ -554,33 +556,20 @@ def proc_cpu(pid, children=True):
     return total
 
 
-def child_pids(pid):
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
 def gb_kernel_cpu(server, n):
     """CPU seconds per kernel from request to first result, everything but
     the gateway: the kernel-host (and its reaped helpers), its zygotes, and
     each sandbox's init and kernel (read at the first result, before the
     kernel goes). Serial, one kernel at a time; the mean of n."""
-    host = next(p for p in child_pids(server.proc.pid) if b"kernel-host" in cmdline(p))
+    host = next(p for p in children(server.proc.pid) if b"kernel-host" in cmdline(p))
 
     def host_side():
-        zygotes = [p for p in child_pids(host) if b"zygote" in cmdline(p)]
+        zygotes = [p for p in children(host) if b"zygote" in cmdline(p)]
         return proc_cpu(host) + sum(proc_cpu(p) for p in zygotes)
 
     def tree(pid):
         out = []
-        for c in child_pids(pid):
+        for c in children(pid):
             out += [c] + tree(c)
         return out
 
@@ -601,10 +590,10 @@ def js_kernel_cpu(server, n):
     """The same for Jupyter Server: the server process and its kernel."""
     total = 0.0
     for _ in range(n):
-        before = set(child_pids(server.proc.pid))
+        before = set(children(server.proc.pid))
         s0 = proc_cpu(server.proc.pid, children=False)
         _, kid = first_result(server)
-        kernels = set(child_pids(server.proc.pid)) - before
+        kernels = set(children(server.proc.pid)) - before
         total += (proc_cpu(server.proc.pid, children=False) - s0 +
                   sum(proc_cpu(k) for k in kernels))
         server.delete_kernel(kid)
