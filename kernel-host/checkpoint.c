@@ -448,6 +448,14 @@ void checkpoint_job_free(struct job *j)
                 close(j->report_rd);
         if (j->top_sock >= 0)
                 close(j->top_sock);
+        for (size_t i = 0; i < MAX_PROCS; i++) {
+                for (int k = 0; k < 3; k++) {
+                        if (j->procs[i].inside[k] >= 0)
+                                close(j->procs[i].inside[k]);
+                        if (j->procs[i].outside[k] >= 0)
+                                close(j->procs[i].outside[k]);
+                }
+        }
         json_decref(j->flags);
         free(j);
 }
@@ -459,6 +467,10 @@ struct job *checkpoint_job_new(const char *sandbox_id, const char *name)
         if (!j)
                 return NULL;
         j->msg_fd = j->report_rd = j->top_sock = -1;
+        for (size_t i = 0; i < MAX_PROCS; i++) {
+                for (int k = 0; k < 3; k++)
+                        j->procs[i].inside[k] = j->procs[i].outside[k] = -1;
+        }
         snprintf(j->sandbox_id, sizeof(j->sandbox_id), "%s", sandbox_id);
         snprintf(j->name, sizeof(j->name), "%s", name);
         j->next = jobs;
@@ -559,10 +571,19 @@ static json_t *box_record(const struct box *b, json_t *mounts, const char *repor
         json_t *procs = json_array();
 
         for (struct proc *p = NULL; (p = spawn_proc_next(p));) {
-                if (p->box == b && procs)
-                        json_array_append_new(procs,
-                                              json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid",
-                                                        (int)p->sp.nspid, "kernel", p->kernel));
+                json_t *rec;
+
+                if (p->box != b || !procs)
+                        continue;
+                rec = json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid", (int)p->sp.nspid,
+                                "kernel", p->kernel);
+                /* A command's pipes: the restore gives it new ones. */
+                if (rec && p->pipes[0] && p->pipes[1] && p->pipes[2])
+                        json_object_set_new(rec, "pipes",
+                                            json_pack("[I, I, I]", (json_int_t)p->pipes[0],
+                                                      (json_int_t)p->pipes[1],
+                                                      (json_int_t)p->pipes[2]));
+                json_array_append_new(procs, rec);
         }
         json_t *flags = mount_flags(sb->init_pid);
 

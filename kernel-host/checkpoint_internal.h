@@ -19,7 +19,7 @@
 #define RECORD_MAX (1 << 20)
 #define MAX_MOUNTS 256
 #define MAX_PROCS  64
-#define MAX_ARGS   (2 * MAX_MOUNTS + 64)
+#define MAX_ARGS   (2 * MAX_MOUNTS + 6 * MAX_PROCS + 64)
 /* In criu restore: the new report pipe's write end, handed to init. */
 #define REPORT_FD 10
 /* The merged /usr of a rebuilt top, beside its layers. */
@@ -53,6 +53,12 @@ struct job {
                 pid_t nspid;
                 bool kernel;
                 struct kernel_cgroup cgroup;
+                /* A command's stdin, stdout and stderr at the dump (pipe
+                 * inodes, 0: none), and the new pipes in their place: the
+                 * sandbox's ends, for criu's --inherit-fd until it ends,
+                 * and the gateway's, sent once the sandbox is back. */
+                ino_t pipes[3];
+                int inside[3], outside[3];
         } procs[MAX_PROCS];
 };
 

@@ -53,6 +53,10 @@ struct proc {
         struct sandbox_process sp;
         struct kernel_cgroup cgroup; /* its own, within the sandbox's */
         bool kernel;                 /* its files (connection, sockets) go when it ends */
+        /* A command's stdin, stdout and stderr pipes as the sandbox holds
+         * them (their inodes; 0: none, a kernel's or a terminal's): a
+         * restore puts new pipes to the gateway in their place. */
+        ino_t pipes[3];
 };
 
 /* spawn.c: the registry. A box or proc is found by its id; add links one

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,6 +317,11 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 pty_master = -1;
                 *nfds = 1;
         } else {
+                for (int i = 0; i < 3; i++) {
+                        struct stat st;
+
+                        p->pipes[i] = fstat(stdio[i], &st) == 0 ? st.st_ino : 0;
+                }
                 fds[0] = pipes[0][1];
                 fds[1] = pipes[1][0];
                 fds[2] = pipes[2][0];

@@ -89,8 +89,20 @@ bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *rou
 void envd_handle(struct http_request *r, struct e2b_sandbox *s, const char *route);
 /* Kills the sandbox's commands (it is going away). */
 void envd_forget(struct e2b_sandbox *s);
-/* Whether a command started through envd still runs in s. */
-bool envd_commands_running(const struct e2b_sandbox *s);
+/* A pause that keeps the memory (pause_memory.c). Why s's commands
+ * cannot be checkpointed (a terminal's master is the gateway's), or NULL. */
+const char *envd_checkpoint_refusal(const struct e2b_sandbox *s);
+/* The running commands of s, as envd_commands_restore takes them back:
+ * their pids, process ids, configs, tags, stdin and time left. */
+json_t *envd_commands_record(const struct e2b_sandbox *s);
+/* s was checkpointed: its commands' streams are cut and their processes
+ * let go of (the restore hands new pipes for them). */
+void envd_commands_suspend(struct e2b_sandbox *s);
+/* s is being restored: its recorded commands again, each waiting for the
+ * pipes the kernel-host hands over; envd_commands_settle, once s is back,
+ * ends those that got none (they had ended by the checkpoint). */
+void envd_commands_restore(struct e2b_sandbox *s, json_t *record);
+void envd_commands_settle(struct e2b_sandbox *s);
 
 /* Its sandbox ids, for kernels/sandboxes.h (sandboxes_set_names). */
 extern const struct sandbox_names e2b_names;

@@ -40,6 +40,7 @@ struct command {
         struct http_request *streams[MAX_STREAMS];
         bool pty;
         bool started;
+        double deadline_at; /* loop_now() at its timeout; 0: none */
         bool held; /* its output is not read: a stream is behind (pace) */
         lws_sorted_usec_list_t deadline, keepalive;
 };
@@ -501,8 +502,10 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         }
         /* Connect-Timeout-Ms bounds the command's whole life. */
         timeout_ms = envd_header_number(r, "connect-timeout-ms:", 1, 1e10);
-        if (timeout_ms > 0)
+        if (timeout_ms > 0) {
+                c->deadline_at = loop_now() + timeout_ms / 1000.0;
                 loop_timer_start(&c->deadline, on_deadline, timeout_ms);
+        }
         loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
         c = NULL;
 out:
@@ -661,13 +664,122 @@ void envd_process_rpc(struct http_request *r, struct e2b_sandbox *s, const char 
         json_decref(req);
 }
 
-bool envd_commands_running(const struct e2b_sandbox *s)
+/* ---- through a pause that keeps the memory --------------------------------------- */
+
+static bool running(const struct command *c)
+{
+        return c->process && !process_exited(c->process);
+}
+
+const char *envd_checkpoint_refusal(const struct e2b_sandbox *s)
 {
         for (struct command *c = commands; c; c = c->next) {
-                if (c->owner == s && c->process && !process_exited(c->process))
-                        return true;
+                if (c->owner == s && running(c) && c->pty)
+                        return "a command runs on a terminal (pty), whose master is the "
+                               "gateway's and cannot be handed back after a restore yet";
         }
-        return false;
+        return NULL;
+}
+
+json_t *envd_commands_record(const struct e2b_sandbox *s)
+{
+        json_t *list = json_array();
+
+        for (struct command *c = commands; list && c; c = c->next) {
+                double left = c->deadline_at > 0 ? (c->deadline_at - loop_now()) * 1000.0 : 0;
+                json_t *rec;
+
+                if (c->owner != s || !running(c))
+                        continue;
+                rec = json_pack("{s:i, s:s, s:O, s:b, s:f}", "pid", (int)c->pid, "process",
+                                process_id(c->process), "config", c->config, "stdin",
+                                process_stdin_open(c->process), "timeoutMs", left > 1 ? left : 0);
+                if (rec && c->tag)
+                        json_object_set_new(rec, "tag", json_string(c->tag));
+                if (!rec || json_array_append_new(list, rec) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        }
+        return list;
+}
+
+void envd_commands_suspend(struct e2b_sandbox *s)
+{
+        struct command *c = commands;
+
+        while (c) {
+                struct command *next = c->next;
+
+                if (c->owner == s) {
+                        cut_streams(c);
+                        process_forget(&c->process);
+                        command_free(c);
+                }
+                c = next;
+        }
+}
+
+/* One recorded command, waiting for its pipes. */
+static void command_restore(struct e2b_sandbox *s, json_t *rec)
+{
+        const char *id = json_string_value(json_object_get(rec, "process"));
+        json_int_t pid = json_integer_value(json_object_get(rec, "pid"));
+        double left = json_number_value(json_object_get(rec, "timeoutMs"));
+        struct command *c = calloc(1, sizeof(*c));
+
+        if (!c || !id || pid <= 0 || pid > UINT32_MAX ||
+            !json_is_object(json_object_get(rec, "config"))) {
+                free(c);
+                log_warn("a restored command's record is malformed");
+                return;
+        }
+        c->owner = s;
+        c->pid = (unsigned)pid;
+        c->config = json_incref(json_object_get(rec, "config"));
+        if (json_is_string(json_object_get(rec, "tag")))
+                c->tag = strdup(json_string_value(json_object_get(rec, "tag")));
+        if (process_adopt(id, json_is_true(json_object_get(rec, "stdin")), &command_ops, c,
+                          &c->process) < 0) {
+                log_warn("restored command %u cannot be taken over", c->pid);
+                json_decref(c->config);
+                free(c->tag);
+                free(c);
+                return;
+        }
+        c->next = commands;
+        commands = c;
+        if (c->pid >= next_pid)
+                next_pid = c->pid + 1;
+        if (left > 0) {
+                c->deadline_at = loop_now() + left / 1000.0;
+                loop_timer_start(&c->deadline, on_deadline, left);
+        }
+        loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
+}
+
+void envd_commands_restore(struct e2b_sandbox *s, json_t *record)
+{
+        size_t i;
+        json_t *rec;
+
+        json_array_foreach(record, i, rec)
+                command_restore(s, rec);
+}
+
+void envd_commands_settle(struct e2b_sandbox *s)
+{
+        struct command *c = commands;
+
+        while (c) {
+                struct command *next = c->next;
+
+                if (c->owner == s && c->process && !process_attached(c->process)) {
+                        process_forget(&c->process);
+                        command_free(c);
+                }
+                c = next;
+        }
 }
 
 void envd_forget(struct e2b_sandbox *s)
@@ -683,6 +795,10 @@ void envd_forget(struct e2b_sandbox *s)
                          * listening (process.c reads and drops what is
                          * left of its output). */
                         cut_streams(c);
+                        /* One a restore never handed back has nothing
+                         * to kill. */
+                        if (c->process && !process_attached(c->process))
+                                process_forget(&c->process);
                         process_abandon(&c->process);
                         command_free(c);
                 }

@@ -133,6 +133,7 @@ void e2b_sandbox_kill(struct e2b_sandbox *s)
                         kernel_checkpoint_forget(s->checkpoint);
         }
         json_decref(s->memory_contexts);
+        json_decref(s->memory_commands);
         e2b_metrics_clear(&s->metrics);
         json_decref(s->metadata);
         json_decref(s->env);
@@ -180,8 +181,9 @@ static json_t *pause_meta(const struct e2b_sandbox *s)
          * (their HMAC keys: the record is 0600 in our state directory). */
         if (meta && s->checkpoint[0] && s->memory_contexts)
                 json_object_update_new(
-                    meta, json_pack("{s:s, s:O, s:b}", "checkpoint", s->checkpoint, "contexts",
-                                    s->memory_contexts, "autoPauseMemory", s->auto_pause_memory));
+                    meta, json_pack("{s:s, s:O, s:O?, s:b}", "checkpoint", s->checkpoint,
+                                    "contexts", s->memory_contexts, "commands", s->memory_commands,
+                                    "autoPauseMemory", s->auto_pause_memory));
         else if (meta)
                 json_object_set_new(meta, "autoPauseMemory", json_boolean(s->auto_pause_memory));
         json_decref(volumes);
@@ -235,6 +237,8 @@ void e2b_pause_saved(struct e2b_sandbox *s, int status, const char *message, uin
                 s->checkpoint[0] = '\0';
                 json_decref(s->memory_contexts);
                 s->memory_contexts = NULL;
+                json_decref(s->memory_commands);
+                s->memory_commands = NULL;
                 s->phase = E2B_RUNNING;
                 if (r && connect) {
                         /* A connect that waited: it runs on, as connected. */
@@ -408,6 +412,8 @@ void e2b_resumed(struct e2b_sandbox *s)
         s->checkpoint[0] = '\0';
         json_decref(s->memory_contexts);
         s->memory_contexts = NULL;
+        json_decref(s->memory_commands);
+        s->memory_commands = NULL;
         s->from_snapshot[0] = '\0';
         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
         e2b_metrics_start(&s->metrics, s->box);
@@ -689,8 +695,10 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
                 free(s);
                 return;
         }
-        if (s->checkpoint[0])
+        if (s->checkpoint[0]) {
                 s->memory_contexts = json_incref(json_object_get(meta, "contexts"));
+                s->memory_commands = json_incref(json_object_get(meta, "commands"));
+        }
         else
                 meta_string(meta, "notice", s->pause_notice, sizeof(s->pause_notice));
         volumes_of_meta(s, json_object_get(meta, "volumes"));

@@ -3,9 +3,10 @@
  * checkpoint.h, over kernels.h's kernels_checkpoint) and restored under
  * the same ids: the contexts keep their ids, the kernels their ids, keys
  * and variables, the sandbox its files, /tmp and boot id. Commands started
- * through envd have their standard input and output on pipes to the
- * gateway, which a restore does not hand back yet: while one runs, the
- * pause keeps the files, and the sandbox's info says why. */
+ * through envd run on: their pipes to the gateway are replaced at the
+ * restore by new ones the kernel-host hands over, under the same pids. A
+ * command on a terminal cannot be yet: while one runs, the pause keeps the
+ * files, and the sandbox's info says why. */
 #include "autoconf.h"
 
 #include "gateway/e2b/contexts.h"
@@ -41,22 +42,23 @@ static void on_checkpointed(void *ctx, int status, const char *message)
                 s->checkpoint[0] = '\0';
                 json_decref(s->memory_contexts);
                 s->memory_contexts = NULL;
+                json_decref(s->memory_commands);
+                s->memory_commands = NULL;
                 set_notice(s, message && message[0] ? message : "no checkpoint could be made");
                 status = e2b_pause_files(s);
                 if (status == 0)
                         return;
         }
+        /* Its commands come back with new pipes. */
+        if (status == 0)
+                envd_commands_suspend(s);
         e2b_pause_saved(s, status, message, 0);
 }
 
 int e2b_memory_pause(struct e2b_sandbox *s)
 {
-        const char *why = !s->box                    ? "the sandbox has no box"
-                          : envd_commands_running(s) ? "commands started through the SDK are "
-                                                       "running (their output goes to the "
-                                                       "gateway, which a restore cannot give "
-                                                       "back yet)"
-                                                     : kernels_checkpoint_refusal(s->box);
+        const char *why = !s->box ? "the sandbox has no box"
+                                  : envd_checkpoint_refusal(s) ?: kernels_checkpoint_refusal(s->box);
         char *id;
         int rc;
 
@@ -65,8 +67,9 @@ int e2b_memory_pause(struct e2b_sandbox *s)
                 return -EOPNOTSUPP;
         }
         s->memory_contexts = e2b_contexts_record(s);
+        s->memory_commands = envd_commands_record(s);
         id = strdup(s->id);
-        if (!s->memory_contexts || !id || jp_uuid4(s->checkpoint) < 0) {
+        if (!s->memory_contexts || !s->memory_commands || !id || jp_uuid4(s->checkpoint) < 0) {
                 rc = -ENOMEM;
                 goto fail;
         }
@@ -77,6 +80,8 @@ fail:
         free(id);
         json_decref(s->memory_contexts);
         s->memory_contexts = NULL;
+        json_decref(s->memory_commands);
+        s->memory_commands = NULL;
         s->checkpoint[0] = '\0';
         set_notice(s, strerror(-rc));
         return rc;
@@ -148,6 +153,8 @@ static void on_box_restored(struct sandbox_waiter *sw, struct sandbox *sb, const
                 e2b_resume_failed(s, error);
                 return;
         }
+        /* Every command still running had its pipes handed over before. */
+        envd_commands_settle(s);
         json_array_foreach(s->memory_contexts, i, c) {
                 json_t *rec = json_object_get(c, "kernel");
                 const char *cid = json_string_value(json_object_get(c, "id")) ?: "";
@@ -183,10 +190,15 @@ static void on_box_restored(struct sandbox_waiter *sw, struct sandbox *sb, const
 
 int e2b_memory_resume(struct e2b_sandbox *s)
 {
-        int rc = sandbox_new_restored(&s->limits, s->checkpoint, &s->box);
+        int rc;
 
-        if (rc < 0)
+        /* Listening for their pipes before the kernel-host can hand them. */
+        envd_commands_restore(s, s->memory_commands);
+        rc = sandbox_new_restored(&s->limits, s->checkpoint, &s->box);
+        if (rc < 0) {
+                envd_forget(s);
                 return rc;
+        }
         s->restore_wait.ready = on_box_restored;
         sandbox_when_ready(s->box, &s->restore_wait);
         return 0;

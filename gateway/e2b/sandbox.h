@@ -86,6 +86,7 @@ struct e2b_sandbox {
          * and its contexts with their kernels; "" and NULL otherwise. */
         char checkpoint[JP_UUID_SIZE];
         json_t *memory_contexts;
+        json_t *memory_commands; /* envd_commands_record's, with the checkpoint */
         struct sandbox_waiter restore_wait;
         bool auto_pause_memory; /* lifecycle: a timeout's pause keeps memory (autoPauseMemory) */
         char pause_notice[512]; /* why its last pause kept the files only */

@@ -751,6 +751,14 @@ int host_volume_delete(const char *volume_id)
         return send_json(HOSTMSG_VOLUME_DELETE, hostmsg_volume_encode(&m));
 }
 
+void host_unlisten(const char *id, void *ctx)
+{
+        struct listener *l = listener_find(id);
+
+        if (l && l->ctx == ctx)
+                listener_remove(l);
+}
+
 void host_connect_cancel(const char *id)
 {
         struct listener *l = listener_find(id);

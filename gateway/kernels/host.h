@@ -46,6 +46,8 @@ int host_keep_link(int *fd, int *pid);
  * without asking the kernel-host for anything. 0 or -EEXIST. */
 int host_listen(const char *id, const struct host_sandbox_ops *sandbox,
                 const struct host_process_ops *process, void *ctx);
+/* Stops routing reports for id to ctx (host_listen's, or a request's). */
+void host_unlisten(const char *id, void *ctx);
 /* Starts delivering reports (needs the loop). If the kernel-host dies,
  * every object waiting for a report hears that it is gone ("host-lost"),
  * after a new kernel-host has started; lost() runs when none could be. */

@@ -32,7 +32,9 @@ struct process {
         int fds[3];
         struct loop_watch *watch[3];
         bool exited;
-        bool held; /* outputs not read (process_hold_output) */
+        bool held;     /* outputs not read (process_hold_output) */
+        bool adopted;  /* restored: its pipes come later (process_adopt) */
+        bool attached; /* its pipes came */
         struct hostmsg_exit ex;
         lws_sorted_usec_list_t linger;
 };
@@ -125,10 +127,16 @@ static void on_linger(lws_sorted_usec_list_t *sul)
         maybe_end(p);
 }
 
+static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds);
+static void on_failed(void *ctx, const struct hostmsg_failed *m);
+static void on_exited(void *ctx, const struct hostmsg_exit *m);
+static const struct host_process_ops host_ops = {on_started, on_failed, on_exited};
+
 static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, size_t nfds)
 {
         struct process *p = ctx;
 
+        p->attached = true;
         for (size_t i = 0; i < nfds; i++) {
                 if (i > 2) {
                         close(fds[i]);
@@ -167,6 +175,13 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
 {
         struct process *p = ctx;
 
+        /* The end of the incarnation the checkpoint was taken from, killed
+         * after it: the restored one, not attached yet, still listens. */
+        if (p->adopted && !p->attached) {
+                host_listen(p->id, NULL, &host_ops, p);
+                return;
+        }
+
         p->exited = true;
         p->ex = *m;
         process_drain(p);
@@ -176,7 +191,6 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
                 maybe_end(p);
 }
 
-static const struct host_process_ops host_ops = {on_started, on_failed, on_exited};
 
 int process_start(struct hostmsg_start *start, bool keep_stdin, const struct process_ops *ops,
                   void *ctx, struct process **out)
@@ -202,6 +216,46 @@ int process_start(struct hostmsg_start *start, bool keep_stdin, const struct pro
 fail:
         free(p);
         return rc;
+}
+
+int process_adopt(const char *id, bool keep_stdin, const struct process_ops *ops, void *ctx,
+                  struct process **out)
+{
+        struct process *p = calloc(1, sizeof(*p));
+        int rc;
+
+        *out = NULL;
+        if (!p)
+                return -ENOMEM;
+        snprintf(p->id, sizeof(p->id), "%s", id);
+        p->fds[0] = p->fds[1] = p->fds[2] = -1;
+        p->ops = ops;
+        p->ctx = ctx;
+        p->keep_stdin = keep_stdin;
+        p->adopted = true;
+        rc = host_listen(p->id, NULL, &host_ops, p);
+        if (rc < 0) {
+                free(p);
+                return rc;
+        }
+        *out = p;
+        return 0;
+}
+
+bool process_attached(const struct process *p)
+{
+        return !p->adopted || p->attached;
+}
+
+void process_forget(struct process **pp)
+{
+        struct process *p = *pp;
+
+        *pp = NULL;
+        if (!p)
+                return;
+        host_unlisten(p->id, p);
+        process_free(p);
 }
 
 const char *process_id(const struct process *p)

@@ -33,6 +33,18 @@ struct process_ops {
  * points to. */
 int process_start(struct hostmsg_start *start, bool keep_stdin, const struct process_ops *ops,
                   void *ctx, struct process **out);
+/* A process of a sandbox being restored from a checkpoint (id: its id
+ * before, which the kernel-host registers it under again): ops hears
+ * started() when the kernel-host hands over its new pipes, then as for
+ * process_start. 0, or -errno (-EEXIST: id is still another's). */
+int process_adopt(const char *id, bool keep_stdin, const struct process_ops *ops, void *ctx,
+                  struct process **out);
+/* Whether its pipes are there: started, or handed over after a restore. */
+bool process_attached(const struct process *p);
+/* The owner lets go of a process without killing it (its sandbox is
+ * being checkpointed and killed): nothing more is reported, and later
+ * reports for its id are dropped. */
+void process_forget(struct process **p);
 /* The id the kernel-host knows it by. */
 const char *process_id(const struct process *p);
 /* It exited; its end is reported once its outputs are read. */

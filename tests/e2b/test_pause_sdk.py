@@ -7,6 +7,7 @@ memory: variables, contexts, processes; pause(keep_memory=False), or a
 sandbox a checkpoint cannot take, keeps the files only, and the sandbox's
 info says so and why."""
 import hashlib
+import http.client
 import json
 import os
 import secrets
@@ -316,18 +317,81 @@ def test_pause_keeps_the_memory_contexts_and_processes(gateway):
         Sandbox.kill(sbx.sandbox_id)
 
 
-def test_a_running_command_makes_the_pause_keep_files_and_say_why(gateway):
+def port_get(gw, host, path="/", headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Host": host, **(headers or {})})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def wait_port(gw, host, headers):
+    deadline = time.time() + 30
+    while True:
+        status, body = port_get(gw, host, "/", headers)
+        if status != 502 or time.time() > deadline:
+            return status, body
+        time.sleep(0.2)  # the server is still starting
+
+
+def test_commands_run_on_through_a_pause_with_memory(gateway):
+    """Commands started through commands.run keep running through a pause
+    with memory, under their pids: their pipes to the gateway are new ones
+    after the restore, so a server's log lines, stdin and output still flow,
+    and a second pause takes them again."""
+    sbx = Sandbox.create()
+    try:
+        sbx.files.write("/home/user/site/index.txt", "served across a pause")
+        server = sbx.commands.run(
+            "python3 -m http.server 8000 --bind 127.0.0.1 --directory /home/user/site",
+            background=True)
+        cat = sbx.commands.run("cat", background=True, stdin=True)
+        token = {"e2b-traffic-access-token": sbx.traffic_access_token}
+        host = sbx.get_host(8000)
+        assert wait_port(gateway, host, token)[0] == 200
+        for round_ in range(2):
+            assert sbx.pause() is True
+            status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
+            assert info["glovebox"] == {"memoryKept": True}, info
+            sbx = Sandbox.connect(sbx.sandbox_id)
+            pids = {c.pid for c in sbx.commands.list()}
+            assert {server.pid, cat.pid} <= pids, pids
+            # The server logs each request to its stderr, a pipe to the
+            # gateway: a dead pipe would fail the request.
+            assert port_get(gateway, host, "/index.txt", token) == (200, b"served across a pause")
+            # cat's stdin and stdout are the new pipes.
+            followed = sbx.commands.connect(cat.pid)
+            sbx.commands.send_stdin(cat.pid, f"round {round_}\n")
+            seen = ""
+            for stdout, _, _ in followed:
+                seen += stdout or ""
+                if f"round {round_}" in seen:
+                    break
+            assert f"round {round_}\n" in seen
+            followed.disconnect()
+        # The restored command dies when killed, and its end is reported.
+        assert sbx.commands.kill(cat.pid) is True
+        deadline = time.monotonic() + 10
+        while cat.pid in {c.pid for c in sbx.commands.list()}:
+            assert time.monotonic() < deadline, "the killed command is still listed"
+            time.sleep(0.1)
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
+def test_a_terminal_makes_the_pause_keep_files_and_say_why(gateway):
+    from e2b import PtySize
     sbx = Sandbox.create()
     try:
         sbx.run_code("kept = 1")
-        handle = sbx.commands.run("sleep 1000", background=True)
+        sbx.pty.create(PtySize(rows=24, cols=80))
         assert sbx.pause() is True
         status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
         assert info["glovebox"]["memoryKept"] is False, info
-        assert "commands started through the SDK are running" in \
-            info["glovebox"]["pauseNotice"], info
+        assert "terminal" in info["glovebox"]["pauseNotice"], info
         again = Sandbox.connect(sbx.sandbox_id)
         assert again.run_code("kept").error.name == "NameError"
-        del handle
     finally:
         Sandbox.kill(sbx.sandbox_id)
