@@ -383,8 +383,28 @@ static int sync_dir(int dir_fd)
 
 /* The dump's worker: criu dump, the top's archive, everything durable,
  * the directory renamed into place. */
+/* What the files in dir_fd take on disk. */
+static uint64_t dir_bytes(int dir_fd)
+{
+        DIR *d = fdopendir(dup(dir_fd));
+        struct dirent *e;
+        uint64_t total = 0;
+
+        if (!d)
+                return UINT64_MAX;
+        while ((e = readdir(d))) {
+                struct stat st;
+
+                if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode))
+                        total += (uint64_t)st.st_blocks * 512;
+        }
+        closedir(d);
+        return total;
+}
+
 static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int dir_fd,
-                                                  const char *name, int msg_fd)
+                                                  const char *name, int msg_fd, uint64_t room)
 {
         char tmp[JP_UUID_SIZE + 8], archive[PATH_MAX + 64];
         char *tar_argv[] = {"tar",
@@ -411,10 +431,16 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
                         worker_fail(msg_fd, "criu dump");
                 usleep(100 * 1000 << attempt);
         }
+        /* The gateway bounded it by its estimate; what was written is
+         * counted too, before anything more is. */
+        if (room && dir_bytes(dir_fd) > room)
+                worker_fail(msg_fd, "room");
         /* The processes are stopped (or frozen copies were taken): nothing
          * writes the top while tar reads it, through our descriptor. */
         if (checkpoint_run(tar_argv, top_fd) < 0)
                 worker_fail(msg_fd, "archive of the sandbox's files");
+        if (room && dir_bytes(dir_fd) > room)
+                worker_fail(msg_fd, "room");
         if (sync_dir(dir_fd) < 0)
                 worker_fail(msg_fd, "sync");
         if (renameat(checkpoint_dir_fd, tmp, checkpoint_dir_fd, name) < 0 ||
@@ -702,10 +728,12 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (!j)
                 goto nomem;
         j->kill_after = req->size_mb != 0;
+        j->room_mb = req->room_mb;
         pid = fork();
         if (pid == 0) {
                 close(msg[0]);
-                dump_worker(argv, b->sandbox.top_fd, dir_fd, req->volume_id, msg[1]);
+                dump_worker(argv, b->sandbox.top_fd, dir_fd, req->volume_id, msg[1],
+                            req->room_mb << 20);
         }
         if (pid < 0) {
                 rc = -errno;
@@ -768,14 +796,21 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
                 close(dir_fd);
                 unlinkat(checkpoint_dir_fd, tmp, AT_REMOVEDIR);
         }
-        snprintf(message, sizeof(message), "%s failed%s%s", what[0] ? what : "the dump's worker",
-                 why[0] ? ": " : "", why);
+        if (strcmp(what, "room") == 0)
+                snprintf(message, sizeof(message),
+                         "the checkpoint took more than the %llu MiB it was given (its key's "
+                         "--pause-quota-mb, or its sandbox's memory and disk limits)",
+                         (unsigned long long)j->room_mb);
+        else
+                snprintf(message, sizeof(message), "%s failed%s%s",
+                         what[0] ? what : "the dump's worker", why[0] ? ": " : "", why);
         klog_warn(j->sandbox_id, "checkpoint %.8s: %s", j->name, message);
         /* CRIU let the processes run on; a worker killed later leaves
          * them stopped, which would hang the sandbox. */
         if (b && b->init_alive)
                 kill(-b->sandbox.init_pid, SIGCONT);
-        answer(report, j->sandbox_id, what[0] ? what : "worker", EIO, message);
+        answer(report, j->sandbox_id, what[0] ? what : "worker",
+               strcmp(what, "room") == 0 ? EFBIG : EIO, message);
 }
 
 /* ---- from the gateway ------------------------------------------------------------ */

@@ -37,6 +37,7 @@ struct job {
         pid_t pid; /* the worker (a dump) or criu itself (a restore) */
         bool restore;
         bool kill_after; /* a pause: the stopped sandbox is killed once saved */
+        uint64_t room_mb; /* a dump's bound on disk (0: none) */
         char sandbox_id[JP_UUID_SIZE];
         char name[JP_UUID_SIZE];
         int msg_fd; /* what failed, from the worker */

@@ -175,6 +175,9 @@ struct hostmsg_volume {
         char id[JP_UUID_SIZE];        /* the request's, named again in the answer */
         char volume_id[JP_UUID_SIZE]; /* names its image */
         uint64_t size_mb;             /* OPEN: 0 opens an existing one; else made first */
+        /* CHECKPOINT: at most this many MiB on disk, else refused with
+         * EFBIG and nothing kept (0: no bound) */
+        uint64_t room_mb;
 };
 
 struct hostmsg_layer {

@@ -700,8 +700,8 @@ int hostmsg_layer_decode(json_t *body, struct hostmsg_layer *m)
 
 json_t *hostmsg_volume_encode(const struct hostmsg_volume *m)
 {
-        return json_pack("{s:s, s:s, s:I}", "id", m->id, "volume_id", m->volume_id, "size_mb",
-                         (json_int_t)m->size_mb);
+        return json_pack("{s:s, s:s, s:I, s:I}", "id", m->id, "volume_id", m->volume_id,
+                         "size_mb", (json_int_t)m->size_mb, "room_mb", (json_int_t)m->room_mb);
 }
 
 int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m)
@@ -716,6 +716,10 @@ int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m)
         if (rc == 0)
                 rc = get_int(body, "size_mb", 0, 1ll << 30, &mb);
         m->size_mb = (uint64_t)mb;
+        mb = 0;
+        if (rc == 0 && json_object_get(body, "room_mb"))
+                rc = get_int(body, "room_mb", 0, 1ll << 40, &mb);
+        m->room_mb = (uint64_t)mb;
         return rc;
 }
 

@@ -181,8 +181,9 @@ static json_t *pause_meta(const struct e2b_sandbox *s)
          * (their HMAC keys: the record is 0600 in our state directory). */
         if (meta && s->checkpoint[0] && s->memory_contexts)
                 json_object_update_new(
-                    meta, json_pack("{s:s, s:O, s:O?, s:b}", "checkpoint", s->checkpoint,
+                    meta, json_pack("{s:s, s:O, s:O?, s:I, s:b}", "checkpoint", s->checkpoint,
                                     "contexts", s->memory_contexts, "commands", s->memory_commands,
+                                    "checkpointBytes", (json_int_t)s->checkpoint_bytes,
                                     "autoPauseMemory", s->auto_pause_memory));
         else if (meta)
                 json_object_set_new(meta, "autoPauseMemory", json_boolean(s->auto_pause_memory));

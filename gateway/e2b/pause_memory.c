@@ -36,9 +36,10 @@ static void on_checkpointed(void *ctx, int status, const char *message)
                 /* Removed meanwhile (its kill deleted the checkpoint). */
                 return;
         }
-        if (status == -EOPNOTSUPP && s->box) {
+        if ((status == -EOPNOTSUPP || status == -EFBIG) && s->box) {
                 /* One the kernel-host cannot take (a template's, a
-                 * zygote's kernel...): its files, saying why. */
+                 * zygote's kernel...), or one past its room: its files,
+                 * saying why. */
                 s->checkpoint[0] = '\0';
                 json_decref(s->memory_contexts);
                 s->memory_contexts = NULL;
@@ -50,8 +51,10 @@ static void on_checkpointed(void *ctx, int status, const char *message)
                         return;
         }
         /* Its commands come back with new pipes. */
-        if (status == 0)
+        if (status == 0) {
                 envd_commands_suspend(s);
+                s->checkpoint_bytes = kernel_checkpoint_bytes(s->checkpoint);
+        }
         e2b_pause_saved(s, status, message, 0);
 }
 
@@ -73,9 +76,23 @@ int e2b_memory_pause(struct e2b_sandbox *s)
                 rc = -ENOMEM;
                 goto fail;
         }
-        rc = kernels_checkpoint(s->box, s->checkpoint, on_checkpointed, id);
+        rc = kernels_checkpoint(s->box, s->owner, s->id, s->checkpoint, on_checkpointed, id);
         if (rc == 0)
                 return 0;
+        if (rc == -EFBIG || rc == -EDQUOT) {
+                free(id);
+                id = NULL;
+                json_decref(s->memory_contexts);
+                s->memory_contexts = NULL;
+                json_decref(s->memory_commands);
+                s->memory_commands = NULL;
+                s->checkpoint[0] = '\0';
+                set_notice(s, rc == -EDQUOT ? "this key's paused sandboxes hold all they may "
+                                              "(--pause-quota-mb)"
+                                            : "its memory and files in use would not fit in what "
+                                              "this key has left of --pause-quota-mb");
+                return rc;
+        }
 fail:
         free(id);
         json_decref(s->memory_contexts);

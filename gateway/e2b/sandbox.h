@@ -87,6 +87,7 @@ struct e2b_sandbox {
         char checkpoint[JP_UUID_SIZE];
         json_t *memory_contexts;
         json_t *memory_commands; /* envd_commands_record's, with the checkpoint */
+        uint64_t checkpoint_bytes; /* what the checkpoint takes on disk */
         struct sandbox_waiter restore_wait;
         bool auto_pause_memory; /* lifecycle: a timeout's pause keeps memory (autoPauseMemory) */
         char pause_notice[512]; /* why its last pause kept the files only */

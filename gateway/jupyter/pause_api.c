@@ -34,6 +34,7 @@ struct paused_kernel {
         char checkpoint[JP_UUID_SIZE];
         char key[65];
         char ipc[PATH_MAX];
+        uint64_t checkpoint_bytes; /* what it takes on disk */
         char notice[HOSTMSG_ERROR_SIZE + 128];
 };
 
@@ -125,9 +126,10 @@ static json_t *paused_meta(const struct paused_kernel *p)
         /* A checkpoint's: what taking the restored kernel over needs. The
          * record is the gateway's own, 0600 in its state directory. */
         if (meta && p->memory)
-                json_object_update_new(meta, json_pack("{s:s, s:s, s:s}", "checkpoint",
+                json_object_update_new(meta, json_pack("{s:s, s:s, s:s, s:I}", "checkpoint",
                                                        p->checkpoint, "key", p->key, "ipc",
-                                                       p->ipc));
+                                                       p->ipc, "checkpointBytes",
+                                                       (json_int_t)p->checkpoint_bytes));
         return meta;
 }
 
@@ -206,9 +208,12 @@ static void on_checkpointed(void *ctx, int status, const char *message)
         struct paused_kernel *p = find(id);
         struct kernel *k = kernel_find_any(id);
 
-        if (p && p->phase == PAUSED_SAVING && k && status == -EOPNOTSUPP) {
+        if (p && p->phase == PAUSED_SAVING && status == 0)
+                p->checkpoint_bytes = kernel_checkpoint_bytes(p->checkpoint);
+        if (p && p->phase == PAUSED_SAVING && k && (status == -EOPNOTSUPP || status == -EFBIG)) {
                 /* One the kernel-host cannot take (a template's, a zygote's
-                 * kernel...): its files, as without CRIU, saying why. */
+                 * kernel...), or past its room: its files, as without
+                 * CRIU, saying why. */
                 p->memory = false;
                 files_notice(p, message);
                 status = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
@@ -268,6 +273,16 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
                 snprintf(p->key, sizeof(p->key), "%s", k->key);
                 snprintf(p->ipc, sizeof(p->ipc), "%s", kernel_reported_ipc(k));
                 rc = kernel_checkpoint(k, p->checkpoint, on_checkpointed, id);
+                if (rc == -EFBIG || rc == -EDQUOT) {
+                        /* The files may still fit. */
+                        p->memory = false;
+                        files_notice(p, rc == -EDQUOT
+                                            ? "this key's paused kernels and sandboxes hold all "
+                                              "they may (--pause-quota-mb)"
+                                            : "its memory and files in use would not fit in what "
+                                              "this key has left of --pause-quota-mb");
+                        rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
+                }
         } else {
                 files_notice(p, why ? why : "the kernel's sockets cannot be named");
                 rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);

@@ -767,10 +767,10 @@ void host_connect_cancel(const char *id)
                 listener_remove(l);
 }
 
-int host_checkpoint(const char *sandbox_id, const char *name, bool stop,
+int host_checkpoint(const char *sandbox_id, const char *name, bool stop, uint64_t room_mb,
                     host_checkpointed_fn done, void *ctx)
 {
-        struct hostmsg_volume m = {.size_mb = stop ? 1 : 0};
+        struct hostmsg_volume m = {.size_mb = stop ? 1 : 0, .room_mb = room_mb};
         struct checkpoint_wait *w;
         int rc;
 

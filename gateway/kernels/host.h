@@ -115,8 +115,9 @@ typedef void (*host_checkpointed_fn)(void *ctx, int error, const char *message);
 /* Checkpoints the sandbox as name (a UUID): its processes are stopped
  * while CRIU dumps them, then killed when stop (a pause), else run on.
  * done hears once (EPIPE if the kernel-host dies). 0, -EBUSY while one
- * of that sandbox is being made, or -errno and nothing is heard. */
-int host_checkpoint(const char *sandbox_id, const char *name, bool stop,
+ * of that sandbox is being made, or -errno and nothing is heard. At most
+ * room_mb MiB on disk (0: no bound), else done hears EFBIG. */
+int host_checkpoint(const char *sandbox_id, const char *name, bool stop, uint64_t room_mb,
                     host_checkpointed_fn done, void *ctx);
 /* Forgets a checkpoint's done: it is not called. */
 void host_checkpoint_cancel(const char *sandbox_id);

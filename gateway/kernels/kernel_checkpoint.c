@@ -4,10 +4,18 @@
 #include "gateway/kernels/kernel_private.h"
 #include "gateway/core/loop.h"
 #include "gateway/kernels/host.h"
+#include "gateway/core/config.h"
+#include "gateway/kernels/pause.h"
 #include "gateway/kernels/session.h"
+#include "gateway/kernels/usage.h"
 #include "protocol/log.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +25,9 @@
 /* How long the kernel is given to see our connections end before the
  * dump: CRIU cannot take a socket whose peer is outside the sandbox. */
 #define CHECKPOINT_DROP_MS 20.0
+/* What CRIU writes beside the pages and the files: its images of every
+ * process, file and mount, and tar's headers. */
+#define CHECKPOINT_SLACK (16ull << 20)
 
 /* Whether every kernel of sb may be checkpointed with it: NULL, or why
  * not. */
@@ -52,6 +63,7 @@ struct checkpoint_job {
         char name[JP_UUID_SIZE];
         kernel_checkpointed_fn done;
         void *ctx;
+        uint64_t room_mb;
         lws_sorted_usec_list_t timer;
 };
 
@@ -91,20 +103,83 @@ static void on_dropped(lws_sorted_usec_list_t *sul)
                 job_end(job, -ESRCH, "the sandbox ended before its checkpoint");
                 return;
         }
-        rc = host_checkpoint(job->sandbox->id, job->name, true, on_checkpointed, job);
+        rc = host_checkpoint(job->sandbox->id, job->name, true, job->room_mb, on_checkpointed,
+                             job);
         if (rc < 0)
                 job_end(job, rc, "cannot ask the kernel-host for a checkpoint");
 }
 
-int kernels_checkpoint(struct sandbox *sb, const char *name, kernel_checkpointed_fn done, void *ctx)
+/* The room sb's checkpoint may take, in MiB: at most its memory and disk
+ * limits, within what owner's other paused sandboxes and kernels (but
+ * id's) leave of --pause-quota-mb; the memory and files it uses now must
+ * fit before anything is written. 0, -EDQUOT (no room left) or -EFBIG. */
+static int checkpoint_room(struct sandbox *sb, const char *owner, const char *id,
+                           uint64_t *room_mb)
+{
+        uint64_t quota = (uint64_t)config_get()->pause_quota_mb << 20;
+        uint64_t used = pause_owner_bytes(owner, id), room, cap, estimate;
+        struct sandbox_usage u;
+
+        if (used + PAUSE_MIN_ROOM > quota)
+                return -EDQUOT;
+        room = quota - used;
+        /* Its pages cannot pass its memory limit, nor its files its disk
+         * (a sparse file's holes are archived as holes). */
+        cap = ((sb->limits.memory_mb ? sb->limits.memory_mb : usage_meminfo_bytes("MemTotal") >> 20) +
+               sb->limits.disk_mb + sb->limits.disk_mb / 8)
+                  << 20;
+        cap += CHECKPOINT_SLACK;
+        if (cap < room)
+                room = cap;
+        if (usage_sample(sb, &u) == 0) {
+                estimate = u.mem_used + u.mem_cache + u.disk_used + CHECKPOINT_SLACK;
+                log_info("checkpoint of %s: about %llu MiB in use, %llu MiB of room", id,
+                         (unsigned long long)(estimate >> 20), (unsigned long long)(room >> 20));
+                if (estimate > room)
+                        return -EFBIG;
+        }
+        *room_mb = room >> 20;
+        return 0;
+}
+
+uint64_t kernel_checkpoint_bytes(const char *name)
+{
+        char path[PATH_MAX];
+        uint64_t total = 0;
+        struct dirent *e;
+        DIR *d;
+
+        snprintf(path, sizeof(path), "%s/checkpoints/%s", config_get()->state_dir, name);
+        d = opendir(path);
+        if (!d)
+                return 0;
+        while ((e = readdir(d))) {
+                struct stat st;
+
+                if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode))
+                        total += (uint64_t)st.st_blocks * 512;
+        }
+        closedir(d);
+        return total;
+}
+
+int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,
+                       kernel_checkpointed_fn done, void *ctx)
 {
         struct checkpoint_job *job;
+        uint64_t room_mb = 0;
+        int rc;
 
         if (kernels_checkpoint_refusal(sb))
                 return -EOPNOTSUPP;
+        rc = checkpoint_room(sb, owner, id, &room_mb);
+        if (rc < 0)
+                return rc;
         job = calloc(1, sizeof(*job));
         if (!job)
                 return -ENOMEM;
+        job->room_mb = room_mb;
         job->sandbox = sandbox_ref(sb);
         snprintf(job->name, sizeof(job->name), "%s", name);
         job->done = done;
@@ -127,7 +202,7 @@ int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn
 {
         if (kernel_checkpoint_refusal(k))
                 return -EOPNOTSUPP;
-        return kernels_checkpoint(k->sandbox, name, done, ctx);
+        return kernels_checkpoint(k->sandbox, k->owner, k->id, name, done, ctx);
 }
 
 void kernel_checkpoint_forget(const char *name)

@@ -257,14 +257,21 @@ const char *kernel_checkpoint_refusal(const struct kernel *k);
 typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *message);
 /* Ends every connection to k (CRIU takes none whose peer is outside the
  * sandbox) and has the kernel-host checkpoint its sandbox as name; done
- * hears once. 0, or -errno and nothing is heard. */
+ * hears once (-EFBIG: it took more than its room, nothing kept). The
+ * checkpoint counts against k's owner's --pause-quota-mb, and its room
+ * (also at most the sandbox's memory and disk limits) is checked before
+ * anything is written: -EDQUOT when the owner has no room left, -EFBIG
+ * when the sandbox's memory and files in use would not fit. 0, or -errno
+ * and nothing is heard. */
 int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn done, void *ctx);
 /* The same for a sandbox shared by several kernels (an E2B sandbox's):
  * whether all of them can be checkpointed with it (NULL, or why not), and
  * the checkpoint of it with every kernel in it. */
 const char *kernels_checkpoint_refusal(const struct sandbox *sb);
-int kernels_checkpoint(struct sandbox *sb, const char *name, kernel_checkpointed_fn done,
-                       void *ctx);
+int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,
+                       kernel_checkpointed_fn done, void *ctx);
+/* What checkpoint name takes on disk, in bytes (0 when unknown). */
+uint64_t kernel_checkpoint_bytes(const char *name);
 /* Has checkpoint name removed from disk (it was restored, or its paused
  * kernel or sandbox is gone). */
 void kernel_checkpoint_forget(const char *name);

@@ -565,6 +565,10 @@ static uint64_t store_owner_bytes(int top, const char *owner, const char *skip)
                         snprintf(path, sizeof(path), "%s/home.tar", e->d_name);
                         if (fstatat(top, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
                                 total += (uint64_t)st.st_blocks * 512;
+                        /* A pause with memory: its checkpoint, as measured. */
+                        if (json_integer_value(json_object_get(meta, "checkpointBytes")) > 0)
+                                total += (uint64_t)json_integer_value(
+                                    json_object_get(meta, "checkpointBytes"));
                 }
                 json_decref(meta);
         }
@@ -572,7 +576,7 @@ static uint64_t store_owner_bytes(int top, const char *owner, const char *skip)
         return total;
 }
 
-static uint64_t owner_bytes(const char *owner, const char *skip)
+uint64_t pause_owner_bytes(const char *owner, const char *skip)
 {
         return store_owner_bytes(paused_fd, owner, skip) +
                store_owner_bytes(snapshots_fd, owner, skip);
@@ -583,7 +587,7 @@ int pause_archive_room(const struct sandbox *sb, const char *owner, const char *
         const struct config *cfg = config_get();
         uint64_t disk = sb->limits.disk_mb << 20;
         uint64_t quota = (uint64_t)cfg->pause_quota_mb << 20;
-        uint64_t used = owner_bytes(owner, id);
+        uint64_t used = pause_owner_bytes(owner, id);
 
         /* The files fit in the disk limit; tar adds a header of 512 bytes
          * per file and pads each: room for that too. */

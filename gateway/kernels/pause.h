@@ -51,6 +51,10 @@ int pause_load_all(void (*found)(void *ctx, const char *id, json_t *meta), void 
 #define PAUSE_ARCHIVE_SLACK (16ull << 20)
 /* Less room than this left for an owner's paused sandboxes is none. */
 #define PAUSE_MIN_ROOM (1ull << 20)
+/* What owner's paused sandboxes and kernels and snapshots hold on disk
+ * (their archives, and their checkpoints as recorded in "checkpointBytes"),
+ * but for skip's. */
+uint64_t pause_owner_bytes(const char *owner, const char *skip);
 /* What sb's archive may take: its disk limit (and tar's own headers),
  * within what owner's other paused sandboxes leave of --pause-quota-mb.
  * 0, or -EDQUOT when they leave less than PAUSE_MIN_ROOM. */

@@ -376,3 +376,42 @@ def test_a_full_disk_during_a_dump_fails_the_pause_and_the_kernel_runs_on(tmp_pa
             gw.stop()
     finally:
         subprocess.run(["umount", "-l", str(small)])
+
+
+def test_checkpoints_count_against_the_pause_quota(tmp_path):
+    """A checkpoint's size is recorded with its paused kernel and counted in
+    its key's --pause-quota-mb; a kernel whose memory and files in use would
+    not fit in what is left is paused with its files, saying why, before
+    anything is written; deleting a paused kernel gives its room back."""
+    state = str(tmp_path / "state")
+    g = start_gateway("--state-dir", state, "--criu", CRIU, "--pause-quota-mb", "100")
+    try:
+        first = g.start_kernel()
+        g.connect(first).execute("x = 1")
+        pause(g, first)
+        with open(os.path.join(state, "paused", first, "meta.json")) as f:
+            recorded = json.load(f)["checkpointBytes"]
+        cp = os.path.join(state, "checkpoints", os.listdir(os.path.join(state, "checkpoints"))[0])
+        on_disk = sum(os.stat(os.path.join(cp, n)).st_blocks * 512 for n in os.listdir(cp)
+                      if os.path.isfile(os.path.join(cp, n)))
+        assert 10 << 20 < recorded == on_disk, (recorded, on_disk)
+
+        # What the first left (100 MiB less its checkpoint) holds no kernel.
+        second = g.start_kernel()
+        g.connect(second).execute("y = 2")
+        status, model, _ = g.request("POST", f"/api/kernels/{second}/pause")
+        assert status == 200, model
+        assert model["paused"]["memory_kept"] is False, model
+        assert "--pause-quota-mb" in model["paused"]["notice"], model
+        assert len(os.listdir(os.path.join(state, "checkpoints"))) == 1
+
+        # The first deleted, its room is back.
+        assert g.request("DELETE", f"/api/kernels/{first}")[0] == 204
+        wait_gone(cp)
+        third = g.start_kernel()
+        g.connect(third).execute("z = 3")
+        pause(g, third)
+        resume(g, third)
+        assert value_of(g, third, "z") == 3
+    finally:
+        g.stop()
