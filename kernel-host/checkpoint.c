@@ -383,26 +383,6 @@ static int sync_dir(int dir_fd)
 
 /* The dump's worker: criu dump, the top's archive, everything durable,
  * the directory renamed into place. */
-/* What the files in dir_fd take on disk. */
-static uint64_t dir_bytes(int dir_fd)
-{
-        DIR *d = fdopendir(dup(dir_fd));
-        struct dirent *e;
-        uint64_t total = 0;
-
-        if (!d)
-                return UINT64_MAX;
-        while ((e = readdir(d))) {
-                struct stat st;
-
-                if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISREG(st.st_mode))
-                        total += (uint64_t)st.st_blocks * 512;
-        }
-        closedir(d);
-        return total;
-}
-
 static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int dir_fd,
                                                   const char *name, int msg_fd, uint64_t room)
 {
@@ -433,13 +413,13 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
         }
         /* The gateway bounded it by its estimate; what was written is
          * counted too, before anything more is. */
-        if (room && dir_bytes(dir_fd) > room)
+        if (room && tree_file_bytes_at(dir_fd) > room)
                 worker_fail(msg_fd, "room");
         /* The processes are stopped (or frozen copies were taken): nothing
          * writes the top while tar reads it, through our descriptor. */
         if (checkpoint_run(tar_argv, top_fd) < 0)
                 worker_fail(msg_fd, "archive of the sandbox's files");
-        if (room && dir_bytes(dir_fd) > room)
+        if (room && tree_file_bytes_at(dir_fd) > room)
                 worker_fail(msg_fd, "room");
         if (sync_dir(dir_fd) < 0)
                 worker_fail(msg_fd, "sync");

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int tree_remove_at(int dirfd)
@@ -43,4 +44,27 @@ int tree_remove_at(int dirfd)
         }
         closedir(d);
         return rc;
+}
+
+uint64_t tree_file_bytes_at(int dirfd)
+{
+        int fd = dup(dirfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *e;
+        uint64_t total = 0;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return UINT64_MAX;
+        }
+        while ((e = readdir(d))) {
+                struct stat st;
+
+                if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode))
+                        total += (uint64_t)st.st_blocks * 512;
+        }
+        closedir(d);
+        return total;
 }

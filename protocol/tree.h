@@ -4,8 +4,13 @@
 #ifndef GLOVEBOX_TREE_H
 #define GLOVEBOX_TREE_H
 
+#include <stdint.h>
+
 /* Removes everything inside the directory dirfd (not the directory
  * itself). 0 or the first -errno met; it goes on past errors. */
 int tree_remove_at(int dirfd);
+/* What the regular files directly in dirfd take on disk (their blocks),
+ * in bytes; UINT64_MAX when it cannot be read. */
+uint64_t tree_file_bytes_at(int dirfd);
 
 #endif

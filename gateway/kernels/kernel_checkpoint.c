@@ -9,12 +9,11 @@
 #include "gateway/kernels/session.h"
 #include "gateway/kernels/usage.h"
 #include "protocol/log.h"
+#include "protocol/tree.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,23 +144,16 @@ static int checkpoint_room(struct sandbox *sb, const char *owner, const char *id
 uint64_t kernel_checkpoint_bytes(const char *name)
 {
         char path[PATH_MAX];
-        uint64_t total = 0;
-        struct dirent *e;
-        DIR *d;
+        uint64_t total;
+        int fd;
 
         snprintf(path, sizeof(path), "%s/checkpoints/%s", config_get()->state_dir, name);
-        d = opendir(path);
-        if (!d)
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
                 return 0;
-        while ((e = readdir(d))) {
-                struct stat st;
-
-                if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISREG(st.st_mode))
-                        total += (uint64_t)st.st_blocks * 512;
-        }
-        closedir(d);
-        return total;
+        total = tree_file_bytes_at(fd);
+        close(fd);
+        return total == UINT64_MAX ? 0 : total;
 }
 
 int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,
