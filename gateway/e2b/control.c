@@ -81,7 +81,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                 json_object_set_new(o, "lifecycle",
                                     json_pack("{s:s, s:b}", "onTimeout",
                                               s->on_timeout_pause ? "pause" : "kill", "autoResume",
-                                              false));
+                                              s->auto_resume));
                 json_object_set_new(o, "volumeMounts", volume_mounts_json(s));
                 /* A pause keeps the files only: said wherever the pause
                  * shows, so that no variable is lost unannounced. */
