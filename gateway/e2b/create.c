@@ -123,8 +123,9 @@ bool e2b_string_map(json_t *v, size_t max)
  * naming the field; NULL when it can be served. The Python SDK always sends
  * allow_internet_access (true by default), "autoPause": false and
  * "autoResume": {"enabled": false}: those are requests for nothing Glovebox
- * lacks; autoResume enabled is served with autoPause (wake.c). Internet access is granted "within the operator's network policy",
- * which without --egress-allow is no network: the sandbox's info says
+ * lacks (autoResume enabled is served with autoPause: wake.c). Internet
+ * access is granted "within the operator's network policy", which without
+ * --egress-allow is no network: the sandbox's info says
  * allowInternetAccess false, unless the operator chose
  * --e2b-refuse-internet. With an egress policy, create_network decides. */
 static const char *create_refusal(json_t *body)

@@ -198,7 +198,8 @@ void e2b_wake_request(struct e2b_sandbox *s, struct http_request *r,
                 if (rc == -EALREADY)
                         go(r);
                 else
-                        e2b_reply_error(r, 502, "The sandbox is paused: connect to it to resume it");
+                        e2b_reply_error(r, 502,
+                                        "The sandbox is paused: connect to it to resume it");
                 return;
         }
         r->ctx = pw;

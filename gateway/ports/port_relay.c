@@ -29,7 +29,7 @@ struct relay {
         int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
         struct connect *connect; /* while the kernel-host connects for it */
-        struct sandbox_wake wake; /* while its sandbox wakes (sandboxes.h) */
+        struct sandbox_wake wake;  /* while its sandbox wakes (sandboxes.h) */
         char owner[KEYS_NAME_MAX]; /* whose connecting slots its connect takes */
         bool upgrade;            /* a WebSocket (any Upgrade): bytes both ways after the head */
         bool body_done;          /* the client's request is all read by lws */
