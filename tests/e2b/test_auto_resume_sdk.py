@@ -7,6 +7,7 @@ again. Without auto_resume a paused sandbox answers as before, and asking
 for auto_resume without the pause is refused."""
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -40,7 +41,7 @@ def need_memory(gw, sandbox_id):
 
 
 def resumes_logged(gw, sandbox_id):
-    return gw.read_log().count(f"e2b sandbox {sandbox_id}: a request resumes it")
+    return gw.read_log().count(f"e2b sandbox {sandbox_id} resumed")
 
 
 def serve_port_from_code(gw, sbx, port=8000):
@@ -146,6 +147,8 @@ def test_requests_at_once_are_all_served_by_one_resume(gateway):
             "port": lambda: get(gateway, host, "/index.txt", headers),
             "port2": lambda: get(gateway, host, "/index.txt", headers)[0],
             "upgrade": lambda: upgrade_status(gateway, host, headers),
+            # A connect meanwhile resumes it or waits for the same resume.
+            "connect": lambda: Sandbox.connect(sbx.sandbox_id).sandbox_id,
         }
 
         def run(name):
@@ -161,7 +164,7 @@ def test_requests_at_once_are_all_served_by_one_resume(gateway):
             t.join(120)
         assert results == {"code": "yes", "file": "served after a nap",
                            "port": (200, b"served after a nap"), "port2": 200,
-                           "upgrade": b"HTTP/1.0 200 OK"}, results
+                           "upgrade": b"HTTP/1.0 200 OK", "connect": sbx.sandbox_id}, results
         assert resumes_logged(gateway, sbx.sandbox_id) == 1
     finally:
         Sandbox.kill(sbx.sandbox_id)
@@ -224,3 +227,22 @@ def test_auto_resume_survives_a_gateway_restart(tmp_path):
         Sandbox.kill(sbx.sandbox_id)
     finally:
         gw.stop()
+
+
+def test_a_resume_that_fails_answers_502_and_it_stays_paused(gateway):
+    sbx = Sandbox.create(timeout=3, lifecycle=AUTO)
+    try:
+        assert sbx.run_code("kept = 1").error is None
+        wait_for_state(sbx.sandbox_id, "paused", seconds=60)
+        need_memory(gateway, sbx.sandbox_id)
+        # Its checkpoint lost: nothing can restore it.
+        checkpoints = os.path.join(gateway.own_state_dir, "checkpoints")
+        for name in os.listdir(checkpoints):
+            shutil.rmtree(os.path.join(checkpoints, name))
+        start = time.monotonic()
+        with pytest.raises(TimeoutException, match="paused and could not be resumed"):
+            sbx.run_code("kept")
+        assert time.monotonic() - start < 60
+        assert state_of(sbx.sandbox_id) == "paused"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
