@@ -759,12 +759,15 @@ static void on_woken(struct sandbox_wake *w, const char *error)
                 rc = relay_connect(p, box->id);
                 if (rc == 0)
                         return;
-                error = rc == -EBUSY ? "too many connections being made into this tenant's "
-                                       "sandboxes at once; try again"
-                                     : strerror(-rc);
+                snprintf(message, sizeof(message),
+                         rc == -EBUSY ? "Too many connections being made into this tenant's "
+                                        "sandboxes at once; try again"
+                                      : "Cannot reach port %d in the sandbox",
+                         p->port);
+        } else {
+                snprintf(message, sizeof(message),
+                         "The sandbox is paused and could not be resumed: %s", error);
         }
-        snprintf(message, sizeof(message), "The sandbox is paused and could not be resumed: %s",
-                 error);
         if (watch_client(p) < 0) {
                 finish(p);
                 return;
