@@ -81,7 +81,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
                 json_object_set_new(o, "lifecycle",
                                     json_pack("{s:s, s:b}", "onTimeout",
                                               s->on_timeout_pause ? "pause" : "kill", "autoResume",
-                                              false));
+                                              s->auto_resume));
                 json_object_set_new(o, "volumeMounts", volume_mounts_json(s));
                 /* A pause keeps the files only: said wherever the pause
                  * shows, so that no variable is lost unannounced. */
@@ -292,6 +292,15 @@ static bool lacking_action(const char *action)
         return jp_strv_contains(actions, action);
 }
 
+/* A connect that waited for a resume (wake.c): asked again, now that
+ * the sandbox runs. The control plane's paths are below "e2b/". */
+static void connect_woken(struct http_request *r)
+{
+        const char *route = r->path + 4;
+
+        e2b_control_plane(r, route + strspn(route, "/"));
+}
+
 void e2b_control_plane(struct http_request *r, const char *route)
 {
         char id[64], rest[64];
@@ -371,6 +380,12 @@ void e2b_control_plane(struct http_request *r, const char *route)
                         e2b_pending_set(s, r);
                         s->pending_connect = true;
                         s->pending_timeout = t > 0 ? t : 0;
+                        return;
+                }
+                /* A connect while a request's resume (autoResume) runs
+                 * waits for it as that request does. */
+                if (strcmp(rest, "connect") == 0 && s->phase == E2B_RESUMING && e2b_wakeable(s)) {
+                        e2b_wake_request(s, r, connect_woken);
                         return;
                 }
                 if (s->phase != E2B_RUNNING) {

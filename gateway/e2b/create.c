@@ -123,8 +123,9 @@ bool e2b_string_map(json_t *v, size_t max)
  * naming the field; NULL when it can be served. The Python SDK always sends
  * allow_internet_access (true by default), "autoPause": false and
  * "autoResume": {"enabled": false}: those are requests for nothing Glovebox
- * lacks. Internet access is granted "within the operator's network policy",
- * which without --egress-allow is no network: the sandbox's info says
+ * lacks (autoResume enabled is served with autoPause: wake.c). Internet
+ * access is granted "within the operator's network policy", which without
+ * --egress-allow is no network: the sandbox's info says
  * allowInternetAccess false, unless the operator chose
  * --e2b-refuse-internet. With an egress policy, create_network decides. */
 static const char *create_refusal(json_t *body)
@@ -151,10 +152,16 @@ static const char *create_refusal(json_t *body)
         if (json_is_true(json_object_get(body, "autoPause")) && !pause_enabled())
                 return "autoPause (lifecycle onTimeout 'pause') is not enabled: this Glovebox "
                        "has no --state-dir";
-        if (resume &&
-            !(json_is_object(resume) && json_is_false(json_object_get(resume, "enabled"))))
-                return "autoResume.enabled is not supported: a paused Glovebox sandbox resumes "
-                       "on connect (Sandbox.connect), not on traffic";
+        if (resume && (!json_is_object(resume) ||
+                       (json_object_get(resume, "enabled") &&
+                        !json_is_boolean(json_object_get(resume, "enabled")))))
+                return "autoResume must be an object {\"enabled\": true or false}";
+        /* Only a sandbox paused at its timeout is there to resume: one
+         * killed then is gone (E2B's SDK says the same before sending). */
+        if (json_is_true(json_object_get(resume, "enabled")) &&
+            !json_is_true(json_object_get(body, "autoPause")))
+                return "autoResume.enabled needs autoPause (lifecycle onTimeout 'pause'): a "
+                       "sandbox killed at its timeout has nothing to resume";
         if (json_object_get(body, "mcp"))
                 return "mcp is not supported";
         return NULL;
@@ -338,6 +345,9 @@ void e2b_create_sandbox(struct http_request *r)
                 s->on_timeout_pause = json_is_true(json_object_get(body, "autoPause"));
                 /* E2B's autoPauseMemory: true unless said false. */
                 s->auto_pause_memory = !json_is_false(json_object_get(body, "autoPauseMemory"));
+                /* Checked above: with autoPause only (wake.c). */
+                s->auto_resume =
+                    json_is_true(json_object_get(json_object_get(body, "autoResume"), "enabled"));
                 s->ports_public = public_traffic_of(body);
                 if (json_is_string(mask))
                         snprintf(s->request_host, sizeof(s->request_host), "%s",

@@ -78,12 +78,17 @@ static bool name_resolve(const char *name, struct sandbox **box, const char **ow
  * reaches its files and processes, is not one to hand to an app's users. */
 static bool name_token_ok(const char *name, const char *token)
 {
-        struct e2b_sandbox *s = e2b_find_ready(name);
+        struct e2b_sandbox *s = e2b_find_any(name);
 
-        return s && token_matches(token, s->traffic_token);
+        return s && (e2b_find_ready(name) || e2b_wakeable(s)) &&
+               token_matches(token, s->traffic_token);
 }
 
-const struct sandbox_names e2b_names = {.resolve = name_resolve, .token_ok = name_token_ok};
+const struct sandbox_names e2b_names = {.resolve = name_resolve,
+                                        .token_ok = name_token_ok,
+                                        .asleep = e2b_name_asleep,
+                                        .wake = e2b_name_wake,
+                                        .wake_cancel = e2b_name_wake_cancel};
 
 const char *e2b_owner(const struct e2b_sandbox *s)
 {
@@ -121,10 +126,13 @@ bool e2b_authorized_api(struct http_request *r)
 /* ---- routing ---------------------------------------------------------------- */
 
 /* Whether s (found by its id, or by a signature) may take a request now:
- * running, and its key still there. A sandbox whose key was removed is
- * reached by admins only, so its token stops working with the key. */
-static bool usable(struct http_request *r, struct e2b_sandbox *s)
+ * running, or when wake_ok asleep and woken by it (wake.c), and its key
+ * still there. A sandbox whose key was removed is reached by admins only,
+ * so its token stops working with the key. */
+static bool usable(struct http_request *r, struct e2b_sandbox *s, bool wake_ok)
 {
+        if (wake_ok && e2b_wakeable(s))
+                return true;
         if (s && s->ready && s->phase != E2B_RUNNING && tenants_exists(s->owner)) {
                 e2b_reply_error(r, 502, "The sandbox is %s: connect to it to resume it",
                                 s->phase == E2B_RESUMING ? "being resumed" : "paused");
@@ -177,7 +185,9 @@ static bool credentials_ok(struct http_request *r, const struct e2b_sandbox *s, 
         return ok;
 }
 
-struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
+/* e2b_sandbox_of, or with wake_ok a sandbox asleep that the request
+ * is to wake too. */
+static struct e2b_sandbox *sandbox_of(struct http_request *r, bool wake_ok)
 {
         char id[64], port[16] = E2B_ENVD_PORT;
         struct e2b_sandbox *s;
@@ -185,7 +195,7 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
         /* Found whoever asks: its access token is the credential here. */
         if (r->e2b_signed[0]) {
                 s = e2b_find_any(r->e2b_signed);
-                return usable(r, s) ? s : NULL;
+                return usable(r, s, wake_ok) ? s : NULL;
         }
         sandbox_plane(r, port, sizeof(port));
         s = header(r, "e2b-sandbox-id:", id, sizeof(id)) ? e2b_find_any(id) : NULL;
@@ -199,10 +209,15 @@ struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
                 }
                 s = NULL;
         }
-        if (!usable(r, s))
+        if (!usable(r, s, wake_ok))
                 return NULL;
         act_as_owner(s);
         return s;
+}
+
+struct e2b_sandbox *e2b_sandbox_of(struct http_request *r)
+{
+        return sandbox_of(r, false);
 }
 
 bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *arg, bool expired)
@@ -229,7 +244,7 @@ bool e2b_admit_signed(struct http_request *r, e2b_token_match_fn match, void *ar
                 e2b_reply_error(r, 401, "signature is already expired");
                 return false;
         }
-        if (!usable(r, found))
+        if (!usable(r, found, true))
                 return false;
         snprintf(r->e2b_signed, sizeof(r->e2b_signed), "%s", found->id);
         act_as_owner(found);
@@ -264,7 +279,7 @@ bool e2b_admit(struct http_request *r)
         if (builds_upload_admit(r, r->path + 4 + strspn(r->path + 4, "/"), &ok))
                 return ok;
         if (sandbox_plane(r, port, sizeof(port)))
-                return e2b_sandbox_of(r) != NULL;
+                return sandbox_of(r, true) != NULL;
         /* A volume's content: its own token is the credential. */
         if (e2b_volume_content_route(route_of(r)))
                 return e2b_volume_content_admit(r, route_of(r));
@@ -293,9 +308,21 @@ void e2b_prepare(struct http_request *r)
         if (!r->e2b_signed[0] &&
             (!sandbox_plane(r, port, sizeof(port)) || strcmp(port, E2B_ENVD_PORT) != 0))
                 return;
-        s = e2b_sandbox_of(r);
-        if (s)
+        /* Asleep: its upload is read whole, and taken once it runs. */
+        s = sandbox_of(r, true);
+        if (s && s->phase == E2B_RUNNING)
                 envd_prepare(r, s, route);
+}
+
+/* A request that waited for its sandbox to wake: an upload takes the
+ * body read meanwhile, as if it had come once the sandbox ran. */
+static void woken_handle(struct http_request *r)
+{
+        e2b_prepare(r);
+        if (!r->responded && r->body_fn && r->body.len)
+                r->body_fn(r, (const uint8_t *)r->body.data, r->body.len);
+        if (!r->responded)
+                e2b_handle(r);
 }
 
 void e2b_handle(struct http_request *r)
@@ -313,9 +340,13 @@ void e2b_handle(struct http_request *r)
                         e2b_control_plane(r, route);
                 return;
         }
-        s = e2b_sandbox_of(r);
+        s = sandbox_of(r, true);
         if (!s)
                 return;
+        if (s->phase != E2B_RUNNING) {
+                e2b_wake_request(s, r, woken_handle);
+                return;
+        }
         if (strcmp(port, E2B_JUPYTER_PORT) == 0) {
                 e2b_code_interpreter(r, s, route);
         } else {

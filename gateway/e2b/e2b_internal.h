@@ -88,12 +88,31 @@ const struct build *e2b_built_of(const struct e2b_sandbox *s);
 int e2b_box_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
                 const struct hostmsg_limits *limits, const struct hostmsg_network *net);
 /* Applies s's public ports and request Host to its box (at create and at
- * every resume). */
+ * every resume), or to box. */
 void e2b_set_public_traffic(struct e2b_sandbox *s);
+void e2b_traffic_of(const struct e2b_sandbox *s, struct sandbox *box);
 /* The sandbox's sudo service, on its box just made. */
 void e2b_start_sudo(struct e2b_sandbox *s);
 /* Answers r (a create, a resume or a connect that resumed) with s's
  * model: now, or once its sudo service listens. */
 void e2b_reply_created(struct e2b_sandbox *s, struct http_request *r);
+
+/* wake.c: autoResume. Whether s sleeps and a request on its plane wakes
+ * it (paused or on the way to it or back, its key still there). */
+bool e2b_wakeable(const struct e2b_sandbox *s);
+/* Holds r, a request on the plane of wakeable s, until s runs, then gives
+ * it to go (as its caller); answers 502 if it does not, in a bounded time. */
+void e2b_wake_request(struct e2b_sandbox *s, struct http_request *r,
+                      void (*go)(struct http_request *r));
+/* s's phase changed (lifecycle.c): its waiters go on once it runs, fail
+ * with error when it stays paused for that, and make a paused one resume
+ * otherwise. */
+void e2b_wake_settle(struct e2b_sandbox *s, const char *error);
+/* s goes away: every waiter fails with error. */
+void e2b_wake_end(struct e2b_sandbox *s, const char *error);
+/* kernels/sandboxes.h's names that sleep: e2b.c's e2b_names. */
+bool e2b_name_asleep(const char *name, struct sandbox *shape, const char **owner);
+int e2b_name_wake(const char *name, struct sandbox_wake *w);
+void e2b_name_wake_cancel(struct sandbox_wake *w);
 
 #endif

@@ -56,14 +56,20 @@ struct e2b_sandbox *e2b_find_any(const char *id)
  * the sandbox gets: at create and at every resume. */
 void e2b_set_public_traffic(struct e2b_sandbox *s)
 {
+        e2b_traffic_of(s, s->box);
+}
+
+/* The same into box, s's or a stand-in for it while it sleeps (wake.c). */
+void e2b_traffic_of(const struct e2b_sandbox *s, struct sandbox *box)
+{
         json_t *v = json_object_get(s->metadata, E2B_PUBLIC_PORTS_KEY);
 
-        s->box->all_ports_public = s->ports_public;
+        box->all_ports_public = s->ports_public;
         if (json_is_string(v))
-                sandbox_parse_public_ports(json_string_value(v), s->box, NULL, 0);
+                sandbox_parse_public_ports(json_string_value(v), box, NULL, 0);
         /* Checked at create: the Host header its apps get. */
         if (*s->request_host)
-                sandbox_parse_request_host(s->request_host, s->box, NULL, 0);
+                sandbox_parse_request_host(s->request_host, box, NULL, 0);
 }
 
 /* ---- life and death --------------------------------------------------------- */
@@ -124,6 +130,7 @@ void e2b_sandbox_kill(struct e2b_sandbox *s)
                 waiter_cancel(&s->resume_waiter);
         if (s->pending)
                 e2b_reply_error(e2b_pending_take(s), 410, "the sandbox was removed");
+        e2b_wake_end(s, "the sandbox was removed");
         e2b_sandbox_stop(s);
         /* A paused sandbox outlives the gateway; a removed one is gone
          * for good, its saved files with it. */
@@ -187,6 +194,8 @@ static json_t *pause_meta(const struct e2b_sandbox *s)
                                     "autoPauseMemory", s->auto_pause_memory));
         else if (meta)
                 json_object_set_new(meta, "autoPauseMemory", json_boolean(s->auto_pause_memory));
+        if (meta)
+                json_object_set_new(meta, "autoResume", json_boolean(s->auto_resume));
         json_decref(volumes);
         return meta;
 }
@@ -241,6 +250,7 @@ void e2b_pause_saved(struct e2b_sandbox *s, int status, const char *message, uin
                 json_decref(s->memory_commands);
                 s->memory_commands = NULL;
                 s->phase = E2B_RUNNING;
+                e2b_wake_settle(s, NULL);
                 if (r && connect) {
                         /* A connect that waited: it runs on, as connected. */
                         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : 1.0);
@@ -270,6 +280,7 @@ void e2b_pause_saved(struct e2b_sandbox *s, int status, const char *message, uin
                 e2b_resume_begin(s, r, s->pending_timeout);
         else if (r)
                 http_reply_empty(r, 204);
+        e2b_wake_settle(s, NULL);
 }
 
 /* Pauses s, answering r (NULL: its timeout) when done. */
@@ -371,6 +382,7 @@ void e2b_resume_failed(struct e2b_sandbox *s, const char *message)
                   message);
         e2b_sandbox_stop(s);
         s->phase = E2B_PAUSED;
+        e2b_wake_settle(s, message);
         if (s->on_resumed)
                 s->on_resumed(s, message, s->on_resumed_ctx);
         else if (r && made)
@@ -418,6 +430,7 @@ void e2b_resumed(struct e2b_sandbox *s)
         s->from_snapshot[0] = '\0';
         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
         e2b_metrics_start(&s->metrics, s->box);
+        e2b_wake_settle(s, NULL);
         if (s->on_resumed) {
                 s->on_resumed(s, NULL, s->on_resumed_ctx);
                 s->on_resumed = NULL;
@@ -463,6 +476,8 @@ static void resume_refused(struct e2b_sandbox *s, struct http_request *r, int st
 
         if (r)
                 e2b_reply_error(r, status, "%s", message);
+        if (s->phase == E2B_PAUSED)
+                e2b_wake_settle(s, message);
         if (s->on_resumed) {
                 s->on_resumed(s, message, s->on_resumed_ctx);
                 s->on_resumed = NULL;
@@ -687,6 +702,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
                 s->lifetime = 300;
         s->on_timeout_pause = json_is_true(json_object_get(meta, "onTimeoutPause"));
         s->auto_pause_memory = !json_is_false(json_object_get(meta, "autoPauseMemory"));
+        s->auto_resume = json_is_true(json_object_get(meta, "autoResume"));
         if (json_is_true(json_object_get(meta, "memoryKept")) &&
             (!meta_string(meta, "checkpoint", s->checkpoint, sizeof(s->checkpoint)) ||
              !json_is_array(json_object_get(meta, "contexts")))) {

@@ -90,6 +90,12 @@ struct e2b_sandbox {
         uint64_t checkpoint_bytes; /* what the checkpoint takes on disk */
         struct sandbox_waiter restore_wait;
         bool auto_pause_memory; /* lifecycle: a timeout's pause keeps memory (autoPauseMemory) */
+        /* lifecycle autoResume (wake.c): a request on its plane resumes
+         * it; those waiting for that, the bound of their wait, and the
+         * resume started on the loop's next turn. */
+        bool auto_resume;
+        struct sandbox_wake *wakes;
+        lws_sorted_usec_list_t wake_deadline, wake_start;
         char pause_notice[512]; /* why its last pause kept the files only */
 };
 

@@ -427,3 +427,37 @@ bool sandbox_name_token_ok(const char *name, const char *token)
 {
         return names && names->token_ok(name, token);
 }
+
+bool sandbox_name_asleep(const char *name, struct sandbox *shape, const char **owner)
+{
+        return names && names->asleep && names->asleep(name, shape, owner);
+}
+
+int sandbox_name_wake(const char *name, struct sandbox_wake *w)
+{
+        int rc;
+
+        if (!names || !names->wake)
+                return -ENOENT;
+        snprintf(w->name, sizeof(w->name), "%s", name);
+        w->next = NULL;
+        w->waiting = true;
+        rc = names->wake(name, w);
+        if (rc < 0)
+                w->waiting = false;
+        return rc;
+}
+
+void sandbox_name_wake_cancel(struct sandbox_wake *w)
+{
+        if (w->waiting && names && names->wake_cancel)
+                names->wake_cancel(w);
+        w->waiting = false;
+}
+
+void sandbox_wake_finish(struct sandbox_wake *w, const char *error)
+{
+        w->waiting = false;
+        w->next = NULL;
+        w->done(w, error);
+}

@@ -109,18 +109,47 @@ void sandboxes_keep_reset(void);
 /* Just before execve: the kept sandboxes' root descriptors survive it. */
 void sandboxes_keep_inheritable(void);
 
+/* Someone waiting for a named sandbox to wake (sandbox_name_wake).
+ * done() runs once, never from within sandbox_name_wake: error NULL once
+ * the sandbox runs (sandbox_resolve_name finds it then), else why not. */
+struct sandbox_wake {
+        struct sandbox_wake *next; /* the family's, while it waits */
+        char name[JP_UUID_SIZE];
+        bool waiting;
+        void (*done)(struct sandbox_wake *w, const char *error);
+};
+
 /* Names a family gives running sandboxes (E2B: its sandbox ids, which
  * getHost puts in a port's Host name), for ports/ to find them by:
  * resolve gives the sandbox of name with its owner's name, or false;
- * token_ok whether token opens its ports (the sandbox's traffic token).
- * One family's, set at start. */
+ * token_ok whether token opens its ports (the sandbox's traffic token),
+ * running or asleep. A sandbox may sleep with no box at all and wake on
+ * a request to it (E2B's autoResume): asleep says so, giving its owner
+ * and filling shape (a zeroed stand-in, never a live sandbox) with what
+ * admitting a request to its ports reads (its public ports, its apps'
+ * Host); wake starts waking it for w (0; the family calls
+ * sandbox_wake_finish within a bounded time), or -errno; wake_cancel
+ * takes a waiting w back. NULL asleep: no name sleeps. One family's,
+ * set at start. */
 struct sandbox_names {
         bool (*resolve)(const char *name, struct sandbox **box, const char **owner);
         bool (*token_ok)(const char *name, const char *token);
+        bool (*asleep)(const char *name, struct sandbox *shape, const char **owner);
+        int (*wake)(const char *name, struct sandbox_wake *w);
+        void (*wake_cancel)(struct sandbox_wake *w);
 };
 void sandboxes_set_names(const struct sandbox_names *names);
 bool sandbox_resolve_name(const char *name, struct sandbox **box, const char **owner);
 bool sandbox_name_token_ok(const char *name, const char *token);
+bool sandbox_name_asleep(const char *name, struct sandbox *shape, const char **owner);
+/* Wakes the sandbox of name for w (w->done set by the caller, who keeps
+ * w until done runs or it cancels). 0, -ENOENT when no such name sleeps,
+ * or the family's -errno. */
+int sandbox_name_wake(const char *name, struct sandbox_wake *w);
+/* Stops waiting (nothing when w does not wait); done is not called. */
+void sandbox_name_wake_cancel(struct sandbox_wake *w);
+/* For the family: w's wait is over (error NULL: its sandbox runs). */
+void sandbox_wake_finish(struct sandbox_wake *w, const char *error);
 
 /* A port number from s (len bytes): 1-65535, or -1. */
 int sandbox_port_number(const char *s, size_t len);

@@ -4,6 +4,7 @@
 #include "gateway/core/access_log.h"
 #include "gateway/core/conns.h"
 #include "gateway/kernels/host.h"
+#include "gateway/kernels/sandboxes.h"
 #include "gateway/core/loop.h"
 #include "gateway/core/keys.h"
 #include "gateway/core/tenants.h"
@@ -28,6 +29,8 @@ struct relay {
         int client_fd;   /* its socket: lws's, or our own once taken (upgrades) */
         char request_id[JP_UUID_SIZE];
         struct connect *connect; /* while the kernel-host connects for it */
+        struct sandbox_wake wake;  /* while its sandbox wakes (sandboxes.h) */
+        char owner[KEYS_NAME_MAX]; /* whose connecting slots its connect takes */
         bool upgrade;            /* a WebSocket (any Upgrade): bytes both ways after the head */
         bool body_done;          /* the client's request is all read by lws */
         bool head_passed;        /* the app's head went on, with our headers in */
@@ -134,6 +137,7 @@ static void relay_free(struct relay *p)
          * tenant's slot, and its socket is closed then. */
         if (p->connect)
                 p->connect->relay = NULL;
+        sandbox_name_wake_cancel(&p->wake);
         loop_timer_stop(&p->reaper);
         loop_timer_stop(&p->idle);
         tenants_unwatch(&p->key);
@@ -576,6 +580,17 @@ static void answer_error(struct relay *p, int status, const char *reason, const 
         step(p);
 }
 
+/* Watches the client's socket (from the answer on, lws's too), its
+ * reading paused until step decides. */
+static int watch_client(struct relay *p)
+{
+        if (!p->client_watch && loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p,
+                                                 &p->client_watch) < 0)
+                return -1;
+        loop_pause_read(p->client_watch, true);
+        return 0;
+}
+
 static void on_connected(void *ctx, int error, int fd)
 {
         struct connect *c = ctx;
@@ -595,14 +610,12 @@ static void on_connected(void *ctx, int error, int fd)
                 return;
         }
         p->connect = NULL;
-        if (!p->client_watch && loop_watch_fd_rw(p->client_fd, on_client, on_client_writable, p,
-                                                 &p->client_watch) < 0) {
+        if (watch_client(p) < 0) {
                 if (fd >= 0)
                         close(fd);
                 finish(p);
                 return;
         }
-        loop_pause_read(p->client_watch, true);
         if (error) {
                 /* ESRCH: the sandbox is gone; EAGAIN: the kernel-host is
                  * making as many connections as it will at once. */
@@ -699,29 +712,83 @@ static void on_key_removed(struct tenant_watch *w)
         finish(p);
 }
 
-int port_relay_start(struct lws *wsi, const char *sandbox_id, const char *tenant, int port,
-                     struct buf *head, const char *inject, const char *app_prefix, bool upgrade,
-                     bool body_done, const char *key)
+/* Has the kernel-host connect p to its port in sandbox_id, taking one of
+ * p->owner's connecting slots. 0, -EBUSY when they are all taken, or
+ * -errno. */
+static int relay_connect(struct relay *p, const char *sandbox_id)
 {
-        struct hostmsg_connect req = {.port = port};
-        struct relay *p = NULL;
-        struct connect *c = NULL;
+        struct hostmsg_connect req = {.port = p->port};
+        struct connect *c;
         int rc;
 
-        if (tenant_connecting(tenant) >= connecting_per_tenant) {
-                buf_free(head);
+        if (tenant_connecting(p->owner) >= connecting_per_tenant)
                 return -EBUSY;
-        }
-        p = calloc(1, sizeof(*p));
         c = calloc(1, sizeof(*c));
-        if (!p || !c) {
-                free(p);
+        if (!c)
+                return -ENOMEM;
+        snprintf(c->tenant, sizeof(c->tenant), "%s", p->owner);
+        c->relay = p;
+        snprintf(req.id, sizeof(req.id), "%s", p->request_id);
+        snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sandbox_id);
+        rc = host_connect(&req, on_connected, c);
+        if (rc < 0) {
                 free(c);
+                return rc;
+        }
+        p->connect = c;
+        c->next = connects;
+        connects = c;
+        return 0;
+}
+
+/* Its sandbox woke (error NULL) or did not: connected to now, or the
+ * client told why, as a paused sandbox's plane tells it. */
+static void on_woken(struct sandbox_wake *w, const char *error)
+{
+        struct relay *p = lws_container_of(w, struct relay, wake);
+        struct sandbox *box = NULL;
+        const char *owner;
+        char message[256];
+        int rc = 0;
+
+        if (p->finished)
+                return;
+        if (!error && !sandbox_resolve_name(w->name, &box, &owner))
+                error = "it is not running";
+        if (!error) {
+                rc = relay_connect(p, box->id);
+                if (rc == 0)
+                        return;
+                snprintf(message, sizeof(message),
+                         rc == -EBUSY ? "Too many connections being made into this tenant's "
+                                        "sandboxes at once; try again"
+                                      : "Cannot reach port %d in the sandbox",
+                         p->port);
+        } else {
+                snprintf(message, sizeof(message),
+                         "The sandbox is paused and could not be resumed: %s", error);
+        }
+        if (watch_client(p) < 0) {
+                finish(p);
+                return;
+        }
+        answer_error(p, rc == -EBUSY ? 503 : 502,
+                     rc == -EBUSY ? "Service Unavailable" : "Bad Gateway", message);
+}
+
+int port_relay_start(struct lws *wsi, const char *sandbox_id, const char *tenant, int port,
+                     struct buf *head, const char *inject, const char *app_prefix, bool upgrade,
+                     bool body_done, const char *key, bool wake)
+{
+        struct relay *p = NULL;
+        int rc;
+
+        p = calloc(1, sizeof(*p));
+        if (!p) {
                 buf_free(head);
                 return -ENOMEM;
         }
-        snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
-        c->relay = p;
+        snprintf(p->owner, sizeof(p->owner), "%s", tenant);
         p->wsi = wsi;
         p->client_fd = lws_get_socket_fd(wsi);
         p->up_fd = -1;
@@ -744,20 +811,17 @@ int port_relay_start(struct lws *wsi, const char *sandbox_id, const char *tenant
         buf_init(&p->answer_head, ANSWER_HEAD_MAX);
         buf_init(&p->to_client, buffer_bytes + ANSWER_HEAD_MAX + sizeof(p->inject) + 512);
         jp_uuid4(p->request_id);
-        snprintf(req.id, sizeof(req.id), "%s", p->request_id);
-        snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sandbox_id);
         p->next = relays;
         relays = p;
         tenants_watch(&p->key, key, on_key_removed);
-        rc = host_connect(&req, on_connected, c);
+        /* Asleep, its sandbox has no box to connect into yet: the request
+         * (its body, up to the bound) waits for it to wake. */
+        p->wake.done = on_woken;
+        rc = wake ? sandbox_name_wake(sandbox_id, &p->wake) : relay_connect(p, sandbox_id);
         if (rc < 0) {
-                free(c);
                 relay_free(p);
                 return rc;
         }
-        p->connect = c;
-        c->next = connects;
-        connects = c;
         if (upgrade && idle_timeout_s > 0)
                 loop_timer_start(&p->idle, on_idle, idle_timeout_s * 1000);
         /* The connection is the relay's from now on: lws reads only the

@@ -39,12 +39,15 @@ void port_relay_init(size_t buffer_bytes, double idle_timeout, size_t connecting
  * headers (the CSP) must reach the answer browsers render. key is the
  * name of the key that admitted the request (NULL or "": none, for a
  * public port or a sandbox's traffic token): a reload that removes that
- * key ends the relay. Returns 0 or -errno (nothing is left then). With
+ * key ends the relay. With wake, sandbox_id is instead the name
+ * (kernels/sandboxes.h) of a sandbox asleep: the relay wakes it and
+ * connects once it runs, or answers 502 saying why it did not. Returns 0
+ * or -errno (nothing is left then). With
  * upgrade, the client's connection is the relay's on return: lws is to
  * hang up on its own descriptor, which no longer is the connection. */
 int port_relay_start(struct lws *wsi, const char *sandbox_id, const char *tenant, int port,
                      struct buf *head, const char *inject, const char *app_prefix, bool upgrade,
-                     bool body_done, const char *key);
+                     bool body_done, const char *key, bool wake);
 /* A piece of the body of wsi's relayed request (LWS_CALLBACK_HTTP_BODY). */
 int port_relay_body(struct lws *wsi, const void *data, size_t len);
 /* The body is complete (lws counted its Content-Length). */

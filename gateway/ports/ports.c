@@ -48,6 +48,8 @@ struct target {
         char uri_storage[HTTP_PATH_MAX];
         struct sandbox *box;
         bool named; /* found by a family's name for it (sandboxes.h) */
+        bool asleep; /* that name's sandbox sleeps: box is shape, woken at the relay */
+        struct sandbox shape;
         const char *owner; /* the tenant whose kernel or sandbox it is */
         char key[KEYS_NAME_MAX]; /* the key that admitted the request, or "" */
 };
@@ -168,6 +170,11 @@ static void resolve(struct target *t)
         if (sandbox_resolve_name(t->id, &t->box, &t->owner)) {
                 t->known = true;
                 t->named = true;
+        } else if (sandbox_name_asleep(t->id, &t->shape, &t->owner)) {
+                /* Asleep, with no box: its stand-in says what admission
+                 * reads, and the relay wakes it. */
+                t->known = t->named = t->asleep = true;
+                t->box = &t->shape;
         }
 }
 
@@ -385,6 +392,8 @@ static int admit(struct lws *wsi, struct target *t, enum admission *how, char *m
                 snprintf(message, size, "Origin not allowed");
                 return 403;
         }
+        if (t->asleep)
+                return 0;
         if (t->box->phase != SANDBOX_READY) {
                 snprintf(message, size, "The sandbox of %.64s is not running", t->id);
                 return 503;
@@ -642,8 +651,9 @@ static int relay_start(struct lws *wsi, const struct target *t, enum admission h
                 buf_free(&head);
                 return -E2BIG;
         }
-        return port_relay_start(wsi, t->box->id, t->owner ? t->owner : "", t->port, &head, inject,
-                                t->host_form ? NULL : prefix, upgrade, body_done, t->key);
+        return port_relay_start(wsi, t->asleep ? t->id : t->box->id, t->owner ? t->owner : "",
+                                t->port, &head, inject, t->host_form ? NULL : prefix, upgrade,
+                                body_done, t->key, t->asleep);
 }
 
 static void redirect_to_root(struct lws *wsi, struct http_request *r, const struct target *t)

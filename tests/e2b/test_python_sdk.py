@@ -260,11 +260,8 @@ def test_set_timeout_zero_ends_it_now(gateway):
 
 
 def test_requests_for_what_glovebox_lacks_name_it(gateway):
-    # onTimeout 'pause' is served (test_pause_sdk.py); resuming on traffic
-    # is not: a paused sandbox resumes on connect.
-    with pytest.raises(SandboxException) as caught:
-        Sandbox.create(lifecycle={"on_timeout": "pause", "auto_resume": True})
-    assert "400" in str(caught.value) and "autoResume" in str(caught.value)
+    # onTimeout 'pause' is served (test_pause_sdk.py), and auto_resume with
+    # it (test_auto_resume_sdk.py); without it, auto_resume is a 400 below.
     with pytest.raises(SandboxException) as caught:
         Sandbox.create(network={"allow_out": ["1.1.1.1"]})
     assert "network.allowOut" in str(caught.value)
@@ -273,7 +270,7 @@ def test_requests_for_what_glovebox_lacks_name_it(gateway):
     assert "404" in str(caught.value) or "not found" in str(caught.value)
     # On the wire: what this SDK always sends is fine; asking for more is not.
     status, body = raw(gateway, "/sandboxes", {"autoResume": {"enabled": True}})
-    assert status == 400 and b"autoResume.enabled" in body, body
+    assert status == 400 and b"autoResume.enabled needs autoPause" in body, body
     status, body = raw(gateway, "/sandboxes", {"autoPause": False, "autoResume": {"enabled": False},
                                                "allow_internet_access": True, "secure": True})
     assert status == 201, body

@@ -288,11 +288,12 @@ def test_e2b_with_curl(gateway, e2b_sandbox):
     status, err, _ = gateway.request("POST", "/e2b/v2/sandboxes", {"templateID": "nope"},
                                      token="", headers={"X-API-KEY": gateway.token})
     assert status == 404 and err["code"] == 404
-    # onTimeout 'pause' is served (tests/e2b/test_pause_sdk.py); resuming on traffic is not.
+    # onTimeout 'pause' is served (tests/e2b/test_pause_sdk.py), and resuming on
+    # traffic with it (tests/e2b/test_auto_resume_sdk.py); without it, 400.
     status, err, _ = gateway.request("POST", "/e2b/v2/sandboxes",
-                                     {"autoPause": True, "autoResume": {"enabled": True}},
+                                     {"autoPause": False, "autoResume": {"enabled": True}},
                                      token="", headers={"X-API-KEY": gateway.token})
-    assert status == 400 and "not supported" in err["message"]
+    assert status == 400 and "autoResume.enabled needs autoPause" in err["message"]
     # Internet access is granted within the network policy, which is none.
     status, made, _ = gateway.request("POST", "/e2b/v2/sandboxes",
                                       {"allow_internet_access": True}, token="",
