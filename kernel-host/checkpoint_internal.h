@@ -38,6 +38,10 @@ struct job {
         bool restore;
         bool kill_after; /* a pause: the stopped sandbox is killed once saved */
         uint64_t room_mb; /* a dump's bound on disk (0: none) */
+        /* a restore's as a copy (a fork): its ids are new, old_ids the
+         * checkpoint's */
+        bool copy;
+        struct sandbox_ids old_ids;
         char sandbox_id[JP_UUID_SIZE];
         char name[JP_UUID_SIZE];
         int msg_fd; /* what failed, from the worker */
@@ -51,6 +55,9 @@ struct job {
         size_t nprocs;
         struct {
                 char id[JP_UUID_SIZE];
+                /* its group's name: p-<its id at the dump>, as CRIU puts
+                 * it back (a copy's process has a new id, not a new group) */
+                char group[JP_UUID_SIZE + 8];
                 pid_t nspid;
                 bool kernel;
                 struct kernel_cgroup cgroup;
@@ -86,5 +93,16 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
 /* The restore's criu ended with status: the sandbox answered to the
  * gateway, ready or failed. */
 void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report);
+
+/* checkpoint_copy.c: a copy (a fork) under host ids of its own. The
+ * images of checkpoint directory src into dst_fd: symlinks, but for the
+ * user namespace's, rewritten from from's ids to to's. 0 or -errno
+ * (-EBADMSG: an image that is not as we made it). */
+int checkpoint_copy_images(const char *src, int dst_fd, const struct sandbox_ids *from,
+                           const struct sandbox_ids *to);
+/* The files under top (just unpacked, nothing of the sandbox running)
+ * owned by from's ids become to's. 0 or -1. In the restore's worker. */
+int checkpoint_copy_owners(const char *top, const struct sandbox_ids *from,
+                           const struct sandbox_ids *to);
 
 #endif

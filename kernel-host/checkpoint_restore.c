@@ -103,7 +103,8 @@ static void holder_end(pid_t holder)
  * kernel-host, then criu restore in its place. */
 static __attribute__((noreturn)) void restore_worker(const char *top, const char *options,
                                                      const char *archive, int usr_fd, int top_sock,
-                                                     int report_wr, char **criu_argv)
+                                                     int report_wr, char **criu_argv,
+                                                     const struct job *j)
 {
         char *tar_argv[] = {"tar",
                             "-x",
@@ -124,6 +125,8 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
         if (mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
                 _exit(121);
         if (checkpoint_run(tar_argv, -1) < 0)
+                _exit(122);
+        if (j->copy && checkpoint_copy_owners(top, &j->old_ids, &j->ids) < 0)
                 _exit(122);
         if (chdir(top) < 0)
                 _exit(123);
@@ -254,6 +257,7 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
                         return -EBADMSG;
                 }
                 snprintf(j->procs[i].id, sizeof(j->procs[i].id), "%s", id);
+                snprintf(j->procs[i].group, sizeof(j->procs[i].group), "p-%s", id);
                 j->procs[i].nspid = (pid_t)nspid;
                 j->procs[i].kernel = json_is_true(json_object_get(p, "kernel"));
                 if (record_pipes(json_object_get(p, "pipes"), j->procs[i].pipes) < 0) {
@@ -265,8 +269,48 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
         return 0;
 }
 
+/* A copy's own image directory, copy-<sandbox id> in the checkpoint's
+ * (dir becomes it): the checkpoint's images as relative symlinks, which
+ * CRIU, reading some as the sandbox's ids, follows without passing the
+ * state directory above; its user namespace's under the copy's ids. */
+static int copy_images(struct job *j, char *dir, size_t size)
+{
+        char images[PATH_MAX + 128];
+        int fd, rc;
+
+        snprintf(images, sizeof(images), "%s/copy-%s", dir, j->sandbox_id);
+        if (mkdir(images, 0711) < 0)
+                return -errno;
+        fd = open(images, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        rc = checkpoint_copy_images(dir, fd, &j->old_ids, &j->ids);
+        close(fd);
+        if (rc == 0)
+                snprintf(dir, size, "%s", images);
+        return rc;
+}
+
+/* A copy's image directory goes once CRIU is done with it. */
+static void copy_images_remove(const struct job *j)
+{
+        char name[JP_UUID_SIZE * 2 + 16];
+        int fd;
+
+        if (!j->copy)
+                return;
+        snprintf(name, sizeof(name), "%s/copy-%s", j->name, j->sandbox_id);
+        fd = openat(checkpoint_dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        tree_remove_at(fd);
+        close(fd);
+        unlinkat(checkpoint_dir_fd, name, AT_REMOVEDIR);
+}
+
 static void restore_cleanup(struct job *j)
 {
+        copy_images_remove(j);
         for (size_t i = 0; i < j->nprocs; i++)
                 cgroup_destroy(&j->procs[i].cgroup);
         cgroup_destroy(&j->cgroup);
@@ -321,20 +365,32 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                         goto fail;
                 }
         }
-        rc = spawn_slot_claim(j->box, j->ids.setup_uid);
+        if (req->copy) {
+                /* Beside the sandbox it was taken from: ids of its own,
+                 * and its processes' named from its id. */
+                j->copy = true;
+                j->old_ids = j->ids;
+                for (i = 0; i < j->nprocs; i++) {
+                        char derived[JP_UUID_SIZE];
+
+                        jp_uuid_derive(req->id, j->procs[i].id, derived);
+                        memcpy(j->procs[i].id, derived, sizeof(derived));
+                }
+                rc = spawn_slot_new(j->box, &j->ids);
+        } else {
+                rc = spawn_slot_claim(j->box, j->ids.setup_uid);
+        }
         if (rc < 0) {
-                snprintf(err, errlen, "its host ids are a running sandbox's");
+                snprintf(err, errlen, rc == -EAGAIN ? "no host ids are free"
+                                                    : "its host ids are a running sandbox's");
                 goto fail;
         }
         /* Its groups are ours, with their limits, before CRIU puts the
          * processes back in them (soft: it makes only what is missing). */
         rc = cgroup_create(req->id, &j->limits, &j->cgroup, cg_err, sizeof(cg_err));
         for (i = 0; rc == 0 && i < j->nprocs; i++) {
-                char name[JP_UUID_SIZE + 8];
-
-                snprintf(name, sizeof(name), "p-%s", j->procs[i].id);
-                rc = cgroup_create_child(&j->cgroup, name, &j->procs[i].cgroup, cg_err,
-                                         sizeof(cg_err));
+                rc = cgroup_create_child(&j->cgroup, j->procs[i].group, &j->procs[i].cgroup,
+                                         cg_err, sizeof(cg_err));
         }
         if (rc < 0) {
                 snprintf(err, errlen, "cgroup: %s", cg_err);
@@ -356,6 +412,13 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         }
         snprintf(dir, sizeof(dir), "%s/%s", checkpoint_dir, req->volume_id);
         snprintf(archive, sizeof(archive), "%s/" ARCHIVE, dir);
+        if (j->copy) {
+                rc = copy_images(j, dir, sizeof(dir));
+                if (rc < 0) {
+                        snprintf(err, errlen, "the copy's images: %s", strerror(-rc));
+                        goto fail;
+                }
+        }
         snprintf(top, sizeof(top), "%s/" ROOT_DIR, j->box->run_dir);
         snprintf(root, sizeof(root), "%s/root", top);
         snprintf(pidfile, sizeof(pidfile), "%s/init.pid", j->box->run_dir);
@@ -449,7 +512,7 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                                         fcntl(j->procs[i].inside[k], F_SETFD, 0);
                         }
                 }
-                restore_worker(top, options, archive, usr_fd, sv[1], report[1], argv);
+                restore_worker(top, options, archive, usr_fd, sv[1], report[1], argv, j);
         }
         if (pid < 0) {
                 rc = -errno;
@@ -718,6 +781,7 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         json_decref(msg);
         if (root_fd >= 0)
                 close(root_fd);
+        copy_images_remove(j);
         klog_info(b->id, "restored from checkpoint %.8s (init pid %d)", j->name, (int)init);
         return;
 fail:

@@ -88,6 +88,9 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *));
 int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail);
 void spawn_box_discard(struct box *b);
 int spawn_slot_claim(struct box *b, unsigned setup_uid);
+/* A slot of its own for b, a copy of another sandbox: its host ids in
+ * ids. 0, or -EAGAIN when none is free. */
+int spawn_slot_new(struct box *b, struct sandbox_ids *ids);
 /* A checkpoint of b holds its host ids from now on (b is being killed):
  * its restore may take them while b is still going. */
 void spawn_box_hold_slot(struct box *b);

@@ -87,6 +87,24 @@ int spawn_slot_claim(struct box *b, unsigned setup_uid)
         return 0;
 }
 
+static void ids_of_slot(int slot, struct sandbox_ids *ids)
+{
+        ids->privileged = true;
+        ids->setup_uid = ID_BASE + id_offset + 2u * (unsigned)slot;
+        ids->user_uid = ids->setup_uid + 1;
+        ids->setup_gid = ids->setup_uid;
+        ids->user_gid = ids->user_uid;
+}
+
+int spawn_slot_new(struct box *b, struct sandbox_ids *ids)
+{
+        b->slot = slot_take();
+        if (b->slot < 0)
+                return -EAGAIN;
+        ids_of_slot(b->slot, ids);
+        return 0;
+}
+
 void spawn_box_hold_slot(struct box *b)
 {
         if (b->slot >= 0)
@@ -237,11 +255,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                         spawn_fail_set(fail, b->id, "host ids", EAGAIN, NULL);
                         goto fail;
                 }
-                ids.privileged = true;
-                ids.setup_uid = ID_BASE + id_offset + 2u * (unsigned)b->slot;
-                ids.user_uid = ids.setup_uid + 1;
-                ids.setup_gid = ids.setup_uid;
-                ids.user_gid = ids.user_uid;
+                ids_of_slot(b->slot, &ids);
         }
         if (!b->sandboxed) {
                 /* Just made by us in our own directory: nobody else can have

@@ -178,6 +178,10 @@ struct hostmsg_volume {
         /* CHECKPOINT: at most this many MiB on disk, else refused with
          * EFBIG and nothing kept (0: no bound) */
         uint64_t room_mb;
+        /* RESTORE: a copy of the checkpointed sandbox beside it (a fork),
+         * with host ids of its own and each process's id derived from
+         * this sandbox's (jp_uuid_derive(id, old id)) */
+        bool copy;
 };
 
 struct hostmsg_layer {

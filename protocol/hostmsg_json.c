@@ -700,8 +700,9 @@ int hostmsg_layer_decode(json_t *body, struct hostmsg_layer *m)
 
 json_t *hostmsg_volume_encode(const struct hostmsg_volume *m)
 {
-        return json_pack("{s:s, s:s, s:I, s:I}", "id", m->id, "volume_id", m->volume_id,
-                         "size_mb", (json_int_t)m->size_mb, "room_mb", (json_int_t)m->room_mb);
+        return json_pack("{s:s, s:s, s:I, s:I, s:b}", "id", m->id, "volume_id", m->volume_id,
+                         "size_mb", (json_int_t)m->size_mb, "room_mb", (json_int_t)m->room_mb,
+                         "copy", m->copy);
 }
 
 int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m)
@@ -720,6 +721,7 @@ int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m)
         if (rc == 0 && json_object_get(body, "room_mb"))
                 rc = get_int(body, "room_mb", 0, 1ll << 40, &mb);
         m->room_mb = (uint64_t)mb;
+        m->copy = json_is_true(json_object_get(body, "copy"));
         return rc;
 }
 

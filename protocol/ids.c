@@ -3,7 +3,10 @@
 #include "protocol/ids.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 
 static const char hex_digits[] = "0123456789abcdef";
@@ -47,14 +50,10 @@ int jp_random_hex(char *out, size_t nbytes)
         return 0;
 }
 
-int jp_uuid4(char out[JP_UUID_SIZE])
+static void uuid_format(unsigned char b[16], char out[JP_UUID_SIZE])
 {
-        unsigned char b[16];
         size_t o = 0;
-        int rc = jp_random_bytes(b, sizeof(b));
 
-        if (rc < 0)
-                return rc;
         b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
         b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
         for (size_t i = 0; i < 16; i++) {
@@ -64,7 +63,27 @@ int jp_uuid4(char out[JP_UUID_SIZE])
                 out[o++] = hex_digits[b[i] & 15];
         }
         out[o] = '\0';
+}
+
+int jp_uuid4(char out[JP_UUID_SIZE])
+{
+        unsigned char b[16];
+        int rc = jp_random_bytes(b, sizeof(b));
+
+        if (rc < 0)
+                return rc;
+        uuid_format(b, out);
         return 0;
+}
+
+void jp_uuid_derive(const char *base, const char *old, char out[JP_UUID_SIZE])
+{
+        unsigned char mac[EVP_MAX_MD_SIZE];
+        unsigned int len = 0;
+
+        HMAC(EVP_sha256(), base, (int)strlen(base), (const unsigned char *)old, strlen(old), mac,
+             &len);
+        uuid_format(mac, out);
 }
 
 int jp_uuid_valid(const char *s, size_t len)

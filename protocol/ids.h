@@ -12,6 +12,10 @@
 int jp_random_bytes(void *out, size_t n);
 /* Writes a random (version 4) UUID such as "1b4e28ba-2fa1-41d2-883f-0016d3cca427". */
 int jp_uuid4(char out[JP_UUID_SIZE]);
+/* The id that what is old in base becomes, a version 4 UUID drawn from
+ * both (an HMAC-SHA256 of old under base): the kernel-host and the gateway
+ * name a copy's processes alike without telling each other. */
+void jp_uuid_derive(const char *base, const char *old, char out[JP_UUID_SIZE]);
 /* Writes 2*nbytes lowercase hex characters and a NUL (out holds 2*nbytes+1). */
 int jp_random_hex(char *out, size_t nbytes);
 /* ISO-8601 UTC with microseconds and "Z", as Jupyter Server's last_activity. */

@@ -76,7 +76,8 @@ int e2b_memory_pause(struct e2b_sandbox *s)
                 rc = -ENOMEM;
                 goto fail;
         }
-        rc = kernels_checkpoint(s->box, s->owner, s->id, s->checkpoint, on_checkpointed, id);
+        rc = kernels_checkpoint(s->box, s->owner, s->id, s->checkpoint, true, on_checkpointed,
+                                id);
         if (rc == 0)
                 return 0;
         if (rc == -EFBIG || rc == -EDQUOT) {
@@ -211,7 +212,7 @@ int e2b_memory_resume(struct e2b_sandbox *s)
 
         /* Listening for their pipes before the kernel-host can hand them. */
         envd_commands_restore(s, s->memory_commands);
-        rc = sandbox_new_restored(&s->limits, s->checkpoint, &s->box);
+        rc = sandbox_new_restored(&s->limits, s->checkpoint, false, &s->box);
         if (rc < 0) {
                 envd_forget(s);
                 return rc;

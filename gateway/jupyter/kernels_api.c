@@ -2,6 +2,7 @@
 
 #include "gateway/jupyter/kernels_api.h"
 #include "gateway/kernels/start.h"
+#include "gateway/core/config.h"
 #include "gateway/core/fleet.h"
 #include "gateway/kernels/egress.h"
 #include "gateway/kernels/host.h"
@@ -172,6 +173,116 @@ static void list_kernels(struct http_request *r)
         fleet_reply_list(r, list);
 }
 
+/* ---- fork --------------------------------------------------------------- */
+
+/* The request waiting for a fork, NULL once its client left. */
+struct fork_reply {
+        struct http_request *r;
+};
+
+static void fork_client_gone(struct http_request *r)
+{
+        struct fork_reply *f = r->ctx;
+
+        if (f)
+                f->r = NULL;
+}
+
+static int fork_status(int rc)
+{
+        return rc == -EFBIG ? 507 : rc == -EDQUOT || rc == -EAGAIN ? 429 : 500;
+}
+
+static void on_forked(void *ctx, int status, const char *message,
+                      const struct kernel_fork_result *results, unsigned count)
+{
+        struct fork_reply *f = ctx;
+        struct http_request *r = f->r;
+        json_t *list;
+
+        free(f);
+        if (!r)
+                return;
+        r->ctx = NULL;
+        r->cleanup = NULL;
+        if (status) {
+                http_reply_error(r, fork_status(status), "Fork failed, the kernel runs on: %s",
+                                 message && message[0] ? message : strerror(-status));
+                return;
+        }
+        /* Each copy on its own: a kernel's model, or why it failed. */
+        list = json_array();
+        for (unsigned i = 0; list && i < count; i++)
+                json_array_append_new(list, results[i].kernel
+                                                ? kernel_model(results[i].kernel)
+                                                : json_pack("{s:s}", "error", results[i].error));
+        http_reply_json(r, 201, json_pack("{s:o}", "kernels", list));
+}
+
+/* POST /api/kernels/{id}/fork {"count": N}: N copies of the running
+ * kernel, with its memory (kernels.h's kernel_fork). */
+static void fork_kernel(struct http_request *r, struct kernel *k)
+{
+        json_t *body = http_parse_body(r), *count, *why = NULL;
+        const struct config *cfg = config_get();
+        struct fork_reply *f;
+        const char *refusal;
+        json_int_t n = 1;
+        int rc;
+
+        if (!body)
+                return;
+        count = json_object_get(body, "count");
+        if (count)
+                n = json_is_integer(count) ? json_integer_value(count) : 0;
+        json_decref(body);
+        if (n < 1 || n > KERNEL_FORK_MAX) {
+                http_reply_error(r, 400, "count must be a whole number from 1 to %d",
+                                 KERNEL_FORK_MAX);
+                return;
+        }
+        if (k->phase != KERNEL_READY) {
+                http_reply_error(r, 409, "Kernel is %s, not running: it cannot be forked",
+                                 k->execution_state);
+                return;
+        }
+        refusal = kernel_checkpoint_refusal(k);
+        if (refusal || !kernel_reported_ipc(k)) {
+                http_reply_error(r, 400, "Kernel cannot be forked: %s",
+                                 refusal ? refusal : "its sockets cannot be named");
+                return;
+        }
+        if (kernels_count() + (size_t)n > (size_t)cfg->max_kernels) {
+                http_reply_error(r, 429, "Fork would pass --max-kernels (%lld)",
+                                 (long long)cfg->max_kernels);
+                return;
+        }
+        if (kernels_quota_check_many(&k->limits, (unsigned)n, &why) < 0) {
+                http_reply_json(r, 429, why);
+                return;
+        }
+        f = calloc(1, sizeof(*f));
+        if (!f) {
+                http_reply_error(r, 500, "Out of memory");
+                return;
+        }
+        f->r = r;
+        r->ctx = f;
+        r->cleanup = fork_client_gone;
+        rc = kernel_fork(k, (unsigned)n, on_forked, f);
+        if (rc < 0) {
+                r->ctx = NULL;
+                r->cleanup = NULL;
+                free(f);
+                http_reply_error(r, fork_status(rc), "Kernel cannot be forked: %s",
+                                 rc == -EFBIG    ? "its memory and files in use would not fit in "
+                                                   "what this key has left of --pause-quota-mb"
+                                 : rc == -EDQUOT ? "this key's paused kernels and sandboxes hold "
+                                                   "all they may (--pause-quota-mb)"
+                                                 : strerror(-rc));
+        }
+}
+
 void jupyter_kernel(struct http_request *r, const char *id, const char *action)
 {
         struct kernel *k = kernel_find(id);
@@ -203,9 +314,12 @@ void jupyter_kernel(struct http_request *r, const char *id, const char *action)
                 kernel_restart(k, &r->waiter);
         } else if (strcmp(action, "execute") == 0 && r->method == HTTP_POST) {
                 api_execute(r, k);
+        } else if (strcmp(action, "fork") == 0 && r->method == HTTP_POST) {
+                fork_kernel(r, k);
         } else if (strcmp(action, "channels") == 0) {
                 http_reply_error(r, 400, "This route needs a WebSocket upgrade");
-        } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0) {
+        } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0 ||
+                   strcmp(action, "fork") == 0) {
                 http_reply_error(r, 405, "Use POST to %s a kernel", action);
         } else {
                 http_reply_error(r, 404, "No route %s", r->path);

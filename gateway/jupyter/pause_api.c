@@ -400,7 +400,7 @@ static void resume_memory(struct http_request *r, struct paused_kernel *p, char 
         int rc;
 
         p->waiter.done = on_memory_resumed;
-        rc = kernel_restore(&kept, &p->limits, p->checkpoint, &p->waiter);
+        rc = kernel_restore(&kept, &p->limits, p->checkpoint, false, &p->waiter);
         if (rc < 0) {
                 http_reply_error(r, 500, "Cannot resume the kernel: %s", strerror(-rc));
                 return;

@@ -801,10 +801,10 @@ void host_checkpoint_cancel(const char *sandbox_id)
         free(checkpoint_wait_take(sandbox_id));
 }
 
-int host_sandbox_restore(const char *sandbox_id, const char *name,
+int host_sandbox_restore(const char *sandbox_id, const char *name, bool copy,
                          const struct host_sandbox_ops *ops, void *ctx)
 {
-        struct hostmsg_volume m = {.size_mb = 0};
+        struct hostmsg_volume m = {.size_mb = 0, .copy = copy};
         int rc = listener_add(sandbox_id, ops, NULL, ctx);
 
         snprintf(m.id, sizeof(m.id), "%s", sandbox_id);

@@ -122,8 +122,10 @@ int host_checkpoint(const char *sandbox_id, const char *name, bool stop, uint64_
 /* Forgets a checkpoint's done: it is not called. */
 void host_checkpoint_cancel(const char *sandbox_id);
 /* Makes sandbox sandbox_id from checkpoint name: ops hears as for
- * host_sandbox_create, its processes registered under their old ids. */
-int host_sandbox_restore(const char *sandbox_id, const char *name,
+ * host_sandbox_create, its processes registered under their old ids; or,
+ * a copy, beside the sandbox it was taken from (a fork), with host ids of
+ * its own and each process's id jp_uuid_derive(sandbox_id, old id). */
+int host_sandbox_restore(const char *sandbox_id, const char *name, bool copy,
                          const struct host_sandbox_ops *ops, void *ctx);
 /* Removes checkpoint name from disk. */
 int host_checkpoint_delete(const char *name);

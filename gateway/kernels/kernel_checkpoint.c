@@ -63,6 +63,7 @@ struct checkpoint_job {
         kernel_checkpointed_fn done;
         void *ctx;
         uint64_t room_mb;
+        bool stop; /* a pause: the sandbox is killed once saved; else it runs on */
         lws_sorted_usec_list_t timer;
 };
 
@@ -81,7 +82,7 @@ static void reconnect(struct sandbox *sb)
 
 static void job_end(struct checkpoint_job *job, int status, const char *message)
 {
-        if (status && job->sandbox->phase == SANDBOX_READY)
+        if ((status || !job->stop) && job->sandbox->phase == SANDBOX_READY)
                 reconnect(job->sandbox);
         job->done(job->ctx, status, message);
         sandbox_unref(&job->sandbox);
@@ -102,8 +103,8 @@ static void on_dropped(lws_sorted_usec_list_t *sul)
                 job_end(job, -ESRCH, "the sandbox ended before its checkpoint");
                 return;
         }
-        rc = host_checkpoint(job->sandbox->id, job->name, true, job->room_mb, on_checkpointed,
-                             job);
+        rc = host_checkpoint(job->sandbox->id, job->name, job->stop, job->room_mb,
+                             on_checkpointed, job);
         if (rc < 0)
                 job_end(job, rc, "cannot ask the kernel-host for a checkpoint");
 }
@@ -157,7 +158,7 @@ uint64_t kernel_checkpoint_bytes(const char *name)
 }
 
 int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,
-                       kernel_checkpointed_fn done, void *ctx)
+                       bool stop, kernel_checkpointed_fn done, void *ctx)
 {
         struct checkpoint_job *job;
         uint64_t room_mb = 0;
@@ -172,6 +173,7 @@ int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, co
         if (!job)
                 return -ENOMEM;
         job->room_mb = room_mb;
+        job->stop = stop;
         job->sandbox = sandbox_ref(sb);
         snprintf(job->name, sizeof(job->name), "%s", name);
         job->done = done;
@@ -184,7 +186,8 @@ int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, co
                         continue;
                 session_disconnect_all(k);
                 kernel_close_sockets(k);
-                kernel_set_state(k, "pausing");
+                if (stop)
+                        kernel_set_state(k, "pausing");
         }
         loop_timer_start(&job->timer, on_dropped, CHECKPOINT_DROP_MS);
         return 0;
@@ -194,7 +197,7 @@ int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn
 {
         if (kernel_checkpoint_refusal(k))
                 return -EOPNOTSUPP;
-        return kernels_checkpoint(k->sandbox, k->owner, k->id, name, done, ctx);
+        return kernels_checkpoint(k->sandbox, k->owner, k->id, name, true, done, ctx);
 }
 
 void kernel_checkpoint_forget(const char *name)
@@ -211,6 +214,7 @@ struct restore_job {
         struct waiter *w;
         char *id, *kernelspec, *owner, *key, *ipc;
         char **env;
+        bool copy; /* a fork's: the kernel's id is derived from its sandbox's */
 };
 
 static void restore_job_free(struct restore_job *job)
@@ -245,13 +249,18 @@ static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const cha
                                    .pid = 0,
                                    .ipc = job->ipc};
         struct waiter *w = job->w;
+        char derived[JP_UUID_SIZE];
         struct kernel *k;
         int rc;
 
-        (void)sb;
         if (error) {
                 restore_fail(job, 500, error);
                 return;
+        }
+        /* As the kernel-host named the copy's process. */
+        if (job->copy) {
+                jp_uuid_derive(sb->id, job->id, derived);
+                kept.id = derived;
         }
         rc = kernel_adopt(&kept, job->sandbox, &k);
         if (rc < 0) {
@@ -267,7 +276,7 @@ static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const cha
 }
 
 int kernel_restore(const struct kernel_kept *kept, const struct hostmsg_limits *limits,
-                   const char *checkpoint, struct waiter *w)
+                   const char *checkpoint, bool copy, struct waiter *w)
 {
         struct restore_job *job = calloc(1, sizeof(*job));
         int rc = -ENOMEM;
@@ -283,7 +292,8 @@ int kernel_restore(const struct kernel_kept *kept, const struct hostmsg_limits *
         if (!job->id || !job->kernelspec || !job->owner || !job->key || !job->ipc ||
             jp_strv_dup(kept->env, &job->env) < 0)
                 goto fail;
-        rc = sandbox_new_restored(limits, checkpoint, &job->sandbox);
+        job->copy = copy;
+        rc = sandbox_new_restored(limits, checkpoint, copy, &job->sandbox);
         if (rc < 0)
                 goto fail;
         job->sandbox_wait.ready = on_restored;

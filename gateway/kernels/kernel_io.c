@@ -226,6 +226,23 @@ void kernel_on_probe_timer(lws_sorted_usec_list_t *sul)
         loop_timer_start(&k->probe_timer, kernel_on_probe_timer, KERNEL_PROBE_INTERVAL_MS);
 }
 
+int kernel_decode(struct kernel *k, const struct jp_bytes *frames, size_t nframes,
+                  struct jp_msg *msg)
+{
+        enum jp_channel channel = msg->channel;
+        int rc = jp_wire_decode(frames, nframes, k->signer, msg);
+
+        if (rc != -EACCES || !k->old_signer) {
+                /* Under the new key: the old one is done with. */
+                if (rc == 0 && k->old_signer)
+                        jp_signer_destroy(&k->old_signer);
+                return rc;
+        }
+        jp_msg_init(msg);
+        msg->channel = channel;
+        return jp_wire_decode(frames, nframes, k->old_signer, msg);
+}
+
 static int decode_from_kernel(struct kernel *k, enum jp_channel channel,
                               const struct jp_bytes *frames, size_t nframes, struct jp_msg *msg)
 {
@@ -233,7 +250,7 @@ static int decode_from_kernel(struct kernel *k, enum jp_channel channel,
 
         jp_msg_init(msg);
         msg->channel = channel;
-        rc = jp_wire_decode(frames, nframes, k->signer, msg);
+        rc = kernel_decode(k, frames, nframes, msg);
         if (rc < 0) {
                 k->bad_signatures++;
                 /* A kernel's code can send these as fast as it likes. */

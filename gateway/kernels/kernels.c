@@ -179,6 +179,7 @@ static void kernel_free(struct kernel *k)
         sandbox_waiter_cancel(&k->sandbox_wait);
         sandbox_unref(&k->sandbox);
         jp_signer_destroy(&k->signer);
+        jp_signer_destroy(&k->old_signer);
         jp_strv_free(k->env);
         free(k->startup_code);
         free(k->iopub_dropped_parent);

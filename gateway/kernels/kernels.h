@@ -55,6 +55,9 @@ struct kernel {
 
         char key[65];
         struct jp_signer *signer;
+        /* A fork's key before kernel_rekey, still accepted from the kernel
+         * until it answers under the new one; NULL else. */
+        struct jp_signer *old_signer;
         char **env; /* "NAME=value" for every (re)start */
         struct hostmsg_limits limits;
         char ipc_prefix[PATH_MAX]; /* where its sockets are, as the gateway reaches them */
@@ -142,6 +145,9 @@ int kernels_usage_register(kernels_usage_fn fn);
  * {"message", "reason": "quota", "quota": {...}, "holding": {...}}. */
 int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
                         json_t **why);
+/* The same for n more kernels with limits each, in sandboxes of their own
+ * (a fork's copies). */
+int kernels_quota_check_many(const struct hostmsg_limits *limits, unsigned n, json_t **why);
 /* The same for a sandbox of its own that runs no kernel (a terminal's):
  * its memory and CPU count, the number of kernels does not. */
 int kernels_quota_check_sandbox(const struct hostmsg_limits *limits, json_t **why);
@@ -214,6 +220,11 @@ void kernel_touch(struct kernel *k);
 void kernel_broadcast_status(struct kernel *k, const char *state);
 /* Signs msg and sends it on the gateway's own socket of channel. */
 int kernel_send(struct kernel *k, struct zio *z, struct jp_msg *msg);
+/* Decodes a message from k's kernel into msg, checking its signature
+ * under k's key (or, after kernel_rekey, the key before until the kernel
+ * answers under the new one). jp_wire_decode's 0, -EBADMSG or -EACCES. */
+int kernel_decode(struct kernel *k, const struct jp_bytes *frames, size_t nframes,
+                  struct jp_msg *msg);
 /* Builds a message the gateway itself sends (kernel_info_request, ...). */
 int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
                         const char *content, char msg_id_out[JP_UUID_SIZE + 8]);
@@ -269,18 +280,40 @@ int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn
  * the checkpoint of it with every kernel in it. */
 const char *kernels_checkpoint_refusal(const struct sandbox *sb);
 int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,
-                       kernel_checkpointed_fn done, void *ctx);
+                       bool stop, kernel_checkpointed_fn done, void *ctx);
 /* What checkpoint name takes on disk, in bytes (0 when unknown). */
 uint64_t kernel_checkpoint_bytes(const char *name);
+/* Forks k (kernel_fork.c): its sandbox is checkpointed in place, k running
+ * on, and count copies (1 to KERNEL_FORK_MAX) are restored beside it, each
+ * a kernel of its own with its own id, sandbox, host ids, cgroup and files;
+ * a Python one also gets its own key and fresh random seeds (kernel_rekey).
+ * done hears once: a status and why when the checkpoint failed (nothing
+ * made), else every copy's result in order, the kernel or why it failed.
+ * 0, or -errno and nothing is heard (-EOPNOTSUPP: no checkpoint can take
+ * k, -EDQUOT or -EFBIG: no room for one, as for a pause). */
+#define KERNEL_FORK_MAX 32
+struct kernel_fork_result {
+        struct kernel *kernel; /* ready; NULL when this copy failed */
+        const char *error;     /* why, when it did */
+};
+typedef void (*kernel_forked_fn)(void *ctx, int status, const char *message,
+                                 const struct kernel_fork_result *results, unsigned count);
+int kernel_fork(struct kernel *k, unsigned count, kernel_forked_fn done, void *ctx);
+/* A new key for a Python kernel forked from another, and fresh random
+ * seeds: sent under the key it has, then ours switches (kernel_decode
+ * takes the old one until the kernel answers under the new). 0, or
+ * -EOPNOTSUPP for another language, or -errno. */
+int kernel_rekey(struct kernel *k);
 /* Has checkpoint name removed from disk (it was restored, or its paused
  * kernel or sandbox is gone). */
 void kernel_checkpoint_forget(const char *name);
 /* Makes a kernel again from checkpoint: a sandbox restored with limits,
  * and in it the kernel kept describes, taken over as after a restart
  * (kernel_adopt) and probed. w hears when it is ready (subject the
- * kernel), or has failed (subject NULL or the kernel). 0, or -errno and
- * nothing is heard. */
+ * kernel), or has failed (subject NULL or the kernel). copy: a fork's,
+ * beside the kernel it was taken from, under the id jp_uuid_derive(its
+ * sandbox's id, kept->id). 0, or -errno and nothing is heard. */
 int kernel_restore(const struct kernel_kept *kept, const struct hostmsg_limits *limits,
-                   const char *checkpoint, struct waiter *w);
+                   const char *checkpoint, bool copy, struct waiter *w);
 
 #endif

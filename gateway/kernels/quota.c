@@ -60,21 +60,27 @@ static json_t *quota_value(int64_t v)
 }
 
 static int quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
-                       bool one_more_kernel, json_t **why);
+                       unsigned kernels, json_t **why);
 
 int kernels_quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
                         json_t **why)
 {
-        return quota_check(limits, shared, true, why);
+        return quota_check(limits, shared, 1, why);
+}
+
+int kernels_quota_check_many(const struct hostmsg_limits *limits, unsigned n, json_t **why)
+{
+        return quota_check(limits, NULL, n, why);
 }
 
 int kernels_quota_check_sandbox(const struct hostmsg_limits *limits, json_t **why)
 {
-        return quota_check(limits, NULL, false, why);
+        return quota_check(limits, NULL, 0, why);
 }
 
+/* Whether kernels more kernels (or, for 0, one sandbox) of limits each fit. */
 static int quota_check(const struct hostmsg_limits *limits, const struct sandbox *shared,
-                       bool one_more_kernel, json_t **why)
+                       unsigned kernels, json_t **why)
 {
         const struct tenant_caller *c = tenants_caller();
         const struct key_entry *key = c ? tenants_key(c->name) : NULL;
@@ -86,16 +92,16 @@ static int quota_check(const struct hostmsg_limits *limits, const struct sandbox
         if (!key)
                 return 0; /* the gateway's own start (the pool) */
         kernels_usage(key->name, &u);
-        memory = (int64_t)limits->memory_mb;
-        cpu = (int64_t)limits->cpu_millis;
+        memory = (int64_t)limits->memory_mb * (kernels ? kernels : 1);
+        cpu = (int64_t)limits->cpu_millis * (kernels ? kernels : 1);
         for (struct kernel *k = kernels_head; shared && k; k = k->next) {
                 if (k->sandbox == shared && held_by(k, key->name)) {
                         memory = cpu = 0; /* already counted */
                         break;
                 }
         }
-        if (one_more_kernel && key->max_kernels != KEYS_NO_QUOTA &&
-            u.kernels + 1 > key->max_kernels)
+        if (kernels && key->max_kernels != KEYS_NO_QUOTA &&
+            u.kernels + kernels > key->max_kernels)
                 over = "kernels";
         else if (key->max_memory_mb != KEYS_NO_QUOTA && u.memory_mb + memory > key->max_memory_mb)
                 over = "memory";

@@ -175,7 +175,7 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
         return 0;
 }
 
-int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint,
+int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint, bool copy,
                          struct sandbox **out)
 {
         struct sandbox *sb;
@@ -184,7 +184,7 @@ int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkp
         *out = NULL;
         if (rc < 0)
                 return rc;
-        rc = host_sandbox_restore(sb->id, checkpoint, &sandbox_ops, sb);
+        rc = host_sandbox_restore(sb->id, checkpoint, copy, &sandbox_ops, sb);
         if (rc < 0) {
                 free(sb);
                 return rc;

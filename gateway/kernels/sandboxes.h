@@ -81,9 +81,9 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
                         const struct hostmsg_network *network,
                         const struct sandbox_layers *layers, struct sandbox **out);
 /* A sandbox made again from a memory checkpoint (host.h's
- * host_sandbox_restore) with the limits it had; the caller holds the one
- * reference. */
-int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint,
+ * host_sandbox_restore) with the limits it had, or a copy of the one it
+ * was taken from (a fork); the caller holds the one reference. */
+int sandbox_new_restored(const struct hostmsg_limits *limits, const char *checkpoint, bool copy,
                          struct sandbox **out);
 /* Calls w->ready when sb is ready (now, if it already is, or has failed). */
 void sandbox_when_ready(struct sandbox *sb, struct sandbox_waiter *w);

@@ -167,7 +167,7 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
                 if (s->sockets[i] == z)
                         msg.channel = session_channels[i];
         }
-        rc = jp_wire_decode(frames, nframes, k->signer, &msg);
+        rc = kernel_decode(k, frames, nframes, &msg);
         if (rc < 0) {
                 /* Never relayed: a kernel's code can read its own key, but
                  * nothing else can forge a message to this client. */
