@@ -100,8 +100,9 @@ json_t *envd_commands_record(const struct e2b_sandbox *s);
 void envd_commands_suspend(struct e2b_sandbox *s);
 /* s is being restored: its recorded commands again, each waiting for the
  * pipes the kernel-host hands over; envd_commands_settle, once s is back,
- * ends those that got none (they had ended by the checkpoint). */
-void envd_commands_restore(struct e2b_sandbox *s, json_t *record);
+ * ends those that got none (they had ended by the checkpoint). A fork's
+ * copy (copy_of: its box's id) knows their processes by derived ids. */
+void envd_commands_restore(struct e2b_sandbox *s, json_t *record, const char *copy_of);
 void envd_commands_settle(struct e2b_sandbox *s);
 
 /* Its sandbox ids, for kernels/sandboxes.h (sandboxes_set_names). */

@@ -721,9 +721,10 @@ void envd_commands_suspend(struct e2b_sandbox *s)
 }
 
 /* One recorded command, waiting for its pipes. */
-static void command_restore(struct e2b_sandbox *s, json_t *rec)
+static void command_restore(struct e2b_sandbox *s, json_t *rec, const char *copy_of)
 {
         const char *id = json_string_value(json_object_get(rec, "process"));
+        char derived[JP_UUID_SIZE];
         json_int_t pid = json_integer_value(json_object_get(rec, "pid"));
         double left = json_number_value(json_object_get(rec, "timeoutMs"));
         struct command *c = calloc(1, sizeof(*c));
@@ -733,6 +734,10 @@ static void command_restore(struct e2b_sandbox *s, json_t *rec)
                 free(c);
                 log_warn("a restored command's record is malformed");
                 return;
+        }
+        if (copy_of) {
+                jp_uuid_derive(copy_of, id, derived);
+                id = derived;
         }
         c->owner = s;
         c->pid = (unsigned)pid;
@@ -758,13 +763,13 @@ static void command_restore(struct e2b_sandbox *s, json_t *rec)
         loop_timer_start(&c->keepalive, on_keepalive, KEEPALIVE_MS);
 }
 
-void envd_commands_restore(struct e2b_sandbox *s, json_t *record)
+void envd_commands_restore(struct e2b_sandbox *s, json_t *record, const char *copy_of)
 {
         size_t i;
         json_t *rec;
 
         json_array_foreach(record, i, rec)
-                command_restore(s, rec);
+                command_restore(s, rec, copy_of);
 }
 
 void envd_commands_settle(struct e2b_sandbox *s)

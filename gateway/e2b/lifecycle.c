@@ -136,7 +136,7 @@ void e2b_sandbox_kill(struct e2b_sandbox *s)
          * for good, its saved files with it. */
         if (!shutting_down && s->phase != E2B_RUNNING) {
                 pause_forget(s->id);
-                if (s->checkpoint[0])
+                if (s->checkpoint[0] && !s->fork_copy)
                         kernel_checkpoint_forget(s->checkpoint);
         }
         json_decref(s->memory_contexts);
@@ -376,7 +376,7 @@ static void on_ttl(lws_sorted_usec_list_t *sul)
 void e2b_resume_failed(struct e2b_sandbox *s, const char *message)
 {
         struct http_request *r = e2b_pending_take(s);
-        bool made = s->from_snapshot[0] != '\0';
+        bool made = s->from_snapshot[0] != '\0' || s->fork_copy;
 
         log_error("e2b sandbox %s: %s failed: %s", s->id, made ? "start from a snapshot" : "resume",
                   message);
@@ -420,7 +420,7 @@ void e2b_resumed(struct e2b_sandbox *s)
                  : s->checkpoint[0]  ? "resumed with its memory"
                                      : "resumed",
                  loop_now() - s->phase_started);
-        if (s->checkpoint[0])
+        if (s->checkpoint[0] && !s->fork_copy)
                 kernel_checkpoint_forget(s->checkpoint);
         s->checkpoint[0] = '\0';
         json_decref(s->memory_contexts);
@@ -428,6 +428,7 @@ void e2b_resumed(struct e2b_sandbox *s)
         json_decref(s->memory_commands);
         s->memory_commands = NULL;
         s->from_snapshot[0] = '\0';
+        s->fork_copy = false;
         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
         e2b_metrics_start(&s->metrics, s->box);
         e2b_wake_settle(s, NULL);
@@ -472,7 +473,7 @@ static void on_resume_ready(struct waiter *w, void *subject, int status, const c
 static void resume_refused(struct e2b_sandbox *s, struct http_request *r, int status,
                            const char *message)
 {
-        bool made = s->from_snapshot[0] != '\0';
+        bool made = s->from_snapshot[0] != '\0' || s->fork_copy;
 
         if (r)
                 e2b_reply_error(r, status, "%s", message);

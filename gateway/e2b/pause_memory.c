@@ -132,10 +132,16 @@ static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
         json_t *env = json_object_get(rec, "env");
         char **strv = calloc(json_array_size(env) + 1, sizeof(char *));
         struct kernel *k = NULL;
+        char derived[JP_UUID_SIZE];
         size_t i;
         json_t *v;
 
         *env_out = strv;
+        /* A fork's copy: its kernel has the id the kernel-host derived. */
+        if (id && s->fork_copy) {
+                jp_uuid_derive(s->box->id, id, derived);
+                id = derived;
+        }
         if (!strv || !id || !spec || !key || !ipc || !json_is_array(env))
                 return NULL;
         json_array_foreach(env, i, v) {
@@ -155,6 +161,13 @@ static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
 
                 if (kernel_adopt(&kept, s->box, &k) < 0)
                         return NULL;
+        }
+        /* Its own key and seeds, not its siblings'. */
+        if (s->fork_copy) {
+                int rc = kernel_rekey(k);
+
+                if (rc < 0 && rc != -EOPNOTSUPP)
+                        klog_warn(k->id, "the fork keeps its source's key: %s", strerror(-rc));
         }
         return k;
 }
@@ -208,15 +221,13 @@ static void on_box_restored(struct sandbox_waiter *sw, struct sandbox *sb, const
 
 int e2b_memory_resume(struct e2b_sandbox *s)
 {
-        int rc;
+        int rc = sandbox_new_restored(&s->limits, s->checkpoint, s->fork_copy, &s->box);
 
-        /* Listening for their pipes before the kernel-host can hand them. */
-        envd_commands_restore(s, s->memory_commands);
-        rc = sandbox_new_restored(&s->limits, s->checkpoint, false, &s->box);
-        if (rc < 0) {
-                envd_forget(s);
+        if (rc < 0)
                 return rc;
-        }
+        /* Listening for their pipes before the kernel-host can hand them:
+         * it does at the restore's end, a later turn of the loop. */
+        envd_commands_restore(s, s->memory_commands, s->fork_copy ? s->box->id : NULL);
         s->restore_wait.ready = on_box_restored;
         sandbox_when_ready(s->box, &s->restore_wait);
         return 0;

@@ -88,6 +88,10 @@ struct e2b_sandbox {
         json_t *memory_contexts;
         json_t *memory_commands; /* envd_commands_record's, with the checkpoint */
         uint64_t checkpoint_bytes; /* what the checkpoint takes on disk */
+        /* A fork's copy, made from a checkpoint it shares with its
+         * siblings (the fork removes it): killed, not left paused, when
+         * its start fails. */
+        bool fork_copy;
         struct sandbox_waiter restore_wait;
         bool auto_pause_memory; /* lifecycle: a timeout's pause keeps memory (autoPauseMemory) */
         /* lifecycle autoResume (wake.c): a request on its plane resumes

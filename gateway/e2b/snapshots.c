@@ -3,9 +3,11 @@
 #include "gateway/e2b/snapshots.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/e2b/e2b_internal.h"
+#include "gateway/e2b/contexts.h"
 #include "gateway/core/config.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/tenants.h"
+#include "gateway/kernels/kernels.h"
 #include "gateway/kernels/pause.h"
 #include "protocol/ids.h"
 #include "protocol/kernelspec.h"
@@ -170,6 +172,11 @@ struct fork_job {
         unsigned count, pending;
         json_t *results; /* one per fork, in order */
         char **ids;      /* the forks' sandbox ids, to find them again */
+        /* With the memory: the checkpoint the forks are copies of, and
+         * the source's contexts and commands as they were at it; snapshot
+         * then describes the source only (no files, in no list). */
+        char checkpoint[JP_UUID_SIZE];
+        json_t *contexts, *commands;
 };
 
 static void fork_launch(struct fork_job *job);
@@ -240,18 +247,16 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
         free(m);
 }
 
-/* A new snapshot of running s's files; m hears when they are kept. */
-static int snapshot_make(struct e2b_sandbox *s, const char *name, bool hidden, struct making *m)
+/* What a sandbox made from s starts with: its template, environment,
+ * metadata, limits and working directory. NULL when out of memory. */
+static struct snapshot *snapshot_new(struct e2b_sandbox *s, const char *name, bool hidden)
 {
         struct snapshot *p = calloc(1, sizeof(*p));
         char hex[25];
-        int rc;
 
-        if (!p)
-                return -ENOMEM;
-        if (jp_random_hex(hex, 12) < 0) {
+        if (!p || jp_random_hex(hex, 12) < 0) {
                 free(p);
-                return -EIO;
+                return NULL;
         }
         snprintf(p->id, sizeof(p->id), SNAPSHOT_ID_PREFIX "%s", hex);
         snprintf(p->owner, sizeof(p->owner), "%s", s->owner);
@@ -264,10 +269,23 @@ static int snapshot_make(struct e2b_sandbox *s, const char *name, bool hidden, s
         p->limits = s->limits;
         p->created = time(NULL);
         p->hidden = hidden;
+        if (!p->env || !p->metadata) {
+                snapshot_free(p);
+                return NULL;
+        }
+        return p;
+}
+
+/* A new snapshot of running s's files; m hears when they are kept. */
+static int snapshot_make(struct e2b_sandbox *s, const char *name, bool hidden, struct making *m)
+{
+        struct snapshot *p = snapshot_new(s, name, hidden);
+        int rc;
+
+        if (!p)
+                return -ENOMEM;
         m->snapshot = p;
-        rc = p->env && p->metadata
-                 ? pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m)
-                 : -ENOMEM;
+        rc = pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m);
         if (rc < 0) {
                 pause_forget_in(PAUSE_SNAPSHOTS, p->id);
                 snapshot_free(p);
@@ -505,9 +523,16 @@ static void fork_end(struct fork_job *job)
                 job->r->cleanup = NULL;
                 http_reply_json(job->r, 201, json_incref(job->results));
         }
-        /* The forks have their files: the snapshot they came from goes. */
-        if (job->snapshot)
+        /* The forks have their files (or memory): what they came from goes. */
+        if (job->checkpoint[0]) {
+                kernel_checkpoint_forget(job->checkpoint);
+                if (job->snapshot)
+                        snapshot_free(job->snapshot);
+        } else if (job->snapshot) {
                 snapshot_remove(job->snapshot);
+        }
+        json_decref(job->contexts);
+        json_decref(job->commands);
         json_decref(job->results);
         jp_strv_free(job->ids);
         free(job);
@@ -553,12 +578,72 @@ static void fork_launch(struct fork_job *job)
                         continue;
                 }
                 job->ids[i] = strdup(s->id);
+                if (job->checkpoint[0]) {
+                        /* A copy of the checkpoint, with the memory. */
+                        s->from_snapshot[0] = '\0';
+                        s->fork_copy = true;
+                        snprintf(s->checkpoint, sizeof(s->checkpoint), "%s", job->checkpoint);
+                        s->memory_contexts = json_incref(job->contexts);
+                        s->memory_commands = json_incref(job->commands);
+                }
                 s->on_resumed = on_fork_resumed;
                 s->on_resumed_ctx = job;
                 e2b_resume_begin(s, NULL, job->timeout);
         }
         if (--job->pending == 0)
                 fork_end(job);
+}
+
+/* Every fork fails with why (nothing was made). */
+static void fork_failed(struct fork_job *job, int status, const char *message)
+{
+        for (unsigned i = 0; i < job->count; i++)
+                json_array_append_new(job->results,
+                                      json_pack("{s:{s:i, s:s}}", "error", "code",
+                                                status == -EFBIG    ? 507
+                                                : status == -EDQUOT ? 429
+                                                                    : 500,
+                                                "message", message));
+        fork_end(job);
+}
+
+static void on_fork_checkpointed(void *ctx, int status, const char *message)
+{
+        struct fork_job *job = ctx;
+
+        if (status) {
+                fork_failed(job, status, message && message[0] ? message : strerror(-status));
+                return;
+        }
+        fork_launch(job);
+}
+
+/* A fork with the memory, where a checkpoint can take s: 0 and the job
+ * runs, -EOPNOTSUPP (a fork of the files then), or -errno. */
+static int fork_memory(struct e2b_sandbox *s, struct fork_job *job)
+{
+        int rc;
+
+        if (kernels_checkpoint_refusal(s->box) || envd_checkpoint_refusal(s))
+                return -EOPNOTSUPP;
+        job->snapshot = snapshot_new(s, NULL, true);
+        job->contexts = e2b_contexts_record(s);
+        job->commands = envd_commands_record(s);
+        if (!job->snapshot || !job->contexts || !job->commands || jp_uuid4(job->checkpoint) < 0)
+                rc = -ENOMEM;
+        else
+                rc = kernels_checkpoint(s->box, s->owner, s->id, job->checkpoint, false,
+                                        on_fork_checkpointed, job);
+        if (rc < 0) {
+                if (job->snapshot)
+                        snapshot_free(job->snapshot);
+                job->snapshot = NULL;
+                json_decref(job->contexts);
+                json_decref(job->commands);
+                job->contexts = job->commands = NULL;
+                job->checkpoint[0] = '\0';
+        }
+        return rc;
 }
 
 void e2b_fork_begin(struct e2b_sandbox *s, struct http_request *r)
@@ -587,6 +672,15 @@ void e2b_fork_begin(struct e2b_sandbox *s, struct http_request *r)
         }
         job->count = count ? (unsigned)json_integer_value(count) : 1;
         job->timeout = timeout;
+        rc = fork_memory(s, job);
+        if (rc == 0) {
+                free(m);
+                goto started;
+        }
+        if (rc != -EOPNOTSUPP) {
+                reply_refused(r, rc);
+                goto out;
+        }
         m->fork = job;
         rc = snapshot_make(s, NULL, true, m);
         if (rc < 0) {
@@ -594,6 +688,7 @@ void e2b_fork_begin(struct e2b_sandbox *s, struct http_request *r)
                 goto out;
         }
         job->snapshot = m->snapshot;
+started:
         job->r = r;
         r->ctx = job;
         r->cleanup = fork_cleanup;

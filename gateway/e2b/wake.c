@@ -30,7 +30,7 @@ bool e2b_wakeable(const struct e2b_sandbox *s)
 {
         /* One made from a snapshot is not paused: it is being made. */
         return s && s->ready && s->auto_resume && s->phase != E2B_RUNNING &&
-               !s->from_snapshot[0] && tenants_exists(s->owner);
+               !s->from_snapshot[0] && !s->fork_copy && tenants_exists(s->owner);
 }
 
 /* Every waiter of s is told error (NULL: s runs). The list is taken

@@ -126,8 +126,10 @@ static void on_copy(struct waiter *w, void *subject, int status, const char *mes
                         kernel_shutdown(k, NULL);
         } else {
                 c->result.kernel = k;
-                if (kernel_rekey(k) < 0 && specs_speaks(k->spec, "python"))
-                        klog_warn(k->id, "the fork keeps its source's key: the rekey failed");
+                int rc = kernel_rekey(k);
+
+                if (rc < 0 && rc != -EOPNOTSUPP)
+                        klog_warn(k->id, "the fork keeps its source's key: %s", strerror(-rc));
         }
         if (--c->job->pending == 0)
                 job_end(c->job);

@@ -1,9 +1,10 @@
-"""Snapshots and forks through the unmodified E2B Python SDK, of a
-sandbox's files (variables are not kept, and the snapshot says so):
+"""Snapshots and forks through the unmodified E2B Python SDK. Snapshots keep
+a sandbox's files (variables are not kept, and the snapshot says so):
 create_snapshot, Sandbox.create(snapshot_id), list_snapshots,
-delete_snapshot, fork(count); kept under --state-dir, counted against the
-key's --pause-quota-mb, each tenant's own. E2B's own snapshot and fork tests
-run in the e2b-upstream suite."""
+delete_snapshot; kept under --state-dir, counted against the key's
+--pause-quota-mb, each tenant's own. fork(count) keeps the memory too where
+CRIU can checkpoint the sandbox: variables, contexts, commands. E2B's own
+snapshot and fork tests run in the e2b-upstream suite."""
 import hashlib
 import json
 import os
@@ -111,6 +112,51 @@ def test_fork_gives_independent_sandboxes_and_the_source_runs_on(gateway):
         # The fork's own snapshot is gone, listed nowhere.
         assert os.listdir(os.path.join(gateway.state, "snapshots")) == []
         assert Sandbox.list_snapshots(sandbox_id=src.sandbox_id).next_items() == []
+    finally:
+        src.kill()
+
+
+def memory_forks():
+    from test_pause_memory import criu_usable
+    return os.geteuid() == 0 and criu_usable()
+
+
+@pytest.mark.skipif(not memory_forks(), reason="forks with memory need root and CRIU 4.1+")
+def test_fork_keeps_the_memory_contexts_and_commands(gateway):
+    from e2b_code_interpreter import Sandbox
+    src = Sandbox.create(timeout=120)
+    try:
+        assert src.run_code("import random\nx = 41").error is None
+        ctx = src.create_code_context()
+        assert src.run_code("y = 7", context=ctx).error is None
+        cat = src.commands.run("cat", background=True, stdin=True)
+        forks = src.fork(count=2, timeout=60)
+        try:
+            draws = {run(src, "print(random.random())")}
+            for f in forks:
+                assert f.run_code("x").text == "41"
+                assert f.run_code("y", context=ctx).text == "7"
+                assert cat.pid in {c.pid for c in f.commands.list()}
+                # The fork's copy of cat reads and writes its own new pipes.
+                followed = f.commands.connect(cat.pid)
+                f.commands.send_stdin(cat.pid, f"to {f.sandbox_id}\n")
+                seen = ""
+                for stdout, _, _ in followed:
+                    seen += stdout or ""
+                    if f.sandbox_id in seen:
+                        break
+                assert seen == f"to {f.sandbox_id}\n"
+                followed.disconnect()
+                draws.add(run(f, "print(random.random())"))
+            # Reseeded: no two draw the same numbers.
+            assert len(draws) == 3, draws
+            # The source runs on, its command too.
+            assert src.run_code("x + 1").text == "42"
+            assert cat.pid in {c.pid for c in src.commands.list()}
+        finally:
+            for f in forks:
+                f.kill()
+        assert os.listdir(os.path.join(gateway.state, "checkpoints")) == []
     finally:
         src.kill()
 
