@@ -319,8 +319,9 @@ fail:
 /* ---- workers ------------------------------------------------------------------ */
 
 /* Runs argv (execv, or execvp when it has no '/') in dir_fd (-1: here) with
- * stdio on /dev/null and waits: 0, or -1. In a worker only. */
-int checkpoint_run(char *const argv[], int dir_fd)
+ * stdio on /dev/null and waits: its exit status (0 or more), or -1 when it
+ * could not run or was killed. */
+static int run_status(char *const argv[], int dir_fd)
 {
         int status;
         pid_t pid = fork();
@@ -340,7 +341,12 @@ int checkpoint_run(char *const argv[], int dir_fd)
                 if (errno != EINTR)
                         return -1;
         }
-        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int checkpoint_run(char *const argv[], int dir_fd)
+{
+        return run_status(argv, dir_fd) == 0 ? 0 : -1;
 }
 
 static __attribute__((noreturn)) void worker_fail(int msg_fd, const char *what)
@@ -384,8 +390,10 @@ static int sync_dir(int dir_fd)
 /* The dump's worker: criu dump, the top's archive, everything durable,
  * the directory renamed into place. */
 static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int dir_fd,
-                                                  const char *name, int msg_fd, uint64_t room)
+                                                  const char *name, int msg_fd, uint64_t room,
+                                                  bool running)
 {
+        int rc;
         char tmp[JP_UUID_SIZE + 8], archive[PATH_MAX + 64];
         char *tar_argv[] = {"tar",
                             "-c",
@@ -417,7 +425,11 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
                 worker_fail(msg_fd, "room");
         /* The processes are stopped (or frozen copies were taken): nothing
          * writes the top while tar reads it, through our descriptor. */
-        if (checkpoint_run(tar_argv, top_fd) < 0)
+        /* A sandbox left running (a fork's) may change a file as tar
+         * reads it: tar says so with status 1, and the copy has the file
+         * as it was read. */
+        rc = run_status(tar_argv, top_fd);
+        if (rc != 0 && !(rc == 1 && running))
                 worker_fail(msg_fd, "archive of the sandbox's files");
         if (room && tree_file_bytes_at(dir_fd) > room)
                 worker_fail(msg_fd, "room");
@@ -713,7 +725,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (pid == 0) {
                 close(msg[0]);
                 dump_worker(argv, b->sandbox.top_fd, dir_fd, req->volume_id, msg[1],
-                            req->room_mb << 20);
+                            req->room_mb << 20, req->size_mb == 0);
         }
         if (pid < 0) {
                 rc = -errno;
