@@ -40,6 +40,11 @@ struct snapshot {
         bool ready;  /* its files are kept */
         bool hidden; /* a fork's own: neither listed nor usable by name */
         bool gone;   /* deleted while being made: forgotten when that ends */
+        /* With the memory: the checkpoint new sandboxes are copies of, and
+         * the contexts and commands it holds; "" and NULL for files only. */
+        char checkpoint[JP_UUID_SIZE];
+        json_t *contexts, *commands;
+        uint64_t checkpoint_bytes;
 };
 
 static struct snapshot *snapshots; /* newest first */
@@ -48,6 +53,8 @@ static void snapshot_free(struct snapshot *p)
 {
         json_decref(p->env);
         json_decref(p->metadata);
+        json_decref(p->contexts);
+        json_decref(p->commands);
         free(p);
 }
 
@@ -65,6 +72,8 @@ static void snapshot_remove(struct snapshot *p)
 {
         snapshot_unlink(p);
         pause_forget_in(PAUSE_SNAPSHOTS, p->id);
+        if (p->checkpoint[0])
+                kernel_checkpoint_forget(p->checkpoint);
         snapshot_free(p);
 }
 
@@ -84,7 +93,10 @@ static json_t *snapshot_json(const struct snapshot *p)
 
         if (p->name[0])
                 json_array_append_new(names, json_string(p->name));
-        /* Files only, said wherever a snapshot shows (as a pause's is). */
+        /* What it keeps, said wherever a snapshot shows (as a pause's is). */
+        if (p->checkpoint[0])
+                return json_pack("{s:s, s:o, s:s, s:{s:b}}", "snapshotID", p->id, "names", names,
+                                 "sandboxID", p->sandbox_id, "glovebox", "memoryKept", true);
         return json_pack("{s:s, s:o, s:s, s:{s:b, s:s}}", "snapshotID", p->id, "names", names,
                          "sandboxID", p->sandbox_id, "glovebox", "memoryKept", false, "notice",
                          PAUSE_MEMORY_NOTICE);
@@ -92,7 +104,7 @@ static json_t *snapshot_json(const struct snapshot *p)
 
 static json_t *snapshot_meta(const struct snapshot *p)
 {
-        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, "
+        json_t *meta = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, "
                          "s:I, s:b}",
                          "version", 1, "kind", "snapshot", "id", p->id, "owner", p->owner,
                          "sandboxID", p->sandbox_id, "name", p->name, "templateID", p->template_id,
@@ -101,6 +113,13 @@ static json_t *snapshot_meta(const struct snapshot *p)
                          (json_int_t)p->limits.cpu_millis, "pids", (json_int_t)p->limits.pids,
                          "disk_mb", (json_int_t)p->limits.disk_mb, "created",
                          (json_int_t)p->created, "hidden", p->hidden);
+
+        if (meta && p->checkpoint[0])
+                json_object_update_new(
+                    meta, json_pack("{s:s, s:O, s:O, s:I}", "checkpoint", p->checkpoint,
+                                    "contexts", p->contexts, "commands", p->commands,
+                                    "checkpointBytes", (json_int_t)p->checkpoint_bytes));
+        return meta;
 }
 
 static bool copy_string(json_t *meta, const char *key, char *out, size_t size)
@@ -146,6 +165,20 @@ static void on_found(void *ctx, const char *id, json_t *meta)
         p->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
         p->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
         p->created = (time_t)json_integer_value(json_object_get(meta, "created"));
+        if (json_object_get(meta, "checkpoint")) {
+                if (!copy_string(meta, "checkpoint", p->checkpoint, sizeof(p->checkpoint)) ||
+                    !jp_uuid_valid(p->checkpoint, strlen(p->checkpoint)) ||
+                    !json_is_array(json_object_get(meta, "contexts")) ||
+                    !json_is_array(json_object_get(meta, "commands"))) {
+                        log_warn("snapshot %s: its checkpoint is not named; left as it is", id);
+                        snapshot_free(p);
+                        return;
+                }
+                p->contexts = json_incref(json_object_get(meta, "contexts"));
+                p->commands = json_incref(json_object_get(meta, "commands"));
+                p->checkpoint_bytes =
+                    (uint64_t)json_integer_value(json_object_get(meta, "checkpointBytes"));
+        }
         p->ready = true;
         p->next = snapshots;
         snapshots = p;
@@ -277,6 +310,55 @@ static struct snapshot *snapshot_new(struct e2b_sandbox *s, const char *name, bo
 }
 
 /* A new snapshot of running s's files; m hears when they are kept. */
+static void memory_clear(struct snapshot *p)
+{
+        p->checkpoint[0] = '\0';
+        json_decref(p->contexts);
+        json_decref(p->commands);
+        p->contexts = p->commands = NULL;
+}
+
+static void on_checkpointed(void *ctx, int status, const char *message)
+{
+        struct making *m = ctx;
+        struct snapshot *p = m->snapshot;
+        struct e2b_sandbox *s;
+
+        if (status == 0) {
+                p->checkpoint_bytes = kernel_checkpoint_bytes(p->checkpoint);
+                on_saved(m, 0, NULL, p->checkpoint_bytes);
+                return;
+        }
+        /* One the kernel-host cannot take, or past its room: the files. */
+        memory_clear(p);
+        s = e2b_find_any(p->sandbox_id);
+        if ((status == -EOPNOTSUPP || status == -EFBIG) && s && s->phase == E2B_RUNNING &&
+            s->box && !p->gone &&
+            pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m) == 0)
+                return;
+        on_saved(m, status, message, 0);
+}
+
+/* The memory too, where a checkpoint can take s: 0 and the checkpoint
+ * runs (s runs on), or -errno (-EOPNOTSUPP, -EFBIG: the files only). */
+static int snapshot_checkpoint(struct e2b_sandbox *s, struct snapshot *p, struct making *m)
+{
+        int rc;
+
+        if (kernels_checkpoint_refusal(s->box) || envd_checkpoint_refusal(s))
+                return -EOPNOTSUPP;
+        p->contexts = e2b_contexts_record(s);
+        p->commands = envd_commands_record(s);
+        if (!p->contexts || !p->commands || jp_uuid4(p->checkpoint) < 0)
+                rc = -ENOMEM;
+        else
+                rc = kernels_checkpoint(s->box, s->owner, p->id, p->checkpoint, false,
+                                        on_checkpointed, m);
+        if (rc < 0)
+                memory_clear(p);
+        return rc;
+}
+
 static int snapshot_make(struct e2b_sandbox *s, const char *name, bool hidden, struct making *m)
 {
         struct snapshot *p = snapshot_new(s, name, hidden);
@@ -285,7 +367,11 @@ static int snapshot_make(struct e2b_sandbox *s, const char *name, bool hidden, s
         if (!p)
                 return -ENOMEM;
         m->snapshot = p;
-        rc = pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m);
+        /* A fork's own is of the files only: a fork with the memory makes
+         * no snapshot (fork_memory). */
+        rc = hidden ? -EOPNOTSUPP : snapshot_checkpoint(s, p, m);
+        if (rc == -EOPNOTSUPP || rc == -EFBIG)
+                rc = pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m);
         if (rc < 0) {
                 pause_forget_in(PAUSE_SNAPSHOTS, p->id);
                 snapshot_free(p);
@@ -500,6 +586,13 @@ bool e2b_create_from_snapshot(struct http_request *r, const char *tid, json_t *b
         if (!s) {
                 e2b_reply_error(r, 500, "out of memory");
                 return true;
+        }
+        /* With the memory: a copy of its checkpoint, which stays. */
+        if (p->checkpoint[0]) {
+                s->fork_copy = true;
+                snprintf(s->checkpoint, sizeof(s->checkpoint), "%s", p->checkpoint);
+                s->memory_contexts = json_incref(p->contexts);
+                s->memory_commands = json_incref(p->commands);
         }
         e2b_resume_begin(s, r, lifetime);
         return true;

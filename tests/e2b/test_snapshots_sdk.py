@@ -43,6 +43,11 @@ def run(sbx, code):
     return "".join(ex.logs.stdout)
 
 
+def memory_forks():
+    from test_pause_memory import criu_usable
+    return os.geteuid() == 0 and criu_usable()
+
+
 def test_a_snapshot_starts_sandboxes_with_its_files(gateway):
     from e2b_code_interpreter import Sandbox
     src = Sandbox.create(envs={"FROM": "source"}, metadata={"who": "src"})
@@ -60,21 +65,31 @@ def test_a_snapshot_starts_sandboxes_with_its_files(gateway):
             assert a.files.read("/home/user/data.txt") == "snapshot me"
             a.files.write("/home/user/data.txt", "a's own")
             assert b.files.read("/home/user/data.txt") == "snapshot me"
-            # The snapshot's environment and template; files only: no variables.
+            # The snapshot's environment and template, and with CRIU its
+            # memory (files only without: no variables).
             assert run(a, "import os; print(os.environ.get('FROM'))").strip() == "source"
             ex = a.run_code("x")
-            assert ex.error is not None and ex.error.name == "NameError"
+            if memory_forks():
+                assert ex.text == "41" and b.run_code("x + 1").text == "42"
+                # Each its own: what one sets, the other does not see.
+                assert a.run_code("x = 0").error is None and b.run_code("x").text == "41"
+            else:
+                assert ex.error is not None and ex.error.name == "NameError"
         finally:
             a.kill()
             b.kill()
-        # Listed with what it keeps said (files only), deleted.
+        # Listed with what it keeps said, deleted with its checkpoint.
         status, listed, _ = gateway.request("GET", f"/e2b/snapshots?sandboxID={src.sandbox_id}",
                                             headers={"X-API-Key": gateway.token}, token="")
         assert status == 200, listed
         assert [s["snapshotID"] for s in listed] == [snap.snapshot_id]
-        assert listed[0]["glovebox"]["memoryKept"] is False
+        assert listed[0]["glovebox"]["memoryKept"] is memory_forks()
         assert Sandbox.delete_snapshot(snap.snapshot_id) is True
         assert not os.path.exists(os.path.join(gateway.state, "snapshots", snap.snapshot_id))
+        deadline = time.monotonic() + 10
+        while os.listdir(os.path.join(gateway.state, "checkpoints")):
+            assert time.monotonic() < deadline, "the snapshot's checkpoint is still there"
+            time.sleep(0.1)
         with pytest.raises(Exception) as e:
             Sandbox.create(snap.snapshot_id)
         assert "not found" in str(e.value)
@@ -114,11 +129,6 @@ def test_fork_gives_independent_sandboxes_and_the_source_runs_on(gateway):
         assert Sandbox.list_snapshots(sandbox_id=src.sandbox_id).next_items() == []
     finally:
         src.kill()
-
-
-def memory_forks():
-    from test_pause_memory import criu_usable
-    return os.geteuid() == 0 and criu_usable()
 
 
 @pytest.mark.skipif(not memory_forks(), reason="forks with memory need root and CRIU 4.1+")
