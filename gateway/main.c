@@ -20,6 +20,7 @@
 #include "gateway/kernels/limits.h"
 #include "gateway/core/loop.h"
 #include "gateway/jupyter/pause_api.h"
+#include "gateway/jupyter/snapshots_api.h"
 #include "gateway/jupyter/kernels_api.h"
 #include "gateway/jupyter/page.h"
 #include "gateway/routes.h"
@@ -703,6 +704,7 @@ int main(int argc, char **argv)
          * connect. */
         e2b_load_paused();
         kernel_pause_load();
+        jupyter_snapshots_load();
         volumes_open_all();
         if (kept) {
                 keep_adopt(kept);

@@ -11,6 +11,7 @@
 #include "gateway/core/tenants.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/jupyter/channels.h"
+#include "gateway/jupyter/snapshots_api.h"
 #include "gateway/jupyter/kernels_api.h"
 #include "gateway/jupyter/page.h"
 #include "gateway/kernels/kernels.h"
@@ -178,6 +179,11 @@ static void kernel_metrics(struct http_request *r, const struct route_args *a)
                 monitor_kernel_metrics(r, k);
 }
 
+static void snapshots(struct http_request *r, const struct route_args *a)
+{
+        jupyter_snapshots(r, a->n ? a->arg[0] : NULL);
+}
+
 static void sessions(struct http_request *r, const struct route_args *a)
 {
         jupyter_sessions(r, a->n ? a->arg[0] : NULL);
@@ -223,6 +229,8 @@ static const struct route routes[] = {
     {HTTP_GET, "api/kernels/*/metrics", TENANT, NULL, kernel_metrics},
     {ANY, "api/kernels/*", TENANT, NULL, kernel},
     {ANY, "api/kernels/*/*", TENANT, NULL, kernel},
+    {ANY, "api/snapshots", TENANT, NULL, snapshots},
+    {ANY, "api/snapshots/*", TENANT, NULL, snapshots},
     {ANY, "api/sessions", TENANT, NULL, sessions},
     {ANY, "api/sessions/*", TENANT, NULL, sessions},
     {ANY, "api/terminals", TENANT, NULL, terminals},

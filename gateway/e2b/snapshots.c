@@ -138,6 +138,11 @@ static void on_found(void *ctx, const char *id, json_t *meta)
         (void)ctx;
         if (!p)
                 return;
+        /* A Jupyter kernel's (gateway/jupyter/snapshots_api.c). */
+        if (strcmp(json_string_value(json_object_get(meta, "kind")) ?: "", "snapshot") != 0) {
+                free(p);
+                return;
+        }
         if (!copy_string(meta, "id", p->id, sizeof(p->id)) || strcmp(p->id, id) != 0 ||
             !copy_string(meta, "owner", p->owner, sizeof(p->owner)) ||
             !copy_string(meta, "sandboxID", p->sandbox_id, sizeof(p->sandbox_id)) ||

@@ -8,6 +8,7 @@
 #include "gateway/kernels/host.h"
 #include "gateway/kernels/pool.h"
 #include "gateway/jupyter/pause_api.h"
+#include "gateway/jupyter/snapshots_api.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/kernels/limits.h"
 #include "gateway/kernels/templates.h"
@@ -156,7 +157,7 @@ static void post_kernel(struct http_request *r)
         json_t *body = http_parse_body(r);
         struct kernel *k;
 
-        if (body)
+        if (body && !jupyter_kernel_from_snapshot(r, body))
                 start_kernel_for_request(r, body, on_created, &k);
         json_decref(body);
 }
@@ -316,10 +317,12 @@ void jupyter_kernel(struct http_request *r, const char *id, const char *action)
                 api_execute(r, k);
         } else if (strcmp(action, "fork") == 0 && r->method == HTTP_POST) {
                 fork_kernel(r, k);
+        } else if (strcmp(action, "snapshot") == 0 && r->method == HTTP_POST) {
+                jupyter_kernel_snapshot(r, k);
         } else if (strcmp(action, "channels") == 0) {
                 http_reply_error(r, 400, "This route needs a WebSocket upgrade");
         } else if (strcmp(action, "interrupt") == 0 || strcmp(action, "restart") == 0 ||
-                   strcmp(action, "fork") == 0) {
+                   strcmp(action, "fork") == 0 || strcmp(action, "snapshot") == 0) {
                 http_reply_error(r, 405, "Use POST to %s a kernel", action);
         } else {
                 http_reply_error(r, 404, "No route %s", r->path);

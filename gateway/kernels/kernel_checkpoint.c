@@ -271,6 +271,12 @@ static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const cha
         }
         /* The kernel holds the sandbox's reference now. */
         job->sandbox = NULL;
+        /* A copy's own key and seeds, not its source's (kernel_fork.c). */
+        if (job->copy) {
+                rc = kernel_rekey(k);
+                if (rc < 0 && rc != -EOPNOTSUPP)
+                        klog_warn(k->id, "the copy keeps its source's key: %s", strerror(-rc));
+        }
         restore_job_free(job);
         kernel_when_ready(k, w);
 }

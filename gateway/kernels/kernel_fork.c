@@ -2,9 +2,9 @@
  * in place, the kernel running on with its id, and each copy is restored
  * beside it as a kernel of its own (kernel_restore's copy: a sandbox with
  * its own host ids, cgroup and files, the kernel under an id derived from
- * its sandbox's). A Python copy then gets a key of its own and fresh
- * random seeds (kernel_rekey), so that no two copies share a key or draw
- * the same numbers. */
+ * its sandbox's); a Python copy gets a key of its own and fresh random
+ * seeds there (kernel_rekey, below), so that no two copies share a key or
+ * draw the same numbers. */
 #include "autoconf.h"
 
 #include "gateway/kernels/kernels.h"
@@ -126,10 +126,6 @@ static void on_copy(struct waiter *w, void *subject, int status, const char *mes
                         kernel_shutdown(k, NULL);
         } else {
                 c->result.kernel = k;
-                int rc = kernel_rekey(k);
-
-                if (rc < 0 && rc != -EOPNOTSUPP)
-                        klog_warn(k->id, "the fork keeps its source's key: %s", strerror(-rc));
         }
         if (--c->job->pending == 0)
                 job_end(c->job);

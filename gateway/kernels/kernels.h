@@ -310,9 +310,10 @@ void kernel_checkpoint_forget(const char *name);
 /* Makes a kernel again from checkpoint: a sandbox restored with limits,
  * and in it the kernel kept describes, taken over as after a restart
  * (kernel_adopt) and probed. w hears when it is ready (subject the
- * kernel), or has failed (subject NULL or the kernel). copy: a fork's,
- * beside the kernel it was taken from, under the id jp_uuid_derive(its
- * sandbox's id, kept->id). 0, or -errno and nothing is heard. */
+ * kernel), or has failed (subject NULL or the kernel). copy: a fork's or
+ * a snapshot's, beside the kernel it was taken from, under the id
+ * jp_uuid_derive(its sandbox's id, kept->id), rekeyed (kernel_rekey). 0,
+ * or -errno and nothing is heard. */
 int kernel_restore(const struct kernel_kept *kept, const struct hostmsg_limits *limits,
                    const char *checkpoint, bool copy, struct waiter *w);
 

@@ -259,10 +259,10 @@ def stdout_of(outputs):
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
 
 
-def run_cell(gw, kernel_id, code, timeout=120):
-    """Runs code in a fresh connection; returns (reply content, stdout, iopub
-    messages)."""
-    ch = gw.connect(kernel_id)
+def run_cell(gw, kernel_id, code, timeout=120, token=None):
+    """Runs code in a fresh connection (as token's holder, when given);
+    returns (reply content, stdout, iopub messages)."""
+    ch = gw.connect(kernel_id, token=token)
     try:
         reply, outputs = ch.execute(code, timeout=timeout)
     finally:
@@ -270,13 +270,14 @@ def run_cell(gw, kernel_id, code, timeout=120):
     return reply["content"], stdout_of(outputs), outputs
 
 
-def value_of(gw, kernel_id, expr, timeout=120):
+def value_of(gw, kernel_id, expr, timeout=120, token=None):
     """Evaluates a Python expression in the kernel; returns it (repr, then
     literal_eval)."""
     import ast
     # On a line of its own: IPython may have printed a notice without a
     # line end (its history database on a full disk).
-    content, stdout, _ = run_cell(gw, kernel_id, f"print('\\n' + repr({expr}))", timeout)
+    content, stdout, _ = run_cell(gw, kernel_id, f"print('\\n' + repr({expr}))", timeout,
+                                  token)
     assert content["status"] == "ok", content
     return ast.literal_eval(stdout.strip().splitlines()[-1])
 
