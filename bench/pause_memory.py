@@ -12,6 +12,9 @@ Median of N rounds (default 5). Also the checkpoint's size on disk.
 Fork: POST /api/kernels/{id}/fork {"count": 10} of the frame kernel until
 every fork has answered its first result (the issue's target: <= 2 s), beside
 what it replaces: 10 new kernels each running the frame's setup.
+Snapshot: POST /api/kernels {"snapshot": id} of a fresh kernel's snapshot
+until its first result (the issue's target: <= 150 ms p50), beside a new
+kernel's start to its first result, in the same gateway.
 Run as root: /usr/bin/python3 bench/pause_memory.py [N]"""
 import json
 import os
@@ -112,6 +115,32 @@ def measure_fork(gw, rounds):
     return statistics.median(forks), statistics.median(fresh)
 
 
+def start_to_first(gw, body, expr, want):
+    t = time.perf_counter()
+    status, model, _ = gw.request("POST", "/api/kernels", body)
+    assert status == 201, model
+    got = first_result(gw, model["id"], expr)
+    took = time.perf_counter() - t
+    assert got == want, (got, want)
+    gw.request("DELETE", f"/api/kernels/{model['id']}")
+    return took
+
+
+def measure_snapshot(gw, rounds):
+    setup, expr = CASES["fresh"]
+    kid = gw.start_kernel()
+    run_cell(gw, kid, setup)
+    want = first_result(gw, kid, expr)
+    status, snap, _ = gw.request("POST", f"/api/kernels/{kid}/snapshot", {})
+    assert status == 201, snap
+    starts = [start_to_first(gw, {"snapshot": snap["id"]}, expr, want)
+              for _ in range(rounds * 2)]
+    fresh = [start_to_first(gw, {"name": "python3"}, "1", "1") for _ in range(rounds * 2)]
+    gw.request("DELETE", f"/api/snapshots/{snap['id']}")
+    gw.request("DELETE", f"/api/kernels/{kid}")
+    return statistics.median(starts), statistics.median(fresh)
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     rows = []
@@ -123,6 +152,7 @@ def main():
                 rows.append((label, case) + measure(gw, state, case, rounds))
             if not extra:
                 fork, fresh = measure_fork(gw, rounds)
+                from_snap, new_kernel = measure_snapshot(gw, rounds)
         finally:
             gw.stop()
     print(f"pause and resume of a Jupyter kernel, median of {rounds} "
@@ -136,6 +166,9 @@ def main():
     print(f"fork of the frame kernel into {FORKS}, until every fork's first result "
           f"(median of {rounds}): {fork * 1000:.0f} ms; {FORKS} new kernels running its "
           f"setup instead: {fresh * 1000:.0f} ms ({fresh / fork:.1f}x); target <= 2000 ms")
+    print(f"a kernel from a snapshot of a fresh one, to its first result (median of "
+          f"{rounds * 2}): {from_snap * 1000:.0f} ms; a new kernel to its first result: "
+          f"{new_kernel * 1000:.0f} ms; target <= 150 ms")
 
 
 if __name__ == "__main__":
