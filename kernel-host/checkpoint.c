@@ -175,6 +175,12 @@ void checkpoint_init(const char *criu_name, const char *dir)
                 checkpoint_dir_fd = -1;
                 return;
         }
+        if (checkpoint_key_init(checkpoint_dir_fd) < 0) {
+                snprintf(off_why, sizeof(off_why), "cannot read or make %s/.manifest-key", dir);
+                close(checkpoint_dir_fd);
+                checkpoint_dir_fd = -1;
+                return;
+        }
         snprintf(checkpoint_dir, sizeof(checkpoint_dir), "%s", dir);
         remove_unfinished();
         off_why[0] = '\0';
@@ -357,36 +363,6 @@ static __attribute__((noreturn)) void worker_fail(int msg_fd, const char *what)
         _exit(1);
 }
 
-/* Makes every file of dir durable, then dir. CRIU's checkpoint_dir become
- * readable by the ids of the sandbox being restored, which open them
- * through CRIU's descriptor of the directory: the directory above is ours
- * alone (0700), and no sandbox sees any of it. */
-static int sync_dir(int dir_fd)
-{
-        int fd = dup(dir_fd), rc = 0;
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        struct dirent *e;
-
-        if (!d)
-                return -1;
-        while ((e = readdir(d))) {
-                int f;
-
-                if (e->d_type != DT_REG)
-                        continue;
-                f = openat(dir_fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (f < 0 || fsync(f) < 0)
-                        rc = -1;
-                else if (strcmp(e->d_name, ARCHIVE) != 0 && strcmp(e->d_name, RECORD) != 0 &&
-                         fchmod(f, 0644) < 0)
-                        rc = -1;
-                if (f >= 0)
-                        close(f);
-        }
-        closedir(d);
-        return rc < 0 || fchmod(dir_fd, 0711) < 0 || fsync(dir_fd) < 0 ? -1 : 0;
-}
-
 /* The dump's worker: criu dump, the top's archive, everything durable,
  * the directory renamed into place. */
 static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int dir_fd,
@@ -433,8 +409,8 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
                 worker_fail(msg_fd, "archive of the sandbox's files");
         if (room && tree_file_bytes_at(dir_fd) > room)
                 worker_fail(msg_fd, "room");
-        if (sync_dir(dir_fd) < 0)
-                worker_fail(msg_fd, "sync");
+        if (checkpoint_seal(dir_fd) < 0)
+                worker_fail(msg_fd, "seal");
         if (renameat(checkpoint_dir_fd, tmp, checkpoint_dir_fd, name) < 0 ||
             fsync(checkpoint_dir_fd) < 0)
                 worker_fail(msg_fd, "rename");

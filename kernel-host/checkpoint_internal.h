@@ -25,6 +25,8 @@
 /* The merged /usr of a rebuilt top, beside its layers. */
 #define USR_MERGED "usr-merged"
 #define LOG_TAIL   200
+/* The restore's worker found the checkpoint not as sealed. */
+#define RESTORE_TAMPERED 118
 
 /* CRIU's program, and the directory of checkpoints (-1: they are off). */
 extern char checkpoint_criu[PATH_MAX];
@@ -42,6 +44,7 @@ struct job {
          * checkpoint's */
         bool copy;
         struct sandbox_ids old_ids;
+        char dir[PATH_MAX + 64]; /* a restore's checkpoint */
         char sandbox_id[JP_UUID_SIZE];
         char name[JP_UUID_SIZE];
         int msg_fd; /* what failed, from the worker */
@@ -93,6 +96,20 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
 /* The restore's criu ended with status: the sandbox answered to the
  * gateway, ready or failed. */
 void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report);
+
+/* checkpoint_manifest.c: what a restore trusts, sealed at the dump. The
+ * kernel-host's key, read from (or made in) the checkpoints' directory:
+ * 0 or -errno. The manifest of checkpoint directory dir_fd, written last
+ * (in the dump's worker): 0 or -EIO. Whether dir_fd's files are exactly
+ * as sealed (in the restore's worker): 0, or -EBADMSG. */
+int checkpoint_key_init(int dir_fd);
+int checkpoint_manifest_write(int dir_fd);
+/* The manifest written, then every file and the directory made durable,
+ * the images 0644 and the directory 0711 (see sync_dir): 0 or -EIO. */
+int checkpoint_seal(int dir_fd);
+int checkpoint_manifest_check(int dir_fd);
+/* The same for one file of it (box.json, before the restore reads it). */
+int checkpoint_manifest_check_file(int dir_fd, const char *name);
 
 /* checkpoint_copy.c: a copy (a fork) under host ids of its own. The
  * images of checkpoint directory src into dst_fd: symlinks, but for the

@@ -120,6 +120,11 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                             NULL};
         int fd;
 
+        /* Nothing of it is used before it is known to be as it was made. */
+        fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || checkpoint_manifest_check(fd) < 0)
+                _exit(RESTORE_TAMPERED);
+        close(fd);
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 _exit(120);
         if (mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
@@ -347,6 +352,13 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                 return -ENOMEM;
         }
         j->restore = true;
+        /* Its record is read here; the worker checks the rest first. */
+        if (checkpoint_manifest_check_file(dir_fd, RECORD) < 0) {
+                rc = -EBADMSG;
+                snprintf(err, errlen, "the checkpoint's files are not as its dump sealed them "
+                                      "(manifest.json): refused");
+                goto fail;
+        }
         rc = checkpoint_read_record(dir_fd, &rec);
         if (rc < 0) {
                 snprintf(err, errlen, "the checkpoint's record cannot be read");
@@ -411,6 +423,7 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                 goto fail;
         }
         snprintf(dir, sizeof(dir), "%s/%s", checkpoint_dir, req->volume_id);
+        snprintf(j->dir, sizeof(j->dir), "%s", dir);
         snprintf(archive, sizeof(archive), "%s/" ARCHIVE, dir);
         if (j->copy) {
                 rc = copy_images(j, dir, sizeof(dir));
@@ -692,6 +705,12 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
 
         snprintf(fail.id, sizeof(fail.id), "%s", j->sandbox_id);
         snprintf(fail.step, sizeof(fail.step), "restore");
+        if (WIFEXITED(status) && WEXITSTATUS(status) == RESTORE_TAMPERED) {
+                snprintf(fail.message, sizeof(fail.message),
+                         "the checkpoint's files are not as its dump sealed them "
+                         "(manifest.json): refused");
+                goto fail;
+        }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 dir_fd = open(b->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (dir_fd >= 0) {

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from conftest import point_sdk_at
-from gbclient import start_gateway
+from gbclient import checkpoint_dirs, start_gateway
 
 from e2b_code_interpreter import Sandbox
 from e2b import SandboxException, SandboxNotFoundException, SandboxState, TimeoutException
@@ -169,14 +169,14 @@ def test_killing_a_paused_sandbox_removes_its_files(gateway, keep_memory):
     assert listed == [sbx.sandbox_id]
     assert sorted(os.listdir(os.path.join(state, "paused", sbx.sandbox_id))) \
         == (["meta.json"] if keep_memory else ["home.tar", "meta.json"])
-    assert len(os.listdir(os.path.join(state, "checkpoints"))) == (1 if keep_memory else 0)
+    assert len(checkpoint_dirs(state)) == (1 if keep_memory else 0)
     assert Sandbox.kill(sbx.sandbox_id) is True
     assert os.listdir(os.path.join(state, "paused")) == []
     # The kernel-host removes the checkpoint as it is told.
     end = time.monotonic() + 10
-    while os.listdir(os.path.join(state, "checkpoints")) and time.monotonic() < end:
+    while checkpoint_dirs(state) and time.monotonic() < end:
         time.sleep(0.05)
-    assert os.listdir(os.path.join(state, "checkpoints")) == []
+    assert checkpoint_dirs(state) == []
     with pytest.raises(SandboxException):
         Sandbox.connect(sbx.sandbox_id)
 

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from gbclient import checkpoint_dirs
+
 from conftest import point_sdk_at, start_gateway
 
 
@@ -87,7 +89,7 @@ def test_a_snapshot_starts_sandboxes_with_its_files(gateway):
         assert Sandbox.delete_snapshot(snap.snapshot_id) is True
         assert not os.path.exists(os.path.join(gateway.state, "snapshots", snap.snapshot_id))
         deadline = time.monotonic() + 10
-        while os.listdir(os.path.join(gateway.state, "checkpoints")):
+        while checkpoint_dirs(gateway.state):
             assert time.monotonic() < deadline, "the snapshot's checkpoint is still there"
             time.sleep(0.1)
         with pytest.raises(Exception) as e:
@@ -166,7 +168,7 @@ def test_fork_keeps_the_memory_contexts_and_commands(gateway):
         finally:
             for f in forks:
                 f.kill()
-        assert os.listdir(os.path.join(gateway.state, "checkpoints")) == []
+        assert checkpoint_dirs(gateway.state) == []
     finally:
         src.kill()
 

@@ -259,6 +259,13 @@ def stdout_of(outputs):
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
 
 
+def checkpoint_dirs(state):
+    """The checkpoints under a state directory: not the kernel-host's own
+    dotfiles (its manifest key)."""
+    return sorted(n for n in os.listdir(os.path.join(state, "checkpoints"))
+                  if not n.startswith("."))
+
+
 def run_cell(gw, kernel_id, code, timeout=120, token=None):
     """Runs code in a fresh connection (as token's holder, when given);
     returns (reply content, stdout, iopub messages)."""

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from gbclient import run_cell, start_gateway, value_of
+from gbclient import checkpoint_dirs, run_cell, start_gateway, value_of
 from test_pause_memory import CRIU, criu_usable
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not criu_usable(),
@@ -78,7 +78,7 @@ def test_forks_start_with_the_memory_and_files_and_go_their_own_ways(gw, state):
     assert len(set(host_ids)) == 3, (maps, src_map)
     # The source runs on, with its own files, and the checkpoint is gone.
     assert value_of(gw, src, "(x, open('/home/user/shared.txt').read())") == (41, "before")
-    assert os.listdir(os.path.join(state, "checkpoints")) == []
+    assert checkpoint_dirs(state) == []
     # A fork is a kernel like any: listed, forked again, deleted.
     listed = {k["id"] for k in gw.request("GET", "/api/kernels")[1]}
     assert set(ids) <= listed

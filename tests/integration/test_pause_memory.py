@@ -15,7 +15,8 @@ import pytest
 import signal
 import threading
 
-from gbclient import children, cmdline, kernel_host, run_cell, start_gateway, value_of
+from gbclient import (checkpoint_dirs, children, cmdline, kernel_host, run_cell, start_gateway,
+                      value_of)
 
 CRIU = os.environ.get("GLOVEBOX_CRIU", "/usr/local/sbin/criu")
 
@@ -208,12 +209,12 @@ def test_a_memory_paused_kernel_outlives_the_gateway(state):
 def test_a_deleted_paused_kernel_leaves_no_checkpoint(gw, state):
     kid = gw.start_kernel()
     pause(gw, kid)
-    assert len(os.listdir(os.path.join(state, "checkpoints"))) == 1
+    assert len(checkpoint_dirs(state)) == 1
     assert gw.request("DELETE", f"/api/kernels/{kid}")[0] == 204
     deadline = time.time() + 10
-    while os.listdir(os.path.join(state, "checkpoints")) and time.time() < deadline:
+    while checkpoint_dirs(state) and time.time() < deadline:
         time.sleep(0.1)
-    assert os.listdir(os.path.join(state, "checkpoints")) == []
+    assert checkpoint_dirs(state) == []
     assert gw.request("POST", f"/api/kernels/{kid}/resume")[0] == 404
 
 
@@ -230,6 +231,53 @@ def test_a_checkpoint_that_cannot_be_restored_leaves_the_kernel_paused(gw, state
     assert status == 200 and model["execution_state"] == "paused", model
     # Nothing of the failed restore is left to block the next one.
     os.rename(archive + ".away", archive)
+    resume(gw, kid)
+    assert value_of(gw, kid, "y") == 7
+
+
+def test_a_checkpoint_changed_on_disk_is_refused(gw, state):
+    """Every file of a checkpoint but the pages' contents is sealed at the
+    dump (manifest.json, HMAC-SHA256 under the kernel-host's key): one
+    changed, added or removed is refused, and the kernel stays paused."""
+    kid = gw.start_kernel()
+    run_cell(gw, kid, "y = 7")
+    pause(gw, kid)
+    meta = json.load(open(os.path.join(state, "paused", kid, "meta.json")))
+    cp = os.path.join(state, "checkpoints", meta["checkpoint"])
+    core = sorted(n for n in os.listdir(cp) if n.startswith("core-"))[0]
+
+    def flip(name):
+        path = os.path.join(cp, name)
+        data = bytearray(open(path, "rb").read())
+        data[len(data) // 2] ^= 1
+        open(path, "wb").write(data)
+
+    def added():
+        open(os.path.join(cp, "extra.img"), "wb").write(b"\0" * 16)
+
+    def removed_extra():
+        os.unlink(os.path.join(cp, "extra.img"))
+
+    def resealed():
+        # A manifest rewritten without the key does not pass either.
+        path = os.path.join(cp, "manifest.json")
+        m = json.load(open(path))
+        m["files"]["box.json"] = "0" * 64
+        open(path, "w").write(json.dumps(m))
+        return m
+
+    original_manifest = open(os.path.join(cp, "manifest.json")).read()
+    for change, undo in ((lambda: flip(core), lambda: flip(core)),
+                         (lambda: flip("box.json"), lambda: flip("box.json")),
+                         (lambda: flip("files.tar"), lambda: flip("files.tar")),
+                         (added, removed_extra),
+                         (resealed, lambda: open(os.path.join(cp, "manifest.json"), "w")
+                          .write(original_manifest))):
+        change()
+        status, body, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+        assert status == 500 and "sealed" in body["message"], body
+        assert gw.request("GET", f"/api/kernels/{kid}")[1]["execution_state"] == "paused"
+        undo()
     resume(gw, kid)
     assert value_of(gw, kid, "y") == 7
 
@@ -274,7 +322,7 @@ def test_a_kernel_no_checkpoint_can_take_is_paused_with_its_files(state):
         assert status == 200, model
         assert model["paused"]["memory_kept"] is False, model
         assert "zygote" in model["paused"]["notice"], model
-        assert os.listdir(os.path.join(state, "checkpoints")) == []
+        assert checkpoint_dirs(state) == []
         resume(gw, kid)
         assert value_of(gw, kid, "(open('/home/user/z.txt').read(), 'v' in globals())") == \
             ("zygote", False)
@@ -317,7 +365,7 @@ def test_the_kernel_host_killed_during_a_dump_leaves_nothing_half_paused(gw, sta
     # by the next one.
     assert not os.path.exists(os.path.join(state, "paused", kid))
     assert wait_for(lambda: kernel_host_other(gw, host))
-    assert wait_for(lambda: os.listdir(checkpoints) == []), os.listdir(checkpoints)
+    assert wait_for(lambda: checkpoint_dirs(state) == []), checkpoint_dirs(state)
     # The kernel is there (its sandbox died with the kernel-host, as every
     # one does: it restarts), and pauses with its memory again.
     assert wait_for(lambda: gw.request("GET", f"/api/kernels/{kid}")[1].get(
@@ -369,7 +417,7 @@ def test_a_full_disk_during_a_dump_fails_the_pause_and_the_kernel_runs_on(tmp_pa
             run_cell(gw, kid, "x = 6")
             status, body, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
             assert status == 500 and "keeps running" in body["message"], body
-            assert os.listdir(os.path.join(state, "checkpoints")) == []
+            assert checkpoint_dirs(state) == []
             assert not os.path.exists(os.path.join(state, "paused", kid))
             assert value_of(gw, kid, "x") == 6
         finally:
@@ -391,7 +439,7 @@ def test_checkpoints_count_against_the_pause_quota(tmp_path):
         pause(g, first)
         with open(os.path.join(state, "paused", first, "meta.json")) as f:
             recorded = json.load(f)["checkpointBytes"]
-        cp = os.path.join(state, "checkpoints", os.listdir(os.path.join(state, "checkpoints"))[0])
+        cp = os.path.join(state, "checkpoints", checkpoint_dirs(state)[0])
         on_disk = sum(os.stat(os.path.join(cp, n)).st_blocks * 512 for n in os.listdir(cp)
                       if os.path.isfile(os.path.join(cp, n)))
         assert 10 << 20 < recorded == on_disk, (recorded, on_disk)
@@ -403,7 +451,7 @@ def test_checkpoints_count_against_the_pause_quota(tmp_path):
         assert status == 200, model
         assert model["paused"]["memory_kept"] is False, model
         assert "--pause-quota-mb" in model["paused"]["notice"], model
-        assert len(os.listdir(os.path.join(state, "checkpoints"))) == 1
+        assert len(checkpoint_dirs(state)) == 1
 
         # The first deleted, its room is back.
         assert g.request("DELETE", f"/api/kernels/{first}")[0] == 204

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gbclient import run_cell, start_gateway, value_of
+from gbclient import checkpoint_dirs, run_cell, start_gateway, value_of
 from test_pause_memory import CRIU, criu_usable
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not criu_usable(),
@@ -44,7 +44,7 @@ def kernel_from(gw, snap, token=ALICE):
 
 
 def checkpoints(tmp_path):
-    return os.listdir(tmp_path / "state" / "checkpoints")
+    return checkpoint_dirs(str(tmp_path / "state"))
 
 
 def test_a_snapshot_starts_kernels_with_its_memory_and_outlives_the_gateway(tmp_path):
