@@ -318,6 +318,44 @@ test('a snapshot of the files starts a new sandbox with them', async () => {
   }
 })
 
+test('pause keeps the memory, fork and snapshots copy it, auto-resume wakes it', async () => {
+  const sbx = await Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } })
+  const made = []
+  try {
+    assert.equal((await sbx.runCode('import random\nx = 41\nx')).text, '41')
+    // Forks, with the memory, each with its own random draws.
+    const forks = await sbx.fork({ count: 2 })
+    const draws = new Set()
+    for (const f of forks) {
+      assert.ok(f instanceof Sandbox, String(f))
+      made.push(f)
+      assert.equal((await f.runCode('x + 1')).text, '42')
+      draws.add((await f.runCode('random.random()')).text)
+    }
+    assert.equal(draws.size, 2)
+    // A snapshot with the memory; a sandbox made from it.
+    const snap = await sbx.createSnapshot()
+    const copy = await Sandbox.create(snap.snapshotId)
+    made.push(copy)
+    assert.equal((await copy.runCode('x')).text, '41')
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    // Paused at its timeout with the memory, woken by the next call. (None
+    // of its commands is followed here: an open command handle's own
+    // requests would wake it as soon as it paused.)
+    await sbx.setTimeout(1000)
+    const deadline = Date.now() + 30000
+    while ((await Sandbox.getInfo(sbx.sandboxId)).state !== 'paused') {
+      assert.ok(Date.now() < deadline, 'it never paused')
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    assert.equal((await sbx.runCode('x')).text, '41')
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+  } finally {
+    for (const s of made) await s.kill().catch(() => {})
+    await sbx.kill()
+  }
+})
+
 test('what Glovebox lacks is refused by name', async () => {
   const sbx = await Sandbox.create()
   try {
