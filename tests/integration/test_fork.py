@@ -124,3 +124,34 @@ def test_fork_without_criu_says_why(tmp_path):
         assert status == 400 and "cannot be forked" in body["message"], body
     finally:
         g.stop()
+
+
+def test_the_kernel_host_killed_during_a_fork_fails_it_and_nothing_hangs(gw, state):
+    from test_pause_memory import in_background, kernel_host, kernel_host_other, wait_for
+    import signal
+    src = gw.start_kernel()
+    ok(gw, src, "x = 5")
+    host = kernel_host(gw)
+    answer = in_background(lambda: gw.request("POST", f"/api/kernels/{src}/fork",
+                                              {"count": 3}))
+    # The copies are being restored: their image directories are there.
+    cps = os.path.join(state, "checkpoints")
+    assert wait_for(lambda: any(n.startswith("copy-") for c in checkpoint_dirs(state)
+                                for n in os.listdir(os.path.join(cps, c))
+                                if os.path.isdir(os.path.join(cps, c))), 30)
+    os.kill(host, signal.SIGKILL)
+    status, body, _ = answer()
+    # Answered: each copy that did not start says why, on its own.
+    assert status == 201, body
+    failed = [c for c in body["kernels"] if "error" in c]
+    assert failed and all(c["error"] for c in failed), body
+    assert wait_for(lambda: kernel_host_other(gw, host))
+    # The source comes back (its sandbox died with the kernel-host, as every
+    # one does), and forks again.
+    assert wait_for(lambda: gw.request("GET", f"/api/kernels/{src}")[1].get(
+        "execution_state") == "idle", 60)
+    ok(gw, src, "x = 6")
+    copy = fork(gw, src, 1)[0]
+    assert value_of(gw, copy["id"], "x") == 6
+    # Neither fork's checkpoint is left behind.
+    assert wait_for(lambda: checkpoint_dirs(state) == [], 20), checkpoint_dirs(state)
