@@ -208,23 +208,54 @@ void kernel_checkpoint_forget(const char *name)
 
 /* ---- restore ------------------------------------------------------------------- */
 
+int kept_copy(const struct kernel_kept *from, struct kept_copy *c)
+{
+        c->id = strdup(from->id);
+        c->kernelspec = strdup(from->kernelspec);
+        c->owner = strdup(from->owner);
+        c->key = strdup(from->key);
+        c->ipc = strdup(from->ipc);
+        c->env = NULL;
+        if (c->id && c->kernelspec && c->owner && c->key && c->ipc &&
+            jp_strv_dup(from->env, &c->env) == 0)
+                return 0;
+        kept_copy_clear(c);
+        return -ENOMEM;
+}
+
+void kept_copy_clear(struct kept_copy *c)
+{
+        free(c->id);
+        free(c->kernelspec);
+        free(c->owner);
+        free(c->key);
+        free(c->ipc);
+        jp_strv_free(c->env);
+        memset(c, 0, sizeof(*c));
+}
+
+struct kernel_kept kept_view(const struct kept_copy *c)
+{
+        return (struct kernel_kept){.id = c->id,
+                                    .kernelspec = c->kernelspec,
+                                    .owner = c->owner,
+                                    .key = c->key,
+                                    .env = c->env,
+                                    .pid = 0,
+                                    .ipc = c->ipc};
+}
+
 struct restore_job {
         struct sandbox_waiter sandbox_wait;
         struct sandbox *sandbox;
         struct waiter *w;
-        char *id, *kernelspec, *owner, *key, *ipc;
-        char **env;
+        struct kept_copy kept;
         bool copy; /* a fork's: the kernel's id is derived from its sandbox's */
 };
 
 static void restore_job_free(struct restore_job *job)
 {
-        free(job->id);
-        free(job->kernelspec);
-        free(job->owner);
-        free(job->key);
-        free(job->ipc);
-        jp_strv_free(job->env);
+        kept_copy_clear(&job->kept);
         free(job);
 }
 
@@ -241,13 +272,7 @@ static void restore_fail(struct restore_job *job, int status, const char *messag
 static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const char *error)
 {
         struct restore_job *job = lws_container_of(sw, struct restore_job, sandbox_wait);
-        struct kernel_kept kept = {.id = job->id,
-                                   .kernelspec = job->kernelspec,
-                                   .owner = job->owner,
-                                   .key = job->key,
-                                   .env = job->env,
-                                   .pid = 0,
-                                   .ipc = job->ipc};
+        struct kernel_kept kept = kept_view(&job->kept);
         struct waiter *w = job->w;
         char derived[JP_UUID_SIZE];
         struct kernel *k;
@@ -259,7 +284,7 @@ static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const cha
         }
         /* As the kernel-host named the copy's process. */
         if (job->copy) {
-                jp_uuid_derive(sb->id, job->id, derived);
+                jp_uuid_derive(sb->id, job->kept.id, derived);
                 kept.id = derived;
         }
         rc = kernel_adopt(&kept, job->sandbox, &k);
@@ -290,13 +315,7 @@ int kernel_restore(const struct kernel_kept *kept, const struct hostmsg_limits *
         if (!job)
                 return -ENOMEM;
         job->w = w;
-        job->id = strdup(kept->id);
-        job->kernelspec = strdup(kept->kernelspec);
-        job->owner = strdup(kept->owner);
-        job->key = strdup(kept->key);
-        job->ipc = strdup(kept->ipc);
-        if (!job->id || !job->kernelspec || !job->owner || !job->key || !job->ipc ||
-            jp_strv_dup(kept->env, &job->env) < 0)
+        if (kept_copy(kept, &job->kept) < 0)
                 goto fail;
         job->copy = copy;
         rc = sandbox_new_restored(limits, checkpoint, copy, &job->sandbox);

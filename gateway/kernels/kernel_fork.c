@@ -82,8 +82,7 @@ struct fork_copy {
 
 struct fork_job {
         char name[JP_UUID_SIZE]; /* the checkpoint */
-        char *id, *kernelspec, *owner, *key, *ipc;
-        char **env;
+        struct kept_copy kept;   /* the source, as its copies take it over */
         struct hostmsg_limits limits;
         unsigned count, pending;
         kernel_forked_fn done;
@@ -93,12 +92,7 @@ struct fork_job {
 
 static void job_free(struct fork_job *job)
 {
-        free(job->id);
-        free(job->kernelspec);
-        free(job->owner);
-        free(job->key);
-        free(job->ipc);
-        jp_strv_free(job->env);
+        kept_copy_clear(&job->kept);
         free(job);
 }
 
@@ -134,13 +128,7 @@ static void on_copy(struct waiter *w, void *subject, int status, const char *mes
 static void on_checkpointed(void *ctx, int status, const char *message)
 {
         struct fork_job *job = ctx;
-        const struct kernel_kept kept = {.id = job->id,
-                                         .kernelspec = job->kernelspec,
-                                         .owner = job->owner,
-                                         .key = job->key,
-                                         .env = job->env,
-                                         .pid = 0,
-                                         .ipc = job->ipc};
+        const struct kernel_kept kept = kept_view(&job->kept);
 
         if (status) {
                 job->done(job->ctx, status, message, NULL, 0);
@@ -183,15 +171,19 @@ int kernel_fork(struct kernel *k, unsigned count, kernel_forked_fn done, void *c
         job->done = done;
         job->ctx = ctx;
         job->limits = k->limits;
-        job->id = strdup(k->id);
-        job->kernelspec = strdup(k->spec->name);
-        job->owner = strdup(k->owner);
-        job->key = strdup(k->key);
-        job->ipc = strdup(ipc);
-        rc = -ENOMEM;
-        if (!job->id || !job->kernelspec || !job->owner || !job->key || !job->ipc ||
-            jp_strv_dup(k->env, &job->env) < 0 || jp_uuid4(job->name) < 0)
-                goto fail;
+        {
+                const struct kernel_kept source = {.id = k->id,
+                                                   .kernelspec = k->spec->name,
+                                                   .owner = k->owner,
+                                                   .key = k->key,
+                                                   .env = k->env,
+                                                   .pid = 0,
+                                                   .ipc = ipc};
+
+                rc = -ENOMEM;
+                if (kept_copy(&source, &job->kept) < 0 || jp_uuid4(job->name) < 0)
+                        goto fail;
+        }
         rc = kernels_checkpoint(k->sandbox, k->owner, k->id, job->name, false, on_checkpointed,
                                 job);
         if (rc == 0)

@@ -43,4 +43,15 @@ void kernel_on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
 void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
 void kernel_on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nframes);
 
+/* What a restore or a fork keeps of a kernel while it waits, owned: a
+ * struct kernel_kept's strings (kernel_checkpoint.c). kept_copy: 0, or
+ * -ENOMEM and nothing held; kept_view points into c. */
+struct kept_copy {
+        char *id, *kernelspec, *owner, *key, *ipc;
+        char **env;
+};
+int kept_copy(const struct kernel_kept *from, struct kept_copy *c);
+void kept_copy_clear(struct kept_copy *c);
+struct kernel_kept kept_view(const struct kept_copy *c);
+
 #endif

@@ -7,7 +7,6 @@ memory: variables, contexts, processes; pause(keep_memory=False), or a
 sandbox a checkpoint cannot take, keeps the files only, and the sandbox's
 info says so and why."""
 import hashlib
-import http.client
 import json
 import os
 import secrets
@@ -19,6 +18,7 @@ import pytest
 
 from conftest import point_sdk_at
 from gbclient import checkpoint_dirs, start_gateway
+from test_ports_sdk import get, wait_served
 
 from e2b_code_interpreter import Sandbox
 from e2b import SandboxException, SandboxNotFoundException, SandboxState, TimeoutException
@@ -317,25 +317,6 @@ def test_pause_keeps_the_memory_contexts_and_processes(gateway):
         Sandbox.kill(sbx.sandbox_id)
 
 
-def port_get(gw, host, path="/", headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
-    try:
-        conn.request("GET", path, headers={"Host": host, **(headers or {})})
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
-
-
-def wait_port(gw, host, headers):
-    deadline = time.time() + 30
-    while True:
-        status, body = port_get(gw, host, "/", headers)
-        if status != 502 or time.time() > deadline:
-            return status, body
-        time.sleep(0.2)  # the server is still starting
-
-
 def test_commands_run_on_through_a_pause_with_memory(gateway):
     """Commands started through commands.run keep running through a pause
     with memory, under their pids: their pipes to the gateway are new ones
@@ -350,7 +331,7 @@ def test_commands_run_on_through_a_pause_with_memory(gateway):
         cat = sbx.commands.run("cat", background=True, stdin=True)
         token = {"e2b-traffic-access-token": sbx.traffic_access_token}
         host = sbx.get_host(8000)
-        assert wait_port(gateway, host, token)[0] == 200
+        assert wait_served(gateway, host, token) == 200
         for round_ in range(2):
             assert sbx.pause() is True
             status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
@@ -360,7 +341,7 @@ def test_commands_run_on_through_a_pause_with_memory(gateway):
             assert {server.pid, cat.pid} <= pids, pids
             # The server logs each request to its stderr, a pipe to the
             # gateway: a dead pipe would fail the request.
-            assert port_get(gateway, host, "/index.txt", token) == (200, b"served across a pause")
+            assert get(gateway, host, "/index.txt", token) == (200, b"served across a pause")
             # cat's stdin and stdout are the new pipes.
             followed = sbx.commands.connect(cat.pid)
             sbx.commands.send_stdin(cat.pid, f"round {round_}\n")

@@ -259,6 +259,17 @@ def stdout_of(outputs):
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
 
 
+def keys_file(directory, keys):
+    """A --keys-file in directory naming each key of keys ({name: key}) by
+    its SHA-256, as an operator writes one."""
+    import hashlib
+    path = os.path.join(str(directory), "keys.json")
+    with open(path, "w") as f:
+        json.dump({"keys": [{"name": name, "sha256": hashlib.sha256(key.encode()).hexdigest()}
+                            for name, key in keys.items()]}, f)
+    return path
+
+
 def checkpoint_dirs(state):
     """The checkpoints under a state directory: not the kernel-host's own
     dotfiles (its manifest key)."""

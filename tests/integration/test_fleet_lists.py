@@ -5,7 +5,6 @@ only its own); a peer that accepts and never answers, or answers
 nonsense, is left out and named, without failing the list; bad fleet flags
 stop the start with the reason. The proxy and the network namespaces are
 tests/sandbox/test_fleet.py's."""
-import hashlib
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ import urllib.parse
 
 import pytest
 
+import gbclient
 from gbclient import BINARY, EXTRA_ARGS, free_port, run_cell, start_gateway
 
 ALICE = "e2b_a11ce0000000000000000001"
@@ -25,12 +25,7 @@ ADMIN = "test-token-0123456789"
 
 
 def keys_file(tmp_path):
-    path = tmp_path / "keys.json"
-    path.write_text(json.dumps({"keys": [
-        {"name": "alice", "sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
-        {"name": "bob", "sha256": hashlib.sha256(BOB.encode()).hexdigest()},
-    ]}))
-    return str(path)
+    return gbclient.keys_file(tmp_path, {"alice": ALICE, "bob": BOB})
 
 
 def tag(host):

@@ -3,29 +3,16 @@
 with its id) and restores N copies beside it with CRIU, each a kernel of its
 own: its own id, sandbox, host ids, cgroup and files, and for Python its own
 HMAC key and random seeds."""
-import json
 import os
 
 import pytest
 
 from gbclient import checkpoint_dirs, run_cell, start_gateway, value_of
-from test_pause_memory import CRIU, criu_usable
+from test_pause_memory import CRIU, criu_usable, gw, state  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not criu_usable(),
                                 reason=f"fork needs root and CRIU 4.1+ at {CRIU} "
                                        "(scripts/test builds it)")
-
-
-@pytest.fixture
-def state(tmp_path):
-    return str(tmp_path / "state")
-
-
-@pytest.fixture
-def gw(state):
-    g = start_gateway("--state-dir", state, "--criu", CRIU)
-    yield g
-    g.stop()
 
 
 def fork(gw, kid, count):

@@ -4,13 +4,12 @@ of its own, POST /api/kernels {"snapshot": id} starts a copy of it as often
 as asked (its own id, key, files), /api/snapshots lists, shows and deletes
 them; the owner's alone, kept across a gateway restart, counted in the
 key's --pause-quota-mb."""
-import hashlib
-import json
 import os
 import time
 
 import pytest
 
+import gbclient
 from gbclient import checkpoint_dirs, run_cell, start_gateway, value_of
 from test_pause_memory import CRIU, criu_usable
 
@@ -24,12 +23,7 @@ ADMIN = "test-token-0123456789"
 
 
 def keys_file(tmp_path):
-    path = tmp_path / "keys.json"
-    path.write_text(json.dumps({"keys": [
-        {"name": "alice", "sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
-        {"name": "bob", "sha256": hashlib.sha256(BOB.encode()).hexdigest()},
-    ]}))
-    return str(path)
+    return gbclient.keys_file(tmp_path, {"alice": ALICE, "bob": BOB})
 
 
 def gateway(tmp_path, *extra):

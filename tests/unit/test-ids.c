@@ -61,6 +61,27 @@ static void test_uuid_valid(void)
         ok(!jp_uuid_valid("", 0), "empty");
 }
 
+/* The same derivation on both sides of the kernel-host's link names a
+ * fork's processes: checked against Python's hmac (HMAC-SHA256 of old
+ * under base, its first 16 bytes as a version 4 UUID). */
+static void test_uuid_derive(void)
+{
+        const char *base = "5b60c965-0000-4000-8000-000000000001";
+        const char *old = "1b4e28ba-2fa1-41d2-883f-0016d3cca427";
+        char a[JP_UUID_SIZE], b[JP_UUID_SIZE], c[JP_UUID_SIZE];
+
+        jp_uuid_derive(base, old, a);
+        is_str(a, "74a11540-3850-4408-98e3-bc8646120346", "derived as Python's hmac derives it");
+        ok(jp_uuid_valid(a, strlen(a)) && a[14] == '4' && strchr("89ab", a[19]),
+           "a canonical version 4 UUID");
+        jp_uuid_derive(base, old, b);
+        is_str(b, a, "the same base and id give the same id");
+        jp_uuid_derive("5b60c965-0000-4000-8000-000000000002", old, c);
+        ok(strcmp(c, a) != 0, "another base (another copy) gives another id");
+        jp_uuid_derive(base, "1b4e28ba-2fa1-41d2-883f-0016d3cca428", c);
+        ok(strcmp(c, a) != 0, "another id gives another id");
+}
+
 static void test_random(void)
 {
         char a[2 * 100 + 2], b[2 * 100 + 2];
@@ -149,6 +170,7 @@ int main(void)
 {
         test_uuid4();
         test_uuid_valid();
+        test_uuid_derive();
         test_random();
         test_timestamp();
         return done_testing();
