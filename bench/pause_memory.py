@@ -16,7 +16,6 @@ Snapshot: POST /api/kernels {"snapshot": id} of a fresh kernel's snapshot
 until its first result (the issue's target: <= 150 ms p50), beside a new
 kernel's start to its first result, in the same gateway.
 Run as root: /usr/bin/python3 bench/pause_memory.py [N]"""
-import json
 import os
 import statistics
 import subprocess
@@ -75,18 +74,24 @@ def measure(gw, state, case, rounds):
 FORKS = 10
 
 
+def answered(gw, ids, expr, want, t):
+    """Seconds from t until every kernel of ids gave its first result
+    (checked, then deleted)."""
+    got = [first_result(gw, f, expr) for f in ids]
+    took = time.perf_counter() - t
+    assert got == [want] * len(ids), got
+    for f in ids:
+        gw.request("DELETE", f"/api/kernels/{f}")
+    return took
+
+
 def fork_round(gw, kid, expr, want):
     t = time.perf_counter()
     status, body, _ = gw.request("POST", f"/api/kernels/{kid}/fork", {"count": FORKS})
     assert status == 201, body
     ids = [k["id"] for k in body["kernels"]]
     assert len(ids) == FORKS, body
-    got = [first_result(gw, f, expr) for f in ids]
-    took = time.perf_counter() - t
-    assert got == [want] * FORKS, got
-    for f in ids:
-        gw.request("DELETE", f"/api/kernels/{f}")
-    return took
+    return answered(gw, ids, expr, want, t)
 
 
 def fresh_round(gw, setup, expr, want):
@@ -95,12 +100,7 @@ def fresh_round(gw, setup, expr, want):
     for f in ids:
         reply, _, _ = run_cell(gw, f, setup, timeout=300)
         assert reply["status"] == "ok", reply
-    got = [first_result(gw, f, expr) for f in ids]
-    took = time.perf_counter() - t
-    assert got == [want] * FORKS, got
-    for f in ids:
-        gw.request("DELETE", f"/api/kernels/{f}")
-    return took
+    return answered(gw, ids, expr, want, t)
 
 
 def measure_fork(gw, rounds):

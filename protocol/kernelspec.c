@@ -20,6 +20,37 @@ void jp_strv_free(char **v)
         free(v);
 }
 
+json_t *jp_strv_to_json(char *const *v)
+{
+        json_t *array = json_array();
+
+        for (size_t i = 0; array && v && v[i]; i++) {
+                if (json_array_append_new(array, json_string(v[i])) < 0) {
+                        json_decref(array);
+                        return NULL;
+                }
+        }
+        return array;
+}
+
+int jp_strv_from_json(json_t *array, char ***out)
+{
+        size_t n = json_array_size(array);
+
+        *out = calloc(n + 1, sizeof(char *));
+        if (!*out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                (*out)[i] = strdup(json_string_value(json_array_get(array, i)) ?: "");
+                if (!(*out)[i]) {
+                        jp_strv_free(*out);
+                        *out = NULL;
+                        return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
 int jp_strv_dup(char *const *v, char ***out)
 {
         size_t n = 0;

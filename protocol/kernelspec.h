@@ -46,6 +46,12 @@ char **jp_kernelspec_search_path(const char *extra);
 void jp_strv_free(char **v);
 /* A copy of the NULL-terminated v into *out (NULL for NULL). 0 or -ENOMEM. */
 int jp_strv_dup(char *const *v, char ***out);
+/* The NULL-terminated v (NULL: none) as a JSON array of its strings, as
+ * state records keep an environment; NULL when out of memory. */
+json_t *jp_strv_to_json(char *const *v);
+/* Such an array back, as a NULL-terminated copy into *out (what is not a
+ * string becomes ""; anything but an array, no entries). 0 or -ENOMEM. */
+int jp_strv_from_json(json_t *array, char ***out);
 /* Whether the NULL-terminated v holds s. */
 bool jp_strv_contains(const char *const *v, const char *s);
 

@@ -347,10 +347,8 @@ json_t *e2b_contexts_record(const struct e2b_sandbox *s)
                 struct kernel *k = c->kernel_id[0] ? kernel_find_any(c->kernel_id) : NULL;
                 json_t *entry = json_pack("{s:s, s:s, s:s}", "id", c->id, "language", c->language,
                                           "cwd", c->cwd);
-                json_t *env = json_array();
+                json_t *env = jp_strv_to_json(k ? k->env : NULL);
 
-                for (size_t i = 0; k && env && k->env && k->env[i]; i++)
-                        json_array_append_new(env, json_string(k->env[i]));
                 if (entry && k && kernel_reported_ipc(k))
                         json_object_set_new(entry, "kernel",
                                             json_pack("{s:s, s:s, s:s, s:s, s:O}", "id", k->id,

@@ -73,6 +73,9 @@ void e2b_resumed(struct e2b_sandbox *s);
  * box and kernels (0; e2b_pause_saved follows), or -errno when none can be
  * made, s->pause_notice then saying why. */
 int e2b_memory_pause(struct e2b_sandbox *s);
+/* Lets go of what s's checkpoint was recorded with (its name, contexts
+ * and commands); the checkpoint itself stays on disk. */
+void e2b_memory_drop(struct e2b_sandbox *s);
 /* Restores s from its checkpoint: its box, its contexts and their kernels
  * (0; e2b_resumed or e2b_resume_failed follows), or -errno. */
 int e2b_memory_resume(struct e2b_sandbox *s);

@@ -12,6 +12,7 @@
 #include "gateway/core/loop.h"
 #include "gateway/core/tenants.h"
 #include "gateway/kernels/kernels.h"
+#include "gateway/kernels/limits.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/templates.h"
 #include "protocol/log.h"
@@ -169,13 +170,10 @@ void e2b_set_timeout(struct e2b_sandbox *s, double seconds)
 static json_t *pause_meta(const struct e2b_sandbox *s)
 {
         json_t *meta = json_pack(
-            "{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, s:f, "
-            "s:s, s:b, s:b, s:s, s:s}",
+            "{s:i, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:o, s:f, s:s, s:b, s:b, s:s, s:s}",
             "version", 1, "kind", "e2b", "sandboxID", s->id, "owner", s->owner, "token", s->token,
             "templateID", s->template_id, "metadata", s->metadata, "envVars", s->env, "limits",
-            "memory_mb", (json_int_t)s->limits.memory_mb, "cpu_millis",
-            (json_int_t)s->limits.cpu_millis, "pids", (json_int_t)s->limits.pids, "disk_mb",
-            (json_int_t)s->limits.disk_mb, "lifetime", s->lifetime, "startedAt", s->started_at,
+            limits_record(&s->limits), "lifetime", s->lifetime, "startedAt", s->started_at,
             "onTimeoutPause", s->on_timeout_pause, "memoryKept", s->checkpoint[0] != '\0', "notice",
             s->checkpoint[0] ? "" : e2b_pause_notice(s), "trafficToken", s->traffic_token);
         json_t *volumes = json_array();
@@ -244,11 +242,7 @@ void e2b_pause_saved(struct e2b_sandbox *s, int status, const char *message, uin
                 pause_forget(s->id);
                 if (s->checkpoint[0])
                         kernel_checkpoint_forget(s->checkpoint);
-                s->checkpoint[0] = '\0';
-                json_decref(s->memory_contexts);
-                s->memory_contexts = NULL;
-                json_decref(s->memory_commands);
-                s->memory_commands = NULL;
+                e2b_memory_drop(s);
                 s->phase = E2B_RUNNING;
                 e2b_wake_settle(s, NULL);
                 if (r && connect) {
@@ -422,11 +416,7 @@ void e2b_resumed(struct e2b_sandbox *s)
                  loop_now() - s->phase_started);
         if (s->checkpoint[0] && !s->fork_copy)
                 kernel_checkpoint_forget(s->checkpoint);
-        s->checkpoint[0] = '\0';
-        json_decref(s->memory_contexts);
-        s->memory_contexts = NULL;
-        json_decref(s->memory_commands);
-        s->memory_commands = NULL;
+        e2b_memory_drop(s);
         s->from_snapshot[0] = '\0';
         s->fork_copy = false;
         e2b_set_timeout(s, s->pending_timeout > 0 ? s->pending_timeout : s->lifetime);
@@ -694,10 +684,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
         }
         s->metadata = json_incref(json_object_get(meta, "metadata"));
         s->env = json_incref(json_object_get(meta, "envVars"));
-        s->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
-        s->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
-        s->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
-        s->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        limits_from_record(lim, &s->limits);
         s->lifetime = json_number_value(json_object_get(meta, "lifetime"));
         if (s->lifetime <= 0)
                 s->lifetime = 300;

@@ -21,6 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+void e2b_memory_drop(struct e2b_sandbox *s)
+{
+        s->checkpoint[0] = '\0';
+        json_decref(s->memory_contexts);
+        s->memory_contexts = NULL;
+        json_decref(s->memory_commands);
+        s->memory_commands = NULL;
+}
+
 static void set_notice(struct e2b_sandbox *s, const char *why)
 {
         snprintf(s->pause_notice, sizeof(s->pause_notice), "%s: %s", PAUSE_MEMORY_NOTICE, why);
@@ -40,11 +49,7 @@ static void on_checkpointed(void *ctx, int status, const char *message)
                 /* One the kernel-host cannot take (a template's, a
                  * zygote's kernel...), or one past its room: its files,
                  * saying why. */
-                s->checkpoint[0] = '\0';
-                json_decref(s->memory_contexts);
-                s->memory_contexts = NULL;
-                json_decref(s->memory_commands);
-                s->memory_commands = NULL;
+                e2b_memory_drop(s);
                 set_notice(s, message && message[0] ? message : "no checkpoint could be made");
                 status = e2b_pause_files(s);
                 if (status == 0)
@@ -60,11 +65,12 @@ static void on_checkpointed(void *ctx, int status, const char *message)
 
 int e2b_memory_pause(struct e2b_sandbox *s)
 {
-        const char *why = !s->box ? "the sandbox has no box"
-                                  : envd_checkpoint_refusal(s) ?: kernels_checkpoint_refusal(s->box);
+        const char *why = !s->box ? "the sandbox has no box" : envd_checkpoint_refusal(s);
         char *id;
         int rc;
 
+        if (!why)
+                why = kernels_checkpoint_refusal(s->box);
         if (why) {
                 set_notice(s, why);
                 return -EOPNOTSUPP;
@@ -80,28 +86,10 @@ int e2b_memory_pause(struct e2b_sandbox *s)
                                 id);
         if (rc == 0)
                 return 0;
-        if (rc == -EFBIG || rc == -EDQUOT) {
-                free(id);
-                id = NULL;
-                json_decref(s->memory_contexts);
-                s->memory_contexts = NULL;
-                json_decref(s->memory_commands);
-                s->memory_commands = NULL;
-                s->checkpoint[0] = '\0';
-                set_notice(s, rc == -EDQUOT ? "this key's paused sandboxes hold all they may "
-                                              "(--pause-quota-mb)"
-                                            : "its memory and files in use would not fit in what "
-                                              "this key has left of --pause-quota-mb");
-                return rc;
-        }
 fail:
         free(id);
-        json_decref(s->memory_contexts);
-        s->memory_contexts = NULL;
-        json_decref(s->memory_commands);
-        s->memory_commands = NULL;
-        s->checkpoint[0] = '\0';
-        set_notice(s, strerror(-rc));
+        e2b_memory_drop(s);
+        set_notice(s, kernels_checkpoint_why(rc));
         return rc;
 }
 
@@ -130,31 +118,24 @@ static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
         const char *key = json_string_value(json_object_get(rec, "key"));
         const char *ipc = json_string_value(json_object_get(rec, "ipc"));
         json_t *env = json_object_get(rec, "env");
-        char **strv = calloc(json_array_size(env) + 1, sizeof(char *));
         struct kernel *k = NULL;
         char derived[JP_UUID_SIZE];
-        size_t i;
-        json_t *v;
 
-        *env_out = strv;
+        *env_out = NULL;
         /* A fork's copy: its kernel has the id the kernel-host derived. */
         if (id && s->fork_copy) {
                 jp_uuid_derive(s->box->id, id, derived);
                 id = derived;
         }
-        if (!strv || !id || !spec || !key || !ipc || !json_is_array(env))
+        if (!id || !spec || !key || !ipc || !json_is_array(env) ||
+            jp_strv_from_json(env, env_out) < 0)
                 return NULL;
-        json_array_foreach(env, i, v) {
-                strv[i] = strdup(json_string_value(v) ?: "");
-                if (!strv[i])
-                        return NULL;
-        }
         {
                 const struct kernel_kept kept = {.id = id,
                                                  .kernelspec = spec,
                                                  .owner = s->owner,
                                                  .key = key,
-                                                 .env = strv,
+                                                 .env = *env_out,
                                                  .pid = 0,
                                                  .ipc = ipc,
                                                  .shared = true};

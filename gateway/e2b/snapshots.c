@@ -8,6 +8,7 @@
 #include "gateway/core/fleet.h"
 #include "gateway/core/tenants.h"
 #include "gateway/kernels/kernels.h"
+#include "gateway/kernels/limits.h"
 #include "gateway/kernels/pause.h"
 #include "protocol/ids.h"
 #include "protocol/kernelspec.h"
@@ -104,15 +105,11 @@ static json_t *snapshot_json(const struct snapshot *p)
 
 static json_t *snapshot_meta(const struct snapshot *p)
 {
-        json_t *meta = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:{s:I, s:I, s:I, s:I}, "
-                         "s:I, s:b}",
-                         "version", 1, "kind", "snapshot", "id", p->id, "owner", p->owner,
-                         "sandboxID", p->sandbox_id, "name", p->name, "templateID", p->template_id,
-                         "envVars", p->env, "metadata", p->metadata, "limits", "memory_mb",
-                         (json_int_t)p->limits.memory_mb, "cpu_millis",
-                         (json_int_t)p->limits.cpu_millis, "pids", (json_int_t)p->limits.pids,
-                         "disk_mb", (json_int_t)p->limits.disk_mb, "created",
-                         (json_int_t)p->created, "hidden", p->hidden);
+        json_t *meta = json_pack(
+            "{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:o, s:I, s:b}", "version", 1, "kind",
+            "snapshot", "id", p->id, "owner", p->owner, "sandboxID", p->sandbox_id, "name", p->name,
+            "templateID", p->template_id, "envVars", p->env, "metadata", p->metadata, "limits",
+            limits_record(&p->limits), "created", (json_int_t)p->created, "hidden", p->hidden);
 
         if (meta && p->checkpoint[0])
                 json_object_update_new(
@@ -165,10 +162,7 @@ static void on_found(void *ctx, const char *id, json_t *meta)
         p->metadata = json_object_get(meta, "metadata")
                           ? json_incref(json_object_get(meta, "metadata"))
                           : json_object();
-        p->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
-        p->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
-        p->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
-        p->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        limits_from_record(lim, &p->limits);
         p->created = (time_t)json_integer_value(json_object_get(meta, "created"));
         if (json_object_get(meta, "checkpoint")) {
                 if (!copy_string(meta, "checkpoint", p->checkpoint, sizeof(p->checkpoint)) ||

@@ -276,11 +276,7 @@ static void fork_kernel(struct http_request *r, struct kernel *k)
                 r->cleanup = NULL;
                 free(f);
                 http_reply_error(r, fork_status(rc), "Kernel cannot be forked: %s",
-                                 rc == -EFBIG    ? "its memory and files in use would not fit in "
-                                                   "what this key has left of --pause-quota-mb"
-                                 : rc == -EDQUOT ? "this key's paused kernels and sandboxes hold "
-                                                   "all they may (--pause-quota-mb)"
-                                                 : strerror(-rc));
+                                 kernels_checkpoint_why(rc));
         }
 }
 

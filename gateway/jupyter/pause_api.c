@@ -3,6 +3,7 @@
 #include "gateway/jupyter/pause_api.h"
 #include "gateway/kernels/kernels.h"
 #include "gateway/core/loop.h"
+#include "gateway/kernels/limits.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/core/tenants.h"
 #include "protocol/fleetid.h"
@@ -116,12 +117,10 @@ static json_t *paused_model(const struct paused_kernel *p)
 static json_t *paused_meta(const struct paused_kernel *p)
 {
         json_t *meta = json_pack(
-            "{s:i, s:s, s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I}, s:s, s:b, s:s}", "version", 1,
-            "kind", "kernel", "id", p->id, "owner", p->owner, "kernelspec", p->spec_name, "env",
-            p->env, "limits", "memory_mb", (json_int_t)p->limits.memory_mb, "cpu_millis",
-            (json_int_t)p->limits.cpu_millis, "pids", (json_int_t)p->limits.pids, "disk_mb",
-            (json_int_t)p->limits.disk_mb, "last_activity", p->last_activity, "memoryKept",
-            p->memory, "notice", p->memory ? "" : p->notice);
+            "{s:i, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:b, s:s}", "version", 1, "kind", "kernel",
+            "id", p->id, "owner", p->owner, "kernelspec", p->spec_name, "env", p->env, "limits",
+            limits_record(&p->limits), "last_activity", p->last_activity, "memoryKept", p->memory,
+            "notice", p->memory ? "" : p->notice);
 
         /* A checkpoint's: what taking the restored kernel over needs. The
          * record is the gateway's own, 0600 in its state directory. */
@@ -256,15 +255,13 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
         why = kernel_checkpoint_refusal(k);
         p = calloc(1, sizeof(*p));
         id = strdup(k->id);
-        if (!p || !id || !(p->env = json_array())) {
+        if (!p || !id || !(p->env = jp_strv_to_json(k->env))) {
                 rc = -ENOMEM;
                 goto fail;
         }
         snprintf(p->id, sizeof(p->id), "%s", k->id);
         snprintf(p->owner, sizeof(p->owner), "%s", k->owner);
         snprintf(p->spec_name, sizeof(p->spec_name), "%s", k->spec->name);
-        for (size_t i = 0; k->env && k->env[i]; i++)
-                json_array_append_new(p->env, json_string(k->env[i]));
         p->limits = k->limits;
         jp_timestamp_format(&k->last_activity, p->last_activity);
         /* The memory when a checkpoint can take it, else the files. */
@@ -276,11 +273,7 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
                 if (rc == -EFBIG || rc == -EDQUOT) {
                         /* The files may still fit. */
                         p->memory = false;
-                        files_notice(p, rc == -EDQUOT
-                                            ? "this key's paused kernels and sandboxes hold all "
-                                              "they may (--pause-quota-mb)"
-                                            : "its memory and files in use would not fit in what "
-                                              "this key has left of --pause-quota-mb");
+                        files_notice(p, kernels_checkpoint_why(rc));
                         rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
                 }
         } else {
@@ -417,7 +410,6 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
         struct tenant_scope saved;
         char **env = NULL;
         struct kernel *k;
-        size_t n = json_array_size(p->env);
         int rc = -ENOMEM;
 
         if (p->phase != PAUSED) {
@@ -436,12 +428,9 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
                 http_reply_error(r, 403, "The key that started the kernel was removed");
                 return;
         }
-        env = calloc(n + 1, sizeof(char *));
-        for (size_t i = 0; env && i < n; i++) {
-                env[i] = strdup(json_string_value(json_array_get(p->env, i)) ?: "");
-                if (!env[i])
-                        goto out;
-        }
+        rc = jp_strv_from_json(p->env, &env);
+        if (rc < 0)
+                goto out;
         if (p->memory) {
                 resume_memory(r, p, env);
                 goto out_quiet;
@@ -454,7 +443,7 @@ static void resume_kernel(struct http_request *r, struct paused_kernel *p)
         else
                 tenants_scope_restore(&saved);
         p->waiter.done = on_resumed_ready;
-        rc = env ? kernel_start_as(spec, env, &p->limits, p->id, &p->waiter, &k) : -ENOMEM;
+        rc = kernel_start_as(spec, env, &p->limits, p->id, &p->waiter, &k);
         tenants_scope_restore(&saved);
         if (rc == 0) {
                 p->phase = PAUSED_RESUMING;
@@ -602,10 +591,7 @@ static void on_found(void *ctx, const char *id, json_t *meta)
         if (!p->memory)
                 meta_copy(meta, "notice", p->notice, sizeof(p->notice));
         p->env = json_incref(env);
-        p->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
-        p->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
-        p->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
-        p->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        limits_from_record(lim, &p->limits);
         p->phase = PAUSED;
         p->next = paused;
         paused = p;

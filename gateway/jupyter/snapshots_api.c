@@ -3,6 +3,7 @@
 #include "gateway/jupyter/snapshots_api.h"
 #include "gateway/core/config.h"
 #include "gateway/core/tenants.h"
+#include "gateway/kernels/limits.h"
 #include "gateway/kernels/pause.h"
 #include "protocol/ids.h"
 #include "protocol/log.h"
@@ -74,13 +75,10 @@ static json_t *snap_model(const struct ksnap *p)
 
 static json_t *snap_meta(const struct ksnap *p)
 {
-        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I}, s:s, "
-                         "s:s, s:s, s:I, s:I}",
+        return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:s, s:s, s:I, s:I}",
                          "version", 1, "kind", KIND, "id", p->id, "owner", p->owner, "name",
                          p->name, "kernel", p->kernel_id, "kernelspec", p->kernelspec, "env",
-                         p->env, "limits", "memory_mb", (json_int_t)p->limits.memory_mb,
-                         "cpu_millis", (json_int_t)p->limits.cpu_millis, "pids",
-                         (json_int_t)p->limits.pids, "disk_mb", (json_int_t)p->limits.disk_mb,
+                         p->env, "limits", limits_record(&p->limits),
                          "checkpoint", p->checkpoint, "key", p->key, "ipc", p->ipc,
                          "checkpointBytes", (json_int_t)p->bytes, "created",
                          (json_int_t)p->created);
@@ -130,10 +128,7 @@ static void on_found(void *ctx, const char *id, json_t *meta)
                 return;
         }
         p->env = json_incref(json_object_get(meta, "env"));
-        p->limits.memory_mb = (uint64_t)json_integer_value(json_object_get(lim, "memory_mb"));
-        p->limits.cpu_millis = (uint32_t)json_integer_value(json_object_get(lim, "cpu_millis"));
-        p->limits.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids"));
-        p->limits.disk_mb = (uint64_t)json_integer_value(json_object_get(lim, "disk_mb"));
+        limits_from_record(lim, &p->limits);
         p->bytes = (uint64_t)json_integer_value(json_object_get(meta, "checkpointBytes"));
         p->created = (time_t)json_integer_value(json_object_get(meta, "created"));
         p->ready = true;
@@ -212,15 +207,6 @@ static bool name_ok(const char *name)
         return true;
 }
 
-static const char *room_refusal(int rc)
-{
-        return rc == -EFBIG    ? "its memory and files in use would not fit in what this key "
-                                 "has left of --pause-quota-mb"
-               : rc == -EDQUOT ? "this key's paused kernels and snapshots hold all they may "
-                                 "(--pause-quota-mb)"
-                               : strerror(-rc);
-}
-
 void jupyter_kernel_snapshot(struct http_request *r, struct kernel *k)
 {
         json_t *body = http_parse_body(r);
@@ -241,7 +227,7 @@ void jupyter_kernel_snapshot(struct http_request *r, struct kernel *k)
                 http_reply_error(r, 400, "Kernel cannot be snapshotted: %s",
                                  why ? why : "its sockets cannot be named");
         } else if (!(p = calloc(1, sizeof(*p))) || jp_uuid4(p->id) < 0 ||
-                   jp_uuid4(p->checkpoint) < 0 || !(p->env = json_array())) {
+                   jp_uuid4(p->checkpoint) < 0 || !(p->env = jp_strv_to_json(k->env))) {
                 http_reply_error(r, 500, "Out of memory");
         } else {
                 snprintf(p->owner, sizeof(p->owner), "%s", k->owner);
@@ -250,8 +236,6 @@ void jupyter_kernel_snapshot(struct http_request *r, struct kernel *k)
                 snprintf(p->kernelspec, sizeof(p->kernelspec), "%s", k->spec->name);
                 snprintf(p->key, sizeof(p->key), "%s", k->key);
                 snprintf(p->ipc, sizeof(p->ipc), "%s", kernel_reported_ipc(k));
-                for (size_t i = 0; k->env && k->env[i]; i++)
-                        json_array_append_new(p->env, json_string(k->env[i]));
                 p->limits = k->limits;
                 p->created = time(NULL);
                 rc = kernels_checkpoint(k->sandbox, k->owner, p->id, p->checkpoint, false,
@@ -268,7 +252,8 @@ void jupyter_kernel_snapshot(struct http_request *r, struct kernel *k)
                                          rc == -EFBIG    ? 507
                                          : rc == -EDQUOT ? 429
                                                          : 500,
-                                         "Kernel cannot be snapshotted: %s", room_refusal(rc));
+                                         "Kernel cannot be snapshotted: %s",
+                                         kernels_checkpoint_why(rc));
                 }
         }
         if (p)
@@ -295,11 +280,10 @@ static void on_started(struct waiter *w, void *subject, int status, const char *
 
 bool jupyter_kernel_from_snapshot(struct http_request *r, json_t *body)
 {
-        json_t *id = json_object_get(body, "snapshot"), *why = NULL, *v;
+        json_t *id = json_object_get(body, "snapshot"), *why = NULL;
         const struct config *cfg = config_get();
         struct ksnap *p;
         char **env;
-        size_t i;
         int rc;
 
         if (!id)
@@ -323,12 +307,8 @@ bool jupyter_kernel_from_snapshot(struct http_request *r, json_t *body)
                 http_reply_json(r, 429, why);
                 return true;
         }
-        env = calloc(json_array_size(p->env) + 1, sizeof(char *));
-        for (i = 0; env && i < json_array_size(p->env); i++) {
-                v = json_array_get(p->env, i);
-                env[i] = strdup(json_string_value(v) ?: "");
-        }
-        {
+        rc = jp_strv_from_json(p->env, &env);
+        if (rc == 0) {
                 const struct kernel_kept kept = {.id = p->kernel_id,
                                                  .kernelspec = p->kernelspec,
                                                  .owner = p->owner,
@@ -338,8 +318,7 @@ bool jupyter_kernel_from_snapshot(struct http_request *r, json_t *body)
                                                  .ipc = p->ipc};
 
                 r->waiter.done = on_started;
-                rc = env ? kernel_restore(&kept, &p->limits, p->checkpoint, true, &r->waiter)
-                         : -ENOMEM;
+                rc = kernel_restore(&kept, &p->limits, p->checkpoint, true, &r->waiter);
         }
         jp_strv_free(env);
         if (rc < 0)

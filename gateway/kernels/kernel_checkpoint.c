@@ -125,10 +125,8 @@ static int checkpoint_room(struct sandbox *sb, const char *owner, const char *id
         room = quota - used;
         /* Its pages cannot pass its memory limit, nor its files its disk
          * (a sparse file's holes are archived as holes). */
-        cap = ((sb->limits.memory_mb ? sb->limits.memory_mb : usage_meminfo_bytes("MemTotal") >> 20) +
-               sb->limits.disk_mb + sb->limits.disk_mb / 8)
-                  << 20;
-        cap += CHECKPOINT_SLACK;
+        cap = sb->limits.memory_mb ? sb->limits.memory_mb : usage_meminfo_bytes("MemTotal") >> 20;
+        cap = ((cap + sb->limits.disk_mb + sb->limits.disk_mb / 8) << 20) + CHECKPOINT_SLACK;
         if (cap < room)
                 room = cap;
         if (usage_sample(sb, &u) == 0) {
@@ -140,6 +138,15 @@ static int checkpoint_room(struct sandbox *sb, const char *owner, const char *id
         }
         *room_mb = room >> 20;
         return 0;
+}
+
+const char *kernels_checkpoint_why(int rc)
+{
+        return rc == -EFBIG    ? "its memory and files in use would not fit in what this key has "
+                                 "left of --pause-quota-mb"
+               : rc == -EDQUOT ? "this key's paused kernels, sandboxes and snapshots hold all "
+                                 "they may (--pause-quota-mb)"
+                               : strerror(-rc);
 }
 
 uint64_t kernel_checkpoint_bytes(const char *name)

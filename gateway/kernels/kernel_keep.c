@@ -48,9 +48,7 @@ json_t *kernels_keep_record(void)
                                                                    : "its sandbox has egress");
                         continue;
                 }
-                env = json_array();
-                for (size_t i = 0; env && k->env && k->env[i]; i++)
-                        json_array_append_new(env, json_string(k->env[i]));
+                env = jp_strv_to_json(k->env);
                 entry = json_pack(
                     "{s:s, s:s, s:s, s:s, s:o, s:i, s:s, s:{s:s, s:I, s:I, s:I, s:I, s:i, s:i, "
                     "s:b, s:i, s:i, s:s, s:i, s:i}}",

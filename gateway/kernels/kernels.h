@@ -281,6 +281,9 @@ int kernel_checkpoint(struct kernel *k, const char *name, kernel_checkpointed_fn
 const char *kernels_checkpoint_refusal(const struct sandbox *sb);
 int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,
                        bool stop, kernel_checkpointed_fn done, void *ctx);
+/* Why kernels_checkpoint refused rc, in words for a client: -EFBIG and
+ * -EDQUOT name --pause-quota-mb, anything else its errno's text. */
+const char *kernels_checkpoint_why(int rc);
 /* What checkpoint name takes on disk, in bytes (0 when unknown). */
 uint64_t kernel_checkpoint_bytes(const char *name);
 /* Forks k (kernel_fork.c): its sandbox is checkpointed in place, k running

@@ -48,3 +48,18 @@ json_t *limits_not_enforced(unsigned controllers, bool sandboxed)
         }
         return list;
 }
+
+json_t *limits_record(const struct hostmsg_limits *l)
+{
+        return json_pack("{s:I, s:I, s:I, s:I}", "memory_mb", (json_int_t)l->memory_mb,
+                         "cpu_millis", (json_int_t)l->cpu_millis, "pids", (json_int_t)l->pids,
+                         "disk_mb", (json_int_t)l->disk_mb);
+}
+
+void limits_from_record(json_t *record, struct hostmsg_limits *out)
+{
+        out->memory_mb = (uint64_t)json_integer_value(json_object_get(record, "memory_mb"));
+        out->cpu_millis = (uint32_t)json_integer_value(json_object_get(record, "cpu_millis"));
+        out->pids = (uint32_t)json_integer_value(json_object_get(record, "pids"));
+        out->disk_mb = (uint64_t)json_integer_value(json_object_get(record, "disk_mb"));
+}

@@ -7,6 +7,8 @@
 #ifndef GLOVEBOX_LIMITS_H
 #define GLOVEBOX_LIMITS_H
 
+#include "protocol/hostmsg.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,5 +22,12 @@ int limits_refusal(json_t *requested, unsigned controllers, char *err, size_t er
 /* A new array of the names of the limits not enforced: those whose
  * controller is not in controllers, or all of them without a sandbox. */
 json_t *limits_not_enforced(unsigned controllers, bool sandboxed);
+
+/* limits as a state record keeps them (a paused sandbox's or kernel's, a
+ * snapshot's): {"memory_mb", "cpu_millis", "pids", "disk_mb"}; NULL when
+ * out of memory. And back: what the record holds into out (0 for any
+ * missing). */
+json_t *limits_record(const struct hostmsg_limits *l);
+void limits_from_record(json_t *record, struct hostmsg_limits *out);
 
 #endif

@@ -362,6 +362,34 @@ static void test_strv_contains(void)
         ok(!jp_strv_contains(NULL, "List"), "strv: a NULL list holds nothing");
 }
 
+/* An environment kept in a state record, and back. */
+static void test_strv_json(void)
+{
+        char *env[] = {"A=1", "B=two words", NULL}, **back = NULL;
+        json_t *array = jp_strv_to_json(env), *odd = json_pack("[s, i, s]", "X=1", 5, "Y=2");
+        char *text = array ? json_dumps(array, JSON_COMPACT) : NULL;
+
+        is_str(text, "[\"A=1\",\"B=two words\"]", "an environment as a JSON array");
+        is_int(jp_strv_from_json(array, &back), 0, "and back");
+        ok(back && !strcmp(back[0], "A=1") && !strcmp(back[1], "B=two words") && !back[2],
+           "the same strings, NULL-terminated");
+        jp_strv_free(back);
+        is_int(jp_strv_from_json(odd, &back), 0, "an entry that is not a string");
+        ok(back && !strcmp(back[0], "X=1") && !strcmp(back[1], "") && !strcmp(back[2], "Y=2") &&
+               !back[3],
+           "becomes \"\" in its place");
+        jp_strv_free(back);
+        is_int(jp_strv_from_json(NULL, &back), 0, "no array");
+        ok(back && !back[0], "no entries");
+        jp_strv_free(back);
+        free(text);
+        json_decref(array);
+        array = jp_strv_to_json(NULL);
+        ok(array && json_array_size(array) == 0, "no environment: an empty array");
+        json_decref(array);
+        json_decref(odd);
+}
+
 int main(void)
 {
         /* Skipped kernelspecs are logged as warnings; keep the TAP log clean. */
@@ -377,5 +405,6 @@ int main(void)
         test_strv_contains();
         if (tmpdir_remove(root) < 0)
                 diag("could not remove %s", root);
+        test_strv_json();
         return done_testing();
 }

@@ -33,8 +33,32 @@ static void check_list(unsigned controllers, bool sandboxed, const char *want)
         json_decref(list);
 }
 
+/* A state record's limits come back as they went in, as the keys the
+ * records on disk have always used. */
+static void check_record(void)
+{
+        const struct hostmsg_limits in = {
+            .memory_mb = 5000000, .cpu_millis = 1500, .pids = 77, .disk_mb = 1024};
+        struct hostmsg_limits out = {.memory_mb = 1, .cpu_millis = 1, .pids = 1, .disk_mb = 1};
+        json_t *rec = limits_record(&in);
+        char *text = rec ? json_dumps(rec, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+
+        is_str(text, "{\"cpu_millis\":1500,\"disk_mb\":1024,\"memory_mb\":5000000,\"pids\":77}",
+               "the record's keys and values");
+        limits_from_record(rec, &out);
+        ok(out.memory_mb == in.memory_mb && out.cpu_millis == in.cpu_millis &&
+               out.pids == in.pids && out.disk_mb == in.disk_mb,
+           "read back as written");
+        limits_from_record(NULL, &out);
+        ok(out.memory_mb == 0 && out.cpu_millis == 0 && out.pids == 0 && out.disk_mb == 0,
+           "a record without them: none");
+        free(text);
+        json_decref(rec);
+}
+
 int main(void)
 {
+        check_record();
         check_refusal("{\"cpus\": 0.5}", ALL, 0, "");
         check_refusal("{\"cpus\": 0.5}", ALL & ~HOSTMSG_CONTROLLER_CPU, -EPERM,
                       "cpus limit needs the cgroup cpu controller, which this host does not "
