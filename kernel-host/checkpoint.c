@@ -195,133 +195,6 @@ bool checkpoint_available(char *why, size_t size)
         return checkpoint_dir_fd >= 0;
 }
 
-/* ---- the mounts from outside --------------------------------------------------- */
-
-struct mount_line {
-        int id;
-        unsigned major, minor;
-        char root[PATH_MAX];
-        char point[PATH_MAX];
-        char fstype[64];
-};
-
-/* One line of a mountinfo; false for one we cannot read whole or that
- * names a path with an escape (a space, a newline). */
-static bool mount_parse(char *line, struct mount_line *m)
-{
-        char *sep = strstr(line, " - ");
-        int parent;
-
-        if (!sep || strchr(line, '\\'))
-                return false;
-        if (sscanf(line, "%d %d %u:%u %4095s %4095s", &m->id, &parent, &m->major, &m->minor,
-                   m->root, m->point) != 6)
-                return false;
-        return sscanf(sep + 3, "%63s", m->fstype) == 1;
-}
-
-/* Where the host has the file or directory that is root on device
- * major:minor: the host mount of that device whose root is the longest
- * prefix of it, and the rest below its mount point. */
-static int host_path(unsigned major, unsigned minor, const char *root, char *out, size_t size)
-{
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[3 * PATH_MAX];
-        size_t best = 0;
-        bool found = false;
-
-        if (!f)
-                return -errno;
-        while (fgets(line, sizeof(line), f)) {
-                struct mount_line m;
-                size_t n;
-
-                if (!mount_parse(line, &m) || m.major != major || m.minor != minor)
-                        continue;
-                n = strcmp(m.root, "/") == 0 ? 0 : strlen(m.root);
-                if (n && (strncmp(root, m.root, n) != 0 || (root[n] != '/' && root[n])))
-                        continue;
-                if (!found || n > best) {
-                        snprintf(out, size, "%s%s", strcmp(m.point, "/") == 0 ? "" : m.point,
-                                 root + n);
-                        if (!out[0])
-                                snprintf(out, size, "/");
-                        best = n;
-                        found = true;
-                }
-        }
-        fclose(f);
-        return found ? 0 : -ENOENT;
-}
-
-/* The sandbox's mounts CRIU must be told come from outside, as
- * [{"point", "key", "kind", "path"}]: "top" (a bind of the top's path),
- * "usr" (the /usr overlay) or "host" (a host path). Its own tmpfs, proc,
- * devpts and mqueue CRIU saves itself. NULL with err set when one is of
- * a kind we cannot restore. */
-static json_t *outside_mounts(pid_t init, int top_fd, char *err, size_t errlen)
-{
-        char path[64], line[3 * PATH_MAX], host[PATH_MAX];
-        json_t *list = json_array();
-        struct stat top;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
-        f = fopen(path, "re");
-        if (!f || !list || fstat(top_fd, &top) < 0) {
-                snprintf(err, errlen, "cannot read the sandbox's mounts: %s", strerror(errno));
-                goto fail;
-        }
-        while (fgets(line, sizeof(line), f)) {
-                struct mount_line m;
-                const char *kind;
-                char key[32];
-
-                if (!mount_parse(line, &m)) {
-                        snprintf(err, errlen, "a mount whose path CRIU cannot be given");
-                        goto fail;
-                }
-                if (strcmp(m.point, "/") == 0)
-                        continue;
-                if (m.major == major(top.st_dev) && m.minor == minor(top.st_dev)) {
-                        kind = "top";
-                        snprintf(host, sizeof(host), "%s", m.root);
-                } else if (strcmp(m.fstype, "overlay") == 0) {
-                        if (strcmp(m.point, "/usr") != 0) {
-                                snprintf(err, errlen, "an overlay at %.200s", m.point);
-                                goto fail;
-                        }
-                        kind = "usr";
-                        host[0] = '\0';
-                } else if ((strcmp(m.fstype, "tmpfs") == 0 && strcmp(m.root, "/") == 0) ||
-                           strcmp(m.fstype, "proc") == 0 || strcmp(m.fstype, "devpts") == 0 ||
-                           strcmp(m.fstype, "mqueue") == 0) {
-                        continue;
-                } else {
-                        kind = "host";
-                        if (host_path(m.major, m.minor, m.root, host, sizeof(host)) < 0) {
-                                snprintf(err, errlen, "no host path for the mount at %.200s",
-                                         m.point);
-                                goto fail;
-                        }
-                }
-                if (json_array_size(list) >= MAX_MOUNTS) {
-                        snprintf(err, errlen, "more than %d mounts", MAX_MOUNTS);
-                        goto fail;
-                }
-                snprintf(key, sizeof(key), "m%d", m.id);
-                json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}", "point", m.point,
-                                                      "key", key, "kind", kind, "path", host));
-        }
-        fclose(f);
-        return list;
-fail:
-        if (f)
-                fclose(f);
-        json_decref(list);
-        return NULL;
-}
-
 /* ---- workers ------------------------------------------------------------------ */
 
 /* Runs argv (execv, or execvp when it has no '/') in dir_fd (-1: here) with
@@ -451,6 +324,7 @@ void checkpoint_job_free(struct job *j)
                 }
         }
         json_decref(j->flags);
+        hostmsg_network_clear(&j->network);
         free(j);
 }
 
@@ -461,6 +335,7 @@ struct job *checkpoint_job_new(const char *sandbox_id, const char *name)
         if (!j)
                 return NULL;
         j->msg_fd = j->report_rd = j->top_sock = -1;
+        j->net_slot = -1;
         for (size_t i = 0; i < MAX_PROCS; i++) {
                 for (int k = 0; k < 3; k++)
                         j->procs[i].inside[k] = j->procs[i].outside[k] = -1;
@@ -473,6 +348,8 @@ struct job *checkpoint_job_new(const char *sandbox_id, const char *name)
 }
 
 /* The first line of a CRIU log that says "Error", for the gateway. */
+static const char *const benign_errors[] = {"RLIMIT_NOFILE", "iptables", "ip6tables"};
+
 void checkpoint_log_error(int dir_fd, const char *file, char *out, size_t size)
 {
         char text[65536];
@@ -491,13 +368,21 @@ void checkpoint_log_error(int dir_fd, const char *file, char *out, size_t size)
         if (n <= 0)
                 return;
         text[n] = '\0';
-        /* The first error is the cause; later ones follow from it. One
-         * CRIU logs on every restore here, and carries on from. */
-        for (last = strstr(text, "Error (");
-             last && strstr(last, "\n") && strstr(last, "RLIMIT_NOFILE") &&
-             strstr(last, "RLIMIT_NOFILE") < strstr(last, "\n");
-             last = strstr(last + 1, "Error ("))
-                ;
+        /* The first error is the cause; later ones follow from it. Some
+         * CRIU logs on every restore here, and carries on from: the file
+         * limit, and its probe of iptables (a host may have nftables only). */
+        for (last = strstr(text, "Error ("); last; last = strstr(last + 1, "Error (")) {
+                size_t len = strcspn(last, "\n");
+                bool benign = false;
+
+                for (size_t i = 0; i < sizeof(benign_errors) / sizeof(benign_errors[0]); i++) {
+                        const char *hit = strstr(last, benign_errors[i]);
+
+                        benign = benign || (hit && hit < last + len);
+                }
+                if (!benign)
+                        break;
+        }
         if (last) {
                 last[strcspn(last, "\n")] = '\0';
                 snprintf(out, size, "%.*s", LOG_TAIL, last);
@@ -535,30 +420,6 @@ static int state_write_at(int dir_fd, const char *name, const char *text)
  * CRIU does not give every restored bind its flags back (binds below
  * another, the masks over /proc's files), so the restore applies them
  * again (checkpoint_restore.c). NULL when unreadable. */
-static json_t *mount_flags(pid_t init)
-{
-        char path[64], line[3 * PATH_MAX];
-        json_t *flags = json_object();
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
-        f = fopen(path, "re");
-        if (!f || !flags) {
-                if (f)
-                        fclose(f);
-                json_decref(flags);
-                return NULL;
-        }
-        while (fgets(line, sizeof(line), f)) {
-                char point[PATH_MAX], options[256];
-
-                if (sscanf(line, "%*d %*d %*u:%*u %*s %4095s %255s", point, options) == 2)
-                        json_object_set_new(flags, point, json_string(options));
-        }
-        fclose(f);
-        return flags;
-}
-
 static json_t *box_record(const struct box *b, json_t *mounts, const char *report_pipe)
 {
         const struct sandbox *sb = &b->sandbox;
@@ -569,8 +430,8 @@ static json_t *box_record(const struct box *b, json_t *mounts, const char *repor
 
                 if (p->box != b || !procs)
                         continue;
-                rec = json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid", (int)p->sp.nspid,
-                                "kernel", p->kernel);
+                rec = json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid", (int)p->sp.nspid, "kernel",
+                                p->kernel);
                 /* A command's pipes: the restore gives it new ones. */
                 if (rec && p->pipes[0] && p->pipes[1] && p->pipes[2])
                         json_object_set_new(rec, "pipes",
@@ -579,7 +440,7 @@ static json_t *box_record(const struct box *b, json_t *mounts, const char *repor
                                                       (json_int_t)p->pipes[2]));
                 json_array_append_new(procs, rec);
         }
-        json_t *flags = mount_flags(sb->init_pid);
+        json_t *flags = checkpoint_mount_flags(sb->init_pid);
 
         if (!flags) {
                 json_decref(procs);
@@ -618,8 +479,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (!b->checkpointable || b->sandbox.top_fd < 0) {
                 snprintf(err, errlen,
                          "this sandbox cannot be checkpointed: only one on the host's /usr, "
-                         "without template layers, a disk home, volumes, egress or zygote "
-                         "kernels");
+                         "without template layers, a disk home, volumes or zygote kernels");
                 return -EOPNOTSUPP;
         }
         if (job_find_sandbox(b->id)) {
@@ -634,7 +494,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 return -EIO;
         }
         pipe_name[n] = '\0';
-        mounts = outside_mounts(b->sandbox.init_pid, b->sandbox.top_fd, err, errlen);
+        mounts = checkpoint_outside_mounts(b->sandbox.init_pid, b->sandbox.top_fd, err, errlen);
         if (!mounts)
                 return -EOPNOTSUPP;
         snprintf(tmp, sizeof(tmp), "%s.new", req->volume_id);
@@ -653,6 +513,10 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 goto out;
         }
         record = box_record(b, mounts, pipe_name);
+        if (record && b->network) {
+                json_object_set(record, "network", b->network);
+                json_object_set_new(record, "net_slot", json_integer(b->net.slot));
+        }
         text = record ? json_dumps(record, JSON_COMPACT) : NULL;
         if (!text || state_write_at(dir_fd, RECORD, text) < 0) {
                 rc = -EIO;
@@ -697,6 +561,16 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 goto nomem;
         j->kill_after = req->size_mb != 0;
         j->room_mb = req->room_mb;
+        j->net_slot = b->net.slot;
+        /* Its connections out close; the network comes back after. */
+        rc = net_detach(&b->net, b->sandbox.ns_fds[SANDBOX_NS_NET]);
+        if (rc < 0) {
+                checkpoint_job_free(j);
+                tree_remove_at(dir_fd);
+                snprintf(err, errlen, "cannot close the sandbox's connections out: %s",
+                         strerror(-rc));
+                goto out;
+        }
         pid = fork();
         if (pid == 0) {
                 close(msg[0]);
@@ -705,8 +579,9 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         }
         if (pid < 0) {
                 rc = -errno;
+                spawn_box_network_back(b, j->net_slot);
                 checkpoint_job_free(j);
-                snprintf(err, errlen, "fork: %s", strerror(errno));
+                snprintf(err, errlen, "fork: %s", strerror(-rc));
                 goto out;
         }
         j->pid = pid;
@@ -749,6 +624,8 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
                         /* Its ids come back with the restore. */
                         spawn_box_hold_slot(b);
                         sandbox_kill(&b->sandbox);
+                } else if (b) {
+                        spawn_box_network_back(b, j->net_slot);
                 }
                 answer(report, j->sandbox_id, NULL, 0, NULL);
                 return;
@@ -775,8 +652,10 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
         klog_warn(j->sandbox_id, "checkpoint %.8s: %s", j->name, message);
         /* CRIU let the processes run on; a worker killed later leaves
          * them stopped, which would hang the sandbox. */
-        if (b && b->init_alive)
+        if (b && b->init_alive) {
                 kill(-b->sandbox.init_pid, SIGCONT);
+                spawn_box_network_back(b, j->net_slot);
+        }
         answer(report, j->sandbox_id, what[0] ? what : "worker",
                strcmp(what, "room") == 0 ? EFBIG : EIO, message);
 }

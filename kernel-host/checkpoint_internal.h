@@ -38,8 +38,15 @@ struct job {
         struct job *next;
         pid_t pid; /* the worker (a dump) or criu itself (a restore) */
         bool restore;
-        bool kill_after; /* a pause: the stopped sandbox is killed once saved */
+        bool kill_after;  /* a pause: the stopped sandbox is killed once saved */
         uint64_t room_mb; /* a dump's bound on disk (0: none) */
+        /* The sandbox's egress slot at the dump (-1: none), which a dump
+         * that leaves it running, and its restore, ask for again. */
+        int net_slot;
+        /* a restore's egress (enabled: the sandbox had it), and its
+         * /etc/resolv.conf, written before the sandbox runs again */
+        struct hostmsg_network network;
+        char resolv[64];
         /* a restore's as a copy (a fork): its ids are new, old_ids the
          * checkpoint's */
         bool copy;
@@ -96,6 +103,19 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
 /* The restore's criu ended with status: the sandbox answered to the
  * gateway, ready or failed. */
 void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report);
+
+/* checkpoint_mounts.c. The mounts of the sandbox of init that CRIU must be
+ * told come from outside, as [{"point", "key", "kind", "path"}]: "top" (a
+ * bind of the top's path), "usr" (the /usr overlay) or "host" (a host
+ * path); its own tmpfs, proc, devpts and mqueue CRIU saves itself. NULL
+ * with err set when one is of a kind we cannot restore. */
+json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *err, size_t errlen);
+/* Every mount's options, {point: options}, for the restore; NULL when
+ * they cannot be read. */
+json_t *checkpoint_mount_flags(pid_t init);
+/* Gives every mount of restored sb at least the flags recorded at the
+ * dump (only tightening, whatever a path leads to). 0, or -EPERM. */
+int checkpoint_restore_flags(const struct sandbox *sb, json_t *recorded);
 
 /* checkpoint_manifest.c: what a restore trusts, sealed at the dump. The
  * kernel-host's key, read from (or made in) the checkpoints' directory:

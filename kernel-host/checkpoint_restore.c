@@ -148,6 +148,13 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
             mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
                   "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
                 _exit(125);
+        /* Its resolver's address, new unless its slot was free again. */
+        if (j->resolv[0]) {
+                fd = open("root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0 || sandbox_write_resolv(fd, j->resolv) < 0)
+                        _exit(128);
+                close(fd);
+        }
         fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0 || sandbox_send_fd(top_sock, fd) < 0)
                 _exit(126);
@@ -271,6 +278,15 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
                 }
         }
         j->nprocs = json_array_size(procs);
+        /* Its egress, as the dump sealed it (absent: none). */
+        if (json_object_get(rec, "network") &&
+            (hostmsg_network_decode(json_object_get(rec, "network"), &j->network) < 0 ||
+             !checkpoint_json_uint(rec, "net_slot", INT32_MAX, &v[0]))) {
+                snprintf(err, errlen, "the checkpoint's record is malformed");
+                return -EBADMSG;
+        }
+        if (j->network.enabled)
+                j->net_slot = (int)v[0];
         return 0;
 }
 
@@ -355,8 +371,9 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         /* Its record is read here; the worker checks the rest first. */
         if (checkpoint_manifest_check_file(dir_fd, RECORD) < 0) {
                 rc = -EBADMSG;
-                snprintf(err, errlen, "the checkpoint's files are not as its dump sealed them "
-                                      "(manifest.json): refused");
+                snprintf(err, errlen,
+                         "the checkpoint's files are not as its dump sealed them "
+                         "(manifest.json): refused");
                 goto fail;
         }
         rc = checkpoint_read_record(dir_fd, &rec);
@@ -393,16 +410,27 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                 rc = spawn_slot_claim(j->box, j->ids.setup_uid);
         }
         if (rc < 0) {
-                snprintf(err, errlen, rc == -EAGAIN ? "no host ids are free"
-                                                    : "its host ids are a running sandbox's");
+                snprintf(err, errlen,
+                         rc == -EAGAIN ? "no host ids are free"
+                                       : "its host ids are a running sandbox's");
                 goto fail;
+        }
+        if (j->network.enabled) {
+                struct hostmsg_failed fail = {0};
+
+                rc = net_prepare(&j->box->net, &j->network, j->copy ? -1 : j->net_slot, j->resolv,
+                                 sizeof(j->resolv), &fail);
+                if (rc < 0) {
+                        snprintf(err, errlen, "egress: %s", fail.message);
+                        goto fail;
+                }
         }
         /* Its groups are ours, with their limits, before CRIU puts the
          * processes back in them (soft: it makes only what is missing). */
         rc = cgroup_create(req->id, &j->limits, &j->cgroup, cg_err, sizeof(cg_err));
         for (i = 0; rc == 0 && i < j->nprocs; i++) {
-                rc = cgroup_create_child(&j->cgroup, j->procs[i].group, &j->procs[i].cgroup,
-                                         cg_err, sizeof(cg_err));
+                rc = cgroup_create_child(&j->cgroup, j->procs[i].group, &j->procs[i].cgroup, cg_err,
+                                         sizeof(cg_err));
         }
         if (rc < 0) {
                 snprintf(err, errlen, "cgroup: %s", cg_err);
@@ -465,6 +493,9 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         ARG(pidfile);
         ARG("--inherit-fd");
         ARG(inherit);
+        /* As at the dump: the host may have no iptables at all. */
+        ARG("--network-lock");
+        ARG("nftables");
         ARG("--tcp-established");
         ARG("--file-locks");
         ARG("--manage-cgroups=soft");
@@ -560,84 +591,6 @@ out:
                 close(dir_fd);
         json_decref(rec);
         return rc;
-}
-
-/* The mount flags of options (a mountinfo's per-mount field). */
-static unsigned long flags_of(const char *options)
-{
-        static const struct {
-                const char *name;
-                unsigned long flag;
-        } known[] = {{"ro", MS_RDONLY},        {"nosuid", MS_NOSUID},
-                     {"nodev", MS_NODEV},      {"noexec", MS_NOEXEC},
-                     {"noatime", MS_NOATIME},  {"nodiratime", MS_NODIRATIME},
-                     {"relatime", MS_RELATIME}};
-        unsigned long flags = 0;
-
-        for (const char *o = options; *o;) {
-                size_t n = strcspn(o, ",");
-
-                for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-                        if (strlen(known[i].name) == n && strncmp(o, known[i].name, n) == 0)
-                                flags |= known[i].flag;
-                }
-                o += n + (o[n] == ',');
-        }
-        return flags;
-}
-
-/* Gives every mount of the restored sandbox at least the flags it had at
- * the dump (recorded: {point: options}), in a child that enters its
- * mount namespace. The flags only tighten, whatever a path leads to. 0,
- * or -EPERM when one could not be given. */
-static int restore_flags(const struct sandbox *sb, json_t *recorded)
-{
-        const unsigned long tight = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-        int status;
-        pid_t pid;
-
-        if (!json_is_object(recorded))
-                return -EPERM;
-        pid = fork();
-        if (pid == 0) {
-                char line[3 * PATH_MAX];
-                int failed = 0;
-                FILE *f;
-
-                /* init's mounts, read through the host's /proc: once in
-                 * the namespace, /proc is the sandbox's, without us. */
-                snprintf(line, sizeof(line), "/proc/%d/mountinfo", (int)sb->init_pid);
-                f = fopen(line, "re");
-                if (!f || setns(sb->ns_fds[1], CLONE_NEWNS) < 0)
-                        _exit(100);
-                while (fgets(line, sizeof(line), f)) {
-                        char point[PATH_MAX], options[256];
-                        unsigned long now, want;
-                        const char *was;
-
-                        if (sscanf(line, "%*d %*d %*u:%*u %*s %4095s %255s", point, options) != 2)
-                                continue;
-                        was = json_string_value(json_object_get(recorded, point));
-                        now = flags_of(options);
-                        want = was ? flags_of(was) & tight : 0;
-                        if ((now | want) == now)
-                                continue;
-                        if (mount(NULL, point, NULL, MS_REMOUNT | MS_BIND | now | want, NULL) < 0) {
-                                log_warn("cannot give %s its flags back: %s", point,
-                                         strerror(errno));
-                                failed++;
-                        }
-                }
-                fclose(f);
-                _exit(failed ? 102 : 0);
-        }
-        if (pid < 0)
-                return -errno;
-        while (waitpid(pid, &status, 0) < 0) {
-                if (errno != EINTR)
-                        return -errno;
-        }
-        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
 }
 
 /* The host pid of the process that is nspid in init's pid namespace:
@@ -741,15 +694,24 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         }
         j->report_rd = -1;
         top_fd = -1;
-        rc = restore_flags(&b->sandbox, j->flags);
+        rc = checkpoint_restore_flags(&b->sandbox, j->flags);
         if (rc < 0) {
                 snprintf(fail.message, sizeof(fail.message),
                          "the restored sandbox's mounts cannot have their flags back");
-                sandbox_kill(&b->sandbox);
-                waitpid(init, NULL, 0);
-                sandbox_destroy(&b->sandbox);
-                memset(&j->cgroup, 0, sizeof(j->cgroup));
-                goto fail;
+                goto kill;
+        }
+        if (j->network.enabled) {
+                struct hostmsg_failed nf = {0};
+
+                b->network = hostmsg_network_encode(&j->network);
+                rc = b->network ? net_attach(&b->net, &j->network, init,
+                                             b->sandbox.ns_fds[SANDBOX_NS_NET], &nf)
+                                : -ENOMEM;
+                if (rc < 0) {
+                        snprintf(fail.message, sizeof(fail.message), "egress: %s",
+                                 b->network ? nf.message : "out of memory");
+                        goto kill;
+                }
         }
         b->init_alive = true;
         if (kill(init, INIT_SIGNAL_REEXEC) < 0)
@@ -793,6 +755,7 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         ready.root_uid = j->ids.setup_uid;
         ready.root_gid = j->ids.setup_gid;
         snprintf(ready.root, sizeof(ready.root), "/proc/%d/root", (int)init);
+        ready.network = j->network; /* lent for the encoding */
         root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
         msg = hostmsg_sandbox_ready_encode(&ready);
         if (root_fd < 0 || !msg || hostmsg_send(link, HOSTMSG_SANDBOX_READY, msg, &root_fd, 1) < 0)
@@ -803,6 +766,12 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         copy_images_remove(j);
         klog_info(b->id, "restored from checkpoint %.8s (init pid %d)", j->name, (int)init);
         return;
+kill:
+        /* Adopted, so ours to end: nothing of it runs unconfined. */
+        sandbox_kill(&b->sandbox);
+        waitpid(init, NULL, 0);
+        sandbox_destroy(&b->sandbox);
+        memset(&j->cgroup, 0, sizeof(j->cgroup));
 fail:
         if (top_fd >= 0)
                 close(top_fd);

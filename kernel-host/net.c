@@ -27,6 +27,7 @@
 #define IP_TOOL      "/usr/sbin/ip"
 #define NFT_TOOL     "/usr/sbin/nft"
 #define DNSMASQ_TOOL "/usr/sbin/dnsmasq"
+#define SS_TOOL      "/usr/bin/ss"
 #define TABLE_PREFIX "glovebox_gbe"
 /* 100.127.0.0/16, carved into /30s: slot n is 100.127.0.0 + 4n, the host
  * end +1, the sandbox +2. Shared address space (RFC 6598) that a host's
@@ -279,8 +280,8 @@ void net_init(void)
 
 /* ---- one sandbox -------------------------------------------------------------- */
 
-int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, char *resolv,
-                size_t resolv_size, struct hostmsg_failed *fail)
+int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, int prefer,
+                char *resolv, size_t resolv_size, struct hostmsg_failed *fail)
 {
         double start = now_ms();
         struct script s;
@@ -303,12 +304,17 @@ int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, cha
         }
         /* The kernel refuses a link name that exists: the slot is ours
          * only if we made the pair. */
-        for (int tries = 0; tries < 64 && rc < 0; tries++) {
-                unsigned slot = next_slot;
+        for (int tries = 0; tries < 65 && rc < 0; tries++) {
+                /* The one asked for first, if any (its addresses again). */
+                bool preferred = tries == 0 && prefer >= 0 && prefer < MAX_SLOTS;
+                unsigned slot = preferred ? (unsigned)prefer : next_slot;
                 char *const add_argv[] = {IP_TOOL, "link", "add",  ne->ifname, "type",
                                           "veth",  "peer", "name", ne->peer,   NULL};
 
-                next_slot = (next_slot + 1) % MAX_SLOTS;
+                if (tries == 0 && !preferred)
+                        continue;
+                if (!preferred)
+                        next_slot = (next_slot + 1) % MAX_SLOTS;
                 snprintf(ne->ifname, sizeof(ne->ifname), "gbe%u", slot);
                 snprintf(ne->peer, sizeof(ne->peer), "gbi%u", slot);
                 if (if_nametoindex(ne->ifname) || if_nametoindex(ne->peer))
@@ -411,11 +417,11 @@ static size_t parse_rules(char **texts, struct egress_rule *out, size_t max)
  * same: a pinned answer in one of them is refused too. */
 static size_t builtin_denied(struct egress_rule *out, size_t max)
 {
-        static const char *const fixed[] = {
-            "0.0.0.0/8",      "10.0.0.0/8",      "100.64.0.0/10",   "127.0.0.0/8",
-            "169.254.0.0/16", "172.16.0.0/12",   "192.0.0.0/24",    "192.0.2.0/24",
-            "192.88.99.0/24", "192.168.0.0/16",  "198.18.0.0/15",   "198.51.100.0/24",
-            "203.0.113.0/24", "224.0.0.0/3"};
+        static const char *const fixed[] = {"0.0.0.0/8",      "10.0.0.0/8",     "100.64.0.0/10",
+                                            "127.0.0.0/8",    "169.254.0.0/16", "172.16.0.0/12",
+                                            "192.0.0.0/24",   "192.0.2.0/24",   "192.88.99.0/24",
+                                            "192.168.0.0/16", "198.18.0.0/15",  "198.51.100.0/24",
+                                            "203.0.113.0/24", "224.0.0.0/3"};
         size_t n = 0;
 
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) && n < max; i++)
@@ -453,8 +459,8 @@ static int load_rules(const struct net_egress *ne, const struct hostmsg_network 
         static struct script s;
         size_t nallow = parse_rules(policy->allow, allow, EGRESS_MAX_RULES);
         /* What the operator opened (its own blocks, not the request's). */
-        size_t nopened = parse_rules(policy->opened ? policy->opened : policy->allow, opened,
-                                     EGRESS_MAX_RULES);
+        size_t nopened =
+            parse_rules(policy->opened ? policy->opened : policy->allow, opened, EGRESS_MAX_RULES);
         size_t ndeny = parse_rules(policy->deny, deny, EGRESS_MAX_RULES * 2);
         size_t nbuiltin = builtin_denied(builtin, MAX_BUILTIN), nexcept = 0;
         size_t nself = host_addresses(self, MAX_BUILTIN);
@@ -542,7 +548,10 @@ static int configure_inside(const struct net_egress *ne, pid_t init_pid, int net
                 return rc;
         s.len = 0;
         s.overflow = false;
+        /* What net_detach left on lo goes first: the sockets still bound
+         * to it were closed. */
         add(&s,
+            "addr flush dev lo scope global\nroute flush dev lo\n"
             "link set %s name eth0\naddr add %s/30 dev eth0\nlink set eth0 up\n"
             "route add default via %s\n",
             ne->peer, ne->sandbox_addr, ne->host_addr);
@@ -704,6 +713,40 @@ int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_
         ne->setup_ms += now_ms() - start;
         log_info("sandbox network %s: %s, resolver %s, set up in %.1f ms", ne->ifname,
                  ne->sandbox_addr, ne->host_addr, ne->setup_ms);
+        return 0;
+}
+
+int net_detach(struct net_egress *ne, int netns_fd)
+{
+        char mapped[40], left[512];
+        char *const kill_argv[] = {SS_TOOL, "-K",  "-tuan", "src", ne->sandbox_addr,
+                                   "or",    "src", mapped,  NULL};
+        char *const list_argv[] = {SS_TOOL, "-H",  "-tuan", "src", ne->sandbox_addr,
+                                   "or",    "src", mapped,  NULL};
+        int rc;
+
+        if (ne->slot < 0)
+                return 0;
+        snprintf(mapped, sizeof(mapped), "[::ffff:%s]", ne->sandbox_addr);
+        rc = run_tool(kill_argv, NULL, netns_fd, NULL, 0);
+        if (rc == 0)
+                rc = run_tool(list_argv, NULL, netns_fd, left, sizeof(left));
+        if (rc == 0 && left[strspn(left, " \n")])
+                rc = -EADDRINUSE; /* a kernel without SOCK_DESTROY */
+        /* Closed sockets keep their addresses, and CRIU binds and
+         * connects them again (in repair mode: nothing is sent): the
+         * sandbox's address and a route stay, on lo, until net_attach. */
+        if (rc == 0) {
+                char script[96];
+
+                snprintf(script, sizeof(script),
+                         "addr add %s/32 dev lo\nroute replace default dev lo\n",
+                         ne->sandbox_addr);
+                rc = run_batch(IP_TOOL, script, netns_fd);
+        }
+        if (rc < 0)
+                return rc;
+        net_release(ne);
         return 0;
 }
 

@@ -40,16 +40,24 @@ struct net_egress {
 /* Removes what killed kernel-hosts left: tables whose link is gone, pairs
  * that never reached a sandbox. Logs; never fails. */
 void net_init(void);
-/* Claims a slot, makes the pair and starts the resolver for policy; fills
- * resolv (the sandbox's /etc/resolv.conf). 0 or -errno with fail filled;
+/* Claims a slot (prefer first, when >= 0 and free: the same addresses
+ * again), makes the pair and starts the resolver for policy; fills resolv
+ * (the sandbox's /etc/resolv.conf). 0 or -errno with fail filled;
  * net_release still needed. */
-int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, char *resolv,
-                size_t resolv_size, struct hostmsg_failed *fail);
+int net_prepare(struct net_egress *ne, const struct hostmsg_network *policy, int prefer,
+                char *resolv, size_t resolv_size, struct hostmsg_failed *fail);
 /* After the sandbox exists: moves the pair's end into its network
  * namespace (netns_fd; init_pid names it to ip), loads the rules, waits
  * for the resolver. 0 or -errno with fail filled; net_release still needed. */
 int net_attach(struct net_egress *ne, const struct hostmsg_network *policy, pid_t init_pid,
                int netns_fd, struct hostmsg_failed *fail);
+/* Before a memory checkpoint (kernel-host/checkpoint.h): every socket in
+ * the sandbox's network namespace (netns_fd) on the sandbox's address is
+ * closed (its connections out, by SOCK_DESTROY: ss -K), then all of
+ * net_release goes, so the namespace CRIU takes holds nothing of the
+ * host's; net_prepare and net_attach give it egress again. 0, or -errno
+ * with ne untouched (-EADDRINUSE: a socket could not be closed). */
+int net_detach(struct net_egress *ne, int netns_fd);
 /* Stops the resolver, removes the table and the pair. Idempotent. */
 void net_release(struct net_egress *ne);
 /* A child the main loop reaped: true if it was a resolver's keeper. */

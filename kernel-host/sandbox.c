@@ -350,7 +350,7 @@ int sandbox_write_id_maps(pid_t pid, const struct sandbox_ids *ids)
         return rc < 0 ? rc : write_proc(pid, "gid_map", map);
 }
 
-static const char *const ns_names[SANDBOX_NAMESPACES] = {"user", "mnt", "pid", "net",
+static const char *const ns_names[SANDBOX_NAMESPACES] = {"user", "mnt", "pid",   "net",
                                                          "ipc",  "uts", "cgroup"};
 
 /* sb with no descriptor yet. */
@@ -389,9 +389,9 @@ static void close_handles(struct sandbox *sb)
  * (for the gateway's file access), while init still lets us. */
 static int open_handles(pid_t pid, struct sandbox *sb)
 {
-        const struct open_how run_how = {
-                .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        const struct open_how run_how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+                                                    RESOLVE_NO_MAGICLINKS};
         char path[64];
 
         for (int i = 0; i < SANDBOX_NAMESPACES; i++) {
@@ -407,8 +407,8 @@ static int open_handles(pid_t pid, struct sandbox *sb)
         /* Resolved once, now, while init is the only process inside, and
          * never through a symlink: what we write there later goes by this
          * descriptor, whatever the sandbox's processes do to names. */
-        sb->run_fd = (int)syscall(SYS_openat2, sb->root_fd, ROOTFS_RUN_DIR + 1, &run_how,
-                                  sizeof(run_how));
+        sb->run_fd =
+            (int)syscall(SYS_openat2, sb->root_fd, ROOTFS_RUN_DIR + 1, &run_how, sizeof(run_how));
         return sb->run_fd < 0 ? -errno : 0;
 }
 
@@ -423,18 +423,18 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         /* The lowest layer: a template's tree, or the host's /usr. */
         const char *lower = tpl ? template_root : "/usr";
         const struct rootfs_params params = {
-                .root = root_dir,
-                .disk_mb = limits->disk_mb,
-                .ro_paths = ro_paths,
-                .template_root = template_root,
-                .lower_by_fd = ids->privileged && (tpl || overlay),
-                .resolv_conf = resolv_conf,
-                .home_by_fd = given->home >= 0,
-                .overlay = overlay,
-                .nlayers = given->nlayers,
-                .build_by_fd = given->build >= 0,
-                .volume_paths = given->volume_paths,
-                .nvolumes = given->nvolumes,
+            .root = root_dir,
+            .disk_mb = limits->disk_mb,
+            .ro_paths = ro_paths,
+            .template_root = template_root,
+            .lower_by_fd = ids->privileged && (tpl || overlay),
+            .resolv_conf = resolv_conf,
+            .home_by_fd = given->home >= 0,
+            .overlay = overlay,
+            .nlayers = given->nlayers,
+            .build_by_fd = given->build >= 0,
+            .volume_paths = given->volume_paths,
+            .nvolumes = given->nvolumes,
         };
         struct overlay_fds mounts = *given;
         struct create_args args = {NULL, root_dir, ids};
@@ -472,8 +472,9 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         }
         /* fork-like clone: the child runs on a copy of our stack. The cgroup
          * namespace comes later, once the child is in its cgroup. */
-        pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                                                CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+        pid = (pid_t)syscall(SYS_clone,
+                             CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                 CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
                              NULL, NULL, NULL, NULL);
         if (pid < 0) {
                 rc = -errno;
@@ -649,15 +650,48 @@ int sandbox_adopt(pid_t init_pid, int report_fd, int top_fd, const struct sandbo
         return 0;
 }
 
-int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master,
-                     int *peer)
+int sandbox_write_resolv(int root_fd, const char *text)
+{
+        /* Non-blocking: a FIFO put in its place fails the open. */
+        const struct open_how how = {
+            .flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        size_t len = strlen(text), done = 0;
+        struct stat st;
+        int fd = (int)syscall(SYS_openat2, root_fd, "etc/resolv.conf", &how, sizeof(how));
+        int rc = 0;
+
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                rc = -errno;
+        else if (!S_ISREG(st.st_mode))
+                rc = -EINVAL;
+        else if (ftruncate(fd, 0) < 0)
+                rc = -errno;
+        while (rc == 0 && done < len) {
+                ssize_t n = write(fd, text + done, len - done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        rc = n < 0 ? -errno : -EIO;
+                else
+                        done += (size_t)n;
+        }
+        close(fd);
+        return rc;
+}
+
+int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master, int *peer)
 {
         /* Inside the sandbox, resolved beneath its root without following
          * any link: its /dev/ptmx is a link, and nothing the sandbox can
          * write may steer where we open. */
         const struct open_how how = {
-                .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+            .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
         struct winsize size = {.ws_row = (unsigned short)(rows ? rows : 24),
                                .ws_col = (unsigned short)(cols ? cols : 80)};

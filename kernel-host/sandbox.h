@@ -35,12 +35,12 @@ struct sandbox_ids {
 #define SANDBOX_NS_NET     3 /* its index in ns_fds */
 
 struct sandbox {
-        pid_t init_pid; /* host pid of the sandbox's init */
+        pid_t init_pid;                 /* host pid of the sandbox's init */
         int ns_fds[SANDBOX_NAMESPACES]; /* its namespaces, to start processes in */
-        int root_fd;    /* its root directory (O_PATH), for the gateway's file access */
-        int run_fd;     /* its ROOTFS_RUN_DIR (O_PATH): connection files are written here */
-        int report_fd;  /* the pipe its init reports on (sandbox_exit_next) */
-        int top_fd;     /* its tmpfs top (O_PATH): layers, /tmp, home (checkpoint.h) */
+        int root_fd;   /* its root directory (O_PATH), for the gateway's file access */
+        int run_fd;    /* its ROOTFS_RUN_DIR (O_PATH): connection files are written here */
+        int report_fd; /* the pipe its init reports on (sandbox_exit_next) */
+        int top_fd;    /* its tmpfs top (O_PATH): layers, /tmp, home (checkpoint.h) */
         struct kernel_cgroup cgroup;
         struct sandbox_ids ids;
         struct hostmsg_limits limits;
@@ -50,8 +50,8 @@ struct sandbox {
 struct sandbox_exec {
         char *const *argv;
         char *const *envp;
-        const char *cwd; /* inside the sandbox */
-        int stdio[3];    /* descriptors for 0, 1, 2; -1 for /dev/null */
+        const char *cwd;                    /* inside the sandbox */
+        int stdio[3];                       /* descriptors for 0, 1, 2; -1 for /dev/null */
         const struct kernel_cgroup *cgroup; /* the process's own group, in the sandbox's */
         /* A kernel's connection file, written into ROOTFS_RUN_DIR as name
          * (NULL: none) by the sandbox's root, owned by its user. */
@@ -110,6 +110,10 @@ int sandbox_send_fd(int sock, int fd);
 int sandbox_recv_fd(int sock);
 /* Writes the uid and gid maps of ids for pid's user namespace. 0 or -errno. */
 int sandbox_write_id_maps(pid_t pid, const struct sandbox_ids *ids);
+/* Replaces the text of /etc/resolv.conf beneath root_fd (a sandbox's
+ * root), resolved in it without following any link, a regular file only:
+ * its resolver's new address after a restore. 0 or -errno. */
+int sandbox_write_resolv(int root_fd, const char *text);
 /* Allocates a pseudo-terminal in sb's own devpts instance (NULL: the
  * host's /dev/ptmx, for a plain box), rows by cols (0: 24 by 80), owned by
  * the sandbox's user: *master for the gateway, *peer for the process's

@@ -28,19 +28,20 @@ struct box {
         char ipc_dir[PATH_MAX + 8]; /* without a sandbox: where the sockets are */
         int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
         bool sandboxed;
-        bool templated; /* its root is a template's tree, not the host's /usr */
+        bool templated;                 /* its root is a template's tree, not the host's /usr */
         char build_layer[JP_UUID_SIZE]; /* a build's: sealed when the box goes (layers.h) */
         struct sandbox sandbox;
         struct net_egress net; /* slot -1: no network */
+        json_t *network;       /* its egress policy (hostmsg_network_encode); NULL: none */
         int slot;
-        uint64_t oom_seen;  /* out-of-memory kills already reported */
+        uint64_t oom_seen; /* out-of-memory kills already reported */
         bool init_alive;
         bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
         int procs;          /* processes not yet reaped */
         /* A memory checkpoint can take it (checkpoint.h): the host's form
          * on an overlay, as root, with nothing mounted from outside (no
-         * template, layers, disk home, volumes or egress) and no process
-         * forked from a zygote. */
+         * template, layers, disk home or volumes) and no process forked
+         * from a zygote. */
         bool checkpointable;
 };
 
@@ -48,8 +49,8 @@ struct proc {
         struct proc *next;
         char id[JP_UUID_SIZE];
         struct box *box;
-        pid_t reap;   /* our child to wait for, without a sandbox; 0 in one */
-        pid_t pid;    /* the process, leader of its group */
+        pid_t reap; /* our child to wait for, without a sandbox; 0 in one */
+        pid_t pid;  /* the process, leader of its group */
         struct sandbox_process sp;
         struct kernel_cgroup cgroup; /* its own, within the sandbox's */
         bool kernel;                 /* its files (connection, sockets) go when it ends */
@@ -91,6 +92,10 @@ int spawn_slot_claim(struct box *b, unsigned setup_uid);
 /* A slot of its own for b, a copy of another sandbox: its host ids in
  * ids. 0, or -EAGAIN when none is free. */
 int spawn_slot_new(struct box *b, struct sandbox_ids *ids);
+/* Egress again for b, running, whose network a checkpoint took away
+ * (net_detach): the slot prefer if it is free (else /etc/resolv.conf is
+ * written for the new one). Logs what fails: b then has no network. */
+void spawn_box_network_back(struct box *b, int prefer);
 /* A checkpoint of b holds its host ids from now on (b is being killed):
  * its restore may take them while b is still going. */
 void spawn_box_hold_slot(struct box *b);

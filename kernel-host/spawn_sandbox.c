@@ -275,7 +275,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 goto fail;
         }
         if (req->network.enabled) {
-                rc = net_prepare(&b->net, &req->network, resolv, sizeof(resolv), fail);
+                rc = net_prepare(&b->net, &req->network, -1, resolv, sizeof(resolv), fail);
                 snprintf(fail->id, sizeof(fail->id), "%s", b->id);
                 if (rc < 0)
                         goto fail;
@@ -295,12 +295,15 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 b->init_alive = true;
                 b->checkpointable = ids.privileged && overlay_available() && !b->templated &&
                                     !(req->layers && req->layers[0]) && !req->build_layer[0] &&
-                                    !(req->volumes && req->volumes[0]) && !homedisk_enabled() &&
-                                    !req->network.enabled;
+                                    !(req->volumes && req->volumes[0]) && !homedisk_enabled();
                 if (req->network.enabled) {
                         rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
                                         b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
                         snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                        /* Kept for a checkpoint, whose restore gives it again. */
+                        b->network = rc == 0 ? hostmsg_network_encode(&req->network) : NULL;
+                        if (rc == 0 && !b->network)
+                                rc = -ENOMEM;
                         if (rc < 0) {
                                 int status;
 
@@ -351,6 +354,7 @@ fail:
         if (b->build_layer[0])
                 layers_delete(b->build_layer);
         net_release(&b->net);
+        json_decref(b->network);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
@@ -391,8 +395,41 @@ int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail)
         return 0;
 }
 
+void spawn_box_network_back(struct box *b, int prefer)
+{
+        struct hostmsg_network policy = {0};
+        struct hostmsg_failed fail = {0};
+        char resolv[64];
+        int rc;
+
+        if (!b->network || b->net.slot >= 0 || !b->init_alive)
+                return;
+        rc = hostmsg_network_decode(b->network, &policy);
+        if (rc < 0)
+                snprintf(fail.message, sizeof(fail.message), "its policy cannot be read");
+        if (rc == 0)
+                rc = net_prepare(&b->net, &policy, prefer, resolv, sizeof(resolv), &fail);
+        if (rc == 0 && b->net.slot != prefer) {
+                rc = sandbox_write_resolv(b->sandbox.root_fd, resolv);
+                if (rc < 0)
+                        snprintf(fail.message, sizeof(fail.message), "/etc/resolv.conf: %s",
+                                 strerror(-rc));
+        }
+        if (rc == 0)
+                rc = net_attach(&b->net, &policy, b->sandbox.init_pid,
+                                b->sandbox.ns_fds[SANDBOX_NS_NET], &fail);
+        if (rc < 0) {
+                klog_warn(b->id, "egress after the checkpoint: %s; the sandbox has no network",
+                          fail.message);
+                net_release(&b->net);
+        }
+        hostmsg_network_clear(&policy);
+}
+
 void spawn_box_discard(struct box *b)
 {
+        net_release(&b->net);
+        json_decref(b->network);
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
         free(b);
@@ -405,6 +442,7 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         if (b->sandboxed)
                 sandbox_destroy(&b->sandbox);
         net_release(&b->net);
+        json_decref(b->network);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);

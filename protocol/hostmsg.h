@@ -35,10 +35,10 @@
 #define HOSTMSG_MAX_RO_PATHS   64               /* a sandbox's read-only binds */
 /* A body: the largest START (HOSTMSG_MAX_EXEC_BYTES of strings that JSON
  * may escape six times over, "\u0001" for a byte, and the paths) fits. */
-#define HOSTMSG_MAX_BODY       (8 * 1024 * 1024)
+#define HOSTMSG_MAX_BODY (8 * 1024 * 1024)
 /* Bodies up to this size travel in the datagram itself. */
-#define HOSTMSG_MAX_INLINE     (32 * 1024)
-#define HOSTMSG_ERROR_SIZE     256
+#define HOSTMSG_MAX_INLINE (32 * 1024)
+#define HOSTMSG_ERROR_SIZE 256
 
 /* The kernel's socket for a channel (enum jp_channel) is <ipc_prefix>-<port>
  * with this port number; both sides rely on it. */
@@ -191,21 +191,25 @@ struct hostmsg_layer {
 
 struct hostmsg_sandbox_ready {
         char sandbox_id[JP_UUID_SIZE];
-        int init_pid;           /* host pid of the sandbox's init (0 without a sandbox) */
-        unsigned user_uid;      /* host ids of the sandbox's "user": what the gateway */
-        unsigned user_gid;      /* writes into the sandbox belongs to them */
+        int init_pid;      /* host pid of the sandbox's init (0 without a sandbox) */
+        unsigned user_uid; /* host ids of the sandbox's "user": what the gateway */
+        unsigned user_gid; /* writes into the sandbox belongs to them */
         /* host ids of the sandbox's own root (uid 0 inside, never host
          * root): has_root false when it has none (an unprivileged
          * kernel-host maps only "user"; --sandbox=none) */
         bool has_root;
         unsigned root_uid, root_gid;
-        char root[PATH_MAX];    /* host path of the sandbox's root directory */
+        char root[PATH_MAX]; /* host path of the sandbox's root directory */
+        /* A restored sandbox's egress, as its checkpoint kept it (enabled
+         * false: none, or not a restore); owned after decoding: release
+         * with hostmsg_sandbox_ready_clear. */
+        struct hostmsg_network network;
 };
 
 struct hostmsg_start {
         char id[JP_UUID_SIZE];
         char sandbox_id[JP_UUID_SIZE];
-        bool kernel;                  /* a kernel: a connection file is written */
+        bool kernel; /* a kernel: a connection file is written */
         /* kernels: it binds TCP only (ijavascript, tslab): its connection
          * file names loopback ports, and glovebox-kernel-bridge joins them
          * to the ipc sockets the gateway uses */
@@ -216,7 +220,7 @@ struct hostmsg_start {
         char zygote[64];
         char kernelspec_dir[PATH_MAX]; /* kernels: expands "{resource_dir}" */
         char key[JP_MAX_KEY_LEN + 1];  /* kernels: the HMAC key */
-        char cwd[PATH_MAX];           /* inside the sandbox; "" for the home directory */
+        char cwd[PATH_MAX];            /* inside the sandbox; "" for the home directory */
         /* commands: a new session on a pseudo-terminal of the sandbox's
          * own devpts, its controlling terminal; STARTED then carries one
          * descriptor, the terminal's master, instead of three pipes */
@@ -231,7 +235,7 @@ struct hostmsg_start {
 
 struct hostmsg_started {
         char id[JP_UUID_SIZE];
-        int pid;                   /* host pid of the process */
+        int pid; /* host pid of the process */
         /* kernels: the sockets are <prefix>-<port>; in a sandbox a path
          * relative to the sandbox's root (the root_fd of SANDBOX_READY), else
          * an absolute host path */
@@ -240,8 +244,8 @@ struct hostmsg_started {
 
 struct hostmsg_failed {
         char id[JP_UUID_SIZE];
-        char step[64];   /* which step failed, e.g. "exec" */
-        int error;       /* errno of that step */
+        char step[64]; /* which step failed, e.g. "exec" */
+        int error;     /* errno of that step */
         char message[HOSTMSG_ERROR_SIZE];
 };
 
@@ -289,11 +293,18 @@ int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m);
 /* The controller's name ("memory", "pids", "cpu"), or NULL. */
 const char *hostmsg_controller_name(enum hostmsg_controller c);
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m);
+/* A sandbox's network as the sandbox request carries it (also kept in a
+ * memory checkpoint's record); decoding validates every rule, and on
+ * success n owns its lists: release with hostmsg_network_clear. */
+json_t *hostmsg_network_encode(const struct hostmsg_network *n);
+int hostmsg_network_decode(json_t *o, struct hostmsg_network *n);
+void hostmsg_network_clear(struct hostmsg_network *n);
 /* On success m owns ro_paths and layers; release with hostmsg_sandbox_clear. */
 int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m);
 void hostmsg_sandbox_clear(struct hostmsg_sandbox *m);
 json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m);
 int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m);
+void hostmsg_sandbox_ready_clear(struct hostmsg_sandbox_ready *m);
 json_t *hostmsg_start_encode(const struct hostmsg_start *m);
 /* On success m owns argv and env; release with hostmsg_start_clear. */
 int hostmsg_start_decode(json_t *body, struct hostmsg_start *m);

@@ -109,12 +109,12 @@ static void strv_clear(char ***v)
 
 /* Only an enabled network is sent: a sandbox without one is described
  * exactly as before egress existed. */
-static json_t *network_encode(const struct hostmsg_network *n)
+json_t *hostmsg_network_encode(const struct hostmsg_network *n)
 {
-        json_t *o = json_pack("{s:o, s:o, s:s, s:I, s:I}", "allow", strv_encode(n->allow), "deny",
-                              strv_encode(n->deny), "dns", n->dns, "rate_kib",
-                              (json_int_t)n->rate_kib, "max_connections",
-                              (json_int_t)n->max_connections);
+        json_t *o =
+            json_pack("{s:o, s:o, s:s, s:I, s:I}", "allow", strv_encode(n->allow), "deny",
+                      strv_encode(n->deny), "dns", n->dns, "rate_kib", (json_int_t)n->rate_kib,
+                      "max_connections", (json_int_t)n->max_connections);
 
         if (o && n->opened && n->opened[0])
                 json_object_set_new(o, "opened", strv_encode(n->opened));
@@ -156,7 +156,7 @@ static bool dns_valid(const char *dns)
         return true;
 }
 
-static int network_decode(json_t *o, struct hostmsg_network *n)
+int hostmsg_network_decode(json_t *o, struct hostmsg_network *n)
 {
         long long rate = 0, conns = 0;
         int rc = json_is_object(o) ? 0 : -EBADMSG;
@@ -181,6 +181,14 @@ static int network_decode(json_t *o, struct hostmsg_network *n)
         n->max_connections = (uint32_t)conns;
         n->enabled = rc == 0;
         return rc;
+}
+
+void hostmsg_network_clear(struct hostmsg_network *n)
+{
+        strv_clear(&n->allow);
+        strv_clear(&n->deny);
+        strv_clear(&n->opened);
+        n->enabled = false;
 }
 
 static const struct {
@@ -261,7 +269,7 @@ json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
                 body = NULL;
         }
         if (body && m->network.enabled)
-                json_object_set_new(body, "network", network_encode(&m->network));
+                json_object_set_new(body, "network", hostmsg_network_encode(&m->network));
         if (body && m->layers && m->layers[0])
                 json_object_set_new(body, "layers", strv_encode(m->layers));
         if (body && m->build_layer[0]) {
@@ -304,7 +312,7 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
         if (rc == 0 && !json_is_boolean(sandbox))
                 rc = -EBADMSG;
         if (rc == 0 && json_object_get(body, "network"))
-                rc = network_decode(json_object_get(body, "network"), &m->network);
+                rc = hostmsg_network_decode(json_object_get(body, "network"), &m->network);
         if (rc == 0 && template) {
                 if (!json_is_string(template) || !template_root_valid(json_string_value(template)))
                         rc = -EBADMSG;
@@ -314,8 +322,8 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
         }
         /* Layer ids name files: UUIDs only. */
         if (rc == 0 && json_object_get(body, "layers"))
-                rc = strv_decode(json_object_get(body, "layers"), HOSTMSG_MAX_LAYERS, 0,
-                                 &m->layers);
+                rc =
+                    strv_decode(json_object_get(body, "layers"), HOSTMSG_MAX_LAYERS, 0, &m->layers);
         for (size_t i = 0; rc == 0 && m->layers && m->layers[i]; i++) {
                 if (!jp_uuid_valid(m->layers[i], strlen(m->layers[i])))
                         rc = -EBADMSG;
@@ -351,10 +359,7 @@ void hostmsg_sandbox_clear(struct hostmsg_sandbox *m)
         strv_clear(&m->ro_paths);
         strv_clear(&m->layers);
         strv_clear(&m->volumes);
-        strv_clear(&m->network.allow);
-        strv_clear(&m->network.deny);
-        strv_clear(&m->network.opened);
-        m->network.enabled = false;
+        hostmsg_network_clear(&m->network);
 }
 
 json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
@@ -367,6 +372,8 @@ json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
                 json_object_set_new(o, "root_uid", json_integer((json_int_t)m->root_uid));
                 json_object_set_new(o, "root_gid", json_integer((json_int_t)m->root_gid));
         }
+        if (o && m->network.enabled)
+                json_object_set_new(o, "network", hostmsg_network_encode(&m->network));
         return o;
 }
 
@@ -399,7 +406,18 @@ int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
                 m->root_uid = (unsigned)root_uid;
                 m->root_gid = (unsigned)root_gid;
         }
+        m->network = (struct hostmsg_network){0};
+        if (rc == 0 && json_object_get(body, "network")) {
+                rc = hostmsg_network_decode(json_object_get(body, "network"), &m->network);
+                if (rc < 0)
+                        hostmsg_network_clear(&m->network);
+        }
         return rc;
+}
+
+void hostmsg_sandbox_ready_clear(struct hostmsg_sandbox_ready *m)
+{
+        hostmsg_network_clear(&m->network);
 }
 
 json_t *hostmsg_start_encode(const struct hostmsg_start *m)
@@ -412,8 +430,8 @@ json_t *hostmsg_start_encode(const struct hostmsg_start *m)
         if (o && m->tcp_bridge)
                 json_object_set_new(o, "tcp_bridge", json_true());
         if (o && m->pty)
-                json_object_set_new(o, "pty", json_pack("{s:i, s:i}", "rows", (int)m->rows, "cols",
-                                                        (int)m->cols));
+                json_object_set_new(
+                    o, "pty", json_pack("{s:i, s:i}", "rows", (int)m->rows, "cols", (int)m->cols));
         if (o && m->as_root)
                 json_object_set_new(o, "as_root", json_true());
         if (o && m->zygote[0])
@@ -727,10 +745,9 @@ int hostmsg_volume_decode(json_t *body, struct hostmsg_volume *m)
 
 /* What every sandbox has of its own: a volume goes beside or below, not on
  * or in them (below /tmp and /home/user is fine). */
-static const char *const volume_reserved[] = {"/proc", "/dev",  "/sys",  "/run",
-                                              "/etc",  "/usr",  "/bin",  "/sbin",
-                                              "/lib",  "/lib32", "/lib64", "/libx32",
-                                              "/opt/glovebox", NULL};
+static const char *const volume_reserved[] = {
+    "/proc", "/dev", "/sys",   "/run",   "/etc",    "/usr",          "/bin",
+    "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt/glovebox", NULL};
 
 bool hostmsg_volume_path_valid(const char *path)
 {

@@ -299,12 +299,6 @@ void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r, bool memory)
                                         s->phase == E2B_PAUSING ? "paused" : "resumed");
                 return;
         }
-        if (s->box->network.enabled) {
-                if (r)
-                        e2b_reply_error(r, 400,
-                                        "pause: a sandbox with network egress cannot be paused");
-                goto refused;
-        }
         s->pause_notice[0] = '\0';
         if (memory && e2b_memory_pause(s) == 0) {
                 loop_timer_stop(&s->ttl);
@@ -312,6 +306,25 @@ void e2b_pause_begin(struct e2b_sandbox *s, struct http_request *r, bool memory)
                 s->phase_started = loop_now();
                 e2b_pending_set(s, r);
                 return;
+        }
+        /* Its files alone would come back without its egress. */
+        if (s->box->network.enabled) {
+                /* e2b_memory_pause's notice, past its files-only words. */
+                const char *prefix = PAUSE_MEMORY_NOTICE ": ";
+                const char *why = strncmp(s->pause_notice, prefix, strlen(prefix)) == 0
+                                      ? s->pause_notice + strlen(prefix)
+                                      : "no checkpoint could be made";
+
+                if (r)
+                        e2b_reply_error(r, 400,
+                                        "pause: a sandbox with network egress is paused only with "
+                                        "its memory, and %s%s",
+                                        memory ? "it cannot be kept: "
+                                               : "the pause asked for "
+                                                 "files only",
+                                        memory ? why : "");
+                s->pause_notice[0] = '\0';
+                goto refused;
         }
         if (!memory)
                 snprintf(s->pause_notice, sizeof(s->pause_notice),
@@ -703,8 +716,7 @@ static void on_paused_found(void *ctx, const char *id, json_t *meta)
         if (s->checkpoint[0]) {
                 s->memory_contexts = json_incref(json_object_get(meta, "contexts"));
                 s->memory_commands = json_incref(json_object_get(meta, "commands"));
-        }
-        else
+        } else
                 meta_string(meta, "notice", s->pause_notice, sizeof(s->pause_notice));
         volumes_of_meta(s, json_object_get(meta, "volumes"));
         s->spec = e2b_template_spec(s->template_id);

@@ -45,7 +45,7 @@ static void on_checkpointed(void *ctx, int status, const char *message)
                 /* Removed meanwhile (its kill deleted the checkpoint). */
                 return;
         }
-        if ((status == -EOPNOTSUPP || status == -EFBIG) && s->box) {
+        if ((status == -EOPNOTSUPP || status == -EFBIG) && s->box && !s->box->network.enabled) {
                 /* One the kernel-host cannot take (a template's, a
                  * zygote's kernel...), or one past its room: its files,
                  * saying why. */
@@ -82,8 +82,7 @@ int e2b_memory_pause(struct e2b_sandbox *s)
                 rc = -ENOMEM;
                 goto fail;
         }
-        rc = kernels_checkpoint(s->box, s->owner, s->id, s->checkpoint, true, on_checkpointed,
-                                id);
+        rc = kernels_checkpoint(s->box, s->owner, s->id, s->checkpoint, true, on_checkpointed, id);
         if (rc == 0)
                 return 0;
 fail:

@@ -332,7 +332,7 @@ static void on_checkpointed(void *ctx, int status, const char *message)
         memory_clear(p);
         s = e2b_find_any(p->sandbox_id);
         if ((status == -EOPNOTSUPP || status == -EFBIG) && s && s->phase == E2B_RUNNING &&
-            s->box && !p->gone &&
+            s->box && !s->box->network.enabled && !p->gone &&
             pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m) == 0)
                 return;
         on_saved(m, status, message, 0);
@@ -369,6 +369,9 @@ static int snapshot_make(struct e2b_sandbox *s, const char *name, bool hidden, s
         /* A fork's own is of the files only: a fork with the memory makes
          * no snapshot (fork_memory). */
         rc = hidden ? -EOPNOTSUPP : snapshot_checkpoint(s, p, m);
+        /* Its files alone would start sandboxes without its egress. */
+        if ((rc == -EOPNOTSUPP || rc == -EFBIG) && s->box->network.enabled)
+                rc = -ENETUNREACH;
         if (rc == -EOPNOTSUPP || rc == -EFBIG)
                 rc = pause_save_home_in(PAUSE_SNAPSHOTS, s->box, p->id, s->owner, on_saved, m);
         if (rc < 0) {
@@ -405,21 +408,22 @@ static void reply_refused(struct http_request *r, int rc)
                                 "they may (--pause-quota-mb)");
         else if (rc == -ENOTSUP)
                 e2b_reply_error(r, 400, "snapshots need a --state-dir");
+        else if (rc == -ENETUNREACH)
+                e2b_reply_error(r, 400,
+                                "a sandbox with network egress is snapshotted and forked only "
+                                "with its memory, and this one's cannot be kept (see "
+                                "docs/pause.md)");
         else
                 e2b_reply_error(r, 500, "the snapshot could not be made: %s", strerror(-rc));
 }
 
-/* A snapshot needs a running sandbox without egress (its rules are not
- * kept, as for a pause). false after replying. */
+/* A snapshot needs a running sandbox and a --state-dir. false after
+ * replying. */
 static bool snapshot_allowed(struct e2b_sandbox *s, struct http_request *r)
 {
         if (s->phase != E2B_RUNNING || !s->box) {
                 e2b_reply_error(r, 409, "sandbox \"%s\" is %s", s->id,
                                 s->phase == E2B_PAUSED ? "paused" : "being paused or resumed");
-                return false;
-        }
-        if (s->box->network.enabled) {
-                e2b_reply_error(r, 400, "a sandbox with network egress cannot be snapshotted");
                 return false;
         }
         if (!pause_enabled()) {

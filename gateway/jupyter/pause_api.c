@@ -27,7 +27,7 @@ struct paused_kernel {
         char last_activity[JP_TIMESTAMP_SIZE];
         enum paused_phase phase;
         struct http_request *pending; /* answered when the phase ends */
-        struct waiter waiter;  /* the kernel's end (pause) or ready (resume) */
+        struct waiter waiter;         /* the kernel's end (pause) or ready (resume) */
         double started;
         /* The memory was checkpointed (kernel_checkpoint): resume restores
          * it. Else only the home's files were kept, and why. */
@@ -116,18 +116,18 @@ static json_t *paused_model(const struct paused_kernel *p)
 
 static json_t *paused_meta(const struct paused_kernel *p)
 {
-        json_t *meta = json_pack(
-            "{s:i, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:b, s:s}", "version", 1, "kind", "kernel",
-            "id", p->id, "owner", p->owner, "kernelspec", p->spec_name, "env", p->env, "limits",
-            limits_record(&p->limits), "last_activity", p->last_activity, "memoryKept", p->memory,
-            "notice", p->memory ? "" : p->notice);
+        json_t *meta = json_pack("{s:i, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:b, s:s}", "version", 1,
+                                 "kind", "kernel", "id", p->id, "owner", p->owner, "kernelspec",
+                                 p->spec_name, "env", p->env, "limits", limits_record(&p->limits),
+                                 "last_activity", p->last_activity, "memoryKept", p->memory,
+                                 "notice", p->memory ? "" : p->notice);
 
         /* A checkpoint's: what taking the restored kernel over needs. The
          * record is the gateway's own, 0600 in its state directory. */
         if (meta && p->memory)
                 json_object_update_new(meta, json_pack("{s:s, s:s, s:s, s:I}", "checkpoint",
-                                                       p->checkpoint, "key", p->key, "ipc",
-                                                       p->ipc, "checkpointBytes",
+                                                       p->checkpoint, "key", p->key, "ipc", p->ipc,
+                                                       "checkpointBytes",
                                                        (json_int_t)p->checkpoint_bytes));
         return meta;
 }
@@ -152,8 +152,7 @@ static void on_stopped(struct waiter *w, void *subject, int status, const char *
 
 /* The kernel's memory or files are saved (status 0), or not: recorded
  * and the kernel stopped, or the pause undone. */
-static void on_saved_as(struct paused_kernel *p, struct kernel *k, int status,
-                        const char *message)
+static void on_saved_as(struct paused_kernel *p, struct kernel *k, int status, const char *message)
 {
         struct http_request *r;
         json_t *meta;
@@ -209,7 +208,8 @@ static void on_checkpointed(void *ctx, int status, const char *message)
 
         if (p && p->phase == PAUSED_SAVING && status == 0)
                 p->checkpoint_bytes = kernel_checkpoint_bytes(p->checkpoint);
-        if (p && p->phase == PAUSED_SAVING && k && (status == -EOPNOTSUPP || status == -EFBIG)) {
+        if (p && p->phase == PAUSED_SAVING && k && (status == -EOPNOTSUPP || status == -EFBIG) &&
+            !k->sandbox->network.enabled) {
                 /* One the kernel-host cannot take (a template's, a zygote's
                  * kernel...), or past its room: its files, as without
                  * CRIU, saying why. */
@@ -248,11 +248,17 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
                                                "(POST /e2b/sandboxes/{id}/pause)");
                 return;
         }
-        if (k->sandbox->network.enabled) {
-                http_reply_error(r, 400, "A kernel with network egress cannot be paused");
+        why = kernel_checkpoint_refusal(k);
+        if (!why && !kernel_reported_ipc(k))
+                why = "the kernel's sockets cannot be named";
+        /* Its files alone would come back without its egress. */
+        if (why && k->sandbox->network.enabled) {
+                http_reply_error(r, 400,
+                                 "A kernel with network egress is paused only with its memory, "
+                                 "and this one's cannot be kept: %s",
+                                 why);
                 return;
         }
-        why = kernel_checkpoint_refusal(k);
         p = calloc(1, sizeof(*p));
         id = strdup(k->id);
         if (!p || !id || !(p->env = jp_strv_to_json(k->env))) {
@@ -265,19 +271,19 @@ static void pause_kernel(struct http_request *r, struct kernel *k)
         p->limits = k->limits;
         jp_timestamp_format(&k->last_activity, p->last_activity);
         /* The memory when a checkpoint can take it, else the files. */
-        if (!why && kernel_reported_ipc(k) && jp_uuid4(p->checkpoint) == 0) {
+        if (!why && jp_uuid4(p->checkpoint) == 0) {
                 p->memory = true;
                 snprintf(p->key, sizeof(p->key), "%s", k->key);
                 snprintf(p->ipc, sizeof(p->ipc), "%s", kernel_reported_ipc(k));
                 rc = kernel_checkpoint(k, p->checkpoint, on_checkpointed, id);
-                if (rc == -EFBIG || rc == -EDQUOT) {
+                if ((rc == -EFBIG || rc == -EDQUOT) && !k->sandbox->network.enabled) {
                         /* The files may still fit. */
                         p->memory = false;
                         files_notice(p, kernels_checkpoint_why(rc));
                         rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
                 }
         } else {
-                files_notice(p, why ? why : "the kernel's sockets cannot be named");
+                files_notice(p, why ? why : "no checkpoint id could be made");
                 rc = pause_save_home(k->sandbox, k->id, k->owner, on_saved, id);
         }
         if (rc < 0)
@@ -297,6 +303,8 @@ fail:
                 http_reply_error(r, 429,
                                  "Cannot pause the kernel: this key's paused kernels and "
                                  "sandboxes hold all they may (--pause-quota-mb)");
+        else if (rc == -EFBIG) /* a kernel with egress: no files-only pause */
+                http_reply_error(r, 507, "Cannot pause the kernel: %s", kernels_checkpoint_why(rc));
         else
                 http_reply_error(r, 500, "Cannot pause the kernel: %s", strerror(-rc));
 }
@@ -341,8 +349,7 @@ static void on_restored(void *ctx, int status, const char *message, uint64_t byt
                 http_reply_json(r, 200, kernel_model(k));
 }
 
-static void on_resumed_ready(struct waiter *w, void *subject, int status,
-                             const char *message)
+static void on_resumed_ready(struct waiter *w, void *subject, int status, const char *message)
 {
         struct kernel *k = subject;
         struct paused_kernel *p = lws_container_of(w, struct paused_kernel, waiter);
@@ -580,10 +587,9 @@ static void on_found(void *ctx, const char *id, json_t *meta)
                 }
         }
         p->memory = json_is_true(json_object_get(meta, "memoryKept"));
-        if (p->memory &&
-            (!meta_copy(meta, "checkpoint", p->checkpoint, sizeof(p->checkpoint)) ||
-             !meta_copy(meta, "key", p->key, sizeof(p->key)) ||
-             !meta_copy(meta, "ipc", p->ipc, sizeof(p->ipc)))) {
+        if (p->memory && (!meta_copy(meta, "checkpoint", p->checkpoint, sizeof(p->checkpoint)) ||
+                          !meta_copy(meta, "key", p->key, sizeof(p->key)) ||
+                          !meta_copy(meta, "ipc", p->ipc, sizeof(p->ipc)))) {
                 log_warn("paused kernel %s: its checkpoint is not named; left as it is", id);
                 free(p);
                 return;

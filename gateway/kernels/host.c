@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HOST_PROGRAM "glovebox-kernel-host"
-#define HOST_FD      3
+#define HOST_PROGRAM     "glovebox-kernel-host"
+#define HOST_FD          3
 #define HOST_MAX_ZYGOTES 8
 
 static int host_fd = -1;
@@ -39,13 +39,13 @@ static struct {
         char program[PATH_MAX];
         char runtime_dir[PATH_MAX];
         char log_level[16];
-        char home_dir[PATH_MAX]; /* "": a tmpfs home */
-        char layers_dir[PATH_MAX]; /* "": no template builds */
-        char volumes_dir[PATH_MAX]; /* "": no volumes */
+        char home_dir[PATH_MAX];        /* "": a tmpfs home */
+        char layers_dir[PATH_MAX];      /* "": no template builds */
+        char volumes_dir[PATH_MAX];     /* "": no volumes */
         char checkpoints_dir[PATH_MAX]; /* "": no memory checkpoints */
         char criu[PATH_MAX];            /* --criu */
-        char *const *zygotes;    /* --zygote entries, the configuration's */
-        int max_restarts;        /* replacements allowed after a kernel-host died */
+        char *const *zygotes;           /* --zygote entries, the configuration's */
+        int max_restarts;               /* replacements allowed after a kernel-host died */
         int restarts;
 } spawn_args;
 
@@ -67,8 +67,8 @@ static int start_process(void)
          * --home-disk-dir, --layers-dir and --volumes-dir with theirs, two
          * words per zygote, the end. */
         char *argv[15 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
-                                                    spawn_args.runtime_dir, (char *)"--log-level",
-                                                    spawn_args.log_level};
+                                                     spawn_args.runtime_dir, (char *)"--log-level",
+                                                     spawn_args.log_level};
         size_t argc = 5;
         /* Nothing of our environment (tokens, secrets) goes further. */
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
@@ -225,8 +225,7 @@ int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygo
 }
 
 int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
-               const char *log_level, char *const *zygotes, int max_restarts,
-               const char *home_dir)
+               const char *log_level, char *const *zygotes, int max_restarts, const char *home_dir)
 {
         int rc = find_program(spawn_args.program, sizeof(spawn_args.program));
 
@@ -361,10 +360,12 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
         case HOSTMSG_SANDBOX_READY:
                 rc = hostmsg_sandbox_ready_decode(body, &m.ready);
                 l = rc == 0 && nfds == 1 ? listener_find(m.ready.sandbox_id) : NULL;
-                if (l && l->sandbox) {
+                if (l && l->sandbox)
                         l->sandbox->ready(l->ctx, &m.ready, fds[0]);
+                if (rc == 0)
+                        hostmsg_sandbox_ready_clear(&m.ready);
+                if (l && l->sandbox)
                         return 0;
-                }
                 break;
         case HOSTMSG_SANDBOX_FAILED:
         case HOSTMSG_START_FAILED:
@@ -618,7 +619,9 @@ int host_attach(void (*lost)(void))
 
 static int send_json(enum hostmsg_type type, json_t *body)
 {
-        int rc = !body ? -ENOMEM : host_fd < 0 ? -EPIPE : hostmsg_send(host_fd, type, body, NULL, 0);
+        int rc = !body         ? -ENOMEM
+                 : host_fd < 0 ? -EPIPE
+                               : hostmsg_send(host_fd, type, body, NULL, 0);
 
         json_decref(body);
         return rc;
@@ -712,8 +715,8 @@ int host_start(const struct hostmsg_start *req, const struct host_process_ops *o
 int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void *ctx)
 {
         /* The kernel-host's decoder takes no other port: never sent. */
-        int rc = req->port >= 1 && req->port <= 65535 ? listener_add(req->id, NULL, NULL, ctx)
-                                                     : -EINVAL;
+        int rc =
+            req->port >= 1 && req->port <= 65535 ? listener_add(req->id, NULL, NULL, ctx) : -EINVAL;
 
         if (rc == 0) {
                 listener_find(req->id)->connected = done;

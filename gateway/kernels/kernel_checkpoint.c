@@ -36,8 +36,6 @@ const char *kernels_checkpoint_refusal(const struct sandbox *sb)
 
         if (!host_checkpoints(&why))
                 return why;
-        if (sb->network.enabled)
-                return "the sandbox has egress, which a checkpoint does not keep yet";
         if (sb->volumes)
                 return "the sandbox mounts volumes, which a checkpoint does not keep yet";
         for (struct kernel *k = kernels_head; k; k = k->next) {
@@ -103,8 +101,8 @@ static void on_dropped(lws_sorted_usec_list_t *sul)
                 job_end(job, -ESRCH, "the sandbox ended before its checkpoint");
                 return;
         }
-        rc = host_checkpoint(job->sandbox->id, job->name, job->stop, job->room_mb,
-                             on_checkpointed, job);
+        rc = host_checkpoint(job->sandbox->id, job->name, job->stop, job->room_mb, on_checkpointed,
+                             job);
         if (rc < 0)
                 job_end(job, rc, "cannot ask the kernel-host for a checkpoint");
 }
@@ -113,8 +111,7 @@ static void on_dropped(lws_sorted_usec_list_t *sul)
  * limits, within what owner's other paused sandboxes and kernels (but
  * id's) leave of --pause-quota-mb; the memory and files it uses now must
  * fit before anything is written. 0, -EDQUOT (no room left) or -EFBIG. */
-static int checkpoint_room(struct sandbox *sb, const char *owner, const char *id,
-                           uint64_t *room_mb)
+static int checkpoint_room(struct sandbox *sb, const char *owner, const char *id, uint64_t *room_mb)
 {
         uint64_t quota = (uint64_t)config_get()->pause_quota_mb << 20;
         uint64_t used = pause_owner_bytes(owner, id), room, cap, estimate;

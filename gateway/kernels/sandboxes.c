@@ -48,6 +48,11 @@ static void on_ready(void *ctx, const struct hostmsg_sandbox_ready *m, int root_
         sb->root_uid = m->root_uid;
         sb->root_gid = m->root_gid;
         snprintf(sb->root, sizeof(sb->root), "%s", m->root);
+        /* A restore's egress is what its checkpoint kept. */
+        if (m->network.enabled && !sb->network.enabled &&
+            egress_network_copy(&m->network, &sb->network) < 0)
+                log_warn("sandbox %s: its egress cannot be described (out of memory)",
+                         fleetid_short(sb->id).s);
         resolve(sb);
 }
 
@@ -127,11 +132,11 @@ int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_p
 
 int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,
                         const char *template_root, bool confined,
-                        const struct hostmsg_network *network,
-                        const struct sandbox_layers *layers, struct sandbox **out)
+                        const struct hostmsg_network *network, const struct sandbox_layers *layers,
+                        struct sandbox **out)
 {
-        struct hostmsg_sandbox req = {.limits = *limits, .ro_paths = (char **)ro_paths,
-                                      .sandbox = confined};
+        struct hostmsg_sandbox req = {
+            .limits = *limits, .ro_paths = (char **)ro_paths, .sandbox = confined};
         struct sandbox *sb;
         int rc;
 

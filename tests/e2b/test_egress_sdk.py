@@ -32,17 +32,25 @@ def get(url):
 """
 
 
+EGRESS = ("--egress-allow", f"{PUBLIC}/32,{PUBLIC_OTHER}/32,public.gbtest",
+          "--egress-dns", testnet.DNS)
+
+
 @pytest.fixture(scope="module")
-def egress_gateway():
-    net = testnet.TestNet().up()
-    gw = start_gateway("--egress-allow", f"{PUBLIC}/32,{PUBLIC_OTHER}/32,public.gbtest",
-                       "--egress-dns", testnet.DNS, token=None)
+def net():
+    t = testnet.TestNet().up()
+    yield t
+    t.down()
+
+
+@pytest.fixture(scope="module")
+def egress_gateway(net):
+    gw = start_gateway(*EGRESS, token=None)
     gw.token = generated_token(gw)
     try:
         yield gw
     finally:
         gw.stop()
-        net.down()
 
 
 def fetch(sbx, urls):
@@ -89,3 +97,41 @@ def test_allow_out_narrows_and_outside_is_refused(egress_gateway):
     with pytest.raises(SandboxException) as caught:
         Sandbox.create(network={"allow_out": ["10.0.0.0/8"]})
     assert "400" in str(caught.value) and "10.0.0.0/8" in str(caught.value)
+
+
+def test_pause_keeps_the_memory_and_the_internet_access(net, tmp_path):
+    """(Issue 24.) A sandbox with internet access pauses with its memory
+    and comes back with the same egress; a pause of its files only is
+    refused, saying why: the files alone would come back without it."""
+    from test_pause_memory import CRIU, criu_usable
+    if not criu_usable():
+        pytest.skip(f"memory pause needs CRIU 4.1+ at {CRIU}")
+    gw = start_gateway(*EGRESS, "--state-dir", str(tmp_path / "state"), "--criu", CRIU,
+                       token=None)
+    gw.token = generated_token(gw)
+    try:
+        point_sdk_at(gw, gw.token)
+        sbx = Sandbox.create(allow_internet_access=True, network={"allow_out": ["public.gbtest"]})
+        assert sbx.run_code("x = 7; x").text == "7"
+        with pytest.raises(SandboxException) as refused:
+            sbx.pause(keep_memory=False)
+        assert "network egress is paused only with its memory" in str(refused.value)
+        assert sbx.pause() is True
+        info = Sandbox.get_info(sbx.sandbox_id)
+        assert info.state.value == "paused"
+        again = Sandbox.connect(sbx.sandbox_id)
+        try:
+            info = again.get_info()
+            assert info.allow_internet_access is True
+            assert info.network == {"allow_out": ["public.gbtest"], "deny_out": []}, info.network
+            assert again.run_code("x + 1").text == "8"
+            # The same egress: the allowed name, nothing else.
+            assert fetch(again, ["http://public.gbtest/", f"http://{PUBLIC_OTHER}/"]) == [
+                "public", "ConnectionRefusedError"]
+            out = again.commands.run("python3 -c \"import urllib.request as u; "
+                                     "print(u.urlopen('http://public.gbtest/').read().decode())\"")
+            assert out.stdout == "public\n"
+        finally:
+            again.kill()
+    finally:
+        gw.stop()

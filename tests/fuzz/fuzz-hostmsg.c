@@ -151,7 +151,7 @@ static void check_start(json_t *body)
 
 /* The messages that own no memory: decode, check the id, encode, decode
  * again and compare. */
-#define CHECK_SIMPLE(kind, id, decode, encode, equal)                                              \
+#define CHECK_SIMPLE(kind, id, decode, encode, clear, equal)                                       \
         do {                                                                                       \
                 struct kind a, b;                                                                  \
                 json_t *again, *third;                                                             \
@@ -170,30 +170,35 @@ static void check_start(json_t *body)
                 check_stable(again, third, #kind " encodes differently the second time");          \
                 json_decref(again);                                                                \
                 json_decref(third);                                                                \
+                clear(&a);                                                                         \
+                clear(&b);                                                                         \
         } while (0)
+
+/* For the messages that own nothing once decoded. */
+#define NO_CLEAR(m) ((void)(m))
 
 static void check_all(json_t *body)
 {
         check_sandbox(body);
         check_start(body);
-        CHECK_SIMPLE(hostmsg_sandbox_ready, sandbox_id, hostmsg_sandbox_ready_decode,
-                     hostmsg_sandbox_ready_encode,
-                     !strcmp(a.sandbox_id, b.sandbox_id) && a.init_pid == b.init_pid &&
-                         a.init_pid >= 0 && a.user_uid == b.user_uid &&
-                         a.user_uid != (unsigned)-1 && a.user_gid == b.user_gid &&
-                         a.user_gid != (unsigned)-1 && a.root[0] == '/' && !strcmp(a.root, b.root) &&
-                         a.has_root == b.has_root && a.root_uid == b.root_uid &&
-                         a.root_gid == b.root_gid && (!a.has_root || a.root_uid != 0));
-        CHECK_SIMPLE(hostmsg_started, id, hostmsg_started_decode, hostmsg_started_encode,
+        CHECK_SIMPLE(
+            hostmsg_sandbox_ready, sandbox_id, hostmsg_sandbox_ready_decode,
+            hostmsg_sandbox_ready_encode, hostmsg_sandbox_ready_clear,
+            !strcmp(a.sandbox_id, b.sandbox_id) && a.init_pid == b.init_pid && a.init_pid >= 0 &&
+                a.user_uid == b.user_uid && a.user_uid != (unsigned)-1 &&
+                a.user_gid == b.user_gid && a.user_gid != (unsigned)-1 && a.root[0] == '/' &&
+                !strcmp(a.root, b.root) && a.has_root == b.has_root && a.root_uid == b.root_uid &&
+                a.root_gid == b.root_gid && (!a.has_root || a.root_uid != 0));
+        CHECK_SIMPLE(hostmsg_started, id, hostmsg_started_decode, hostmsg_started_encode, NO_CLEAR,
                      !strcmp(a.id, b.id) && a.pid == b.pid && a.pid > 0 &&
                          !strcmp(a.ipc_prefix, b.ipc_prefix));
-        CHECK_SIMPLE(hostmsg_failed, id, hostmsg_failed_decode, hostmsg_failed_encode,
+        CHECK_SIMPLE(hostmsg_failed, id, hostmsg_failed_decode, hostmsg_failed_encode, NO_CLEAR,
                      !strcmp(a.id, b.id) && !strcmp(a.step, b.step) && a.error == b.error &&
                          !strcmp(a.message, b.message));
-        CHECK_SIMPLE(hostmsg_signal, id, hostmsg_signal_decode, hostmsg_signal_encode,
+        CHECK_SIMPLE(hostmsg_signal, id, hostmsg_signal_decode, hostmsg_signal_encode, NO_CLEAR,
                      !strcmp(a.id, b.id) && a.signal == b.signal && a.signal >= 0 &&
                          a.signal <= 64);
-        CHECK_SIMPLE(hostmsg_exit, id, hostmsg_exit_decode, hostmsg_exit_encode,
+        CHECK_SIMPLE(hostmsg_exit, id, hostmsg_exit_decode, hostmsg_exit_encode, NO_CLEAR,
                      !strcmp(a.id, b.id) && a.pid == b.pid && a.pid >= 0 &&
                          a.exit_code == b.exit_code && a.signal == b.signal &&
                          !strcmp(a.reason, b.reason));

@@ -448,3 +448,109 @@ def test_reserved_blocks_stay_closed_unless_the_operator_opens_them(net):
     finally:
         gw.stop()
     settle()
+
+
+HOLD_CONNECTION = r"""
+import socket
+x = 41
+held = socket.create_connection(("public.gbtest", 80), timeout=5)
+print(held.getsockname()[0], open('/etc/resolv.conf').read().split()[1])
+"""
+
+AFTER = r"""
+def held_state():
+    try:
+        held.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        return "open " + repr(held.recv(64)[:12])
+    except OSError as e:
+        return type(e).__name__
+s = socket.create_connection(("public.gbtest", 80), timeout=5)
+print(x + 1, held_state(), s.getsockname()[0], open('/etc/resolv.conf').read().split()[1])
+"""
+
+
+def test_memory_pause_and_fork_keep_egress(net, tmp_path):
+    """(Issue 24.) A kernel with egress is paused with its memory: its
+    connections out are closed at the dump, its network (pair, rules,
+    resolver) is gone while it is paused and comes back with the same
+    policy at the resume; forks each get a network of their own (their
+    own address and resolver, /etc/resolv.conf naming it), with the same
+    policy. A pause that asks for files only is refused: the files alone
+    would come back without the egress."""
+    sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+    from test_pause_memory import CRIU, criu_usable
+    if not criu_usable():
+        pytest.skip(f"memory pause needs CRIU 4.1+ at {CRIU}")
+    settle()
+    before_links, before_tables = host_links(), tables()
+    gw = start_gateway(*EGRESS_ARGS, "--state-dir", str(tmp_path / "state"), "--criu", CRIU)
+    kids = []
+    try:
+        model = start(gw, {"allowOut": ["public.gbtest"]})
+        kid = model["id"]
+        kids.append(kid)
+        content, stdout, _ = run(gw, kid, HOLD_CONNECTION)
+        assert content["status"] == "ok", content
+        address, nameserver = stdout.split()
+        assert address.startswith("100.127.") and nameserver.startswith("100.127."), stdout
+        assert len(host_links()) == len(before_links) + 1
+
+        status, paused, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+        assert status == 200 and paused["paused"] == {"memory_kept": True}, paused
+        # Nothing of its network is left while it sleeps.
+        assert host_links() == before_links and tables() == before_tables
+        assert not resolvers(None)
+
+        status, resumed, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+        assert status == 200, resumed
+        assert resumed["network"] == model["network"], (resumed, model)
+        content, stdout, _ = run(gw, kid, AFTER)
+        assert content["status"] == "ok", content
+        count, held, new_address, new_nameserver = stdout.split()
+        assert count == "42"
+        # The connection held across the pause was closed at the dump.
+        assert not held.startswith("open"), stdout
+        assert new_address.startswith("100.127.") and new_nameserver.startswith("100.127.")
+        r = probe(gw, kid, urls=[f"http://{PUBLIC}/", f"http://{PUBLIC_OTHER}/",
+                                 "http://public.gbtest/", f"http://{PRIVATE}/"],
+                  names=["public.gbtest", "other.gbtest"])
+        # The same policy: the request's narrowing holds (only the
+        # allowed name, and what it resolved to), names resolve.
+        assert r["get"]["http://public.gbtest/"] == "public"
+        assert r["get"][f"http://{PUBLIC}/"] == "public"
+        assert r["get"][f"http://{PUBLIC_OTHER}/"] == "ConnectionRefusedError"
+        assert r["get"][f"http://{PRIVATE}/"] == "ConnectionRefusedError"
+        assert r["dns"]["public.gbtest"] == PUBLIC
+        assert r["dns"]["other.gbtest"] == "gaierror"
+        assert len(host_links()) == len(before_links) + 1
+
+        status, body, _ = gw.request("POST", f"/api/kernels/{kid}/fork", {"count": 2})
+        assert status == 201, body
+        copies = [k["id"] for k in body["kernels"]]
+        kids += copies
+        assert len(host_links()) == len(before_links) + 3
+        addresses = {new_address}
+        for copy in copies:
+            content, stdout, _ = run(gw, copy, AFTER.replace("x + 1, held_state()", "x + 1, '-'"))
+            assert content["status"] == "ok", content
+            count, _, copy_address, copy_nameserver = stdout.split()
+            assert count == "42"
+            addresses.add(copy_address)
+            # Its own resolver, named in its own /etc/resolv.conf.
+            assert copy_nameserver != new_nameserver, stdout
+            r = probe(gw, copy, urls=["http://public.gbtest/", f"http://{PRIVATE}/"],
+                      names=["public.gbtest", "other.gbtest"])
+            assert r["get"]["http://public.gbtest/"] == "public", r
+            assert r["get"][f"http://{PRIVATE}/"] == "ConnectionRefusedError", r
+            assert r["dns"]["other.gbtest"] == "gaierror", r
+        assert len(addresses) == 3, addresses
+        # The source runs on with its network.
+        r = probe(gw, kid, urls=["http://public.gbtest/"])
+        assert r["get"]["http://public.gbtest/"] == "public"
+
+    finally:
+        for k in kids:
+            gw.request("DELETE", f"/api/kernels/{k}")
+        gw.stop()
+    settle()
+    assert host_links() == before_links and tables() == before_tables

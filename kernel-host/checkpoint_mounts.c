@@ -1,0 +1,254 @@
+#include "autoconf.h"
+
+#include "kernel-host/checkpoint.h"
+#include "kernel-host/sandbox.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernel-host/checkpoint_internal.h"
+
+/* The sandbox's mounts as a checkpoint sees them: which come from outside
+ * (CRIU is told, and the restore binds them again), and the flags each
+ * had, which the restore gives back. */
+
+/* ---- the mounts from outside --------------------------------------------------- */
+
+struct mount_line {
+        int id;
+        unsigned major, minor;
+        char root[PATH_MAX];
+        char point[PATH_MAX];
+        char fstype[64];
+};
+
+/* One line of a mountinfo; false for one we cannot read whole or that
+ * names a path with an escape (a space, a newline). */
+static bool mount_parse(char *line, struct mount_line *m)
+{
+        char *sep = strstr(line, " - ");
+        int parent;
+
+        if (!sep || strchr(line, '\\'))
+                return false;
+        if (sscanf(line, "%d %d %u:%u %4095s %4095s", &m->id, &parent, &m->major, &m->minor,
+                   m->root, m->point) != 6)
+                return false;
+        return sscanf(sep + 3, "%63s", m->fstype) == 1;
+}
+
+/* Where the host has the file or directory that is root on device
+ * major:minor: the host mount of that device whose root is the longest
+ * prefix of it, and the rest below its mount point. */
+static int host_path(unsigned major, unsigned minor, const char *root, char *out, size_t size)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[3 * PATH_MAX];
+        size_t best = 0;
+        bool found = false;
+
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                struct mount_line m;
+                size_t n;
+
+                if (!mount_parse(line, &m) || m.major != major || m.minor != minor)
+                        continue;
+                n = strcmp(m.root, "/") == 0 ? 0 : strlen(m.root);
+                if (n && (strncmp(root, m.root, n) != 0 || (root[n] != '/' && root[n])))
+                        continue;
+                if (!found || n > best) {
+                        snprintf(out, size, "%s%s", strcmp(m.point, "/") == 0 ? "" : m.point,
+                                 root + n);
+                        if (!out[0])
+                                snprintf(out, size, "/");
+                        best = n;
+                        found = true;
+                }
+        }
+        fclose(f);
+        return found ? 0 : -ENOENT;
+}
+
+/* The sandbox's mounts CRIU must be told come from outside, as
+ * [{"point", "key", "kind", "path"}]: "top" (a bind of the top's path),
+ * "usr" (the /usr overlay) or "host" (a host path). Its own tmpfs, proc,
+ * devpts and mqueue CRIU saves itself. NULL with err set when one is of
+ * a kind we cannot restore. */
+json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *err, size_t errlen)
+{
+        char path[64], line[3 * PATH_MAX], host[PATH_MAX];
+        json_t *list = json_array();
+        struct stat top;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
+        f = fopen(path, "re");
+        if (!f || !list || fstat(top_fd, &top) < 0) {
+                snprintf(err, errlen, "cannot read the sandbox's mounts: %s", strerror(errno));
+                goto fail;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                struct mount_line m;
+                const char *kind;
+                char key[32];
+
+                if (!mount_parse(line, &m)) {
+                        snprintf(err, errlen, "a mount whose path CRIU cannot be given");
+                        goto fail;
+                }
+                if (strcmp(m.point, "/") == 0)
+                        continue;
+                if (m.major == major(top.st_dev) && m.minor == minor(top.st_dev)) {
+                        kind = "top";
+                        snprintf(host, sizeof(host), "%s", m.root);
+                } else if (strcmp(m.fstype, "overlay") == 0) {
+                        if (strcmp(m.point, "/usr") != 0) {
+                                snprintf(err, errlen, "an overlay at %.200s", m.point);
+                                goto fail;
+                        }
+                        kind = "usr";
+                        host[0] = '\0';
+                } else if ((strcmp(m.fstype, "tmpfs") == 0 && strcmp(m.root, "/") == 0) ||
+                           strcmp(m.fstype, "proc") == 0 || strcmp(m.fstype, "devpts") == 0 ||
+                           strcmp(m.fstype, "mqueue") == 0) {
+                        continue;
+                } else {
+                        kind = "host";
+                        if (host_path(m.major, m.minor, m.root, host, sizeof(host)) < 0) {
+                                snprintf(err, errlen, "no host path for the mount at %.200s",
+                                         m.point);
+                                goto fail;
+                        }
+                }
+                if (json_array_size(list) >= MAX_MOUNTS) {
+                        snprintf(err, errlen, "more than %d mounts", MAX_MOUNTS);
+                        goto fail;
+                }
+                snprintf(key, sizeof(key), "m%d", m.id);
+                json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}", "point", m.point,
+                                                      "key", key, "kind", kind, "path", host));
+        }
+        fclose(f);
+        return list;
+fail:
+        if (f)
+                fclose(f);
+        json_decref(list);
+        return NULL;
+}
+
+/* ---- their flags ---------------------------------------------------------------- */
+
+json_t *checkpoint_mount_flags(pid_t init)
+{
+        char path[64], line[3 * PATH_MAX];
+        json_t *flags = json_object();
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
+        f = fopen(path, "re");
+        if (!f || !flags) {
+                if (f)
+                        fclose(f);
+                json_decref(flags);
+                return NULL;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                char point[PATH_MAX], options[256];
+
+                if (sscanf(line, "%*d %*d %*u:%*u %*s %4095s %255s", point, options) == 2)
+                        json_object_set_new(flags, point, json_string(options));
+        }
+        fclose(f);
+        return flags;
+}
+
+/* The mount flags of options (a mountinfo's per-mount field). */
+static unsigned long flags_of(const char *options)
+{
+        static const struct {
+                const char *name;
+                unsigned long flag;
+        } known[] = {{"ro", MS_RDONLY},        {"nosuid", MS_NOSUID},
+                     {"nodev", MS_NODEV},      {"noexec", MS_NOEXEC},
+                     {"noatime", MS_NOATIME},  {"nodiratime", MS_NODIRATIME},
+                     {"relatime", MS_RELATIME}};
+        unsigned long flags = 0;
+
+        for (const char *o = options; *o;) {
+                size_t n = strcspn(o, ",");
+
+                for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+                        if (strlen(known[i].name) == n && strncmp(o, known[i].name, n) == 0)
+                                flags |= known[i].flag;
+                }
+                o += n + (o[n] == ',');
+        }
+        return flags;
+}
+
+/* Gives every mount of the restored sandbox at least the flags it had at
+ * the dump (recorded: {point: options}), in a child that enters its
+ * mount namespace. The flags only tighten, whatever a path leads to. 0,
+ * or -EPERM when one could not be given. */
+int checkpoint_restore_flags(const struct sandbox *sb, json_t *recorded)
+{
+        const unsigned long tight = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+        int status;
+        pid_t pid;
+
+        if (!json_is_object(recorded))
+                return -EPERM;
+        pid = fork();
+        if (pid == 0) {
+                char line[3 * PATH_MAX];
+                int failed = 0;
+                FILE *f;
+
+                /* init's mounts, read through the host's /proc: once in
+                 * the namespace, /proc is the sandbox's, without us. */
+                snprintf(line, sizeof(line), "/proc/%d/mountinfo", (int)sb->init_pid);
+                f = fopen(line, "re");
+                if (!f || setns(sb->ns_fds[1], CLONE_NEWNS) < 0)
+                        _exit(100);
+                while (fgets(line, sizeof(line), f)) {
+                        char point[PATH_MAX], options[256];
+                        unsigned long now, want;
+                        const char *was;
+
+                        if (sscanf(line, "%*d %*d %*u:%*u %*s %4095s %255s", point, options) != 2)
+                                continue;
+                        was = json_string_value(json_object_get(recorded, point));
+                        now = flags_of(options);
+                        want = was ? flags_of(was) & tight : 0;
+                        if ((now | want) == now)
+                                continue;
+                        if (mount(NULL, point, NULL, MS_REMOUNT | MS_BIND | now | want, NULL) < 0) {
+                                log_warn("cannot give %s its flags back: %s", point,
+                                         strerror(errno));
+                                failed++;
+                        }
+                }
+                fclose(f);
+                _exit(failed ? 102 : 0);
+        }
+        if (pid < 0)
+                return -errno;
+        while (waitpid(pid, &status, 0) < 0) {
+                if (errno != EINTR)
+                        return -errno;
+        }
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
