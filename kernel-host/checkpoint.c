@@ -7,6 +7,7 @@
 #include "kernel-host/spawn_internal.h"
 #include "protocol/buf.h"
 #include "protocol/fleetid.h"
+#include "protocol/kernelspec.h"
 #include "protocol/log.h"
 #include "protocol/tree.h"
 
@@ -325,6 +326,11 @@ void checkpoint_job_free(struct job *j)
         }
         json_decref(j->flags);
         hostmsg_network_clear(&j->network);
+        jp_strv_free(j->volumes);
+        for (size_t i = 0; i < j->nvolumes; i++) {
+                if (j->volume_fds[i] >= 0)
+                        close(j->volume_fds[i]);
+        }
         free(j);
 }
 
@@ -479,7 +485,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (!b->checkpointable || b->sandbox.top_fd < 0) {
                 snprintf(err, errlen,
                          "this sandbox cannot be checkpointed: only one on the host's /usr, "
-                         "without template layers, a disk home, volumes or zygote kernels");
+                         "without template layers, a disk home or zygote kernels");
                 return -EOPNOTSUPP;
         }
         if (job_find_sandbox(b->id)) {
@@ -494,7 +500,8 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 return -EIO;
         }
         pipe_name[n] = '\0';
-        mounts = checkpoint_outside_mounts(b->sandbox.init_pid, b->sandbox.top_fd, err, errlen);
+        mounts = checkpoint_outside_mounts(b->sandbox.init_pid, b->sandbox.top_fd, b->volumes, err,
+                                           errlen);
         if (!mounts)
                 return -EOPNOTSUPP;
         snprintf(tmp, sizeof(tmp), "%s.new", req->volume_id);

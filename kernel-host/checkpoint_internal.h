@@ -6,6 +6,7 @@
 #define GLOVEBOX_CHECKPOINT_INTERNAL_H
 
 #include "kernel-host/checkpoint.h"
+#include "kernel-host/overlay.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/spawn_internal.h"
 
@@ -47,6 +48,11 @@ struct job {
          * /etc/resolv.conf, written before the sandbox runs again */
         struct hostmsg_network network;
         char resolv[64];
+        /* a restore's volumes: "id:/path" for the sandbox, and each one's
+         * new mount (idmapped for the sandbox), handed to CRIU */
+        char **volumes;
+        int volume_fds[OVERLAY_MAX_VOLUMES];
+        size_t nvolumes;
         /* a restore's as a copy (a fork): its ids are new, old_ids the
          * checkpoint's */
         bool copy;
@@ -106,10 +112,12 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
 
 /* checkpoint_mounts.c. The mounts of the sandbox of init that CRIU must be
  * told come from outside, as [{"point", "key", "kind", "path"}]: "top" (a
- * bind of the top's path), "usr" (the /usr overlay) or "host" (a host
- * path); its own tmpfs, proc, devpts and mqueue CRIU saves itself. NULL
- * with err set when one is of a kind we cannot restore. */
-json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *err, size_t errlen);
+ * bind of the top's path), "usr" (the /usr overlay), "volume" (one of
+ * volumes, "id:/path": path is its id) or "host" (a host path); its own
+ * tmpfs, proc, devpts and mqueue CRIU saves itself. NULL with err set
+ * when one is of a kind we cannot restore. */
+json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, char *err,
+                                  size_t errlen);
 /* Every mount's options, {point: options}, for the restore; NULL when
  * they cannot be read. */
 json_t *checkpoint_mount_flags(pid_t init);

@@ -2,6 +2,7 @@
 
 #include "kernel-host/checkpoint.h"
 #include "kernel-host/sandbox.h"
+#include "protocol/hostmsg.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -81,12 +82,31 @@ static int host_path(unsigned major, unsigned minor, const char *root, char *out
         return found ? 0 : -ENOENT;
 }
 
+/* Whether m is the mount of one of volumes ("id:/path"), its id then in
+ * id: at the volume's path, the root of an ext4 filesystem (volumes.h). */
+static bool volume_at(char *const *volumes, const struct mount_line *m, char *id, size_t size)
+{
+        for (size_t i = 0; volumes && volumes[i]; i++) {
+                char vid[JP_UUID_SIZE];
+                const char *path;
+
+                if (hostmsg_volume_mount_split(volumes[i], vid, &path) &&
+                    strcmp(path, m->point) == 0 && strcmp(m->root, "/") == 0 &&
+                    strcmp(m->fstype, "ext4") == 0) {
+                        snprintf(id, size, "%s", vid);
+                        return true;
+                }
+        }
+        return false;
+}
+
 /* The sandbox's mounts CRIU must be told come from outside, as
  * [{"point", "key", "kind", "path"}]: "top" (a bind of the top's path),
  * "usr" (the /usr overlay) or "host" (a host path). Its own tmpfs, proc,
  * devpts and mqueue CRIU saves itself. NULL with err set when one is of
  * a kind we cannot restore. */
-json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *err, size_t errlen)
+json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, char *err,
+                                  size_t errlen)
 {
         char path[64], line[3 * PATH_MAX], host[PATH_MAX];
         json_t *list = json_array();
@@ -113,6 +133,8 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *err, size_t errl
                 if (m.major == major(top.st_dev) && m.minor == minor(top.st_dev)) {
                         kind = "top";
                         snprintf(host, sizeof(host), "%s", m.root);
+                } else if (volume_at(volumes, &m, host, sizeof(host))) {
+                        kind = "volume";
                 } else if (strcmp(m.fstype, "overlay") == 0) {
                         if (strcmp(m.point, "/usr") != 0) {
                                 snprintf(err, errlen, "an overlay at %.200s", m.point);

@@ -3,6 +3,7 @@
 #include "kernel-host/checkpoint.h"
 #include "kernel-host/cgroup.h"
 #include "kernel-host/overlay.h"
+#include "kernel-host/volumes.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/spawn_internal.h"
 #include "protocol/buf.h"
@@ -148,6 +149,16 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
             mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
                   "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
                 _exit(125);
+        /* Its volumes, where CRIU is told they are. */
+        for (size_t k = 0; k < j->nvolumes; k++) {
+                char name[32];
+
+                snprintf(name, sizeof(name), "vol-%zu", k);
+                if ((mkdir(name, 0700) < 0 && errno != EEXIST) ||
+                    syscall(SYS_move_mount, j->volume_fds[k], "", AT_FDCWD, name,
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        _exit(129);
+        }
         /* Its resolver's address, new unless its slot was free again. */
         if (j->resolv[0]) {
                 fd = open("root", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -290,6 +301,49 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
         return 0;
 }
 
+/* Each volume the sandbox had (a "volume" of the record's mounts), mounted
+ * again for it (volumes.h), idmapped through holder's user namespace (its
+ * ids), for the worker to put where CRIU is told it is; and its
+ * "id:/path" again, for the box. 0, or -errno with err set. */
+static int volumes_take(struct job *j, json_t *mounts, pid_t holder, char *err, size_t errlen)
+{
+        size_t i, n = 0;
+        json_t *m;
+
+        j->volumes = calloc(OVERLAY_MAX_VOLUMES + 1, sizeof(char *));
+        if (!j->volumes) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        json_array_foreach(mounts, i, m) {
+                const char *kind = json_string_value(json_object_get(m, "kind")) ?: "";
+                const char *id = json_string_value(json_object_get(m, "path")) ?: "";
+                const char *point = json_string_value(json_object_get(m, "point")) ?: "";
+                int fd = -1, rc;
+
+                if (strcmp(kind, "volume") != 0)
+                        continue;
+                if (n == OVERLAY_MAX_VOLUMES || !jp_uuid_valid(id, strlen(id)) ||
+                    !hostmsg_volume_path_valid(point)) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                rc = volumes_mount(id, &fd);
+                if (rc == 0)
+                        rc = overlay_idmap(fd, holder, false);
+                j->volume_fds[j->nvolumes++] = fd;
+                if (rc == 0 && asprintf(&j->volumes[n], "%s:%s", id, point) < 0)
+                        rc = -ENOMEM;
+                if (rc < 0) {
+                        snprintf(err, errlen, "volume %.8s: %s", id,
+                                 rc == -ENOENT ? "it was deleted" : strerror(-rc));
+                        return rc;
+                }
+                n++;
+        }
+        return 0;
+}
+
 /* A copy's own image directory, copy-<sandbox id> in the checkpoint's
  * (dir becomes it): the checkpoint's images as relative symlinks, which
  * CRIU, reading some as the sandbox's ids, follows without passing the
@@ -346,7 +400,7 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         char dir[PATH_MAX + 64], top[PATH_MAX + 16], options[128], pidfile[PATH_MAX + 16];
         char root[PATH_MAX + 32], archive[PATH_MAX + 64], inherit[96], cg_err[HOSTMSG_ERROR_SIZE];
         char *argv[MAX_ARGS], *owned[MAX_ARGS];
-        size_t argc = 0, nowned = 0, i;
+        size_t argc = 0, nowned = 0, nvolume = 0, i;
         json_t *rec = NULL, *mounts, *m;
         const char *pipe_name;
         int dir_fd = -1, usr_fd = -1, report[2] = {-1, -1}, sv[2] = {-1, -1}, rc;
@@ -439,11 +493,15 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         rc = ids_holder(&j->ids, &holder);
         if (rc == 0)
                 rc = overlay_lower_open("/usr", holder, &usr_fd, &idmapped);
-        holder_end(holder);
         if (rc < 0) {
+                holder_end(holder);
                 snprintf(err, errlen, "the host's /usr, idmapped: %s", strerror(-rc));
                 goto fail;
         }
+        rc = volumes_take(j, json_object_get(rec, "mounts"), holder, err, errlen);
+        holder_end(holder);
+        if (rc < 0)
+                goto fail;
         if (pipe2(report, O_CLOEXEC) < 0 ||
             socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 rc = -errno;
@@ -531,6 +589,8 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                         n = asprintf(&e, "mnt[%s]:%s/" USR_MERGED, key, top);
                 else if (strcmp(kind, "host") == 0 && path[0] == '/')
                         n = asprintf(&e, "mnt[%s]:%s", key, path);
+                else if (strcmp(kind, "volume") == 0 && nvolume < j->nvolumes)
+                        n = asprintf(&e, "mnt[%s]:%s/vol-%zu", key, top, nvolume++);
                 else
                         n = -2;
                 if (n == -2 || !key[0]) {
@@ -756,6 +816,9 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         ready.root_gid = j->ids.setup_gid;
         snprintf(ready.root, sizeof(ready.root), "/proc/%d/root", (int)init);
         ready.network = j->network; /* lent for the encoding */
+        b->volumes = j->volumes;
+        j->volumes = NULL;
+        ready.volumes = b->volumes;
         root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
         msg = hostmsg_sandbox_ready_encode(&ready);
         if (root_fd < 0 || !msg || hostmsg_send(link, HOSTMSG_SANDBOX_READY, msg, &root_fd, 1) < 0)

@@ -33,15 +33,16 @@ struct box {
         struct sandbox sandbox;
         struct net_egress net; /* slot -1: no network */
         json_t *network;       /* its egress policy (hostmsg_network_encode); NULL: none */
+        char **volumes;        /* its volumes, "id:/path" (NULL-terminated); NULL: none */
         int slot;
         uint64_t oom_seen; /* out-of-memory kills already reported */
         bool init_alive;
         bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
         int procs;          /* processes not yet reaped */
         /* A memory checkpoint can take it (checkpoint.h): the host's form
-         * on an overlay, as root, with nothing mounted from outside (no
-         * template, layers, disk home or volumes) and no process forked
-         * from a zygote. */
+         * on an overlay, as root, with nothing mounted from outside but
+         * volumes (no template, layers or disk home) and no process
+         * forked from a zygote. */
         bool checkpointable;
 };
 

@@ -9,6 +9,7 @@
 #include "kernel-host/layers.h"
 #include "kernel-host/volumes.h"
 #include "protocol/fleetid.h"
+#include "protocol/kernelspec.h"
 #include "protocol/log.h"
 #include "protocol/tree.h"
 
@@ -295,7 +296,9 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 b->init_alive = true;
                 b->checkpointable = ids.privileged && overlay_available() && !b->templated &&
                                     !(req->layers && req->layers[0]) && !req->build_layer[0] &&
-                                    !(req->volumes && req->volumes[0]) && !homedisk_enabled();
+                                    !homedisk_enabled();
+                if (req->volumes && req->volumes[0] && jp_strv_dup(req->volumes, &b->volumes) < 0)
+                        b->checkpointable = false; /* out of memory: it runs, never paused whole */
                 if (req->network.enabled) {
                         rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
                                         b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
@@ -355,6 +358,7 @@ fail:
                 layers_delete(b->build_layer);
         net_release(&b->net);
         json_decref(b->network);
+        jp_strv_free(b->volumes);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
@@ -430,6 +434,7 @@ void spawn_box_discard(struct box *b)
 {
         net_release(&b->net);
         json_decref(b->network);
+        jp_strv_free(b->volumes);
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
         free(b);
@@ -443,6 +448,7 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
                 sandbox_destroy(&b->sandbox);
         net_release(&b->net);
         json_decref(b->network);
+        jp_strv_free(b->volumes);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);

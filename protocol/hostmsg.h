@@ -204,6 +204,9 @@ struct hostmsg_sandbox_ready {
          * false: none, or not a restore); owned after decoding: release
          * with hostmsg_sandbox_ready_clear. */
         struct hostmsg_network network;
+        /* A restored sandbox's volumes, "id:/path" as at its creation
+         * (NULL: none); owned after decoding. */
+        char **volumes;
 };
 
 struct hostmsg_start {

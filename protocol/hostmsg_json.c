@@ -374,6 +374,8 @@ json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
         }
         if (o && m->network.enabled)
                 json_object_set_new(o, "network", hostmsg_network_encode(&m->network));
+        if (o && m->volumes && m->volumes[0])
+                json_object_set_new(o, "volumes", strv_encode(m->volumes));
         return o;
 }
 
@@ -407,17 +409,28 @@ int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
                 m->root_gid = (unsigned)root_gid;
         }
         m->network = (struct hostmsg_network){0};
-        if (rc == 0 && json_object_get(body, "network")) {
+        m->volumes = NULL;
+        if (rc == 0 && json_object_get(body, "network"))
                 rc = hostmsg_network_decode(json_object_get(body, "network"), &m->network);
-                if (rc < 0)
-                        hostmsg_network_clear(&m->network);
+        if (rc == 0 && json_object_get(body, "volumes"))
+                rc = strv_decode(json_object_get(body, "volumes"), HOSTMSG_MAX_VOLUMES, 0,
+                                 &m->volumes);
+        for (size_t i = 0; rc == 0 && m->volumes && m->volumes[i]; i++) {
+                char id[JP_UUID_SIZE];
+                const char *path;
+
+                if (!hostmsg_volume_mount_split(m->volumes[i], id, &path))
+                        rc = -EBADMSG;
         }
+        if (rc < 0)
+                hostmsg_sandbox_ready_clear(m);
         return rc;
 }
 
 void hostmsg_sandbox_ready_clear(struct hostmsg_sandbox_ready *m)
 {
         hostmsg_network_clear(&m->network);
+        strv_clear(&m->volumes);
 }
 
 json_t *hostmsg_start_encode(const struct hostmsg_start *m)

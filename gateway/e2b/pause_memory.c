@@ -159,11 +159,13 @@ static void on_box_restored(struct sandbox_waiter *sw, struct sandbox *sb, const
         size_t i;
         json_t *c;
 
-        (void)sb;
         if (error) {
                 e2b_resume_failed(s, error);
                 return;
         }
+        /* A copy's volumes are its source's: the kernel-host mounted them. */
+        if (!s->volumes && sb->volumes && jp_strv_dup(sb->volumes, &s->volumes) < 0)
+                log_warn("e2b sandbox %s: its volumes cannot be listed (out of memory)", s->id);
         /* Every command still running had its pipes handed over before. */
         envd_commands_settle(s);
         json_array_foreach(s->memory_contexts, i, c) {

@@ -36,8 +36,6 @@ const char *kernels_checkpoint_refusal(const struct sandbox *sb)
 
         if (!host_checkpoints(&why))
                 return why;
-        if (sb->volumes)
-                return "the sandbox mounts volumes, which a checkpoint does not keep yet";
         for (struct kernel *k = kernels_head; k; k = k->next) {
                 if (k->sandbox == sb && k->phase != KERNEL_READY)
                         return "a kernel of the sandbox is starting or stopping";

@@ -53,6 +53,10 @@ static void on_ready(void *ctx, const struct hostmsg_sandbox_ready *m, int root_
             egress_network_copy(&m->network, &sb->network) < 0)
                 log_warn("sandbox %s: its egress cannot be described (out of memory)",
                          fleetid_short(sb->id).s);
+        /* And its volumes, mounted again. */
+        if (m->volumes && !sb->volumes && jp_strv_dup(m->volumes, &sb->volumes) < 0)
+                log_warn("sandbox %s: its volumes cannot be described (out of memory)",
+                         fleetid_short(sb->id).s);
         resolve(sb);
 }
 

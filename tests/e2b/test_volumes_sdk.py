@@ -320,3 +320,79 @@ def test_a_killed_kernel_host_loses_nothing_of_a_volume(tmp_path):
         Volume.destroy(v.volume_id)
     finally:
         gw.stop()
+
+
+def test_pause_and_fork_keep_the_memory_with_a_volume(tmp_path):
+    """(Issue 24.) A sandbox with a volume pauses with its memory: a file it
+    holds open on the volume is written on after the resume, the writes
+    another sandbox made meanwhile are there, and a fork mounts the same
+    volume (one filesystem: each sees the others' writes)."""
+    from e2b import Volume
+    from e2b_code_interpreter import Sandbox
+    from test_pause_memory import CRIU, criu_usable
+    from test_pause_sdk import api
+    if not criu_usable():
+        pytest.skip(f"memory pause needs CRIU 4.1+ at {CRIU}")
+    state = str(tmp_path / "state")
+    token = "e2b_" + secrets.token_hex(20)
+    gw = start_gateway("--state-dir", state, "--criu", CRIU, "--volume-size-mb", "32",
+                       token=token)
+    try:
+        point_sdk_at(gw, token)
+        use_volumes_at(gw)
+        v = Volume.create("paused")
+        a = Sandbox.create(volume_mounts={"/data": v})
+        b = Sandbox.create(volume_mounts={"/data": v})
+        copies = []
+        try:
+            run(a, "x = 5\nheld = open('/data/log.txt', 'a')\nheld.write('one\\n'); held.flush()")
+            assert a.pause() is True
+            status, info = api(gw, "GET", f"/sandboxes/{a.sandbox_id}")
+            assert info["glovebox"] == {"memoryKept": True}, info
+            run(b, "open('/data/while.txt', 'w').write('from b')")
+            again = Sandbox.connect(a.sandbox_id)
+            out = run(again, "held.write('two\\n'); held.flush()\n"
+                             "import os\nprint(x, open('/data/while.txt').read(),"
+                             " os.stat('/data/log.txt').st_uid)")
+            assert out == "5 from b 1000\n", out
+            assert v.read_file("/log.txt") == "one\ntwo\n"
+            assert again.get_info().volume_mounts == [{"name": "paused", "path": "/data"}]
+            copies = again.fork(count=1, timeout=60)
+            run(copies[0], "held.write('three\\n'); held.flush()\n"
+                           "open('/data/copy.txt', 'w').write('from the copy')")
+            assert run(b, "print(open('/data/copy.txt').read())") == "from the copy\n"
+            assert v.read_file("/log.txt") == "one\ntwo\nthree\n"
+            assert copies[0].get_info().volume_mounts == [{"name": "paused", "path": "/data"}]
+        finally:
+            for s in [a, b] + copies:
+                s.kill()
+        # A Jupyter kernel's too; its restart after the resume keeps the
+        # volume (the gateway learnt it from the restore).
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"name": "python3", "volumes": {"/data": "paused"}})
+        assert status == 201, model
+        kid = model["id"]
+        try:
+            ch = gw.connect(kid)
+            reply, _ = ch.execute("held = open('/data/log.txt', 'a')")
+            ch.close()
+            assert reply["content"]["status"] == "ok", reply
+            status, body, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+            assert status == 200 and body["paused"] == {"memory_kept": True}, body
+            assert gw.request("POST", f"/api/kernels/{kid}/resume")[0] == 200
+            ch = gw.connect(kid)
+            reply, _ = ch.execute("held.write('four\\n'); held.flush()")
+            ch.close()
+            assert reply["content"]["status"] == "ok", reply
+            assert v.read_file("/log.txt") == "one\ntwo\nthree\nfour\n"
+            assert gw.request("POST", f"/api/kernels/{kid}/restart")[0] == 200
+            ch = gw.connect(kid)
+            reply, out = ch.execute("print(open('/data/log.txt').read().split()[-1])")
+            ch.close()
+            text = "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
+            assert text == "four\n", (reply, out)
+        finally:
+            gw.request("DELETE", f"/api/kernels/{kid}")
+        assert Volume.destroy(v.volume_id) is True
+    finally:
+        gw.stop()

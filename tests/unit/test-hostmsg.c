@@ -124,7 +124,8 @@ static void test_sandbox(void)
                 m.build_layer_mb = 4096;
                 body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m),
                                 "SANDBOX_CREATE with layers");
-                is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE with layers: decodes");
+                is_int(hostmsg_sandbox_decode(body, &back), 0,
+                       "SANDBOX_CREATE with layers: decodes");
                 is_uint(strv_length(back.layers), 2, "SANDBOX_CREATE: two layers");
                 for (size_t i = 0; back.layers && i < 2; i++)
                         is_str(back.layers[i], layers[i], "SANDBOX_CREATE: layers[%zu]", i);
@@ -230,6 +231,40 @@ static void test_sandbox_ready(void)
                "SANDBOX_READY: a root_uid that is not a number is refused");
         json_decref(body);
         m.has_root = false;
+
+        /* A restored sandbox's egress and volumes, as its checkpoint kept
+         * them (issue 24): carried whole, and checked as a request's. */
+        {
+                char *allow[] = {"198.18.0.0/15", "example.com", NULL}, *deny[] = {NULL};
+                char *volumes[] = {"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d:/data", NULL};
+
+                m.network = (struct hostmsg_network){
+                    .enabled = true, .allow = allow, .deny = deny, .rate_kib = 64};
+                m.volumes = volumes;
+                body = transfer(HOSTMSG_SANDBOX_READY, hostmsg_sandbox_ready_encode(&m),
+                                "SANDBOX_READY of a restore");
+                memset(&back, 0x5a, sizeof(back));
+                is_int(hostmsg_sandbox_ready_decode(body, &back), 0,
+                       "SANDBOX_READY of a restore: decodes");
+                ok(back.network.enabled && back.network.allow &&
+                       strcmp(back.network.allow[1], "example.com") == 0 &&
+                       !back.network.allow[2] && back.network.rate_kib == 64,
+                   "SANDBOX_READY of a restore: its egress");
+                ok(back.volumes && strcmp(back.volumes[0], volumes[0]) == 0 && !back.volumes[1],
+                   "SANDBOX_READY of a restore: its volumes");
+                hostmsg_sandbox_ready_clear(&back);
+                ok(!back.network.enabled && !back.network.allow && !back.volumes,
+                   "SANDBOX_READY: clear releases both");
+                json_array_set_new(json_object_get(body, "volumes"), 0,
+                                   json_string("0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d:/proc"));
+                is_int(hostmsg_sandbox_ready_decode(body, &back), -EBADMSG,
+                       "SANDBOX_READY: a volume at a path of the sandbox's own is refused");
+                ok(!back.volumes && !back.network.allow,
+                   "SANDBOX_READY: nothing is held after a refusal");
+                json_decref(body);
+                m.network = (struct hostmsg_network){0};
+                m.volumes = NULL;
+        }
 
         /* Without a sandbox there is no init: pid 0, and root is a plain
          * directory. */
@@ -1508,7 +1543,11 @@ static void test_volumes(void)
 {
         const char *vid = "0b6f2c5a-1d3e-4f70-8a9b-0c1d2e3f4a5b";
         struct hostmsg_volume v = {.size_mb = 64}, vb;
-        struct hostmsg_sandbox m = {.limits = {.memory_mb = 64, .cpu_millis = 1000, .pids = 64, .disk_mb = 1}}, back;
+        struct hostmsg_sandbox m = {.limits = {.memory_mb = 64,
+                                               .cpu_millis = 1000,
+                                               .pids = 64,
+                                               .disk_mb = 1}},
+                               back;
         char id[JP_UUID_SIZE];
         const char *path;
         json_t *body;
@@ -1520,7 +1559,8 @@ static void test_volumes(void)
         ok(strcmp(vb.id, v.id) == 0 && strcmp(vb.volume_id, vid) == 0 && vb.size_mb == 64,
            "VOLUME_OPEN: every field");
         json_object_set_new(body, "volume_id", json_string("../images/x"));
-        is_int(hostmsg_volume_decode(body, &vb), -EBADMSG, "VOLUME_OPEN: a volume id that is no id refused");
+        is_int(hostmsg_volume_decode(body, &vb), -EBADMSG,
+               "VOLUME_OPEN: a volume id that is no id refused");
         json_decref(body);
 
         /* Where a volume may go. */
@@ -1528,11 +1568,30 @@ static void test_volumes(void)
         ok(hostmsg_volume_path_valid("/home/user/shared"), "a volume below the home");
         ok(hostmsg_volume_path_valid("/tmp/x"), "a volume below /tmp");
         ok(hostmsg_volume_path_valid("/mnt/a.b/c-d"), "a volume at a deeper path");
-        static const char *const bad[] = {"", "/", "data", "/data/", "/a//b", "/a/./b", "/a/../b",
-                                          "/..", "/proc", "/proc/x", "/dev/shm", "/etc",
-                                          "/usr/local/x", "/run/kernel", "/tmp", "/home",
-                                          "/home/user", "/opt/glovebox/bin", "/lib64", "/a:b",
-                                          "/a,b", "/a\\b", "/a\nb", NULL};
+        static const char *const bad[] = {"",
+                                          "/",
+                                          "data",
+                                          "/data/",
+                                          "/a//b",
+                                          "/a/./b",
+                                          "/a/../b",
+                                          "/..",
+                                          "/proc",
+                                          "/proc/x",
+                                          "/dev/shm",
+                                          "/etc",
+                                          "/usr/local/x",
+                                          "/run/kernel",
+                                          "/tmp",
+                                          "/home",
+                                          "/home/user",
+                                          "/opt/glovebox/bin",
+                                          "/lib64",
+                                          "/a:b",
+                                          "/a,b",
+                                          "/a\\b",
+                                          "/a\nb",
+                                          NULL};
         for (size_t i = 0; bad[i]; i++)
                 ok(!hostmsg_volume_path_valid(bad[i]), "no volume at \"%s\"", bad[i]);
         ok(hostmsg_volume_path_valid("/procedures") && hostmsg_volume_path_valid("/devices"),
@@ -1551,7 +1610,8 @@ static void test_volumes(void)
         snprintf(m.sandbox_id, sizeof(m.sandbox_id), "%s", vid);
         m.sandbox = true;
         m.volumes = volumes;
-        body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m), "SANDBOX_CREATE with volumes");
+        body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m),
+                        "SANDBOX_CREATE with volumes");
         is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE with volumes: decodes");
         ok(back.volumes && back.volumes[0] && strcmp(back.volumes[0], volumes[0]) == 0 &&
                !back.volumes[1],
