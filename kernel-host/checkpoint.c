@@ -3,6 +3,7 @@
 #include "kernel-host/checkpoint.h"
 #include "kernel-host/cgroup.h"
 #include "kernel-host/overlay.h"
+#include "kernel-host/rootfs.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/spawn_internal.h"
 #include "protocol/buf.h"
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -239,12 +241,23 @@ static __attribute__((noreturn)) void worker_fail(int msg_fd, const char *what)
 
 /* The dump's worker: criu dump, the top's archive, everything durable,
  * the directory renamed into place. */
-static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int dir_fd,
-                                                  const char *name, int msg_fd, uint64_t room,
-                                                  bool running)
+static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int home_fd,
+                                                  int dir_fd, const char *name, int msg_fd,
+                                                  uint64_t room, bool running)
 {
         int rc;
-        char tmp[JP_UUID_SIZE + 8], archive[PATH_MAX + 64];
+        char tmp[JP_UUID_SIZE + 8], archive[PATH_MAX + 64], home_archive[PATH_MAX + 64];
+        char *home_argv[] = {"tar",
+                             "-c",
+                             "-f",
+                             home_archive,
+                             "--numeric-owner",
+                             "--sparse",
+                             "--xattrs",
+                             "--xattrs-include=user.*",
+                             "--one-file-system",
+                             ".",
+                             NULL};
         char *tar_argv[] = {"tar",
                             "-c",
                             "-f",
@@ -261,6 +274,7 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
 
         snprintf(tmp, sizeof(tmp), "%s.new", name);
         snprintf(archive, sizeof(archive), "%s/%s/" ARCHIVE, checkpoint_dir, tmp);
+        snprintf(home_archive, sizeof(home_archive), "%s/%s/" HOME_ARCHIVE, checkpoint_dir, tmp);
         /* A failed dump leaves the processes running as they were; one
          * that failed on what passes (a connection of ours the kernel has
          * not seen close yet) is tried again. */
@@ -281,6 +295,13 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
         rc = run_status(tar_argv, top_fd);
         if (rc != 0 && !(rc == 1 && running))
                 worker_fail(msg_fd, "archive of the sandbox's files");
+        /* A disk home: its own filesystem, read through the descriptor
+         * opened in the sandbox's root without following a link. */
+        if (home_fd >= 0) {
+                rc = run_status(home_argv, home_fd);
+                if (rc != 0 && !(rc == 1 && running))
+                        worker_fail(msg_fd, "archive of the sandbox's home");
+        }
         if (room && tree_file_bytes_at(dir_fd) > room)
                 worker_fail(msg_fd, "room");
         if (checkpoint_seal(dir_fd) < 0)
@@ -327,6 +348,8 @@ void checkpoint_job_free(struct job *j)
         json_decref(j->flags);
         hostmsg_network_clear(&j->network);
         jp_strv_free(j->volumes);
+        if (j->home_fd >= 0)
+                close(j->home_fd);
         for (size_t i = 0; i < j->nvolumes; i++) {
                 if (j->volume_fds[i] >= 0)
                         close(j->volume_fds[i]);
@@ -340,7 +363,7 @@ struct job *checkpoint_job_new(const char *sandbox_id, const char *name)
 
         if (!j)
                 return NULL;
-        j->msg_fd = j->report_rd = j->top_sock = -1;
+        j->msg_fd = j->report_rd = j->top_sock = j->home_fd = -1;
         j->net_slot = -1;
         for (size_t i = 0; i < MAX_PROCS; i++) {
                 for (int k = 0; k < 3; k++)
@@ -470,7 +493,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         char *argv[MAX_ARGS], *owned[MAX_ARGS];
         size_t argc = 0, nowned = 0;
         json_t *mounts = NULL, *record = NULL, *m;
-        int dir_fd = -1, msg[2] = {-1, -1}, rc = -EINVAL;
+        int dir_fd = -1, home_fd = -1, msg[2] = {-1, -1}, rc = -EINVAL;
         char *text = NULL;
         struct job *j;
         ssize_t n;
@@ -484,8 +507,9 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         }
         if (!b->checkpointable || b->sandbox.top_fd < 0) {
                 snprintf(err, errlen,
-                         "this sandbox cannot be checkpointed: only one on the host's /usr, "
-                         "without template layers, a disk home or zygote kernels");
+                         "this sandbox cannot be checkpointed: only one on the host's /usr or "
+                         "a template's tree, without a built template's layers or zygote "
+                         "kernels");
                 return -EOPNOTSUPP;
         }
         if (job_find_sandbox(b->id)) {
@@ -500,8 +524,8 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 return -EIO;
         }
         pipe_name[n] = '\0';
-        mounts = checkpoint_outside_mounts(b->sandbox.init_pid, b->sandbox.top_fd, b->volumes, err,
-                                           errlen);
+        mounts = checkpoint_outside_mounts(b->sandbox.init_pid, b->sandbox.top_fd, b->volumes,
+                                           b->disk_home, err, errlen);
         if (!mounts)
                 return -EOPNOTSUPP;
         snprintf(tmp, sizeof(tmp), "%s.new", req->volume_id);
@@ -519,7 +543,23 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                          strerror(errno));
                 goto out;
         }
+        if (b->disk_home) {
+                const struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                             .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+                                                        RESOLVE_NO_MAGICLINKS};
+
+                home_fd = (int)syscall(SYS_openat2, b->sandbox.root_fd, ROOTFS_HOME + 1, &how,
+                                       sizeof(how));
+                if (home_fd < 0) {
+                        rc = -errno;
+                        snprintf(err, errlen, "cannot open the sandbox's home: %s",
+                                 strerror(errno));
+                        goto out;
+                }
+        }
         record = box_record(b, mounts, pipe_name);
+        if (record && b->templated)
+                json_object_set_new(record, "template", json_string(b->template_root));
         if (record && b->network) {
                 json_object_set(record, "network", b->network);
                 json_object_set_new(record, "net_slot", json_integer(b->net.slot));
@@ -581,7 +621,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         pid = fork();
         if (pid == 0) {
                 close(msg[0]);
-                dump_worker(argv, b->sandbox.top_fd, dir_fd, req->volume_id, msg[1],
+                dump_worker(argv, b->sandbox.top_fd, home_fd, dir_fd, req->volume_id, msg[1],
                             req->room_mb << 20, req->size_mb == 0);
         }
         if (pid < 0) {
@@ -609,6 +649,8 @@ out:
         }
         if (dir_fd >= 0)
                 close(dir_fd);
+        if (home_fd >= 0)
+                close(home_fd);
         if (rc < 0)
                 unlinkat(checkpoint_dir_fd, tmp, AT_REMOVEDIR);
         free(text);

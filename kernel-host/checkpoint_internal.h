@@ -15,12 +15,16 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#define RECORD     "box.json"
-#define ARCHIVE    "files.tar"
-#define RECORD_MAX (1 << 20)
-#define MAX_MOUNTS 256
-#define MAX_PROCS  64
-#define MAX_ARGS   (2 * MAX_MOUNTS + 6 * MAX_PROCS + 64)
+#define RECORD  "box.json"
+#define ARCHIVE "files.tar"
+/* A disk home's files (homedisk.h), beside the top's, and where the
+ * restore's worker mounts the new one, in the rebuilt top. */
+#define HOME_ARCHIVE "home.tar"
+#define HOME_DISK    "home-disk"
+#define RECORD_MAX   (1 << 20)
+#define MAX_MOUNTS   256
+#define MAX_PROCS    64
+#define MAX_ARGS     (2 * MAX_MOUNTS + 6 * MAX_PROCS + 64)
 /* In criu restore: the new report pipe's write end, handed to init. */
 #define REPORT_FD 10
 /* The merged /usr of a rebuilt top, beside its layers. */
@@ -53,6 +57,9 @@ struct job {
         char **volumes;
         int volume_fds[OVERLAY_MAX_VOLUMES];
         size_t nvolumes;
+        int home_fd;                  /* a restore's new disk home (a detached mount); -1: none */
+        char template_root[PATH_MAX]; /* a restore's template tree; "": the host's /usr */
+        char home_archive[PATH_MAX + 80];
         /* a restore's as a copy (a fork): its ids are new, old_ids the
          * checkpoint's */
         bool copy;
@@ -113,14 +120,22 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
 /* checkpoint_mounts.c. The mounts of the sandbox of init that CRIU must be
  * told come from outside, as [{"point", "key", "kind", "path"}]: "top" (a
  * bind of the top's path), "usr" (the /usr overlay), "volume" (one of
- * volumes, "id:/path": path is its id) or "host" (a host path); its own
+ * volumes, "id:/path": path is its id), "home" (its disk home, when
+ * disk_home: its files go in HOME_ARCHIVE) or "host" (a host path); its own
  * tmpfs, proc, devpts and mqueue CRIU saves itself. NULL with err set
  * when one is of a kind we cannot restore. */
-json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, char *err,
-                                  size_t errlen);
+json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, bool disk_home,
+                                  char *err, size_t errlen);
 /* Every mount's options, {point: options}, for the restore; NULL when
  * they cannot be read. */
 json_t *checkpoint_mount_flags(pid_t init);
+/* At a restore: each volume of the record's mounts mounted again for j,
+ * idmapped through holder's user namespace (j's ids), into j's
+ * volume_fds and volumes ("id:/path"); and its disk home (a "home"), a
+ * new one in j's home_fd for the worker to fill from HOME_ARCHIVE in
+ * checkpoint directory dir_fd. 0, or -errno with err set. */
+int checkpoint_volumes_take(struct job *j, json_t *mounts, pid_t holder, char *err, size_t errlen);
+int checkpoint_home_take(struct job *j, json_t *mounts, int dir_fd, char *err, size_t errlen);
 /* Gives every mount of restored sb at least the flags recorded at the
  * dump (only tightening, whatever a path leads to). 0, or -EPERM. */
 int checkpoint_restore_flags(const struct sandbox *sb, json_t *recorded);

@@ -1,6 +1,10 @@
 #include "autoconf.h"
 
 #include "kernel-host/checkpoint.h"
+#include "kernel-host/rootfs.h"
+#include "protocol/ids.h"
+#include "kernel-host/volumes.h"
+#include "kernel-host/homedisk.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/hostmsg.h"
 #include "protocol/log.h"
@@ -105,8 +109,8 @@ static bool volume_at(char *const *volumes, const struct mount_line *m, char *id
  * "usr" (the /usr overlay) or "host" (a host path). Its own tmpfs, proc,
  * devpts and mqueue CRIU saves itself. NULL with err set when one is of
  * a kind we cannot restore. */
-json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, char *err,
-                                  size_t errlen)
+json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, bool disk_home,
+                                  char *err, size_t errlen)
 {
         char path[64], line[3 * PATH_MAX], host[PATH_MAX];
         json_t *list = json_array();
@@ -135,6 +139,10 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, 
                         snprintf(host, sizeof(host), "%s", m.root);
                 } else if (volume_at(volumes, &m, host, sizeof(host))) {
                         kind = "volume";
+                } else if (disk_home && strcmp(m.point, ROOTFS_HOME) == 0 &&
+                           strcmp(m.root, "/") == 0 && strcmp(m.fstype, "ext4") == 0) {
+                        kind = "home"; /* its files are in home.tar */
+                        host[0] = '\0';
                 } else if (strcmp(m.fstype, "overlay") == 0) {
                         if (strcmp(m.point, "/usr") != 0) {
                                 snprintf(err, errlen, "an overlay at %.200s", m.point);
@@ -169,6 +177,82 @@ fail:
                 fclose(f);
         json_decref(list);
         return NULL;
+}
+
+/* ---- at a restore ---------------------------------------------------------------- */
+
+/* Each volume the sandbox had (a "volume" of the record's mounts), mounted
+ * again for it (volumes.h), idmapped through holder's user namespace (its
+ * ids), for the worker to put where CRIU is told it is; and its
+ * "id:/path" again, for the box. 0, or -errno with err set. */
+int checkpoint_volumes_take(struct job *j, json_t *mounts, pid_t holder, char *err, size_t errlen)
+{
+        size_t i, n = 0;
+        json_t *m;
+
+        j->volumes = calloc(OVERLAY_MAX_VOLUMES + 1, sizeof(char *));
+        if (!j->volumes) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        json_array_foreach(mounts, i, m) {
+                const char *kind = json_string_value(json_object_get(m, "kind")) ?: "";
+                const char *id = json_string_value(json_object_get(m, "path")) ?: "";
+                const char *point = json_string_value(json_object_get(m, "point")) ?: "";
+                int fd = -1, rc;
+
+                if (strcmp(kind, "volume") != 0)
+                        continue;
+                if (n == OVERLAY_MAX_VOLUMES || !jp_uuid_valid(id, strlen(id)) ||
+                    !hostmsg_volume_path_valid(point)) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                rc = volumes_mount(id, &fd);
+                if (rc == 0)
+                        rc = overlay_idmap(fd, holder, false);
+                j->volume_fds[j->nvolumes++] = fd;
+                if (rc == 0 && asprintf(&j->volumes[n], "%s:%s", id, point) < 0)
+                        rc = -ENOMEM;
+                if (rc < 0) {
+                        snprintf(err, errlen, "volume %.8s: %s", id,
+                                 rc == -ENOENT ? "it was deleted" : strerror(-rc));
+                        return rc;
+                }
+                n++;
+        }
+        return 0;
+}
+
+/* A disk home (a "home" of the record's mounts): a new one of the
+ * sandbox's disk limit, owned by its user, for the worker to fill from
+ * HOME_ARCHIVE. 0 (none: nothing done), or -errno with err set. */
+int checkpoint_home_take(struct job *j, json_t *mounts, int dir_fd, char *err, size_t errlen)
+{
+        const char *step = "";
+        size_t i;
+        json_t *m;
+        int rc;
+
+        json_array_foreach(mounts, i, m) {
+                const char *kind = json_string_value(json_object_get(m, "kind")) ?: "";
+
+                if (strcmp(kind, "home") != 0)
+                        continue;
+                if (j->home_fd >= 0 || faccessat(dir_fd, HOME_ARCHIVE, F_OK, 0) < 0) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                rc = homedisk_create(j->limits.disk_mb, j->ids.user_uid, j->ids.user_gid,
+                                     &j->home_fd, &step);
+                if (rc < 0) {
+                        snprintf(err, errlen, "the disk home: %s: %s", step, strerror(-rc));
+                        return rc;
+                }
+        }
+        snprintf(j->home_archive, sizeof(j->home_archive), "%s/%s/" HOME_ARCHIVE, checkpoint_dir,
+                 j->name);
+        return 0;
 }
 
 /* ---- their flags ---------------------------------------------------------------- */

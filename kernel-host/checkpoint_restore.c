@@ -3,7 +3,6 @@
 #include "kernel-host/checkpoint.h"
 #include "kernel-host/cgroup.h"
 #include "kernel-host/overlay.h"
-#include "kernel-host/volumes.h"
 #include "kernel-host/sandbox.h"
 #include "kernel-host/spawn_internal.h"
 #include "protocol/buf.h"
@@ -136,19 +135,33 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                 _exit(122);
         if (chdir(top) < 0)
                 _exit(123);
-        if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
-            (mkdir("usr-work", 0700) < 0 && errno != EEXIST) ||
-            (mkdir(USR_MERGED, 0755) < 0 && errno != EEXIST))
-                _exit(123);
-        if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "usr-lower", MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                _exit(124);
-        /* Layers named relative to the top, as the sandbox made them: its
-         * mountinfo names no host directory. */
-        if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
-                  "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
-            mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
-                  "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
-                _exit(125);
+        /* A template's tree under the root (its own /usr), or the host's
+         * /usr under /usr's overlay; layers named relative to the top, as
+         * the sandbox made them: its mountinfo names no host directory. */
+        if (j->template_root[0]) {
+                if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
+                    (mkdir("lower", 0755) < 0 && errno != EEXIST))
+                        _exit(123);
+                if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "lower",
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        _exit(124);
+                if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
+                          "lowerdir=base:lower,upperdir=upper,workdir=work,userxattr") < 0)
+                        _exit(125);
+        } else {
+                if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
+                    (mkdir("usr-work", 0700) < 0 && errno != EEXIST) ||
+                    (mkdir(USR_MERGED, 0755) < 0 && errno != EEXIST))
+                        _exit(123);
+                if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "usr-lower",
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        _exit(124);
+                if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
+                          "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
+                    mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
+                          "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
+                        _exit(125);
+        }
         /* Its volumes, where CRIU is told they are. */
         for (size_t k = 0; k < j->nvolumes; k++) {
                 char name[32];
@@ -158,6 +171,30 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                     syscall(SYS_move_mount, j->volume_fds[k], "", AT_FDCWD, name,
                             MOVE_MOUNT_F_EMPTY_PATH) < 0)
                         _exit(129);
+        }
+        /* Its disk home, a new one with its files (as the top's). */
+        if (j->home_fd >= 0) {
+                char home[PATH_MAX + 16];
+                char *home_argv[] = {"tar",
+                                     "-x",
+                                     "-f",
+                                     (char *)j->home_archive,
+                                     "-C",
+                                     home,
+                                     "--numeric-owner",
+                                     "--same-permissions",
+                                     "--sparse",
+                                     "--xattrs",
+                                     "--xattrs-include=user.*",
+                                     NULL};
+
+                snprintf(home, sizeof(home), "%s/" HOME_DISK, top);
+                if ((mkdir(HOME_DISK, 0700) < 0 && errno != EEXIST) ||
+                    syscall(SYS_move_mount, j->home_fd, "", AT_FDCWD, HOME_DISK,
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+                    checkpoint_run(home_argv, -1) < 0 ||
+                    (j->copy && checkpoint_copy_owners(home, &j->old_ids, &j->ids) < 0))
+                        _exit(130);
         }
         /* Its resolver's address, new unless its slot was free again. */
         if (j->resolv[0]) {
@@ -289,6 +326,17 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
                 }
         }
         j->nprocs = json_array_size(procs);
+        /* A template's sandbox: its tree (absent: the host's /usr). */
+        if (json_object_get(rec, "template")) {
+                const char *tree = json_string_value(json_object_get(rec, "template"));
+
+                if (!tree || tree[0] != '/' || strlen(tree) >= sizeof(j->template_root) ||
+                    strpbrk(tree, ",:\\")) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                snprintf(j->template_root, sizeof(j->template_root), "%s", tree);
+        }
         /* Its egress, as the dump sealed it (absent: none). */
         if (json_object_get(rec, "network") &&
             (hostmsg_network_decode(json_object_get(rec, "network"), &j->network) < 0 ||
@@ -298,49 +346,6 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
         }
         if (j->network.enabled)
                 j->net_slot = (int)v[0];
-        return 0;
-}
-
-/* Each volume the sandbox had (a "volume" of the record's mounts), mounted
- * again for it (volumes.h), idmapped through holder's user namespace (its
- * ids), for the worker to put where CRIU is told it is; and its
- * "id:/path" again, for the box. 0, or -errno with err set. */
-static int volumes_take(struct job *j, json_t *mounts, pid_t holder, char *err, size_t errlen)
-{
-        size_t i, n = 0;
-        json_t *m;
-
-        j->volumes = calloc(OVERLAY_MAX_VOLUMES + 1, sizeof(char *));
-        if (!j->volumes) {
-                snprintf(err, errlen, "out of memory");
-                return -ENOMEM;
-        }
-        json_array_foreach(mounts, i, m) {
-                const char *kind = json_string_value(json_object_get(m, "kind")) ?: "";
-                const char *id = json_string_value(json_object_get(m, "path")) ?: "";
-                const char *point = json_string_value(json_object_get(m, "point")) ?: "";
-                int fd = -1, rc;
-
-                if (strcmp(kind, "volume") != 0)
-                        continue;
-                if (n == OVERLAY_MAX_VOLUMES || !jp_uuid_valid(id, strlen(id)) ||
-                    !hostmsg_volume_path_valid(point)) {
-                        snprintf(err, errlen, "the checkpoint's record is malformed");
-                        return -EBADMSG;
-                }
-                rc = volumes_mount(id, &fd);
-                if (rc == 0)
-                        rc = overlay_idmap(fd, holder, false);
-                j->volume_fds[j->nvolumes++] = fd;
-                if (rc == 0 && asprintf(&j->volumes[n], "%s:%s", id, point) < 0)
-                        rc = -ENOMEM;
-                if (rc < 0) {
-                        snprintf(err, errlen, "volume %.8s: %s", id,
-                                 rc == -ENOENT ? "it was deleted" : strerror(-rc));
-                        return rc;
-                }
-                n++;
-        }
         return 0;
 }
 
@@ -492,14 +497,20 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         }
         rc = ids_holder(&j->ids, &holder);
         if (rc == 0)
-                rc = overlay_lower_open("/usr", holder, &usr_fd, &idmapped);
+                rc = overlay_lower_open(j->template_root[0] ? j->template_root : "/usr", holder,
+                                        &usr_fd, &idmapped);
         if (rc < 0) {
                 holder_end(holder);
-                snprintf(err, errlen, "the host's /usr, idmapped: %s", strerror(-rc));
+                snprintf(err, errlen, "%s, idmapped: %s",
+                         j->template_root[0] ? "the template's tree" : "the host's /usr",
+                         strerror(-rc));
                 goto fail;
         }
-        rc = volumes_take(j, json_object_get(rec, "mounts"), holder, err, errlen);
+        rc = checkpoint_volumes_take(j, json_object_get(rec, "mounts"), holder, err, errlen);
         holder_end(holder);
+        if (rc < 0)
+                goto fail;
+        rc = checkpoint_home_take(j, json_object_get(rec, "mounts"), dir_fd, err, errlen);
         if (rc < 0)
                 goto fail;
         if (pipe2(report, O_CLOEXEC) < 0 ||
@@ -591,6 +602,8 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                         n = asprintf(&e, "mnt[%s]:%s", key, path);
                 else if (strcmp(kind, "volume") == 0 && nvolume < j->nvolumes)
                         n = asprintf(&e, "mnt[%s]:%s/vol-%zu", key, top, nvolume++);
+                else if (strcmp(kind, "home") == 0 && j->home_fd >= 0)
+                        n = asprintf(&e, "mnt[%s]:%s/" HOME_DISK, key, top);
                 else
                         n = -2;
                 if (n == -2 || !key[0]) {
@@ -818,6 +831,9 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         ready.network = j->network; /* lent for the encoding */
         b->volumes = j->volumes;
         j->volumes = NULL;
+        b->disk_home = j->home_fd >= 0;
+        b->templated = j->template_root[0] != '\0';
+        snprintf(b->template_root, sizeof(b->template_root), "%s", j->template_root);
         ready.volumes = b->volumes;
         root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
         msg = hostmsg_sandbox_ready_encode(&ready);

@@ -29,20 +29,22 @@ struct box {
         int plain_ipc_fd;           /* ipc_dir opened (O_PATH), without a sandbox */
         bool sandboxed;
         bool templated;                 /* its root is a template's tree, not the host's /usr */
+        char template_root[PATH_MAX];   /* that tree, when templated */
         char build_layer[JP_UUID_SIZE]; /* a build's: sealed when the box goes (layers.h) */
         struct sandbox sandbox;
         struct net_egress net; /* slot -1: no network */
         json_t *network;       /* its egress policy (hostmsg_network_encode); NULL: none */
         char **volumes;        /* its volumes, "id:/path" (NULL-terminated); NULL: none */
+        bool disk_home;        /* its /home/user is a disk (homedisk.h) */
         int slot;
         uint64_t oom_seen; /* out-of-memory kills already reported */
         bool init_alive;
         bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
         int procs;          /* processes not yet reaped */
         /* A memory checkpoint can take it (checkpoint.h): the host's form
-         * on an overlay, as root, with nothing mounted from outside but
-         * volumes (no template, layers or disk home) and no process
-         * forked from a zygote. */
+         * or a template's tree on an overlay, as root, with nothing
+         * mounted from outside but volumes and a disk home (no built
+         * template's layers) and no process forked from a zygote. */
         bool checkpointable;
 };
 

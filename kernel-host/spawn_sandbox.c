@@ -234,6 +234,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         b->plain_ipc_fd = -1;
         b->sandboxed = req->sandbox;
         b->templated = req->template_root[0] != '\0';
+        snprintf(b->template_root, sizeof(b->template_root), "%s", req->template_root);
         snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
         /* Short names keep socket paths far below their 108-byte limit. */
         snprintf(b->run_dir, sizeof(b->run_dir), "%s/s%u", runtime, next_box++);
@@ -294,9 +295,9 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 if (rc < 0)
                         goto fail;
                 b->init_alive = true;
-                b->checkpointable = ids.privileged && overlay_available() && !b->templated &&
-                                    !(req->layers && req->layers[0]) && !req->build_layer[0] &&
-                                    !homedisk_enabled();
+                b->checkpointable = ids.privileged && overlay_available() &&
+                                    !(req->layers && req->layers[0]) && !req->build_layer[0];
+                b->disk_home = homedisk_enabled() && ids.privileged;
                 if (req->volumes && req->volumes[0] && jp_strv_dup(req->volumes, &b->volumes) < 0)
                         b->checkpointable = false; /* out of memory: it runs, never paused whole */
                 if (req->network.enabled) {

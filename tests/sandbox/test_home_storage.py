@@ -4,6 +4,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -353,3 +354,60 @@ print(repr((fs[0][fs[0].index('-') + 1], open('/etc/template-marker').read(),
     finally:
         gw.stop()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_pause_and_fork_keep_the_memory_with_a_disk_home(tmp_path):
+    """(Issue 24.) A kernel whose home is a disk pauses with its memory: the
+    home's files go into the checkpoint (home.tar, sparse), the resume
+    makes a new disk of the same size and puts them back, and a file the
+    kernel holds open there is written on; a fork gets a disk home of its
+    own with the same files, owned by its own user."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_pause_memory import CRIU, criu_usable
+    if not criu_usable():
+        pytest.skip(f"memory pause needs CRIU 4.1+ at {CRIU}")
+    d = DiskGateway("disk", "--criu", CRIU)
+    gw = d.gw
+    kids = []
+    try:
+        kid = gw.start_kernel(name="python3", limits={"disk_mb": 100})
+        kids.append(kid)
+        run(gw, kid, "x = 3\nheld = open('/home/user/log.txt', 'a')\n"
+                     "held.write('one\\n'); held.flush()\n"
+                     "with open('/home/user/sparse', 'wb') as f: f.truncate(50 * 2**20)")
+        status, body, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+        assert status == 200 and body["paused"] == {"memory_kept": True}, body
+        ckpt = [os.path.join(d.state, "checkpoints", n)
+                for n in os.listdir(os.path.join(d.state, "checkpoints"))
+                if not n.startswith(".")]
+        assert len(ckpt) == 1 and os.path.exists(os.path.join(ckpt[0], "home.tar"))
+        # The 50 MiB hole is not written out.
+        assert os.stat(os.path.join(ckpt[0], "home.tar")).st_blocks * 512 < 5 * MIB
+        assert gw.request("POST", f"/api/kernels/{kid}/resume")[0] == 200
+        probe = """
+import os
+held.write('two\\n'); held.flush()
+mnt = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/home/user'][0]
+st = os.statvfs('/home/user')
+print(repr((x, open('/home/user/log.txt').read(), mnt[mnt.index('-') + 1],
+            st.f_blocks * st.f_frsize // 2**20, os.stat('/home/user/sparse').st_size,
+            os.stat('/home/user/log.txt').st_uid)))
+"""
+        _, stdout, _ = run(gw, kid, probe)
+        got = eval(stdout)
+        assert got[:3] == (3, "one\ntwo\n", "ext4") and 80 <= got[3] <= 100, got
+        assert got[4:] == (50 * MIB, 1000), got
+        status, body, _ = gw.request("POST", f"/api/kernels/{kid}/fork", {"count": 1})
+        assert status == 201, body
+        copy = body["kernels"][0]["id"]
+        kids.append(copy)
+        _, stdout, _ = run(gw, copy, probe)
+        got = eval(stdout)
+        assert got[:3] == (3, "one\ntwo\ntwo\n", "ext4") and got[4:] == (50 * MIB, 1000), got
+        # Its own disk: what it wrote is not in the source's.
+        assert value(gw, kid, "open('/home/user/log.txt').read()") == "one\ntwo\n"
+    finally:
+        for k in kids:
+            gw.request("DELETE", f"/api/kernels/{k}")
+        d.stop()

@@ -422,3 +422,47 @@ def test_a_template_has_a_warm_pool(tree):
             stop(gw, kid)
     finally:
         gw.stop()
+
+
+def test_pause_and_fork_keep_the_memory_in_a_template(tree, extra, tmp_path):
+    """(Issue 24.) A template's sandbox, and the host form with a
+    read-only directory of the operator's, pause with their memory: the
+    restore lays the template's tree (idmapped again) under the sandbox's
+    own upper layer, so its writes over the image are there and the tree
+    is untouched; a fork is a copy with the same."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_pause_memory import CRIU, criu_usable
+    if not criu_usable():
+        pytest.skip(f"memory pause needs CRIU 4.1+ at {CRIU}")
+    before = snapshot(tree)
+    gw = start_gateway("--template", f"tpl={tree}", "--template", f"extra=host:{extra}",
+                       "--state-dir", str(tmp_path / "state"), "--criu", CRIU)
+    kids = []
+    try:
+        for template, probe, written in (
+                ("tpl", "open('/etc/template-marker').read()", "/usr/local/lib/made-here"),
+                ("extra", f"open({extra + '/data.txt'!r}).read()", "/home/user/made-here")):
+            kid = start(gw, template=template)
+            kids.append(kid)
+            seen = value(gw, kid, probe)
+            check(gw, kid, f"x = 11\nopen({written!r}, 'w').write('y')")
+            status, body, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+            assert status == 200 and body["paused"] == {"memory_kept": True}, (template, body)
+            assert gw.request("POST", f"/api/kernels/{kid}/resume")[0] == 200
+            after = (f"(x, {probe}, open({written!r}).read(), "
+                     "open('/proc/self/mountinfo').read().split('\\n')[0].split(' - ')[1]"
+                     ".split()[0])")
+            assert value(gw, kid, after) == (11, seen, "y", "overlay"), template
+            status, body, _ = gw.request("POST", f"/api/kernels/{kid}/fork", {"count": 1})
+            assert status == 201, (template, body)
+            copy = body["kernels"][0]["id"]
+            kids.append(copy)
+            assert value(gw, copy, after) == (11, seen, "y", "overlay"), template
+            assert write_error(gw, copy, "/usr/bin/made-here") == "EACCES"
+    finally:
+        for kid in kids:
+            gw.request("DELETE", f"/api/kernels/{kid}")
+        gw.stop()
+    assert snapshot(tree) == before
