@@ -348,6 +348,11 @@ void checkpoint_job_free(struct job *j)
         json_decref(j->flags);
         hostmsg_network_clear(&j->network);
         jp_strv_free(j->volumes);
+        json_decref(j->layers);
+        for (size_t i = 0; i < j->nlayers; i++) {
+                if (j->layer_fds[i] >= 0)
+                        close(j->layer_fds[i]);
+        }
         if (j->home_fd >= 0)
                 close(j->home_fd);
         for (size_t i = 0; i < j->nvolumes; i++) {
@@ -560,6 +565,10 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         record = box_record(b, mounts, pipe_name);
         if (record && b->templated)
                 json_object_set_new(record, "template", json_string(b->template_root));
+        if (record && b->layers) {
+                json_object_set_new(record, "layers", jp_strv_to_json(b->layers));
+                json_object_set_new(record, "overlays", checkpoint_overlays(b->sandbox.init_pid));
+        }
         if (record && b->network) {
                 json_object_set(record, "network", b->network);
                 json_object_set_new(record, "net_slot", json_integer(b->net.slot));

@@ -59,6 +59,13 @@ struct job {
         size_t nvolumes;
         int home_fd;                  /* a restore's new disk home (a detached mount); -1: none */
         char template_root[PATH_MAX]; /* a restore's template tree; "": the host's /usr */
+        /* a restore's built template's layers (top first), mounted again,
+         * and its overlays' options as recorded ("": as rootfs.c makes
+         * them without layers) */
+        json_t *layers;
+        int layer_fds[OVERLAY_MAX_LAYERS];
+        size_t nlayers;
+        char root_data[2 * PATH_MAX], usr_data[2 * PATH_MAX];
         char home_archive[PATH_MAX + 80];
         /* a restore's as a copy (a fork): its ids are new, old_ids the
          * checkpoint's */
@@ -129,6 +136,14 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, 
 /* Every mount's options, {point: options}, for the restore; NULL when
  * they cannot be read. */
 json_t *checkpoint_mount_flags(pid_t init);
+/* The options of init's overlays (root and /usr), {point: options}, and
+ * whether recorded ones are as rootfs.c makes them (known options, every
+ * directory relative to the top); each layer (ids) mounted again for j,
+ * read-only, idmapped through holder's user namespace, into j's
+ * layer_fds: 0 or -errno with err set. */
+json_t *checkpoint_overlays(pid_t init);
+bool checkpoint_overlay_data_ok(const char *data);
+int checkpoint_layers_take(struct job *j, json_t *layers, pid_t holder, char *err, size_t errlen);
 /* At a restore: each volume of the record's mounts mounted again for j,
  * idmapped through holder's user namespace (j's ids), into j's
  * volume_fds and volumes ("id:/path"); and its disk home (a "home"), a

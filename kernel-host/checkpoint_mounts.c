@@ -5,6 +5,7 @@
 #include "protocol/ids.h"
 #include "kernel-host/volumes.h"
 #include "kernel-host/homedisk.h"
+#include "kernel-host/layers.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/hostmsg.h"
 #include "protocol/log.h"
@@ -177,6 +178,112 @@ fail:
                 fclose(f);
         json_decref(list);
         return NULL;
+}
+
+/* The options of the sandbox's overlays, as its mountinfo shows them (the
+ * root's and /usr's): {point: "lowerdir=...,upperdir=...,..."}, without
+ * the leading rw. Every directory in them is relative to the top (rootfs.h).
+ * NULL when they cannot be read. */
+json_t *checkpoint_overlays(pid_t init)
+{
+        char path[64], line[3 * PATH_MAX];
+        json_t *overlays = json_object();
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
+        f = fopen(path, "re");
+        if (!f || !overlays) {
+                if (f)
+                        fclose(f);
+                json_decref(overlays);
+                return NULL;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                char point[PATH_MAX], fstype[64], options[2 * PATH_MAX];
+                const char *sep = strstr(line, " - ");
+
+                if (!sep || sscanf(line, "%*d %*d %*u:%*u %*s %4095s", point) != 1 ||
+                    sscanf(sep + 3, "%63s %*s %8191s", fstype, options) != 2 ||
+                    strcmp(fstype, "overlay") != 0 ||
+                    (strcmp(point, "/") != 0 && strcmp(point, "/usr") != 0))
+                        continue;
+                json_object_set_new(
+                    overlays, point,
+                    json_string(strncmp(options, "rw,", 3) == 0 ? options + 3 : options));
+        }
+        fclose(f);
+        return overlays;
+}
+
+/* Whether data is an overlay's options as rootfs.c makes them: known
+ * options only, every directory relative to the top and without "..". */
+bool checkpoint_overlay_data_ok(const char *data)
+{
+        static const char *const plain[] = {
+            "userxattr", "redirect_dir=nofollow", "uuid=on",  "uuid=off", "uuid=null",
+            "index=off", "metacopy=off",          "xino=off", "xino=auto"};
+        char copy[2 * PATH_MAX], *save = NULL;
+
+        if (!data || strlen(data) >= sizeof(copy) || strpbrk(data, " \\\n"))
+                return false;
+        snprintf(copy, sizeof(copy), "%s", data);
+        for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+                bool known = false;
+                char *dirs = NULL, *dsave = NULL;
+
+                for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+                        known = known || strcmp(o, plain[i]) == 0;
+                if (known)
+                        continue;
+                if (strncmp(o, "lowerdir=", 9) == 0)
+                        dirs = o + 9;
+                else if (strncmp(o, "upperdir=", 9) == 0)
+                        dirs = o + 9;
+                else if (strncmp(o, "workdir=", 8) == 0)
+                        dirs = o + 8;
+                if (!dirs || !*dirs)
+                        return false;
+                for (char *d = strtok_r(dirs, ":", &dsave); d; d = strtok_r(NULL, ":", &dsave)) {
+                        if (d[0] == '/' || strstr(d, ".."))
+                                return false;
+                }
+        }
+        return true;
+}
+
+/* Each layer of a built template (ids, top first) mounted again for j,
+ * read-only, idmapped through holder's user namespace. 0 or -errno with
+ * err set. */
+int checkpoint_layers_take(struct job *j, json_t *layers, pid_t holder, char *err, size_t errlen)
+{
+        size_t i;
+        json_t *l;
+
+        if (!layers)
+                return 0;
+        if (!json_is_array(layers) || json_array_size(layers) > OVERLAY_MAX_LAYERS) {
+                snprintf(err, errlen, "the checkpoint's record is malformed");
+                return -EBADMSG;
+        }
+        json_array_foreach(layers, i, l) {
+                const char *id = json_string_value(l) ?: "";
+                int fd = -1, rc;
+
+                if (!jp_uuid_valid(id, strlen(id))) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                rc = layers_mount(id, &fd);
+                if (rc == 0)
+                        rc = overlay_idmap(fd, holder, true);
+                j->layer_fds[j->nlayers++] = fd;
+                if (rc < 0) {
+                        snprintf(err, errlen, "the template's layer %.8s: %s", id,
+                                 rc == -ENOENT ? "it was deleted" : strerror(-rc));
+                        return rc;
+                }
+        }
+        return 0;
 }
 
 /* ---- at a restore ---------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include "kernel-host/spawn_internal.h"
 #include "protocol/buf.h"
 #include "protocol/fleetid.h"
+#include "protocol/kernelspec.h"
 #include "protocol/log.h"
 #include "protocol/tree.h"
 
@@ -138,6 +139,15 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
         /* A template's tree under the root (its own /usr), or the host's
          * /usr under /usr's overlay; layers named relative to the top, as
          * the sandbox made them: its mountinfo names no host directory. */
+        for (size_t k = 0; k < j->nlayers; k++) {
+                char name[32];
+
+                snprintf(name, sizeof(name), "l%zu", k);
+                if ((mkdir(name, 0755) < 0 && errno != EEXIST) ||
+                    syscall(SYS_move_mount, j->layer_fds[k], "", AT_FDCWD, name,
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        _exit(124);
+        }
         if (j->template_root[0]) {
                 if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
                     (mkdir("lower", 0755) < 0 && errno != EEXIST))
@@ -146,7 +156,9 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                             MOVE_MOUNT_F_EMPTY_PATH) < 0)
                         _exit(124);
                 if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
-                          "lowerdir=base:lower,upperdir=upper,workdir=work,userxattr") < 0)
+                          j->root_data[0]
+                              ? j->root_data
+                              : "lowerdir=base:lower,upperdir=upper,workdir=work,userxattr") < 0)
                         _exit(125);
         } else {
                 if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
@@ -157,9 +169,13 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                             MOVE_MOUNT_F_EMPTY_PATH) < 0)
                         _exit(124);
                 if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
-                          "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
+                          j->root_data[0]
+                              ? j->root_data
+                              : "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
                     mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
-                          "lowerdir=usr-lower,upperdir=usr-upper,workdir=usr-work,userxattr") < 0)
+                          j->usr_data[0] ? j->usr_data
+                                         : "lowerdir=usr-lower,upperdir=usr-upper,"
+                                           "workdir=usr-work,userxattr") < 0)
                         _exit(125);
         }
         /* Its volumes, where CRIU is told they are. */
@@ -337,6 +353,21 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
                 }
                 snprintf(j->template_root, sizeof(j->template_root), "%s", tree);
         }
+        /* A built template's: its layers, and its overlays' options. */
+        if (json_object_get(rec, "layers")) {
+                json_t *o = json_object_get(rec, "overlays");
+                const char *root = json_string_value(json_object_get(o, "/"));
+                const char *usr = json_string_value(json_object_get(o, "/usr"));
+
+                if (!checkpoint_overlay_data_ok(root) ||
+                    (usr && !checkpoint_overlay_data_ok(usr))) {
+                        snprintf(err, errlen, "the checkpoint's record is malformed");
+                        return -EBADMSG;
+                }
+                snprintf(j->root_data, sizeof(j->root_data), "%s", root);
+                snprintf(j->usr_data, sizeof(j->usr_data), "%s", usr ? usr : "");
+                j->layers = json_incref(json_object_get(rec, "layers"));
+        }
         /* Its egress, as the dump sealed it (absent: none). */
         if (json_object_get(rec, "network") &&
             (hostmsg_network_decode(json_object_get(rec, "network"), &j->network) < 0 ||
@@ -506,7 +537,10 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                          strerror(-rc));
                 goto fail;
         }
-        rc = checkpoint_volumes_take(j, json_object_get(rec, "mounts"), holder, err, errlen);
+        rc = checkpoint_layers_take(j, j->layers, holder, err, errlen);
+        if (rc == 0)
+                rc =
+                    checkpoint_volumes_take(j, json_object_get(rec, "mounts"), holder, err, errlen);
         holder_end(holder);
         if (rc < 0)
                 goto fail;
@@ -833,6 +867,10 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         j->volumes = NULL;
         b->disk_home = j->home_fd >= 0;
         b->templated = j->template_root[0] != '\0';
+        if (j->layers && jp_strv_from_json(j->layers, &b->layers) < 0) {
+                klog_warn(b->id, "out of memory: it cannot be checkpointed again");
+                b->checkpointable = false;
+        }
         snprintf(b->template_root, sizeof(b->template_root), "%s", j->template_root);
         ready.volumes = b->volumes;
         root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);

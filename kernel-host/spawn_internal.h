@@ -36,15 +36,17 @@ struct box {
         json_t *network;       /* its egress policy (hostmsg_network_encode); NULL: none */
         char **volumes;        /* its volumes, "id:/path" (NULL-terminated); NULL: none */
         bool disk_home;        /* its /home/user is a disk (homedisk.h) */
+        char **layers;         /* a built template's layers, top first; NULL: none */
         int slot;
         uint64_t oom_seen; /* out-of-memory kills already reported */
         bool init_alive;
         bool gone_reported; /* SANDBOX_GONE sent: nothing more starts in it */
         int procs;          /* processes not yet reaped */
         /* A memory checkpoint can take it (checkpoint.h): the host's form
-         * or a template's tree on an overlay, as root, with nothing
-         * mounted from outside but volumes and a disk home (no built
-         * template's layers) and no process forked from a zygote. */
+         * or a template's tree on an overlay (with a built template's
+         * layers), as root, with nothing mounted from outside but volumes
+         * and a disk home, not a build's, and no process forked from a
+         * zygote. */
         bool checkpointable;
 };
 

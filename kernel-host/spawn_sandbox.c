@@ -295,8 +295,9 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 if (rc < 0)
                         goto fail;
                 b->init_alive = true;
-                b->checkpointable = ids.privileged && overlay_available() &&
-                                    !(req->layers && req->layers[0]) && !req->build_layer[0];
+                b->checkpointable = ids.privileged && overlay_available() && !req->build_layer[0];
+                if (req->layers && req->layers[0] && jp_strv_dup(req->layers, &b->layers) < 0)
+                        b->checkpointable = false;
                 b->disk_home = homedisk_enabled() && ids.privileged;
                 if (req->volumes && req->volumes[0] && jp_strv_dup(req->volumes, &b->volumes) < 0)
                         b->checkpointable = false; /* out of memory: it runs, never paused whole */
@@ -360,6 +361,7 @@ fail:
         net_release(&b->net);
         json_decref(b->network);
         jp_strv_free(b->volumes);
+        jp_strv_free(b->layers);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);
@@ -436,6 +438,7 @@ void spawn_box_discard(struct box *b)
         net_release(&b->net);
         json_decref(b->network);
         jp_strv_free(b->volumes);
+        jp_strv_free(b->layers);
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
         free(b);
@@ -450,6 +453,7 @@ void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
         net_release(&b->net);
         json_decref(b->network);
         jp_strv_free(b->volumes);
+        jp_strv_free(b->layers);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
         remove_run_dir(b->run_dir);

@@ -251,3 +251,47 @@ def test_a_build_is_bounded_in_time(tree):
         assert glob.glob(os.path.join(g.state, "templates", "layers", "*.img")) == []
     finally:
         g.close()
+
+
+def test_a_built_templates_sandbox_pauses_and_forks_with_its_memory(tree, tmp_path):
+    """(Issue 24.) A sandbox of a built template pauses with its memory:
+    the restore mounts the template's layers again (read-only, idmapped)
+    and lays the overlays as the sandbox had them, so the layer's files,
+    the sandbox's own writes over them, its variables and its start
+    command's server are all back; a fork is a copy; the layer is never
+    written."""
+    from e2b_code_interpreter import Sandbox as CodeSandbox
+    from test_pause_memory import CRIU, criu_usable
+    from test_pause_sdk import api
+    if not criu_usable():
+        pytest.skip(f"memory pause needs CRIU 4.1+ at {CRIU}")
+    g = Gateway(tree, "--criu", CRIU, "--template-build-disk-mb", "64")
+    sandboxes = []
+    try:
+        template = (Template().from_base_image()
+                    .run_cmd("mkdir -p /opt/app && echo built > /opt/app/at-build", user="root")
+                    .set_start_cmd("python3 -m http.server 8322", wait_for_port(8322)))
+        info, _ = build(template, "mem:v1")
+        layer = os.path.join(g.state, "templates", "layers", f"{info.build_id}.img")
+        before = os.stat(layer)
+        sbx = CodeSandbox.create("mem:v1")
+        sandboxes.append(sbx)
+        assert sbx.run_code("x = 21").error is None
+        sbx.commands.run("echo mine > /opt/app/written", user="root")
+        assert sbx.pause() is True
+        status, body = api(g.gw, "GET", f"/sandboxes/{sbx.sandbox_id}")
+        assert body["glovebox"] == {"memoryKept": True}, body
+        again = CodeSandbox.connect(sbx.sandbox_id)
+        probe = "cat /opt/app/at-build /opt/app/written; ss -Htln sport = :8322 | wc -l"
+        assert again.run_code("x * 2").text == "42"
+        assert again.commands.run(probe).stdout.split() == ["built", "mine", "1"]
+        copies = again.fork(count=1, timeout=60)
+        sandboxes += copies
+        assert copies[0].run_code("x * 2").text == "42"
+        assert copies[0].commands.run(probe).stdout.split() == ["built", "mine", "1"]
+        after = os.stat(layer)
+        assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    finally:
+        for s in sandboxes:
+            s.kill()
+        g.close()
