@@ -349,6 +349,8 @@ void checkpoint_job_free(struct job *j)
         hostmsg_network_clear(&j->network);
         jp_strv_free(j->volumes);
         json_decref(j->layers);
+        for (size_t i = 0; i < j->nforeign; i++)
+                close(j->foreign[i].fd);
         for (size_t i = 0; i < j->nlayers; i++) {
                 if (j->layer_fds[i] >= 0)
                         close(j->layer_fds[i]);
@@ -497,7 +499,8 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         char tmp[JP_UUID_SIZE + 8], link_path[64], pipe_name[64], init[16], dir[PATH_MAX + 64];
         char *argv[MAX_ARGS], *owned[MAX_ARGS];
         size_t argc = 0, nowned = 0;
-        json_t *mounts = NULL, *record = NULL, *m;
+        json_t *mounts = NULL, *record = NULL, *foreign = NULL, *m;
+        const char *key;
         int dir_fd = -1, home_fd = -1, msg[2] = {-1, -1}, rc = -EINVAL;
         char *text = NULL;
         struct job *j;
@@ -512,9 +515,8 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         }
         if (!b->checkpointable || b->sandbox.top_fd < 0) {
                 snprintf(err, errlen,
-                         "this sandbox cannot be checkpointed: only one on the host's /usr or "
-                         "a template's tree, without a built template's layers or zygote "
-                         "kernels");
+                         "this sandbox cannot be checkpointed: only one on an overlay, as root, "
+                         "and not a template build's");
                 return -EOPNOTSUPP;
         }
         if (job_find_sandbox(b->id)) {
@@ -562,7 +564,14 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                         goto out;
                 }
         }
+        foreign = checkpoint_foreign_files(b->sandbox.init_pid, err, errlen);
+        if (!foreign) {
+                rc = -EOPNOTSUPP;
+                goto out;
+        }
         record = box_record(b, mounts, pipe_name);
+        if (record && json_object_size(foreign))
+                json_object_set(record, "foreign", foreign);
         if (record && b->templated)
                 json_object_set_new(record, "template", json_string(b->template_root));
         if (record && b->layers) {
@@ -607,6 +616,10 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 owned[nowned++] = e;
                 ARG("--external");
                 ARG(e);
+        }
+        json_object_foreach(foreign, key, m) {
+                ARG("--external");
+                ARG(key);
         }
         argv[argc] = NULL;
 #undef ARG
@@ -665,6 +678,7 @@ out:
         free(text);
         json_decref(record);
         json_decref(mounts);
+        json_decref(foreign);
         return rc;
 }
 

@@ -24,7 +24,9 @@
 #define RECORD_MAX   (1 << 20)
 #define MAX_MOUNTS   256
 #define MAX_PROCS    64
-#define MAX_ARGS     (2 * MAX_MOUNTS + 6 * MAX_PROCS + 64)
+/* Files of mounts outside the sandbox (checkpoint_files.c) in one. */
+#define CHECKPOINT_MAX_FOREIGN 1024
+#define MAX_ARGS               (2 * MAX_MOUNTS + 6 * MAX_PROCS + 2 * CHECKPOINT_MAX_FOREIGN + 64)
 /* In criu restore: the new report pipe's write end, handed to init. */
 #define REPORT_FD 10
 /* The merged /usr of a rebuilt top, beside its layers. */
@@ -66,6 +68,13 @@ struct job {
         int layer_fds[OVERLAY_MAX_LAYERS];
         size_t nlayers;
         char root_data[2 * PATH_MAX], usr_data[2 * PATH_MAX];
+        /* a restore's files of mounts outside the sandbox, opened again
+         * (checkpoint_files.c), each with CRIU's name for it */
+        struct {
+                int fd;
+                char key[48];
+        } foreign[CHECKPOINT_MAX_FOREIGN];
+        size_t nforeign;
         char home_archive[PATH_MAX + 80];
         /* a restore's as a copy (a fork): its ids are new, old_ids the
          * checkpoint's */
@@ -144,6 +153,15 @@ json_t *checkpoint_mount_flags(pid_t init);
 json_t *checkpoint_overlays(pid_t init);
 bool checkpoint_overlay_data_ok(const char *data);
 int checkpoint_layers_take(struct job *j, json_t *layers, pid_t holder, char *err, size_t errlen);
+/* checkpoint_files.c. The files the processes of the sandbox of init map
+ * or hold open from mounts that are not the sandbox's (a zygote's
+ * kernel's: zygote.h), as {CRIU's key: {"path", "ino", "size", "mtime"}},
+ * for --external; NULL with err set when one cannot be kept (not a
+ * regular file, no path, too many). At a restore, each opened again from
+ * its host path into j's foreign, checked to be the same file (-ESTALE,
+ * err set, when it is not), for --inherit-fd. */
+json_t *checkpoint_foreign_files(pid_t init, char *err, size_t errlen);
+int checkpoint_foreign_open(struct job *j, json_t *files, char *err, size_t errlen);
 /* At a restore: each volume of the record's mounts mounted again for j,
  * idmapped through holder's user namespace (j's ids), into j's
  * volume_fds and volumes ("id:/path"); and its disk home (a "home"), a

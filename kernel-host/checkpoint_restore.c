@@ -545,6 +545,8 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         if (rc < 0)
                 goto fail;
         rc = checkpoint_home_take(j, json_object_get(rec, "mounts"), dir_fd, err, errlen);
+        if (rc == 0)
+                rc = checkpoint_foreign_open(j, json_object_get(rec, "foreign"), err, errlen);
         if (rc < 0)
                 goto fail;
         if (pipe2(report, O_CLOEXEC) < 0 ||
@@ -616,6 +618,15 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                 ARG("--cgroup-root");
                 ARG(e);
         }
+        for (i = 0; i < j->nforeign; i++) {
+                char *e = NULL;
+
+                if (asprintf(&e, "fd[%d]:%s", j->foreign[i].fd, j->foreign[i].key) < 0)
+                        goto nomem;
+                owned[nowned++] = e;
+                ARG("--inherit-fd");
+                ARG(e);
+        }
         rc = pipes_make(j, argv, &argc, owned, &nowned);
         if (rc < 0) {
                 snprintf(err, errlen, "the commands' new pipes: %s", strerror(-rc));
@@ -663,6 +674,8 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                                         fcntl(j->procs[i].inside[k], F_SETFD, 0);
                         }
                 }
+                for (i = 0; i < j->nforeign; i++)
+                        fcntl(j->foreign[i].fd, F_SETFD, 0);
                 restore_worker(top, options, archive, usr_fd, sv[1], report[1], argv, j);
         }
         if (pid < 0) {

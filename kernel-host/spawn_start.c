@@ -207,8 +207,8 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                         conn_text = jp_connection_dump(&conn);
                         rc = conn_text ? 0 : -ENOMEM;
                 } else {
-                        rc = jp_connection_write_at(&conn, b->plain_ipc_fd, conn_name,
-                                                    (uid_t)-1, (gid_t)-1);
+                        rc = jp_connection_write_at(&conn, b->plain_ipc_fd, conn_name, (uid_t)-1,
+                                                    (gid_t)-1);
                 }
                 if (rc < 0) {
                         spawn_fail_set(fail, req->id, "connection-file", -rc, NULL);
@@ -292,9 +292,6 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                         rc = zygote_exec(req->zygote, &b->sandbox, &ex, &p->sp, fail);
                         if (rc == 0) {
                                 klog_debug(req->id, "forked from zygote %s", req->zygote);
-                                /* Its memory maps the zygote's files, which are
-                                 * not the sandbox's: no checkpoint can take it. */
-                                b->checkpointable = false;
                         }
                 }
                 if (rc == -ENOENT)

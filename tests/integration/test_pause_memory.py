@@ -310,22 +310,52 @@ def test_a_busy_kernel_is_paused_mid_cell_and_finishes_it_after(gw):
     assert out == "29\n"
 
 
-def test_a_kernel_no_checkpoint_can_take_is_paused_with_its_files(state):
-    """A kernel forked from a zygote maps the zygote's files, which are not
-    its sandbox's: the kernel-host refuses its checkpoint, and the pause
-    keeps its files, saying why."""
-    gw = start_gateway("--state-dir", state, "--criu", CRIU, "--zygote", "python3:json")
+def test_a_zygote_kernel_is_paused_with_its_memory(state):
+    """A kernel forked from a zygote maps the zygote's interpreter and
+    modules, loaded from the host's /usr before the fork, on mounts that are
+    not its sandbox's: the kernel-host names each to CRIU as external and
+    hands it back, the same host file, at the restore. Variables, the
+    modules the zygote preloaded and files are kept, through a fork too; a
+    host file that changed meanwhile fails the resume, saying which, and the
+    kernel stays paused."""
+    gw = start_gateway("--state-dir", state, "--criu", CRIU, "--zygote", "python3:json,decimal")
     try:
         kid = gw.start_kernel()
-        run_cell(gw, kid, "open('/home/user/z.txt', 'w').write('zygote')\nv = 5")
+        run_cell(gw, kid, "open('/home/user/z.txt', 'w').write('zygote')\nv = 5\n"
+                          "import json, decimal\nd = decimal.Decimal('1.5')")
+        before = confinement(gw, kid)
         status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
-        assert status == 200, model
-        assert model["paused"]["memory_kept"] is False, model
-        assert "zygote" in model["paused"]["notice"], model
-        assert checkpoint_dirs(state) == []
+        assert status == 200 and model["paused"] == {"memory_kept": True}, model
+        [ckpt] = checkpoint_dirs(state)
+        with open(os.path.join(state, "checkpoints", ckpt, "box.json")) as f:
+            foreign = json.load(f)["foreign"]
+        # The zygote's own interpreter and the libraries it loaded.
+        paths = [rec["path"] for rec in foreign.values()]
+        assert any("glovebox-zygote" in p for p in paths), paths
+        assert any("_decimal" in p for p in paths), paths
+        # A host file that is not as it was (here the zygote's program,
+        # touched): the resume fails naming it, and the kernel stays paused.
+        program = next(p for p in paths if p.endswith("glovebox-zygote"))
+        st = os.stat(program)
+        os.utime(program, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        try:
+            status, body, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+            assert status == 500 and program in body["message"], body
+            assert gw.request("GET", f"/api/kernels/{kid}")[1]["execution_state"] == "paused"
+        finally:
+            os.utime(program, ns=(st.st_atime_ns, st.st_mtime_ns))
         resume(gw, kid)
-        assert value_of(gw, kid, "(open('/home/user/z.txt').read(), 'v' in globals())") == \
-            ("zygote", False)
+        probe = "(open('/home/user/z.txt').read(), v, str(d * 2), json.dumps([v]))"
+        assert value_of(gw, kid, probe) == ("zygote", 5, "3.0", "[5]")
+        # Confined exactly as before, field by field.
+        after = confinement(gw, kid)
+        for key in before:
+            assert after[key] == before[key], (key, before[key], after[key])
+        status, body, _ = gw.request("POST", f"/api/kernels/{kid}/fork", {"count": 1})
+        assert status == 201, body
+        copy = body["kernels"][0]["id"]
+        assert value_of(gw, copy, probe) == ("zygote", 5, "3.0", "[5]")
+        gw.request("DELETE", f"/api/kernels/{copy}")
     finally:
         gw.stop()
 

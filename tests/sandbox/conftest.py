@@ -33,10 +33,11 @@ def memory_pause_possible():
 def pytest_generate_tests(metafunc):
     # The escape battery runs against cold kernels and, unchanged, against
     # kernels forked from a zygote and, where a memory checkpoint can be
-    # made, kernels restored from one (each paused and resumed before the
-    # test has it).
+    # made, kernels restored from one, cold and forked from the zygote
+    # (each paused and resumed before the test has it).
     if "gateway" in metafunc.fixturenames and metafunc.module.__name__.endswith("test_escape"):
-        modes = ["cold", "zygote"] + (["restored"] if memory_pause_possible() else [])
+        modes = ["cold", "zygote"] + (["restored", "zygote-restored"]
+                                      if memory_pause_possible() else [])
         metafunc.parametrize("gateway", modes, indirect=True, scope="module")
 
 
@@ -66,11 +67,11 @@ def assert_from_zygote(gw, kid, expected=True):
 def gateway(request):
     env = dict(os.environ, **{CANARY_ENV: CANARY_VALUE})
     mode = getattr(request, "param", "cold")
-    gw = start_gateway(*(ZYGOTE_ARGS if mode == "zygote" else ()), env=env)
+    gw = start_gateway(*(ZYGOTE_ARGS if mode.startswith("zygote") else ()), env=env)
     gw.mode = mode
-    if mode == "restored":
+    if mode.endswith("restored"):
         gw.start_kernel = restored_start_kernel(gw)
-    if mode == "zygote":
+    if mode.startswith("zygote"):
         # Else the battery could pass on cold kernels without saying so.
         kid = gw.start_kernel()
         assert_from_zygote(gw, kid)
