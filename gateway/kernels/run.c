@@ -15,9 +15,13 @@
 
 #define KEEPALIVE_MS 5000.0
 #define GRACE_MS     3000.0 /* after an interrupt, before the kernel is restarted */
+/* The interrupt again, within GRACE_MS, while the cell still runs: a
+ * SIGINT that reaches ipykernel after it says busy but before it handles
+ * SIGINT for the cell (kernelbase's pre_handler_hook) is ignored. */
+#define RETRY_MS 250.0
 
 struct execution {
-        struct http_request *r; /* NULL once the client has gone */
+        struct http_request *r;              /* NULL once the client has gone */
         struct execute_collector *collector; /* instead of r; NULL once gone */
         struct kernel *kernel;
         struct session *session;
@@ -39,7 +43,8 @@ struct execution {
          * interrupt would hit (KeyboardInterrupt there, and with its
          * stop_on_error, that client's queued cells aborted). */
         bool started, interrupted;
-        bool released; /* the session is gone; freed once the request is too */
+        int interrupts; /* sent for the timed-out cell */
+        bool released;  /* the session is gone; freed once the request is too */
         enum execute_gone gone;
         /* Output lines a slow client lost since it was last told. */
         uint64_t dropped_lines, dropped_bytes;
@@ -67,8 +72,7 @@ static void tell_dropped(struct execution *e, bool at_end)
                 return;
         /* Once half the buffer has drained: said once per spell of drops,
          * not after every line that fits again. */
-        if (!at_end &&
-            http_stream_pending(e->r) > (size_t)config_get()->stream_buffer_bytes / 2)
+        if (!at_end && http_stream_pending(e->r) > (size_t)config_get()->stream_buffer_bytes / 2)
                 return;
         snprintf(text, sizeof(text),
                  "[glovebox] %llu output lines (%llu bytes) were dropped here: this client read "
@@ -215,12 +219,12 @@ static void write_error(struct execution *e, const char *name, const char *value
 static const char *result_key(const char *mime)
 {
         static const char *const keys[][2] = {
-                {"text/plain", "text"},        {"text/html", "html"},
-                {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
-                {"image/png", "png"},          {"image/jpeg", "jpeg"},
-                {"application/pdf", "pdf"},    {"text/latex", "latex"},
-                {"application/json", "json"},  {"application/javascript", "javascript"},
-                {"e2b/data", "data"},          {"e2b/chart", "chart"},
+            {"text/plain", "text"},        {"text/html", "html"},
+            {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
+            {"image/png", "png"},          {"image/jpeg", "jpeg"},
+            {"application/pdf", "pdf"},    {"text/latex", "latex"},
+            {"application/json", "json"},  {"application/javascript", "javascript"},
+            {"e2b/data", "data"},          {"e2b/chart", "chart"},
         };
 
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -377,7 +381,7 @@ static void handle(struct execution *e, struct relay_msg *m)
         if (e->restore_id[0] && strcmp(parent, e->restore_id) == 0) {
                 if (strcmp(m->msg_type, "execute_reply") == 0) {
                         e->restore_id[0] = '\0';
-                        if (e->replied && e->idle)
+                        if ((e->replied || e->interrupted) && e->idle)
                                 finish(e);
                 }
                 return;
@@ -434,7 +438,10 @@ static void handle(struct execution *e, struct relay_msg *m)
                         e->idle = true;
         }
         json_decref(content);
-        if (e->replied && e->idle && !e->restore_id[0])
+        /* An interrupt that reached ipykernel before the cell's code ran
+         * ends its handler without a reply ("KeyboardInterrupt caught in
+         * kernel"): its idle is the end. */
+        if ((e->replied || e->interrupted) && e->idle && !e->restore_id[0])
                 finish(e);
 }
 
@@ -503,8 +510,8 @@ static int send_execute(struct execution *e, const char *code, bool silent, char
                 msg.header = (struct jp_bytes){(const uint8_t *)header_text, strlen(header_text)};
                 msg.parent_header = (struct jp_bytes){(const uint8_t *)"{}", 2};
                 msg.metadata = (struct jp_bytes){(const uint8_t *)"{}", 2};
-                msg.content = (struct jp_bytes){(const uint8_t *)content_text,
-                                                strlen(content_text)};
+                msg.content =
+                    (struct jp_bytes){(const uint8_t *)content_text, strlen(content_text)};
                 rc = session_send(e->session, &msg);
         }
         if (rc == 0 && msg_id_out)
@@ -530,9 +537,18 @@ static void on_grace(lws_sorted_usec_list_t *sul)
 {
         struct execution *e = lws_container_of(sul, struct execution, grace);
 
-        /* Still running after the interrupt: restart the kernel; its
+        /* Still running: the interrupt again (the cell is still ours: no
+         * reply nor idle came for it, and the kernel runs one cell at a
+         * time). Still running after GRACE_MS: restart the kernel; its
          * pending execution, this one, is then answered. */
-        klog_warn(e->kernel->id, "execution did not stop after an interrupt; restarting");
+        if (e->interrupts * RETRY_MS < GRACE_MS) {
+                e->interrupts++;
+                kernel_interrupt(e->kernel);
+                loop_timer_start(&e->grace, on_grace, RETRY_MS);
+                return;
+        }
+        klog_warn(e->kernel->id, "execution did not stop after %d interrupts; restarting",
+                  e->interrupts);
         kernel_restart(e->kernel, NULL);
 }
 
@@ -544,8 +560,9 @@ static void interrupt_timed_out(struct execution *e)
                 return;
         e->interrupted = true;
         klog_info(e->kernel->id, "execution timed out after %g s; interrupting", e->timeout_s);
+        e->interrupts = 1;
         kernel_interrupt(e->kernel);
-        loop_timer_start(&e->grace, on_grace, GRACE_MS);
+        loop_timer_start(&e->grace, on_grace, RETRY_MS);
 }
 
 static void on_deadline(lws_sorted_usec_list_t *sul)
@@ -665,8 +682,8 @@ void execute_start(struct http_request *r, struct kernel *k, const char *code, j
         http_stream_start(r, 200, "application/x-ndjson");
         /* Outputs are dropped past --stream-buffer-bytes; a key line (a
          * result, an error: at most a message each) still fits after them. */
-        http_stream_set_limit(r, (size_t)(config_get()->stream_buffer_bytes +
-                                          2 * config_get()->max_message_bytes));
+        http_stream_set_limit(
+            r, (size_t)(config_get()->stream_buffer_bytes + 2 * config_get()->max_message_bytes));
         execution_begin(e);
 }
 

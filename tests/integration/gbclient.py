@@ -195,12 +195,19 @@ class Channel:
     def collect(self, msg_id, timeout=60, stdin_reply=None):
         deadline = time.time() + timeout
         reply, outputs, idle = None, [], False
+        # Another request's messages that came while an earlier collect
+        # waited (a reply on shell can come after the next cell's output on
+        # iopub): kept for that request's own collect, in order.
+        held, self.held = getattr(self, "held", []), []
         while not (reply and idle):
             left = deadline - time.time()
             if left <= 0:
+                self.held = held + self.held
                 raise TimeoutError(f"no reply/idle for {msg_id}")
-            m = self.recv(left)
+            m = held.pop(0) if held else self.recv(left)
             if m["parent_header"].get("msg_id") != msg_id:
+                if len(self.held) < 10000:
+                    self.held.append(m)
                 continue
             if m["channel"] == "stdin" and m["msg_type"] == "input_request":
                 self.send("input_reply", {"value": stdin_reply(m["content"]["prompt"])}, "stdin")
@@ -210,6 +217,7 @@ class Channel:
                 outputs.append(m)
                 if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
                     idle = True
+        self.held += held
         return reply, outputs
 
 
