@@ -162,6 +162,9 @@ int checkpoint_layers_take(struct job *j, json_t *layers, pid_t holder, char *er
  * err set, when it is not), for --inherit-fd. */
 json_t *checkpoint_foreign_files(pid_t init, char *err, size_t errlen);
 int checkpoint_foreign_open(struct job *j, json_t *files, char *err, size_t errlen);
+/* In the restore's worker, in the rebuilt top: the layers and overlays as
+ * the sandbox had them. 0, or the worker's exit status for what failed. */
+int checkpoint_lay_overlays(const struct job *j, int usr_fd);
 /* At a restore: each volume of the record's mounts mounted again for j,
  * idmapped through holder's user namespace (j's ids), into j's
  * volume_fds and volumes ("id:/path"); and its disk home (a "home"), a

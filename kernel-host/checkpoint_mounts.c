@@ -11,18 +11,24 @@
 #include "protocol/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernel-host/checkpoint_internal.h"
+
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
 
 /* The sandbox's mounts as a checkpoint sees them: which come from outside
  * (CRIU is told, and the restore binds them again), and the flags each
@@ -359,6 +365,57 @@ int checkpoint_home_take(struct job *j, json_t *mounts, int dir_fd, char *err, s
         }
         snprintf(j->home_archive, sizeof(j->home_archive), "%s/%s/" HOME_ARCHIVE, checkpoint_dir,
                  j->name);
+        return 0;
+}
+
+/* In the restore's worker, in the rebuilt top (its working directory):
+ * a built template's layers, the template's tree or the host's /usr
+ * (usr_fd, idmapped), and the overlays over them as the sandbox had them.
+ * 0, or the worker's exit status for the step that failed. */
+int checkpoint_lay_overlays(const struct job *j, int usr_fd)
+{
+        /* A template's tree under the root (its own /usr), or the host's
+         * /usr under /usr's overlay; layers named relative to the top, as
+         * the sandbox made them: its mountinfo names no host directory. */
+        for (size_t k = 0; k < j->nlayers; k++) {
+                char name[32];
+
+                snprintf(name, sizeof(name), "l%zu", k);
+                if ((mkdir(name, 0755) < 0 && errno != EEXIST) ||
+                    syscall(SYS_move_mount, j->layer_fds[k], "", AT_FDCWD, name,
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return 124;
+        }
+        if (j->template_root[0]) {
+                if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
+                    (mkdir("lower", 0755) < 0 && errno != EEXIST))
+                        return 123;
+                if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "lower",
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return 124;
+                if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
+                          j->root_data[0]
+                              ? j->root_data
+                              : "lowerdir=base:lower,upperdir=upper,workdir=work,userxattr") < 0)
+                        return 125;
+        } else {
+                if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
+                    (mkdir("usr-work", 0700) < 0 && errno != EEXIST) ||
+                    (mkdir(USR_MERGED, 0755) < 0 && errno != EEXIST))
+                        return 123;
+                if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "usr-lower",
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return 124;
+                if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
+                          j->root_data[0]
+                              ? j->root_data
+                              : "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
+                    mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
+                          j->usr_data[0] ? j->usr_data
+                                         : "lowerdir=usr-lower,upperdir=usr-upper,"
+                                           "workdir=usr-work,userxattr") < 0)
+                        return 125;
+        }
         return 0;
 }
 

@@ -136,48 +136,9 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                 _exit(122);
         if (chdir(top) < 0)
                 _exit(123);
-        /* A template's tree under the root (its own /usr), or the host's
-         * /usr under /usr's overlay; layers named relative to the top, as
-         * the sandbox made them: its mountinfo names no host directory. */
-        for (size_t k = 0; k < j->nlayers; k++) {
-                char name[32];
-
-                snprintf(name, sizeof(name), "l%zu", k);
-                if ((mkdir(name, 0755) < 0 && errno != EEXIST) ||
-                    syscall(SYS_move_mount, j->layer_fds[k], "", AT_FDCWD, name,
-                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        _exit(124);
-        }
-        if (j->template_root[0]) {
-                if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
-                    (mkdir("lower", 0755) < 0 && errno != EEXIST))
-                        _exit(123);
-                if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "lower",
-                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        _exit(124);
-                if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
-                          j->root_data[0]
-                              ? j->root_data
-                              : "lowerdir=base:lower,upperdir=upper,workdir=work,userxattr") < 0)
-                        _exit(125);
-        } else {
-                if ((mkdir("work", 0700) < 0 && errno != EEXIST) ||
-                    (mkdir("usr-work", 0700) < 0 && errno != EEXIST) ||
-                    (mkdir(USR_MERGED, 0755) < 0 && errno != EEXIST))
-                        _exit(123);
-                if (syscall(SYS_move_mount, usr_fd, "", AT_FDCWD, "usr-lower",
-                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        _exit(124);
-                if (mount("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
-                          j->root_data[0]
-                              ? j->root_data
-                              : "lowerdir=base,upperdir=upper,workdir=work,userxattr") < 0 ||
-                    mount("overlay", USR_MERGED, "overlay", MS_NOSUID | MS_NODEV,
-                          j->usr_data[0] ? j->usr_data
-                                         : "lowerdir=usr-lower,upperdir=usr-upper,"
-                                           "workdir=usr-work,userxattr") < 0)
-                        _exit(125);
-        }
+        fd = checkpoint_lay_overlays(j, usr_fd);
+        if (fd != 0)
+                _exit(fd);
         /* Its volumes, where CRIU is told they are. */
         for (size_t k = 0; k < j->nvolumes; k++) {
                 char name[32];
