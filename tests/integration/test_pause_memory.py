@@ -7,7 +7,9 @@ pause of hosts without CRIU."""
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -204,6 +206,45 @@ def test_a_memory_paused_kernel_outlives_the_gateway(state):
         assert value_of(gw, kid, "secret") == "kept across gateways"
     finally:
         gw.stop()
+
+
+def test_a_memory_paused_kernel_outlives_a_reboot(state):
+    """What a reboot leaves is the state directory alone: every process of
+    Glovebox killed at once (no chance to save anything then), its runtime
+    directory gone (a tmpfs at boot). A new gateway on the same state
+    directory still lists the paused kernel and resumes it with its memory
+    and files."""
+    # Where sandboxes can reach, as /tmp is (pytest's tmp_path is 0700).
+    first_run, second_run = (tempfile.mkdtemp(prefix="glovebox-run-") for _ in range(2))
+    for d in (first_run, second_run):
+        os.chmod(d, 0o755)
+    gw = start_gateway("--state-dir", state, "--criu", CRIU, "--runtime-dir", str(first_run))
+    try:
+        kid = gw.start_kernel()
+        run_cell(gw, kid, "secret = 'kept across a reboot'\n"
+                          "open('/tmp/t.txt', 'w').write('tmp too')")
+        pause(gw, kid)
+        host = kernel_host(gw)
+        os.kill(host, signal.SIGKILL)
+        gw.proc.kill()
+        gw.proc.wait()
+        for _ in range(100):  # the kernel-host's zombie is reaped by init
+            if not os.path.exists(f"/proc/{host}"):
+                break
+            time.sleep(0.05)
+    finally:
+        gw.stop()
+    shutil.rmtree(first_run, ignore_errors=True)
+    gw = start_gateway("--state-dir", state, "--criu", CRIU, "--runtime-dir", str(second_run))
+    try:
+        status, model, _ = gw.request("GET", f"/api/kernels/{kid}")
+        assert status == 200 and model["paused"] == {"memory_kept": True}, model
+        resume(gw, kid)
+        assert value_of(gw, kid, "(secret, open('/tmp/t.txt').read())") == \
+            ("kept across a reboot", "tmp too")
+    finally:
+        gw.stop()
+        shutil.rmtree(second_run, ignore_errors=True)
 
 
 def test_a_deleted_paused_kernel_leaves_no_checkpoint(gw, state):
