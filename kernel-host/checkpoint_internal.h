@@ -236,12 +236,14 @@ int checkpoint_pages_record(int dir_fd);
  * none or it is malformed. */
 json_t *checkpoint_pages_sizes(int dir_fd);
 /* base (a pages-N.img of dir_fd of the recorded size, else -ESTALE and it
- * is left alone) replaced by base.zst, durably; every recorded one: 0 or
+ * is left alone) replaced by base.zst, durably, unless that saves less
+ * than an eighth (then it is kept, marked so); every recorded one: 0 or
  * the first -errno. */
 int checkpoint_pages_compress(int dir_fd, const char *base, uint64_t size);
 int checkpoint_pages_compress_all(int dir_fd);
-/* Whether dir_fd has a recorded page file not compressed yet; whether it
- * has one compressed only (a restore must decompress it). */
+/* Whether dir_fd has a recorded page file not compressed yet (nor found
+ * not worth it); whether it has one compressed only (a restore must
+ * decompress it). */
 bool checkpoint_pages_pending(int dir_fd);
 bool checkpoint_pages_compressed(int dir_fd);
 /* Removes every pages-N.img.zst.tmp of dir_fd. */

@@ -12,6 +12,11 @@
  * .img is unlinked. Where both are (a compaction killed between the two),
  * the .img is read; a .tmp is a dead compaction's, and is removed.
  *
+ * A page file that zstd shrinks by less than an eighth (random bytes,
+ * data compressed already) is kept plain: its restore would pay for
+ * decompressing it and the disk would hardly gain. An extended attribute
+ * on it says so, so that no later compaction tries it again.
+ *
  * The manifest (checkpoint_manifest.c) leaves all three forms out, as it
  * always left out the pages' contents, the sandbox's own memory. What it
  * seals instead is pages.json, written at the dump: each page file's size
@@ -35,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define PAGES_RECORD_MAX (1 << 16) /* a name and a size per process tree */
@@ -43,6 +49,8 @@
 /* zstd's fastest level: about 170 MiB/s on incompressible pages here, and
  * a decompression does not get faster at a higher one. */
 #define ZSTD_LEVEL "-1"
+/* On a page file compressing does not pay for (see above). */
+#define XATTR_KEPT_PLAIN "user.glovebox.kept-plain"
 
 enum checkpoint_pages_form checkpoint_pages_form(const char *name, char *base, size_t size)
 {
@@ -213,6 +221,25 @@ static int run_zstd(const char *mode, int in, int out, uint64_t limit)
         return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
+/* Whether a compressed form of size bytes saves too little on plain
+ * ones to be worth a slower restore. */
+static bool too_little_saved(uint64_t plain, uint64_t compressed)
+{
+        return compressed > plain - plain / 8;
+}
+
+/* Whether base in dir_fd was found not worth compressing. */
+static bool kept_plain(int dir_fd, const char *base)
+{
+        int fd = openat(dir_fd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        char mark;
+        bool kept = fd >= 0 && fgetxattr(fd, XATTR_KEPT_PLAIN, &mark, 1) == 1;
+
+        if (fd >= 0)
+                close(fd);
+        return kept;
+}
+
 int checkpoint_pages_compress(int dir_fd, const char *base, uint64_t size)
 {
         char zst[NAME_MAX + 1], tmp[NAME_MAX + 1];
@@ -232,6 +259,13 @@ int checkpoint_pages_compress(int dir_fd, const char *base, uint64_t size)
                 goto out;
         }
         rc = run_zstd(ZSTD_LEVEL, in, out, UINT64_MAX);
+        if (rc == 0 && fstat(out, &st) == 0 && too_little_saved(size, (uint64_t)st.st_size)) {
+                /* Best effort: a filesystem without user attributes only
+                 * has it tried again at the next compaction. */
+                unlinkat(dir_fd, tmp, 0);
+                (void)fsetxattr(in, XATTR_KEPT_PLAIN, "1", 1, 0);
+                goto out;
+        }
         /* Whole on disk before it takes the .img's place, readable by the
          * restore's CRIU as the other images are (checkpoint_seal). */
         if (rc == 0 && (fchmod(out, 0644) < 0 || fsync(out) < 0))
@@ -264,8 +298,10 @@ int checkpoint_pages_compress_all(int dir_fd)
         json_array_foreach(plain, i, v) {
                 uint64_t size;
 
-                /* One the dump did not record (an older checkpoint's) stays. */
-                if (!recorded_size(sizes, json_string_value(v), &size))
+                /* One the dump did not record (an older checkpoint's), or
+                 * one found not worth it, stays. */
+                if (!recorded_size(sizes, json_string_value(v), &size) ||
+                    kept_plain(dir_fd, json_string_value(v)))
                         continue;
                 rc = checkpoint_pages_compress(dir_fd, json_string_value(v), size);
                 if (rc < 0)
@@ -286,7 +322,8 @@ bool checkpoint_pages_pending(int dir_fd)
         json_array_foreach(plain, i, v) {
                 uint64_t size;
 
-                pending = pending || recorded_size(sizes, json_string_value(v), &size);
+                pending = pending || (recorded_size(sizes, json_string_value(v), &size) &&
+                                      !kept_plain(dir_fd, json_string_value(v)));
         }
         json_decref(plain);
         json_decref(sizes);

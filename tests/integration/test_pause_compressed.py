@@ -21,10 +21,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not criu_usable(),
 
 # 50 MB of one letter and a variable: pages that compress well.
 COMPRESSIBLE = "x = 'a' * 50_000_000\ny = 42"
-# 150 MB that zstd cannot shrink: a compaction long enough to be caught
-# under way.
-INCOMPRESSIBLE = ("import os, hashlib\nz = os.urandom(150_000_000)\n"
-                  "digest = hashlib.sha256(z).hexdigest()")
+# 160 MB, half of it random: a compaction long enough to be caught under
+# way (pages zstd cannot shrink by an eighth are kept plain).
+SLOW = ("import os, hashlib\n"
+        "z = b''.join(os.urandom(4096) + bytes(4096) for _ in range(20_000))\n"
+        "digest = hashlib.sha256(z).hexdigest()")
 
 
 def gateway(state, *extra):
@@ -115,7 +116,7 @@ def test_a_resume_during_the_compaction_stops_it(tmp_path):
     gw = gateway(state, "--pause-compress-after", "0")
     try:
         kid = gw.start_kernel()
-        run_cell(gw, kid, INCOMPRESSIBLE, timeout=300)
+        run_cell(gw, kid, SLOW, timeout=300)
         digest = value_of(gw, kid, "digest")
         pause(gw, kid)
         cp, _ = checkpoint_of(state, kid)
@@ -123,6 +124,7 @@ def test_a_resume_during_the_compaction_stops_it(tmp_path):
         assert wait_for(lambda: pages(cp)[2], timeout=30, step=0.002), pages(cp)
         resume(gw, kid)
         assert value_of(gw, kid, "hashlib.sha256(z).hexdigest() == digest") is True
+        assert f"checkpoint {os.path.basename(cp)[:8]}: its compaction stopped" in gw.read_log()
         wait_gone(cp)
     finally:
         gw.stop()
@@ -137,7 +139,7 @@ def test_a_snapshot_is_compressed_between_its_restores(tmp_path):
     gw = gateway(state, "--pause-compress-after", "0")
     try:
         src = gw.start_kernel()
-        run_cell(gw, src, INCOMPRESSIBLE + "\n" + COMPRESSIBLE, timeout=300)
+        run_cell(gw, src, SLOW + "\n" + COMPRESSIBLE, timeout=300)
         digest = value_of(gw, src, "digest")
         status, snap, _ = gw.request("POST", f"/api/kernels/{src}/snapshot", {})
         assert status == 201 and snap["memory_kept"] is True, snap
@@ -150,6 +152,7 @@ def test_a_snapshot_is_compressed_between_its_restores(tmp_path):
         assert status == 201, model
         kernels.append(model["id"])
         assert value_of(gw, kernels[0], probe) == (True, 50_000_000, 42)
+        assert f"checkpoint {name[:8]}: its compaction stopped" in gw.read_log()
         assert wait_for(lambda: compressed(cp)), pages(cp)
         for _ in range(2):
             status, model, _ = gw.request("POST", "/api/kernels", {"snapshot": snap["id"]})
@@ -168,7 +171,7 @@ def test_the_kernel_host_killed_during_a_compaction_leaves_nothing_half_done(tmp
     gw = gateway(state, "--pause-compress-after", "0")
     try:
         kid = gw.start_kernel()
-        run_cell(gw, kid, INCOMPRESSIBLE, timeout=300)
+        run_cell(gw, kid, SLOW, timeout=300)
         digest = value_of(gw, kid, "digest")
         pause(gw, kid)
         cp, _ = checkpoint_of(state, kid)

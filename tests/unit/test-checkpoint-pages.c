@@ -5,7 +5,8 @@
  * copy; a restore that gets the same bytes back, prefers a plain file
  * where both are, and refuses a compressed file that does not expand to
  * exactly its recorded size (one that would expand past it is stopped at
- * it); leftovers of a killed compaction removed. */
+ * it); leftovers of a killed compaction removed; random pages, which zstd
+ * cannot shrink, kept plain and not tried again. */
 #include "kernel-host/checkpoint_pages.c"
 
 #include "tests/unit/tap.h"
@@ -242,6 +243,31 @@ static void test_bomb(int dir_fd)
         unlinkat(dir_fd, "pages-9.img.zst", 0);
 }
 
+/* Random bytes: zstd cannot shrink them, and a restore would pay for
+ * decompressing them for nothing. */
+static void test_incompressible(int parent_fd)
+{
+        int dir_fd = images_dir(parent_fd, "random"), fd;
+        unsigned char data[1 << 16];
+
+        for (size_t i = 0; i < sizeof(data); i++)
+                data[i] = (unsigned char)rand();
+        fd = openat(dir_fd, "pages-1.img", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ok(fd >= 0 && write(fd, data, sizeof(data)) == (ssize_t)sizeof(data), "random pages");
+        close(fd);
+        is_int(checkpoint_pages_record(dir_fd), 0, "recorded");
+        is_int(checkpoint_pages_compress_all(dir_fd), 0, "the compaction succeeds");
+        ok(size_of(dir_fd, "pages-1.img") == (off_t)sizeof(data) &&
+               size_of(dir_fd, "pages-1.img.zst") < 0 && size_of(dir_fd, "pages-1.img.zst.tmp") < 0,
+           "but keeps random pages plain, nothing else left");
+        ok(kept_plain(dir_fd, "pages-1.img"), "marked as not worth compressing");
+        ok(!checkpoint_pages_pending(dir_fd), "so no compaction tries it again");
+        ok(!checkpoint_pages_compressed(dir_fd), "and a restore reads it as it is");
+        ok(too_little_saved(800, 701) && !too_little_saved(800, 700),
+           "worth it from an eighth saved");
+        close(dir_fd);
+}
+
 static void test_stale_and_partial(int dir_fd)
 {
         write_file(dir_fd, "pages-5.img", 5000);
@@ -277,6 +303,7 @@ int main(void)
                 test_bounds(dir_fd);
                 test_bomb(dir_fd);
                 test_stale_and_partial(dir_fd);
+                test_incompressible(dir_fd);
         }
         close(dir_fd);
         tmpdir_remove(root);
