@@ -15,7 +15,11 @@ what it replaces: 10 new kernels each running the frame's setup.
 Snapshot: POST /api/kernels {"snapshot": id} of a fresh kernel's snapshot
 until its first result (the issue's target: <= 150 ms p50), beside a new
 kernel's start to its first result, in the same gateway.
-Run as root: /usr/bin/python3 bench/pause_memory.py [N]"""
+With --compressed, instead: pause and resume of the same two kernels with
+checkpoints never compressed (--pause-compress-after -1) beside ones
+compressed at once (0), each resumed once its pages are all compressed;
+also how long the compaction took and the checkpoint's size on disk then.
+Run as root: /usr/bin/python3 bench/pause_memory.py [N] [--compressed]"""
 import os
 import statistics
 import subprocess
@@ -41,13 +45,34 @@ def first_result(gw, kid, expr):
     return out.strip()
 
 
-def measure(gw, state, case, rounds):
+def checkpoint_compressed(state):
+    """Whether every page file of the one checkpoint under state is
+    compressed and nothing else is being written."""
+    root = os.path.join(state, "checkpoints")
+    dirs = [d for d in os.listdir(root) if not d.startswith(".")]
+    names = os.listdir(os.path.join(root, dirs[0])) if len(dirs) == 1 else []
+    return (any(n.startswith("pages-") and n.endswith(".img.zst") for n in names) and
+            not any(n.startswith("pages-") and n.endswith((".img", ".tmp")) for n in names))
+
+
+def wait_compressed(state):
+    """Seconds until the checkpoint's pages are all compressed."""
+    t = time.perf_counter()
+    while not checkpoint_compressed(state):
+        assert time.perf_counter() - t < 300, "the compaction did not end"
+        time.sleep(0.02)
+    return time.perf_counter() - t
+
+
+def measure(gw, state, case, rounds, compressed=False):
+    """Median pause, resume and size on disk before the resume; with
+    compressed, also the median wait for the compaction after the pause."""
     setup, expr = CASES[case]
     kid = gw.start_kernel()
     reply, _, _ = run_cell(gw, kid, setup, timeout=300)
     assert reply["status"] == "ok", reply
     want = first_result(gw, kid, expr)
-    pauses, resumes, sizes = [], [], []
+    pauses, resumes, sizes, compactions = [], [], [], []
     kept = None
     for _ in range(rounds):
         t = time.perf_counter()
@@ -55,6 +80,8 @@ def measure(gw, state, case, rounds):
         pauses.append(time.perf_counter() - t)
         assert status == 200, model
         kept = model["paused"]["memory_kept"]
+        if compressed:
+            compactions.append(wait_compressed(state))
         sizes.append(int(subprocess.run(["du", "-sb", state], capture_output=True,
                                         text=True).stdout.split()[0]))
         t = time.perf_counter()
@@ -68,6 +95,9 @@ def measure(gw, state, case, rounds):
             # Files only: the variables are gone; set up again off the clock.
             run_cell(gw, kid, setup, timeout=300)
     gw.request("DELETE", f"/api/kernels/{kid}")
+    if compressed:
+        return (statistics.median(pauses), statistics.median(resumes), statistics.median(sizes),
+                statistics.median(compactions))
     return statistics.median(pauses), statistics.median(resumes), statistics.median(sizes), kept
 
 
@@ -141,8 +171,33 @@ def measure_snapshot(gw, rounds):
     return statistics.median(starts), statistics.median(fresh)
 
 
+def main_compressed(rounds):
+    rows = []
+    for label, after in (("plain", "-1"), ("compressed", "0")):
+        state = tempfile.mkdtemp(prefix="bench-pause-compressed-")
+        gw = start_gateway("--state-dir", state, "--pause-compress-after", after)
+        try:
+            for case in CASES:
+                rows.append((label, case) + measure(gw, state, case, rounds, after == "0"))
+        finally:
+            gw.stop()
+    print(f"pause and resume of a Jupyter kernel, checkpoints plain or compressed, median of "
+          f"{rounds} (resume: until the first cell's result; compressed: resumed once every "
+          "page file is compressed)")
+    print(f"  {'checkpoint':11} {'kernel':6} {'pause':>9} {'resume':>9} {'on disk':>10} "
+          f"{'compaction':>11}")
+    for label, case, pause, resume, size, extra in rows:
+        compaction = f"{extra * 1000:8.0f} ms" if label == "compressed" else f"{'-':>11}"
+        print(f"  {label:11} {case:6} {pause * 1000:7.0f} ms {resume * 1000:7.0f} ms "
+              f"{size / 1048576:7.1f} MiB {compaction}")
+
+
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    args = [a for a in sys.argv[1:] if a != "--compressed"]
+    rounds = int(args[0]) if args else 5
+    if "--compressed" in sys.argv[1:]:
+        main_compressed(rounds)
+        return
     rows = []
     for label, extra in (("memory (CRIU)", ()), ("files only", ("--criu", "/nonexistent"))):
         state = tempfile.mkdtemp(prefix="bench-pause-memory-")

@@ -669,7 +669,7 @@ int main(int argc, char **argv)
                 char dir[PATH_MAX];
 
                 snprintf(dir, sizeof(dir), "%s/checkpoints", gw.cfg.state_dir);
-                host_set_checkpoints_dir(dir, gw.cfg.criu);
+                host_set_checkpoints_dir(dir, gw.cfg.criu, (int)gw.cfg.pause_compress_after);
         }
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&

@@ -133,8 +133,9 @@ static void remove_unfinished(void)
         closedir(d);
 }
 
-void checkpoint_init(const char *criu_name, const char *dir)
+void checkpoint_init(const char *criu_name, const char *dir, int compress_after)
 {
+        char zstd[PATH_MAX];
         int version;
 
         if (geteuid() != 0) {
@@ -189,6 +190,11 @@ void checkpoint_init(const char *criu_name, const char *dir)
         off_why[0] = '\0';
         log_info("memory checkpoints on: %s (CRIU %d.%d), in %s", checkpoint_criu, version / 100,
                  version % 100, checkpoint_dir);
+        if (compress_after >= 0 && !find_program("zstd", zstd, sizeof(zstd))) {
+                log_warn("checkpoints stay uncompressed: no zstd program (Debian's zstd)");
+                compress_after = -1;
+        }
+        checkpoint_compact_init(compress_after);
 }
 
 bool checkpoint_available(char *why, size_t size)
@@ -283,6 +289,9 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
                         worker_fail(msg_fd, "criu dump");
                 usleep(100 * 1000 << attempt);
         }
+        /* Sealed with the rest: no compressed page file expands past it. */
+        if (checkpoint_pages_record(dir_fd) < 0)
+                worker_fail(msg_fd, "record of the pages");
         /* The gateway bounded it by its estimate; what was written is
          * counted too, before anything more is. */
         if (room && tree_file_bytes_at(dir_fd) > room)
@@ -433,6 +442,23 @@ static void answer(checkpoint_report_fn report, const char *id, const char *step
         snprintf(m.id, sizeof(m.id), "%s", id);
         snprintf(m.step, sizeof(m.step), "%s", step ? step : "");
         snprintf(m.message, sizeof(m.message), "%s", message ? message : "");
+        report(HOSTMSG_CHECKPOINTED, hostmsg_failed_encode(&m));
+}
+
+/* A checkpoint made: what it took on disk is said now, as dumped, since
+ * its pages may be compressed by the time the gateway could look. */
+static void answer_made(checkpoint_report_fn report, const char *id, const char *name)
+{
+        struct hostmsg_failed m = {0};
+        int fd = openat(checkpoint_dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd >= 0) {
+                m.bytes = tree_file_bytes_at(fd);
+                close(fd);
+        }
+        if (m.bytes == UINT64_MAX)
+                m.bytes = 0;
+        snprintf(m.id, sizeof(m.id), "%s", id);
         report(HOSTMSG_CHECKPOINTED, hostmsg_failed_encode(&m));
 }
 
@@ -699,7 +725,8 @@ static void dump_reaped(struct job *j, int status, checkpoint_report_fn report)
                 } else if (b) {
                         spawn_box_network_back(b, j->net_slot);
                 }
-                answer(report, j->sandbox_id, NULL, 0, NULL);
+                answer_made(report, j->sandbox_id, j->name);
+                checkpoint_compact_queue(j->name);
                 return;
         }
         n = read(j->msg_fd, what, sizeof(what) - 1);
@@ -743,13 +770,12 @@ static void delete_checkpoint(const char *name)
 
         if (dir_fd < 0)
                 return;
-        for (struct job *j = jobs; j; j = j->next) {
-                if (j->restore && strcmp(j->name, name) == 0) {
-                        /* CRIU still reads it: the gateway asks again. */
-                        close(dir_fd);
-                        return;
-                }
+        if (checkpoint_restoring(name)) {
+                /* CRIU still reads it: the gateway asks again. */
+                close(dir_fd);
+                return;
         }
+        checkpoint_compact_cancel(name);
         if (checkpoint_read_record(dir_fd, &rec) == 0 &&
             checkpoint_json_uint(json_object_get(rec, "ids"), "setup_uid", UINT32_MAX, &uid))
                 spawn_slot_unhold((unsigned)uid);
@@ -811,16 +837,35 @@ void checkpoint_handle(enum hostmsg_type type, json_t *body, int link, checkpoin
         }
 }
 
-bool checkpoint_reaped(pid_t pid, int status, int link, checkpoint_report_fn report)
+bool checkpoint_restoring(const char *name)
 {
         for (struct job *j = jobs; j; j = j->next) {
+                if (j->restore && strcmp(j->name, name) == 0)
+                        return true;
+        }
+        return false;
+}
+
+bool checkpoint_reaped(pid_t pid, int status, int link, checkpoint_report_fn report)
+{
+        if (checkpoint_compact_reaped(pid, status))
+                return true;
+        for (struct job *j = jobs; j; j = j->next) {
+                char name[JP_UUID_SIZE];
+                bool restore = j->restore;
+
                 if (j->pid != pid)
                         continue;
-                if (j->restore)
+                if (restore)
                         checkpoint_restore_reaped(j, status, link, report);
                 else
                         dump_reaped(j, status, report);
+                snprintf(name, sizeof(name), "%s", j->name);
                 checkpoint_job_free(j);
+                /* A snapshot, a fork's source: compacted again once no
+                 * restore reads it (the queue skips one still read). */
+                if (restore)
+                        checkpoint_compact_queue(name);
                 return true;
         }
         return false;

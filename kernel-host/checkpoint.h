@@ -16,7 +16,12 @@
  * the sandbox's ids, the two overlays named relative to it), then becomes
  * `criu restore --restore-sibling`, so that the restored init is our
  * child as a made one is, with a new report pipe in place of its old one
- * and its cgroups made by us beforehand with their limits. */
+ * and its cgroups made by us beforehand with their limits.
+ *
+ * A checkpoint's memory pages, the bulk of it, are compressed with zstd
+ * in the background a while after its dump (checkpoint_compact.c,
+ * checkpoint_pages.c); a restore of a compressed one decompresses them
+ * first, beside the checkpoint, which a restore never changes. */
 #ifndef GLOVEBOX_CHECKPOINT_H
 #define GLOVEBOX_CHECKPOINT_H
 
@@ -31,9 +36,10 @@ typedef void (*checkpoint_report_fn)(enum hostmsg_type type, json_t *body);
 
 /* Finds CRIU (criu: a path, or a name looked up on PATH and in the sbin
  * directories) and checks it is 4.1 or newer, and takes dir (made 0700)
- * for checkpoints. When either cannot be, checkpoints are off and
- * checkpoint_available says why. */
-void checkpoint_init(const char *criu, const char *dir);
+ * for checkpoints, whose pages are compressed compress_after seconds
+ * after their dump (-1: never). When either cannot be, checkpoints are
+ * off and checkpoint_available says why. */
+void checkpoint_init(const char *criu, const char *dir, int compress_after);
 /* Whether checkpoints can be made; else why (size bytes) says why not. */
 bool checkpoint_available(char *why, size_t size);
 /* CHECKPOINT, RESTORE and CHECKPOINT_DELETE from the gateway: each is
@@ -44,5 +50,8 @@ void checkpoint_handle(enum hostmsg_type type, json_t *body, int link, checkpoin
 /* A child of ours ended: true when it was a checkpoint's worker (then
  * handled and answered). */
 bool checkpoint_reaped(pid_t pid, int status, int link, checkpoint_report_fn report);
+/* At the kernel-host's exit: a compaction under way is killed and its
+ * half-written file removed, so that nothing is left half done. */
+void checkpoint_compact_stop(void);
 
 #endif

@@ -5,10 +5,15 @@
  * the copy's own image directory, where every other image is a symlink to
  * the checkpoint's), and the owners of the files in its top (files.tar
  * keeps host ids, shifted after it is unpacked, before anything of the
- * sandbox runs there). */
+ * sandbox runs there).
+ *
+ * The copy's image directory is also what a restore of a checkpoint whose
+ * pages are compressed reads (checkpoint_pages.c): the same symlinks under
+ * the same ids, and the pages decompressed there. */
 #include "autoconf.h"
 
 #include "kernel-host/checkpoint_internal.h"
+#include "protocol/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -217,4 +222,46 @@ int checkpoint_copy_owners(const char *top, const struct sandbox_ids *from,
         shift_from = from;
         shift_to = to;
         return nftw(top, shift_one, 32, FTW_PHYS | FTW_MOUNT) == 0 ? 0 : -1;
+}
+
+/* ---- a restore's own image directory ------------------------------------------- */
+
+int checkpoint_images_dir(char *dir, size_t size, const char *sandbox_id,
+                          const struct sandbox_ids *from, const struct sandbox_ids *to)
+{
+        char images[PATH_MAX + 128];
+        int fd, rc;
+
+        snprintf(images, sizeof(images), "%s/copy-%s", dir, sandbox_id);
+        /* A dead kernel-host's restore of the same sandbox left it. */
+        fd = open(images, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+                tree_remove_at(fd);
+                close(fd);
+                rmdir(images);
+        }
+        if (mkdir(images, 0711) < 0)
+                return -errno;
+        fd = open(images, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        rc = checkpoint_copy_images(dir, fd, from, to);
+        close(fd);
+        if (rc == 0)
+                snprintf(dir, size, "%s", images);
+        return rc;
+}
+
+void checkpoint_images_dir_remove(int checkpoints_fd, const char *name, const char *sandbox_id)
+{
+        char path[JP_UUID_SIZE * 2 + 16];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/copy-%s", name, sandbox_id);
+        fd = openat(checkpoints_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        tree_remove_at(fd);
+        close(fd);
+        unlinkat(checkpoints_fd, path, AT_REMOVEDIR);
 }

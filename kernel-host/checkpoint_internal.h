@@ -34,6 +34,10 @@
 #define LOG_TAIL   200
 /* The restore's worker found the checkpoint not as sealed. */
 #define RESTORE_TAMPERED 118
+/* The restore's worker could not decompress the checkpoint's pages. */
+#define RESTORE_PAGES 117
+/* Each page file's size as the dump wrote it (checkpoint_pages.c). */
+#define CHECKPOINT_PAGES_RECORD "pages.json"
 
 /* CRIU's program, and the directory of checkpoints (-1: they are off). */
 extern char checkpoint_criu[PATH_MAX];
@@ -80,6 +84,10 @@ struct job {
          * checkpoint's */
         bool copy;
         struct sandbox_ids old_ids;
+        /* a restore's images in a directory of its own in the
+         * checkpoint's, copy-<sandbox id>: a copy's, or one whose pages
+         * are compressed (they are decompressed there) */
+        bool own_images;
         char dir[PATH_MAX + 64]; /* a restore's checkpoint */
         char sandbox_id[JP_UUID_SIZE];
         char name[JP_UUID_SIZE];
@@ -112,6 +120,8 @@ struct job {
 /* checkpoint.c. A new job in the list (NULL: out of memory), and its end. */
 struct job *checkpoint_job_new(const char *sandbox_id, const char *name);
 void checkpoint_job_free(struct job *j);
+/* Whether a restore of checkpoint name is under way. */
+bool checkpoint_restoring(const char *name);
 /* Runs argv (execvp) in dir_fd (-1: here), stdio on /dev/null, and waits:
  * 0, or -1. In a worker only. */
 int checkpoint_run(char *const argv[], int dir_fd);
@@ -200,5 +210,64 @@ int checkpoint_copy_images(const char *src, int dst_fd, const struct sandbox_ids
  * owned by from's ids become to's. 0 or -1. In the restore's worker. */
 int checkpoint_copy_owners(const char *top, const struct sandbox_ids *from,
                            const struct sandbox_ids *to);
+/* A restore's own image directory, copy-<sandbox_id> in checkpoint
+ * directory dir (dir, size bytes, becomes its path): the checkpoint's
+ * images as relative symlinks, which CRIU, reading some as the sandbox's
+ * ids, follows without passing the state directory above; its user
+ * namespace's rewritten from from's ids to to's (the same for a restore
+ * that is not a copy). One a dead kernel-host left there goes first.
+ * 0 or -errno. Its removal, once CRIU is done with it: checkpoint_fd is
+ * the directory of checkpoints, name the checkpoint's. */
+int checkpoint_images_dir(char *dir, size_t size, const char *sandbox_id,
+                          const struct sandbox_ids *from, const struct sandbox_ids *to);
+void checkpoint_images_dir_remove(int checkpoints_fd, const char *name, const char *sandbox_id);
+
+/* checkpoint_pages.c: a checkpoint's memory pages, compressed or not. The
+ * forms of a page file's name; base (size bytes) gets pages-N.img. */
+enum checkpoint_pages_form {
+        PAGES_NOT,        /* not a page file */
+        PAGES_PLAIN,      /* pages-N.img, as CRIU wrote it */
+        PAGES_COMPRESSED, /* pages-N.img.zst, whole */
+        PAGES_PARTIAL,    /* pages-N.img.zst.tmp, being written (or a dead compaction's) */
+};
+enum checkpoint_pages_form checkpoint_pages_form(const char *name, char *base, size_t size);
+/* At the dump, before the seal (which makes it durable):
+ * CHECKPOINT_PAGES_RECORD, the size of every pages-N.img of dir_fd. 0 or
+ * -EIO. */
+int checkpoint_pages_record(int dir_fd);
+/* That record, {name: size} (the caller decrefs); NULL when there is
+ * none or it is malformed. */
+json_t *checkpoint_pages_sizes(int dir_fd);
+/* base (a pages-N.img of dir_fd of the recorded size, else -ESTALE and it
+ * is left alone) replaced by base.zst, durably, unless that saves less
+ * than an eighth (then it is kept, marked so); every recorded one: 0 or
+ * the first -errno. */
+int checkpoint_pages_compress(int dir_fd, const char *base, uint64_t size);
+int checkpoint_pages_compress_all(int dir_fd);
+/* Whether dir_fd has a recorded page file not compressed yet (nor found
+ * not worth it); whether it has one compressed only (a restore must
+ * decompress it). */
+bool checkpoint_pages_pending(int dir_fd);
+bool checkpoint_pages_compressed(int dir_fd);
+/* Removes every pages-N.img.zst.tmp of dir_fd. */
+void checkpoint_pages_remove_partial(int dir_fd);
+/* In the restore's worker: each page file of checkpoint dir_fd that is
+ * compressed only, decompressed into image directory images_fd to
+ * exactly its recorded size. 0, or -EBADMSG (not as recorded, corrupt)
+ * or -errno; nothing of a failed file is left. _for: into sandbox_id's
+ * restore's (checkpoint_images_dir). */
+int checkpoint_pages_expand(int dir_fd, int images_fd);
+int checkpoint_pages_expand_for(int dir_fd, const char *sandbox_id);
+
+/* checkpoint_compact.c: compaction in the background, each checkpoint
+ * seconds after it is queued (-1: never). At start: leftovers of a dead
+ * kernel-host removed, every checkpoint with plain pages queued. Queued:
+ * name, unless its pages are all compressed. Cancelled: name's compaction
+ * killed and waited for, or taken off the queue. Reaped: true when pid was
+ * a compaction's child. (Stopped: checkpoint.h.) */
+void checkpoint_compact_init(int seconds);
+void checkpoint_compact_queue(const char *name);
+void checkpoint_compact_cancel(const char *name);
+bool checkpoint_compact_reaped(pid_t pid, int status);
 
 #endif

@@ -8,7 +8,11 @@
  * files.tar holds. The pages' contents (pages-*.img) are left out: they
  * are the sandbox's own memory, which its own code could have written
  * anything into, and hashing them would cost about 0.6 ms per MiB on both
- * sides; which pages go where (pagemap-*.img) is sealed. */
+ * sides; which pages go where (pagemap-*.img) is sealed. So are the
+ * pages' compressed forms (pages-*.img.zst, and .zst.tmp while one is
+ * written: checkpoint_pages.c), made after the seal; what is sealed about
+ * them is pages.json, each page file's size at the dump, which bounds
+ * what a restore decompresses. */
 #include "autoconf.h"
 
 #include "kernel-host/checkpoint_internal.h"
@@ -59,14 +63,15 @@ int checkpoint_key_init(int dir_fd)
 }
 
 /* Whether name is one the manifest leaves out: itself, CRIU's logs and
- * statistics (written beside the images, the restore's too), the pages. */
+ * statistics (written beside the images, the restore's too), the pages
+ * in any of their forms. */
 static bool left_out(const char *name)
 {
         size_t n = strlen(name);
 
         return strcmp(name, MANIFEST) == 0 || strncmp(name, "stats-", 6) == 0 ||
                (n > 4 && strcmp(name + n - 4, ".log") == 0) ||
-               (strncmp(name, "pages-", 6) == 0 && n > 4 && strcmp(name + n - 4, ".img") == 0);
+               checkpoint_pages_form(name, NULL, 0) != PAGES_NOT;
 }
 
 static int file_sha256(int dir_fd, const char *name, char hex[65])

@@ -125,6 +125,9 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
         fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || checkpoint_manifest_check(fd) < 0)
                 _exit(RESTORE_TAMPERED);
+        /* Its compressed pages, where CRIU reads them (its own images). */
+        if (j->own_images && checkpoint_pages_expand_for(fd, j->sandbox_id) < 0)
+                _exit(RESTORE_PAGES);
         close(fd);
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 _exit(120);
@@ -341,48 +344,10 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
         return 0;
 }
 
-/* A copy's own image directory, copy-<sandbox id> in the checkpoint's
- * (dir becomes it): the checkpoint's images as relative symlinks, which
- * CRIU, reading some as the sandbox's ids, follows without passing the
- * state directory above; its user namespace's under the copy's ids. */
-static int copy_images(struct job *j, char *dir, size_t size)
-{
-        char images[PATH_MAX + 128];
-        int fd, rc;
-
-        snprintf(images, sizeof(images), "%s/copy-%s", dir, j->sandbox_id);
-        if (mkdir(images, 0711) < 0)
-                return -errno;
-        fd = open(images, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        rc = checkpoint_copy_images(dir, fd, &j->old_ids, &j->ids);
-        close(fd);
-        if (rc == 0)
-                snprintf(dir, size, "%s", images);
-        return rc;
-}
-
-/* A copy's image directory goes once CRIU is done with it. */
-static void copy_images_remove(const struct job *j)
-{
-        char name[JP_UUID_SIZE * 2 + 16];
-        int fd;
-
-        if (!j->copy)
-                return;
-        snprintf(name, sizeof(name), "%s/copy-%s", j->name, j->sandbox_id);
-        fd = openat(checkpoint_dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return;
-        tree_remove_at(fd);
-        close(fd);
-        unlinkat(checkpoint_dir_fd, name, AT_REMOVEDIR);
-}
-
 static void restore_cleanup(struct job *j)
 {
-        copy_images_remove(j);
+        if (j->own_images) /* CRIU is done with them */
+                checkpoint_images_dir_remove(checkpoint_dir_fd, j->name, j->sandbox_id);
         for (size_t i = 0; i < j->nprocs; i++)
                 cgroup_destroy(&j->procs[i].cgroup);
         cgroup_destroy(&j->cgroup);
@@ -406,6 +371,8 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         struct job *j;
 
         snprintf(step, stepsize, "restore");
+        /* Nothing changes under CRIU (until the restore ends). */
+        checkpoint_compact_cancel(req->volume_id);
         dir_fd = openat(checkpoint_dir_fd, req->volume_id,
                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir_fd < 0) {
@@ -519,10 +486,14 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         snprintf(dir, sizeof(dir), "%s/%s", checkpoint_dir, req->volume_id);
         snprintf(j->dir, sizeof(j->dir), "%s", dir);
         snprintf(archive, sizeof(archive), "%s/" ARCHIVE, dir);
-        if (j->copy) {
-                rc = copy_images(j, dir, sizeof(dir));
+        /* A copy's images name its own ids; compressed pages are
+         * decompressed beside the checkpoint, never into it. */
+        if (j->copy || checkpoint_pages_compressed(dir_fd)) {
+                j->own_images = true;
+                rc = checkpoint_images_dir(dir, sizeof(dir), j->sandbox_id,
+                                           j->copy ? &j->old_ids : &j->ids, &j->ids);
                 if (rc < 0) {
-                        snprintf(err, errlen, "the copy's images: %s", strerror(-rc));
+                        snprintf(err, errlen, "the restore's images: %s", strerror(-rc));
                         goto fail;
                 }
         }
@@ -657,6 +628,7 @@ nomem:
 fail:
         restore_cleanup(j);
         checkpoint_job_free(j);
+        checkpoint_compact_queue(req->volume_id);
 out:
         for (i = 0; i < nowned; i++)
                 free(owned[i]);
@@ -743,6 +715,12 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
                 snprintf(fail.message, sizeof(fail.message),
                          "the checkpoint's files are not as its dump sealed them "
                          "(manifest.json): refused");
+                goto fail;
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) == RESTORE_PAGES) {
+                snprintf(fail.message, sizeof(fail.message),
+                         "the checkpoint's compressed pages cannot be decompressed to the "
+                         "sizes its dump recorded");
                 goto fail;
         }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -854,7 +832,8 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
         json_decref(msg);
         if (root_fd >= 0)
                 close(root_fd);
-        copy_images_remove(j);
+        if (j->own_images) /* CRIU is done with them */
+                checkpoint_images_dir_remove(checkpoint_dir_fd, j->name, j->sandbox_id);
         klog_info(b->id, "restored from checkpoint %.8s (init pid %d)", j->name, (int)init);
         return;
 kill:

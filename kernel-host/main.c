@@ -327,6 +327,7 @@ static void usage(void)
                         "                            [--layers-dir DIR] [--volumes-dir DIR]\n"
                         "                            [--zygote NAME:MODULE,...]...\n"
                         "                            [--checkpoints-dir DIR] [--criu PATH]\n"
+                        "                            [--compress-after SECONDS]\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
                         "prints the kernels' seccomp filter as pseudo-filter code.\n");
@@ -340,6 +341,7 @@ int main(int argc, char **argv)
         const char *volumes_dir = NULL;
         const char *checkpoints_dir = NULL;
         const char *criu = "criu";
+        int compress_after = 60;
         const char *zygote_specs[8];
         size_t nzygote_specs = 0;
         char reason[HOSTMSG_ERROR_SIZE];
@@ -373,6 +375,15 @@ int main(int argc, char **argv)
                         checkpoints_dir = argv[++i];
                 } else if (strcmp(argv[i], "--criu") == 0 && i + 1 < argc) {
                         criu = argv[++i];
+                } else if (strcmp(argv[i], "--compress-after") == 0 && i + 1 < argc) {
+                        char *end;
+                        long seconds = strtol(argv[++i], &end, 10);
+
+                        if (end == argv[i] || *end || seconds < -1 || seconds > 1L << 24) {
+                                usage();
+                                return 2;
+                        }
+                        compress_after = (int)seconds;
                 } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
                            nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
                         zygote_specs[nzygote_specs++] = argv[++i];
@@ -422,7 +433,7 @@ int main(int argc, char **argv)
         /* Without them only volumes are off (logged). */
         if (volumes_dir && geteuid() == 0)
                 volumes_init(volumes_dir);
-        checkpoint_init(criu, checkpoints_dir);
+        checkpoint_init(criu, checkpoints_dir, compress_after);
         if (!checkpoint_available(reason, sizeof(reason)) && checkpoints_dir)
                 log_info("memory pause, fork and snapshots are off: %s", reason);
         say_hello();
@@ -462,6 +473,7 @@ int main(int argc, char **argv)
         }
         rc = 0;
 out:
+        checkpoint_compact_stop();
         zygote_stop_all();
         spawn_stop_all(report);
         cgroup_shutdown();

@@ -250,6 +250,9 @@ struct hostmsg_failed {
         char step[64]; /* which step failed, e.g. "exec" */
         int error;     /* errno of that step */
         char message[HOSTMSG_ERROR_SIZE];
+        /* CHECKPOINTED with error 0: what the checkpoint took on disk as
+         * dumped, before its pages are compressed (0: not said) */
+        uint64_t bytes;
 };
 
 struct hostmsg_signal {

@@ -609,8 +609,12 @@ int hostmsg_started_decode(json_t *body, struct hostmsg_started *m)
 
 json_t *hostmsg_failed_encode(const struct hostmsg_failed *m)
 {
-        return json_pack("{s:s, s:s, s:i, s:s}", "id", m->id, "step", m->step, "error", m->error,
-                         "message", m->message);
+        json_t *o = json_pack("{s:s, s:s, s:i, s:s}", "id", m->id, "step", m->step, "error",
+                              m->error, "message", m->message);
+
+        if (o && m->bytes)
+                json_object_set_new(o, "bytes", json_integer((json_int_t)m->bytes));
+        return o;
 }
 
 int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m)
@@ -626,6 +630,13 @@ int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m)
                 rc = get_str(body, "message", m->message, sizeof(m->message));
         if (rc == 0)
                 m->error = (int)error;
+        m->bytes = 0;
+        if (rc == 0 && json_object_get(body, "bytes")) {
+                long long bytes = 0;
+
+                rc = get_int(body, "bytes", 1, INT64_MAX, &bytes);
+                m->bytes = rc == 0 ? (uint64_t)bytes : 0;
+        }
         return rc;
 }
 

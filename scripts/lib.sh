@@ -26,8 +26,10 @@ LANGUAGE_PACKAGES="python3-pexpect openjdk-17-jdk-headless r-cran-irkernel jupyt
 # Egress (--egress-allow): the veth pairs, the nft tables, the sandboxes'
 # resolvers (kernel-host/net.h).
 NETWORK_PACKAGES="iproute2 nftables dnsmasq-base"
-# --home-storage disk formats each sandbox's home (kernel-host/homedisk.h).
-STORAGE_PACKAGES="e2fsprogs"
+# --home-storage disk formats each sandbox's home (kernel-host/homedisk.h);
+# memory checkpoints' pages are compressed with zstd's program
+# (kernel-host/checkpoint_pages.c).
+STORAGE_PACKAGES="e2fsprogs zstd"
 
 # Memory pause (kernel-host/checkpoint.h) runs CRIU 4.1 or newer. Debian 12's
 # 3.17 cannot run on current kernels, so ensure_criu builds 4.2 from the

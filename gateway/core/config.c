@@ -139,6 +139,12 @@ static const struct option_def options[] = {
         OPT("pause-quota-mb", OPT_INT, pause_quota_mb, "N", 0, 1LL << 30, "20480",
             "what one key's paused sandboxes and kernels may keep under --state-dir at most "
             "(their files' archives); a pause past it is refused"),
+        OPT("pause-compress-after", OPT_INT, pause_compress_after, "S", -1, 1 << 24, "60",
+            "seconds after a checkpoint is made (a pause with the memory, a snapshot, a fork's) "
+            "before the kernel-host compresses its memory pages with zstd, in the background at "
+            "the lowest priority; a resume of a compressed one decompresses them first (about "
+            "0.2 s per 100 MiB of pages on 2 cores); 0: at once, -1: never "
+            "(docs/pause.md#compressed-checkpoints)"),
         OPT("volume-size-mb", OPT_INT, volume_size_mb, "N", 16, 1 << 24, "1024",
             "size of one volume (E2B's Volume, a kernel's \"volumes\"): an ext4 image under "
             "--state-dir, sparse, so the disk holds what is written, at most this"),

@@ -36,7 +36,7 @@ static void set_notice(struct e2b_sandbox *s, const char *why)
 }
 
 /* ctx of a checkpoint: the sandbox's id, looked up again at its end. */
-static void on_checkpointed(void *ctx, int status, const char *message)
+static void on_checkpointed(void *ctx, int status, const char *message, uint64_t bytes)
 {
         struct e2b_sandbox *s = e2b_find_any(ctx);
 
@@ -58,7 +58,7 @@ static void on_checkpointed(void *ctx, int status, const char *message)
         /* Its commands come back with new pipes. */
         if (status == 0) {
                 envd_commands_suspend(s);
-                s->checkpoint_bytes = kernel_checkpoint_bytes(s->checkpoint);
+                s->checkpoint_bytes = bytes;
         }
         e2b_pause_saved(s, status, message, 0);
 }

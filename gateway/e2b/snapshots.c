@@ -317,14 +317,14 @@ static void memory_clear(struct snapshot *p)
         p->contexts = p->commands = NULL;
 }
 
-static void on_checkpointed(void *ctx, int status, const char *message)
+static void on_checkpointed(void *ctx, int status, const char *message, uint64_t bytes)
 {
         struct making *m = ctx;
         struct snapshot *p = m->snapshot;
         struct e2b_sandbox *s;
 
         if (status == 0) {
-                p->checkpoint_bytes = kernel_checkpoint_bytes(p->checkpoint);
+                p->checkpoint_bytes = bytes;
                 on_saved(m, 0, NULL, p->checkpoint_bytes);
                 return;
         }
@@ -703,9 +703,11 @@ static void fork_failed(struct fork_job *job, int status, const char *message)
         fork_end(job);
 }
 
-static void on_fork_checkpointed(void *ctx, int status, const char *message)
+static void on_fork_checkpointed(void *ctx, int status, const char *message, uint64_t bytes)
 {
         struct fork_job *job = ctx;
+
+        (void)bytes; /* the copies are what count, not the checkpoint */
 
         if (status) {
                 fork_failed(job, status, message && message[0] ? message : strerror(-status));

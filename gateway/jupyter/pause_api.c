@@ -200,14 +200,14 @@ static void on_saved(void *ctx, int status, const char *message, uint64_t bytes)
         free(id);
 }
 
-static void on_checkpointed(void *ctx, int status, const char *message)
+static void on_checkpointed(void *ctx, int status, const char *message, uint64_t bytes)
 {
         char *id = ctx;
         struct paused_kernel *p = find(id);
         struct kernel *k = kernel_find_any(id);
 
         if (p && p->phase == PAUSED_SAVING && status == 0)
-                p->checkpoint_bytes = kernel_checkpoint_bytes(p->checkpoint);
+                p->checkpoint_bytes = bytes;
         if (p && p->phase == PAUSED_SAVING && k && (status == -EOPNOTSUPP || status == -EFBIG) &&
             !k->sandbox->network.enabled) {
                 /* One the kernel-host cannot take (a template's, a zygote's

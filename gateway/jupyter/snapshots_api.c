@@ -152,7 +152,7 @@ static void making_gone(struct http_request *r)
                 p->pending = NULL;
 }
 
-static void on_checkpointed(void *ctx, int status, const char *message)
+static void on_checkpointed(void *ctx, int status, const char *message, uint64_t bytes)
 {
         struct ksnap *p = ctx;
         struct http_request *r = p->pending;
@@ -164,7 +164,7 @@ static void on_checkpointed(void *ctx, int status, const char *message)
         }
         p->pending = NULL;
         if (status == 0 && !p->gone) {
-                p->bytes = kernel_checkpoint_bytes(p->checkpoint);
+                p->bytes = bytes;
                 meta = snap_meta(p);
                 status = meta ? pause_write_meta_in(PAUSE_SNAPSHOTS, p->id, meta) : -ENOMEM;
                 json_decref(meta);

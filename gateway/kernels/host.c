@@ -44,6 +44,7 @@ static struct {
         char volumes_dir[PATH_MAX];     /* "": no volumes */
         char checkpoints_dir[PATH_MAX]; /* "": no memory checkpoints */
         char criu[PATH_MAX];            /* --criu */
+        char compress_after[16];        /* --pause-compress-after, as --compress-after */
         char *const *zygotes;           /* --zygote entries, the configuration's */
         int max_restarts;               /* replacements allowed after a kernel-host died */
         int restarts;
@@ -64,9 +65,10 @@ static int find_program(char *out, size_t size)
 static int start_process(void)
 {
         /* The program, --runtime-dir and --log-level with their values,
-         * --home-disk-dir, --layers-dir and --volumes-dir with theirs, two
-         * words per zygote, the end. */
-        char *argv[15 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
+         * --home-disk-dir, --layers-dir, --volumes-dir, --checkpoints-dir,
+         * --criu and --compress-after with theirs, two words per zygote,
+         * the end. */
+        char *argv[17 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
                                                      spawn_args.runtime_dir, (char *)"--log-level",
                                                      spawn_args.log_level};
         size_t argc = 5;
@@ -98,6 +100,10 @@ static int start_process(void)
         if (spawn_args.criu[0]) {
                 argv[argc++] = (char *)"--criu";
                 argv[argc++] = spawn_args.criu;
+        }
+        if (spawn_args.compress_after[0]) {
+                argv[argc++] = (char *)"--compress-after";
+                argv[argc++] = spawn_args.compress_after;
         }
         for (size_t i = 0; spawn_args.zygotes && spawn_args.zygotes[i] && i < HOST_MAX_ZYGOTES;
              i++) {
@@ -165,11 +171,13 @@ void host_set_checkpoints(bool on, const char *why)
         snprintf(checkpoint_off, sizeof(checkpoint_off), "%s", why ? why : "");
 }
 
-void host_set_checkpoints_dir(const char *dir, const char *criu)
+void host_set_checkpoints_dir(const char *dir, const char *criu, int compress_after)
 {
         snprintf(spawn_args.checkpoints_dir, sizeof(spawn_args.checkpoints_dir), "%s",
                  dir ? dir : "");
         snprintf(spawn_args.criu, sizeof(spawn_args.criu), "%s", criu ? criu : "");
+        snprintf(spawn_args.compress_after, sizeof(spawn_args.compress_after), "%d",
+                 compress_after);
 }
 
 /* The kernel-host's first message says which limits it can enforce; every
@@ -435,7 +443,7 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                 rc = hostmsg_failed_decode(body, &m.failed);
                 w = rc == 0 ? checkpoint_wait_take(m.failed.id) : NULL;
                 if (w) {
-                        w->done(w->ctx, m.failed.error, m.failed.message);
+                        w->done(w->ctx, m.failed.error, m.failed.message, m.failed.bytes);
                         free(w);
                 }
                 break;
@@ -468,7 +476,7 @@ static void lose_everything(void)
                 struct checkpoint_wait *w = waits;
 
                 waits = w->next;
-                w->done(w->ctx, EPIPE, "the kernel-host died");
+                w->done(w->ctx, EPIPE, "the kernel-host died", 0);
                 free(w);
         }
 

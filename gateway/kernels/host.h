@@ -107,11 +107,15 @@ int host_volume_delete(const char *volume_id);
 bool host_checkpoints(const char **why);
 /* What a kernel-host kept across a restart said (the record has it). */
 void host_set_checkpoints(bool on, const char *why);
-/* Where the kernel-host keeps checkpoints, and which CRIU it runs, for
- * every kernel-host started after this; "" or NULL: none, the default. */
-void host_set_checkpoints_dir(const char *dir, const char *criu);
-/* error 0 once the checkpoint is whole on disk, else an errno and why. */
-typedef void (*host_checkpointed_fn)(void *ctx, int error, const char *message);
+/* Where the kernel-host keeps checkpoints, which CRIU it runs, and how
+ * many seconds after a dump it compresses a checkpoint's pages (-1:
+ * never), for every kernel-host started after this; "" or NULL: none,
+ * the default. */
+void host_set_checkpoints_dir(const char *dir, const char *criu, int compress_after);
+/* error 0 once the checkpoint is whole on disk, with what it took there
+ * as dumped (bytes; 0 when the kernel-host did not say), else an errno
+ * and why. */
+typedef void (*host_checkpointed_fn)(void *ctx, int error, const char *message, uint64_t bytes);
 /* Checkpoints the sandbox as name (a UUID): its processes are stopped
  * while CRIU dumps them, then killed when stop (a pause), else run on.
  * done hears once (EPIPE if the kernel-host dies). 0, -EBUSY while one

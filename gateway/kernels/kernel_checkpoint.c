@@ -76,18 +76,42 @@ static void reconnect(struct sandbox *sb)
         }
 }
 
-static void job_end(struct checkpoint_job *job, int status, const char *message)
+static void job_end(struct checkpoint_job *job, int status, const char *message, uint64_t bytes)
 {
         if ((status || !job->stop) && job->sandbox->phase == SANDBOX_READY)
                 reconnect(job->sandbox);
-        job->done(job->ctx, status, message);
+        job->done(job->ctx, status, message, bytes);
         sandbox_unref(&job->sandbox);
         free(job);
 }
 
-static void on_checkpointed(void *ctx, int error, const char *message)
+/* What checkpoint name takes on disk now, in bytes (0 when unknown): for
+ * a kernel-host that does not say what its dump took (one started before
+ * an upgrade that kept it, SIGUSR2). */
+static uint64_t bytes_on_disk(const char *name)
 {
-        job_end(ctx, error ? -error : 0, message);
+        char path[PATH_MAX];
+        uint64_t total;
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/checkpoints/%s", config_get()->state_dir, name);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        total = tree_file_bytes_at(fd);
+        close(fd);
+        return total == UINT64_MAX ? 0 : total;
+}
+
+/* The kernel-host's figure is taken as it dumped: by the time we could
+ * read the directory, its pages may be being compressed. */
+static void on_checkpointed(void *ctx, int error, const char *message, uint64_t bytes)
+{
+        struct checkpoint_job *job = ctx;
+
+        if (!error && !bytes)
+                bytes = bytes_on_disk(job->name);
+        job_end(job, error ? -error : 0, message, error ? 0 : bytes);
 }
 
 static void on_dropped(lws_sorted_usec_list_t *sul)
@@ -96,13 +120,13 @@ static void on_dropped(lws_sorted_usec_list_t *sul)
         int rc;
 
         if (job->sandbox->phase != SANDBOX_READY) {
-                job_end(job, -ESRCH, "the sandbox ended before its checkpoint");
+                job_end(job, -ESRCH, "the sandbox ended before its checkpoint", 0);
                 return;
         }
         rc = host_checkpoint(job->sandbox->id, job->name, job->stop, job->room_mb, on_checkpointed,
                              job);
         if (rc < 0)
-                job_end(job, rc, "cannot ask the kernel-host for a checkpoint");
+                job_end(job, rc, "cannot ask the kernel-host for a checkpoint", 0);
 }
 
 /* The room sb's checkpoint may take, in MiB: at most its memory and disk
@@ -142,21 +166,6 @@ const char *kernels_checkpoint_why(int rc)
                : rc == -EDQUOT ? "this key's paused kernels, sandboxes and snapshots hold all "
                                  "they may (--pause-quota-mb)"
                                : strerror(-rc);
-}
-
-uint64_t kernel_checkpoint_bytes(const char *name)
-{
-        char path[PATH_MAX];
-        uint64_t total;
-        int fd;
-
-        snprintf(path, sizeof(path), "%s/checkpoints/%s", config_get()->state_dir, name);
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
-        total = tree_file_bytes_at(fd);
-        close(fd);
-        return total == UINT64_MAX ? 0 : total;
 }
 
 int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, const char *name,

@@ -125,11 +125,12 @@ static void on_copy(struct waiter *w, void *subject, int status, const char *mes
                 job_end(c->job);
 }
 
-static void on_checkpointed(void *ctx, int status, const char *message)
+static void on_checkpointed(void *ctx, int status, const char *message, uint64_t bytes)
 {
         struct fork_job *job = ctx;
         const struct kernel_kept kept = kept_view(&job->kept);
 
+        (void)bytes; /* the copies are what count, not the checkpoint */
         if (status) {
                 job->done(job->ctx, status, message, NULL, 0);
                 kernel_checkpoint_forget(job->name);

@@ -263,9 +263,12 @@ const char *kernel_reported_ipc(const struct kernel *k);
  * else why not, in words for its client. */
 const char *kernel_checkpoint_refusal(const struct kernel *k);
 /* status 0 once the checkpoint called name is whole on disk (the kernel
- * is stopped then, and is to be shut down), or -errno with why (the kernel
- * runs on, reconnected). */
-typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *message);
+ * is stopped then, and is to be shut down), with what it took there as
+ * dumped (bytes: the figure its quota counts, though the kernel-host may
+ * compress its pages later), or -errno with why (the kernel runs on,
+ * reconnected). */
+typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *message,
+                                       uint64_t bytes);
 /* Ends every connection to k (CRIU takes none whose peer is outside the
  * sandbox) and has the kernel-host checkpoint its sandbox as name; done
  * hears once (-EFBIG: it took more than its room, nothing kept). The
@@ -284,8 +287,6 @@ int kernels_checkpoint(struct sandbox *sb, const char *owner, const char *id, co
 /* Why kernels_checkpoint refused rc, in words for a client: -EFBIG and
  * -EDQUOT name --pause-quota-mb, anything else its errno's text. */
 const char *kernels_checkpoint_why(int rc);
-/* What checkpoint name takes on disk, in bytes (0 when unknown). */
-uint64_t kernel_checkpoint_bytes(const char *name);
 /* Forks k (kernel_fork.c): its sandbox is checkpointed in place, k running
  * on, and count copies (1 to KERNEL_FORK_MAX) are restored beside it, each
  * a kernel of its own with its own id, sandbox, host ids, cgroup and files;

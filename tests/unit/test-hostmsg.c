@@ -452,6 +452,25 @@ static void test_replies(void)
            "SANDBOX_FAILED: every field, an empty message");
         json_decref(body);
 
+        /* CHECKPOINTED says what the dump took on disk; a failure, nothing. */
+        snprintf(fl.step, sizeof(fl.step), "%s", "");
+        fl.error = 0;
+        fl.bytes = 5ull << 30;
+        body = transfer(HOSTMSG_CHECKPOINTED, hostmsg_failed_encode(&fl), "CHECKPOINTED");
+        memset(&fl2, 0x5a, sizeof(fl2));
+        is_int(hostmsg_failed_decode(body, &fl2), 0, "CHECKPOINTED: decodes");
+        ok(fl2.error == 0 && fl2.bytes == 5ull << 30, "CHECKPOINTED: its bytes, past 32 bits");
+        json_object_set_new(body, "bytes", json_integer(-1));
+        is_int(hostmsg_failed_decode(body, &fl2), -EBADMSG, "CHECKPOINTED: negative bytes refused");
+        json_decref(body);
+        fl.bytes = 0;
+        body = hostmsg_failed_encode(&fl);
+        ok(body && !json_object_get(body, "bytes"), "a failure carries no bytes");
+        memset(&fl2, 0x5a, sizeof(fl2));
+        is_int(hostmsg_failed_decode(body, &fl2), 0, "a failure without bytes decodes");
+        is_int((int)fl2.bytes, 0, "a failure without bytes: 0");
+        json_decref(body);
+
         memcpy(sg.id, kid, sizeof(kid));
         body = transfer(HOSTMSG_SIGNAL, hostmsg_signal_encode(&sg), "SIGNAL");
         memset(&sg2, 0, sizeof(sg2));
