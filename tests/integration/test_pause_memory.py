@@ -404,12 +404,19 @@ def test_a_zygote_kernel_is_paused_with_its_memory(state):
 def in_background(fn):
     """Runs fn in a thread; returns a getter of its result."""
     box = {}
-    t = threading.Thread(target=lambda: box.setdefault("r", fn()))
+
+    def run():
+        try:
+            box["r"] = fn()
+        except Exception as e:  # noqa: BLE001 (said by result())
+            box["e"] = e
+    t = threading.Thread(target=run)
     t.start()
 
     def result():
         t.join(120)
         assert not t.is_alive(), "the request hung"
+        assert "e" not in box, f"the request failed: {box['e']!r}"
         return box["r"]
     return result
 
