@@ -87,7 +87,8 @@ def test_bash_keeps_state_and_reports_failures(gateway):
         assert status == 204
         reply, outputs = ch.collect(msg_id, timeout=10)
         assert time.time() - start < 5
-        assert outputs_of(outputs, "error")[0]["content"]["ename"] == "KeyboardInterrupt"
+        error = outputs_of(outputs, "error")[0]["content"]
+        assert error["ename"] == "KeyboardInterrupt", error
         try:
             _, outputs = ch.execute("echo $x")
         except TimeoutError:
