@@ -107,6 +107,23 @@ static void strv_clear(char ***v)
         *v = NULL;
 }
 
+/* A message's "volumes" (absent: none), each "id:/path" checked. */
+static int volumes_decode(json_t *body, char ***out)
+{
+        int rc = 0;
+
+        if (json_object_get(body, "volumes"))
+                rc = strv_decode(json_object_get(body, "volumes"), HOSTMSG_MAX_VOLUMES, 0, out);
+        for (size_t i = 0; rc == 0 && *out && (*out)[i]; i++) {
+                char id[JP_UUID_SIZE];
+                const char *path;
+
+                if (!hostmsg_volume_mount_split((*out)[i], id, &path))
+                        rc = -EBADMSG;
+        }
+        return rc;
+}
+
 /* Only an enabled network is sent: a sandbox without one is described
  * exactly as before egress existed. */
 json_t *hostmsg_network_encode(const struct hostmsg_network *n)
@@ -336,16 +353,8 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
                         rc = get_int(body, "build_layer_mb", 1, 1ll << 30, &mb);
                 m->build_layer_mb = (uint64_t)mb;
         }
-        if (rc == 0 && json_object_get(body, "volumes"))
-                rc = strv_decode(json_object_get(body, "volumes"), HOSTMSG_MAX_VOLUMES, 0,
-                                 &m->volumes);
-        for (size_t i = 0; rc == 0 && m->volumes && m->volumes[i]; i++) {
-                char id[JP_UUID_SIZE];
-                const char *path;
-
-                if (!hostmsg_volume_mount_split(m->volumes[i], id, &path))
-                        rc = -EBADMSG;
-        }
+        if (rc == 0)
+                rc = volumes_decode(body, &m->volumes);
         if (rc < 0) {
                 hostmsg_sandbox_clear(m);
                 return rc;
@@ -412,16 +421,8 @@ int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
         m->volumes = NULL;
         if (rc == 0 && json_object_get(body, "network"))
                 rc = hostmsg_network_decode(json_object_get(body, "network"), &m->network);
-        if (rc == 0 && json_object_get(body, "volumes"))
-                rc = strv_decode(json_object_get(body, "volumes"), HOSTMSG_MAX_VOLUMES, 0,
-                                 &m->volumes);
-        for (size_t i = 0; rc == 0 && m->volumes && m->volumes[i]; i++) {
-                char id[JP_UUID_SIZE];
-                const char *path;
-
-                if (!hostmsg_volume_mount_split(m->volumes[i], id, &path))
-                        rc = -EBADMSG;
-        }
+        if (rc == 0)
+                rc = volumes_decode(body, &m->volumes);
         if (rc < 0)
                 hostmsg_sandbox_ready_clear(m);
         return rc;
