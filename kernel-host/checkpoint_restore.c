@@ -99,6 +99,26 @@ static void holder_end(pid_t holder)
         }
 }
 
+/* Unpacks a checkpoint's archive into dir as its dump read it: owners by
+ * number, modes, holes, user xattrs. 0 or -1. In the restore's worker. */
+static int untar(const char *archive, const char *dir)
+{
+        char *argv[] = {"tar",
+                        "-x",
+                        "-f",
+                        (char *)archive,
+                        "-C",
+                        (char *)dir,
+                        "--numeric-owner",
+                        "--same-permissions",
+                        "--sparse",
+                        "--xattrs",
+                        "--xattrs-include=user.*",
+                        NULL};
+
+        return checkpoint_run(argv, -1);
+}
+
 /* The restore's worker, in a mount namespace of its own: the top again on
  * a new tmpfs, /usr and the overlays over it, the top sent to the
  * kernel-host, then criu restore in its place. */
@@ -107,18 +127,6 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                                                      int report_wr, char **criu_argv,
                                                      const struct job *j)
 {
-        char *tar_argv[] = {"tar",
-                            "-x",
-                            "-f",
-                            (char *)archive,
-                            "-C",
-                            (char *)top,
-                            "--numeric-owner",
-                            "--same-permissions",
-                            "--sparse",
-                            "--xattrs",
-                            "--xattrs-include=user.*",
-                            NULL};
         int fd;
 
         /* Nothing of it is used before it is known to be as it was made. */
@@ -133,7 +141,7 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                 _exit(120);
         if (mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
                 _exit(121);
-        if (checkpoint_run(tar_argv, -1) < 0)
+        if (untar(archive, top) < 0)
                 _exit(122);
         if (j->copy && checkpoint_copy_owners(top, &j->old_ids, &j->ids) < 0)
                 _exit(122);
@@ -155,24 +163,12 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
         /* Its disk home, a new one with its files (as the top's). */
         if (j->home_fd >= 0) {
                 char home[PATH_MAX + 16];
-                char *home_argv[] = {"tar",
-                                     "-x",
-                                     "-f",
-                                     (char *)j->home_archive,
-                                     "-C",
-                                     home,
-                                     "--numeric-owner",
-                                     "--same-permissions",
-                                     "--sparse",
-                                     "--xattrs",
-                                     "--xattrs-include=user.*",
-                                     NULL};
 
                 snprintf(home, sizeof(home), "%s/" HOME_DISK, top);
                 if ((mkdir(HOME_DISK, 0700) < 0 && errno != EEXIST) ||
                     syscall(SYS_move_mount, j->home_fd, "", AT_FDCWD, HOME_DISK,
                             MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
-                    checkpoint_run(home_argv, -1) < 0 ||
+                    untar(j->home_archive, home) < 0 ||
                     (j->copy && checkpoint_copy_owners(home, &j->old_ids, &j->ids) < 0))
                         _exit(130);
         }
