@@ -26,6 +26,7 @@
 #include "gateway/routes.h"
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/pool.h"
+#include "gateway/kernels/warm.h"
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/ports/ports.h"
 #include "gateway/core/server.h"
@@ -657,7 +658,7 @@ int main(int argc, char **argv)
                         goto out;
         }
         if (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0 ||
-            page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
+            warm_defaults(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
             builds_init(&gw.cfg) < 0 || volumes_init(&gw.cfg) < 0)
                 goto out;
         /* A peer with this host's --host-id refuses the start before
@@ -671,6 +672,8 @@ int main(int argc, char **argv)
                 snprintf(dir, sizeof(dir), "%s/checkpoints", gw.cfg.state_dir);
                 host_set_checkpoints_dir(dir, gw.cfg.criu, (int)gw.cfg.pause_compress_after);
         }
+        if (resuming)
+                host_set_zygotes(gw.cfg.zygote);
         /* Before any thread or ZMQ context exists. */
         if (!resuming &&
             host_spawn(gw.runtime_dir, gw.cfg.log_level, gw.cfg.zygote,

@@ -15,6 +15,7 @@
 #include "kernel-host/cgroup.h"
 #include "kernel-host/checkpoint.h"
 #include "kernel-host/homedisk.h"
+#include "kernel-host/homecache.h"
 #include "kernel-host/layers.h"
 #include "kernel-host/volumes.h"
 #include "kernel-host/leftovers.h"
@@ -444,6 +445,8 @@ int main(int argc, char **argv)
         leftovers_record_write();
         if (geteuid() == 0)
                 net_init();
+        /* Before the zygotes, whose imports would build it otherwise. */
+        homecache_prepare();
         /* A zygote that cannot start only costs speed: its kernels start
          * cold, as without one. */
         for (size_t i = 0; i < nzygote_specs; i++)

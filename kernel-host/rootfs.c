@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/rootfs.h"
+#include "kernel-host/homecache.h"
 #include "kernel-host/init_report.h"
 #include "protocol/ids.h"
 #include "kernel-host/layers.h"
@@ -230,6 +231,8 @@ static int plan_tools(struct rootfs *p)
         if (rc == 0)
                 rc = add_op(p, OP_SYMLINK, ROOTFS_TOOLS_DIR "/pip3", "pip", NULL, 0, 0,
                             "symlink pip3");
+        if (rc == 0 && p->homecache)
+                rc = add_parents(p, HOMECACHE_MOUNT "/");
         /* Our programs' mount points (rootfs_plan binds them). */
         for (size_t i = 0; rc == 0 && i < OWN_PROGRAMS; i++) {
                 if (!own_program(i)[0])
@@ -783,6 +786,8 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 return -ENOMEM;
         snprintf(p->top, sizeof(p->top), "%s", params->root);
         snprintf(p->root, sizeof(p->root), "%s", params->root);
+        /* A template's fonts are not the host's: its kernels list their own. */
+        p->homecache = !tpl && homecache_dir();
         rc = tpl ? plan_template_base(p, params) : plan_host_base(p, params);
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/proc", NULL, NULL, 0, 0, "mkdir /proc");
@@ -865,6 +870,11 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 else if (own_programs[i].required)
                         rc = -ENOENT;
         }
+        if (rc == 0 && p->homecache)
+                rc = add_op(p, OP_BIND, HOMECACHE_MOUNT, homecache_dir(), NULL,
+                            MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC |
+                                locked_flags(homecache_dir()),
+                            0, "bind the home cache");
         if (rc < 0) {
                 rootfs_free(&p);
                 return rc;

@@ -48,6 +48,7 @@ struct rootfs {
         char root[PATH_MAX]; /* what targets are relative to while planning; then the new root */
         bool writable_root;  /* an overlay; else remounted read-only (plan_host_flat) */
         bool home_in_root;   /* /home/user is the root overlay's (a built template's, a build's) */
+        bool homecache;      /* HOMECACHE_MOUNT is bound (homecache.h): the host's root only */
         char upper[32], work[32], usr_upper[32], usr_work[32]; /* layers' names in top */
         struct mount_op *ops;
         size_t nops, cap;

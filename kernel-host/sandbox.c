@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/sandbox.h"
+#include "kernel-host/homecache.h"
 #include "kernel-host/confine.h"
 #include "kernel-host/init_report.h"
 #include "kernel-host/overlay.h"
@@ -266,6 +267,9 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
         if (!rootfs_writable_root(args->rootfs) &&
             mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 confine_fail(sync_fd, "read-only root", errno);
+        /* Before anything of the sandbox runs, so its home is still the
+         * one the plan made. Without the links only speed is lost. */
+        (void)homecache_link(HOMECACHE_MOUNT, ROOTFS_HOME, ROOTFS_USER_UID);
         confine_report_init(&ready, CONFINE_STARTED);
         confine_report_send(sync_fd, &ready);
         if (sandbox_send_fd(sync_fd, top) < 0)

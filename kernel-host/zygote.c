@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/zygote.h"
+#include "kernel-host/homecache.h"
 #include "kernel-host/rootfs.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/buf.h"
@@ -54,7 +55,8 @@ static bool name_ok(const char *s, size_t len)
         return true;
 }
 
-/* Module names: dotted identifiers separated by commas, or nothing. */
+/* Module names: dotted identifiers separated by commas, each perhaps
+ * ending in "?" (imported where installed), or nothing. */
 static bool modules_ok(const char *s)
 {
         size_t len = strlen(s);
@@ -65,7 +67,7 @@ static bool modules_ok(const char *s)
                 char c = s[i];
 
                 if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_' || c == '.' || c == ','))
+                      c == '_' || c == '.' || c == ',' || c == '?'))
                         return false;
         }
         return true;
@@ -119,6 +121,9 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
             mount("tmpfs", "/home", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m") < 0 ||
             mkdir(ROOTFS_HOME, 0700) < 0 || chdir(ROOTFS_HOME) < 0)
                 _exit(126);
+        /* matplotlib's font list, not built again for the zygote. */
+        if (homecache_dir())
+                homecache_link(homecache_dir(), ROOTFS_HOME, 0);
         if (dup2(link, ZYGOTE_FD) < 0 || dup3(exe, ZYGOTE_FD + 1, O_CLOEXEC) < 0)
                 _exit(126);
         syscall(SYS_close_range, ZYGOTE_FD + 2, ~0u, 0);

@@ -71,7 +71,12 @@
 static const char bootstrap[] =
     "import gc, importlib, os, sys\n"
     "for _name in _glovebox_preload:\n"
-    "    importlib.import_module(_name)\n"
+    "    try:\n"
+    "        importlib.import_module(_name.rstrip('?'))\n"
+    "    except ImportError as _e:\n"
+    "        if not _name.endswith('?'):\n"
+    "            raise\n"
+    "        sys.stderr.write(f'not preloading {_name[:-1]}: {_e}\\n')\n"
     "_GLOVEBOX_GENERIC = {'object', 'HasDescriptors', 'HasTraits', 'Configurable',\n"
     "                     'LoggingConfigurable', 'SingletonConfigurable'}\n"
     "def _glovebox_prebuild():\n"

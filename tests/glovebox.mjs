@@ -23,6 +23,15 @@ export function freePort () {
 
 // Starts glovebox with a random token on a free port and resolves once it
 // prints its URL. log() is what it wrote to stderr so far; stop() ends it.
+// --zygote none and --pool none, each unless args name their own: a
+// test's gateway starts kernels cold and keeps no pool, as the test says
+// (gbclient.py's cold_args does the same for the Python suites).
+export function coldArgs (args = []) {
+  const named = (flag) => args.some((a) => a === flag || a.startsWith(flag + '='))
+  return [...(named('--zygote') ? [] : ['--zygote', 'none']),
+    ...(named('--pool') ? [] : ['--pool', 'none'])]
+}
+
 export async function startGlovebox (args = []) {
   const port = await freePort()
   const token = randomBytes(16).toString('hex')
@@ -33,7 +42,7 @@ export async function startGlovebox (args = []) {
     : mkdtempSync(path.join(os.tmpdir(), 'glovebox-state-'))
   const proc = spawn(path.join(build, 'glovebox'),
     ['--listen', `127.0.0.1:${port}`, '--token', token,
-      ...(stateDir ? ['--state-dir', stateDir] : []), ...args],
+      ...(stateDir ? ['--state-dir', stateDir] : []), ...args, ...coldArgs(args)],
     { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   proc.stderr.on('data', (d) => { log += d; process.stderr.write(d) })

@@ -187,10 +187,31 @@ bad:
 
 #define MAX_ZYGOTES 8
 
+/* A module may end in '?': imported only where it is installed. */
 static bool zygote_char_ok(char c, bool module)
 {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '.' || (module ? c == ',' : c == '-');
+               c == '_' || c == '.' || (module ? c == ',' || c == '?' : c == '-');
+}
+
+/* "none", alone, turns a list flag off: an empty list, which the defaults
+ * (kernels/warm.c) leave as it is, unlike a flag never given (NULL). */
+static int list_none(char **list, const char *flag)
+{
+        size_t n = 0;
+        bool none = false;
+
+        for (; list && list[n]; n++)
+                none |= strcmp(list[n], "none") == 0;
+        if (!none)
+                return 0;
+        if (n > 1) {
+                fprintf(stderr, "glovebox: --%s none turns it off: it goes alone\n", flag);
+                return -EINVAL;
+        }
+        free(list[0]);
+        list[0] = NULL;
+        return 0;
 }
 
 /* NAME:MODULE,MODULE,... with names as kernelspec names and modules as
@@ -325,6 +346,8 @@ int config_validate(struct config *cfg)
                         return -EINVAL;
                 }
         }
+        if (list_none(cfg->zygote, "zygote") < 0 || list_none(cfg->pool, "pool") < 0)
+                return -EINVAL;
         if (fleet_configure(cfg) < 0 || validate_zygotes(cfg->zygote) < 0)
                 return -EINVAL;
         if (cfg->no_auth && *cfg->keys_file) {

@@ -60,6 +60,23 @@ static int find_program(char *out, size_t size)
         return -ENOENT;
 }
 
+bool host_has_program(const char *name)
+{
+        char path[PATH_MAX];
+        char *slash;
+
+        if (find_program(path, sizeof(path)) < 0 || !(slash = strrchr(path, '/')) ||
+            (size_t)snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "%s", name) >=
+                sizeof(path) - (size_t)(slash + 1 - path))
+                return false;
+        return access(path, X_OK) == 0;
+}
+
+void host_set_zygotes(char *const *zygotes)
+{
+        spawn_args.zygotes = zygotes;
+}
+
 /* Forks and execs the kernel-host. Also runs when the gateway has threads
  * (a replacement): the child makes only async-signal-safe calls. */
 static int start_process(void)

@@ -40,6 +40,12 @@ int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygo
 int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
                const char *log_level, char *const *zygotes, int max_restarts,
                const char *home_dir);
+/* The --zygote entries a replacement kernel-host gets (borrowed), for a
+ * gateway that adopted its kernel-host before it knew its defaults. */
+void host_set_zygotes(char *const *zygotes);
+/* True when name is an executable beside the kernel-host's program (in the
+ * build tree, or in the libexec directory). */
+bool host_has_program(const char *name);
 /* Makes the link survive execve and says what it is, for the record. */
 int host_keep_link(int *fd, int *pid);
 /* Routes reports for id (a kept sandbox or process) to ops and ctx

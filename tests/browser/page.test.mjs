@@ -45,7 +45,8 @@ async function startProxy (target) {
 
 async function newPage (options = {}) {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true, ...options })
-  ctx.setDefaultTimeout(T)
+  // Shorter than a test's own: a wait that never ends says what it waited for.
+  ctx.setDefaultTimeout(T * 3 / 4)
   const p = await ctx.newPage()
   p.errors = []
   p.on('pageerror', (e) => p.errors.push(e.message))

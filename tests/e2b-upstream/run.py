@@ -45,7 +45,10 @@ NAMES = {"code-interpreter": "code-interpreter", "python-sdk": "python-sdk",
          "python-sdk-urls": "python-sdk"}
 # What the operator of these gateways chose, as an E2B user would expect
 # them: E2B's default of public ports for a create that says nothing.
-GATEWAY_FLAGS = ["--e2b-public-traffic", "--template-image", "ubuntu:22.04=base"]
+# Kernels start cold, with no pool, as in the other suites' gateways
+# (tests/integration/gbclient.py's cold_args).
+GATEWAY_FLAGS = ["--e2b-public-traffic", "--template-image", "ubuntu:22.04=base",
+                 "--zygote", "none", "--pool", "none"]
 
 
 def tests_dir():

@@ -25,6 +25,15 @@ KERNEL_HOST = os.path.abspath(os.path.join(BUILD, "glovebox-kernel-host"))
 EXTRA_ARGS = os.environ.get("GLOVEBOX_TEST_ARGS", "").split()
 
 
+def cold_args(args):
+    """--zygote none and --pool none, each unless args name their own: a
+    test's gateway starts kernels cold and keeps no pool, as the test says,
+    unless it asks for glovebox's defaults (warm=True; test_defaults.py)."""
+    named = lambda flag: any(a == flag or a.startswith(flag + "=") for a in args)
+    return ([] if named("--zygote") else ["--zygote", "none"]) + \
+        ([] if named("--pool") else ["--pool", "none"])
+
+
 def start_gateway(*args, **kw):
     """A real glovebox from the build tree, with the test flags and args."""
     return Gateway(BINARY, list(EXTRA_ARGS) + list(args), **kw)
@@ -61,14 +70,15 @@ def free_port():
 class Gateway:
     """A real glovebox process on a free loopback port."""
 
-    def __init__(self, binary, args=(), token="test-token-0123456789", env=None, runner=()):
+    def __init__(self, binary, args=(), token="test-token-0123456789", env=None, runner=(),
+                 warm=False):
         self.port = free_port()
         self.token = token
         self.base = f"http://127.0.0.1:{self.port}"
         cmd = list(runner) + [binary, "--listen", f"127.0.0.1:{self.port}"]
         if token:
             cmd += ["--token", token]
-        cmd += list(args)
+        cmd += list(args) + ([] if warm else cold_args(args))
         # Each gateway its own state directory (paused sandboxes), unless
         # the test names one: as root the default, /var/lib/glovebox, is
         # shared by every gateway on the machine.

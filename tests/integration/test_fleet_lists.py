@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 import gbclient
-from gbclient import BINARY, EXTRA_ARGS, free_port, run_cell, start_gateway
+from gbclient import BINARY, EXTRA_ARGS, cold_args, free_port, run_cell, start_gateway
 
 ALICE = "e2b_a11ce0000000000000000001"
 BOB = "e2b_b0b000000000000000000002"
@@ -200,7 +200,7 @@ def test_a_silent_or_broken_peer_is_left_out_and_named():
 
 def glovebox_on(port, state_dir, *args):
     """A gateway on a port chosen beforehand (start_gateway picks its own)."""
-    return subprocess.Popen([BINARY, *EXTRA_ARGS, "--listen", f"127.0.0.1:{port}", "--token",
+    return subprocess.Popen([BINARY, *EXTRA_ARGS, *cold_args(EXTRA_ARGS), "--listen", f"127.0.0.1:{port}", "--token",
                              ADMIN, "--state-dir", str(state_dir), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -217,7 +217,7 @@ def stop(proc):
 def test_a_peer_with_this_hosts_id_refuses_the_start(tmp_path):
     first = start_gateway("--host-id", "dup1")
     try:
-        run = subprocess.run([BINARY, *EXTRA_ARGS, "--listen", f"127.0.0.1:{free_port()}",
+        run = subprocess.run([BINARY, *EXTRA_ARGS, *cold_args(EXTRA_ARGS), "--listen", f"127.0.0.1:{free_port()}",
                               "--token", ADMIN, "--state-dir", str(tmp_path), "--host-id", "dup1",
                               "--peer", first.base], capture_output=True, text=True, timeout=30)
         assert run.returncode != 0 and "serving at" not in run.stdout, run

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import WebSocket from 'ws';
-import { freePort } from '../glovebox.mjs';
+import { coldArgs, freePort } from '../glovebox.mjs';
 import {
   KernelManager,
   SessionManager,
@@ -142,7 +142,7 @@ before(async () => {
   const out = fs.createWriteStream(logFile);
   gb = spawn(
     BINARY,
-    ['--listen', `127.0.0.1:${port}`, '--token', TOKEN, '--log-level', 'debug'],
+    ['--listen', `127.0.0.1:${port}`, '--token', TOKEN, '--log-level', 'debug', ...coldArgs()],
     { stdio: ['ignore', 'pipe', 'pipe'] }
   );
   const onData = d => {

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from gbclient import BINARY, Gateway, free_port
+from gbclient import BINARY, Gateway, cold_args, free_port
 
 SUBNET = "198.19.77"
 GATEWAY_PORT = 8888
@@ -95,7 +95,7 @@ class Host:
                "--state-dir", self.state_dir, "--peer-timeout", "2"]
         for p in peers:
             cmd += ["--peer", p.url]
-        cmd += list(extra)
+        cmd += list(extra) + cold_args(extra)
         self.log = open(self.log_path, "w+")
         # A session of its own: the teardown ends its kernel-host too.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True,
