@@ -148,13 +148,20 @@ class Server:
 class Glovebox(Server):
     name = "Glovebox"
 
-    def __init__(self, *args, runner=(), pool=None):
+    def __init__(self, *args, runner=(), pool=None, defaults=False):
+        """Kernels start cold and no pool is kept, unless args name a
+        --zygote, pool names a size, or defaults keeps glovebox's own (a
+        zygote and a pool of 2 as root: docs/performance.md#fast-by-default)."""
         port, token = free_port(), uuid.uuid4().hex
         cmd = list(runner) + [os.path.join(BUILD, "glovebox"), "--listen", f"127.0.0.1:{port}",
                               "--token", token, "--max-kernels", "2000",
                               "--pool-min-available-mb", "512", *args]
         if pool:
             cmd += ["--pool", f"python3={pool}"]
+        elif not defaults:
+            cmd += ["--pool", "none"]
+        if not defaults and "--zygote" not in args:
+            cmd += ["--zygote", "none"]
         super().__init__(cmd, port, token)
 
     def pool_ready(self):

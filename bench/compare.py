@@ -622,19 +622,84 @@ def bench_kernel_cpu(n):
         "Jupyter Server: server and kernel")
 
 
+FIRST_PLOT = ("import matplotlib.pyplot as plt\n"
+              "plt.plot([1, 4, 9, 16]); plt.title('first plot'); plt.show()")
+
+
+def first_plot(server):
+    """Seconds from a fresh kernel's first plot cell sent to its PNG."""
+    kid = server.start_kernel()
+    ch = server.connect(kid)
+    try:
+        t0 = time.perf_counter()
+        out = ch.execute(FIRST_PLOT)
+        took = time.perf_counter() - t0
+        assert any("image/png" in m["content"].get("data", {}) for m in out), out
+    finally:
+        ch.close()
+        server.delete_kernel(kid)
+    return took
+
+
+def bench_defaults(n):
+    """Glovebox with no flags (as root: a zygote of numpy, pandas and
+    matplotlib.pyplot and a pool of 2), beside Jupyter Server."""
+    log("with no flags")
+    own = {"name": "python3", "env": {"BENCH_OWN": "1"}, "limits": {"memory_mb": 1024}}
+    gb, js = Glovebox(defaults=True), JupyterServer()
+    res = {"own": [], "pooled": [], "plot": [], "js_plot": [], "js_start": []}
+    try:
+        gb.wait_pool(2)
+        gb.delete_kernel(first_result_of(gb, "1+1", own)[1])  # page cache
+        js.delete_kernel(first_result(js)[1])
+        for _ in range(n):
+            took, kid = first_result_of(gb, "1+1", own)
+            res["own"].append(took)
+            gb.delete_kernel(kid)
+            gb.wait_pool(2)
+            took, kid = first_result(gb)
+            res["pooled"].append(took)
+            gb.delete_kernel(kid)
+            took, kid = first_result(js)
+            res["js_start"].append(took)
+            js.delete_kernel(kid)
+            gb.wait_pool(2)
+            res["plot"].append(first_plot(gb))
+            res["js_plot"].append(first_plot(js))
+        gb.wait_pool(2)
+        res["sdk"] = sdk_first_steps(gb, n, 2)
+    finally:
+        gb.stop()
+        js.stop()
+    RAW["defaults"] = res
+    med = {k: statistics.median(v) for k, v in res.items() if k != "sdk"}
+    total = [a + b for a, b in zip(res["sdk"]["create"], res["sdk"]["first_run"])]
+    row("no flags: start to first result, the request's own env and limits (p50)",
+        ms(med["own"]), ms(med["js_start"]), "", ratio(med["own"], med["js_start"]),
+        "served by the zygote, not the pool")
+    row("no flags: start to first result from the pool (p50)", ms(med["pooled"]),
+        ms(med["js_start"]), "", ratio(med["pooled"], med["js_start"]), "")
+    row("no flags: E2B Python SDK create + first run_code (p50 / p95)",
+        f"{ms(statistics.median(total))} / {ms(pct(total, 95))}", "(no E2B API)", "", None, "")
+    row("no flags: first matplotlib plot in a fresh kernel, cell to PNG (p50)", ms(med["plot"]),
+        ms(med["js_plot"]), "", ratio(med["plot"], med["js_plot"]),
+        "pyplot imported by the zygote")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only",
-                    default="kernelcpu,start,e2b,roundtrip,stdout,png,concurrent,density,cpu,"
-                    "zygote")
+                    default="defaults,kernelcpu,start,e2b,roundtrip,stdout,png,concurrent,"
+                    "density,cpu,zygote")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
     density = int(os.environ.get("BENCH_DENSITY", "60" if q else "300"))
     os.makedirs(os.path.join(BUILD, "bench"), exist_ok=True)
     started = time.time()
-    steps = [("kernelcpu", lambda: bench_kernel_cpu(5 if q else 20)),
+    steps = [("defaults", lambda: bench_defaults(3 if q else 10)),
+             ("kernelcpu", lambda: bench_kernel_cpu(5 if q else 20)),
              ("start", lambda: bench_start(3 if q else 10)),
              ("e2b", lambda: bench_e2b(3 if q else 10)),
              ("roundtrip", lambda: bench_roundtrip(100 if q else 500)),

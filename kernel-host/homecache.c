@@ -106,8 +106,7 @@ static int run_build(const char *home)
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 umask(022);
-                if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 ||
-                    chdir(home) < 0)
+                if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || chdir(home) < 0)
                         _exit(126);
                 alarm(BUILD_SECONDS);
                 execve(argv[0], argv, envp);
@@ -141,8 +140,7 @@ void homecache_prepare(void)
                 return;
         }
         remove_dir(fresh);
-        if ((mkdir("/var/cache/glovebox", 0755) < 0 && errno != EEXIST) ||
-            mkdir(fresh, 0755) < 0) {
+        if ((mkdir("/var/cache/glovebox", 0755) < 0 && errno != EEXIST) || mkdir(fresh, 0755) < 0) {
                 log_info("no shared font cache: cannot make %s: %s", fresh, strerror(errno));
                 return;
         }

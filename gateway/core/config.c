@@ -304,9 +304,10 @@ static const struct option_def options[] = {
         OPT("egress-max-connections", OPT_INT, egress_max_connections, "N", 0, 1 << 20, "256",
             "connections a sandbox with egress may have open at once, TCP and UDP flows alike; "
             "past it a new one is refused (0: no cap)"),
-        OPT("pool", OPT_LIST, pool, "NAME=N", 0, 0, NULL,
-            "keep N started, idle, sandboxed kernels of kernelspec NAME ready (repeatable; "
-            "docs/performance.md#the-warm-pool)"),
+        OPT_SHOWN("pool", OPT_LIST, pool, "NAME=N", NULL,
+                  "2 of the default kernelspec, sandboxed; none turns it off",
+                  "keep N started, idle, sandboxed kernels of kernelspec NAME ready (repeatable; "
+                  "docs/performance.md#the-warm-pool)"),
         OPT("pool-preimport", OPT_LIST, pool_preimport, "NAME=CODE", 0, 0, NULL,
             "run CODE (import numpy, pandas) in pooled NAME kernels before they are handed out "
             "(repeatable; also metadata.glovebox.preimport in a kernel.json)"),
@@ -329,11 +330,14 @@ static const struct option_def options[] = {
             "the CRIU program that checkpoints sandboxes for pause with memory (4.1 or newer; a "
             "path, or a name looked up on PATH and in the sbin directories); without it, or "
             "without --state-dir or root, pause keeps files only (docs/pause.md)"),
-        OPT("zygote", OPT_LIST, zygote, "NAME:MODULE,...", 0, 0, NULL,
-            "start kernelspec NAME's kernels by forking them from one process that imported "
-            "ipykernel and the modules once, as python3:numpy,pandas,matplotlib.pyplot "
-            "(repeatable, at most 8; Python kernelspecs of the Python glovebox was built with; "
-            "needs root; docs/performance.md#zygotes)"),
+        OPT_SHOWN("zygote", OPT_LIST, zygote, "NAME:MODULE,...", NULL,
+                  "as root, the default kernelspec's, numpy?,pandas?,matplotlib.pyplot? "
+                  "(docs/performance.md#fast-by-default); none turns it off",
+                  "start kernelspec NAME's kernels by forking them from one process that "
+                  "imported ipykernel and the modules once, as "
+                  "python3:numpy,pandas,matplotlib.pyplot; MODULE? is imported where "
+                  "installed (repeatable, at most 8; Python kernelspecs of the Python glovebox "
+                  "was built with; needs root; docs/performance.md#zygotes)"),
         OPT_SHOWN("static-dir", OPT_STRING, static_dir, "DIR", "",
                   "the source tree's static/ run from the build tree, else the installed one",
                   "the web page's files"),

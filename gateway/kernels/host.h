@@ -40,7 +40,7 @@ int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygo
 int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
                const char *log_level, char *const *zygotes, int max_restarts,
                const char *home_dir);
-/* The --zygote entries a replacement kernel-host gets (borrowed), for a
+/* The --zygote entries a replacement kernel-host is given (borrowed), for a
  * gateway that adopted its kernel-host before it knew its defaults. */
 void host_set_zygotes(char *const *zygotes);
 /* True when name is an executable beside the kernel-host's program (in the
