@@ -54,8 +54,10 @@ def generated_token(gw):
 
 @pytest.fixture(scope="module")
 def gateway():
-    """A glovebox started without --token: its generated token is the API key."""
-    gw = start_gateway(token=None)
+    """A glovebox started as a user would, without --token (its generated
+    token is the API key) and with its own defaults: kernels from the zygote
+    and the pool (docs/performance.md#fast-by-default)."""
+    gw = start_gateway(token=None, warm=True)
     gw.token = generated_token(gw)
     point_sdk_at(gw, gw.token)
     yield gw
