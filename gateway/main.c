@@ -658,7 +658,8 @@ int main(int argc, char **argv)
                         goto out;
         }
         if (discover_kernelspecs() < 0 || templates_init(&gw.cfg, &gw.specs) < 0 ||
-            warm_defaults(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 || (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
+            warm_defaults(&gw.cfg, &gw.specs) < 0 || page_init(&gw.cfg) < 0 ||
+            (gw.cfg.state_dir[0] && pause_init(gw.cfg.state_dir) < 0) ||
             builds_init(&gw.cfg) < 0 || volumes_init(&gw.cfg) < 0)
                 goto out;
         /* A peer with this host's --host-id refuses the start before

@@ -62,14 +62,13 @@ static int find_program(char *out, size_t size)
 
 bool host_has_program(const char *name)
 {
-        char path[PATH_MAX];
-        char *slash;
+        char path[PATH_MAX], *slash;
+        size_t room;
 
-        if (find_program(path, sizeof(path)) < 0 || !(slash = strrchr(path, '/')) ||
-            (size_t)snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "%s", name) >=
-                sizeof(path) - (size_t)(slash + 1 - path))
+        if (find_program(path, sizeof(path)) < 0 || !(slash = strrchr(path, '/')))
                 return false;
-        return access(path, X_OK) == 0;
+        room = sizeof(path) - (size_t)(slash + 1 - path);
+        return (size_t)snprintf(slash + 1, room, "%s", name) < room && access(path, X_OK) == 0;
 }
 
 void host_set_zygotes(char *const *zygotes)
