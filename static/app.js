@@ -492,6 +492,9 @@ function onMessage (msg) {
 function finishCell (msgId, cell) {
   state.pending.delete(msgId);
   setRunning(cell, false);
+  // A kernel killed as the cell began (out of memory) may never have
+  // published execute_input, and the gateway's reply for it has no count.
+  if (cell.count === '*') setCount(cell, null);
   const r = cell.replied || {};
   if (r.status === 'aborted') {
     setCount(cell, null);
