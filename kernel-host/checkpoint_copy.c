@@ -234,12 +234,7 @@ int checkpoint_images_dir(char *dir, size_t size, const char *sandbox_id,
 
         snprintf(images, sizeof(images), "%s/copy-%s", dir, sandbox_id);
         /* A dead kernel-host's restore of the same sandbox left it. */
-        fd = open(images, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) {
-                tree_remove_at(fd);
-                close(fd);
-                rmdir(images);
-        }
+        tree_remove(images);
         if (mkdir(images, 0711) < 0)
                 return -errno;
         fd = open(images, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

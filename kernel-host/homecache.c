@@ -72,17 +72,6 @@ static long long sources_stamp(void)
         return newest;
 }
 
-static void remove_dir(const char *path)
-{
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-        if (fd >= 0) {
-                tree_remove_at(fd);
-                close(fd);
-        }
-        rmdir(path);
-}
-
 /* matplotlib's import, with home as its home: it writes the font list
  * there. 0 when it ended well within BUILD_SECONDS. */
 static int run_build(const char *home)
@@ -139,21 +128,21 @@ void homecache_prepare(void)
                 ready = true;
                 return;
         }
-        remove_dir(fresh);
+        tree_remove(fresh);
         if ((mkdir("/var/cache/glovebox", 0755) < 0 && errno != EEXIST) || mkdir(fresh, 0755) < 0) {
                 log_info("no shared font cache: cannot make %s: %s", fresh, strerror(errno));
                 return;
         }
         if (run_build(fresh) < 0) {
                 log_info("no shared font cache: matplotlib could not build one (not installed?)");
-                remove_dir(fresh);
+                tree_remove(fresh);
                 return;
         }
         unlink(stamp_path);
-        remove_dir(HOMECACHE_DIR);
+        tree_remove(HOMECACHE_DIR);
         if (rename(fresh, HOMECACHE_DIR) < 0) {
                 log_warn("no shared font cache: rename %s: %s", fresh, strerror(errno));
-                remove_dir(fresh);
+                tree_remove(fresh);
                 return;
         }
         f = fopen(stamp_path, "we");

@@ -123,14 +123,10 @@ void spawn_slot_unhold(unsigned setup_uid)
 
 static void remove_run_dir(const char *dir)
 {
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int rc = tree_remove(dir);
 
-        if (fd >= 0) {
-                tree_remove_at(fd);
-                close(fd);
-        }
-        if (rmdir(dir) < 0 && errno != ENOENT)
-                log_warn("cannot remove %s: %s", dir, strerror(errno));
+        if (rc < 0 && rc != -ENOENT)
+                log_warn("cannot remove %s: %s", dir, strerror(-rc));
 }
 
 static void close_mounts(struct overlay_fds *mounts)

@@ -46,6 +46,17 @@ int tree_remove_at(int dirfd)
         return rc;
 }
 
+int tree_remove(const char *path)
+{
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        tree_remove_at(fd);
+        close(fd);
+        return rmdir(path) < 0 ? -errno : 0;
+}
+
 uint64_t tree_file_bytes_at(int dirfd)
 {
         int fd = dup(dirfd);
