@@ -70,6 +70,10 @@ int confine_drop_capabilities(void);
 void confine_join(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
                   const char *conn_name, const char *conn_text, int report_fd);
 
+/* The same connection file, written by a process that has joined already.
+ * Fails through confine_fail(report_fd). */
+void confine_connection_file(const struct confine_sandbox *sb, const char *name,
+                             const char *text, int report_fd);
 /* In the process itself, inside the sandbox: resets signals, makes a
  * session, sets stdio (-1: /dev/null) and, with tty (stdio is a terminal's
  * peer), makes it the session's controlling terminal, closes every other

@@ -315,6 +315,13 @@ static int build_spec(const struct sandbox *sb, const struct sandbox_exec *ex)
         rc = append(&buf, &len, &cap, &spec, sizeof(spec));
         for (unsigned i = 0; rc == 0 && i < spec.ndirs; i++)
                 rc = append_str(&buf, &len, &cap, ex->cgroup->dirs[i]);
+        if (rc == 0 && (spec.ndirs > ZYGOTE_MAX_DIRS ||
+                        len - sizeof(spec) > ZYGOTE_MAX_DIRS_BYTES))
+                rc = -ENAMETOOLONG;
+        if (rc == 0) {
+                spec.dirs_bytes = (uint32_t)(len - sizeof(spec));
+                memcpy(buf, &spec, sizeof(spec));
+        }
         if (rc == 0)
                 rc = append_str(&buf, &len, &cap, ex->conn_name);
         if (rc == 0)
@@ -410,9 +417,12 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
                 fail_set(fail, "request", -rc);
                 goto out;
         }
-        if (pipe2(report, O_CLOEXEC) < 0) {
-                rc = -errno;
-                fail_set(fail, "pipe", errno);
+        /* The kernel itself reports on it: its hello carries its host
+         * pid in the credentials, then it closes the socket as it runs,
+         * or reports the step that failed (confine.h). */
+        rc = confine_exec_socket(report);
+        if (rc < 0) {
+                fail_set(fail, "socketpair", -rc);
                 goto out;
         }
         fds[ZYGOTE_FD_SPEC] = spec_fd;
@@ -429,7 +439,7 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
         }
         close(report[1]);
         report[1] = -1;
-        rc = confine_report_wait(report[0], &r, START_TIMEOUT_MS);
+        rc = confine_await_exec(report[0], &r, START_TIMEOUT_MS);
         if (rc == -EPIPE && zygote_hung_up(z)) {
                 /* It died with our request: whatever of the request ran
                  * joined the kernel's group first, and goes with it. */

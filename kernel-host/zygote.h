@@ -5,22 +5,25 @@
  * namespace of its own (a private /tmp and /home/user for its imports) and
  * talks to it over a SOCK_SEQPACKET socket: one request per kernel, which
  * carries only descriptors (the sandbox's namespaces and /run/kernel, the
- * kernel's output pipe, a report pipe, and a sealed memfd with the
+ * kernel's output pipe, a report socket, and a sealed memfd with the
  * kernel's cgroups, connection file, argv and environment). The zygote
- * never reads the memfd; only the child does, after the fork, so no
+ * never reads the memfd; only the kernel does, after the fork, so no
  * request's key or environment is ever in the zygote's memory, and no
  * child can find another's there.
  *
- * The child (host pid namespace, still root) joins the kernel's cgroup,
- * then the sandbox's namespaces, writes the connection file as the
- * sandbox's root and forks the kernel into the sandbox's pid namespace;
- * the kernel confines itself exactly as an exec'd kernel does (confine.h:
- * session, rlimits, no capabilities, the sandbox's user, no_new_privs,
- * seccomp), reseeds its random state, takes its environment and runs the
- * kernelspec's "-m module" in the already loaded interpreter. The child
- * reports the kernel's host pid and exits; the kernel-host is a child
- * subreaper, so the kernel becomes its child and is reaped, signalled and
- * reported like any other. */
+ * One page-table copy per kernel: the zygote vfork()s the request's child
+ * (host pid namespace, still root), which reads the request's cgroups
+ * only, joins them, then the sandbox's namespaces, and vfork()s a middle
+ * child in the sandbox's pid namespace, which forks the kernel and exits;
+ * the zygote resumes when both are gone. The kernel says hello on the
+ * report socket (the kernel-host reads its host pid from the credentials),
+ * reads the request, writes the connection file as the sandbox's root and
+ * confines itself exactly as an exec'd kernel does (confine.h: session,
+ * rlimits, no capabilities, the sandbox's user, no_new_privs, seccomp),
+ * closes the socket, reseeds its random state, takes its environment and
+ * runs the kernelspec's "-m module" in the already loaded interpreter. The
+ * kernel-host is a child subreaper, so the kernel becomes its child and is
+ * reaped, signalled and reported like any other. */
 #ifndef GLOVEBOX_ZYGOTE_H
 #define GLOVEBOX_ZYGOTE_H
 
@@ -34,11 +37,13 @@
 #define ZYGOTE_FD       3 /* the zygote's end of its socket */
 #define ZYGOTE_MAX_NAME 64
 #define ZYGOTE_MAX_SPEC (4u << 20) /* bytes of one request's memfd */
+#define ZYGOTE_MAX_DIRS 16         /* cgroup directories of one request */
+#define ZYGOTE_MAX_DIRS_BYTES (ZYGOTE_MAX_DIRS * 4096u)
 
 /* The descriptors of one request, in this order. */
 enum zygote_fd {
         ZYGOTE_FD_SPEC = 0, /* sealed memfd: struct zygote_spec, then strings */
-        ZYGOTE_FD_REPORT,   /* write end: struct confine_report */
+        ZYGOTE_FD_REPORT,   /* the kernel's end of confine_exec_socket */
         ZYGOTE_FD_OUTPUT,   /* the kernel's stdout and stderr */
         ZYGOTE_FD_RUN,      /* the sandbox's /run/kernel (O_PATH) */
         ZYGOTE_FD_NS,       /* then CONFINE_NAMESPACES namespaces */
@@ -58,6 +63,8 @@ struct zygote_spec {
         uint32_t ndirs;
         uint32_t nargv;
         uint32_t nenv;
+        uint32_t dirs_bytes; /* of the cgroup directories' strings, NULs included */
+        uint32_t reserved;
 };
 
 struct sandbox;

@@ -32,9 +32,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* As long as the kernel-host waits for our report (zygote.c). */
-#define START_TIMEOUT_MS 30000
-
 /* Runs once in the zygote: the imports every kernel shares, the IPython
  * shell every ipykernel kernel would build, and the function each kernel
  * starts with after its fork.
@@ -58,7 +55,12 @@
  * runs them).
  *
  * If building the shell fails, the zygote says why on its stderr and its
- * kernels build their own. The run function gives the kernel what an
+ * kernels build their own. A kernel whose command line is the usual
+ * kernelspec's "-f FILE" gets from the kernel application's
+ * parse_command_line the configuration traitlets' parser would have made
+ * of it, without building that parser (an argparse of every option of
+ * every configurable class: 6 to 7 ms of CPU); any other command line goes
+ * through the parser. The run function gives the kernel what an
  * exec'd interpreter would have: its own random state (the fork copied
  * ours), its environment, Python's signal dispositions (the sandbox reset
  * them), user site-packages and PYTHONPATH as they are now, the cwd first
@@ -168,6 +170,23 @@ static const char bootstrap[] =
     "    import traceback\n"
     "    traceback.print_exc()\n"
     "    _glovebox_shell = None\n"
+    "def _glovebox_plain_argv(path):\n"
+    "    from ipykernel.kernelapp import IPKernelApp\n"
+    "    from traitlets.config import Config\n"
+    "    own = IPKernelApp.__dict__.get('parse_command_line')\n"
+    "    def parse_command_line(self, argv=None):\n"
+    "        if own is None:\n"
+    "            del IPKernelApp.parse_command_line\n"
+    "        else:\n"
+    "            IPKernelApp.parse_command_line = own\n"
+    "        if type(self) is not IPKernelApp or \\\n"
+    "                list(sys.argv[1:] if argv is None else argv) != ['-f', path]:\n"
+    "            return self.parse_command_line(argv)\n"
+    "        self.argv = ['-f', path]\n"
+    "        self.cli_config = Config({'IPKernelApp': {'connection_file': path}})\n"
+    "        self.update_config(self.cli_config)\n"
+    "        self.extra_args = []\n"
+    "    IPKernelApp.parse_command_line = parse_command_line\n"
     "def _glovebox_exit(code):\n"
     "    import atexit, gc, io, threading\n"
     "    threading._shutdown()\n"
@@ -198,8 +217,11 @@ static const char bootstrap[] =
     "    sys.path[0:0] = [os.getcwd()] + extra\n"
     "    sys.orig_argv = list(argv)\n"
     "    sys.argv = [argv[0]] + list(argv[3:])\n"
-    "    if _glovebox_shell is not None and argv[2] in ('ipykernel_launcher', 'ipykernel'):\n"
-    "        _glovebox_offer_shell(_glovebox_shell)\n"
+    "    if argv[2] in ('ipykernel_launcher', 'ipykernel'):\n"
+    "        if _glovebox_shell is not None:\n"
+    "            _glovebox_offer_shell(_glovebox_shell)\n"
+    "        if len(argv) == 5 and argv[3] == '-f' and not argv[4].startswith('-'):\n"
+    "            _glovebox_plain_argv(argv[4])\n"
     "    import runpy, traceback\n"
     "    try:\n"
     "        runpy._run_module_as_main(argv[2], alter_argv=True)\n"
@@ -311,10 +333,11 @@ static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *
         run_kernel(argv, envp);
 }
 
-/* ---- the child of one request, on the host ------------------------------- */
+/* ---- the children of one request ----------------------------------------- */
 
 /* Reads the request's memfd: the header and the strings into one buffer;
- * out[] points into it. 0, or -1 with errno. */
+ * out[] points into it. Only the kernel's own process reads it whole. 0,
+ * or -1 with errno. */
 static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, size_t *nout)
 {
         struct stat st;
@@ -333,7 +356,7 @@ static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, 
                 return -1;
         (*buf)[len] = '\0';
         memcpy(spec, *buf, sizeof(*spec));
-        if (spec->magic != ZYGOTE_SPEC_MAGIC || spec->ndirs > 16 || spec->nargv < 3 ||
+        if (spec->magic != ZYGOTE_SPEC_MAGIC || spec->ndirs > ZYGOTE_MAX_DIRS || spec->nargv < 3 ||
             spec->nargv > 4096 || spec->nenv > 4096) {
                 errno = EBADMSG;
                 return -1;
@@ -356,23 +379,26 @@ static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, 
         return 0;
 }
 
-/* What a request's fork does: it still runs on the host, as root. */
-static __attribute__((noreturn)) void request_main(int fds[ZYGOTE_NFDS])
+/* The kernel's process, forked into the sandbox's pid namespace with the
+ * sandbox's ids: it says hello to the kernel-host (whose end of the report
+ * socket reads our host pid from the kernel's credentials), reads the
+ * request, writes the connection file as the sandbox's root, confines
+ * itself and runs. Everything a request carries is read here first, in
+ * the kernel's own memory. */
+static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox *csb,
+                                                   const int fds[ZYGOTE_NFDS])
 {
         struct zygote_spec spec;
-        struct confine_sandbox csb;
-        struct confine_report r;
         char *buf = NULL, **s = NULL, **argv, **envp;
-        const char *conn_name, *conn_text, *cwd;
+        const char *conn_name;
+        int report_fd = fds[ZYGOTE_FD_REPORT];
         size_t n = 0;
-        int report_fd = fds[ZYGOTE_FD_REPORT], exec_sock[2], status, rc;
-        pid_t middle, pid;
 
+        PyOS_AfterFork_Child();
+        confine_hello(report_fd);
         if (read_spec(fds[ZYGOTE_FD_SPEC], &spec, &buf, &s, &n) < 0)
                 confine_fail(report_fd, "zygote request", errno);
         conn_name = s[spec.ndirs];
-        conn_text = s[spec.ndirs + 1];
-        cwd = s[spec.ndirs + 2];
         argv = s + spec.ndirs + 3;
         envp = argv + spec.nargv;
         /* The array has room for both NULLs: argv's ends where envp starts,
@@ -381,6 +407,60 @@ static __attribute__((noreturn)) void request_main(int fds[ZYGOTE_NFDS])
         envp[0] = NULL;
         envp++;
         envp[spec.nenv] = NULL;
+        if (conn_name[0])
+                confine_connection_file(csb, conn_name, s[spec.ndirs + 1], report_fd);
+        kernel_main(csb, fds[ZYGOTE_FD_OUTPUT], s[spec.ndirs + 2], argv, envp, report_fd);
+}
+
+/* The middle child: vfork()ed in the sandbox's pid namespace, it forks the
+ * kernel, which it orphans at once by exiting, so that the kernel becomes
+ * a child of the sandbox's init (sandbox.h). It calls nothing of Python's;
+ * glibc's fork() runs its handlers' prepare and parent halves in pairs on
+ * the memory it shares. */
+static __attribute__((noinline, noreturn)) void middle_main(const struct confine_sandbox *csb,
+                                                            const int fds[ZYGOTE_NFDS])
+{
+        pid_t pid = fork();
+
+        if (pid < 0)
+                confine_fail(fds[ZYGOTE_FD_REPORT], "fork", errno);
+        if (pid == 0)
+                kernel_child(csb, fds);
+        _exit(0);
+}
+
+/* The request's child: vfork()ed by the zygote, so it shares the
+ * zygote's memory, which is suspended until it exits, and copies no page
+ * table (the kernel's fork is the one copy a start makes). On the host, as
+ * root, it joins the kernel's cgroups and then the sandbox's namespaces,
+ * and has the middle child fork the kernel. It reads only the request's
+ * header and cgroup directories, which hold no secret, onto the stack,
+ * which the zygote clears when it resumes (scrub_stack); it allocates
+ * nothing. Its frames lie below the zygote's, which it never returns
+ * into. */
+static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOTE_NFDS])
+{
+        struct zygote_spec spec;
+        struct confine_sandbox csb;
+        char dirs[ZYGOTE_MAX_DIRS_BYTES + 1];
+        const char *dir[ZYGOTE_MAX_DIRS];
+        int report_fd = fds[ZYGOTE_FD_REPORT], status;
+        size_t n = 0;
+        pid_t middle;
+
+        if (pread(fds[ZYGOTE_FD_SPEC], &spec, sizeof(spec), 0) != (ssize_t)sizeof(spec) ||
+            spec.magic != ZYGOTE_SPEC_MAGIC || spec.ndirs > ZYGOTE_MAX_DIRS ||
+            spec.dirs_bytes > ZYGOTE_MAX_DIRS_BYTES ||
+            pread(fds[ZYGOTE_FD_SPEC], dirs, spec.dirs_bytes, sizeof(spec)) !=
+                (ssize_t)spec.dirs_bytes)
+                confine_fail(report_fd, "zygote request", EBADMSG);
+        dirs[spec.dirs_bytes] = '\0';
+        for (size_t at = 0; n < spec.ndirs && at < spec.dirs_bytes; n++) {
+                dir[n] = dirs + at;
+                at += strlen(dirs + at) + 1;
+        }
+        if (n != spec.ndirs)
+                confine_fail(report_fd, "zygote request", EBADMSG);
         csb = (struct confine_sandbox){.ns_fds = fds + ZYGOTE_FD_NS,
                                        .run_fd = fds[ZYGOTE_FD_RUN],
                                        .privileged = spec.privileged != 0,
@@ -388,42 +468,25 @@ static __attribute__((noreturn)) void request_main(int fds[ZYGOTE_NFDS])
                                        .pids = spec.pids,
                                        .cap_last = cap_last,
                                        .filter = &filter};
-        confine_join(&csb, (const char *const *)s, spec.ndirs, conn_name[0] ? conn_name : NULL,
-                     conn_text, report_fd);
-        rc = confine_exec_socket(exec_sock);
-        if (rc < 0)
-                confine_fail(report_fd, "socketpair", -rc);
-        /* Forked after setns(pid), the middle child lives in the sandbox's
-         * pid namespace; the kernel it forks is orphaned at once and so
-         * becomes a child of the sandbox's init (sandbox.h). Python's fork
-         * hooks run as for os.fork(), around the fork that makes the
-         * kernel: the middle child only forks and exits. */
-        PyOS_BeforeFork();
-        middle = fork();
+        confine_join(&csb, dir, n, NULL, NULL, report_fd);
+        middle = vfork();
+        if (middle == 0)
+                middle_main(&csb, fds);
         if (middle < 0)
                 confine_fail(report_fd, "fork", errno);
-        if (middle == 0) {
-                pid = fork();
-                if (pid < 0)
-                        confine_fail(exec_sock[1], "fork", errno);
-                if (pid == 0) {
-                        PyOS_AfterFork_Child();
-                        close(exec_sock[0]);
-                        close(report_fd);
-                        confine_hello(exec_sock[1]);
-                        kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], cwd, argv, envp, exec_sock[1]);
-                }
-                _exit(0);
-        }
-        PyOS_AfterFork_Parent();
-        close(exec_sock[1]);
         while (waitpid(middle, &status, 0) < 0 && errno == EINTR)
                 ;
-        rc = confine_await_exec(exec_sock[0], &r, START_TIMEOUT_MS);
-        if (rc < 0)
-                confine_fail(report_fd, "start process", -rc);
-        confine_report_send(report_fd, &r);
-        _exit(r.kind == CONFINE_STARTED ? 0 : 127);
+        _exit(0);
+}
+
+/* Overwrites the stack below the caller's frame, where a request's child
+ * ran while the zygote waited: what it read there is not to be in the
+ * next kernel's copy of the zygote. */
+static __attribute__((noinline)) void scrub_stack(void)
+{
+        char area[ZYGOTE_MAX_DIRS_BYTES + 65536];
+
+        explicit_bzero(area, sizeof(area));
 }
 
 /* ---- the zygote's loop ---------------------------------------------------- */
@@ -546,15 +609,17 @@ static void serve(int link, int sigfd)
                         log_error("malformed request dropped");
                         goto close_fds;
                 }
+                /* Python's fork hooks run as for os.fork(), around the
+                 * request's children; only the kernel runs Python. */
                 PyOS_BeforeFork();
-                pid = fork();
+                pid = vfork();
                 if (pid == 0) {
-                        PyOS_AfterFork_Child();
                         close(link);
                         close(sigfd);
                         request_main(fds);
                 }
                 PyOS_AfterFork_Parent();
+                scrub_stack();
                 if (pid < 0) {
                         struct confine_report r;
 

@@ -129,15 +129,10 @@ def test_random_state_differs(gw, pair):
     assert all(x != z for x, z in zip(a, c)), (a, c)
 
 
-def test_hmac_keys_differ_and_never_reach_the_zygote(gw, pair):
-    keys = []
-    for kid in pair:
-        conn = value(gw, kid, f"open('/run/kernel/{kid[:8]}.json').read()")
-        keys.append(json.loads(conn)["key"])
-    assert len(keys[0]) >= 32 and keys[0] != keys[1]
-    # The zygote only passes descriptors on; no key is in its memory.
+def zygote_memory(gw):
+    """The contents of the zygote's writable mappings."""
     zpid = zygote_pid(gw)
-    found = []
+    chunks = []
     with open(f"/proc/{zpid}/maps") as maps, open(f"/proc/{zpid}/mem", "rb") as mem:
         for line in maps:
             addr, perms = line.split()[:2]
@@ -146,24 +141,27 @@ def test_hmac_keys_differ_and_never_reach_the_zygote(gw, pair):
             start, end = (int(x, 16) for x in addr.split("-"))
             try:
                 mem.seek(start)
-                chunk = mem.read(end - start)
+                chunks.append(mem.read(end - start))
             except OSError:
                 continue
-            found += [k for k in keys if k.encode() in chunk]
-    assert found == []
+    return chunks
+
+
+def test_hmac_keys_differ_and_never_reach_the_zygote(gw, pair):
+    keys = []
+    for kid in pair:
+        conn = value(gw, kid, f"open('/run/kernel/{kid[:8]}.json').read()")
+        keys.append(json.loads(conn)["key"])
+    assert len(keys[0]) >= 32 and keys[0] != keys[1]
+    # The zygote only passes descriptors on; no key is in its memory. Nor
+    # the kernels' ids, which their cgroups' names carry: the request's
+    # child read those onto the zygote's stack, which the zygote cleared.
+    ids = [f"p-{kid}".encode() for kid in pair]
+    chunks = zygote_memory(gw)
+    assert [k for k in keys if any(k.encode() in c for c in chunks)] == []
+    assert [i for i in ids if any(i in c for c in chunks)] == []
     # Positive control: the same scan finds what the zygote does hold.
-    with open(f"/proc/{zpid}/mem", "rb") as mem, open(f"/proc/{zpid}/maps") as maps:
-        seen = False
-        for line in maps:
-            addr, perms = line.split()[:2]
-            if perms.startswith("rw"):
-                start, end = (int(x, 16) for x in addr.split("-"))
-                try:
-                    mem.seek(start)
-                    seen = seen or b"_glovebox_run" in mem.read(end - start)
-                except OSError:
-                    pass
-        assert seen
+    assert any(b"_glovebox_run" in c for c in chunks)
 
 
 def test_memory_is_not_shared(gw, pair):
@@ -417,6 +415,33 @@ def test_prebuilt_shell_behaves_as_a_cold_one(gw):
         # (A system command prints through a pseudo-terminal: CR LF.)
         assert want["reset"].replace("\r\n", "\n") == ("from a shell\n"
                                                      "Interactive namespace is empty.\n")
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+        gw.request("DELETE", f"/api/kernels/{cold}")
+
+
+APP = ("(lambda a: (a.argv, a.extra_args, {k: dict(v) for k, v in a.cli_config.items()}, "
+       "a.connection_file, a.connection_file == __import__('sys').argv[2], "
+       "type(a).parse_command_line is __import__('traitlets').config.Application"
+       ".parse_command_line))(__import__('ipykernel.kernelapp').kernelapp.IPKernelApp.instance())")
+
+
+def test_kernel_application_reads_its_command_line_as_a_cold_one(gw):
+    # The zygote's kernels skip traitlets' parser for the usual "-f FILE";
+    # what the application holds afterwards is what the parser gives a cold
+    # kernel, and the parser is back in place for anything that calls it.
+    kid = gw.start_kernel()
+    cold = gw.start_kernel(name="python3", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        assert_from_zygote(gw, kid)
+        assert_from_zygote(gw, cold, expected=False)
+        got, want = value(gw, kid, APP), value(gw, cold, APP)
+        path = want[3]
+        assert path.startswith("/run/kernel/") and path.endswith(".json"), want
+        assert want == (["-f", path], [], {"IPKernelApp": {"connection_file": path}}, path,
+                        True, True)
+        assert got[3] != path and got == (["-f", got[3]], [], {"IPKernelApp": {
+            "connection_file": got[3]}}, got[3], True, True)
     finally:
         gw.request("DELETE", f"/api/kernels/{kid}")
         gw.request("DELETE", f"/api/kernels/{cold}")
