@@ -285,8 +285,8 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
                 confine_fail(report_fd, "connection-file", errno);
 }
 
-void confine_connection_file(const struct confine_sandbox *sb, const char *name,
-                             const char *text, int report_fd)
+void confine_connection_file(const struct confine_sandbox *sb, const char *name, const char *text,
+                             int report_fd)
 {
         if (write_connection_file(sb->run_fd, name, text) < 0)
                 confine_fail(report_fd, "connection-file", errno);

@@ -20,9 +20,9 @@ enum confine_report_kind { CONFINE_STARTED = 1, CONFINE_FAILED = 2 };
 
 struct confine_report {
         int kind;
-        int error;  /* errno, for CONFINE_FAILED */
-        int pid;    /* host pid, for a process's CONFINE_STARTED */
-        int nspid;  /* its pid in the sandbox, for the same */
+        int error; /* errno, for CONFINE_FAILED */
+        int pid;   /* host pid, for a process's CONFINE_STARTED */
+        int nspid; /* its pid in the sandbox, for the same */
         char step[64];
 };
 
@@ -72,8 +72,8 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
 
 /* The same connection file, written by a process that has joined already.
  * Fails through confine_fail(report_fd). */
-void confine_connection_file(const struct confine_sandbox *sb, const char *name,
-                             const char *text, int report_fd);
+void confine_connection_file(const struct confine_sandbox *sb, const char *name, const char *text,
+                             int report_fd);
 /* In the process itself, inside the sandbox: resets signals, makes a
  * session, sets stdio (-1: /dev/null) and, with tty (stdio is a terminal's
  * peer), makes it the session's controlling terminal, closes every other

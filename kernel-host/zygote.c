@@ -315,8 +315,7 @@ static int build_spec(const struct sandbox *sb, const struct sandbox_exec *ex)
         rc = append(&buf, &len, &cap, &spec, sizeof(spec));
         for (unsigned i = 0; rc == 0 && i < spec.ndirs; i++)
                 rc = append_str(&buf, &len, &cap, ex->cgroup->dirs[i]);
-        if (rc == 0 && (spec.ndirs > ZYGOTE_MAX_DIRS ||
-                        len - sizeof(spec) > ZYGOTE_MAX_DIRS_BYTES))
+        if (rc == 0 && (spec.ndirs > ZYGOTE_MAX_DIRS || len - sizeof(spec) > ZYGOTE_MAX_DIRS_BYTES))
                 rc = -ENAMETOOLONG;
         if (rc == 0) {
                 spec.dirs_bytes = (uint32_t)(len - sizeof(spec));

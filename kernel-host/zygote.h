@@ -33,11 +33,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ZYGOTE_PROGRAM  "glovebox-zygote"
-#define ZYGOTE_FD       3 /* the zygote's end of its socket */
-#define ZYGOTE_MAX_NAME 64
-#define ZYGOTE_MAX_SPEC (4u << 20) /* bytes of one request's memfd */
-#define ZYGOTE_MAX_DIRS 16         /* cgroup directories of one request */
+#define ZYGOTE_PROGRAM        "glovebox-zygote"
+#define ZYGOTE_FD             3 /* the zygote's end of its socket */
+#define ZYGOTE_MAX_NAME       64
+#define ZYGOTE_MAX_SPEC       (4u << 20) /* bytes of one request's memfd */
+#define ZYGOTE_MAX_DIRS       16         /* cgroup directories of one request */
 #define ZYGOTE_MAX_DIRS_BYTES (ZYGOTE_MAX_DIRS * 4096u)
 
 /* The descriptors of one request, in this order. */
