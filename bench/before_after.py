@@ -1,21 +1,25 @@
 """Two builds of Glovebox side by side in one run, interleaved: a change's
 before and after (a refactor must leave them within noise). Measures the
-execute round trip, stdout streaming and the start to first result from a
-warm pool, each on both builds in alternating blocks, so both see the same
-machine at the same time.
+execute round trip, stdout streaming, the start to first result from a
+warm pool and the CPU a kernel from a zygote costs up to its first result,
+each on both builds in alternating blocks, so both see the same machine at
+the same time.
 
 usage: /usr/bin/python3 bench/before_after.py BEFORE_BUILD AFTER_BUILD [--quick]
 Prints a Markdown table: medians (and p99 of the round trip), and the
 after/before ratio."""
 import argparse
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import benchlib  # noqa: E402
 from benchlib import Glovebox  # noqa: E402
+from compare import ZYGOTE, first_result, gb_kernel_cpu  # noqa: E402
 
 
 class Build(Glovebox):
@@ -24,10 +28,16 @@ class Build(Glovebox):
     def __init__(self, build, *args, pool=None):
         saved = benchlib.BUILD
         benchlib.BUILD = build
+        # Two gateways at once: a state directory each.
+        self.state = tempfile.mkdtemp(prefix="bench-state-")
         try:
-            super().__init__(*args, pool=pool)
+            super().__init__("--state-dir", self.state, *args, pool=pool)
         finally:
             benchlib.BUILD = saved
+
+    def stop(self):
+        super().stop()
+        shutil.rmtree(self.state, ignore_errors=True)
 
 
 def pct(values, p):
@@ -117,6 +127,22 @@ def main():
             s.stop()
     med = {k: statistics.median(v) for k, v in took.items()}
     rows.append(("start to first result from a warm pool (p50)",
+                 *(f"{med[k] * 1000:.1f} ms" for k in builds),
+                 f"{med['after'] / med['before']:.2f}×"))
+
+    servers = {k: Build(b, "--zygote", ZYGOTE) for k, b in builds.items()}
+    try:
+        for server in servers.values():
+            server.delete_kernel(first_result(server)[1])  # page cache
+        cpu = {k: [] for k in builds}
+        for _ in range(2 if args.quick else 6):
+            for key, server in servers.items():
+                cpu[key].append(gb_kernel_cpu(server, 5))
+    finally:
+        for s in servers.values():
+            s.stop()
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    rows.append(("CPU per kernel from a zygote, request to first result (median of means of 5)",
                  *(f"{med[k] * 1000:.1f} ms" for k in builds),
                  f"{med['after'] / med['before']:.2f}×"))
 
