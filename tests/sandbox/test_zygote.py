@@ -224,6 +224,22 @@ def test_interrupt_restart_and_shutdown(gw):
     assert gw.request("GET", f"/api/kernels/{kid}")[0] == 404
 
 
+def test_kernels_exit_on_their_own_when_shut_down(gw):
+    # ipykernel's control thread flushes stdout through the IOPub thread
+    # after the shutdown request; the exit must not stop that thread under
+    # it (then the kernel waited 10 s and the gateway killed it after 2 s:
+    # one kernel in five, before the exit stopped the control thread first).
+    kids = []
+    for _ in range(10):
+        kid = gw.start_kernel()
+        run(gw, kid, "print('to flush')")
+        kids.append(kid)
+        assert gw.request("DELETE", f"/api/kernels/{kid}")[0] == 204
+    log = gw.read_log()
+    assert [k for k in kids if f"[{k[:8]}] removed" not in log] == []
+    assert [k for k in kids if f"[{k[:8]}] did not exit" in log] == []
+
+
 def test_a_dead_zygote_means_cold_starts():
     g = start_gateway(*ZYGOTE_ARGS)
     try:
