@@ -21,9 +21,9 @@
  * confines itself exactly as an exec'd kernel does (confine.h: session,
  * rlimits, no capabilities, the sandbox's user, no_new_privs, seccomp),
  * closes the socket, reseeds its random state, takes its environment and
- * runs the kernelspec's "-m module" in the already loaded interpreter. The
- * kernel-host is a child subreaper, so the kernel becomes its child and is
- * reaped, signalled and reported like any other. */
+ * runs the kernelspec's "-m module" in the already loaded interpreter.
+ * Orphaned in the sandbox's pid namespace, the kernel is a child of the
+ * sandbox's init, which reaps and reports it like any other (sandbox.h). */
 #ifndef GLOVEBOX_ZYGOTE_H
 #define GLOVEBOX_ZYGOTE_H
 
