@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,23 +60,29 @@ int checkpoint_read_record(int dir_fd, json_t **out)
 
 /* A user namespace with ids's maps, held by a child that waits: the
  * idmapping of the host's /usr for the rebuilt top goes through it. The
- * caller kills and reaps *holder. */
+ * caller kills and reaps *holder. The child holds none of our descriptors
+ * and dies with us: a holder left behind by a killed kernel-host had kept
+ * its link to the gateway open for ever, so the gateway never learnt that
+ * the kernel-host was gone (a resume went unanswered). */
 static int ids_holder(const struct sandbox_ids *ids, pid_t *holder)
 {
         int sync[2], rc;
         char byte;
-        pid_t pid;
+        pid_t parent = getpid(), pid;
 
         *holder = -1;
         if (pipe2(sync, O_CLOEXEC) < 0)
                 return -errno;
         pid = fork();
         if (pid == 0) {
-                close(sync[0]);
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent ||
+                    dup2(sync[1], 0) < 0 || syscall(SYS_close_range, 1u, ~0u, 0u) < 0)
+                        _exit(1);
                 if (unshare(CLONE_NEWUSER) < 0)
                         _exit(1);
-                if (write(sync[1], "u", 1) != 1)
+                if (write(0, "u", 1) != 1)
                         _exit(1);
+                close(0);
                 for (;;)
                         pause();
         }
