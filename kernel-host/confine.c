@@ -247,6 +247,13 @@ fail:
         return -1;
 }
 
+void confine_connection_file(const struct confine_sandbox *sb, const char *name, const char *text,
+                             int report_fd)
+{
+        if (write_connection_file(sb->run_fd, name, text) < 0)
+                confine_fail(report_fd, "connection-file", errno);
+}
+
 void confine_join(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
                   const char *conn_name, const char *conn_text, int report_fd)
 {
@@ -281,15 +288,8 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
         }
         if (sb->privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
                 confine_fail(report_fd, "become sandbox root", errno);
-        if (conn_name && write_connection_file(sb->run_fd, conn_name, conn_text) < 0)
-                confine_fail(report_fd, "connection-file", errno);
-}
-
-void confine_connection_file(const struct confine_sandbox *sb, const char *name, const char *text,
-                             int report_fd)
-{
-        if (write_connection_file(sb->run_fd, name, text) < 0)
-                confine_fail(report_fd, "connection-file", errno);
+        if (conn_name)
+                confine_connection_file(sb, conn_name, conn_text, report_fd);
 }
 
 /* Sets stdio: each descriptor given, or /dev/null. */

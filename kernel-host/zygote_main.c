@@ -73,8 +73,8 @@
  * copied side by side: IPython's start takes set(sys.modules), whose
  * reference counts, on names interned all over the heap as each module
  * was imported, made each kernel copy some 800 pages of the zygote (3 ms;
- * 0.3 ms side by side). It stops ipykernel's control thread
- * first: that thread's last message, the shutdown request, ends with a
+ * 0.3 ms side by side). The run function's exit stops ipykernel's
+ * control thread first: that thread's last message, the shutdown request, ends with a
  * flush of stdout through the IOPub thread, which the application's atexit
  * handler stops before it joins the control thread, so the flush waited
  * out its 10 s and the gateway killed about one kernel in five after 2 s. */
@@ -360,14 +360,27 @@ static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *
 
 /* ---- the children of one request ----------------------------------------- */
 
+/* Points out[0..want) at the NUL-terminated strings from p on, which end
+ * before end (*end is a NUL). The number found: want, or fewer when the
+ * strings run out. */
+static size_t split_strings(char *p, const char *end, char **out, size_t want)
+{
+        size_t n = 0;
+
+        while (n < want && p < end) {
+                out[n++] = p;
+                p += strlen(p) + 1;
+        }
+        return n;
+}
+
 /* Reads the request's memfd: the header and the strings into one buffer;
  * out[] points into it. Only the kernel's own process reads it whole. 0,
  * or -1 with errno. */
 static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, size_t *nout)
 {
         struct stat st;
-        size_t len, n = 0, want;
-        char *p, *end;
+        size_t len, n, want;
 
         if (fstat(fd, &st) < 0)
                 return -1;
@@ -390,12 +403,7 @@ static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, 
         *out = calloc(want + 2, sizeof(char *));
         if (!*out)
                 return -1;
-        p = *buf + sizeof(*spec);
-        end = *buf + len;
-        while (n < want && p < end) {
-                (*out)[n++] = p;
-                p += strlen(p) + 1;
-        }
+        n = split_strings(*buf + sizeof(*spec), *buf + len, *out, want);
         if (n != want) {
                 errno = EBADMSG;
                 return -1;
@@ -468,7 +476,7 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
         struct zygote_spec spec;
         struct confine_sandbox csb;
         char dirs[ZYGOTE_MAX_DIRS_BYTES + 1];
-        const char *dir[ZYGOTE_MAX_DIRS];
+        char *dir[ZYGOTE_MAX_DIRS];
         int report_fd = fds[ZYGOTE_FD_REPORT], status;
         size_t n = 0;
         pid_t middle;
@@ -480,10 +488,7 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
                 (ssize_t)spec.dirs_bytes)
                 confine_fail(report_fd, "zygote request", EBADMSG);
         dirs[spec.dirs_bytes] = '\0';
-        for (size_t at = 0; n < spec.ndirs && at < spec.dirs_bytes; n++) {
-                dir[n] = dirs + at;
-                at += strlen(dirs + at) + 1;
-        }
+        n = split_strings(dirs, dirs + spec.dirs_bytes, dir, spec.ndirs);
         if (n != spec.ndirs)
                 confine_fail(report_fd, "zygote request", EBADMSG);
         csb = (struct confine_sandbox){.ns_fds = fds + ZYGOTE_FD_NS,
@@ -493,7 +498,7 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
                                        .pids = spec.pids,
                                        .cap_last = cap_last,
                                        .filter = &filter};
-        confine_join(&csb, dir, n, NULL, NULL, report_fd);
+        confine_join(&csb, (const char *const *)dir, n, NULL, NULL, report_fd);
         middle = vfork();
         if (middle == 0)
                 middle_main(&csb, fds);
