@@ -92,6 +92,18 @@ def warm_starts(servers, reps):
     return took
 
 
+def row(measure, values, fmt):
+    """A table row: fmt(build, median) of each build's values, then the
+    ratio of the medians, after / before."""
+    med = {k: statistics.median(v) for k, v in values.items()}
+    return (measure, *(fmt(k, med[k]) for k in ("before", "after")),
+            f"{med['after'] / med['before']:.2f}×")
+
+
+def in_ms(_, seconds):
+    return f"{seconds * 1000:.1f} ms"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("before")
@@ -111,13 +123,9 @@ def main():
     finally:
         for s in servers.values():
             s.stop()
-    med = {k: statistics.median(v) for k, v in rt.items()}
-    rows.append(("execute round trip, `pass` (p50 / p99)",
-                 *(f"{med[k] * 1000:.2f} / {pct(rt[k], 99) * 1000:.2f} ms" for k in builds),
-                 f"{med['after'] / med['before']:.2f}×"))
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    rows.append(("stdout streaming, 8 MB (MB/s, p50)", *(f"{med[k]:.1f}" for k in builds),
-                 f"{med['after'] / med['before']:.2f}×"))
+    rows.append(row("execute round trip, `pass` (p50 / p99)", rt,
+                    lambda k, m: f"{m * 1000:.2f} / {pct(rt[k], 99) * 1000:.2f} ms"))
+    rows.append(row("stdout streaming, 8 MB (MB/s, p50)", rates, lambda k, m: f"{m:.1f}"))
 
     servers = {k: Build(b, pool=2) for k, b in builds.items()}
     try:
@@ -125,10 +133,7 @@ def main():
     finally:
         for s in servers.values():
             s.stop()
-    med = {k: statistics.median(v) for k, v in took.items()}
-    rows.append(("start to first result from a warm pool (p50)",
-                 *(f"{med[k] * 1000:.1f} ms" for k in builds),
-                 f"{med['after'] / med['before']:.2f}×"))
+    rows.append(row("start to first result from a warm pool (p50)", took, in_ms))
 
     servers = {k: Build(b, "--zygote", ZYGOTE) for k, b in builds.items()}
     try:
@@ -141,10 +146,8 @@ def main():
     finally:
         for s in servers.values():
             s.stop()
-    med = {k: statistics.median(v) for k, v in cpu.items()}
-    rows.append(("CPU per kernel from a zygote, request to first result (median of means of 5)",
-                 *(f"{med[k] * 1000:.1f} ms" for k in builds),
-                 f"{med['after'] / med['before']:.2f}×"))
+    rows.append(row("CPU per kernel from a zygote, request to first result (median of means of 5)",
+                    cpu, in_ms))
 
     print(f"\n| measure | before ({builds['before']}) | after ({builds['after']}) | after/before |")
     print("|---|---|---|---|")
