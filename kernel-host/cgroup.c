@@ -140,7 +140,8 @@ static int v2_enable(enum cgroup_controller c)
         int rc;
 
         snprintf(path, sizeof(path), "%s/cgroup.subtree_control", unified.own);
-        if (read_small_file(path, current, sizeof(current)) >= 0 && cgroupfs_list_has(current, name, ' '))
+        if (read_small_file(path, current, sizeof(current)) >= 0 &&
+            cgroupfs_list_has(current, name, ' '))
                 return 0;
         snprintf(text, sizeof(text), "+%s", name);
         rc = write_file(unified.own, "cgroup.subtree_control", text);
@@ -283,7 +284,8 @@ void cgroup_init(void)
         }
         for (int c = 0; c < CGROUP_CONTROLLERS; c++)
                 init_controller((enum cgroup_controller)c,
-                                have_v2 && cgroupfs_list_has(controllers, controller_names[c], ' '));
+                                have_v2 &&
+                                    cgroupfs_list_has(controllers, controller_names[c], ' '));
         hierarchies_prune();
         for (unsigned i = 0; i < nhierarchies; i++) {
                 const struct hierarchy *h = &hierarchies[i];
@@ -352,6 +354,59 @@ static int set_limits(enum cgroup_controller c, bool v2, const char *dir,
         }
         if (rc < 0)
                 snprintf(err, errlen, "writing %s/%s: %s", dir, file, strerror(-rc));
+        return rc;
+}
+
+/* The number in dir/file, or -1 when it cannot be read. */
+static long long read_count(const char *dir, const char *file)
+{
+        char path[PATH_MAX + 32], text[64];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        if (read_small_file(path, text, sizeof(text)) <= 0)
+                return -1;
+        return strtoll(text, NULL, 10);
+}
+
+int cgroup_relimit(const struct kernel_cgroup *cg, const struct hostmsg_limits *limits, char *err,
+                   size_t errlen)
+{
+        int rc = 0;
+
+        /* What it holds already must fit: nothing is written otherwise. */
+        for (unsigned i = 0; i < nhierarchies && i < cg->ndirs; i++) {
+                const struct hierarchy *h = &hierarchies[i];
+                long long used;
+
+                if (!cg->dirs[i][0])
+                        continue;
+                if (h->controllers & (1u << CGROUP_MEMORY)) {
+                        used = read_count(cg->dirs[i],
+                                          h->v2 ? "memory.current" : "memory.usage_in_bytes");
+                        if (used < 0 || (unsigned long long)used >= limits->memory_mb << 20) {
+                                snprintf(err, errlen, "it uses %lld MiB, the limit asked is %llu",
+                                         used < 0 ? -1 : used >> 20,
+                                         (unsigned long long)limits->memory_mb);
+                                return -EBUSY;
+                        }
+                }
+                if (h->controllers & (1u << CGROUP_PIDS)) {
+                        used = read_count(cg->dirs[i], "pids.current");
+                        if (used < 0 || used >= (long long)limits->pids) {
+                                snprintf(err, errlen,
+                                         "it has %lld processes, the limit asked is %u", used,
+                                         limits->pids);
+                                return -EBUSY;
+                        }
+                }
+        }
+        for (unsigned i = 0; rc == 0 && i < nhierarchies && i < cg->ndirs; i++) {
+                for (int c = 0; rc == 0 && c < CGROUP_CONTROLLERS && cg->dirs[i][0]; c++) {
+                        if (hierarchies[i].controllers & (1u << c))
+                                rc = set_limits((enum cgroup_controller)c, hierarchies[i].v2,
+                                                cg->dirs[i], limits, err, errlen);
+                }
+        }
         return rc;
 }
 
@@ -620,8 +675,7 @@ int cgroup_remove_stale(const char *dir, unsigned *removed)
         if (!base || strncmp(base + 1, "glovebox-", 9) != 0)
                 return -EINVAL;
         digits = strspn(base + 10, "0123456789");
-        if (digits == 0 || base[10 + digits] != '\0' || strstr(dir, "/../") ||
-            strstr(dir, "/./"))
+        if (digits == 0 || base[10 + digits] != '\0' || strstr(dir, "/../") || strstr(dir, "/./"))
                 return -EINVAL;
         if (lstat(dir, &st) < 0)
                 return errno == ENOENT ? 0 : -errno;

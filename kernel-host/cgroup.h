@@ -32,6 +32,12 @@ struct kernel_cgroup {
  * or -errno. */
 int cgroup_set_background(const struct kernel_cgroup *cg, bool background);
 
+/* Gives cg new limits: -EBUSY (nothing written) when it already holds
+ * more memory or processes than they allow, else 0 or -errno of the file
+ * that could not be written; err says which. */
+int cgroup_relimit(const struct kernel_cgroup *cg, const struct hostmsg_limits *limits, char *err,
+                   size_t errlen);
+
 /* Finds the hierarchies and makes this kernel-host's parent groups. */
 void cgroup_init(void);
 /* The controllers whose limits are enforced: bit 1 << c for each. */

@@ -180,6 +180,25 @@ static void handle_signal(enum hostmsg_type type, json_t *body)
                 klog_warn(req.id, "signal: %s", strerror(-rc));
 }
 
+/* New limits for a sandbox, answered either way. */
+static void handle_relimit(json_t *body)
+{
+        struct hostmsg_relimit req;
+        struct hostmsg_failed answer = {0};
+
+        if (hostmsg_relimit_decode(body, &req) < 0) {
+                log_error("malformed relimit request dropped");
+                return;
+        }
+        snprintf(answer.id, sizeof(answer.id), "%s", req.id);
+        snprintf(answer.step, sizeof(answer.step), "relimit");
+        answer.error =
+            -spawn_sandbox_relimit(req.id, &req.limits, answer.message, sizeof(answer.message));
+        if (answer.error)
+                klog_info(req.id, "new limits refused: %s", answer.message);
+        report(HOSTMSG_SANDBOX_RELIMITED, hostmsg_failed_encode(&answer));
+}
+
 static void handle_layer_delete(json_t *body)
 {
         struct hostmsg_layer req;
@@ -277,6 +296,9 @@ static void handle_link(void)
                 case HOSTMSG_CONNECT:
                         handle_connect(body);
                         break;
+                case HOSTMSG_SANDBOX_RELIMIT:
+                        handle_relimit(body);
+                        break;
                 case HOSTMSG_LAYER_DELETE:
                         handle_layer_delete(body);
                         break;
@@ -351,7 +373,8 @@ int main(int argc, char **argv)
 
         log_set_program("kernel-host");
         /* argv's strings lie end to end; sandbox inits overwrite them. */
-        sandbox_set_title_area(argv[0], (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));
+        sandbox_set_title_area(argv[0],
+                               (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--print-seccomp") == 0) {
                         return seccomp_policy_export_pfc(1) < 0 ? 1 : 0;

@@ -110,6 +110,29 @@ int spawn_sandbox_priority(const char *id, bool background)
         return cgroup_set_background(&b->sandbox.cgroup, background);
 }
 
+int spawn_sandbox_relimit(const char *id, const struct hostmsg_limits *limits, char *err,
+                          size_t errlen)
+{
+        struct box *b = spawn_box_find(id);
+        int rc;
+
+        if (!b || !b->sandboxed || !b->init_alive) {
+                snprintf(err, errlen, "no such sandbox");
+                return -ESRCH;
+        }
+        /* Its disk is made at its start: that size stays. */
+        if (limits->disk_mb != b->sandbox.limits.disk_mb) {
+                snprintf(err, errlen, "its disk is %llu MiB, not %llu",
+                         (unsigned long long)b->sandbox.limits.disk_mb,
+                         (unsigned long long)limits->disk_mb);
+                return -EINVAL;
+        }
+        rc = cgroup_relimit(&b->sandbox.cgroup, limits, err, errlen);
+        if (rc == 0)
+                b->sandbox.limits = *limits;
+        return rc;
+}
+
 int spawn_signal(const char *id, int sig)
 {
         struct proc *p = spawn_proc_find(id);
@@ -167,8 +190,8 @@ static void proc_exited(struct proc *p, int status, void (*report)(enum hostmsg_
                 ex.exit_code = WEXITSTATUS(status);
         }
         snprintf(ex.reason, sizeof(ex.reason), "%s",
-                 oom                 ? "out-of-memory"
-                 : b->gone_reported  ? "sandbox-died"
+                 oom                   ? "out-of-memory"
+                 : b->gone_reported    ? "sandbox-died"
                  : WIFSIGNALED(status) ? "signaled"
                                        : "exited");
         log_debug("process %s ended: %s (code %d, signal %d)", fleetid_short(p->id).s, ex.reason,

@@ -40,6 +40,11 @@ int spawn_sandbox_netns(const char *id, int *userns_fd, int *netns_fd);
 /* A sandbox's CPU weight: the least (background) or the usual. 0,
  * -ESRCH, or -errno of the cgroup's file. */
 int spawn_sandbox_priority(const char *id, bool background);
+/* Gives a sandbox new limits (cgroup_relimit), its disk's size the same:
+ * 0, -ESRCH, -EINVAL for another disk size, -EBUSY, or -errno; err says
+ * why. */
+int spawn_sandbox_relimit(const char *id, const struct hostmsg_limits *limits, char *err,
+                          size_t errlen);
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *));
 /* Takes the ends that sandboxes' inits reported (sandbox_exit_next) and
  * reports each process's exit through report. */

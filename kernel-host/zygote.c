@@ -5,6 +5,7 @@
 #include "kernel-host/rootfs.h"
 #include "kernel-host/sandbox.h"
 #include "protocol/buf.h"
+#include "protocol/kernelspec.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -235,23 +236,6 @@ static int zygote_wait_ready(struct zygote *z)
         return 0;
 }
 
-/* Variables an interpreter or a preloaded module reads only as it starts:
- * a kernel whose environment sets one starts cold, so it still works. */
-static bool env_read_at_start(const char *entry)
-{
-        static const char *const prefixes[] = {
-            "PYTHON", "LD_",  "LC_",     "LANG=", "MPL",   "OPENBLAS",
-            "OMP_",   "MKL_", "NUMEXPR", "GOTO",  "BLIS_", "JPY_"};
-
-        if (strncmp(entry, "PYTHONPATH=", 11) == 0)
-                return false; /* applied after the fork */
-        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
-                if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0)
-                        return true;
-        }
-        return false;
-}
-
 bool zygote_fits(const char *name, char *const *argv, char *const *envp)
 {
         char real[PATH_MAX];
@@ -267,7 +251,7 @@ bool zygote_fits(const char *name, char *const *argv, char *const *envp)
                 if (strcmp(envp[i], "LANG=C.UTF-8") == 0 ||
                     strcmp(envp[i], "MPLBACKEND=module://matplotlib_inline.backend_inline") == 0)
                         continue;
-                if (env_read_at_start(envp[i]))
+                if (jp_env_read_at_start(envp[i]))
                         return false;
         }
         return true;

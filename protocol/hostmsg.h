@@ -75,6 +75,10 @@ enum hostmsg_type {
         HOSTMSG_CHECKPOINT = 11,
         HOSTMSG_RESTORE = 12,
         HOSTMSG_CHECKPOINT_DELETE = 13,
+        /* struct hostmsg_relimit: a sandbox's cgroup takes new limits (a
+         * pooled sandbox handed to a request that named its own), answered
+         * by RELIMITED */
+        HOSTMSG_SANDBOX_RELIMIT = 14,
         /* kernel-host -> gateway */
         HOSTMSG_SANDBOX_READY = 100,  /* struct hostmsg_sandbox_ready */
         HOSTMSG_SANDBOX_FAILED = 101, /* struct hostmsg_failed */
@@ -94,6 +98,11 @@ enum hostmsg_type {
          * checkpoint is whole on disk, or what failed (the sandbox then
          * runs on) */
         HOSTMSG_CHECKPOINTED = 110,
+        /* struct hostmsg_failed (id: the sandbox): error 0 once its cgroup
+         * holds the new limits; EBUSY when it already uses more memory or
+         * processes than they allow, EINVAL for another disk size (its
+         * limits then stay as they were) */
+        HOSTMSG_SANDBOX_RELIMITED = 111,
 };
 
 /* a command's stdin (write end), stdout, stderr (read ends); or a
@@ -106,6 +115,13 @@ struct hostmsg_limits {
         uint32_t pids;
         uint64_t disk_mb;
 };
+
+static inline bool hostmsg_limits_equal(const struct hostmsg_limits *a,
+                                        const struct hostmsg_limits *b)
+{
+        return a->memory_mb == b->memory_mb && a->cpu_millis == b->cpu_millis &&
+               a->pids == b->pids && a->disk_mb == b->disk_mb;
+}
 
 /* A sandbox's egress, already within the operator's policy (the gateway
  * checked the request against it): rules as protocol/egress.h words. */
@@ -260,6 +276,11 @@ struct hostmsg_signal {
         int signal; /* SIGNAL only; 0 otherwise */
 };
 
+struct hostmsg_relimit {
+        char id[JP_UUID_SIZE]; /* the sandbox */
+        struct hostmsg_limits limits;
+};
+
 /* A TCP connection to the sandbox's own loopback (127.0.0.1:port in its
  * network namespace, nothing else), for the gateway's port proxy. */
 struct hostmsg_connect {
@@ -331,6 +352,8 @@ json_t *hostmsg_failed_encode(const struct hostmsg_failed *m);
 int hostmsg_failed_decode(json_t *body, struct hostmsg_failed *m);
 json_t *hostmsg_signal_encode(const struct hostmsg_signal *m);
 int hostmsg_signal_decode(json_t *body, struct hostmsg_signal *m);
+json_t *hostmsg_relimit_encode(const struct hostmsg_relimit *m);
+int hostmsg_relimit_decode(json_t *body, struct hostmsg_relimit *m);
 json_t *hostmsg_connect_encode(const struct hostmsg_connect *m);
 int hostmsg_connect_decode(json_t *body, struct hostmsg_connect *m);
 json_t *hostmsg_connected_encode(const struct hostmsg_connected *m);

@@ -99,6 +99,13 @@ static int get_limits(json_t *limits, struct hostmsg_limits *out)
         return rc;
 }
 
+static json_t *limits_encode(const struct hostmsg_limits *l)
+{
+        return json_pack("{s:I, s:I, s:I, s:I}", "memory_mb", (json_int_t)l->memory_mb,
+                         "cpu_millis", (json_int_t)l->cpu_millis, "pids", (json_int_t)l->pids,
+                         "disk_mb", (json_int_t)l->disk_mb);
+}
+
 static void strv_clear(char ***v)
 {
         for (size_t i = 0; *v && (*v)[i]; i++)
@@ -272,12 +279,9 @@ int hostmsg_hello_decode(json_t *body, struct hostmsg_hello *m)
 
 json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
 {
-        json_t *body =
-            json_pack("{s:s, s:{s:I, s:I, s:I, s:I}, s:o, s:b}", "sandbox_id", m->sandbox_id,
-                      "limits", "memory_mb", (json_int_t)m->limits.memory_mb, "cpu_millis",
-                      (json_int_t)m->limits.cpu_millis, "pids", (json_int_t)m->limits.pids,
-                      "disk_mb", (json_int_t)m->limits.disk_mb, "ro_paths",
-                      strv_encode(m->ro_paths), "sandbox", m->sandbox);
+        json_t *body = json_pack("{s:s, s:o, s:o, s:b}", "sandbox_id", m->sandbox_id, "limits",
+                                 limits_encode(&m->limits), "ro_paths", strv_encode(m->ro_paths),
+                                 "sandbox", m->sandbox);
 
         /* Only a template's sandbox says it. */
         if (body && m->template_root[0] &&
@@ -659,6 +663,18 @@ int hostmsg_signal_decode(json_t *body, struct hostmsg_signal *m)
                 rc = get_int(body, "signal", 1, 64, &sig);
         m->signal = (int)sig;
         return rc;
+}
+
+json_t *hostmsg_relimit_encode(const struct hostmsg_relimit *m)
+{
+        return json_pack("{s:s, s:o}", "id", m->id, "limits", limits_encode(&m->limits));
+}
+
+int hostmsg_relimit_decode(json_t *body, struct hostmsg_relimit *m)
+{
+        int rc = get_id(body, "id", m->id);
+
+        return rc == 0 ? get_limits(json_object_get(body, "limits"), &m->limits) : rc;
 }
 
 json_t *hostmsg_connect_encode(const struct hostmsg_connect *m)

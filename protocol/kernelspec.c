@@ -142,6 +142,21 @@ char **jp_kernelspec_search_path(const char *extra)
         return v;
 }
 
+bool jp_env_read_at_start(const char *entry)
+{
+        static const char *const prefixes[] = {
+            "PYTHON", "LD_",  "LC_",     "LANG=", "MPL",   "OPENBLAS",
+            "OMP_",   "MKL_", "NUMEXPR", "GOTO",  "BLIS_", "JPY_"};
+
+        if (strncmp(entry, "PYTHONPATH=", 11) == 0)
+                return false;
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+                if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0)
+                        return true;
+        }
+        return false;
+}
+
 bool jp_kernelspec_name_valid(const char *name)
 {
         size_t len = strlen(name);
@@ -207,7 +222,7 @@ int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, 
         if (!v)
                 json_object_set_new(root, "interrupt_mode", json_string("signal"));
         ks->interrupt_by_message =
-                strcmp(json_string_value(json_object_get(root, "interrupt_mode")), "message") == 0;
+            strcmp(json_string_value(json_object_get(root, "interrupt_mode")), "message") == 0;
         if (!json_is_object(json_object_get(root, "metadata")))
                 json_object_set_new(root, "metadata", json_object());
         /* A template to run in (the gateway's --template). */

@@ -69,6 +69,12 @@ const struct jp_kernelspec *jp_kernelspec_find(const struct jp_kernelspec_list *
  * spec in ks (which owns it). -EINVAL with a reason in err otherwise. */
 int jp_kernelspec_parse(const char *json, size_t len, struct jp_kernelspec *ks, char *err,
                         size_t errlen);
+/* Whether the "NAME=value" entry of a Python kernel's environment is one
+ * the interpreter or a module it has loaded reads only as it starts
+ * (PYTHON*, LD_*, locales, thread counts of numerical libraries, ...):
+ * such a variable cannot be given to a kernel already running (a zygote's
+ * or the pool's). PYTHONPATH is not one: it is put in sys.path. */
+bool jp_env_read_at_start(const char *entry);
 /* Kernel names: 1-63 of [A-Za-z0-9._-], as jupyter_client accepts. */
 bool jp_kernelspec_name_valid(const char *name);
 /* Appends a copy of ks (its spec and resources too) to list, named name.

@@ -257,14 +257,11 @@ static int context_attach(const struct e2b_sandbox *s, struct e2b_context *c, st
         return rc;
 }
 
-/* Starts c's kernel, of spec; w hears when it is ready. 0 or -errno. */
-static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
-                          const struct jp_kernelspec *spec, struct waiter *w)
+int e2b_kernel_env(const struct e2b_sandbox *s, const struct jp_kernelspec *spec, char ***out)
 {
         char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
         char reason[256];
         size_t nenv = 0;
-        struct kernel *k;
         int err;
 
         /* The kernelspec's env first, as POST /api/kernels has it, then
@@ -287,6 +284,22 @@ static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
                 sandbox_env[i] = NULL;
         }
         jp_strv_free(sandbox_env);
+        if (err < 0) {
+                jp_strv_free(env);
+                env = NULL;
+        }
+        *out = env;
+        return err;
+}
+
+/* Starts c's kernel, of spec; w hears when it is ready. 0 or -errno. */
+static int context_launch(struct e2b_sandbox *s, struct e2b_context *c,
+                          const struct jp_kernelspec *spec, struct waiter *w)
+{
+        char **env;
+        struct kernel *k;
+        int err = e2b_kernel_env(s, spec, &env);
+
         if (err == 0)
                 err = kernel_start(spec, env, &s->box->limits, s->box, w, &k);
         jp_strv_free(env);

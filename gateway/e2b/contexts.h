@@ -21,6 +21,9 @@
 struct e2b_context *e2b_context_new(struct e2b_sandbox *s, const struct jp_kernelspec *spec,
                                     const char *language, const char *cwd, struct waiter *w,
                                     int *err);
+/* What a kernel of spec in s runs with: the kernelspec's env, then s's
+ * envVars, as "NAME=value" (*out, the caller's). 0 or -errno (*out NULL). */
+int e2b_kernel_env(const struct e2b_sandbox *s, const struct jp_kernelspec *spec, char ***out);
 /* Records k (a pooled kernel, already in s's box) as a new context of
  * s; NULL when out of memory. */
 struct e2b_context *e2b_context_adopt(struct e2b_sandbox *s, struct kernel *k,

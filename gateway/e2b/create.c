@@ -152,9 +152,9 @@ static const char *create_refusal(json_t *body)
         if (json_is_true(json_object_get(body, "autoPause")) && !pause_enabled())
                 return "autoPause (lifecycle onTimeout 'pause') is not enabled: this Glovebox "
                        "has no --state-dir";
-        if (resume && (!json_is_object(resume) ||
-                       (json_object_get(resume, "enabled") &&
-                        !json_is_boolean(json_object_get(resume, "enabled")))))
+        if (resume &&
+            (!json_is_object(resume) || (json_object_get(resume, "enabled") &&
+                                         !json_is_boolean(json_object_get(resume, "enabled")))))
                 return "autoResume must be an object {\"enabled\": true or false}";
         /* Only a sandbox paused at its timeout is there to resume: one
          * killed then is gone (E2B's SDK says the same before sending). */
@@ -268,6 +268,7 @@ void e2b_create_sandbox(struct http_request *r)
         struct e2b_sandbox *s = NULL;
         char **volumes = NULL;
         struct kernel *pooled;
+        char **kernel_env = NULL;
         json_t *why = NULL;
         char err[512];
         double ttl;
@@ -313,8 +314,8 @@ void e2b_create_sandbox(struct http_request *r)
                        json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
                        err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
-        } else if (json_is_string(mask) &&
-                   sandbox_parse_request_host(json_string_value(mask), NULL, err, sizeof(err)) < 0) {
+        } else if (json_is_string(mask) && sandbox_parse_request_host(json_string_value(mask), NULL,
+                                                                      err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "network.maskRequestHost: %s", err);
         } else if (mask && !json_is_string(mask)) {
                 e2b_reply_error(r, 400, "network.maskRequestHost must be a string");
@@ -368,12 +369,13 @@ void e2b_create_sandbox(struct http_request *r)
                  * that fails or hangs past --kernel-start-timeout ends it. */
                 s->lifetime = ttl;
                 s->end_at = time(NULL) + (time_t)ttl;
-                /* Without envVars, the default context can be a pooled
-                 * kernel, and the sandbox its sandbox. */
-                pooled = json_object_size(s->env) == 0 && !net.enabled && !e2b_built_of(s) &&
-                                         !s->volumes
-                                 ? pool_take(spec)
-                                 : NULL;
+                /* The default context can be a pooled kernel, given the
+                 * envVars where it can take them (pool.h), and the sandbox
+                 * its sandbox. */
+                pooled = NULL;
+                if (!net.enabled && !e2b_built_of(s) && !s->volumes &&
+                    e2b_kernel_env(s, spec, &kernel_env) == 0)
+                        pooled = pool_take_for(spec, s->env, kernel_env, &limits);
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->limits = s->box->limits;
@@ -426,5 +428,6 @@ void e2b_create_sandbox(struct http_request *r)
 out:
         egress_network_clear(&net);
         jp_strv_free(volumes);
+        jp_strv_free(kernel_env);
         json_decref(body);
 }

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels/host.h"
+#include "gateway/kernels/host_private.h"
 #include "gateway/core/loop.h"
 #include "gateway/core/metrics.h"
 #include "protocol/buf.h"
@@ -297,28 +298,6 @@ struct listener {
 static struct listener *listeners;
 static void (*on_lost)(void);
 
-/* A checkpoint asked for, by its sandbox's id (one at a time per sandbox). */
-struct checkpoint_wait {
-        struct checkpoint_wait *next;
-        char id[JP_UUID_SIZE];
-        host_checkpointed_fn done;
-        void *ctx;
-};
-
-static struct checkpoint_wait *checkpoint_waits;
-
-static struct checkpoint_wait *checkpoint_wait_take(const char *id)
-{
-        for (struct checkpoint_wait **link = &checkpoint_waits; *link; link = &(*link)->next) {
-                struct checkpoint_wait *w = *link;
-
-                if (strcmp(w->id, id) == 0) {
-                        *link = w->next;
-                        return w;
-                }
-        }
-        return NULL;
-}
 static host_layer_sealed_fn on_layer_sealed;
 
 static struct listener *listener_find(const char *id)
@@ -453,17 +432,12 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
                         return 0;
                 }
                 break;
-        case HOSTMSG_CHECKPOINTED: {
-                struct checkpoint_wait *w;
-
+        case HOSTMSG_CHECKPOINTED:
+        case HOSTMSG_SANDBOX_RELIMITED:
                 rc = hostmsg_failed_decode(body, &m.failed);
-                w = rc == 0 ? checkpoint_wait_take(m.failed.id) : NULL;
-                if (w) {
-                        w->done(w->ctx, m.failed.error, m.failed.message, m.failed.bytes);
-                        free(w);
-                }
+                if (rc == 0)
+                        host_answer(type, &m.failed);
                 break;
-        }
         case HOSTMSG_STARTED:
                 rc = hostmsg_started_decode(body, &m.started);
                 l = rc == 0 ? listener_find(m.started.id) : NULL;
@@ -485,17 +459,8 @@ static int dispatch(enum hostmsg_type type, json_t *body, int *fds, size_t nfds)
 static void lose_everything(void)
 {
         struct listener *lost = listeners;
-        struct checkpoint_wait *waits = checkpoint_waits;
 
-        checkpoint_waits = NULL;
-        while (waits) {
-                struct checkpoint_wait *w = waits;
-
-                waits = w->next;
-                w->done(w->ctx, EPIPE, "the kernel-host died", 0);
-                free(w);
-        }
-
+        host_answers_lose();
         listeners = NULL;
         /* Sandboxes first: a kernel that hears of its own death next
          * restarts in a new sandbox, not in its dead one. */
@@ -641,7 +606,7 @@ int host_attach(void (*lost)(void))
         return loop_watch_fd(host_fd, on_link, NULL, &host_watch);
 }
 
-static int send_json(enum hostmsg_type type, json_t *body)
+int host_send_json(enum hostmsg_type type, json_t *body)
 {
         int rc = !body         ? -ENOMEM
                  : host_fd < 0 ? -EPIPE
@@ -670,7 +635,7 @@ int host_sandbox_create(const struct hostmsg_sandbox *req, const struct host_san
         if (rc == 0)
                 rc = listener_add(req->sandbox_id, ops, NULL, ctx);
         if (rc == 0) {
-                rc = send_json(HOSTMSG_SANDBOX_CREATE, body);
+                rc = host_send_json(HOSTMSG_SANDBOX_CREATE, body);
                 body = NULL;
         }
         json_decref(body);
@@ -684,7 +649,7 @@ static int send_signal(enum hostmsg_type type, const char *id, int signal)
         struct hostmsg_signal m = {.signal = signal};
 
         snprintf(m.id, sizeof(m.id), "%s", id);
-        return send_json(type, hostmsg_signal_encode(&m));
+        return host_send_json(type, hostmsg_signal_encode(&m));
 }
 
 int host_sandbox_destroy(const char *sandbox_id)
@@ -712,7 +677,7 @@ int host_layer_delete(const char *layer_id)
         struct hostmsg_layer m = {.error = 0};
 
         snprintf(m.id, sizeof(m.id), "%s", layer_id);
-        return send_json(HOSTMSG_LAYER_DELETE, hostmsg_layer_encode(&m));
+        return host_send_json(HOSTMSG_LAYER_DELETE, hostmsg_layer_encode(&m));
 }
 
 int host_start(const struct hostmsg_start *req, const struct host_process_ops *ops, void *ctx)
@@ -730,7 +695,7 @@ int host_start(const struct hostmsg_start *req, const struct host_process_ops *o
         rc = listener_add(req->id, NULL, ops, ctx);
 
         if (rc == 0)
-                rc = send_json(HOSTMSG_START, hostmsg_start_encode(req));
+                rc = host_send_json(HOSTMSG_START, hostmsg_start_encode(req));
         if (rc < 0 && rc != -EEXIST)
                 listener_remove(listener_find(req->id));
         return rc;
@@ -744,7 +709,7 @@ int host_connect(const struct hostmsg_connect *req, host_connected_fn done, void
 
         if (rc == 0) {
                 listener_find(req->id)->connected = done;
-                rc = send_json(HOSTMSG_CONNECT, hostmsg_connect_encode(req));
+                rc = host_send_json(HOSTMSG_CONNECT, hostmsg_connect_encode(req));
                 if (rc < 0)
                         listener_remove(listener_find(req->id));
         }
@@ -762,7 +727,7 @@ int host_volume_open(const struct hostmsg_volume *req, host_connected_fn done, v
 
         if (rc == 0) {
                 listener_find(req->id)->connected = done;
-                rc = send_json(HOSTMSG_VOLUME_OPEN, hostmsg_volume_encode(req));
+                rc = host_send_json(HOSTMSG_VOLUME_OPEN, hostmsg_volume_encode(req));
                 if (rc < 0)
                         listener_remove(listener_find(req->id));
         }
@@ -775,7 +740,7 @@ int host_volume_delete(const char *volume_id)
 
         snprintf(m.volume_id, sizeof(m.volume_id), "%s", volume_id);
         snprintf(m.id, sizeof(m.id), "%s", volume_id);
-        return send_json(HOSTMSG_VOLUME_DELETE, hostmsg_volume_encode(&m));
+        return host_send_json(HOSTMSG_VOLUME_DELETE, hostmsg_volume_encode(&m));
 }
 
 void host_unlisten(const char *id, void *ctx)
@@ -794,40 +759,6 @@ void host_connect_cancel(const char *id)
                 listener_remove(l);
 }
 
-int host_checkpoint(const char *sandbox_id, const char *name, bool stop, uint64_t room_mb,
-                    host_checkpointed_fn done, void *ctx)
-{
-        struct hostmsg_volume m = {.size_mb = stop ? 1 : 0, .room_mb = room_mb};
-        struct checkpoint_wait *w;
-        int rc;
-
-        for (w = checkpoint_waits; w; w = w->next) {
-                if (strcmp(w->id, sandbox_id) == 0)
-                        return -EBUSY;
-        }
-        w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
-        snprintf(w->id, sizeof(w->id), "%s", sandbox_id);
-        w->done = done;
-        w->ctx = ctx;
-        snprintf(m.id, sizeof(m.id), "%s", sandbox_id);
-        snprintf(m.volume_id, sizeof(m.volume_id), "%s", name);
-        rc = send_json(HOSTMSG_CHECKPOINT, hostmsg_volume_encode(&m));
-        if (rc < 0) {
-                free(w);
-                return rc;
-        }
-        w->next = checkpoint_waits;
-        checkpoint_waits = w;
-        return 0;
-}
-
-void host_checkpoint_cancel(const char *sandbox_id)
-{
-        free(checkpoint_wait_take(sandbox_id));
-}
-
 int host_sandbox_restore(const char *sandbox_id, const char *name, bool copy,
                          const struct host_sandbox_ops *ops, void *ctx)
 {
@@ -837,7 +768,7 @@ int host_sandbox_restore(const char *sandbox_id, const char *name, bool copy,
         snprintf(m.id, sizeof(m.id), "%s", sandbox_id);
         snprintf(m.volume_id, sizeof(m.volume_id), "%s", name);
         if (rc == 0) {
-                rc = send_json(HOSTMSG_RESTORE, hostmsg_volume_encode(&m));
+                rc = host_send_json(HOSTMSG_RESTORE, hostmsg_volume_encode(&m));
                 if (rc < 0)
                         listener_remove(listener_find(sandbox_id));
         }
@@ -850,7 +781,7 @@ int host_checkpoint_delete(const char *name)
 
         snprintf(m.id, sizeof(m.id), "%s", name);
         snprintf(m.volume_id, sizeof(m.volume_id), "%s", name);
-        return send_json(HOSTMSG_CHECKPOINT_DELETE, hostmsg_volume_encode(&m));
+        return host_send_json(HOSTMSG_CHECKPOINT_DELETE, hostmsg_volume_encode(&m));
 }
 
 int host_signal(const char *id, int signal)

@@ -38,8 +38,7 @@ int host_spawn(const char *runtime_dir, const char *log_level, char *const *zygo
  * kept across execve (a restart that keeps kernels): its link fd, pid and
  * controllers as recorded. 0, or -ESRCH when fd or pid is not it. */
 int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
-               const char *log_level, char *const *zygotes, int max_restarts,
-               const char *home_dir);
+               const char *log_level, char *const *zygotes, int max_restarts, const char *home_dir);
 /* The --zygote entries a replacement kernel-host is given (borrowed), for a
  * gateway that adopted its kernel-host before it knew its defaults. */
 void host_set_zygotes(char *const *zygotes);
@@ -131,6 +130,13 @@ int host_checkpoint(const char *sandbox_id, const char *name, bool stop, uint64_
                     host_checkpointed_fn done, void *ctx);
 /* Forgets a checkpoint's done: it is not called. */
 void host_checkpoint_cancel(const char *sandbox_id);
+/* Gives the sandbox's cgroup new limits (its disk_mb must be the one it
+ * has): done hears error 0 once they hold; EBUSY when it already uses more
+ * memory or processes than they allow, EINVAL for another disk size, EPIPE
+ * if the kernel-host dies (the old limits stay, but for EPIPE). 0, -EBUSY
+ * while one is asked for that sandbox, or -errno and nothing is heard. */
+int host_sandbox_relimit(const char *sandbox_id, const struct hostmsg_limits *limits,
+                         host_checkpointed_fn done, void *ctx);
 /* Makes sandbox sandbox_id from checkpoint name: ops hears as for
  * host_sandbox_create, its processes registered under their old ids; or,
  * a copy, beside the sandbox it was taken from (a fork), with host ids of

@@ -2,7 +2,8 @@
  * files: kernels.c (the registry, starting, restarting, stopping, the
  * kernel-host's reports), kernel_io.c (a kernel's own sockets, the ready
  * handshake, iopub), kernel_model.c (models, environments), kernel_keep.c
- * (restart and keep) and quota.c. Nothing else includes this. */
+ * (restart and keep), kernel_pool.c (the pool's kernels) and quota.c.
+ * Nothing else includes this. */
 #ifndef GLOVEBOX_KERNEL_PRIVATE_H
 #define GLOVEBOX_KERNEL_PRIVATE_H
 

@@ -118,7 +118,7 @@ static void waiter_add(struct kernel *k, struct waiter *w)
 
 void kernel_when_ready(struct kernel *k, struct waiter *w)
 {
-        if (k->phase == KERNEL_READY && !k->startup_id[0]) {
+        if (k->phase == KERNEL_READY && !k->startup_id[0] && !k->adapting) {
                 w->on = NULL;
                 w->done(w, k, 0, NULL);
                 return;
@@ -494,7 +494,8 @@ static void launch(struct kernel *k)
 
         k->phase = KERNEL_STARTING;
         k->reason[0] = '\0';
-        loop_timer_start(&k->deadline_timer, kernel_on_deadline, cfg->kernel_start_timeout * 1000.0);
+        loop_timer_start(&k->deadline_timer, kernel_on_deadline,
+                         cfg->kernel_start_timeout * 1000.0);
         if (k->sandbox && k->sandbox->phase == SANDBOX_GONE && k->owns_sandbox) {
                 /* The new one gets the same egress and volumes (none if
                  * out of memory). */
@@ -618,8 +619,8 @@ fail:
 }
 
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
-                 const struct hostmsg_limits *limits, struct sandbox *sandbox,
-                 struct waiter *w, struct kernel **out)
+                 const struct hostmsg_limits *limits, struct sandbox *sandbox, struct waiter *w,
+                 struct kernel **out)
 {
         return start(spec, env, limits, sandbox, false, NULL, w, out);
 }
@@ -652,51 +653,6 @@ int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w)
         }
         waiter_add(k, w);
         return 0;
-}
-
-size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm)
-{
-        size_t n = 0;
-
-        *warm = 0;
-        for (struct kernel *k = kernels_head; k; k = k->next) {
-                if (k->pooled && k->spec == spec && k->phase != KERNEL_STOPPING) {
-                        n++;
-                        *warm += k->warm && k->phase == KERNEL_READY;
-                }
-        }
-        return n;
-}
-
-struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
-{
-        for (struct kernel *k = kernels_head; k; k = k->next) {
-                if (k->pooled && k->warm && k->spec == spec && k->phase == KERNEL_READY) {
-                        k->pooled = false;
-                        if (k->sandbox)
-                                host_sandbox_priority(k->sandbox->id, false);
-                        /* Counted from now on for the tenant that takes it. */
-                        snprintf(k->owner, sizeof(k->owner), "%s", tenants_owner_now());
-                        k->restarts = 0;
-                        kernel_touch(k);
-                        klog_info(k->id, "taken from the pool");
-                        return k;
-                }
-        }
-        return NULL;
-}
-
-struct kernel *kernel_pool_spare(const struct jp_kernelspec *spec)
-{
-        struct kernel *found = NULL;
-
-        /* A cold one first: it has cost the least so far. */
-        for (struct kernel *k = kernels_head; k; k = k->next) {
-                if (k->pooled && k->spec == spec && k->phase != KERNEL_STOPPING &&
-                    (!found || found->warm))
-                        found = k;
-        }
-        return found;
 }
 
 void kernels_default_limits(struct hostmsg_limits *out)
@@ -864,4 +820,3 @@ void kernels_free_all(void)
         while (kernels_head)
                 kernel_free(kernels_head);
 }
-

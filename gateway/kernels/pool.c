@@ -319,6 +319,101 @@ struct kernel *pool_take(const struct jp_kernelspec *spec)
         return k;
 }
 
+/* Whether a running kernel of e can take own, a request's environment. */
+static bool env_fits(const struct pool_entry *e, json_t *own)
+{
+        const char *language = json_string_value(json_object_get(e->spec->spec, "language"));
+        const char *name;
+        json_t *value;
+        char entry[64];
+
+        if (json_object_size(own) == 0)
+                return true;
+        /* The code that sets it is Python's. */
+        if (!language || strcmp(language, "python") != 0)
+                return false;
+        json_object_foreach(own, name, value) {
+                /* Enough of the entry for the rule's prefixes. */
+                snprintf(entry, sizeof(entry), "%s=", name);
+                if (jp_env_read_at_start(entry))
+                        return false;
+                /* sys.path has the kernelspec's own already. */
+                if (strcmp(name, "PYTHONPATH") == 0) {
+                        for (size_t i = 0; e->env[i]; i++) {
+                                if (strncmp(e->env[i], "PYTHONPATH=", 11) == 0)
+                                        return false;
+                        }
+                }
+        }
+        return true;
+}
+
+static bool limits_fit(const struct hostmsg_limits *limits)
+{
+        struct hostmsg_limits d;
+
+        kernels_default_limits(&d);
+        if (hostmsg_limits_equal(limits, &d))
+                return true;
+        /* Without a sandbox there is no cgroup to give them to. */
+        return strcmp(cfg->sandbox, "none") != 0 && limits->disk_mb == d.disk_mb &&
+               limits->memory_mb >= POOL_MIN_MEMORY_MB && limits->pids >= POOL_MIN_PIDS;
+}
+
+/* Python that sets own in os.environ (and PYTHONPATH's entries in
+ * sys.path), in a namespace of its own so that the user's has no trace of
+ * it; NULL when out of memory. own travels as hex: no quoting to get wrong. */
+static char *env_code(json_t *own)
+{
+        static const char prefix[] =
+            "exec(\"import json, os, sys\\n"
+            "env = json.loads(bytes.fromhex(h))\\n"
+            "os.environ.update(env)\\n"
+            "sys.path[1:1] = [p for p in env.get('PYTHONPATH', '').split(':') if p]\\n\", "
+            "{'h': '";
+        static const char suffix[] = "'})";
+        char *text = json_dumps(own, JSON_COMPACT), *code = NULL;
+        size_t len = text ? strlen(text) : 0;
+
+        if (text)
+                code = malloc(sizeof(prefix) + 2 * len + sizeof(suffix));
+        if (code) {
+                char *at = code + sizeof(prefix) - 1;
+
+                memcpy(code, prefix, sizeof(prefix) - 1);
+                for (size_t i = 0; i < len; i++) {
+                        static const char hex[] = "0123456789abcdef";
+
+                        *at++ = hex[(unsigned char)text[i] >> 4];
+                        *at++ = hex[(unsigned char)text[i] & 15];
+                }
+                memcpy(at, suffix, sizeof(suffix));
+        }
+        free(text);
+        return code;
+}
+
+struct kernel *pool_take_for(const struct jp_kernelspec *spec, json_t *own, char *const *env,
+                             const struct hostmsg_limits *limits)
+{
+        struct pool_entry *e = entry_of(spec);
+        char *code = NULL;
+        struct kernel *k;
+
+        if (!e || !limits_fit(limits) || !env_fits(e, own))
+                return NULL;
+        if (json_object_size(own) && !(code = env_code(own)))
+                return NULL;
+        k = pool_take(spec);
+        if (k && kernel_adapt(k, env, code, limits) < 0) {
+                klog_warn(k->id, "cannot give the pooled kernel the request's env and limits");
+                kernel_shutdown(k, NULL);
+                k = NULL;
+        }
+        free(code);
+        return k;
+}
+
 json_t *pool_status(void)
 {
         json_t *specs = json_object();

@@ -24,6 +24,23 @@ void pool_free(void);
  * none ready). The pool refills behind it. */
 struct kernel *pool_take(const struct jp_kernelspec *spec);
 
+/* The least memory and processes a request's own limits may ask of a
+ * pooled kernel: a warm kernel already holds some (a zygote's, about
+ * 20 MiB and 10 threads); below these a request gets a kernel of its own. */
+#define POOL_MIN_MEMORY_MB 256
+#define POOL_MIN_PIDS      64
+
+/* The same for a request with its own environment and limits, when a
+ * pooled kernel can take them: own (the request's "env" object; NULL or
+ * empty: none) is set in the running kernel (Python kernels only, and no
+ * variable read only at a start: jp_env_read_at_start), env (the
+ * kernelspec's and own, as "NAME=value") is what its restarts get, and
+ * limits go to its sandbox's cgroup (the same disk size, at least
+ * POOL_MIN_MEMORY_MB and POOL_MIN_PIDS). Waiters (kernel_when_ready) hear
+ * that it is ready once all of that holds. NULL: none fits or is ready. */
+struct kernel *pool_take_for(const struct jp_kernelspec *spec, json_t *own, char *const *env,
+                             const struct hostmsg_limits *limits);
+
 /* {"memory_available_mb", "paused", "kernelspecs": {NAME: {"target",
  * "ready", "starting", "taken", "failed"}}} */
 json_t *pool_status(void);

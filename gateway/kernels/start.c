@@ -16,15 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool limits_are_default(const struct hostmsg_limits *l)
-{
-        struct hostmsg_limits d;
-
-        kernels_default_limits(&d);
-        return l->memory_mb == d.memory_mb && l->cpu_millis == d.cpu_millis && l->pids == d.pids &&
-               l->disk_mb == d.disk_mb;
-}
-
 static int parse_limits(json_t *obj, struct hostmsg_limits *out, char *err, size_t errlen)
 {
         const struct config *cfg = config_get();
@@ -83,8 +74,8 @@ static int start_networked(const struct jp_kernelspec *ks, char *const *env,
 {
         const struct sandbox_layers mounts = {.volumes = volumes};
         struct sandbox *sb = NULL;
-        int rc = templates_sandbox_new_layered(ks, limits, strcmp(config_get()->sandbox, "none") != 0,
-                                               net, &mounts, &sb);
+        int rc = templates_sandbox_new_layered(
+            ks, limits, strcmp(config_get()->sandbox, "none") != 0, net, &mounts, &sb);
 
         if (rc == 0)
                 rc = kernel_start(ks, env, limits, sb, w, out);
@@ -214,8 +205,7 @@ int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn 
                 http_reply_error(r, 400, "network: egress needs sandboxes (--sandbox full)");
                 goto out;
         }
-        if (volume_mounts_of(json_object_get(request, "volumes"), &volumes, err, sizeof(err)) <
-            0) {
+        if (volume_mounts_of(json_object_get(request, "volumes"), &volumes, err, sizeof(err)) < 0) {
                 http_reply_error(r, 400, "%s", err);
                 goto out;
         }
@@ -251,10 +241,10 @@ int start_kernel_for_request(struct http_request *r, json_t *request, waiter_fn 
                 }
         }
         r->waiter.done = done;
-        /* The pool's kernels have the kernelspec's environment and the
-         * default limits: a request asking for nothing else gets one. */
-        if (rc == 0 && json_object_size(jenv) == 0 && limits_are_default(&limits) && !net.enabled &&
-            !volumes && (*out = pool_take(ks)) != NULL) {
+        /* A pooled kernel takes the request's own env and limits where it
+         * can (pool.h); egress and volumes need a sandbox made with them. */
+        if (rc == 0 && !net.enabled && !volumes &&
+            (*out = pool_take_for(ks, json_is_object(jenv) ? jenv : NULL, env, &limits)) != NULL) {
                 kernel_when_ready(*out, &r->waiter);
                 goto out;
         }

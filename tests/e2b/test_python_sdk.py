@@ -670,6 +670,21 @@ def test_a_pooled_sandbox_is_the_same_to_the_sdk():
         status, body, _ = gw.request("GET", "/api/status", token=generated_token(gw))
         assert body["pool"]["kernelspecs"]["python3"]["taken"] == 1, body
         sbx.kill()
+        # envs too: set in the pooled kernel, in its commands, and kept
+        # by its context's restart.
+        while body["pool"]["kernelspecs"]["python3"]["ready"] != 1:
+            assert time.monotonic() < deadline + 60, body
+            time.sleep(0.1)
+            status, body, _ = gw.request("GET", "/api/status", token=generated_token(gw))
+        sbx = Sandbox.create(envs={"FROM_CREATE": "yes"})
+        status, body, _ = gw.request("GET", "/api/status", token=generated_token(gw))
+        assert body["pool"]["kernelspecs"]["python3"]["taken"] == 2, body
+        assert sbx.run_code("import os; os.environ['FROM_CREATE']").text == "yes"
+        assert sbx.commands.run("echo $FROM_CREATE").stdout == "yes\n"
+        default = [c for c in sbx.list_code_contexts() if c.language == "python"][0]
+        sbx.restart_code_context(default)
+        assert sbx.run_code("import os; os.environ['FROM_CREATE']").text == "yes"
+        sbx.kill()
     finally:
         gw.stop()
 

@@ -318,6 +318,30 @@ def value_of(gw, kernel_id, expr, timeout=120, token=None):
     return ast.literal_eval(stdout.strip().splitlines()[-1])
 
 
+def host_limits(uid_map):
+    """The memory, pids and CPU limits of the kernel's cgroups, read on the
+    host from its processes (found by their host uid)."""
+    host_uid = uid_map[uid_map.index("1000") + 1]
+    pids = subprocess.run(["pgrep", "-u", host_uid, "-f", "ipykernel"], capture_output=True,
+                          text=True).stdout.split()
+    assert pids, "no kernel process of host uid " + host_uid
+    limits = {}
+    for line in open(f"/proc/{pids[0]}/cgroup"):
+        _, ctrls, path = line.strip().split(":", 2)
+        for ctrl, name in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max"),
+                           ("cpu", "cpu.cfs_quota_us")):
+            if ctrl in ctrls.split(","):
+                base = f"/sys/fs/cgroup/{ctrls}" if os.path.isdir(f"/sys/fs/cgroup/{ctrls}") \
+                    else f"/sys/fs/cgroup/{ctrl}"
+                # The sandbox's group holds the limits; the kernel's own is below it.
+                group = os.path.dirname(path) if os.path.basename(path).startswith("p-") else path
+                for root, _, files in os.walk(base):
+                    if root.endswith(group) and name in files:
+                        limits[ctrl] = open(os.path.join(root, name)).read().strip()
+                        break
+    return limits
+
+
 def expect_out_of_memory(ch, msg_id, limit_mb, timeout=120):
     """Waits on ch for the out-of-memory death of the cell msg_id in a kernel
     limited to limit_mb: KernelOutOfMemory as the cell's error and reply,

@@ -17,8 +17,8 @@ import pytest
 import signal
 import threading
 
-from gbclient import (checkpoint_dirs, children, cmdline, kernel_host, run_cell, start_gateway,
-                      value_of)
+from gbclient import (checkpoint_dirs, children, cmdline, host_limits, kernel_host, run_cell,
+                      start_gateway, value_of)
 
 CRIU = os.environ.get("GLOVEBOX_CRIU", "/usr/local/sbin/criu")
 
@@ -141,30 +141,6 @@ def confinement(gw, kid):
         " 'links': sorted(__import__('os').listdir('/sys/class/net')) if"
         "   __import__('os').path.exists('/sys/class/net') else None,"
         " 'pid1': open('/proc/1/cmdline').read()}"))
-
-
-def host_limits(uid_map):
-    """The memory, pids and CPU limits of the kernel's cgroups, read on the
-    host from its processes (found by their host uid)."""
-    host_uid = uid_map[uid_map.index("1000") + 1]
-    pids = subprocess.run(["pgrep", "-u", host_uid, "-f", "ipykernel"], capture_output=True,
-                          text=True).stdout.split()
-    assert pids, "no kernel process of host uid " + host_uid
-    limits = {}
-    for line in open(f"/proc/{pids[0]}/cgroup"):
-        _, ctrls, path = line.strip().split(":", 2)
-        for ctrl, name in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max"),
-                           ("cpu", "cpu.cfs_quota_us")):
-            if ctrl in ctrls.split(","):
-                base = f"/sys/fs/cgroup/{ctrls}" if os.path.isdir(f"/sys/fs/cgroup/{ctrls}") \
-                    else f"/sys/fs/cgroup/{ctrl}"
-                # The sandbox's group holds the limits; the kernel's own is below it.
-                group = os.path.dirname(path) if os.path.basename(path).startswith("p-") else path
-                for root, _, files in os.walk(base):
-                    if root.endswith(group) and name in files:
-                        limits[ctrl] = open(os.path.join(root, name)).read().strip()
-                        break
-    return limits
 
 
 def test_a_restored_kernel_is_confined_exactly_as_before(gw):

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 import time
 
-from gbclient import outputs_of, start_gateway, stdout_of
+from gbclient import expect_out_of_memory, host_limits, outputs_of, start_gateway, stdout_of
 
 
 def status(gw):
@@ -93,19 +93,85 @@ def test_pooled_kernels_are_fresh_isolated_and_refilled():
         gw.stop()
 
 
-def test_requests_with_their_own_limits_or_env_go_around_the_pool():
+def taken(gw):
+    return status(gw)["kernelspecs"]["python3"]["taken"]
+
+
+def test_a_pooled_kernel_takes_the_requests_own_env_and_limits():
     gw = start_gateway("--pool", "python3=1")
     try:
         wait_pool(gw, 1)
-        model, took = take(gw, name="python3", limits={"memory_mb": 512})
-        assert status(gw)["kernelspecs"]["python3"]["taken"] == 0
-        model, took = take(gw, env={"GLOVEBOX_TEST_VAR": "from the request"})
-        assert status(gw)["kernelspecs"]["python3"]["taken"] == 0
-        _, outputs = run(gw, model["id"], "import os; print(os.environ['GLOVEBOX_TEST_VAR'])")
-        assert stdout_of(outputs) == "from the request\n"
-        # The same limits as the defaults, spelled out, may use the pool.
+        model, _ = take(gw, env={"GLOVEBOX_TEST_VAR": "from the request",
+                                 "PYTHONPATH": "/home/user/lib"},
+                        limits={"memory_mb": 300, "pids": 77, "cpus": 0.5})
+        assert taken(gw) == 1
+        reply, outputs = run(gw, model["id"], (
+            "import os, subprocess, sys\n"
+            "print(os.environ['GLOVEBOX_TEST_VAR'])\n"
+            "print(subprocess.run(['sh', '-c', 'echo $GLOVEBOX_TEST_VAR'],"
+            " capture_output=True, text=True).stdout.strip())\n"
+            "print(sys.path[1])\n"
+            "print(sorted(k for k in globals() if not k.startswith('_')"
+            " and k not in ('In', 'Out', 'get_ipython', 'exit', 'quit', 'os', 'subprocess',"
+            " 'sys')))\n"
+            "print(open('/proc/self/uid_map').read().split())"))
+        lines = stdout_of(outputs).splitlines()
+        assert lines[:4] == ["from the request", "from the request", "/home/user/lib", "[]"], lines
+        # Set silently: the user's first cell is number 1.
+        assert reply["content"]["execution_count"] == 1
+        # Its sandbox's cgroup holds the limits asked for, not the pool's.
+        assert host_limits(eval(lines[4])) == {"memory": str(300 << 20), "pids": "77",
+                                               "cpu": "50000"}
+        # Enforced: past 300 MiB it dies of it, and its restart keeps the env.
+        ch = gw.connect(model["id"])
+        try:
+            msg_id = ch.send("execute_request", {"code": "x = bytearray(400 << 20)",
+                                                 "silent": False})
+            expect_out_of_memory(ch, msg_id, 300)
+            _, outputs = ch.execute("import os; print(os.environ.get('GLOVEBOX_TEST_VAR'))")
+            assert stdout_of(outputs) == "from the request\n"
+        finally:
+            ch.close()
+    finally:
+        gw.stop()
+
+
+def test_requests_a_running_kernel_cannot_take_go_around_the_pool():
+    gw = start_gateway("--pool", "python3=1")
+    try:
+        wait_pool(gw, 1)
+        # Read by Python only as it starts: a kernel of its own.
+        model, _ = take(gw, env={"PYTHONHASHSEED": "7"})
+        _, outputs = run(gw, model["id"], "import sys; print(sys.flags.hash_randomization)")
+        assert stdout_of(outputs) == "1\n" and taken(gw) == 0
+        # Less memory or fewer processes than a warm kernel may hold
+        # already, or another disk: the same.
+        take(gw, limits={"memory_mb": 128})
+        take(gw, limits={"pids": 32})
+        take(gw, limits={"disk_mb": 512})
+        assert taken(gw) == 0
+        # The same limits as the defaults, spelled out, use the pool.
         take(gw, limits={"memory_mb": 1024})
-        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+        assert taken(gw) == 1
+    finally:
+        gw.stop()
+
+
+def test_limits_below_what_the_pooled_kernel_holds_are_refused_with_a_reason():
+    # A pre-import that holds 300 MiB: a request for 280 MiB cannot have it.
+    gw = start_gateway("--pool", "python3=1", "--pool-preimport",
+                       "python3=_held = b'x' * (300 << 20)")
+    try:
+        wait_pool(gw, 1)
+        code, body, _ = gw.request("POST", "/api/kernels", {"limits": {"memory_mb": 280}})
+        assert code == 503, body
+        assert "cannot take those limits" in body["message"] and "280" in body["message"], body
+        # Nobody holds it; the pool refills and serves the next request.
+        assert gw.request("GET", "/api/kernels")[1] == []
+        wait_pool(gw, 1)
+        model, _ = take(gw, limits={"memory_mb": 768})
+        _, outputs = run(gw, model["id"], "print(len(_held) >> 20)")
+        assert stdout_of(outputs) == "300\n" and taken(gw) == 2
     finally:
         gw.stop()
 
@@ -144,7 +210,8 @@ def test_pool_kernels_count_toward_max_kernels():
     gw = start_gateway("--pool", "python3=2", "--max-kernels", "2")
     try:
         wait_pool(gw, 2)
-        code, body, _ = gw.request("POST", "/api/kernels", {"limits": {"memory_mb": 512}})
+        # One the pool cannot serve (less memory than a warm kernel may hold).
+        code, body, _ = gw.request("POST", "/api/kernels", {"limits": {"memory_mb": 128}})
         assert code == 403 and "limit" in body["message"]
         model, _ = take(gw)
         assert status(gw)["kernelspecs"]["python3"]["taken"] == 1

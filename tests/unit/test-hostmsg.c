@@ -502,6 +502,19 @@ static void test_replies(void)
         ok(strcmp(sg2.id, sid) == 0 && sg2.signal == 0, "SANDBOX_DESTROY: the sandbox id");
         json_decref(body);
 
+        {
+                struct hostmsg_relimit rl = {.limits = {512, 1500, 100, 2048}}, rl2;
+
+                memcpy(rl.id, sid, sizeof(sid));
+                body = transfer(HOSTMSG_SANDBOX_RELIMIT, hostmsg_relimit_encode(&rl),
+                                "SANDBOX_RELIMIT");
+                memset(&rl2, 0, sizeof(rl2));
+                is_int(hostmsg_relimit_decode(body, &rl2), 0, "SANDBOX_RELIMIT: decodes");
+                ok(strcmp(rl2.id, sid) == 0 && hostmsg_limits_equal(&rl.limits, &rl2.limits),
+                   "SANDBOX_RELIMIT: the sandbox and every limit");
+                json_decref(body);
+        }
+
         memcpy(ex.id, kid, sizeof(kid));
         snprintf(ex.reason, sizeof(ex.reason), "out-of-memory");
         body = transfer(HOSTMSG_EXITED, hostmsg_exit_encode(&ex), "EXITED");
@@ -1324,6 +1337,7 @@ static void test_reply_validation(void)
         struct hostmsg_started st;
         struct hostmsg_failed fl;
         struct hostmsg_signal sg;
+        struct hostmsg_relimit rl;
         struct hostmsg_exit ex;
         json_t *b;
 
@@ -1417,6 +1431,20 @@ static void test_reply_validation(void)
               "1b4e28ba-2fa1-41d2-883f-0016d3cca42", "signal", 2);
         CHECK(hostmsg_signal_decode, sg, -EBADMSG, "SANDBOX_DESTROY id missing", "{s:s}",
               "sandbox_id", sid);
+        CHECK(hostmsg_relimit_decode, rl, -EBADMSG, "SANDBOX_RELIMIT without limits", "{s:s}", "id",
+              sid);
+        CHECK(hostmsg_relimit_decode, rl, -EBADMSG, "SANDBOX_RELIMIT memory 0",
+              "{s:s,s:{s:i,s:i,s:i,s:i}}", "id", sid, "limits", "memory_mb", 0, "cpu_millis", 1000,
+              "pids", 64, "disk_mb", 1024);
+        CHECK(hostmsg_relimit_decode, rl, -EBADMSG, "SANDBOX_RELIMIT pids missing",
+              "{s:s,s:{s:i,s:i,s:i}}", "id", sid, "limits", "memory_mb", 512, "cpu_millis", 1000,
+              "disk_mb", 1024);
+        CHECK(hostmsg_relimit_decode, rl, -EBADMSG, "SANDBOX_RELIMIT bad id",
+              "{s:s,s:{s:i,s:i,s:i,s:i}}", "id", "../x", "limits", "memory_mb", 512, "cpu_millis",
+              1000, "pids", 64, "disk_mb", 1024);
+        CHECK(hostmsg_relimit_decode, rl, 0, "SANDBOX_RELIMIT good", "{s:s,s:{s:i,s:i,s:i,s:i}}",
+              "id", sid, "limits", "memory_mb", 512, "cpu_millis", 1000, "pids", 64, "disk_mb",
+              1024);
 
         CHECK(hostmsg_exit_decode, ex, 0, "EXITED code 255", "{s:s,s:i,s:i,s:i,s:s}", "id", kid,
               "pid", 9, "exit_code", 255, "signal", 0, "reason", "exited");

@@ -20,16 +20,17 @@ static void test_names_and_modules(void)
 
 static void test_start_time_variables(void)
 {
-        ok(env_read_at_start("PYTHONHASHSEED=0"), "PYTHON* starts cold");
-        ok(!env_read_at_start("PYTHONPATH=/home/user/lib"), "PYTHONPATH is applied after the fork");
-        ok(env_read_at_start("LD_PRELOAD=/x.so"), "LD_* starts cold");
-        ok(env_read_at_start("LANG=de_DE.UTF-8"), "LANG starts cold");
-        ok(env_read_at_start("LC_ALL=C"), "LC_* starts cold");
-        ok(env_read_at_start("OPENBLAS_NUM_THREADS=4"), "BLAS threads start cold");
-        ok(env_read_at_start("OMP_NUM_THREADS=4"), "OpenMP threads start cold");
-        ok(env_read_at_start("MPLBACKEND=agg"), "matplotlib's backend starts cold");
-        ok(!env_read_at_start("OPENAI_API_KEY=sk"), "an ordinary variable comes after the fork");
-        ok(!env_read_at_start("LANGUAGE_MODEL=x"), "LANGUAGE is not LANG");
+        ok(jp_env_read_at_start("PYTHONHASHSEED=0"), "PYTHON* starts cold");
+        ok(!jp_env_read_at_start("PYTHONPATH=/home/user/lib"),
+           "PYTHONPATH is applied after the fork");
+        ok(jp_env_read_at_start("LD_PRELOAD=/x.so"), "LD_* starts cold");
+        ok(jp_env_read_at_start("LANG=de_DE.UTF-8"), "LANG starts cold");
+        ok(jp_env_read_at_start("LC_ALL=C"), "LC_* starts cold");
+        ok(jp_env_read_at_start("OPENBLAS_NUM_THREADS=4"), "BLAS threads start cold");
+        ok(jp_env_read_at_start("OMP_NUM_THREADS=4"), "OpenMP threads start cold");
+        ok(jp_env_read_at_start("MPLBACKEND=agg"), "matplotlib's backend starts cold");
+        ok(!jp_env_read_at_start("OPENAI_API_KEY=sk"), "an ordinary variable comes after the fork");
+        ok(!jp_env_read_at_start("LANGUAGE_MODEL=x"), "LANGUAGE is not LANG");
         ok(!zygote_fits("python3", (char *[]){"/usr/bin/python3", "-m", "ipykernel_launcher", NULL},
                         (char *[]){NULL}),
            "no zygote started: nothing fits");
@@ -41,8 +42,8 @@ static void test_request_memfd(void)
 {
         struct sandbox sb = {.ids = {.privileged = true}, .limits = {.disk_mb = 64, .pids = 40}};
         struct kernel_cgroup cg = {.ndirs = 2};
-        char *argv[] = {"/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "/run/kernel/k.json",
-                        NULL};
+        char *argv[] = {"/usr/bin/python3",   "-m", "ipykernel_launcher", "-f",
+                        "/run/kernel/k.json", NULL};
         char *envp[] = {"HOME=/home/user", "SECRET=s3cret", NULL};
         struct sandbox_exec ex = {.argv = argv,
                                   .envp = envp,

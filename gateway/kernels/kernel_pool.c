@@ -1,0 +1,150 @@
+/* The warm pool's kernels in the registry: counted, claimed (given a
+ * request's own env and limits) and spared (kernels.h). */
+#include "autoconf.h"
+
+#include "gateway/kernels/kernels.h"
+#include "gateway/kernels/kernel_private.h"
+#include "gateway/kernels/host.h"
+#include "gateway/core/tenants.h"
+#include "protocol/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm)
+{
+        size_t n = 0;
+
+        *warm = 0;
+        for (struct kernel *k = kernels_head; k; k = k->next) {
+                if (k->pooled && k->spec == spec && k->phase != KERNEL_STOPPING) {
+                        n++;
+                        *warm += k->warm && k->phase == KERNEL_READY;
+                }
+        }
+        return n;
+}
+
+struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
+{
+        for (struct kernel *k = kernels_head; k; k = k->next) {
+                if (k->pooled && k->warm && k->spec == spec && k->phase == KERNEL_READY) {
+                        k->pooled = false;
+                        if (k->sandbox)
+                                host_sandbox_priority(k->sandbox->id, false);
+                        /* Counted from now on for the tenant that takes it. */
+                        snprintf(k->owner, sizeof(k->owner), "%s", tenants_owner_now());
+                        k->restarts = 0;
+                        kernel_touch(k);
+                        klog_info(k->id, "taken from the pool");
+                        return k;
+                }
+        }
+        return NULL;
+}
+
+/* A claimed kernel's new limits on their way: its id and the code to run
+ * once they hold. */
+struct adapt {
+        char id[JP_UUID_SIZE];
+        char *code;
+};
+
+static void adapt_failed(struct kernel *k, const char *why)
+{
+        klog_warn(k->id, "not handed out: %s", why);
+        k->adapting = false;
+        kernel_waiters_resolve(k, 503, why);
+        kernel_shutdown(k, NULL);
+}
+
+/* The limits hold: the code next, then the waiters. */
+static void adapt_run(struct kernel *k, const char *code)
+{
+        k->adapting = false;
+        /* The startup code's way: waiters hear once it has run. */
+        if (code && kernel_send_silent(k, code, k->startup_id) < 0) {
+                k->startup_id[0] = '\0';
+                adapt_failed(k, "cannot send the request's environment to the kernel");
+                return;
+        }
+        if (!code)
+                kernel_waiters_resolve(k, 0, NULL);
+}
+
+static void on_relimited(void *ctx, int error, const char *message, uint64_t bytes)
+{
+        struct adapt *a = ctx;
+        struct kernel *k = kernel_by_id(a->id);
+        char why[HOSTMSG_ERROR_SIZE + 64];
+
+        (void)bytes;
+        /* One that died meanwhile restarts with its new environment and
+         * limits (or ends) and its waiters hear that. */
+        if (k && k->adapting && k->phase == KERNEL_READY) {
+                if (error) {
+                        snprintf(why, sizeof(why), "the pooled kernel cannot take those limits: %s",
+                                 message[0] ? message : strerror(error));
+                        adapt_failed(k, why);
+                } else {
+                        adapt_run(k, a->code);
+                }
+        } else if (k) {
+                k->adapting = false;
+        }
+        free(a->code);
+        free(a);
+}
+
+int kernel_adapt(struct kernel *k, char *const *env, const char *code,
+                 const struct hostmsg_limits *limits)
+{
+        bool relimit = !hostmsg_limits_equal(limits, &k->limits);
+        struct adapt *a = NULL;
+        char **copy = NULL;
+        int rc;
+
+        if (k->phase != KERNEL_READY || (relimit && (!k->sandbox || !k->owns_sandbox)))
+                return -EINVAL;
+        if (jp_strv_dup(env, &copy) < 0)
+                return -ENOMEM;
+        if (relimit) {
+                a = calloc(1, sizeof(*a));
+                if (!a || (code && !(a->code = strdup(code)))) {
+                        free(a);
+                        jp_strv_free(copy);
+                        return -ENOMEM;
+                }
+                snprintf(a->id, sizeof(a->id), "%s", k->id);
+                rc = host_sandbox_relimit(k->sandbox->id, limits, on_relimited, a);
+                if (rc < 0) {
+                        free(a->code);
+                        free(a);
+                        jp_strv_free(copy);
+                        return rc;
+                }
+                k->adapting = true;
+                k->limits = *limits;
+                k->sandbox->limits = *limits;
+        }
+        jp_strv_free(k->env);
+        k->env = copy;
+        if (!relimit)
+                adapt_run(k, code);
+        return 0;
+}
+
+struct kernel *kernel_pool_spare(const struct jp_kernelspec *spec)
+{
+        struct kernel *found = NULL;
+
+        /* A cold one first: it has cost the least so far. */
+        for (struct kernel *k = kernels_head; k; k = k->next) {
+                if (k->pooled && k->spec == spec && k->phase != KERNEL_STOPPING &&
+                    (!found || found->warm))
+                        found = k;
+        }
+        return found;
+}
