@@ -676,7 +676,7 @@ def bench_defaults(n):
     total = [a + b for a, b in zip(res["sdk"]["create"], res["sdk"]["first_run"])]
     row("no flags: start to first result, the request's own env and limits (p50)",
         ms(med["own"]), ms(med["js_start"]), "", ratio(med["own"], med["js_start"]),
-        "served by the zygote, not the pool")
+        "a pooled kernel, given them as it is claimed")
     row("no flags: start to first result from the pool (p50)", ms(med["pooled"]),
         ms(med["js_start"]), "", ratio(med["pooled"], med["js_start"]), "")
     row("no flags: E2B Python SDK create + first run_code (p50 / p95)",
