@@ -323,6 +323,9 @@ static int set_limits(enum cgroup_controller c, bool v2, const char *dir,
                          (unsigned long long)limits->memory_mb * 1024 * 1024);
                 file = v2 ? "memory.max" : "memory.limit_in_bytes";
                 rc = write_file(dir, file, value);
+                /* v1 keeps memsw at least as high: one raised goes first. */
+                if (rc == -EINVAL && !v2 && write_file(dir, "memory.memsw.limit_in_bytes", value) == 0)
+                        rc = write_file(dir, file, value);
                 /* No swap: the limit is the limit. */
                 if (rc == 0 && v2 && write_file(dir, "memory.swap.max", "0") < 0)
                         log_debug("memory.swap.max not available");

@@ -132,6 +132,13 @@ def test_a_pooled_kernel_takes_the_requests_own_env_and_limits():
             assert stdout_of(outputs) == "from the request\n"
         finally:
             ch.close()
+        # More than the pool's limits, too.
+        wait_pool(gw, 1)
+        model, _ = take(gw, limits={"memory_mb": 2048, "cpus": 2})
+        assert taken(gw) == 2
+        _, outputs = run(gw, model["id"], "print(open('/proc/self/uid_map').read().split())")
+        assert host_limits(eval(stdout_of(outputs))) == {"memory": str(2048 << 20),
+                                                         "pids": "256", "cpu": "200000"}
     finally:
         gw.stop()
 
