@@ -199,6 +199,28 @@ def test_root_stop_leaves_nothing(root_gateway):
     assert read(CGROUP_ROOT + "/cgroup.subtree_control") == gw.found
 
 
+def test_a_pooled_kernel_takes_the_limits_of_the_request_that_claims_it():
+    gw = start_gateway("--pool", "python3=1")
+    try:
+        parent = f"{CGROUP_ROOT}/glovebox-{kernel_host_pid(gw)}"
+        pool = lambda: gw.request("GET", "/api/status")[1]["pool"]["kernelspecs"]["python3"]  # noqa
+        deadline = time.time() + 120
+        while pool()["ready"] != 1:
+            assert time.time() < deadline, pool()
+            time.sleep(0.2)
+        code, model, _ = gw.request("POST", "/api/kernels", {
+            "name": "python3", "limits": {"memory_mb": 300, "pids": 77, "cpus": 0.5}})
+        assert code == 201 and pool()["taken"] == 1, (code, model)
+        group = os.path.dirname(kernel_group(parent, model["id"]))
+        assert read(group + "/memory.max") == str(300 << 20)
+        assert read(group + "/pids.max") == "77"
+        assert read(group + "/cpu.max") == "50000 100000"
+        assert value(gw, model["id"], "6 * 7") == 42
+    finally:
+        gw.stop()
+    assert glovebox_groups() == []
+
+
 # --- the gateway in a delegated service group -----------------------------
 
 @pytest.fixture(scope="module")
