@@ -319,6 +319,19 @@ struct kernel *pool_take(const struct jp_kernelspec *spec)
         return k;
 }
 
+/* Read by IPython and ipykernel as they start: a pooled kernel has (a
+ * zygote's kernel starts them once its environment is set). */
+static bool read_by_ipython(const char *entry)
+{
+        static const char *const prefixes[] = {"IPYTHON", "JUPYTER", "HOME="};
+
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+                if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0)
+                        return true;
+        }
+        return false;
+}
+
 /* Whether a running kernel of e can take own, a request's environment. */
 static bool env_fits(const struct pool_entry *e, json_t *own)
 {
@@ -335,7 +348,7 @@ static bool env_fits(const struct pool_entry *e, json_t *own)
         json_object_foreach(own, name, value) {
                 /* Enough of the entry for the rule's prefixes. */
                 snprintf(entry, sizeof(entry), "%s=", name);
-                if (jp_env_read_at_start(entry))
+                if (jp_env_read_at_start(entry) || read_by_ipython(entry))
                         return false;
                 /* sys.path has the kernelspec's own already. */
                 if (strcmp(name, "PYTHONPATH") == 0) {

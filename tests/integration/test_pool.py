@@ -151,6 +151,10 @@ def test_requests_a_running_kernel_cannot_take_go_around_the_pool():
         model, _ = take(gw, env={"PYTHONHASHSEED": "7"})
         _, outputs = run(gw, model["id"], "import sys; print(sys.flags.hash_randomization)")
         assert stdout_of(outputs) == "1\n" and taken(gw) == 0
+        # Read by IPython as it starts: the same.
+        model, _ = take(gw, env={"IPYTHONDIR": "/tmp/ipy"})
+        _, outputs = run(gw, model["id"], "print(get_ipython().ipython_dir)")
+        assert stdout_of(outputs) == "/tmp/ipy\n" and taken(gw) == 0
         # Less memory or fewer processes than a warm kernel may hold
         # already, or another disk: the same.
         take(gw, limits={"memory_mb": 128})
