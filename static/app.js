@@ -250,7 +250,11 @@ export async function kernelAction (what) {
       closeSocket();
       await api('DELETE', `api/kernels/${id}`);
       state.kernels = state.kernels.filter((x) => x.id !== id);
-      selectKernel(null);
+      // A kernel that took its time to exit: the page may have moved on to
+      // another meanwhile (the list no longer showed this one), which
+      // stays.
+      if (state.kernel === id) selectKernel(null);
+      else renderKernels();
     }
   } catch (e) {
     notice(`${what} failed: ${e.message}`);

@@ -110,12 +110,12 @@ static char **env_strv(json_t *env)
  * Python puts that on sys.path only if it existed at start. Made now, and
  * put where Python would (before the system's), a package pip installs is
  * importable at once, as it is in E2B's sandboxes. */
-static const char user_site_code[] =
+static const char user_site_expression[] =
     "(lambda os, site, sys: (os.makedirs(site.getusersitepackages(), exist_ok=True),"
     " site.getusersitepackages() in sys.path or sys.path.insert(min([i for i, p in"
     " enumerate(sys.path) if p in site.getsitepackages()] or [len(sys.path)]),"
     " site.getusersitepackages())))(__import__('os'), __import__('site'),"
-    " __import__('sys'))\n";
+    " __import__('sys'))";
 
 /* cwd as a single-quoted shell word (each ' as '\''), for bash. */
 static char *shell_quote(const char *cwd)
@@ -171,10 +171,10 @@ static int java_startup(const struct e2b_sandbox *s, const struct e2b_context *c
 static int context_startup(const struct e2b_sandbox *s, const struct e2b_context *c,
                            struct kernel *k)
 {
-        const char *display = e2b_display_code();
+        const char *display = e2b_display_expression();
         json_t *dir = json_string(c->cwd);
         char *literal = dir ? json_dumps(dir, JSON_ENCODE_ANY) : NULL, *code = NULL, *word = NULL;
-        bool home = strcmp(c->cwd, HOME) == 0;
+        bool home = strcmp(c->cwd, HOME) == 0, expression = false;
         int n = 0, rc = 0;
 
         json_decref(dir);
@@ -186,14 +186,17 @@ static int context_startup(const struct e2b_sandbox *s, const struct e2b_context
         if (strcmp(c->language, "java") == 0) {
                 rc = java_startup(s, c, &code);
                 if (rc == 0)
-                        rc = kernel_set_startup_code(k, code);
+                        rc = kernel_set_startup_code(k, code, false);
                 goto out;
         }
-        if (strcmp(c->language, "python") == 0)
-                n = display ? asprintf(&code, "%s%s__import__('os').chdir(%s)\n", display,
-                                       user_site_code, literal)
+        /* One expression for Python: the display formats first, so that a
+         * cwd gone since (or a full disk) does not leave them out. */
+        if (strcmp(c->language, "python") == 0) {
+                n = display ? asprintf(&code, "(%s, %s, __import__('os').chdir(%s))", display,
+                                       user_site_expression, literal)
                             : -1;
-        else if (home)
+                expression = true;
+        } else if (home)
                 goto out;
         else if (strcmp(c->language, "javascript") == 0 || strcmp(c->language, "typescript") == 0)
                 n = asprintf(&code, "process.chdir(%s);", literal);
@@ -208,7 +211,7 @@ static int context_startup(const struct e2b_sandbox *s, const struct e2b_context
                 rc = -ENOMEM;
                 goto out;
         }
-        rc = kernel_set_startup_code(k, code);
+        rc = kernel_set_startup_code(k, code, expression);
 out:
         free(word);
         free(code);

@@ -17,7 +17,7 @@ __asm__(".section .rodata\n"
         ".previous\n");
 extern const char e2b_display_py[];
 
-const char *e2b_display_code(void)
+const char *e2b_display_expression(void)
 {
         static char *code;
         json_t *source;
@@ -34,7 +34,7 @@ const char *e2b_display_code(void)
             asprintf(&code,
                      "(lambda ns: (exec(compile(%s, 'glovebox/e2b_display.py', 'exec'), ns), "
                      "ns['load_ipython_extension'](get_ipython())))({'__name__': "
-                     "'glovebox_e2b_display'})\n",
+                     "'glovebox_e2b_display'})",
                      literal) < 0)
                 code = NULL;
         free(literal);

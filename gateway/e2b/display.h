@@ -6,9 +6,9 @@
 #ifndef GLOVEBOX_E2B_DISPLAY_H
 #define GLOVEBOX_E2B_DISPLAY_H
 
-/* Python code that loads the extension into the kernel it runs in, leaving
- * no name behind in the user's namespace. Static storage; NULL if it could
- * not be built (out of memory). */
-const char *e2b_display_code(void);
+/* A Python expression that loads the extension into the kernel it is
+ * evaluated in, leaving no name behind in the user's namespace. Static
+ * storage; NULL if it could not be built (out of memory). */
+const char *e2b_display_expression(void);
 
 #endif

@@ -59,7 +59,7 @@ int kernel_rekey(struct kernel *k)
         snprintf(literal, sizeof(literal), "b'%s'", key);
         snprintf(code, sizeof(code), REKEY_CODE, REKEY_BODY, literal);
         /* Under the key it has now; it answers under the new one. */
-        rc = kernel_send_silent(k, code, msg_id);
+        rc = kernel_send_silent(k, code, NULL, msg_id);
         if (rc < 0) {
                 jp_signer_destroy(&signer);
                 return rc;

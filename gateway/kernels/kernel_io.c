@@ -144,22 +144,39 @@ int kernel_open_sockets(struct kernel *k)
  * socket: no execution count, no history, no execute_input for clients.
  * Never stop_on_error: a failure of the gateway's own code must not abort
  * the cells clients have queued behind it (ipykernel aborts only after a
- * cell that is not silent, but not every kernel reads it so). */
-int kernel_send_silent(struct kernel *k, const char *code, char msg_id_out[JP_UUID_SIZE + 8])
+ * cell that is not silent, but not every kernel reads it so). expression,
+ * if not NULL, goes as its one user expression. */
+int kernel_send_silent(struct kernel *k, const char *code, const char *expression,
+                       char msg_id_out[JP_UUID_SIZE + 8])
 {
         json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", true,
                                     "store_history", false, "user_expressions", "allow_stdin",
                                     false, "stop_on_error", false);
-        char *text = content ? json_dumps(content, JSON_COMPACT) : NULL;
-        int rc =
-            text ? kernel_send_request(k, k->shell, "execute_request", text, msg_id_out) : -ENOMEM;
+        char *text = NULL;
+        int rc;
 
+        if (content && expression &&
+            json_object_set_new(json_object_get(content, "user_expressions"), "startup",
+                                json_string(expression)) < 0) {
+                json_decref(content);
+                content = NULL;
+        }
+        text = content ? json_dumps(content, JSON_COMPACT) : NULL;
+        rc = text ? kernel_send_request(k, k->shell, "execute_request", text, msg_id_out) : -ENOMEM;
         json_decref(content);
         free(text);
         return rc;
 }
 
-int kernel_set_startup_code(struct kernel *k, const char *code)
+/* The startup code, as a cell or as a user expression. */
+static int send_startup(struct kernel *k)
+{
+        if (k->startup_expression)
+                return kernel_send_silent(k, "", k->startup_code, k->startup_id);
+        return kernel_send_silent(k, k->startup_code, NULL, k->startup_id);
+}
+
+int kernel_set_startup_code(struct kernel *k, const char *code, bool expression)
 {
         char *copy = code ? strdup(code) : NULL;
 
@@ -167,7 +184,8 @@ int kernel_set_startup_code(struct kernel *k, const char *code)
                 return -ENOMEM;
         free(k->startup_code);
         k->startup_code = copy;
-        if (copy && k->phase == KERNEL_READY && kernel_send_silent(k, copy, k->startup_id) < 0) {
+        k->startup_expression = expression;
+        if (copy && k->phase == KERNEL_READY && send_startup(k) < 0) {
                 klog_warn(k->id, "cannot send the startup code");
                 k->startup_id[0] = '\0';
         }
@@ -199,7 +217,7 @@ static void become_ready(struct kernel *k)
         klog_info(k->id, "ready (%s, pid %d)", k->spec->name, k->pid);
         /* A restart needs it again; the waiters hear once it has run. */
         k->startup_id[0] = '\0';
-        if (k->startup_code && kernel_send_silent(k, k->startup_code, k->startup_id) == 0)
+        if (k->startup_code && send_startup(k) == 0)
                 return;
         if (k->startup_code) {
                 klog_warn(k->id, "cannot send the startup code");
@@ -266,11 +284,21 @@ static bool reply_ok(struct kernel *k, const struct jp_msg *msg, const char *wha
 {
         json_t *content = json_loadb((const char *)msg->content.ptr, msg->content.len, 0, NULL);
         const char *status = json_string_value(json_object_get(content, "status"));
+        json_t *expression =
+            json_object_get(json_object_get(content, "user_expressions"), "startup");
+        const char *evaluated = json_string_value(json_object_get(expression, "status"));
         bool ok = status && strcmp(status, "ok") == 0;
+        json_t *why = content;
 
+        /* A user expression's failure is its own, in a reply that is "ok". */
+        if (ok && evaluated && strcmp(evaluated, "error") == 0) {
+                ok = false;
+                why = expression;
+        }
         if (!ok)
-                klog_warn(k->id, "%s: %s", what,
-                          json_string_value(json_object_get(content, "evalue")) ?: "?");
+                klog_warn(k->id, "%s: %s: %s", what,
+                          json_string_value(json_object_get(why, "ename")) ?: "?",
+                          json_string_value(json_object_get(why, "evalue")) ?: "?");
         json_decref(content);
         return ok;
 }

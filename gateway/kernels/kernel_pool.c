@@ -65,7 +65,7 @@ static void adapt_run(struct kernel *k, const char *code)
 {
         k->adapting = false;
         /* The startup code's way: waiters hear once it has run. */
-        if (code && kernel_send_silent(k, code, k->startup_id) < 0) {
+        if (code && kernel_send_silent(k, code, NULL, k->startup_id) < 0) {
                 k->startup_id[0] = '\0';
                 adapt_failed(k, "cannot send the request's environment to the kernel");
                 return;

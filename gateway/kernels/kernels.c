@@ -645,7 +645,7 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, stru
 
 int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w)
 {
-        int rc = kernel_send_silent(k, code, k->warmup_id);
+        int rc = kernel_send_silent(k, code, NULL, k->warmup_id);
 
         if (rc < 0) {
                 k->warmup_id[0] = '\0';

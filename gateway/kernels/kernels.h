@@ -76,8 +76,9 @@ struct kernel {
         bool adapting; /* taken from the pool, its sandbox taking new limits */
         char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
         bool ever_ready;                  /* false until the first start succeeds */
-        bool adopting;      /* kept across a restart, not yet answering the new gateway */
-        char *startup_code; /* run silently at every ready (start, restart), or NULL */
+        bool adopting;           /* kept across a restart, not yet answering the new gateway */
+        char *startup_code;      /* run silently at every ready (start, restart), or NULL */
+        bool startup_expression; /* startup_code is a user expression, not a cell */
         char startup_id[JP_UUID_SIZE + 8]; /* its execute_request while it runs */
 
         /* the gateway's own sockets */
@@ -180,8 +181,11 @@ int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w);
  * kernel's history, each time k becomes ready: after its start and after
  * every restart. Waiters (kernel_when_ready) hear that k is ready only once
  * it has run, so nothing a client sends overtakes it. Run now too if k is
- * ready. 0 or -ENOMEM. */
-int kernel_set_startup_code(struct kernel *k, const char *code);
+ * ready. With expression, code is one expression, sent as the request's
+ * user expression (an empty cell's): IPython evaluates it as it is, where
+ * a cell's source goes through its input transforms first (about 0.5 ms
+ * per KiB). 0 or -ENOMEM. */
+int kernel_set_startup_code(struct kernel *k, const char *code, bool expression);
 /* Pooled kernels of spec (starting ones too); *warm gets those ready to go. */
 size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);
 /* Hands a warm pooled kernel of spec over to the caller (visible from now

@@ -629,6 +629,18 @@ def test_a_context_cwd_must_be_a_directory_the_user_can_enter(sbx):
         assert sbx.run_code(code, context=ctx).logs.stdout == ["/tmp\n"], language
 
 
+def test_a_context_whose_cwd_is_gone_restarts_in_home_with_its_formats(sbx):
+    sbx.commands.run("mkdir -p /home/user/work")
+    ctx = sbx.create_code_context(cwd="/home/user/work")
+    assert sbx.run_code("import os; os.getcwd()", context=ctx).text == "/home/user/work"
+    sbx.commands.run("rm -r /home/user/work")
+    sbx.restart_code_context(ctx)
+    ex = sbx.run_code("import os, pandas as pd\nprint(os.getcwd())\npd.DataFrame({'a': [1]})",
+                      context=ctx)
+    # The move failed (and was logged); E2B's formats were loaded before it.
+    assert ex.logs.stdout == ["/home/user\n"] and ex.results[0].data == {"a": [1]}, ex
+
+
 def test_contexts_keep_charts_and_cwd_across_restarts(sbx):
     ctx = sbx.create_code_context(cwd="/tmp")
     plot = "import matplotlib.pyplot as plt, os\nplt.bar(['a', 'b'], [3, 5])\nplt.show()\nos.getcwd()"
