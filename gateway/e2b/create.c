@@ -152,9 +152,9 @@ static const char *create_refusal(json_t *body)
         if (json_is_true(json_object_get(body, "autoPause")) && !pause_enabled())
                 return "autoPause (lifecycle onTimeout 'pause') is not enabled: this Glovebox "
                        "has no --state-dir";
-        if (resume &&
-            (!json_is_object(resume) || (json_object_get(resume, "enabled") &&
-                                         !json_is_boolean(json_object_get(resume, "enabled")))))
+        if (resume && (!json_is_object(resume) ||
+                       (json_object_get(resume, "enabled") &&
+                        !json_is_boolean(json_object_get(resume, "enabled")))))
                 return "autoResume must be an object {\"enabled\": true or false}";
         /* Only a sandbox paused at its timeout is there to resume: one
          * killed then is gone (E2B's SDK says the same before sending). */
@@ -314,8 +314,8 @@ void e2b_create_sandbox(struct http_request *r)
                        json_string_value(json_object_get(metadata, E2B_PUBLIC_PORTS_KEY)), NULL,
                        err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "metadata %s: %s", E2B_PUBLIC_PORTS_KEY, err);
-        } else if (json_is_string(mask) && sandbox_parse_request_host(json_string_value(mask), NULL,
-                                                                      err, sizeof(err)) < 0) {
+        } else if (json_is_string(mask) &&
+                   sandbox_parse_request_host(json_string_value(mask), NULL, err, sizeof(err)) < 0) {
                 e2b_reply_error(r, 400, "network.maskRequestHost: %s", err);
         } else if (mask && !json_is_string(mask)) {
                 e2b_reply_error(r, 400, "network.maskRequestHost must be a string");

@@ -84,8 +84,8 @@ static struct as_user become_user(const struct sandbox *sb, enum files_user who)
         if (saved.switched) {
                 memcpy(now, saved.caps, sizeof(now));
                 now[0].effective = who == FILES_ROOT && uid != sb->user_uid && uid != 0
-                                       ? root_caps & now[0].permitted
-                                       : 0;
+                                           ? root_caps & now[0].permitted
+                                           : 0;
                 now[1].effective = 0;
                 syscall(SYS_capset, &hdr, now);
         }
@@ -158,8 +158,7 @@ int files_normalize(const char *path, char *out, size_t size)
 /* Opens path (absolute, as the sandbox sees it) inside the sandbox. */
 static int open_in(const struct sandbox *sb, const char *path, int flags, mode_t mode)
 {
-        struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
-                               .mode = mode,
+        struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
         const char *rel = path[1] ? path + 1 : ".";
         long fd = syscall(SYS_openat2, sb->root_fd, rel, &how, sizeof(how));
@@ -245,8 +244,7 @@ static int open_regular(const struct sandbox *sb, const char *path, int flags, m
         return f;
 }
 
-static int files_open_read_inside(const struct sandbox *sb, const char *path, int *fd,
-                                  struct stat *st)
+static int files_open_read_inside(const struct sandbox *sb, const char *path, int *fd, struct stat *st)
 {
         int f = open_regular(sb, path, O_RDONLY, 0, st);
 
@@ -501,7 +499,7 @@ static json_t *entry_info(const struct sandbox *sb, int dir, const char *name, c
         } else {
                 fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         }
-        type = S_ISDIR(kind)   ? "FILE_TYPE_DIRECTORY"
+        type = S_ISDIR(kind) ? "FILE_TYPE_DIRECTORY"
                : S_ISLNK(kind) ? "FILE_TYPE_SYMLINK"
                                : "FILE_TYPE_FILE";
         permission_string(kind | (st.st_mode & 0777), symlink, perms);
@@ -510,8 +508,8 @@ static json_t *entry_info(const struct sandbox *sb, int dir, const char *name, c
         snprintf(when + strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm), 16, ".%09ldZ",
                  st.st_mtim.tv_nsec);
         e = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", name, "type", type,
-                      "path", path, "size", size, "mode", (int)bits, "permissions", perms, "owner",
-                      st.st_uid == sb->user_uid ? "user" : "root", "group",
+                      "path", path, "size", size, "mode", (int)bits, "permissions", perms,
+                      "owner", st.st_uid == sb->user_uid ? "user" : "root", "group",
                       st.st_gid == sb->user_gid ? "user" : "root", "modifiedTime", when);
         if (e && symlink)
                 json_object_set_new(e, "symlinkTarget", json_string(target));
@@ -576,13 +574,14 @@ static int list_into(const struct sandbox *sb, const char *path, unsigned depth,
 
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "", de->d_name);
+                snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
+                         de->d_name);
                 e = entry_info(sb, dirfd(d), de->d_name, child);
                 if (!e)
                         continue;
                 grown = json_array_size(out) + nfound < MAX_LIST_ENTRIES
-                            ? realloc(found, (nfound + 1) * sizeof(*found))
-                            : NULL;
+                                ? realloc(found, (nfound + 1) * sizeof(*found))
+                                : NULL;
                 if (!grown) {
                         json_decref(e);
                         rc = -E2BIG;
@@ -609,8 +608,7 @@ static int list_into(const struct sandbox *sb, const char *path, unsigned depth,
         return rc;
 }
 
-static int files_list_inside(const struct sandbox *sb, const char *path, unsigned depth,
-                             json_t **entries)
+static int files_list_inside(const struct sandbox *sb, const char *path, unsigned depth, json_t **entries)
 {
         int rc;
 
@@ -695,7 +693,8 @@ bool files_size_unknown(int fd, const struct stat *st)
 
         if (st->st_size == 0)
                 return true;
-        return fstatfs(fd, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+        return fstatfs(fd, &fs) == 0 &&
+               (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
 }
 
 int files_read_all(int fd, size_t max, char **data, size_t *len)
@@ -863,28 +862,21 @@ int files_watch_dir(const struct sandbox *sb, enum files_user who, int inotify_f
 int files_http_status(int error)
 {
         switch (-error) {
-        case ENOENT:
-                return 404;
-        case EEXIST:
-                return 409;
+        case ENOENT: return 404;
+        case EEXIST: return 409;
         case EROFS:
         case EACCES:
-        case EPERM:
-                return 403;
+        case EPERM: return 403;
         case ENOSPC:
-        case EDQUOT:
-                return 507;
-        case EFBIG:
-                return 413;
+        case EDQUOT: return 507;
+        case EFBIG: return 413;
         case EISDIR:
         case ENOTDIR:
         case EINVAL:
         case ENAMETOOLONG:
         case ELOOP:
         case EXDEV:
-        case EBADMSG:
-                return 400;
-        default:
-                return 500;
+        case EBADMSG: return 400;
+        default: return 500;
         }
 }

@@ -22,36 +22,37 @@ struct answer_wait {
 
 static struct answer_wait *answer_waits;
 
-static struct answer_wait *answer_wait_take(enum hostmsg_type answer, const char *id)
+/* Where the wait for answer about id is linked, or NULL: none. */
+static struct answer_wait **answer_wait_link(enum hostmsg_type answer, const char *id)
 {
         for (struct answer_wait **link = &answer_waits; *link; link = &(*link)->next) {
-                struct answer_wait *w = *link;
-
-                if (w->answer == answer && strcmp(w->id, id) == 0) {
-                        *link = w->next;
-                        return w;
-                }
+                if ((*link)->answer == answer && strcmp((*link)->id, id) == 0)
+                        return link;
         }
         return NULL;
+}
+
+static struct answer_wait *answer_wait_take(enum hostmsg_type answer, const char *id)
+{
+        struct answer_wait **link = answer_wait_link(answer, id), *w = link ? *link : NULL;
+
+        if (w)
+                *link = w->next;
+        return w;
 }
 
 /* Sends type with body (taken) and waits for answer about sandbox_id. */
 static int ask(enum hostmsg_type type, json_t *body, enum hostmsg_type answer,
                const char *sandbox_id, host_checkpointed_fn done, void *ctx)
 {
-        struct answer_wait *w;
-        int rc;
+        struct answer_wait *w = NULL;
+        int rc = answer_wait_link(answer, sandbox_id) ? -EBUSY : 0;
 
-        for (w = answer_waits; w; w = w->next) {
-                if (w->answer == answer && strcmp(w->id, sandbox_id) == 0) {
-                        json_decref(body);
-                        return -EBUSY;
-                }
-        }
-        w = calloc(1, sizeof(*w));
-        if (!w) {
+        if (rc == 0 && !(w = calloc(1, sizeof(*w))))
+                rc = -ENOMEM;
+        if (rc < 0) {
                 json_decref(body);
-                return -ENOMEM;
+                return rc;
         }
         w->answer = answer;
         snprintf(w->id, sizeof(w->id), "%s", sandbox_id);

@@ -107,13 +107,13 @@ int keep_save(const char *state_dir, const struct keep_process *proc)
         kernels = kernels_keep_record();
         sessions = parts_record();
         discard = kernels ? sandboxes_unkept_ids() : NULL;
-        record =
-            kernels && sessions && discard
-                ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O}", "version", KEEP_VERSION,
-                            "runtime_dir", proc->runtime_dir, "lock_fd", proc->lock_fd, "host_fd",
-                            proc->host_fd, "host_pid", proc->host_pid, "controllers",
-                            (int)proc->controllers, "kernels", kernels, "discard", discard)
-                : NULL;
+        record = kernels && sessions && discard
+                     ? json_pack("{s:i, s:s, s:i, s:i, s:i, s:i, s:O, s:O}", "version",
+                                 KEEP_VERSION, "runtime_dir", proc->runtime_dir, "lock_fd",
+                                 proc->lock_fd, "host_fd", proc->host_fd, "host_pid",
+                                 proc->host_pid, "controllers", (int)proc->controllers, "kernels",
+                                 kernels, "discard", discard)
+                     : NULL;
         /* The kernel-host's hello said whether it makes checkpoints; the
          * new image hears no hello again. */
         if (record) {

@@ -20,27 +20,29 @@
 /* Run silently in a fork, in a namespace of its own (nothing is left in
  * the user's): Python's and numpy's global generators seeded anew from
  * the system's entropy, the session's key, and the connection file's. */
-static const char REKEY_CODE[] = "exec(%s, {'get_ipython': get_ipython, 'key': %s})\n";
-static const char REKEY_BODY[] = "'import random, sys\\n"
-                                 "random.seed()\\n"
-                                 "np = sys.modules.get(\"numpy\")\\n"
-                                 "if np is not None:\\n"
-                                 "    try:\\n"
-                                 "        np.random.seed()\\n"
-                                 "    except Exception:\\n"
-                                 "        pass\\n"
-                                 "get_ipython().kernel.session.key = key\\n"
-                                 "try:\\n"
-                                 "    import json\\n"
-                                 "    from ipykernel.kernelapp import IPKernelApp\\n"
-                                 "    path = IPKernelApp.instance().abs_connection_file\\n"
-                                 "    with open(path) as f:\\n"
-                                 "        info = json.load(f)\\n"
-                                 "    info[\"key\"] = key.decode()\\n"
-                                 "    with open(path, \"w\") as f:\\n"
-                                 "        json.dump(info, f)\\n"
-                                 "except Exception:\\n"
-                                 "    pass\\n'";
+static const char REKEY_CODE[] =
+    "exec(%s, {'get_ipython': get_ipython, 'key': %s})\n";
+static const char REKEY_BODY[] =
+    "'import random, sys\\n"
+    "random.seed()\\n"
+    "np = sys.modules.get(\"numpy\")\\n"
+    "if np is not None:\\n"
+    "    try:\\n"
+    "        np.random.seed()\\n"
+    "    except Exception:\\n"
+    "        pass\\n"
+    "get_ipython().kernel.session.key = key\\n"
+    "try:\\n"
+    "    import json\\n"
+    "    from ipykernel.kernelapp import IPKernelApp\\n"
+    "    path = IPKernelApp.instance().abs_connection_file\\n"
+    "    with open(path) as f:\\n"
+    "        info = json.load(f)\\n"
+    "    info[\"key\"] = key.decode()\\n"
+    "    with open(path, \"w\") as f:\\n"
+    "        json.dump(info, f)\\n"
+    "except Exception:\\n"
+    "    pass\\n'";
 
 int kernel_rekey(struct kernel *k)
 {
@@ -183,8 +185,8 @@ int kernel_fork(struct kernel *k, unsigned count, kernel_forked_fn done, void *c
                 if (kept_copy(&source, &job->kept) < 0 || jp_uuid4(job->name) < 0)
                         goto fail;
         }
-        rc =
-            kernels_checkpoint(k->sandbox, k->owner, k->id, job->name, false, on_checkpointed, job);
+        rc = kernels_checkpoint(k->sandbox, k->owner, k->id, job->name, false, on_checkpointed,
+                                job);
         if (rc == 0)
                 return 0;
 fail:

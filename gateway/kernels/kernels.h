@@ -35,7 +35,7 @@ struct kernel;
 struct kernel_output;
 struct session;
 
-#define RATE_BUCKETS       32  /* the rate window is split into this many buckets */
+#define RATE_BUCKETS 32 /* the rate window is split into this many buckets */
 #define KERNEL_EVICTED_IDS 256 /* evicted session ids remembered per kernel */
 
 struct kernel {
@@ -60,9 +60,9 @@ struct kernel {
         struct jp_signer *old_signer;
         char **env; /* "NAME=value" for every (re)start */
         struct hostmsg_limits limits;
-        char ipc_prefix[PATH_MAX];      /* where its sockets are, as the gateway reaches them */
-        char ipc_separator;             /* between prefix and port: '-' (jupyter_client) or ':' */
-        int ipc_root_fd;                /* a sandbox root that ipc_prefix goes through, or -1 */
+        char ipc_prefix[PATH_MAX]; /* where its sockets are, as the gateway reaches them */
+        char ipc_separator;        /* between prefix and port: '-' (jupyter_client) or ':' */
+        int ipc_root_fd;           /* a sandbox root that ipc_prefix goes through, or -1 */
         char ipc_sandbox[JP_UUID_SIZE]; /* the sandbox of ipc_root_fd */
         int pid;
         struct kernel_output *output; /* what the current process prints */
@@ -70,14 +70,14 @@ struct kernel {
         struct sandbox *sandbox;
         bool owns_sandbox; /* made for this kernel alone (not an E2B sandbox's) */
         struct sandbox_waiter sandbox_wait;
-        int restarts;  /* automatic ones since the last requested start */
-        bool pooled;   /* in the warm pool: invisible, never given to anyone yet */
-        bool warm;     /* pooled, ready and pre-imported: may be handed out */
-        bool adapting; /* taken from the pool, its sandbox taking new limits */
+        int restarts;     /* automatic ones since the last requested start */
+        bool pooled;      /* in the warm pool: invisible, never given to anyone yet */
+        bool warm;        /* pooled, ready and pre-imported: may be handed out */
+        bool adapting;    /* taken from the pool, its sandbox taking new limits */
         char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
-        bool ever_ready;                  /* false until the first start succeeds */
-        bool adopting;           /* kept across a restart, not yet answering the new gateway */
-        char *startup_code;      /* run silently at every ready (start, restart), or NULL */
+        bool ever_ready;  /* false until the first start succeeds */
+        bool adopting;    /* kept across a restart, not yet answering the new gateway */
+        char *startup_code; /* run silently at every ready (start, restart), or NULL */
         bool startup_expression; /* startup_code is a user expression, not a cell */
         char startup_id[JP_UUID_SIZE + 8]; /* its execute_request while it runs */
 
@@ -163,8 +163,8 @@ json_t *kernels_owners(void);
  * Returns 0, -EAGAIN at --max-kernels, -EDQUOT past the caller's quota
  * (kernels_quota_check says which), or -errno. */
 int kernel_start(const struct jp_kernelspec *spec, char *const *env,
-                 const struct hostmsg_limits *limits, struct sandbox *sandbox, struct waiter *w,
-                 struct kernel **out);
+                 const struct hostmsg_limits *limits, struct sandbox *sandbox,
+                 struct waiter *w, struct kernel **out);
 /* The same in a new sandbox of its own, under id (a paused kernel
  * resumed, kernel_pause.h); -EBUSY while a kernel of that id exists. */
 int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
@@ -172,8 +172,8 @@ int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
                     struct kernel **out);
 /* Starts a kernel for the warm pool: its own sandbox, default limits,
  * invisible (kernel_find, the list) until kernel_pool_claim. */
-int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, struct waiter *w,
-                        struct kernel **out);
+int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,
+                        struct waiter *w, struct kernel **out);
 /* Runs code in a ready kernel without a trace in its history; w hears when
  * it has been run (500 if it failed or the kernel died). */
 int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w);
@@ -240,8 +240,8 @@ int kernel_send(struct kernel *k, struct zio *z, struct jp_msg *msg);
 int kernel_decode(struct kernel *k, const struct jp_bytes *frames, size_t nframes,
                   struct jp_msg *msg);
 /* Builds a message the gateway itself sends (kernel_info_request, ...). */
-int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type, const char *content,
-                        char msg_id_out[JP_UUID_SIZE + 8]);
+int kernel_send_request(struct kernel *k, struct zio *z, const char *msg_type,
+                        const char *content, char msg_id_out[JP_UUID_SIZE + 8]);
 
 /* Deletes every kernel and calls done() when all have exited, or after
  * timeout_ms. */
@@ -281,7 +281,8 @@ const char *kernel_checkpoint_refusal(const struct kernel *k);
  * dumped (bytes: the figure its quota counts, though the kernel-host may
  * compress its pages later), or -errno with why (the kernel runs on,
  * reconnected). */
-typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *message, uint64_t bytes);
+typedef void (*kernel_checkpointed_fn)(void *ctx, int status, const char *message,
+                                       uint64_t bytes);
 /* Ends every connection to k (CRIU takes none whose peer is outside the
  * sandbox) and has the kernel-host checkpoint its sandbox as name; done
  * hears once (-EFBIG: it took more than its room, nothing kept). The

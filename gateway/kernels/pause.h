@@ -58,7 +58,8 @@ uint64_t pause_owner_bytes(const char *owner, const char *skip);
 /* What sb's archive may take: its disk limit (and tar's own headers),
  * within what owner's other paused sandboxes leave of --pause-quota-mb.
  * 0, or -EDQUOT when they leave less than PAUSE_MIN_ROOM. */
-int pause_archive_room(const struct sandbox *sb, const char *owner, const char *id, uint64_t *room);
+int pause_archive_room(const struct sandbox *sb, const char *owner, const char *id,
+                       uint64_t *room);
 /* Saves sb's /home/user as paused/<id>/home.tar, sparse files as sparse,
  * at most pause_archive_room's bytes: past them tar is stopped and done
  * hears -EFBIG with why (nothing is kept). -EDQUOT at once when owner has

@@ -83,8 +83,8 @@ void process_drain(struct process *p)
                  * end (yes, cat /dev/zero) would otherwise keep the one
                  * event loop, and every other tenant, waiting for as long
                  * as it runs. What is left wakes the loop again. */
-                for (int n = 0; n < DRAIN_TURN_READS && !p->held && p->fds[i] >= 0 && pump(p, i) &&
-                                p->fds[i] >= 0;
+                for (int n = 0; n < DRAIN_TURN_READS && !p->held && p->fds[i] >= 0 &&
+                                pump(p, i) && p->fds[i] >= 0;
                      n++) {
                         int pending = 0;
 
@@ -190,6 +190,7 @@ static void on_exited(void *ctx, const struct hostmsg_exit *m)
         else
                 maybe_end(p);
 }
+
 
 int process_start(struct hostmsg_start *start, bool keep_stdin, const struct process_ops *ops,
                   void *ctx, struct process **out)

@@ -100,7 +100,8 @@ static int quota_check(const struct hostmsg_limits *limits, const struct sandbox
                         break;
                 }
         }
-        if (kernels && key->max_kernels != KEYS_NO_QUOTA && u.kernels + kernels > key->max_kernels)
+        if (kernels && key->max_kernels != KEYS_NO_QUOTA &&
+            u.kernels + kernels > key->max_kernels)
                 over = "kernels";
         else if (key->max_memory_mb != KEYS_NO_QUOTA && u.memory_mb + memory > key->max_memory_mb)
                 over = "memory";

@@ -118,10 +118,10 @@ struct relay_msg *relay_msg_notice(const char *parent_header, const char *text)
 {
         json_t *content = json_pack("{s:s, s:s}", "name", "stderr", "text", text);
         struct relay_msg *m =
-            content
-                ? relay_msg_make(JP_IOPUB, "stream",
-                                 parent_header && *parent_header ? parent_header : NULL, content)
-                : NULL;
+            content ? relay_msg_make(JP_IOPUB, "stream",
+                                     parent_header && *parent_header ? parent_header : NULL,
+                                     content)
+                    : NULL;
 
         json_decref(content);
         return m;

@@ -31,10 +31,10 @@ struct relay_msg {
         struct jp_msg msg; /* views into data (and content_frame) */
         char msg_id[JP_MSG_ID_SIZE];
         char msg_type[JP_MSG_TYPE_SIZE];
-        size_t size;   /* bytes of the parts */
-        uint8_t *data; /* the parts, copied (a kept content excepted), after the struct */
+        size_t size;       /* bytes of the parts */
+        uint8_t *data;     /* the parts, copied (a kept content excepted), after the struct */
         bool kept;
-        bool from_gateway;       /* made by relay_msg_make, not sent by the kernel */
+        bool from_gateway; /* made by relay_msg_make, not sent by the kernel */
         zmq_msg_t content_frame; /* the content as ZMQ received it, when kept */
         /* per format: the frame without the content, and where it goes */
         struct buf envelope[RELAY_FORMATS];
@@ -81,8 +81,8 @@ struct outbox {
         size_t head, count, cap;
         size_t bytes;
         size_t max_bytes, max_count;
-        uint64_t dropped;     /* since the last outbox_take_dropped */
-        char *dropped_parent; /* parent_header of the first dropped message */
+        uint64_t dropped;       /* since the last outbox_take_dropped */
+        char *dropped_parent;   /* parent_header of the first dropped message */
 };
 
 void outbox_init(struct outbox *o, size_t max_bytes, size_t max_count);

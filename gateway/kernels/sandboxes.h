@@ -39,11 +39,11 @@ struct sandbox {
          * false when its user namespace maps none */
         bool has_root;
         unsigned root_uid, root_gid;
-        char root[PATH_MAX]; /* host path of its root (informative) */
-        int root_fd;         /* its root directory: file access resolves in it */
+        char root[PATH_MAX];         /* host path of its root (informative) */
+        int root_fd;                 /* its root directory: file access resolves in it */
         char error[HOSTMSG_ERROR_SIZE];
         unsigned refs;
-        bool destroying; /* asked the kernel-host to destroy it */
+        bool destroying;             /* asked the kernel-host to destroy it */
         struct sandbox_waiter *waiters;
         /* ports reached through the gateway without a token (ports.h) */
         unsigned short public_ports[SANDBOX_MAX_PUBLIC_PORTS];
@@ -70,16 +70,16 @@ int sandbox_new_networked(const struct hostmsg_limits *limits, char *const *ro_p
 /* What a sandbox mounts beside its template: a built template's layers
  * (kernel-host/layers.h), a build's new one, and volumes (volumes.h). */
 struct sandbox_layers {
-        char *const *ids;     /* top first, NULL-terminated; NULL: none */
-        const char *build;    /* a build's new layer's id, or NULL */
-        uint64_t build_mb;    /* its size */
+        char *const *ids;  /* top first, NULL-terminated; NULL: none */
+        const char *build; /* a build's new layer's id, or NULL */
+        uint64_t build_mb; /* its size */
         char *const *volumes; /* "UUID:/path", NULL-terminated; NULL: none (copied) */
 };
 /* The same, with layers (NULL: none). */
 int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_paths,
                         const char *template_root, bool confined,
-                        const struct hostmsg_network *network, const struct sandbox_layers *layers,
-                        struct sandbox **out);
+                        const struct hostmsg_network *network,
+                        const struct sandbox_layers *layers, struct sandbox **out);
 /* A sandbox made again from a memory checkpoint (host.h's
  * host_sandbox_restore) with the limits it had, or a copy of the one it
  * was taken from (a fork); the caller holds the one reference. */

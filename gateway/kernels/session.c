@@ -137,8 +137,8 @@ void session_fail_pending(struct session *s, const char *ename, const char *eval
                 snprintf(line, sizeof(line), "%s: %s", ename, evalue);
                 error = json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue,
                                   "traceback", line);
-                reply = json_pack("{s:s, s:s, s:s, s:[s], s:n}", "status", "error", "ename", ename,
-                                  "evalue", evalue, "traceback", line, "execution_count");
+                reply = json_pack("{s:s, s:s, s:s, s:[s], s:n}", "status", "error", "ename",
+                                  ename, "evalue", evalue, "traceback", line, "execution_count");
                 m = error ? relay_msg_make(JP_IOPUB, "error", p->header, error) : NULL;
                 if (m)
                         session_deliver(s, m);
@@ -686,9 +686,10 @@ int session_adopt(struct kernel *k, const char *id, const char *identity)
                 klog_warn(k->id, "cannot connect a kept client session's sockets");
         /* Detached, as its client is until it comes back. */
         s->detached_at = loop_now();
-        loop_timer_start(
-            &s->linger_timer, on_linger_expired,
-            config_get()->max_lingering_sessions == 0 ? 0 : config_get()->session_linger * 1000.0);
+        loop_timer_start(&s->linger_timer, on_linger_expired,
+                         config_get()->max_lingering_sessions == 0
+                             ? 0
+                             : config_get()->session_linger * 1000.0);
         evict_lingering(k, s);
         return 0;
 }

@@ -31,7 +31,7 @@ struct session_sink {
 struct pending_exec {
         struct pending_exec *next;
         char msg_id[JP_MSG_ID_SIZE];
-        char *header;      /* the request's header JSON, the parent of our answers */
+        char *header; /* the request's header JSON, the parent of our answers */
         double sent_at;    /* loop_now() when it went to the kernel */
         size_t code_bytes; /* of its code, for the audit line */
         bool timed_out;    /* its HTTP execution's deadline passed */

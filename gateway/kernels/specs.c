@@ -429,8 +429,7 @@ const struct jp_kernelspec *specs_for_language(const char *language, const char 
          * before tslab's "jslab"), so the choice does not follow the
          * order of directory entries. */
         for (size_t i = 0; i < list->count; i++) {
-                if (specs_speaks(&list->items[i], language) &&
-                    strcmp(list->items[i].name, language) == 0)
+                if (specs_speaks(&list->items[i], language) && strcmp(list->items[i].name, language) == 0)
                         return &list->items[i];
         }
         for (size_t i = 0; i < list->count; i++) {

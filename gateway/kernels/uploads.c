@@ -22,7 +22,7 @@ struct upload {
         char fixed[PATH_MAX]; /* the ?path= target, "" when parts name their own */
         char current[PATH_MAX];
         int fd;
-        int error; /* the first failure, -errno */
+        int error;            /* the first failure, -errno */
         char failed[PATH_MAX];
         json_t *written;
         json_t *metadata; /* set on each file written (upload_start's), or NULL */
