@@ -99,9 +99,9 @@ def drain(ch, quiet, on_message, limit=30):
         assert time.time() < deadline, f"still receiving after {limit} s: {m}"
 
 
-def disconnect(ch, how):
-    if how == "close":  # a WebSocket close handshake
-        ch.ws.close()
+def disconnect(ch, how, transcript):
+    if how == "close":  # a WebSocket close handshake, keeping what came before its end
+        ch.close_reading(transcript.feed)
     else:  # the TCP connection just goes away, no close frame
         ch.ws.sock.shutdown(socket.SHUT_RDWR)
         ch.ws.sock.close()
@@ -150,7 +150,7 @@ def test_reconnect_replays_every_line_once(replay_gateway, when, how):
     read_until(ch, t, lambda: len(t.lines()) >= 150)
     before = len(t.lines())
     assert not t.idle and before < N_LINES, "the cell ended before the disconnect"
-    disconnect(ch, how)
+    disconnect(ch, how, t)
     left_at = time.time()
     if when == "mid-cell":
         time.sleep(0.8)
@@ -207,7 +207,7 @@ def test_replay_overflow_is_reported(replay_gateway, request):
 
     t = Transcript(execute_request(ch))
     read_until(ch, t, lambda: len(t.lines()) >= 100)
-    disconnect(ch, "close")
+    disconnect(ch, "close", t)
     wait_idle(gw, kid)
     n_before = len(t.iopub)
     lines_before = t.lines()
@@ -275,7 +275,7 @@ def test_replay_is_per_session(replay_gateway):
         ta = Transcript(execute_request(a))
         tb = Transcript(ta.msg_id)
         read_until(a, ta, lambda: len(ta.lines()) >= 100)
-        a.ws.close()
+        a.close_reading(ta.feed)
         read_until(b, tb, lambda: tb.idle)
         assert tb.lines() == ALL_LINES
         assert tb.replies == [], "the execute_reply goes to the requester only"
@@ -315,7 +315,7 @@ def test_replay_across_kernel_death(replay_gateway):
         "stop_on_error": True})
     t = Transcript(msg_id)
     read_until(ch, t, lambda: len(t.lines()) >= 5)
-    ch.ws.close()
+    ch.close_reading(t.feed)
     deadline = time.time() + 30
     while True:  # until the kernel has died and is back
         _, model, _ = gw.request("GET", f"/api/kernels/{kid}")

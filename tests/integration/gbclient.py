@@ -171,6 +171,30 @@ class Channel:
     def close(self):
         self.ws.close()
 
+    def close_reading(self, on_message, timeout=10):
+        """Closes with the WebSocket handshake and hands on_message every
+        message that arrives before the gateway's close frame.
+        websocket-client's close() reads those and drops them, where the
+        gateway, which sent them before it saw our close, counts them as
+        delivered: a client that keeps them, as a browser does, is told
+        everything once."""
+        ws = self.ws
+        ws.send_close()
+        ws.settimeout(timeout)
+        while True:
+            frame = ws.recv_frame()
+            if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
+                break
+            if frame.opcode not in (websocket.ABNF.OPCODE_TEXT, websocket.ABNF.OPCODE_BINARY,
+                                    websocket.ABNF.OPCODE_CONT):
+                continue
+            ws.cont_frame.validate(frame)
+            ws.cont_frame.add(frame)
+            if ws.cont_frame.is_fire(frame):
+                opcode, whole = ws.cont_frame.extract(frame)
+                on_message(self.decode(opcode, whole.data))
+        ws.shutdown()
+
     def send(self, msg_type, content, channel="shell", msg_id=None):
         msg_id = msg_id or uuid.uuid4().hex
         header = {"msg_id": msg_id, "msg_type": msg_type, "username": "test",
@@ -189,6 +213,9 @@ class Channel:
         opcode, data = self.ws.recv_data()
         if opcode == websocket.ABNF.OPCODE_CLOSE:
             raise ConnectionError("closed")
+        return self.decode(opcode, data)
+
+    def decode(self, opcode, data):
         if self.v1:
             return decode_v1(data)
         if opcode == websocket.ABNF.OPCODE_BINARY:
