@@ -195,6 +195,7 @@ void checkpoint_init(const char *criu_name, const char *dir, int compress_after)
                 compress_after = -1;
         }
         checkpoint_compact_init(compress_after);
+        checkpoint_kdat_init();
 }
 
 bool checkpoint_available(char *why, size_t size)
@@ -220,6 +221,8 @@ static int run_status(char *const argv[], int dir_fd)
                 if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 ||
                     dup2(null_fd, 2) < 0 || (dir_fd >= 0 && fchdir(dir_fd) < 0))
                         _exit(127);
+                if (strcmp(argv[0], checkpoint_criu) == 0)
+                        checkpoint_kdat_enter(checkpoint_kdat_clone(argv), false);
                 execvp(argv[0], argv);
                 _exit(127);
         }

@@ -125,6 +125,15 @@ bool checkpoint_restoring(const char *name);
 /* Runs argv (execvp) in dir_fd (-1: here), stdio on /dev/null, and waits:
  * 0, or -1. In a worker only. */
 int checkpoint_run(char *const argv[], int dir_fd);
+
+/* criu runs with a /run where it can keep what it learns of the kernel
+ * (checkpoint_kdat.c): made once at start; in criu's own process, a clone
+ * of it for argv (-1: none) taken before anything else, then entered
+ * before the exec (own_namespace: the process has a mount namespace of
+ * its own already). */
+void checkpoint_kdat_init(void);
+int checkpoint_kdat_clone(char *const argv[]);
+void checkpoint_kdat_enter(int clone, bool own_namespace);
 /* The first line of a CRIU log in dir_fd that says "Error" and is not one
  * it carries on from, into out ("" when none). */
 void checkpoint_log_error(int dir_fd, const char *file, char *out, size_t size);

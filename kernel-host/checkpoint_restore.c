@@ -134,7 +134,7 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
                                                      int report_wr, char **criu_argv,
                                                      const struct job *j)
 {
-        int fd;
+        int fd, kdat = checkpoint_kdat_clone(criu_argv);
 
         /* Nothing of it is used before it is known to be as it was made. */
         fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -194,6 +194,7 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
         fd = open("/dev/null", O_RDWR);
         if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
                 _exit(127);
+        checkpoint_kdat_enter(kdat, true);
         execv(criu_argv[0], criu_argv);
         _exit(127);
 }

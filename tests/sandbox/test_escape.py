@@ -524,6 +524,12 @@ for f in {files!r} + {VISIBLE_PROC_FILES!r}:
         out[f] = e.strerror
 for d in {dirs!r}:
     out[d] = os.listdir('/proc/' + d)
+    try:
+        open('/proc/' + d + '/planted', 'w').close()
+        out[d + ' write'] = 'written'
+    except OSError as e:
+        out[d + ' write'] = e.strerror
+    out[d + ' read-only'] = bool(os.statvfs('/proc/' + d).f_flag & os.ST_RDONLY)
 out['cpu_count'] = os.cpu_count()
 print(repr(out))
 """
@@ -532,6 +538,11 @@ print(repr(out))
     # Each reads as empty (a file) or lists nothing (a directory).
     assert {f: out[f] for f in files} == {f: 0 for f in files}, out
     assert {d: out[d] for d in dirs} == {d: [] for d in dirs}, out
+    # ... and nothing can be put there: one empty directory, bound
+    # read-only over them all, could otherwise pass files between them.
+    assert all(out[d + " read-only"] for d in dirs), out
+    assert all(out[d + " write"] in ("Read-only file system", "Permission denied")
+               for d in dirs), out
     # Positive control: what programs read stays, with content.
     assert all(isinstance(out[f], int) and out[f] > 0 for f in VISIBLE_PROC_FILES), out
     assert out["cpu_count"] >= 1
