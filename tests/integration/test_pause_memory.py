@@ -537,3 +537,40 @@ def test_checkpoints_count_against_the_pause_quota(tmp_path):
         assert value_of(g, third, "z") == 3
     finally:
         g.stop()
+
+
+def test_criu_keeps_what_it_learns_of_the_kernel_between_runs(tmp_path):
+    """CRIU learns what the kernel can do at each run unless it finds
+    /run/criu.kdat from an earlier one, which it keeps only on a tmpfs.
+    Where the host's /run is not one, each criu runs with the kernel-host's
+    own tmpfs as /run: the first run leaves criu.kdat there, the later ones
+    find it, and the host's /run gets nothing."""
+    if subprocess.run(["stat", "-f", "-c", "%T", "/run"], capture_output=True,
+                      text=True).stdout.strip() == "tmpfs":
+        pytest.skip("/run is a tmpfs here: CRIU keeps its kdat there itself")
+    seen = tmp_path / "seen"
+    wrapper = tmp_path / "criu"
+    wrapper.write_text("#!/bin/sh\n"
+                       f"echo \"$1 $(stat -f -c %T /run) $(ls /run | tr '\\n' ' ')\" >> {seen}\n"
+                       f"exec {CRIU} \"$@\"\n")
+    wrapper.chmod(0o755)
+    host_had = os.path.exists("/run/criu.kdat")
+    g = start_gateway("--state-dir", str(tmp_path / "state"), "--criu", str(wrapper))
+    try:
+        kid = g.start_kernel()
+        run_cell(g, kid, "x = 41")
+        for _ in range(2):
+            pause(g, kid)
+            resume(g, kid)
+        assert value_of(g, kid, "x + 1") == 42
+    finally:
+        g.stop()
+    runs = [(line.split(maxsplit=2) + [""])[:3] for line in seen.read_text().splitlines()]
+    runs = [r for r in runs if r[0] in ("dump", "restore")]
+    assert [r[0] for r in runs] == ["dump", "restore"] * 2, runs
+    assert all(r[1] == "tmpfs" for r in runs), runs
+    # The first run made it; every later one had it to read.
+    assert all("criu.kdat" in r[2].split() for r in runs[1:]), runs
+    # Only criu.kdat: nothing of the host's /run is in criu's.
+    assert all(set(r[2].split()) <= {"criu.kdat"} for r in runs), runs
+    assert os.path.exists("/run/criu.kdat") == host_had
