@@ -251,8 +251,8 @@ static __attribute__((noreturn)) void worker_fail(int msg_fd, const char *what)
 /* The dump's worker: criu dump, the top's archive, everything durable,
  * the directory renamed into place. */
 static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, int home_fd,
-                                                  int dir_fd, const char *name, int msg_fd,
-                                                  uint64_t room, bool running)
+                                                  int netns_fd, int dir_fd, const char *name,
+                                                  int msg_fd, uint64_t room, bool running)
 {
         int rc;
         char tmp[JP_UUID_SIZE + 8], archive[PATH_MAX + 64], home_archive[PATH_MAX + 64];
@@ -287,6 +287,7 @@ static __attribute__((noreturn)) void dump_worker(char **criu_argv, int top_fd, 
         /* A failed dump leaves the processes running as they were; one
          * that failed on what passes (a connection of ours the kernel has
          * not seen close yet) is tried again. */
+        checkpoint_await_unix_peers(netns_fd);
         for (int attempt = 0; checkpoint_run(criu_argv, dir_fd) < 0; attempt++) {
                 if (attempt == DUMP_ATTEMPTS - 1)
                         worker_fail(msg_fd, "criu dump");
@@ -672,7 +673,8 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         pid = fork();
         if (pid == 0) {
                 close(msg[0]);
-                dump_worker(argv, b->sandbox.top_fd, home_fd, dir_fd, req->volume_id, msg[1],
+                dump_worker(argv, b->sandbox.top_fd, home_fd, b->sandbox.ns_fds[SANDBOX_NS_NET],
+                            dir_fd, req->volume_id, msg[1],
                             req->room_mb << 20, req->size_mb == 0);
         }
         if (pid < 0) {

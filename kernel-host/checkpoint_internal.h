@@ -131,6 +131,11 @@ int checkpoint_run(char *const argv[], int dir_fd);
  * of it for argv (-1: none) taken before anything else, then entered
  * before the exec (own_namespace: the process has a mount namespace of
  * its own already). */
+/* checkpoint_peers.c. Waits (at most half a second) until every connected
+ * Unix socket in the network namespace netns_fd has its peer there too:
+ * the gateway's connections, closed before the dump, closed at the
+ * kernel's end as well. In the dump's worker. */
+void checkpoint_await_unix_peers(int netns_fd);
 void checkpoint_kdat_init(void);
 int checkpoint_kdat_clone(char *const argv[]);
 void checkpoint_kdat_enter(int clone, bool own_namespace);

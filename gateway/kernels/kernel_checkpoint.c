@@ -21,9 +21,11 @@
 
 /* ---- memory checkpoints (kernel-host/checkpoint.h) ------------------------------ */
 
-/* How long the kernel is given to see our connections end before the
- * dump: CRIU cannot take a socket whose peer is outside the sandbox. */
-#define CHECKPOINT_DROP_MS 20.0
+/* CRIU cannot take a socket whose peer is outside the sandbox: our
+ * connections to its kernels end first, and the kernel-host's dump waits
+ * until the kernels have closed their ends (checkpoint_await_unix_peers).
+ * Asked at once, after this turn of the loop has closed them. */
+#define CHECKPOINT_DROP_MS 0.0
 /* What CRIU writes beside the pages and the files: its images of every
  * process, file and mount, and tar's headers. */
 #define CHECKPOINT_SLACK (16ull << 20)
