@@ -126,16 +126,17 @@ bool checkpoint_restoring(const char *name);
  * 0, or -1. In a worker only. */
 int checkpoint_run(char *const argv[], int dir_fd);
 
-/* criu runs with a /run where it can keep what it learns of the kernel
- * (checkpoint_kdat.c): made once at start; in criu's own process, a clone
- * of it for argv (-1: none) taken before anything else, then entered
- * before the exec (own_namespace: the process has a mount namespace of
- * its own already). */
 /* checkpoint_peers.c. Waits (at most half a second) until every connected
  * Unix socket in the network namespace netns_fd has its peer there too:
  * the gateway's connections, closed before the dump, closed at the
  * kernel's end as well. In the dump's worker. */
 void checkpoint_await_unix_peers(int netns_fd);
+
+/* checkpoint_kdat.c. criu runs with a /run where it can keep what it
+ * learns of the kernel: made once at start; in criu's own process, a
+ * clone of it for argv (-1: none) taken before anything else, then
+ * entered before the exec (own_namespace: the process has a mount
+ * namespace of its own already). */
 void checkpoint_kdat_init(void);
 int checkpoint_kdat_clone(char *const argv[]);
 void checkpoint_kdat_enter(int clone, bool own_namespace);
