@@ -196,6 +196,7 @@ void checkpoint_init(const char *criu_name, const char *dir, int compress_after)
         }
         checkpoint_compact_init(compress_after);
         checkpoint_kdat_init();
+        checkpoint_netns_init();
 }
 
 bool checkpoint_available(char *why, size_t size)
@@ -611,6 +612,8 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (record && b->network) {
                 json_object_set(record, "network", b->network);
                 json_object_set_new(record, "net_slot", json_integer(b->net.slot));
+        } else if (record && checkpoint_action[0]) {
+                json_object_set_new(record, "empty_net", json_true());
         }
         text = record ? json_dumps(record, JSON_COMPACT) : NULL;
         if (!text || state_write_at(dir_fd, RECORD, text) < 0) {
@@ -635,6 +638,10 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         ARG("nftables");
         ARG("--tcp-established");
         ARG("--file-locks");
+        if (json_is_true(json_object_get(record, "empty_net"))) {
+                ARG("--empty-ns");
+                ARG("net");
+        }
         ARG("--external");
         ARG("mnt[]");
         json_array_foreach(mounts, i, m) {

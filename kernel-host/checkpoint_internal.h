@@ -126,11 +126,17 @@ bool checkpoint_restoring(const char *name);
  * 0, or -1. In a worker only. */
 int checkpoint_run(char *const argv[], int dir_fd);
 
-/* checkpoint_peers.c. Waits (at most half a second) until every connected
- * Unix socket in the network namespace netns_fd has its peer there too:
- * the gateway's connections, closed before the dump, closed at the
- * kernel's end as well. In the dump's worker. */
+/* checkpoint_netns.c. Waits (at most half a second) until every
+ * connected Unix socket in the network namespace netns_fd has its peer
+ * there too: the gateway's connections, closed before the dump, closed at
+ * the kernel's end as well. In the dump's worker. */
 void checkpoint_await_unix_peers(int netns_fd);
+/* glovebox-criu-action beside the kernel-host, which criu runs as its
+ * action script for a namespace the dump left out ("" when there is none:
+ * dumps then keep the namespace), found once at start. */
+#define ACTION_PROGRAM "glovebox-criu-action"
+extern char checkpoint_action[];
+void checkpoint_netns_init(void);
 
 /* checkpoint_kdat.c. criu runs with a /run where it can keep what it
  * learns of the kernel: made once at start; in criu's own process, a

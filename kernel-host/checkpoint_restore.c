@@ -539,6 +539,18 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         ARG("nftables");
         ARG("--tcp-established");
         ARG("--file-locks");
+        if (json_is_true(json_object_get(rec, "empty_net"))) {
+                if (!checkpoint_action[0]) {
+                        rc = -ENOENT;
+                        snprintf(err, errlen, "no " ACTION_PROGRAM " beside the kernel-host, "
+                                              "for the sandbox's network namespace");
+                        goto fail;
+                }
+                ARG("--empty-ns");
+                ARG("net");
+                ARG("--action-script");
+                ARG(checkpoint_action);
+        }
         ARG("--manage-cgroups=soft");
         ARG("--external");
         ARG("mnt[]");

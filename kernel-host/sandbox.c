@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/sandbox.h"
+#include "kernel-host/loopback.h"
 #include "kernel-host/homecache.h"
 #include "kernel-host/confine.h"
 #include "kernel-host/init_report.h"
@@ -126,25 +127,6 @@ void sandbox_confine_view(const struct sandbox *sb, struct confine_sandbox *view
 
 /* ---- in children: async-signal-safe calls only --------------------------- */
 
-/* Brings up lo, the only interface of the new network namespace. */
-static int loopback_up(void)
-{
-        struct ifreq ifr;
-        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        int rc;
-
-        if (fd < 0)
-                return -1;
-        memset(&ifr, 0, sizeof(ifr));
-        memcpy(ifr.ifr_name, "lo", 3);
-        rc = ioctl(fd, SIOCGIFFLAGS, &ifr);
-        if (rc == 0) {
-                ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-                rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
-        }
-        close(fd);
-        return rc;
-}
 
 /* The process itself, inside every namespace: drop everything, execve. */
 static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,

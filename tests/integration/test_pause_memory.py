@@ -574,3 +574,51 @@ def test_criu_keeps_what_it_learns_of_the_kernel_between_runs(tmp_path):
     # Only criu.kdat: nothing of the host's /run is in criu's.
     assert all(set(r[2].split()) <= {"criu.kdat"} for r in runs), runs
     assert os.path.exists("/run/criu.kdat") == host_had
+
+
+def test_loopback_servers_and_connections_outlive_a_pause(gw):
+    """A sandbox without egress is checkpointed without its network
+    namespace (lo alone, as made): the resume gets a new one whose lo is up
+    before any socket comes back. A server bound to 127.0.0.1, one bound to
+    ::1, and a TCP connection open across the pause all work after it."""
+    kid = gw.start_kernel()
+    setup = """
+import socket, threading
+def serve(family, host):
+    s = socket.socket(family)
+    s.bind((host, 0))
+    s.listen()
+    def loop():
+        while True:
+            c, _ = s.accept()
+            c.sendall(b'hello ' + c.recv(16))
+            c.close()
+    threading.Thread(target=loop, daemon=True).start()
+    return s.getsockname()[1]
+p4 = serve(socket.AF_INET, '127.0.0.1')
+p6 = serve(socket.AF_INET6, '::1')
+listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen()
+held = socket.create_connection(listener.getsockname())
+peer, _ = listener.accept()
+held.sendall(b'before ')
+"""
+    reply, _, _ = run_cell(gw, kid, setup)
+    assert reply["status"] == "ok", reply
+    pause(gw, kid)
+    resume(gw, kid)
+    check = """
+import socket
+def ask(family, host, port):
+    c = socket.create_connection((host, port), timeout=5)
+    c.sendall(b'x')
+    return c.recv(64)
+held.sendall(b'after')
+got = b''
+peer.settimeout(5)
+while len(got) < len(b'before after'):
+    got += peer.recv(64)
+print(ask(socket.AF_INET, '127.0.0.1', p4), ask(socket.AF_INET6, '::1', p6), got)
+"""
+    reply, out, _ = run_cell(gw, kid, check)
+    assert reply["status"] == "ok", (reply, out)
+    assert out.strip() == "b'hello x' b'hello x' b'before after'", out

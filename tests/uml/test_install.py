@@ -27,7 +27,7 @@ KERNELS = sorted(os.path.join(name, f) for name in os.listdir(os.path.join(SRC, 
                  if os.path.isfile(os.path.join(SRC, "kernels", name, f)))
 PROGRAMS = ["bin/glovebox", "libexec/glovebox/glovebox-kernel-host",
             "libexec/glovebox/glovebox-kernel-bridge", "libexec/glovebox/glovebox-sudo",
-            "libexec/glovebox/glovebox-init"]
+            "libexec/glovebox/glovebox-init", "libexec/glovebox/glovebox-criu-action"]
 # The zygote's fork server is built where Python can be embedded
 # (python3-config --embed), and then installed beside the kernel-host.
 if os.path.exists(os.path.join(BUILD, "glovebox-zygote")):
