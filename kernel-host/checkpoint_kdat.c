@@ -36,14 +36,14 @@ void checkpoint_kdat_init(void)
         if (kdat_fd >= 0 || (statfs("/run", &s) == 0 && s.f_type == TMPFS_MAGIC))
                 return;
         fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
-        if (fs < 0)
-                return;
-        if (fsconfig(fs, FSCONFIG_SET_STRING, "size", "1m", 0) == 0 &&
-            fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) == 0 &&
-            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
-                kdat_fd = fsmount(fs, FSMOUNT_CLOEXEC,
-                                  MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-        close(fs);
+        if (fs >= 0) {
+                if (fsconfig(fs, FSCONFIG_SET_STRING, "size", "1m", 0) == 0 &&
+                    fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) == 0 &&
+                    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+                        kdat_fd = fsmount(fs, FSMOUNT_CLOEXEC,
+                                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                close(fs);
+        }
         if (kdat_fd < 0)
                 log_warn("criu learns the kernel's features at every run: /run is not a tmpfs, "
                          "and no tmpfs could be made for it (%s)",

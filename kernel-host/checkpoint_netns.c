@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>

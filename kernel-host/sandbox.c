@@ -15,7 +15,6 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -126,7 +125,6 @@ void sandbox_confine_view(const struct sandbox *sb, struct confine_sandbox *view
 }
 
 /* ---- in children: async-signal-safe calls only --------------------------- */
-
 
 /* The process itself, inside every namespace: drop everything, execve. */
 static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
