@@ -139,13 +139,15 @@ extern char checkpoint_action[];
 void checkpoint_netns_init(void);
 
 /* checkpoint_kdat.c. criu runs with a /run where it can keep what it
- * learns of the kernel: made once at start; in criu's own process, a
- * clone of it for argv (-1: none) taken before anything else, then
- * entered before the exec (own_namespace: the process has a mount
- * namespace of its own already). */
+ * learns of the kernel, and its cgroup yard: made once at start; in
+ * criu's own process, a clone of it for argv (-1: none) taken before
+ * anything else, then entered at the exec of argv, a dump or restore told
+ * of the yard (own_namespace: the process has a mount namespace of its
+ * own already). */
 void checkpoint_kdat_init(void);
 int checkpoint_kdat_clone(char *const argv[]);
-void checkpoint_kdat_enter(int clone, bool own_namespace);
+__attribute__((noreturn)) void checkpoint_kdat_exec(char *const argv[], int clone,
+                                                    bool own_namespace);
 /* The first line of a CRIU log in dir_fd that says "Error" and is not one
  * it carries on from, into out ("" when none). */
 void checkpoint_log_error(int dir_fd, const char *file, char *out, size_t size);

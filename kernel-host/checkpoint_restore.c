@@ -194,9 +194,7 @@ static __attribute__((noreturn)) void restore_worker(const char *top, const char
         fd = open("/dev/null", O_RDWR);
         if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
                 _exit(127);
-        checkpoint_kdat_enter(kdat, true);
-        execv(criu_argv[0], criu_argv);
-        _exit(127);
+        checkpoint_kdat_exec(criu_argv, kdat, true);
 }
 
 bool checkpoint_json_uint(json_t *o, const char *key, unsigned long long max,

@@ -539,19 +539,35 @@ def test_checkpoints_count_against_the_pause_quota(tmp_path):
         g.stop()
 
 
+def yard_names():
+    """The kernel-host's cgroup hierarchies (the gateway's, which it
+    inherits) as CRIU names them in a cgroup yard."""
+    names = set()
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            controllers = line.rstrip("\n").split(":", 2)[1]
+            names.add(controllers.removeprefix("name=") or "unified")
+    return names
+
+
 def test_criu_keeps_what_it_learns_of_the_kernel_between_runs(tmp_path):
     """CRIU learns what the kernel can do at each run unless it finds
-    /run/criu.kdat from an earlier one, which it keeps only on a tmpfs.
-    Where the host's /run is not one, each criu runs with the kernel-host's
-    own tmpfs as /run: the first run leaves criu.kdat there, the later ones
-    find it, and the host's /run gets nothing."""
-    if subprocess.run(["stat", "-f", "-c", "%T", "/run"], capture_output=True,
-                      text=True).stdout.strip() == "tmpfs":
-        pytest.skip("/run is a tmpfs here: CRIU keeps its kdat there itself")
+    /run/criu.kdat from an earlier one, which it keeps only on a tmpfs; and
+    it mounts every cgroup hierarchy again at each run unless given a yard
+    that has them. Each criu runs with the kernel-host's own tmpfs as /run:
+    the first run leaves criu.kdat there, the later ones find it; each dump
+    and restore is given the yard on it, where every hierarchy's root is
+    bound; and the host's /run gets nothing."""
     seen = tmp_path / "seen"
     wrapper = tmp_path / "criu"
+    yard = "/run/glovebox-cgroup-yard"
     wrapper.write_text("#!/bin/sh\n"
-                       f"echo \"$1 $(stat -f -c %T /run) $(ls /run | tr '\\n' ' ')\" >> {seen}\n"
+                       "told=no\n"
+                       f"case \" $* \" in *\" --cgroup-yard {yard} \"*) told=yes;; esac\n"
+                       f"bound=$(for d in {yard}/*; do [ -e \"$d/cgroup.procs\" ] && "
+                       "basename \"$d\"; done | tr '\\n' ,)\n"
+                       "echo \"$1 $(stat -f -c %T /run) $told ${bound:-none} "
+                       f"$(ls /run | tr '\\n' ' ')\" >> {seen}\n"
                        f"exec {CRIU} \"$@\"\n")
     wrapper.chmod(0o755)
     host_had = os.path.exists("/run/criu.kdat")
@@ -565,15 +581,19 @@ def test_criu_keeps_what_it_learns_of_the_kernel_between_runs(tmp_path):
         assert value_of(g, kid, "x + 1") == 42
     finally:
         g.stop()
-    runs = [(line.split(maxsplit=2) + [""])[:3] for line in seen.read_text().splitlines()]
+    runs = [(line.split(maxsplit=4) + [""])[:5] for line in seen.read_text().splitlines()]
     runs = [r for r in runs if r[0] in ("dump", "restore")]
     assert [r[0] for r in runs] == ["dump", "restore"] * 2, runs
     assert all(r[1] == "tmpfs" for r in runs), runs
-    # The first run made it; every later one had it to read.
-    assert all("criu.kdat" in r[2].split() for r in runs[1:]), runs
-    # Only criu.kdat: nothing of the host's /run is in criu's.
-    assert all(set(r[2].split()) <= {"criu.kdat"} for r in runs), runs
+    # Every dump and restore told of the yard, with each hierarchy there.
+    assert all(r[2] == "yes" for r in runs), runs
+    assert all(set(r[3].strip(",").split(",")) == yard_names() for r in runs), runs
+    # The first run made criu.kdat; every later one had it to read.
+    assert all("criu.kdat" in r[4].split() for r in runs[1:]), runs
+    # Nothing of the host's /run is in criu's.
+    assert all(set(r[4].split()) <= {"criu.kdat", "glovebox-cgroup-yard"} for r in runs), runs
     assert os.path.exists("/run/criu.kdat") == host_had
+    assert not os.path.exists(yard)
 
 
 def test_loopback_servers_and_connections_outlive_a_pause(gw):
