@@ -266,6 +266,30 @@ static int plan_etc(struct rootfs *p, const char *resolv_conf, unsigned what)
         return rc;
 }
 
+/* /dev and /dev/shm are directories of the sandbox's tmpfs bound there,
+ * under its disk limit, where it has one (tmpfs of their own otherwise),
+ * as the /proc masks are (MASK_DIR). CRIU archived and unpacked the two
+ * tmpfs at every pause and resume, about 11 ms of each. */
+#define DEV_DIR "dev"
+#define SHM_DIR "shm"
+
+/* At path: the directory name of the sandbox's tmpfs, bound writable with
+ * flags (and nodev, which the tmpfs has), where the sandbox has one; a
+ * tmpfs of its own with options otherwise. */
+static int top_dir_or_tmpfs(struct rootfs *p, const char *path, const char *name,
+                            const char *options, unsigned long flags)
+{
+        char source[PATH_MAX + 16], step[64];
+
+        if (!p->writable_root) {
+                snprintf(step, sizeof(step), "tmpfs %s", path);
+                return add_op(p, OP_TMPFS, path, NULL, options, flags, 0, step);
+        }
+        snprintf(source, sizeof(source), "%s/%s", p->top, name);
+        snprintf(step, sizeof(step), "bind %s", path);
+        return add_op(p, OP_BIND, path, source, NULL, flags | MS_NODEV, OP_WRITABLE, step);
+}
+
 static int plan_dev(struct rootfs *p)
 {
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -277,10 +301,11 @@ static int plan_dev(struct rootfs *p)
         char path[64];
         int rc = add_op(p, OP_DIR, "/dev", NULL, NULL, 0, 0, "mkdir /dev");
 
-        /* Not nodev: the bound device nodes below must work. */
+        /* Not nodev where it is a tmpfs of its own (the bound device nodes
+         * below are mounts of their own, whose flags are the host's). */
         if (rc == 0)
-                rc = add_op(p, OP_TMPFS, "/dev", NULL, "mode=0755,size=1m", MS_NOSUID | MS_NOEXEC,
-                            0, "tmpfs /dev");
+                rc = top_dir_or_tmpfs(p, "/dev", DEV_DIR, "mode=0755,size=1m",
+                                      MS_NOSUID | MS_NOEXEC);
         for (size_t i = 0; rc == 0 && i < sizeof(nodes) / sizeof(nodes[0]); i++) {
                 snprintf(path, sizeof(path), "/dev/%s", nodes[i]);
                 rc = add_op(p, OP_FILE, path, NULL, "", 0, 0, "bind device");
@@ -296,8 +321,8 @@ static int plan_dev(struct rootfs *p)
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/dev/shm", NULL, NULL, 0, 0, "mkdir /dev/shm");
         if (rc == 0)
-                rc = add_op(p, OP_TMPFS, "/dev/shm", NULL, "mode=1777,size=64m",
-                            MS_NOSUID | MS_NODEV, 0, "tmpfs /dev/shm");
+                rc = top_dir_or_tmpfs(p, "/dev/shm", SHM_DIR, "mode=1777,size=64m",
+                                      MS_NOSUID | MS_NODEV);
         for (size_t i = 0; rc == 0 && i < sizeof(links) / sizeof(links[0]); i++)
                 rc = add_op(p, OP_SYMLINK, links[i][0], links[i][1], NULL, 0, 0, "symlink /dev");
         return rc;
@@ -400,6 +425,10 @@ static int plan_layers(struct rootfs *p, const struct rootfs_params *params)
         rc = add_op(p, OP_FILE, "/" BOOT_ID_FILE, NULL, boot_id, 0, 0, "boot id");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/" MASK_DIR, NULL, NULL, 0555, 0, "/proc masks");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/" DEV_DIR, NULL, NULL, 0755, 0, "/dev");
+        if (rc == 0)
+                rc = add_op(p, OP_DIR, "/" SHM_DIR, NULL, NULL, 01777, 0, "/dev/shm");
         if (rc == 0)
                 rc = add_op(p, OP_DIR, "/upper", NULL, NULL, 0755, 0, "root layers");
         if (rc == 0)
@@ -783,7 +812,9 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
          * own, tiny in bytes and in inodes, so that the one directory the
          * sandbox's user may write outside its disk limit cannot fill
          * anything, and no host directory is shared. The kernel-host and
-         * the gateway reach it through the sandbox's root. */
+         * the gateway reach it through the sandbox's root. Not on the
+         * sandbox's tmpfs, as /dev is: a sandbox that fills its disk must
+         * still have room for its kernel's next connection file. */
         snprintf(options, sizeof(options), "mode=0700,uid=%d,gid=%d,%s", ROOTFS_USER_UID,
                  ROOTFS_USER_UID, ROOTFS_RUN_TMPFS);
         if (rc == 0)

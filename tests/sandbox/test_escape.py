@@ -317,6 +317,54 @@ def test_disk_quota(gateway):
         gateway.request("DELETE", f"/api/kernels/{kid}")
 
 
+DEV_FILL = r"""
+import errno, os
+def fill(path):
+    written = 0
+    try:
+        with open(path, 'wb', buffering=0) as f:
+            while written < 256 << 20:
+                written += f.write(b'x' * 65536)
+    except OSError as e:
+        return written >> 20, errno.errorcode[e.errno]
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    return written >> 20, None
+try:
+    open('/dev/evil', 'w').close(); dev = 'written'
+except OSError as e:
+    dev = errno.errorcode[e.errno]
+shm = fill('/dev/shm/big')
+opts = {l.split()[4]: l.split()[5].split(',') for l in open('/proc/self/mountinfo')}
+nodes = (open('/dev/zero', 'rb').read(4), open('/dev/null', 'w').write('x'))
+print(repr((dev, shm, opts['/dev'], opts['/dev/shm'], nodes)))
+"""
+
+
+def test_dev_and_dev_shm_are_bounded(gateway):
+    """/dev is not the sandbox's user's to write; /dev/shm is, within the
+    sandbox's disk limit where the sandbox has a tmpfs of its own (its
+    directories bound there), within 64 MiB where not; both nosuid, /dev
+    noexec, /dev/shm nodev; and the device nodes in /dev still work."""
+    kid = gateway.start_kernel(name="python3", limits={"disk_mb": 32})
+    try:
+        _, stdout, _ = run(gateway, kid, DEV_FILL, timeout=120)
+        dev, (shm_mb, shm_err), dev_opts, shm_opts, nodes = eval(stdout.strip())
+        overlay = value(gateway, kid, "[l.split()[-3] for l in open('/proc/self/mountinfo') "
+                        "if l.split()[4] == '/'][0] == 'overlay'")
+        assert dev == "EACCES", dev
+        assert shm_err == "ENOSPC", shm_err
+        assert (24 <= shm_mb <= 32) if overlay else (60 <= shm_mb <= 64), shm_mb
+        assert {"nosuid", "noexec"} <= set(dev_opts), dev_opts
+        assert {"nosuid", "nodev"} <= set(shm_opts), shm_opts
+        assert nodes == (b"\0" * 4, 1)
+        # Positive control: the room is back once the file is gone.
+        assert value(gateway, kid, "open('/dev/shm/small', 'w').write('ok')") == 2
+    finally:
+        gateway.request("DELETE", f"/api/kernels/{kid}")
+
+
 def test_kill_all_stays_inside(gateway):
     host_sleeper = subprocess.Popen(["sleep", "300"])
     victim = gateway.start_kernel()
