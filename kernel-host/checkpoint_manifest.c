@@ -126,9 +126,16 @@ static json_t *digests(int dir_fd)
 
                 if (e->d_name[0] == '.' || left_out(e->d_name))
                         continue;
-                if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                    (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) ||
-                    (S_ISDIR(st.st_mode) && strncmp(e->d_name, "copy-", 5) != 0)) {
+                if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        /* A copy's image directory, made and removed beside
+                         * the sealed files as a fork's copies restore: one
+                         * gone since the listing is one that went. */
+                        if (errno == ENOENT && strncmp(e->d_name, "copy-", 5) == 0)
+                                continue;
+                        json_decref(out);
+                        out = NULL;
+                } else if ((!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) ||
+                           (S_ISDIR(st.st_mode) && strncmp(e->d_name, "copy-", 5) != 0)) {
                         json_decref(out);
                         out = NULL;
                 } else if (S_ISREG(st.st_mode) &&

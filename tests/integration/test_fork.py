@@ -142,3 +142,42 @@ def test_the_kernel_host_killed_during_a_fork_fails_it_and_nothing_hangs(gw, sta
     assert value_of(gw, copy["id"], "x") == 6
     # Neither fork's checkpoint is left behind.
     assert wait_for(lambda: checkpoint_dirs(state) == [], 20), checkpoint_dirs(state)
+
+
+def test_copies_that_come_and_go_beside_a_checkpoint_do_not_fail_its_restore(gw, state):
+    """A fork's copies each restore from an image directory of their own
+    (copy-ID) beside the checkpoint's sealed files, and remove it once
+    restored, while the other copies' restores are checking those files.
+    A copy's directory that goes between the check's listing and its look
+    at it is one that went, not a tampered checkpoint. Here directories
+    come and go beside a paused kernel's checkpoint while it resumes."""
+    import threading
+    kid = gw.start_kernel()
+    ok(gw, kid, "x = 7")
+    stop = threading.Event()
+
+    def churn(dir_):
+        while not stop.is_set():
+            for i in range(64):
+                path = os.path.join(dir_, f"copy-churn{i}")
+                try:
+                    os.mkdir(path)
+                    os.rmdir(path)
+                except OSError:
+                    pass
+
+    for _ in range(12):
+        status, model, _ = gw.request("POST", f"/api/kernels/{kid}/pause")
+        assert status == 200 and model["paused"]["memory_kept"], model
+        cps = os.path.join(state, "checkpoints")
+        (name,) = checkpoint_dirs(state)
+        stop.clear()
+        thread = threading.Thread(target=churn, args=(os.path.join(cps, name),))
+        thread.start()
+        try:
+            status, model, _ = gw.request("POST", f"/api/kernels/{kid}/resume")
+        finally:
+            stop.set()
+            thread.join()
+        assert status == 200, model
+        assert value_of(gw, kid, "x") == 7
