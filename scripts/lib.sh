@@ -119,10 +119,11 @@ ensure_npm_kernels() {
 }
 
 # Builds and installs CRIU (see CRIU_PACKAGES) unless the one there is this
-# recipe's: the tarball's digest and the patch's, kept beside it. Needs root;
+# recipe's: the tarball's digest and the patches', kept beside it. Needs root;
 # returns 1 (and says why) when it cannot, and pause then keeps files only.
 ensure_criu() {
-    local tarball="" patch="$ROOT/deploy/criu/criu-4.2-cgns-after-creds.patch" dir
+    local tarball="" patch dir
+    local patches=("$ROOT"/deploy/criu/criu-4.2-*.patch)
     for dir in "$ROOT/../shared/criu" /work/shared/criu; do
         [ -f "$dir/criu-4.2.tar.gz" ] && tarball="$dir/criu-4.2.tar.gz" && break
     done
@@ -131,7 +132,7 @@ ensure_criu() {
         return 1
     fi
     local recipe stamp="$CRIU_PREFIX/share/glovebox/criu.recipe"
-    recipe="$(sha256sum "$tarball" "$patch" | cut -d' ' -f1 | tr '\n' ' ')"
+    recipe="$(sha256sum "$tarball" "${patches[@]}" | cut -d' ' -f1 | tr '\n' ' ')"
     if [ -x "$CRIU_PREFIX/sbin/criu" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$recipe" ]; then
         return 0
     fi
@@ -142,11 +143,16 @@ ensure_criu() {
     # shellcheck disable=SC2086 # a list of package names
     ensure_packages $CRIU_PACKAGES
     local work="$BUILD/criu-build"
-    log "building CRIU 4.2 with deploy/criu's fix (once per machine, about a minute)"
+    log "building CRIU 4.2 with deploy/criu's fixes (once per machine, about a minute)"
     rm -rf "$work" && mkdir -p "$work"
-    tar -xzf "$tarball" -C "$work" &&
-        patch -d "$work/criu-4.2" -p1 -s <"$patch" &&
-        make -C "$work/criu-4.2" -j"$(nproc)" criu >"$work/make.log" 2>&1 &&
+    tar -xzf "$tarball" -C "$work" || { log "$tarball does not unpack: memory pause stays off"; return 1; }
+    for patch in "${patches[@]}"; do
+        patch -d "$work/criu-4.2" -p1 -s <"$patch" || {
+            log "$patch does not apply: memory pause stays off"
+            return 1
+        }
+    done
+    make -C "$work/criu-4.2" -j"$(nproc)" criu >"$work/make.log" 2>&1 &&
         install -D -m 0755 "$work/criu-4.2/criu/criu" "$CRIU_PREFIX/sbin/criu" || {
         tail -20 "$work/make.log" >&2 2>/dev/null
         log "CRIU did not build ($work/make.log): memory pause stays off"

@@ -596,6 +596,43 @@ def test_criu_keeps_what_it_learns_of_the_kernel_between_runs(tmp_path):
     assert not os.path.exists(yard)
 
 
+def test_a_restore_puts_each_thread_with_its_process(tmp_path):
+    """CRIU 4.2 recorded a set of cgroups for every thread of a process
+    other than the sandbox's init (the kernel), each compared with the
+    process's before its cgroup namespace prefix was set, so none matched,
+    and the restore moved every thread into its cgroups again, which waits
+    out an RCU grace period (about 15 ms of every resume here). With
+    deploy/criu's fix, the kernel's threads share its set, and the restore
+    moves none of them."""
+    wrapper = tmp_path / "criu"
+    dirs = tmp_path / "dirs"
+    # criu restore must be exec'd (--restore-sibling): its work directory
+    # is written down, and its log read there while the kernel lives.
+    wrapper.write_text("#!/bin/sh\n"
+                       "for a; do shift; [ \"$a\" = -v2 ] && a=-v4; set -- \"$@\" \"$a\"; done\n"
+                       "[ \"$1\" = restore ] && echo \"$@\" | "
+                       f"sed -n 's/.* -W \\([^ ]*\\) .*/\\1/p' >> {dirs}\n"
+                       f"exec {CRIU} \"$@\"\n")
+    wrapper.chmod(0o755)
+    g = start_gateway("--state-dir", str(tmp_path / "state"), "--criu", str(wrapper))
+    try:
+        kid = g.start_kernel()
+        run_cell(g, kid, "x = 41")
+        pause(g, kid)
+        resume(g, kid)
+        assert value_of(g, kid, "x + 1") == 42
+        (work,) = dirs.read_text().split()
+        with open(os.path.join(work, "restore.log")) as f:
+            log = f.read()
+    finally:
+        g.stop()
+    assert "Restore finished successfully" in log
+    # The kernel has threads (ipykernel's: heartbeat, iopub, control...),
+    # each restored by the process's restorer, none moved on its own.
+    assert log.count("Using clone3 to restore the process") >= 3, log[-2000:]
+    assert "Restore cg_set in thread" not in log
+
+
 def test_loopback_servers_and_connections_outlive_a_pause(gw):
     """A sandbox without egress is checkpointed without its network
     namespace (lo alone, as made): the resume gets a new one whose lo is up
