@@ -7,6 +7,7 @@
 #include "kernel-host/layers.h"
 #include "kernel-host/rootfs_files.h"
 #include "kernel-host/rootfs_ops.h"
+#include "kernel-host/rootfs_plan.h"
 #include "protocol/buf.h"
 #include "protocol/log.h"
 
@@ -87,6 +88,17 @@ static unsigned long locked_flags(const char *source)
         if (st.f_flag & ST_RELATIME)
                 flags |= MS_RELATIME;
         return flags;
+}
+
+int rootfs_add_op(struct rootfs *p, enum op_kind kind, const char *target, const char *source,
+                  const char *data, unsigned long flags, unsigned options, const char *step)
+{
+        return add_op(p, kind, target, source, data, flags, options, step);
+}
+
+unsigned long rootfs_locked_flags(const char *source)
+{
+        return locked_flags(source);
 }
 
 #define HOST_POINT 1u /* make the mount point (or the symlink) */
@@ -263,140 +275,6 @@ static int plan_etc(struct rootfs *p, const char *resolv_conf, unsigned what)
         }
         if (d)
                 closedir(d);
-        return rc;
-}
-
-/* /dev and /dev/shm are directories of the sandbox's tmpfs bound there,
- * under its disk limit, where it has one (tmpfs of their own otherwise),
- * as the /proc masks are (MASK_DIR). CRIU archived and unpacked the two
- * tmpfs at every pause and resume, about 11 ms of each. */
-#define DEV_DIR "dev"
-#define SHM_DIR "shm"
-
-/* At path: the directory name of the sandbox's tmpfs, bound writable with
- * flags (and nodev, which the tmpfs has), where the sandbox has one; a
- * tmpfs of its own with options otherwise. */
-static int top_dir_or_tmpfs(struct rootfs *p, const char *path, const char *name,
-                            const char *options, unsigned long flags)
-{
-        char source[PATH_MAX + 16], step[64];
-
-        if (!p->writable_root) {
-                snprintf(step, sizeof(step), "tmpfs %s", path);
-                return add_op(p, OP_TMPFS, path, NULL, options, flags, 0, step);
-        }
-        snprintf(source, sizeof(source), "%s/%s", p->top, name);
-        snprintf(step, sizeof(step), "bind %s", path);
-        return add_op(p, OP_BIND, path, source, NULL, flags | MS_NODEV, OP_WRITABLE, step);
-}
-
-static int plan_dev(struct rootfs *p)
-{
-        static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-        static const char *const links[][2] = {{"/dev/ptmx", "pts/ptmx"},
-                                               {"/dev/fd", "/proc/self/fd"},
-                                               {"/dev/stdin", "/proc/self/fd/0"},
-                                               {"/dev/stdout", "/proc/self/fd/1"},
-                                               {"/dev/stderr", "/proc/self/fd/2"}};
-        char path[64];
-        int rc = add_op(p, OP_DIR, "/dev", NULL, NULL, 0, 0, "mkdir /dev");
-
-        /* Not nodev where it is a tmpfs of its own (the bound device nodes
-         * below are mounts of their own, whose flags are the host's). */
-        if (rc == 0)
-                rc = top_dir_or_tmpfs(p, "/dev", DEV_DIR, "mode=0755,size=1m",
-                                      MS_NOSUID | MS_NOEXEC);
-        for (size_t i = 0; rc == 0 && i < sizeof(nodes) / sizeof(nodes[0]); i++) {
-                snprintf(path, sizeof(path), "/dev/%s", nodes[i]);
-                rc = add_op(p, OP_FILE, path, NULL, "", 0, 0, "bind device");
-                if (rc == 0)
-                        rc = add_op(p, OP_BIND, path, path, NULL, 0, OP_WRITABLE | OP_KEEP_FLAGS,
-                                    "bind device");
-        }
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/dev/pts", NULL, NULL, 0, 0, "mkdir /dev/pts");
-        if (rc == 0)
-                rc = add_op(p, OP_DEVPTS, "/dev/pts", NULL, "newinstance,ptmxmode=0666,mode=0620",
-                            MS_NOSUID | MS_NOEXEC, 0, "devpts /dev/pts");
-        if (rc == 0)
-                rc = add_op(p, OP_DIR, "/dev/shm", NULL, NULL, 0, 0, "mkdir /dev/shm");
-        if (rc == 0)
-                rc = top_dir_or_tmpfs(p, "/dev/shm", SHM_DIR, "mode=1777,size=64m",
-                                      MS_NOSUID | MS_NODEV);
-        for (size_t i = 0; rc == 0 && i < sizeof(links) / sizeof(links[0]); i++)
-                rc = add_op(p, OP_SYMLINK, links[i][0], links[i][1], NULL, 0, 0, "symlink /dev");
-        return rc;
-}
-
-/* Host-wide /proc files a kernel has no use for and a tenant could use to
- * watch its neighbours (interrupt and timer counts, allocator state:
- * side channels) or to survey the host (kernel symbols, configuration,
- * command line, memory map, modules), masked as container runtimes mask
- * them: an empty file bound over each. What programs do read (loadavg,
- * meminfo, stat, cpuinfo, uptime, vmstat, the per-process files) stays:
- * psutil, top, free and Python's os.cpu_count need it. */
-/* The file on the sandbox's tmpfs, beside its root, that becomes its
- * /proc/sys/kernel/random/boot_id. */
-#define BOOT_ID_FILE "boot_id"
-/* The empty directory on the sandbox's tmpfs, beside its root, bound
- * read-only over each masked /proc directory. One tmpfs per directory did
- * the same, but CRIU archives and unpacks each tmpfs of a sandbox on its
- * own (about 8 ms of every pause and resume for the five a host has);
- * a bind of the tmpfs the checkpoint archives anyway costs nothing. */
-#define MASK_DIR "masked"
-
-static const char *const proc_masked_files[] = {
-        "kcore",      "keys",      "key-users",  "timer_list",  "timer_stats",  "sched_debug",
-        "latency_stats", "sysrq-trigger", "kallsyms", "kmsg",   "kpagecount",   "kpageflags",
-        "kpagecgroup", "config.gz", "cmdline",   "bootconfig",  "iomem",        "ioports",
-        "modules",    "vmallocinfo", "slabinfo", "pagetypeinfo", "zoneinfo",    "buddyinfo",
-        "interrupts", "softirqs",  "mtrr",       "dma",         "misc",         "devices",
-        "consoles",   "locks",
-};
-/* Directories of the same kind, hidden under an empty read-only
- * directory (a tmpfs of its own where the sandbox has no tmpfs root). */
-static const char *const proc_masked_dirs[] = {"acpi", "asound", "bus", "driver", "fs", "irq",
-                                                "scsi"};
-
-static int plan_proc_masks(struct rootfs *p)
-{
-        char path[PATH_MAX + 16], step[64];
-        struct stat st;
-        int rc = 0;
-
-        /* The sandbox's /proc shows what the host's does: mask what exists. */
-        for (size_t i = 0; rc == 0 && i < sizeof(proc_masked_files) / sizeof(proc_masked_files[0]);
-             i++) {
-                snprintf(path, sizeof(path), "/proc/%s", proc_masked_files[i]);
-                if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
-                        continue;
-                snprintf(step, sizeof(step), "mask %s", path);
-                rc = add_op(p, OP_BIND, path, "/dev/null", NULL,
-                            MS_RDONLY | MS_NOSUID | MS_NOEXEC | locked_flags("/dev/null"), 0, step);
-        }
-        /* The host's boot id tells sandboxes they share a machine: each
-         * has its own, new with each sandbox as a new machine's would be. */
-        snprintf(path, sizeof(path), "%s/" BOOT_ID_FILE, p->top);
-        if (rc == 0 && p->writable_root && lstat("/proc/sys/kernel/random/boot_id", &st) == 0)
-                rc = add_op(p, OP_BIND, "/proc/sys/kernel/random/boot_id", path, NULL,
-                            MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "own boot id");
-        for (size_t i = 0; rc == 0 && i < sizeof(proc_masked_dirs) / sizeof(proc_masked_dirs[0]);
-             i++) {
-                snprintf(path, sizeof(path), "/proc/%s", proc_masked_dirs[i]);
-                if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                        continue;
-                snprintf(step, sizeof(step), "mask %s", path);
-                if (p->writable_root) {
-                        char empty[PATH_MAX + 16];
-
-                        snprintf(empty, sizeof(empty), "%s/" MASK_DIR, p->top);
-                        rc = add_op(p, OP_BIND, path, empty, NULL,
-                                    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, step);
-                } else {
-                        rc = add_op(p, OP_TMPFS, path, NULL, "size=4k,nr_inodes=1,mode=0555",
-                                    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, step);
-                }
-        }
         return rc;
 }
 
@@ -799,9 +677,9 @@ int rootfs_plan(const struct rootfs_params *params, struct rootfs **out)
                 rc = add_op(p, OP_BIND, "/proc/sys", NULL, NULL,
                             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "read-only /proc/sys");
         if (rc == 0)
-                rc = plan_proc_masks(p);
+                rc = rootfs_plan_proc_masks(p);
         if (rc == 0)
-                rc = plan_dev(p);
+                rc = rootfs_plan_dev(p);
         if (rc == 0)
                 rc = p->writable_root ? plan_tmp_home(p, params) : plan_tmp_home_flat(p, params);
         if (rc == 0)
