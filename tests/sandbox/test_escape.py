@@ -319,23 +319,27 @@ def test_disk_quota(gateway):
 
 DEV_FILL = r"""
 import errno, os
-def fill(path):
-    written = 0
+def fill(dir_):
+    # Files of 8 MiB at most: the sandbox's file size limit is its disk limit.
+    written, names = 0, []
     try:
-        with open(path, 'wb', buffering=0) as f:
-            while written < 256 << 20:
-                written += f.write(b'x' * 65536)
+        while written < 256 << 20:
+            names.append(os.path.join(dir_, 'big%d' % len(names)))
+            with open(names[-1], 'wb', buffering=0) as f:
+                for _ in range(128):
+                    written += f.write(b'x' * 65536)
     except OSError as e:
         return written >> 20, errno.errorcode[e.errno]
     finally:
-        if os.path.exists(path):
-            os.unlink(path)
+        for name in names:
+            if os.path.exists(name):
+                os.unlink(name)
     return written >> 20, None
 try:
     open('/dev/evil', 'w').close(); dev = 'written'
 except OSError as e:
     dev = errno.errorcode[e.errno]
-shm = fill('/dev/shm/big')
+shm = fill('/dev/shm')
 opts = {l.split()[4]: l.split()[5].split(',') for l in open('/proc/self/mountinfo')}
 nodes = (open('/dev/zero', 'rb').read(4), open('/dev/null', 'w').write('x'))
 print(repr((dev, shm, opts['/dev'], opts['/dev/shm'], nodes)))
