@@ -10,21 +10,19 @@
 
 /* A sandbox's /proc and /dev, in its root's plan (rootfs.c). */
 
-/* At path: the directory name of the sandbox's tmpfs, bound writable with
- * flags (and nodev, which the tmpfs has), where the sandbox has one; a
- * tmpfs of its own with options otherwise. */
+/* At path: the directory name of the sandbox's tmpfs, bound with flags
+ * (and nodev, which the tmpfs has; writable unless MS_RDONLY), where the
+ * sandbox has one; a tmpfs of its own with options otherwise. */
 static int top_dir_or_tmpfs(struct rootfs *p, const char *path, const char *name,
-                            const char *options, unsigned long flags)
+                            const char *options, unsigned long flags, const char *step)
 {
-        char source[PATH_MAX + 16], step[64];
+        char source[PATH_MAX + 16];
 
-        if (!p->writable_root) {
-                snprintf(step, sizeof(step), "tmpfs %s", path);
+        if (!p->writable_root)
                 return rootfs_add_op(p, OP_TMPFS, path, NULL, options, flags, 0, step);
-        }
         snprintf(source, sizeof(source), "%s/%s", p->top, name);
-        snprintf(step, sizeof(step), "bind %s", path);
-        return rootfs_add_op(p, OP_BIND, path, source, NULL, flags | MS_NODEV, OP_WRITABLE, step);
+        return rootfs_add_op(p, OP_BIND, path, source, NULL, flags | MS_NODEV,
+                             (flags & MS_RDONLY) ? 0 : OP_WRITABLE, step);
 }
 
 int rootfs_plan_dev(struct rootfs *p)
@@ -42,7 +40,7 @@ int rootfs_plan_dev(struct rootfs *p)
          * below are mounts of their own, whose flags are the host's). */
         if (rc == 0)
                 rc = top_dir_or_tmpfs(p, "/dev", DEV_DIR, "mode=0755,size=1m",
-                                      MS_NOSUID | MS_NOEXEC);
+                                      MS_NOSUID | MS_NOEXEC, "mount /dev");
         for (size_t i = 0; rc == 0 && i < sizeof(nodes) / sizeof(nodes[0]); i++) {
                 snprintf(path, sizeof(path), "/dev/%s", nodes[i]);
                 rc = rootfs_add_op(p, OP_FILE, path, NULL, "", 0, 0, "bind device");
@@ -60,7 +58,7 @@ int rootfs_plan_dev(struct rootfs *p)
                 rc = rootfs_add_op(p, OP_DIR, "/dev/shm", NULL, NULL, 0, 0, "mkdir /dev/shm");
         if (rc == 0)
                 rc = top_dir_or_tmpfs(p, "/dev/shm", SHM_DIR, "mode=1777,size=64m",
-                                      MS_NOSUID | MS_NODEV);
+                                      MS_NOSUID | MS_NODEV, "mount /dev/shm");
         for (size_t i = 0; rc == 0 && i < sizeof(links) / sizeof(links[0]); i++)
                 rc = rootfs_add_op(p, OP_SYMLINK, links[i][0], links[i][1], NULL, 0, 0,
                                    "symlink /dev");
@@ -116,16 +114,8 @@ int rootfs_plan_proc_masks(struct rootfs *p)
                 if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                         continue;
                 snprintf(step, sizeof(step), "mask %s", path);
-                if (p->writable_root) {
-                        char empty[PATH_MAX + 16];
-
-                        snprintf(empty, sizeof(empty), "%s/" MASK_DIR, p->top);
-                        rc = rootfs_add_op(p, OP_BIND, path, empty, NULL,
-                                           MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, step);
-                } else {
-                        rc = rootfs_add_op(p, OP_TMPFS, path, NULL, "size=4k,nr_inodes=1,mode=0555",
-                                           MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, step);
-                }
+                rc = top_dir_or_tmpfs(p, path, MASK_DIR, "size=4k,nr_inodes=1,mode=0555",
+                                      MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, step);
         }
         return rc;
 }
