@@ -138,6 +138,19 @@ void checkpoint_await_unix_peers(int netns_fd);
 extern char checkpoint_action[];
 void checkpoint_netns_init(void);
 
+/* checkpoint_mounts.c. One line of a mountinfo, as read. */
+struct mount_line {
+        int id;
+        unsigned major, minor;
+        char root[PATH_MAX];
+        char point[PATH_MAX];
+        char fstype[64];
+        char options[1024]; /* the filesystem's ("" when the line has none) */
+};
+/* Reads line into m; false for one we cannot read whole or that names a
+ * path with an escape (a space, a newline). */
+bool checkpoint_mount_parse(char *line, struct mount_line *m);
+
 /* checkpoint_kdat.c. criu runs with a /run where it can keep what it
  * learns of the kernel, and its cgroup yard: made once at start; in
  * criu's own process, a clone of it for argv (-1: none) taken before

@@ -58,43 +58,41 @@ static int kdat_fd = -1;
 static char *hierarchy_point(const char *controllers)
 {
         FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[3 * PATH_MAX], root[PATH_MAX], point[PATH_MAX], fstype[64], options[1024];
+        char line[3 * PATH_MAX];
+        struct mount_line m;
         char *found = NULL;
 
         if (!f)
                 return NULL;
         while (!found && fgets(line, sizeof(line), f)) {
-                char *sep = strstr(line, " - ");
                 bool all = true;
 
-                if (!sep || strchr(line, '\\') ||
-                    sscanf(line, "%*d %*d %*u:%*u %4095s %4095s", root, point) != 2 ||
-                    sscanf(sep + 3, "%63s %*s %1023s", fstype, options) != 2 ||
-                    strcmp(root, "/") != 0 || strncmp(point, "/run", 4) == 0)
+                if (!checkpoint_mount_parse(line, &m) || strcmp(m.root, "/") != 0 ||
+                    strncmp(m.point, "/run", 4) == 0)
                         continue;
                 if (!controllers[0]) {
-                        if (strcmp(fstype, "cgroup2") == 0)
-                                found = strdup(point);
+                        if (strcmp(m.fstype, "cgroup2") == 0)
+                                found = strdup(m.point);
                         continue;
                 }
-                if (strcmp(fstype, "cgroup") != 0)
+                if (strcmp(m.fstype, "cgroup") != 0)
                         continue;
                 /* Each of the hierarchy's controllers among the options. */
                 for (const char *c = controllers; all && *c;) {
                         size_t n = strcspn(c, ",");
-                        const char *o = options;
+                        const char *o = m.options;
 
                         all = false;
                         while (!all && *o) {
-                                size_t m = strcspn(o, ",");
+                                size_t len = strcspn(o, ",");
 
-                                all = m == n && strncmp(o, c, n) == 0;
-                                o += m + (o[m] == ',');
+                                all = len == n && strncmp(o, c, n) == 0;
+                                o += len + (o[len] == ',');
                         }
                         c += n + (c[n] == ',');
                 }
                 if (all)
-                        found = strdup(point);
+                        found = strdup(m.point);
         }
         fclose(f);
         return found;

@@ -36,17 +36,7 @@
 
 /* ---- the mounts from outside --------------------------------------------------- */
 
-struct mount_line {
-        int id;
-        unsigned major, minor;
-        char root[PATH_MAX];
-        char point[PATH_MAX];
-        char fstype[64];
-};
-
-/* One line of a mountinfo; false for one we cannot read whole or that
- * names a path with an escape (a space, a newline). */
-static bool mount_parse(char *line, struct mount_line *m)
+bool checkpoint_mount_parse(char *line, struct mount_line *m)
 {
         char *sep = strstr(line, " - ");
         int parent;
@@ -56,7 +46,8 @@ static bool mount_parse(char *line, struct mount_line *m)
         if (sscanf(line, "%d %d %u:%u %4095s %4095s", &m->id, &parent, &m->major, &m->minor,
                    m->root, m->point) != 6)
                 return false;
-        return sscanf(sep + 3, "%63s", m->fstype) == 1;
+        m->options[0] = '\0';
+        return sscanf(sep + 3, "%63s %*s %1023s", m->fstype, m->options) >= 1;
 }
 
 /* Where the host has the file or directory that is root on device
@@ -75,7 +66,7 @@ static int host_path(unsigned major, unsigned minor, const char *root, char *out
                 struct mount_line m;
                 size_t n;
 
-                if (!mount_parse(line, &m) || m.major != major || m.minor != minor)
+                if (!checkpoint_mount_parse(line, &m) || m.major != major || m.minor != minor)
                         continue;
                 n = strcmp(m.root, "/") == 0 ? 0 : strlen(m.root);
                 if (n && (strncmp(root, m.root, n) != 0 || (root[n] != '/' && root[n])))
@@ -135,7 +126,7 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, 
                 const char *kind;
                 char key[32];
 
-                if (!mount_parse(line, &m)) {
+                if (!checkpoint_mount_parse(line, &m)) {
                         snprintf(err, errlen, "a mount whose path CRIU cannot be given");
                         goto fail;
                 }
