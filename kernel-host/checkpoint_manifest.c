@@ -16,6 +16,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/checkpoint_internal.h"
+#include "protocol/buf.h"
 #include "protocol/ids.h"
 
 #include <dirent.h>
@@ -32,6 +33,8 @@
 #define KEY_FILE "." "manifest-key"
 #define MANIFEST "manifest.json"
 #define KEY_LEN  32
+/* A file and its digest per line: room for some 100,000 images. */
+#define MANIFEST_MAX (16 << 20)
 
 static unsigned char key[KEY_LEN];
 static bool have_key;
@@ -255,7 +258,7 @@ int checkpoint_seal(int dir_fd)
 static json_t *manifest_read(int dir_fd)
 {
         int fd = openat(dir_fd, MANIFEST, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        json_t *manifest = fd >= 0 ? json_loadfd(fd, 0, NULL) : NULL;
+        json_t *manifest = fd >= 0 ? json_read_fd(fd, MANIFEST_MAX, 0, NULL) : NULL;
         const char *mac = json_string_value(json_object_get(manifest, "hmac"));
         char expect[65];
 

@@ -26,6 +26,7 @@
 #include "autoconf.h"
 
 #include "kernel-host/checkpoint_internal.h"
+#include "protocol/buf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -148,18 +149,11 @@ out:
 
 json_t *checkpoint_pages_sizes(int dir_fd)
 {
-        char text[PAGES_RECORD_MAX];
         int fd = openat(dir_fd, CHECKPOINT_PAGES_RECORD, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        ssize_t n = -1, got = 0;
-        json_t *sizes = NULL;
+        json_t *sizes = fd >= 0 ? json_read_fd(fd, PAGES_RECORD_MAX, 0, NULL) : NULL;
 
-        while (fd >= 0 && got < (ssize_t)sizeof(text) &&
-               (n = read(fd, text + got, sizeof(text) - (size_t)got)) > 0)
-                got += n;
         if (fd >= 0)
                 close(fd);
-        if (n == 0)
-                sizes = json_loadb(text, (size_t)got, 0, NULL);
         if (!json_is_object(sizes)) {
                 json_decref(sizes);
                 return NULL;

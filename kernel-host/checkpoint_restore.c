@@ -40,21 +40,11 @@
 
 int checkpoint_read_record(int dir_fd, json_t **out)
 {
-        char *text = malloc(RECORD_MAX + 1);
         int fd = openat(dir_fd, RECORD, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        ssize_t n = -1, got = 0;
 
-        *out = NULL;
-        while (text && fd >= 0 && got < RECORD_MAX &&
-               (n = read(fd, text + got, (size_t)(RECORD_MAX - got))) > 0)
-                got += n;
+        *out = fd >= 0 ? json_read_fd(fd, RECORD_MAX, 0, NULL) : NULL;
         if (fd >= 0)
                 close(fd);
-        if (text && n == 0) {
-                text[got] = '\0';
-                *out = json_loads(text, 0, NULL);
-        }
-        free(text);
         return *out ? 0 : -EBADMSG;
 }
 

@@ -162,6 +162,55 @@ ssize_t read_small_file(const char *path, char *out, size_t size)
         return n;
 }
 
+int buf_read_fd(struct buf *b, int fd)
+{
+        for (;;) {
+                size_t room = b->max - b->len < (1 << 16) ? b->max - b->len : (1 << 16);
+                char extra;
+                ssize_t n;
+                int rc;
+
+                /* Full to its maximum: one more byte says it is longer. */
+                if (room == 0) {
+                        do
+                                n = read(fd, &extra, 1);
+                        while (n < 0 && errno == EINTR);
+                        return n == 0 ? 0 : n > 0 ? -E2BIG : -errno;
+                }
+                rc = buf_reserve(b, room);
+                if (rc < 0)
+                        return rc;
+                n = read(fd, b->data + b->len, room);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return 0;
+                b->len += (size_t)n;
+                b->data[b->len] = '\0';
+        }
+}
+
+json_t *json_read_fd(int fd, size_t max, size_t flags, json_error_t *err)
+{
+        struct buf b;
+        json_t *doc = NULL;
+        int rc;
+
+        buf_init(&b, max);
+        rc = buf_read_fd(&b, fd);
+        if (rc == 0) {
+                doc = json_loadb(b.data ? b.data : "", b.len, flags, err);
+        } else if (err) {
+                memset(err, 0, sizeof(*err));
+                snprintf(err->text, sizeof(err->text), "%s",
+                         rc == -E2BIG ? "longer than its limit" : strerror(-rc));
+        }
+        buf_free(&b);
+        return doc;
+}
+
 int buf_append_base64(struct buf *out, const uint8_t *data, size_t len)
 {
         static const char table[] =

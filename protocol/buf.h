@@ -7,6 +7,7 @@
 #ifndef GLOVEBOX_BUF_H
 #define GLOVEBOX_BUF_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,15 @@ int buf_append_unbase64(struct buf *out, const char *in);
  * followed) into out, NUL-terminated: the length read, or -errno. For the
  * small files of /proc and cgroupfs. */
 ssize_t read_small_file(const char *path, char *out, size_t size);
+/* Reads fd from its offset to its end onto b in blocks of 64 KiB: 0,
+ * -E2BIG past b's maximum, -ENOMEM or -errno. */
+int buf_read_fd(struct buf *b, int fd);
+/* The JSON document fd holds (from its offset to its end), read whole with
+ * buf_read_fd and parsed with flags: jansson's json_loadfd reads it one
+ * byte per read(2), some 3,000 calls for a checkpoint's manifest. NULL
+ * when it is not JSON or is longer than max bytes, with err (if given)
+ * saying which. */
+json_t *json_read_fd(int fd, size_t max, size_t flags, json_error_t *err);
 /* The path of the executable name in the running program's own directory
  * (the build tree, or where it is installed) into out: 0, or -ENOENT when
  * it is not there or not executable. */

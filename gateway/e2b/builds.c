@@ -8,6 +8,7 @@
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/templates.h"
 #include "gateway/core/tenants.h"
+#include "protocol/buf.h"
 #include "protocol/fleetid.h"
 #include "protocol/log.h"
 
@@ -25,6 +26,7 @@
 #define TEMPLATES_DIR  "templates"
 #define LAYERS_DIR     "layers"
 #define RECORD         "templates.json"
+#define RECORD_MAX     (16 << 20)
 
 static const struct config *config;
 static struct build_tpl *templates;
@@ -373,7 +375,7 @@ static void load(void)
 
         if (fd < 0)
                 return;
-        doc = json_loadfd(fd, 0, &jerr);
+        doc = json_read_fd(fd, RECORD_MAX, 0, &jerr);
         close(fd);
         list = json_object_get(doc, "templates");
         json_array_foreach(list, i, jt) {

@@ -10,6 +10,7 @@
 #include "gateway/kernels/pause.h"
 #include "gateway/kernels/sandboxes.h"
 #include "gateway/kernels/session.h"
+#include "protocol/buf.h"
 #include "protocol/fleetid.h"
 #include "protocol/log.h"
 
@@ -200,7 +201,7 @@ int keep_load(const char *state_dir, struct keep_process *proc, json_t **out)
                 close(fd);
                 return -EPERM;
         }
-        record = json_loadfd(fd, 0, &jerr);
+        record = json_read_fd(fd, KEEP_RECORD_MAX, 0, &jerr);
         close(fd);
         if (!record)
                 return -EBADMSG;

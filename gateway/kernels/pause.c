@@ -4,6 +4,7 @@
 #include "gateway/core/config.h"
 #include "gateway/core/loop.h"
 #include "gateway/kernels/process.h"
+#include "protocol/buf.h"
 #include "protocol/log.h"
 
 #include <dirent.h>
@@ -269,7 +270,7 @@ int pause_load_all_in(enum pause_store store,
                         log_warn("paused sandbox %s has no meta.json; left as it is", e->d_name);
                         continue;
                 }
-                meta = json_loadfd(fd, 0, &jerr);
+                meta = json_read_fd(fd, META_MAX, 0, &jerr);
                 close(fd);
                 if (!json_is_object(meta)) {
                         log_warn("paused sandbox %s: unreadable meta.json (%s); left as it is",
@@ -557,7 +558,7 @@ static uint64_t store_owner_bytes(int top, const char *owner, const char *skip)
                         continue;
                 snprintf(path, sizeof(path), "%s/meta.json", e->d_name);
                 fd = openat(top, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                meta = fd >= 0 ? json_loadfd(fd, 0, NULL) : NULL;
+                meta = fd >= 0 ? json_read_fd(fd, META_MAX, 0, NULL) : NULL;
                 if (fd >= 0)
                         close(fd);
                 if (meta &&

@@ -7,6 +7,9 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static void test_append_and_limit(void)
 {
@@ -197,8 +200,53 @@ static void test_base64(void)
         buf_free(&b);
 }
 
+/* A file's JSON read whole: longer than one read's 64 KiB, from the
+ * descriptor's offset, up to exactly its maximum and refused one byte past
+ * it; what is not JSON is refused with jansson's reason. */
+static void test_json_read_fd(void)
+{
+        int fd = memfd_create("json", MFD_CLOEXEC);
+        json_error_t err;
+        struct buf text;
+        json_t *doc;
+        size_t len;
+
+        buf_init(&text, 1 << 20);
+        buf_append_str(&text, "[");
+        for (int i = 0; i < 20000; i++)
+                buf_printf(&text, "%s\"item %d\"", i ? "," : "", i);
+        buf_append_str(&text, "]");
+        len = text.len;
+        ok(fd >= 0 && write(fd, text.data, len) == (ssize_t)len, "a document of %zu bytes", len);
+        lseek(fd, 0, SEEK_SET);
+        doc = json_read_fd(fd, len, 0, &err);
+        ok(json_is_array(doc) && json_array_size(doc) == 20000 &&
+               strcmp(json_string_value(json_array_get(doc, 19999)), "item 19999") == 0,
+           "read whole at exactly its maximum");
+        json_decref(doc);
+        lseek(fd, 0, SEEK_SET);
+        doc = json_read_fd(fd, len - 1, 0, &err);
+        ok(!doc && strstr(err.text, "limit"), "one byte past the maximum is refused (%s)",
+           err.text);
+        lseek(fd, 0, SEEK_SET);
+        is_int(ftruncate(fd, 0), 0, "emptied");
+        ok(write(fd, "xx{\"a\": 1}", 10) == 10 && lseek(fd, 2, SEEK_SET) == 2,
+           "a document after two bytes of something else");
+        doc = json_read_fd(fd, 64, 0, NULL);
+        ok(json_integer_value(json_object_get(doc, "a")) == 1, "read from the offset on");
+        json_decref(doc);
+        lseek(fd, 0, SEEK_SET);
+        doc = json_read_fd(fd, 64, 0, &err);
+        ok(!doc && err.text[0], "what is not JSON is refused (%s)", err.text);
+        doc = json_read_fd(-1, 64, 0, &err);
+        ok(!doc && strstr(err.text, "Bad file"), "an error of read(2) is said (%s)", err.text);
+        buf_free(&text);
+        close(fd);
+}
+
 int main(void)
 {
+        test_json_read_fd();
         test_append_and_limit();
         test_growth();
         test_grow_reset_steal();
