@@ -2,14 +2,23 @@
  * fork): the same images and files under host ids of its own. CRIU keeps
  * every process's credentials as its user namespace sees them, so only two
  * things name host ids: the namespace's maps (userns-*.img, rewritten into
- * the copy's own image directory, where every other image is a symlink to
- * the checkpoint's), and the owners of the files in its top (files.tar
+ * the copy's own image directory, where every other image is a hard link
+ * to the checkpoint's), and the owners of the files in its top (files.tar
  * keeps host ids, shifted after it is unpacked, before anything of the
  * sandbox runs there).
  *
  * The copy's image directory is also what a restore of a checkpoint whose
- * pages are compressed reads (checkpoint_pages.c): the same symlinks under
- * the same ids, and the pages decompressed there. */
+ * pages are compressed reads (checkpoint_pages.c): the same links under
+ * the same ids, and the pages decompressed there.
+ *
+ * Hard links, not symbolic ones: a symbolic link is an inode of its own,
+ * and ext4 looks for a free inode past every one deleted in the last
+ * minute or so, which a fork's copies had just deleted by the hundred
+ * (their image directories, the checkpoints before): the 40 symbolic
+ * links of a Python kernel's copy cost up to 20 ms of the kernel-host,
+ * one copy after another. A hard link is a name. The checkpoint's images
+ * are its regular files (its manifest refuses anything else), and CRIU
+ * reads them only. */
 #include "autoconf.h"
 
 #include "kernel-host/checkpoint_internal.h"
@@ -170,7 +179,6 @@ int checkpoint_copy_images(const char *src, int dst_fd, const struct sandbox_ids
         shift_to = to;
         while (rc == 0 && (e = readdir(d))) {
                 size_t len = strlen(e->d_name);
-                char target[PATH_MAX + 300];
 
                 if (e->d_name[0] == '.' || strncmp(e->d_name, "copy-", 5) == 0)
                         continue;
@@ -187,8 +195,7 @@ int checkpoint_copy_images(const char *src, int dst_fd, const struct sandbox_ids
                                 close(out);
                         continue;
                 }
-                snprintf(target, sizeof(target), "../%s", e->d_name);
-                if (symlinkat(target, dst_fd, e->d_name) < 0)
+                if (linkat(src_fd, e->d_name, dst_fd, e->d_name, 0) < 0)
                         rc = -errno;
         }
         closedir(d);

@@ -118,9 +118,77 @@ static void test_owners(void)
         tmpdir_remove(dir);
 }
 
+/* A copy's image directory: the source's images under the same names,
+ * each the checkpoint's own file (a hard link: no inode of its own), the
+ * user namespace's image rewritten into a file of its own, other copies'
+ * directories left out. */
+static void test_images_dir(void)
+{
+        char dir[] = "/tmp/glovebox-images-XXXXXX", path[PATH_MAX], images[PATH_MAX];
+        static const char *const names[] = {"core-1.img", "pages-1.img", "files.tar"};
+        uint8_t image[512];
+        size_t n = unhex(DUMPED, image);
+        struct stat src, dst;
+        int fd;
+
+        if (!mkdtemp(dir))
+                BAIL_OUT("mkdtemp: %s", strerror(errno));
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+                fd = open(path, O_CREAT | O_WRONLY, 0644);
+                ok(fd >= 0 && write(fd, names[i], strlen(names[i])) > 0, "image %s", names[i]);
+                close(fd);
+        }
+        snprintf(path, sizeof(path), "%s/userns-11.img", dir);
+        fd = open(path, O_CREAT | O_WRONLY, 0644);
+        ok(fd >= 0 && write(fd, image, n) == (ssize_t)n, "a user namespace's image as dumped");
+        close(fd);
+        snprintf(path, sizeof(path), "%s/copy-other", dir);
+        ok(mkdir(path, 0711) == 0, "another copy's directory beside them");
+        snprintf(images, sizeof(images), "%s", dir);
+        is_int(checkpoint_images_dir(images, sizeof(images), "mine", &source, &copy), 0,
+               "the copy's image directory is made");
+        snprintf(path, sizeof(path), "%s/copy-mine", dir);
+        is_str(images, path, "its path is given back");
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                char own[PATH_MAX + 32];
+
+                snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+                snprintf(own, sizeof(own), "%s/%s", images, names[i]);
+                ok(stat(path, &src) == 0 && lstat(own, &dst) == 0 && S_ISREG(dst.st_mode) &&
+                       dst.st_ino == src.st_ino && dst.st_dev == src.st_dev && src.st_nlink == 2,
+                   "%s is the checkpoint's own file under a second name", names[i]);
+        }
+        snprintf(path, sizeof(path), "%s/userns-11.img", dir);
+        {
+                char own[PATH_MAX + 32];
+                uint8_t got[512], want[512];
+                size_t wantlen = unhex(COPIED, want);
+                ssize_t len;
+
+                snprintf(own, sizeof(own), "%s/userns-11.img", images);
+                fd = open(own, O_RDONLY);
+                len = fd >= 0 ? read(fd, got, sizeof(got)) : -1;
+                close(fd);
+                ok(stat(path, &src) == 0 && lstat(own, &dst) == 0 && dst.st_ino != src.st_ino &&
+                       len == (ssize_t)wantlen && memcmp(got, want, wantlen) == 0,
+                   "the user namespace's image is a file of its own, with the copy's ids");
+                snprintf(own, sizeof(own), "%s/copy-other", images);
+                ok(lstat(own, &dst) < 0 && errno == ENOENT, "another copy's directory is left out");
+        }
+        fd = open("/tmp", O_RDONLY | O_DIRECTORY);
+        checkpoint_images_dir_remove(fd, dir + strlen("/tmp/"), "mine");
+        close(fd);
+        snprintf(path, sizeof(path), "%s/core-1.img", dir);
+        ok(access(images, F_OK) < 0 && stat(path, &src) == 0 && src.st_nlink == 1,
+           "removed, it leaves the checkpoint's images as they were");
+        tmpdir_remove(dir);
+}
+
 int main(void)
 {
         test_userns_image();
         test_owners();
+        test_images_dir();
         return done_testing();
 }
