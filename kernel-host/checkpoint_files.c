@@ -45,6 +45,35 @@ static int mnt_id_of(const char *fdinfo)
         return p ? (int)strtol(p + 8, NULL, 10) : -1;
 }
 
+/* The mount id of the file a link of /proc/PID/map_files or /proc/PID/fd
+ * leads to. statx follows the link: one call, where opening the mapped
+ * file and reading its fdinfo took five (a kernel that imported pandas
+ * maps some 400 files: 7 to 13 ms, against 2.5 ms). Where statx cannot
+ * say (Linux before 5.8), fdinfo does: the fd's own (fdinfo), else that of
+ * the file opened here. -1 when the file is gone. */
+static int link_mnt_id(const char *link, const char *fdinfo)
+{
+        struct statx sx;
+        char own[64];
+        int fd, mnt_id;
+
+        if (statx(AT_FDCWD, link, AT_NO_AUTOMOUNT, STATX_MNT_ID, &sx) == 0) {
+                if (sx.stx_mask & STATX_MNT_ID)
+                        return (int)sx.stx_mnt_id;
+        } else if (errno != EINVAL && errno != ENOSYS) {
+                return -1;
+        }
+        if (fdinfo)
+                return mnt_id_of(fdinfo);
+        fd = open(link, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return -1;
+        snprintf(own, sizeof(own), "/proc/self/fdinfo/%d", fd);
+        mnt_id = mnt_id_of(own);
+        close(fd);
+        return mnt_id;
+}
+
 /* One file of the process: noted when it is on a mount of no sandbox's. */
 static int note(struct walk *w, const char *link, int mnt_id)
 {
@@ -99,31 +128,14 @@ static int walk_process(struct walk *w, pid_t pid)
                 if (!dir)
                         continue;
                 while (rc == 0 && (de = readdir(dir))) {
-                        int fd, mnt_id;
+                        char info[96];
 
                         if (de->d_name[0] == '.')
                                 continue;
                         snprintf(link, sizeof(link), "%s/%s", path, de->d_name);
-                        if (d == 1) {
-                                char info[96];
-
-                                snprintf(info, sizeof(info), "/proc/%d/fdinfo/%s", (int)pid,
-                                         de->d_name);
-                                rc = note(w, link, mnt_id_of(info));
-                                continue;
-                        }
-                        /* A mapping: its mount is that of the file it opens. */
-                        fd = open(link, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-                        if (fd < 0)
-                                continue;
-                        {
-                                char info[64];
-
-                                snprintf(info, sizeof(info), "/proc/self/fdinfo/%d", fd);
-                                mnt_id = mnt_id_of(info);
-                        }
-                        close(fd);
-                        rc = note(w, link, mnt_id);
+                        snprintf(info, sizeof(info), "/proc/%d/fdinfo/%s", (int)pid, de->d_name);
+                        /* A mapping's mount is that of the file it maps. */
+                        rc = note(w, link, link_mnt_id(link, d == 1 ? info : NULL));
                 }
                 closedir(dir);
         }
