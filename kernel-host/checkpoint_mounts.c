@@ -2,6 +2,7 @@
 
 #include "kernel-host/checkpoint.h"
 #include "kernel-host/rootfs.h"
+#include "protocol/buf.h"
 #include "protocol/ids.h"
 #include "kernel-host/volumes.h"
 #include "kernel-host/homedisk.h"
@@ -29,6 +30,8 @@
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
+/* The kernel-host's own mount table (a few dozen lines). */
+#define MOUNTINFO_MAX (4 << 20)
 
 /* The sandbox's mounts as a checkpoint sees them: which come from outside
  * (CRIU is told, and the restore binds them again), and the flags each
@@ -52,20 +55,24 @@ bool checkpoint_mount_parse(char *line, struct mount_line *m)
 
 /* Where the host has the file or directory that is root on device
  * major:minor: the host mount of that device whose root is the longest
- * prefix of it, and the rest below its mount point. */
-static int host_path(unsigned major, unsigned minor, const char *root, char *out, size_t size)
+ * prefix of it, and the rest below its mount point. host is the
+ * kernel-host's own mountinfo, read once per dump: a sandbox binds some
+ * 40 host paths, and reading it again for each cost 40 opens and reads. */
+static int host_path(const struct buf *host, unsigned major, unsigned minor, const char *root,
+                     char *out, size_t size)
 {
-        FILE *f = fopen("/proc/self/mountinfo", "re");
         char line[3 * PATH_MAX];
         size_t best = 0;
         bool found = false;
 
-        if (!f)
-                return -errno;
-        while (fgets(line, sizeof(line), f)) {
+        for (const char *p = host->data, *end; p && *p; p = *end ? end + 1 : end) {
                 struct mount_line m;
-                size_t n;
+                size_t n = (size_t)((end = strchrnul(p, '\n')) - p);
 
+                if (n >= sizeof(line))
+                        continue;
+                memcpy(line, p, n);
+                line[n] = '\0';
                 if (!checkpoint_mount_parse(line, &m) || m.major != major || m.minor != minor)
                         continue;
                 n = strcmp(m.root, "/") == 0 ? 0 : strlen(m.root);
@@ -80,7 +87,6 @@ static int host_path(unsigned major, unsigned minor, const char *root, char *out
                         found = true;
                 }
         }
-        fclose(f);
         return found ? 0 : -ENOENT;
 }
 
@@ -112,9 +118,17 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, 
 {
         char path[64], line[3 * PATH_MAX], host[PATH_MAX];
         json_t *list = json_array();
+        struct buf own;
         struct stat top;
+        int own_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
         FILE *f;
 
+        buf_init(&own, MOUNTINFO_MAX);
+        if (own_fd < 0 || buf_read_fd(&own, own_fd) < 0) {
+                snprintf(err, errlen, "cannot read the kernel-host's mounts");
+                f = NULL;
+                goto fail;
+        }
         snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
         f = fopen(path, "re");
         if (!f || !list || fstat(top_fd, &top) < 0) {
@@ -154,7 +168,7 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, 
                         continue;
                 } else {
                         kind = "host";
-                        if (host_path(m.major, m.minor, m.root, host, sizeof(host)) < 0) {
+                        if (host_path(&own, m.major, m.minor, m.root, host, sizeof(host)) < 0) {
                                 snprintf(err, errlen, "no host path for the mount at %.200s",
                                          m.point);
                                 goto fail;
@@ -169,10 +183,15 @@ json_t *checkpoint_outside_mounts(pid_t init, int top_fd, char *const *volumes, 
                                                       "key", key, "kind", kind, "path", host));
         }
         fclose(f);
+        close(own_fd);
+        buf_free(&own);
         return list;
 fail:
         if (f)
                 fclose(f);
+        if (own_fd >= 0)
+                close(own_fd);
+        buf_free(&own);
         json_decref(list);
         return NULL;
 }
