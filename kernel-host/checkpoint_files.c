@@ -134,8 +134,11 @@ static int walk_process(struct walk *w, pid_t pid)
                         if (de->d_name[0] == '.')
                                 continue;
                         snprintf(link, sizeof(link), "%s/%s", path, de->d_name);
-                        snprintf(info, sizeof(info), "/proc/%d/fdinfo/%s", (int)pid, de->d_name);
-                        /* A mapping's mount is that of the file it maps. */
+                        /* A descriptor has an fdinfo of its own; a mapping's
+                         * mount is that of the file it maps. */
+                        if (d == 1)
+                                snprintf(info, sizeof(info), "/proc/%d/fdinfo/%s", (int)pid,
+                                         de->d_name);
                         rc = note(w, link, link_mnt_id(link, d == 1 ? info : NULL));
                 }
                 closedir(dir);
