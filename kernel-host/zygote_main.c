@@ -41,7 +41,13 @@
  * and depends on no kernel's identity, so it is built here, once, with its
  * history disabled (no database, no saving thread) and no kernel, session
  * or socket; the zygote's sys.modules["__main__"] and atexit are put back
- * as they were. A kernel offers it to ipykernel through
+ * as they were. What a kernel's first cell would build on first use is
+ * built here too: the display formatters (a trait default) and the
+ * tokenizer's patterns (compiled into tokenize's cache). netifaces, where
+ * installed, is imported here: with it jupyter_client lists the kernel's
+ * addresses (it asks for localhost as the kernel loads its connection
+ * file) by getifaddrs, in the kernel's own network namespace; without it
+ * each kernel runs `ip addr`. A kernel offers the shell to ipykernel through
  * ZMQInteractiveShell.instance(), which IPythonKernel calls: for one call it
  * returns the prebuilt shell, adopted by the kernel (its parent, kernel,
  * configuration, profile and ipython directories, compiler, environment
@@ -104,6 +110,8 @@ static const char bootstrap[] =
     "        del ZMQInteractiveShell.init_history\n"
     "    shell.restore_sys_module_state()\n"
     "    atexit.unregister(shell.atexit_operations)\n"
+    "    shell.display_formatter.format(0)\n"
+    "    shell.transform_cell('0\\n')\n"
     "    return shell\n"
     "def _glovebox_shell_fits(cls, shell, args, kw):\n"
     "    parent = kw.get('parent')\n"
@@ -172,6 +180,10 @@ static const char bootstrap[] =
     "            c._instance = shell\n"
     "        return shell\n"
     "    ZMQInteractiveShell.instance = classmethod(instance)\n"
+    "try:\n"
+    "    import netifaces\n"
+    "except ImportError:\n"
+    "    pass\n"
     "try:\n"
     "    _glovebox_shell = _glovebox_prebuild()\n"
     "except Exception:\n"

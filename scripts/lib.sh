@@ -10,7 +10,9 @@ BUILD_PACKAGES="autoconf automake libtool pkg-config make gcc libzmq3-dev libczm
 # What kernels import: ipykernel, and what E2B's code-interpreter template
 # preinstalls wherever Debian packages it (docs/e2b.md lists them), and
 # `python` for python3, which E2B's template has and its users call.
-KERNEL_PACKAGES="python3-ipykernel python3-matplotlib python3-numpy python3-pandas
+# python3-netifaces lets jupyter_client list a kernel's addresses without
+# running `ip addr` in every kernel as it starts.
+KERNEL_PACKAGES="python3-ipykernel python3-netifaces python3-matplotlib python3-numpy python3-pandas
  python3-seaborn python3-scipy python3-sklearn python3-openpyxl python3-xlrd python3-requests
  python3-bs4 python3-sympy python3-plotly python3-aiohttp python3-gensim python3-imageio
  python3-nltk python3-numba python3-opencv python3-docx python3-skimage python3-soundfile
