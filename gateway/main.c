@@ -9,6 +9,7 @@
 #include "gateway/core/config.h"
 #include "gateway/core/fleet.h"
 #include "gateway/core/conns.h"
+#include "gateway/e2b/display.h"
 #include "gateway/e2b/e2b.h"
 #include "gateway/core/heap.h"
 #include "gateway/mcp/mcp.h"
@@ -700,6 +701,10 @@ int main(int argc, char **argv)
         if (!ctx || gw.sigfd < 0)
                 goto out;
         loop_set_context(ctx);
+        /* E2B's Python contexts load its display extension: the pool's
+         * Python kernels compile it while they wait. */
+        if (pool_set_python_warmup(e2b_display_compile_expression()) < 0)
+                goto out;
         if (kernels_init(&gw.cfg, &gw.specs) < 0 || host_attach(on_host_lost) < 0 ||
             pool_init(&gw.cfg, &gw.specs) < 0 || fleet_start(&gw.cfg) < 0 ||
             loop_watch_fd(gw.sigfd, on_signal, NULL, &gw.sigwatch) < 0)

@@ -17,26 +17,45 @@ __asm__(".section .rodata\n"
         ".previous\n");
 extern const char e2b_display_py[];
 
-const char *e2b_display_expression(void)
+/* Where a kernel keeps the compiled extension (e2b_display_compile_expression). */
+#define DISPLAY_COMPILED "_glovebox_e2b_display"
+#define DISPLAY_FILE     "glovebox/e2b_display.py"
+
+/* The extension's source as a Python string literal (a JSON string is
+ * one) between before and after; static storage in *out. */
+static const char *with_source(char **out, const char *before, const char *after)
 {
-        static char *code;
         json_t *source;
         char *literal;
 
-        if (code)
-                return code;
-        /* A JSON string is a valid Python string literal. The source runs in
-         * a namespace of its own, as an imported module would. */
+        if (*out)
+                return *out;
         source = json_string(e2b_display_py);
         literal = json_dumps(source, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
         json_decref(source);
-        if (literal &&
-            asprintf(&code,
-                     "(lambda ns: (exec(compile(%s, 'glovebox/e2b_display.py', 'exec'), ns), "
-                     "ns['load_ipython_extension'](get_ipython())))({'__name__': "
-                     "'glovebox_e2b_display'})",
-                     literal) < 0)
-                code = NULL;
+        if (literal && asprintf(out, "%s%s%s", before, literal, after) < 0)
+                *out = NULL;
         free(literal);
-        return code;
+        return *out;
+}
+
+const char *e2b_display_expression(void)
+{
+        static char *code;
+
+        /* The source runs in a namespace of its own, as an imported module
+         * would; compiled here unless the kernel has it compiled already. */
+        return with_source(&code,
+                           "(lambda ns: (exec(getattr(__import__('sys'), '" DISPLAY_COMPILED
+                           "', None) or compile(",
+                           ", '" DISPLAY_FILE "', 'exec'), ns), ns['load_ipython_extension']"
+                           "(get_ipython())))({'__name__': 'glovebox_e2b_display'})");
+}
+
+const char *e2b_display_compile_expression(void)
+{
+        static char *code;
+
+        return with_source(&code, "setattr(__import__('sys'), '" DISPLAY_COMPILED "', compile(",
+                           ", '" DISPLAY_FILE "', 'exec'))");
 }

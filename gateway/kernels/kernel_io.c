@@ -169,7 +169,7 @@ int kernel_send_silent(struct kernel *k, const char *code, const char *expressio
 }
 
 /* The startup code, as a cell or as a user expression. */
-static int send_startup(struct kernel *k)
+int kernel_send_startup(struct kernel *k)
 {
         if (k->startup_expression)
                 return kernel_send_silent(k, "", k->startup_code, k->startup_id);
@@ -185,7 +185,8 @@ int kernel_set_startup_code(struct kernel *k, const char *code, bool expression)
         free(k->startup_code);
         k->startup_code = copy;
         k->startup_expression = expression;
-        if (copy && k->phase == KERNEL_READY && send_startup(k) < 0) {
+        /* A kernel being adapted sends it with the request's env. */
+        if (copy && k->phase == KERNEL_READY && !k->adapting && kernel_send_startup(k) < 0) {
                 klog_warn(k->id, "cannot send the startup code");
                 k->startup_id[0] = '\0';
         }
@@ -217,7 +218,7 @@ static void become_ready(struct kernel *k)
         klog_info(k->id, "ready (%s, pid %d)", k->spec->name, k->pid);
         /* A restart needs it again; the waiters hear once it has run. */
         k->startup_id[0] = '\0';
-        if (k->startup_code && send_startup(k) == 0)
+        if (k->startup_code && kernel_send_startup(k) == 0)
                 return;
         if (k->startup_code) {
                 klog_warn(k->id, "cannot send the startup code");

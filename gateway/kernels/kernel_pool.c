@@ -5,6 +5,7 @@
 #include "gateway/kernels/kernels.h"
 #include "gateway/kernels/kernel_private.h"
 #include "gateway/kernels/host.h"
+#include "gateway/core/loop.h"
 #include "gateway/core/tenants.h"
 #include "protocol/log.h"
 
@@ -45,33 +46,50 @@ struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
         return NULL;
 }
 
-/* A claimed kernel's new limits on their way: its id and the code to run
- * once they hold. */
+/* A claimed kernel's new limits on their way: its id. */
 struct adapt {
         char id[JP_UUID_SIZE];
-        char *code;
 };
 
 static void adapt_failed(struct kernel *k, const char *why)
 {
         klog_warn(k->id, "not handed out: %s", why);
-        k->adapting = false;
+        kernel_adapt_end(k);
         kernel_waiters_resolve(k, 503, why);
         kernel_shutdown(k, NULL);
 }
 
-/* The limits hold: the code next, then the waiters. */
-static void adapt_run(struct kernel *k, const char *code)
+/* The limits hold: the request's env and the startup code next, then the
+ * waiters. A startup expression (an E2B context's, set by the caller of
+ * kernel_adapt before the loop runs again) goes with the env as one
+ * silent execution, where two would cost the kernel two. */
+static void adapt_run(struct kernel *k)
 {
+        char *code = k->adapt_code;
+        bool together = code && k->startup_code && k->startup_expression;
+        int rc = 0;
+
+        k->adapt_code = NULL;
         k->adapting = false;
-        /* The startup code's way: waiters hear once it has run. */
-        if (code && kernel_send_silent(k, code, NULL, k->startup_id) < 0) {
+        if (code)
+                rc = kernel_send_silent(k, code, together ? k->startup_code : NULL, k->startup_id);
+        if (rc == 0 && k->startup_code && !together)
+                rc = kernel_send_startup(k);
+        if (rc < 0) {
                 k->startup_id[0] = '\0';
                 adapt_failed(k, "cannot send the request's environment to the kernel");
-                return;
-        }
-        if (!code)
+        } else if (!code && !k->startup_code) {
                 kernel_waiters_resolve(k, 0, NULL);
+        }
+        free(code);
+}
+
+void kernel_adapt_end(struct kernel *k)
+{
+        loop_timer_stop(&k->adapt_timer);
+        k->adapting = false;
+        free(k->adapt_code);
+        k->adapt_code = NULL;
 }
 
 static void on_relimited(void *ctx, int error, const char *message, uint64_t bytes)
@@ -89,50 +107,59 @@ static void on_relimited(void *ctx, int error, const char *message, uint64_t byt
                                  message[0] ? message : strerror(error));
                         adapt_failed(k, why);
                 } else {
-                        adapt_run(k, a->code);
+                        adapt_run(k);
                 }
         } else if (k) {
-                k->adapting = false;
+                kernel_adapt_end(k);
         }
-        free(a->code);
         free(a);
+}
+
+static void on_adapt_timer(lws_sorted_usec_list_t *sul)
+{
+        struct kernel *k = lws_container_of(sul, struct kernel, adapt_timer);
+
+        if (k->adapting && k->phase == KERNEL_READY)
+                adapt_run(k);
 }
 
 int kernel_adapt(struct kernel *k, char *const *env, const char *code,
                  const struct hostmsg_limits *limits)
 {
         bool relimit = !hostmsg_limits_equal(limits, &k->limits);
-        struct adapt *a = NULL;
-        char **copy = NULL;
+        char **copy = NULL, *code_copy = NULL;
         int rc;
 
-        if (k->phase != KERNEL_READY || (relimit && (!k->sandbox || !k->owns_sandbox)))
+        if (k->phase != KERNEL_READY || k->adapting ||
+            (relimit && (!k->sandbox || !k->owns_sandbox)))
                 return -EINVAL;
-        if (jp_strv_dup(env, &copy) < 0)
+        if (jp_strv_dup(env, &copy) < 0 || (code && !(code_copy = strdup(code)))) {
+                jp_strv_free(copy);
                 return -ENOMEM;
+        }
         if (relimit) {
-                a = calloc(1, sizeof(*a));
-                if (!a || (code && !(a->code = strdup(code)))) {
-                        free(a);
-                        jp_strv_free(copy);
-                        return -ENOMEM;
-                }
-                snprintf(a->id, sizeof(a->id), "%s", k->id);
-                rc = host_sandbox_relimit(k->sandbox->id, limits, on_relimited, a);
+                struct adapt *a = calloc(1, sizeof(*a));
+
+                if (a)
+                        snprintf(a->id, sizeof(a->id), "%s", k->id);
+                rc = a ? host_sandbox_relimit(k->sandbox->id, limits, on_relimited, a) : -ENOMEM;
                 if (rc < 0) {
-                        free(a->code);
                         free(a);
+                        free(code_copy);
                         jp_strv_free(copy);
                         return rc;
                 }
-                k->adapting = true;
                 k->limits = *limits;
                 k->sandbox->limits = *limits;
+        } else {
+                /* On the loop's next turn: the caller may set a startup
+                 * code to go with it first. */
+                loop_timer_start(&k->adapt_timer, on_adapt_timer, 0);
         }
+        k->adapting = true;
+        k->adapt_code = code_copy;
         jp_strv_free(k->env);
         k->env = copy;
-        if (!relimit)
-                adapt_run(k, code);
         return 0;
 }
 

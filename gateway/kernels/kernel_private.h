@@ -37,6 +37,7 @@ void kernel_on_deadline(lws_sorted_usec_list_t *sul);
 /* kernel_io.c */
 int kernel_open_sockets(struct kernel *k);
 void kernel_close_sockets(struct kernel *k);
+int kernel_send_startup(struct kernel *k);
 int kernel_send_silent(struct kernel *k, const char *code, const char *expression,
                        char msg_id_out[JP_UUID_SIZE + 8]);
 void kernel_fail_all_pending(struct kernel *k, const char *ename, const char *evalue);

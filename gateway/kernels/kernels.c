@@ -176,6 +176,7 @@ static void kernel_free(struct kernel *k)
                 close(k->ipc_root_fd);
         loop_timer_stop(&k->deadline_timer);
         loop_timer_stop(&k->grace_timer);
+        kernel_adapt_end(k);
         sandbox_waiter_cancel(&k->sandbox_wait);
         sandbox_unref(&k->sandbox);
         jp_signer_destroy(&k->signer);
@@ -292,6 +293,8 @@ static void handle_death(struct kernel *k)
         kernel_close_sockets(k);
         loop_timer_stop(&k->deadline_timer);
         loop_timer_stop(&k->grace_timer);
+        /* It restarts with the env it was given, and runs its startup code. */
+        kernel_adapt_end(k);
         k->pid = 0;
         k->running = false;
         if (k->phase == KERNEL_STOPPING) {
@@ -643,9 +646,9 @@ int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env, stru
         return start(spec, env, &limits, NULL, true, NULL, w, out);
 }
 
-int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w)
+int kernel_warm_up(struct kernel *k, const char *code, const char *expression, struct waiter *w)
 {
-        int rc = kernel_send_silent(k, code, NULL, k->warmup_id);
+        int rc = kernel_send_silent(k, code, expression, k->warmup_id);
 
         if (rc < 0) {
                 k->warmup_id[0] = '\0';

@@ -73,7 +73,8 @@ struct kernel {
         int restarts;     /* automatic ones since the last requested start */
         bool pooled;      /* in the warm pool: invisible, never given to anyone yet */
         bool warm;        /* pooled, ready and pre-imported: may be handed out */
-        bool adapting;    /* taken from the pool, its sandbox taking new limits */
+        bool adapting;    /* taken from the pool, not yet given the request's env and limits */
+        char *adapt_code; /* the request's env, sent with the startup code (kernel_adapt) */
         char warmup_id[JP_UUID_SIZE + 8]; /* the pre-import's execute_request */
         bool ever_ready;  /* false until the first start succeeds */
         bool adopting;    /* kept across a restart, not yet answering the new gateway */
@@ -90,6 +91,7 @@ struct kernel {
         lws_sorted_usec_list_t probe_timer;
         lws_sorted_usec_list_t deadline_timer;
         lws_sorted_usec_list_t grace_timer;
+        lws_sorted_usec_list_t adapt_timer;
 
         double active_at; /* monotonic seconds of the last activity, for culling */
         /* iopub rate accounting (--iopub-*-rate-limit) */
@@ -174,17 +176,19 @@ int kernel_start_as(const struct jp_kernelspec *spec, char *const *env,
  * invisible (kernel_find, the list) until kernel_pool_claim. */
 int kernel_start_pooled(const struct jp_kernelspec *spec, char *const *env,
                         struct waiter *w, struct kernel **out);
-/* Runs code in a ready kernel without a trace in its history; w hears when
- * it has been run (500 if it failed or the kernel died). */
-int kernel_warm_up(struct kernel *k, const char *code, struct waiter *w);
+/* Runs code in a ready kernel without a trace in its history, and then
+ * expression (or NULL) as its user expression; w hears when both have
+ * been run (500 if either failed or the kernel died). */
+int kernel_warm_up(struct kernel *k, const char *code, const char *expression, struct waiter *w);
 /* Sets code (copied; NULL for none) to run silently, without a trace in the
  * kernel's history, each time k becomes ready: after its start and after
  * every restart. Waiters (kernel_when_ready) hear that k is ready only once
  * it has run, so nothing a client sends overtakes it. Run now too if k is
- * ready. With expression, code is one expression, sent as the request's
- * user expression (an empty cell's): IPython evaluates it as it is, where
- * a cell's source goes through its input transforms first (about 0.5 ms
- * per KiB). 0 or -ENOMEM. */
+ * ready (with kernel_adapt's code if k is being adapted). With expression,
+ * code is one expression, sent as the request's user expression (an empty
+ * cell's): IPython evaluates it as it is, where a cell's source goes
+ * through its input transforms first (about 0.5 ms per KiB). 0 or
+ * -ENOMEM. */
 int kernel_set_startup_code(struct kernel *k, const char *code, bool expression);
 /* Pooled kernels of spec (starting ones too); *warm gets those ready to go. */
 size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);
@@ -192,14 +196,19 @@ size_t kernels_pooled(const struct jp_kernelspec *spec, size_t *warm);
  * on, the caller's alone: its owner from now on), or NULL. */
 struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec);
 /* Gives k, ready and just claimed, what a request asked for: env (copied)
- * for its restarts; code, run silently in it now (the request's own
+ * for its restarts; code (copied), run silently in it (the request's own
  * environment set in the running kernel), or NULL; limits for its
  * sandbox's cgroup when they are not the ones it has (its disk's size must
- * be). Waiters (kernel_when_ready) hear that it is ready once all of that
- * holds; if the kernel-host refuses the limits, they hear 503 and k is
- * shut down. 0, or -errno with nothing changed (the caller shuts k down). */
+ * be). The code runs once the limits hold, at the earliest on the loop's
+ * next turn, with the startup code (kernel_set_startup_code) set until
+ * then: a startup expression in the same execution. Waiters
+ * (kernel_when_ready) hear that it is ready once all of that holds; if the
+ * kernel-host refuses the limits, they hear 503 and k is shut down. 0, or
+ * -errno with nothing changed (the caller shuts k down). */
 int kernel_adapt(struct kernel *k, char *const *env, const char *code,
                  const struct hostmsg_limits *limits);
+/* Drops what kernel_adapt left to send (k died, or is going). */
+void kernel_adapt_end(struct kernel *k);
 /* A pooled kernel of spec to shut down when the pool shrinks, or NULL. */
 struct kernel *kernel_pool_spare(const struct jp_kernelspec *spec);
 /* The limits of a kernel whose request names none. */

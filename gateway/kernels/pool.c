@@ -38,6 +38,7 @@ struct pool_start {
 };
 
 static const struct config *cfg;
+static char *python_warmup; /* pool_set_python_warmup's expression, or NULL */
 static struct pool_entry *entries;
 static size_t nentries;
 static lws_sorted_usec_list_t tick;
@@ -84,15 +85,17 @@ static void on_kernel(struct waiter *w, void *subject, int status, const char *m
                     json_string_value(json_object_get(e->spec->spec, "language"));
                 /* "pass" warms IPython's execution path; other languages get
                  * an empty cell, which each of them answers. */
-                const char *code = "";
+                const char *code = "", *expression = NULL;
 
-                if (e->preimport)
+                if (e->preimport) {
                         code = e->preimport;
-                else if (language && strcmp(language, "python") == 0)
+                } else if (language && strcmp(language, "python") == 0) {
                         code = POOL_WARMUP_CODE;
+                        expression = python_warmup;
+                }
 
                 ps->warming = true;
-                if (kernel_warm_up(k, code, &ps->w) == 0)
+                if (kernel_warm_up(k, code, expression, &ps->w) == 0)
                         return;
                 status = 500;
                 message = "cannot send the pre-import";
@@ -303,6 +306,19 @@ void pool_free(void)
         free(entries);
         entries = NULL;
         nentries = 0;
+        free(python_warmup);
+        python_warmup = NULL;
+}
+
+int pool_set_python_warmup(const char *expression)
+{
+        char *copy = expression ? strdup(expression) : NULL;
+
+        if (expression && !copy)
+                return -ENOMEM;
+        free(python_warmup);
+        python_warmup = copy;
+        return 0;
 }
 
 struct kernel *pool_take(const struct jp_kernelspec *spec)

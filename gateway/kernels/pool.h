@@ -15,6 +15,13 @@
 /* Parses --pool and --pool-preimport against the kernelspecs and starts
  * filling. 0, or -EINVAL after logging what is wrong. */
 int pool_init(const struct config *cfg, const struct jp_kernelspec_list *specs);
+/* A Python expression (copied; NULL for none) that the pool's Python
+ * kernels evaluate as they are warmed, after "pass", where their
+ * kernelspec has no pre-import of its own: work an API family would
+ * otherwise do in each kernel it takes (the E2B display extension's
+ * compiling). Before pool_init, or kernels warmed already go without.
+ * 0 or -ENOMEM. */
+int pool_set_python_warmup(const char *expression);
 /* Stops refilling (the gateway is shutting down). */
 void pool_stop(void);
 /* Frees the pool's state, after every kernel is gone. */

@@ -1,6 +1,7 @@
 """The warm pool: kernels started ahead, invisible until taken, each fresh
 and in its own sandbox, never handed to two clients, refilled behind every
 take; requests that ask for something else go around it."""
+import http.client
 import json
 import os
 import pathlib
@@ -277,6 +278,92 @@ def test_an_e2b_sandbox_starts_from_the_pool():
         code, sb2, _ = gw.request("POST", "/e2b/v2/sandboxes", {"envVars": {"A": "1"}},
                                   token="", headers={"X-API-KEY": gw.token})
         assert code == 201 and status(gw)["kernelspecs"]["python3"]["taken"] == 1
+    finally:
+        gw.stop()
+
+
+def e2b_execute(gw, sb, code):
+    """The NDJSON lines of code run in sb's default context."""
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=120)
+    conn.request("POST", "/e2b/execute", json.dumps({"code": code}),
+                 {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
+                  "X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read().decode()
+    conn.close()
+    assert resp.status == 200, data
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def test_an_e2b_create_from_the_pool_costs_its_kernel_one_execution():
+    # The pre-import counts every execute_request the kernel gets after it
+    # (ipykernel's handler, wrapped); the sandbox's envVars and its
+    # context's startup (display formats, user site, cwd) go as one.
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-spec-"))
+    os.chmod(tmp_path, 0o755)
+    spec = json.load(open("/usr/share/jupyter/kernels/python3/kernel.json"))
+    spec["metadata"] = {"glovebox": {"preimport": (
+        "import sys\n"
+        "sys.glovebox_runs, handlers = [], get_ipython().kernel.shell_handlers\n"
+        "def counted(*args, handler=handlers['execute_request']):\n"
+        "    sys.glovebox_runs.append(1)\n"
+        "    return handler(*args)\n"
+        "handlers['execute_request'] = counted\n")}}
+    (tmp_path / "python3").mkdir()
+    (tmp_path / "python3" / "kernel.json").write_text(json.dumps(spec))
+    gw = start_gateway("--kernelspec-path", str(tmp_path), "--pool", "python3=1")
+    check = ("import os, sys; print(len(sys.glovebox_runs), os.environ.get('GLOVEBOX_A'), "
+             "os.getcwd())\n"
+             "import pandas; pandas.DataFrame({'a': [1, 2]})")
+    try:
+        for env in ({"GLOVEBOX_A": "1"}, {}):
+            wait_pool(gw, 1)
+            code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 60, "envVars": env},
+                                     token="", headers={"X-API-KEY": gw.token})
+            assert code == 201, sb
+            lines = e2b_execute(gw, sb, check)
+            assert not [line for line in lines if line["type"] == "error"], lines
+            printed = "".join(line["text"] for line in lines if line["type"] == "stdout")
+            # One execution before this cell, and this cell.
+            assert printed == f"2 {env.get('GLOVEBOX_A')} /home/user\n", printed
+            # E2B's display extension is loaded: a DataFrame's e2b/data.
+            results = [line for line in lines if line["type"] == "result"]
+            assert results and results[0].get("data", {}).get("a") == [1, 2], lines
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 2
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp_path)
+
+
+def test_pooled_python_kernels_compile_the_e2b_display_extension_while_they_wait():
+    gw = start_gateway("--pool", "python3=1")
+    try:
+        wait_pool(gw, 1)
+        code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 60}, token="",
+                                 headers={"X-API-KEY": gw.token})
+        assert code == 201, sb
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+        # Compiled by the pool (the code object's file is the extension's),
+        # and run from there: its results are E2B's.
+        lines = e2b_execute(gw, sb, "import sys; print(sys._glovebox_e2b_display.co_filename)\n"
+                                    "import pandas; pandas.DataFrame({'a': [3]})")
+        assert "".join(line["text"] for line in lines if line["type"] == "stdout") == \
+            "glovebox/e2b_display.py\n", lines
+        results = [line for line in lines if line["type"] == "result"]
+        assert results and results[0].get("data", {}).get("a") == [3], lines
+        # A kernel of its own (envVars the pool cannot take): compiled as
+        # its context starts, with the same results.
+        code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes",
+                                 {"timeout": 60, "envVars": {"PYTHONHASHSEED": "1"}}, token="",
+                                 headers={"X-API-KEY": gw.token})
+        assert code == 201, sb
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+        lines = e2b_execute(gw, sb, "import sys; print(hasattr(sys, '_glovebox_e2b_display'))\n"
+                                    "import pandas; pandas.DataFrame({'a': [3]})")
+        assert "".join(line["text"] for line in lines if line["type"] == "stdout") == \
+            "False\n", lines
+        results = [line for line in lines if line["type"] == "result"]
+        assert results and results[0].get("data", {}).get("a") == [3], lines
     finally:
         gw.stop()
 
