@@ -1,5 +1,6 @@
 """A small Jupyter kernel client for Glovebox's tests: REST with urllib,
 channels with websocket-client, in both wire formats."""
+import http.client
 import json
 import os
 import shutil
@@ -407,6 +408,20 @@ def e2b_create(gw, timeout=300):
 def e2b_kill(gw, sb):
     return gw.request("DELETE", f"/e2b/sandboxes/{sb['sandboxID']}", token="",
                       headers={"X-API-KEY": gw.token})[0]
+
+
+def e2b_run(gw, sb, body):
+    """POST /execute of sb: (status, lines) or (status, error text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=180)
+    conn.request("POST", "/e2b/execute", json.dumps(body),
+                 {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
+                  "X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read().decode()
+    conn.close()
+    if resp.status != 200:
+        return resp.status, data
+    return 200, [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
 def envd_headers(sb, auth=None):

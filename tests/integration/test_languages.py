@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from gbclient import BUILD, Gateway, e2b_kill, outputs_of, start_gateway, stdout_of
+from gbclient import BUILD, Gateway, e2b_kill, e2b_run, outputs_of, start_gateway, stdout_of
 
 
 def installed(name):
@@ -538,20 +538,6 @@ def e2b_sandbox(gw, env_vars):
                                token="", headers={"X-API-KEY": gw.token})
     assert status == 201, sb
     return sb
-
-
-def e2b_run(gw, sb, body):
-    """POST /execute of sb: (status, lines) or (status, error text)."""
-    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=180)
-    conn.request("POST", "/e2b/execute", json.dumps(body),
-                 {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
-                  "X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"})
-    resp = conn.getresponse()
-    data = resp.read().decode()
-    conn.close()
-    if resp.status != 200:
-        return resp.status, data
-    return 200, [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
 def printed(lines):

@@ -1,7 +1,6 @@
 """The warm pool: kernels started ahead, invisible until taken, each fresh
 and in its own sandbox, never handed to two clients, refilled behind every
 take; requests that ask for something else go around it."""
-import http.client
 import json
 import os
 import pathlib
@@ -9,7 +8,7 @@ import shutil
 import tempfile
 import time
 
-from gbclient import expect_out_of_memory, host_limits, outputs_of, start_gateway, stdout_of
+from gbclient import e2b_run, expect_out_of_memory, host_limits, outputs_of, start_gateway, stdout_of
 
 
 def status(gw):
@@ -284,15 +283,9 @@ def test_an_e2b_sandbox_starts_from_the_pool():
 
 def e2b_execute(gw, sb, code):
     """The NDJSON lines of code run in sb's default context."""
-    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=120)
-    conn.request("POST", "/e2b/execute", json.dumps({"code": code}),
-                 {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49999",
-                  "X-Access-Token": sb["envdAccessToken"], "Content-Type": "application/json"})
-    resp = conn.getresponse()
-    data = resp.read().decode()
-    conn.close()
-    assert resp.status == 200, data
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
+    status, lines = e2b_run(gw, sb, {"code": code})
+    assert status == 200, lines
+    return lines
 
 
 def test_an_e2b_create_from_the_pool_costs_its_kernel_one_execution():
