@@ -12,8 +12,8 @@
 const char *e2b_display_expression(void);
 /* A Python expression that compiles the extension and keeps the code in
  * the kernel (the sys module), unrun: e2b_display_expression's compiling
- * (5 to 7 ms of the kernel's CPU, the source being 22 KiB) done ahead, by
- * a kernel that waits in the warm pool. Static storage; NULL if out of
+ * (2.6 to 7 ms of the kernel's CPU, by the CPU, the source being 22 KiB)
+ * done ahead, by a kernel that waits in the warm pool. Static storage; NULL if out of
  * memory. */
 const char *e2b_display_compile_expression(void);
 

@@ -397,9 +397,12 @@ def expect_out_of_memory(ch, msg_id, limit_mb, timeout=120):
 
 # --- E2B sandboxes and envd, spoken raw (the SDK tests are in tests/e2b) -----
 
-def e2b_create(gw, timeout=300):
+def e2b_create(gw, timeout=300, env_vars=None):
     """A new E2B sandbox (its JSON: sandboxID, envdAccessToken...)."""
-    status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": timeout}, token="",
+    body = {"timeout": timeout}
+    if env_vars is not None:
+        body["envVars"] = env_vars
+    status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", body, token="",
                                headers={"X-API-KEY": gw.token})
     assert status == 201, sb
     return sb

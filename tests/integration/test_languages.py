@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from gbclient import BUILD, Gateway, e2b_kill, e2b_run, outputs_of, start_gateway, stdout_of
+from gbclient import (BUILD, Gateway, e2b_create, e2b_kill, e2b_run, outputs_of, start_gateway,
+                      stdout_of)
 
 
 def installed(name):
@@ -532,14 +533,6 @@ HEX = {
 }
 
 
-def e2b_sandbox(gw, env_vars):
-    status, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 600,
-                                                             "envVars": env_vars},
-                               token="", headers={"X-API-KEY": gw.token})
-    assert status == 201, sb
-    return sb
-
-
 def printed(lines):
     errors = [line for line in lines if line["type"] == "error"]
     assert not errors, errors
@@ -563,7 +556,7 @@ def test_run_envs_are_set_for_one_run_and_cannot_inject(gateway, language):
     sandbox's own value. Nothing in a value runs."""
     if not language_ready(language):
         pytest.skip(f"no kernel for {language} here (scripts/test installs them)")
-    sb = e2b_sandbox(gateway, {"GB_SANDBOX": "sandbox"})
+    sb = e2b_create(gateway, 600, {"GB_SANDBOX": "sandbox"})
     try:
         envs = {"GB_NASTY": NASTY, "GB_SANDBOX": "run", "GB_EMPTY": "", "GB_LONG": "x" * 4096}
         code = "\n".join(HEX[language].format(n) for n in envs)
@@ -588,7 +581,7 @@ def test_a_run_ends_once_its_envs_are_back(gateway):
     kernel (IRkernel, under load) may take before that cell. The user's cell
     makes the putting back slow and leave a mark; the mark is there when
     the run's answer ends."""
-    sb = e2b_sandbox(gateway, {})
+    sb = e2b_create(gateway, 600, {})
     try:
         slow = ("import os, time, pathlib\n"
                 "_cls = type(os.environ)\n_orig = _cls.__delitem__\n"
@@ -613,7 +606,7 @@ def test_a_run_ends_once_its_envs_are_back(gateway):
 
 
 def test_run_env_names_must_be_identifiers(gateway):
-    sb = e2b_sandbox(gateway, {})
+    sb = e2b_create(gateway, 600, {})
     try:
         for name in ("1ABC", "A-B", "A B", "A;rm -rf /", "", "user.dir", "X" * 129,
                      "A'B", "A\nB"):
@@ -636,7 +629,7 @@ def test_run_envs_refused_for_a_language_without_a_way():
     (tmp / "cobol" / "kernel.json").write_text(json.dumps(spec))
     gw = start_gateway("--kernelspec-path", str(tmp))
     try:
-        sb = e2b_sandbox(gw, {})
+        sb = e2b_create(gw, 600, {})
         status, text = e2b_run(gw, sb, {"code": "1", "language": "cobol",
                                         "env_vars": {"A": "b"}})
         assert status == 400 and "not supported" in text and "cobol" in text, (status, text)

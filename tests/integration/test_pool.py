@@ -8,7 +8,8 @@ import shutil
 import tempfile
 import time
 
-from gbclient import e2b_run, expect_out_of_memory, host_limits, outputs_of, start_gateway, stdout_of
+from gbclient import (e2b_create, e2b_run, expect_out_of_memory, host_limits, outputs_of,
+                      start_gateway, stdout_of)
 
 
 def status(gw):
@@ -282,10 +283,13 @@ def test_an_e2b_sandbox_starts_from_the_pool():
 
 
 def e2b_execute(gw, sb, code):
-    """The NDJSON lines of code run in sb's default context."""
+    """What code run in sb's default context printed, and its results; it
+    raised nothing."""
     status, lines = e2b_run(gw, sb, {"code": code})
     assert status == 200, lines
-    return lines
+    assert not [line for line in lines if line["type"] == "error"], lines
+    return ("".join(line["text"] for line in lines if line["type"] == "stdout"),
+            [line for line in lines if line["type"] == "result"])
 
 
 def test_an_e2b_create_from_the_pool_costs_its_kernel_one_execution():
@@ -311,17 +315,11 @@ def test_an_e2b_create_from_the_pool_costs_its_kernel_one_execution():
     try:
         for env in ({"GLOVEBOX_A": "1"}, {}):
             wait_pool(gw, 1)
-            code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 60, "envVars": env},
-                                     token="", headers={"X-API-KEY": gw.token})
-            assert code == 201, sb
-            lines = e2b_execute(gw, sb, check)
-            assert not [line for line in lines if line["type"] == "error"], lines
-            printed = "".join(line["text"] for line in lines if line["type"] == "stdout")
+            printed, results = e2b_execute(gw, e2b_create(gw, 60, env), check)
             # One execution before this cell, and this cell.
             assert printed == f"2 {env.get('GLOVEBOX_A')} /home/user\n", printed
             # E2B's display extension is loaded: a DataFrame's e2b/data.
-            results = [line for line in lines if line["type"] == "result"]
-            assert results and results[0].get("data", {}).get("a") == [1, 2], lines
+            assert results and results[0].get("data", {}).get("a") == [1, 2], results
         assert status(gw)["kernelspecs"]["python3"]["taken"] == 2
     finally:
         gw.stop()
@@ -332,31 +330,20 @@ def test_pooled_python_kernels_compile_the_e2b_display_extension_while_they_wait
     gw = start_gateway("--pool", "python3=1")
     try:
         wait_pool(gw, 1)
-        code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes", {"timeout": 60}, token="",
-                                 headers={"X-API-KEY": gw.token})
-        assert code == 201, sb
-        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
         # Compiled by the pool (the code object's file is the extension's),
-        # and run from there: its results are E2B's.
-        lines = e2b_execute(gw, sb, "import sys; print(sys._glovebox_e2b_display.co_filename)\n"
-                                    "import pandas; pandas.DataFrame({'a': [3]})")
-        assert "".join(line["text"] for line in lines if line["type"] == "stdout") == \
-            "glovebox/e2b_display.py\n", lines
-        results = [line for line in lines if line["type"] == "result"]
-        assert results and results[0].get("data", {}).get("a") == [3], lines
-        # A kernel of its own (envVars the pool cannot take): compiled as
-        # its context starts, with the same results.
-        code, sb, _ = gw.request("POST", "/e2b/v2/sandboxes",
-                                 {"timeout": 60, "envVars": {"PYTHONHASHSEED": "1"}}, token="",
-                                 headers={"X-API-KEY": gw.token})
-        assert code == 201, sb
-        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
-        lines = e2b_execute(gw, sb, "import sys; print(hasattr(sys, '_glovebox_e2b_display'))\n"
-                                    "import pandas; pandas.DataFrame({'a': [3]})")
-        assert "".join(line["text"] for line in lines if line["type"] == "stdout") == \
-            "False\n", lines
-        results = [line for line in lines if line["type"] == "result"]
-        assert results and results[0].get("data", {}).get("a") == [3], lines
+        # and run from there; then a kernel of its own (envVars the pool
+        # cannot take), which compiles it as its context starts. Both give
+        # E2B's results.
+        for env, want in ((None, "glovebox/e2b_display.py\n"),
+                          ({"PYTHONHASHSEED": "1"}, "False\n")):
+            printed, results = e2b_execute(
+                gw, e2b_create(gw, 60, env),
+                "import sys; c = getattr(sys, '_glovebox_e2b_display', None)\n"
+                "print(hasattr(sys, '_glovebox_e2b_display') if c is None else c.co_filename)\n"
+                "import pandas; pandas.DataFrame({'a': [3]})")
+            assert printed == want, printed
+            assert results and results[0].get("data", {}).get("a") == [3], results
+            assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
     finally:
         gw.stop()
 
