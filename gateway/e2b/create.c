@@ -383,9 +383,13 @@ void e2b_create_sandbox(struct http_request *r)
                         e2b_start_sudo(s);
                         e2b_sandbox_add(s);
                         r->waiter.done = on_created;
+                        /* Answered as the envVars' execution goes to the
+                         * kernel: the client's first cell waits for it to
+                         * have run (kernel_when_ready), and meanwhile the
+                         * client reads the answer. */
                         if (e2b_context_adopt(s, pooled, "python")) {
                                 e2b_contexts_add_defaults(s);
-                                kernel_when_ready(pooled, &r->waiter);
+                                kernel_when_adapted(pooled, &r->waiter);
                         } else {
                                 kernel_shutdown(pooled, NULL);
                                 e2b_sandbox_kill(s);

@@ -59,8 +59,9 @@ static void adapt_failed(struct kernel *k, const char *why)
         kernel_shutdown(k, NULL);
 }
 
-/* The limits hold: the request's env and the startup code next, then the
- * waiters. A startup expression (an E2B context's, set by the caller of
+/* The limits hold: the request's env and the startup code next; those of
+ * kernel_when_adapted hear it once that is sent, the other waiters once it
+ * has run. A startup expression (an E2B context's, set by the caller of
  * kernel_adapt before the loop runs again) goes with the env as one
  * silent execution, where two would cost the kernel two. */
 static void adapt_run(struct kernel *k)
@@ -80,6 +81,8 @@ static void adapt_run(struct kernel *k)
                 adapt_failed(k, "cannot send the request's environment to the kernel");
         } else if (!code && !k->startup_code) {
                 kernel_waiters_resolve(k, 0, NULL);
+        } else {
+                kernel_adapt_waiters_resolve(k);
         }
         free(code);
 }

@@ -29,6 +29,8 @@ struct kernel *kernel_by_id(const char *id);
 void kernel_set_state(struct kernel *k, const char *state);
 /* Tells every waiter of k, each detached before its done() runs. */
 void kernel_waiters_resolve(struct kernel *k, int status, const char *message);
+/* Tells those of kernel_when_adapted that the env is sent. */
+void kernel_adapt_waiters_resolve(struct kernel *k);
 /* The kernel's reported ipc prefix, checked and kept: 0 or -EINVAL. */
 int kernel_set_ipc_prefix(struct kernel *k, const char *reported);
 /* A kernel that did not become ready in time. */

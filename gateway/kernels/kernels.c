@@ -84,36 +84,36 @@ void kernel_set_state(struct kernel *k, const char *state)
 
 /* ---- waiters ------------------------------------------------------------ */
 
-/* A waiter's cancel: off the kernel's queue, or off the list being told. */
+static bool unlink_waiter(struct waiter **list, struct waiter *w)
+{
+        for (struct waiter **link = list; *link; link = &(*link)->next) {
+                if (*link == w) {
+                        *link = w->next;
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* A waiter's cancel: off the kernel's queues, or off the list being told. */
 static void waiter_remove(struct waiter *w)
 {
         struct kernel *k = w->on;
-        struct waiter **link;
 
-        for (link = &k->waiters; *link; link = &(*link)->next) {
-                if (*link == w) {
-                        *link = w->next;
-                        break;
-                }
-        }
-        for (link = &k->resolving; *link; link = &(*link)->next) {
-                if (*link == w) {
-                        *link = w->next;
-                        break;
-                }
-        }
+        if (!unlink_waiter(&k->waiters, w) && !unlink_waiter(&k->adapt_waiters, w))
+                unlink_waiter(&k->resolving, w);
         w->on = NULL;
         w->next = NULL;
 }
 
-static void waiter_add(struct kernel *k, struct waiter *w)
+static void waiter_add(struct kernel *k, struct waiter **queue, struct waiter *w)
 {
         if (!w || w->on)
                 return;
         w->on = k;
         w->cancel = waiter_remove;
-        w->next = k->waiters;
-        k->waiters = w;
+        w->next = *queue;
+        *queue = w;
 }
 
 void kernel_when_ready(struct kernel *k, struct waiter *w)
@@ -128,21 +128,28 @@ void kernel_when_ready(struct kernel *k, struct waiter *w)
                 w->done(w, k, 500, k->phase == KERNEL_DEAD ? k->reason : "Kernel was deleted");
                 return;
         }
-        waiter_add(k, w);
+        waiter_add(k, &k->waiters, w);
 }
 
-/* Resolves every waiter; each is detached before its done() runs. */
-void kernel_waiters_resolve(struct kernel *k, int status, const char *message)
+void kernel_when_adapted(struct kernel *k, struct waiter *w)
+{
+        if (k->adapting && k->phase == KERNEL_READY)
+                waiter_add(k, &k->adapt_waiters, w);
+        else
+                kernel_when_ready(k, w);
+}
+
+/* Tells those of *queue now, not those a callback adds (the pool waits
+ * again, for its warm-up); each is detached before its done() runs. A
+ * resolve nested in a callback hears the rest. */
+static void tell(struct kernel *k, struct waiter **queue, int status, const char *message)
 {
         struct waiter **tail = &k->resolving;
 
-        /* Those waiting now, not those a callback adds (the pool waits
-         * again, for its warm-up). A resolve nested in a callback hears
-         * the rest. */
         while (*tail)
                 tail = &(*tail)->next;
-        *tail = k->waiters;
-        k->waiters = NULL;
+        *tail = *queue;
+        *queue = NULL;
         while (k->resolving) {
                 struct waiter *w = k->resolving;
 
@@ -151,6 +158,23 @@ void kernel_waiters_resolve(struct kernel *k, int status, const char *message)
                 w->on = NULL;
                 w->done(w, k, status, message);
         }
+}
+
+void kernel_waiters_resolve(struct kernel *k, int status, const char *message)
+{
+        struct waiter **tail = &k->adapt_waiters;
+
+        /* Those waiting for an env that was never sent hear it too. */
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = k->waiters;
+        k->waiters = NULL;
+        tell(k, &k->adapt_waiters, status, message);
+}
+
+void kernel_adapt_waiters_resolve(struct kernel *k)
+{
+        tell(k, &k->adapt_waiters, 0, NULL);
 }
 
 /* ---- the kernel-host's reports ------------------------------------------ */
@@ -609,7 +633,7 @@ static int start(const struct jp_kernelspec *spec, char *const *env,
         kernel_touch(k);
         k->next = kernels_head;
         kernels_head = k;
-        waiter_add(k, w);
+        waiter_add(k, &k->waiters, w);
         klog_info(k->id, "starting %s%s", spec->name, pooled ? " for the pool" : "");
         launch(k);
         *out = kernel_by_id(k->id);
@@ -654,7 +678,7 @@ int kernel_warm_up(struct kernel *k, const char *code, const char *expression, s
                 k->warmup_id[0] = '\0';
                 return rc;
         }
-        waiter_add(k, w);
+        waiter_add(k, &k->waiters, w);
         return 0;
 }
 
@@ -701,7 +725,7 @@ static void request_exit(struct kernel *k, bool restart)
 
 void kernel_restart(struct kernel *k, struct waiter *w)
 {
-        waiter_add(k, w);
+        waiter_add(k, &k->waiters, w);
         klog_info(k->id, "restart requested");
         metrics_kernel_restarted(k->spec->name, false);
         k->restarts = 0;
@@ -729,13 +753,13 @@ void kernel_shutdown(struct kernel *k, struct waiter *w)
         enum kernel_phase was = k->phase;
 
         if (was == KERNEL_STOPPING) {
-                waiter_add(k, w);
+                waiter_add(k, &k->waiters, w);
                 return;
         }
         klog_info(k->id, "shutting down");
         /* Anyone waiting for it to become ready will not see that. */
         kernel_waiters_resolve(k, 404, "Kernel was deleted");
-        waiter_add(k, w);
+        waiter_add(k, &k->waiters, w);
         k->phase = KERNEL_STOPPING;
         loop_timer_stop(&k->deadline_timer);
         if (!k->running) {

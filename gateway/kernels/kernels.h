@@ -108,6 +108,8 @@ struct kernel {
         uint64_t evicted_sessions[KERNEL_EVICTED_IDS];
         unsigned evicted_next;
         struct waiter *waiters;
+        /* told once the request's env is on its way (kernel_when_adapted) */
+        struct waiter *adapt_waiters;
         struct waiter *resolving; /* being told, in waiters_resolve */
         uint64_t bad_signatures;
         /* iopub messages dropped from the socket's queue (--iopub-queue-bytes)
@@ -202,8 +204,9 @@ struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec);
  * be). The code runs once the limits hold, at the earliest on the loop's
  * next turn, with the startup code (kernel_set_startup_code) set until
  * then: a startup expression in the same execution. Waiters
- * (kernel_when_ready) hear that it is ready once all of that holds; if the
- * kernel-host refuses the limits, they hear 503 and k is shut down. 0, or
+ * (kernel_when_ready) hear that it is ready once all of that holds, those
+ * of kernel_when_adapted once it is sent; if the kernel-host refuses the
+ * limits, they hear 503 and k is shut down. 0, or
  * -errno with nothing changed (the caller shuts k down). */
 int kernel_adapt(struct kernel *k, char *const *env, const char *code,
                  const struct hostmsg_limits *limits);
@@ -220,6 +223,11 @@ int kernel_env_append(json_t *obj, char ***env, size_t *n, char *err, size_t err
 /* w hears when k is ready: now if it is, else when it gets there (or
  * dies, or is deleted). */
 void kernel_when_ready(struct kernel *k, struct waiter *w);
+/* As kernel_when_ready, but for a kernel just given a request's env and
+ * limits (kernel_adapt): w hears once the limits hold and the env's
+ * execution is sent, not once it has run. Whoever then executes through
+ * kernel_when_ready still waits for it to have run. */
+void kernel_when_adapted(struct kernel *k, struct waiter *w);
 /* Interrupts a ready kernel's cell; -EAGAIN (and nothing sent) while it is
  * starting or restarting. */
 int kernel_interrupt(struct kernel *k);

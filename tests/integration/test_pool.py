@@ -326,6 +326,40 @@ def test_an_e2b_create_from_the_pool_costs_its_kernel_one_execution():
         shutil.rmtree(tmp_path)
 
 
+def test_an_e2b_create_from_the_pool_is_answered_before_its_env_has_run():
+    # The pre-import makes the kernel take 2 s over every silent execution
+    # (the pool's warm-up, then the sandbox's envVars with its context's
+    # startup). The create is answered as that execution is sent; the first
+    # cell still runs after it, and sees the env.
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-spec-"))
+    os.chmod(tmp_path, 0o755)
+    spec = json.load(open("/usr/share/jupyter/kernels/python3/kernel.json"))
+    spec["metadata"] = {"glovebox": {"preimport": (
+        "import asyncio\n"
+        "handlers = get_ipython().kernel.shell_handlers\n"
+        "async def slowed(stream, ident, parent, handler=handlers['execute_request']):\n"
+        "    if parent['content'].get('silent'):\n"
+        "        await asyncio.sleep(2)\n"
+        "    return await handler(stream, ident, parent)\n"
+        "handlers['execute_request'] = slowed\n")}}
+    (tmp_path / "python3").mkdir()
+    (tmp_path / "python3" / "kernel.json").write_text(json.dumps(spec))
+    gw = start_gateway("--kernelspec-path", str(tmp_path), "--pool", "python3=1")
+    try:
+        wait_pool(gw, 1)
+        t0 = time.monotonic()
+        sb = e2b_create(gw, 60, {"GLOVEBOX_A": "2"})
+        created = time.monotonic() - t0
+        printed, _ = e2b_execute(gw, sb, "import os; print(os.environ['GLOVEBOX_A'], os.getcwd())")
+        ran = time.monotonic() - t0
+        assert status(gw)["kernelspecs"]["python3"]["taken"] == 1
+        assert created < 1.5 and ran >= 2, (created, ran)
+        assert printed == "2 /home/user\n", printed
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp_path)
+
+
 def test_pooled_python_kernels_compile_the_e2b_display_extension_while_they_wait():
     gw = start_gateway("--pool", "python3=1")
     try:
