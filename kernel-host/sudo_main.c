@@ -39,12 +39,14 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SUDO_DIR     "/run/glovebox-sudo"
 #define SUDO_SOCKET  SUDO_DIR "/socket"
 #define REQUEST_MAX  (128 * 1024) /* cwd, argv and env of one request */
 #define CLIENTS_MAX  64           /* commands running at once */
+#define SERVICE_WAIT_S 10.0         /* how long sudo waits for the service to start */
 #define SECURE_PATH  "/opt/glovebox/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define ROOT_SHELL   "/bin/bash"
 #define ROOT_HOME    "/root"
@@ -422,6 +424,36 @@ static void forward(int sig)
                 (void)send(forwarded_fd, &b, 1, MSG_NOSIGNAL);
 }
 
+static double seconds_now(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Connects fd to the service. In an E2B sandbox (E2B_SANDBOX=true, which
+ * its commands and kernels have) the service starts as the sandbox is
+ * handed out, not before: a service not there yet, or not listening yet,
+ * is waited for, up to SERVICE_WAIT_S. Elsewhere there is none to wait
+ * for. 0, or -1 with errno. */
+static int connect_service(int fd, const struct sockaddr_un *addr)
+{
+        const char *e2b = getenv("E2B_SANDBOX");
+        double give_up = seconds_now() + SERVICE_WAIT_S;
+
+        for (;;) {
+                struct timespec pause = {0, 5 * 1000 * 1000};
+
+                if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0)
+                        return 0;
+                if ((errno != ENOENT && errno != ECONNREFUSED) || !e2b ||
+                    strcmp(e2b, "true") != 0 || seconds_now() > give_up)
+                        return -1;
+                nanosleep(&pause, NULL);
+        }
+}
+
 /* Runs argv as root through the service; returns sudo's exit status. */
 static int as_root(char **argv, const char *cwd, bool keep_env, const char *caller)
 {
@@ -458,7 +490,7 @@ static int as_root(char **argv, const char *cwd, bool keep_env, const char *call
         snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", SUDO_SOCKET);
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0 ||
-            connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+            connect_service(fd, &addr) < 0) {
                 fprintf(stderr,
                         "sudo: this sandbox offers no sudo (Glovebox's sudo service is not "
                         "running: %s)\n",

@@ -262,13 +262,15 @@ static int context_attach(const struct e2b_sandbox *s, struct e2b_context *c, st
 
 int e2b_kernel_env(const struct e2b_sandbox *s, const struct jp_kernelspec *spec, char ***out)
 {
-        char **env = calloc(1, sizeof(char *)), **sandbox_env = env_strv(s->env);
+        json_t *own = e2b_env(s);
+        char **env = calloc(1, sizeof(char *)), **sandbox_env = own ? env_strv(own) : NULL;
         char reason[256];
         size_t nenv = 0;
         int err;
 
         /* The kernelspec's env first, as POST /api/kernels has it, then
-         * the sandbox's envVars (checked when it was created). */
+         * the sandbox's (its envVars checked when it was created). */
+        json_decref(own);
         err = env && sandbox_env ? kernel_env_append(json_object_get(spec->spec, "env"), &env,
                                                      &nenv, reason, sizeof(reason))
                                  : -ENOMEM;

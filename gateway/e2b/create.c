@@ -269,6 +269,7 @@ void e2b_create_sandbox(struct http_request *r)
         char **volumes = NULL;
         struct kernel *pooled;
         char **kernel_env = NULL;
+        json_t *own_env = NULL;
         json_t *why = NULL;
         char err[512];
         double ttl;
@@ -374,8 +375,8 @@ void e2b_create_sandbox(struct http_request *r)
                  * its sandbox. */
                 pooled = NULL;
                 if (!net.enabled && !e2b_built_of(s) && !s->volumes &&
-                    e2b_kernel_env(s, spec, &kernel_env) == 0)
-                        pooled = pool_take_for(spec, s->env, kernel_env, &limits);
+                    e2b_kernel_env(s, spec, &kernel_env) == 0 && (own_env = e2b_env(s)))
+                        pooled = pool_take_for(spec, own_env, kernel_env, &limits);
                 if (pooled) {
                         s->box = sandbox_ref(pooled->sandbox);
                         s->limits = s->box->limits;
@@ -433,5 +434,6 @@ out:
         egress_network_clear(&net);
         jp_strv_free(volumes);
         jp_strv_free(kernel_env);
+        json_decref(own_env);
         json_decref(body);
 }

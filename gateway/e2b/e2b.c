@@ -100,9 +100,20 @@ struct sandbox *e2b_box(struct e2b_sandbox *s)
         return s->box;
 }
 
-json_t *e2b_env(struct e2b_sandbox *s)
+json_t *e2b_env(const struct e2b_sandbox *s)
 {
-        return s->env;
+        json_t *env = json_pack("{s:s, s:s}", "E2B_SANDBOX", "true", "E2B_SANDBOX_ID", s->id);
+
+        if (env && s->template_id[0] &&
+            json_object_set_new(env, "E2B_TEMPLATE_ID", json_string(s->template_id)) < 0) {
+                json_decref(env);
+                return NULL;
+        }
+        if (env && s->env && json_object_update(env, s->env) < 0) {
+                json_decref(env);
+                return NULL;
+        }
+        return env;
 }
 
 const char *e2b_workdir(const struct e2b_sandbox *s)

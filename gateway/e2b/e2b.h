@@ -60,8 +60,11 @@ const char *e2b_owner(const struct e2b_sandbox *s);
 struct e2b_sandbox *e2b_find_ready(const char *id);
 /* Whether token is the sandbox's access token (constant time). */
 bool e2b_token_ok(struct e2b_sandbox *s, const char *token);
-/* The sandbox's environment (envVars), for commands. */
-json_t *e2b_env(struct e2b_sandbox *s);
+/* The environment of the sandbox's commands and kernels (a new
+ * reference): E2B's own variables (E2B_SANDBOX "true", E2B_SANDBOX_ID,
+ * E2B_TEMPLATE_ID), then its template's and its envVars, which may
+ * override them. NULL when out of memory. */
+json_t *e2b_env(const struct e2b_sandbox *s);
 /* Where its commands run when they name no cwd: its built template's
  * workdir (builds.h), "" for the home directory. */
 const char *e2b_workdir(const struct e2b_sandbox *s);

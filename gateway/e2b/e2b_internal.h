@@ -97,7 +97,7 @@ void e2b_traffic_of(const struct e2b_sandbox *s, struct sandbox *box);
 /* The sandbox's sudo service, on its box just made. */
 void e2b_start_sudo(struct e2b_sandbox *s);
 /* Answers r (a create, a resume or a connect that resumed) with s's
- * model: now, or once its sudo service listens. */
+ * model, its sudo service started or starting (sudo waits for it). */
 void e2b_reply_created(struct e2b_sandbox *s, struct http_request *r);
 
 /* wake.c: autoResume. Whether s sleeps and a request on its plane wakes

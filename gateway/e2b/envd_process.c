@@ -402,6 +402,7 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         struct hostmsg_start start = {.kernel = false};
         bool keep_stdin = json_is_true(json_object_get(req, "stdin"));
         char message[512], **env = NULL;
+        json_t *own = NULL;
         double timeout_ms;
         size_t nargs = json_array_size(args), n = 0, count = 0;
         struct command *c = NULL;
@@ -435,17 +436,18 @@ void envd_process_start(struct http_request *r, struct e2b_sandbox *s)
         }
         c = calloc(1, sizeof(*c));
         start.argv = calloc(nargs + 2, sizeof(char *));
-        env = calloc(json_object_size(e2b_env(s)) + json_object_size(envs) + 1, sizeof(char *));
-        if (!c || !start.argv || !env) {
+        own = e2b_env(s);
+        env = calloc(json_object_size(own) + json_object_size(envs) + 1, sizeof(char *));
+        if (!c || !start.argv || !own || !env) {
                 envd_error(r, true, -ENOMEM, "out of memory");
                 goto out;
         }
         start.argv[0] = (char *)cmd;
         for (size_t i = 0; i < nargs; i++)
                 start.argv[i + 1] = (char *)json_string_value(json_array_get(args, i));
-        /* The sandbox's envVars that the command does not set, then the
-         * command's own. */
-        json_object_foreach(e2b_env(s), key, v) {
+        /* The sandbox's variables that the command does not set, then
+         * the command's own. */
+        json_object_foreach(own, key, v) {
                 if (!json_object_get(envs, key) &&
                     asprintf(&env[n], "%s=%s", key, json_string_value(v)) >= 0)
                         n++;
@@ -512,6 +514,7 @@ out:
         free(c);
         free(start.argv);
         jp_strv_free(env);
+        json_decref(own);
         json_decref(req);
 }
 

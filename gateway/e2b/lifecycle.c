@@ -743,34 +743,17 @@ void e2b_load_paused(void)
 }
 
 /* Answers r (a create, a resume or a connect that resumed) with s's
- * model: now, or once its sudo service listens. */
+ * model. Its sudo service may still be starting: sudo waits for it. */
 void e2b_reply_created(struct e2b_sandbox *s, struct http_request *r)
 {
-        if (s->sudo == E2B_SUDO_STARTING) {
-                e2b_pending_set(s, r);
-                s->pending_created = true;
-                return;
-        }
         http_reply_json(r, 201, e2b_created_json(s));
-}
-
-static void on_sudo(struct e2b_sandbox *s)
-{
-        struct http_request *r;
-
-        if (!s->pending_created)
-                return;
-        s->pending_created = false;
-        r = e2b_pending_take(s);
-        if (r)
-                http_reply_json(r, 201, e2b_created_json(s));
 }
 
 /* The sandbox's sudo service, on its box just made. */
 void e2b_start_sudo(struct e2b_sandbox *s)
 {
         if (s->box && strcmp(config_get()->sandbox, "none") != 0)
-                e2b_sudo_start(s, on_sudo);
+                e2b_sudo_start(s, NULL);
         else
                 s->sudo = E2B_SUDO_NONE; /* --sandbox=none: no root of its own */
 }

@@ -74,7 +74,6 @@ struct e2b_sandbox {
         double phase_started;       /* loop_now() when pausing or resuming began */
         struct e2b_metrics metrics; /* its history of use, sampled while it runs */
         enum e2b_sudo_state sudo;   /* its sudo service, on its current box */
-        bool pending_created;       /* pending is a create or resume answered once sudo is */
         /* A sandbox made from a snapshot (snapshots.h): its files come
          * from there as its resume's, and it is removed if that fails. */
         char from_snapshot[64];

@@ -46,7 +46,8 @@ static void tell(struct start *st, enum e2b_sudo_state state, const char *why)
         if (state == E2B_SUDO_FAILED)
                 log_warn("e2b sandbox %s: its sudo service did not start: %s", s->id, why);
         s->sudo = state;
-        st->done(s);
+        if (st->done)
+                st->done(s);
 }
 
 static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)

@@ -137,6 +137,30 @@ def test_envs(gateway):
         sbx.kill()
 
 
+def test_e2b_sets_its_own_variables_for_commands_and_code(gateway):
+    # E2B_SANDBOX, E2B_SANDBOX_ID and E2B_TEMPLATE_ID, as E2B sets them; in
+    # the default context (a pooled kernel), a context of its own and a
+    # command. envVars may set them otherwise.
+    sbx = Sandbox.create()
+    try:
+        want = f"true {sbx.sandbox_id} code-interpreter-v1"
+        get = ("import os\n' '.join(os.environ.get(k, '-') for k in "
+               "('E2B_SANDBOX', 'E2B_SANDBOX_ID', 'E2B_TEMPLATE_ID'))")
+        assert sbx.run_code(get).text == want
+        ctx = sbx.create_code_context(cwd="/tmp")
+        assert sbx.run_code(get, context=ctx).text == want
+        out = sbx.commands.run("echo $E2B_SANDBOX $E2B_SANDBOX_ID $E2B_TEMPLATE_ID").stdout
+        assert out == want + "\n", out
+    finally:
+        sbx.kill()
+    sbx = Sandbox.create(envs={"E2B_SANDBOX": "mine"})
+    try:
+        assert sbx.commands.run("echo $E2B_SANDBOX").stdout == "mine\n"
+        assert sbx.run_code("import os; os.environ['E2B_SANDBOX']").text == "mine"
+    finally:
+        sbx.kill()
+
+
 def test_code_contexts(sbx):
     sbx.run_code("shared = 'default context'")
     ctx = sbx.create_code_context(cwd="/tmp")

@@ -19,7 +19,8 @@ def cap_eff(text):
 
 
 def test_sudo_runs_as_the_sandboxs_root_with_the_callers_stdio(sbx):
-    # At once after create: the create is answered once the service listens.
+    # At once after create: sudo waits for the service, which starts as
+    # the create is answered.
     r = sbx.commands.run("sudo id -u; sudo whoami; id -u")
     assert r.stdout.split() == ["0", "root", "1000"], r
     # Empty arguments are arguments (E2B's own test runs sudo echo "$FOO"
@@ -83,6 +84,32 @@ def test_sudo_options_and_refusals(sbx):
         with pytest.raises(CommandExitException) as e:
             sbx.commands.run(bad)
         assert message in e.value.stderr, (bad, e.value.stderr)
+
+
+def test_a_create_is_not_held_by_the_sudo_services_start(gateway):
+    """The kernel-host, which starts the service, is stopped: a create from
+    the pool is answered all the same, and its first sudo, once the
+    kernel-host goes on, waits for the service and runs."""
+    import os
+    import signal
+    from gbclient import kernel_host
+    deadline = time.time() + 60
+    while gateway.request("GET", "/api/status")[1]["pool"]["kernelspecs"]["python3"]["ready"] < 1:
+        assert time.time() < deadline, "the pool never filled"
+        time.sleep(0.1)
+    host = kernel_host(gateway)
+    os.kill(host, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        sbx = Sandbox.create()
+        took = time.monotonic() - t0
+    finally:
+        os.kill(host, signal.SIGCONT)
+    try:
+        assert took < 5, took
+        assert sbx.commands.run("sudo id -u").stdout == "0\n"
+    finally:
+        sbx.kill()
 
 
 def test_a_resumed_sandbox_has_sudo_again(gateway):
