@@ -384,7 +384,10 @@ def test_abandoned_connections_leave_nothing_behind(gateway, kernel):
     """Clients that go away mid-answer, mid-WebSocket or at once: every
     descriptor the relays took is given back, and the gateway serves on."""
     pid = gateway.proc.pid
+    relays_ended = gateway.read_log().count("route=ports ") + 1
     assert http(gateway, "GET", f"/api/kernels/{kernel}/ports/8000/hello.txt")[0] == 200
+    while gateway.read_log().count("route=ports ") < relays_ended:
+        time.sleep(0.05)
     before = open_fds(pid)
     for _ in range(10):
         s = socket.create_connection(("127.0.0.1", gateway.port))
@@ -402,7 +405,14 @@ def test_abandoned_connections_leave_nothing_behind(gateway, kernel):
         s.sendall(f"GET /api/kernels/{kernel}/ports/8000/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                   f"Authorization: token {gateway.token}\r\n\r\n".encode())
         s.close()  # before the answer
+    # Each relay writes its access line as it is freed; the count of
+    # descriptors means something only once all 20 are (it may dip below
+    # `before` meanwhile: a session's sockets are closed when it parks).
     deadline = time.time() + 20
+    while (gateway.read_log().count("route=ports ") < relays_ended + 20
+           and time.time() < deadline):
+        time.sleep(0.2)
+    assert gateway.read_log().count("route=ports ") == relays_ended + 20
     while open_fds(pid) > before and time.time() < deadline:
         time.sleep(0.2)
     assert open_fds(pid) <= before, (open_fds(pid), before)
