@@ -109,6 +109,53 @@ static void on_first_ready(struct waiter *w, void *subject, int status, const ch
         e2b_resumed(s);
 }
 
+/* What of E2B's own variables a copy (a fork's, a snapshot's) does not
+ * share with its source: its id, unless its envVars set it otherwise. A
+ * new reference, or NULL when out of memory. */
+static json_t *copy_variables(const struct e2b_sandbox *s)
+{
+        json_t *all = e2b_env(s);
+        json_t *own =
+            all ? json_pack("{s:O}", "E2B_SANDBOX_ID", json_object_get(all, "E2B_SANDBOX_ID"))
+                : NULL;
+
+        json_decref(all);
+        return own;
+}
+
+/* env ("NAME=value" strings) with own's names set to own's values: a new
+ * reference, or NULL. */
+static json_t *env_with(json_t *env, json_t *own)
+{
+        json_t *out = json_array(), *item, *value;
+        const char *name;
+        size_t i;
+
+        json_array_foreach(env, i, item) {
+                const char *entry = json_string_value(item);
+                size_t len = entry ? strcspn(entry, "=") : 0;
+                char key[256];
+
+                snprintf(key, sizeof(key), "%.*s", (int)len, entry ? entry : "");
+                if (out && entry && (len >= sizeof(key) || !json_object_get(own, key)) &&
+                    json_array_append(out, item) < 0) {
+                        json_decref(out);
+                        out = NULL;
+                }
+        }
+        json_object_foreach(own, name, value) {
+                char *entry = NULL;
+
+                if (out && (asprintf(&entry, "%s=%s", name, json_string_value(value)) < 0 ||
+                            json_array_append_new(out, json_string(entry)) < 0)) {
+                        json_decref(out);
+                        out = NULL;
+                }
+                free(entry);
+        }
+        return out;
+}
+
 /* The kernel a context's record names, taken over in s's restored box. */
 static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
 {
@@ -116,9 +163,11 @@ static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
         const char *spec = json_string_value(json_object_get(rec, "kernelspec"));
         const char *key = json_string_value(json_object_get(rec, "key"));
         const char *ipc = json_string_value(json_object_get(rec, "ipc"));
+        json_t *own = s->fork_copy ? copy_variables(s) : NULL;
         json_t *env = json_object_get(rec, "env");
         struct kernel *k = NULL;
         char derived[JP_UUID_SIZE];
+        int rc;
 
         *env_out = NULL;
         /* A fork's copy: its kernel has the id the kernel-host derived. */
@@ -126,9 +175,15 @@ static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
                 jp_uuid_derive(s->box->id, id, derived);
                 id = derived;
         }
-        if (!id || !spec || !key || !ipc || !json_is_array(env) ||
-            jp_strv_from_json(env, env_out) < 0)
+        env = !json_is_array(env) ? NULL : own ? env_with(env, own) : json_incref(env);
+        rc = !id || !spec || !key || !ipc || !env || (s->fork_copy && !own)
+                 ? -EINVAL
+                 : jp_strv_from_json(env, env_out);
+        json_decref(env);
+        if (rc < 0) {
+                json_decref(own);
                 return NULL;
+        }
         {
                 const struct kernel_kept kept = {.id = id,
                                                  .kernelspec = spec,
@@ -139,16 +194,18 @@ static struct kernel *adopt(struct e2b_sandbox *s, json_t *rec, char ***env_out)
                                                  .ipc = ipc,
                                                  .shared = true};
 
-                if (kernel_adopt(&kept, s->box, &k) < 0)
+                if (kernel_adopt(&kept, s->box, &k) < 0) {
+                        json_decref(own);
                         return NULL;
+                }
         }
-        /* Its own key and seeds, not its siblings'. */
+        /* Its own key, seeds and id, not its siblings'. */
         if (s->fork_copy) {
-                int rc = kernel_rekey(k);
-
+                rc = kernel_rekey(k, own);
                 if (rc < 0 && rc != -EOPNOTSUPP)
                         klog_warn(k->id, "the fork keeps its source's key: %s", strerror(-rc));
         }
+        json_decref(own);
         return k;
 }
 

@@ -311,7 +311,7 @@ static void on_restored(struct sandbox_waiter *sw, struct sandbox *sb, const cha
         job->sandbox = NULL;
         /* A copy's own key and seeds, not its source's (kernel_fork.c). */
         if (job->copy) {
-                rc = kernel_rekey(k);
+                rc = kernel_rekey(k, NULL);
                 if (rc < 0 && rc != -EOPNOTSUPP)
                         klog_warn(k->id, "the copy keeps its source's key: %s", strerror(-rc));
         }

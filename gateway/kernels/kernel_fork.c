@@ -13,17 +13,19 @@
 #include "protocol/log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Run silently in a fork, in a namespace of its own (nothing is left in
  * the user's): Python's and numpy's global generators seeded anew from
- * the system's entropy, the session's key, and the connection file's. */
-static const char REKEY_CODE[] =
-    "exec(%s, {'get_ipython': get_ipython, 'key': %s})\n";
+ * the system's entropy, the session's key, the connection file's, and the
+ * copy's own variables (env, which travels as hex JSON). */
+static const char REKEY_CODE[] = "exec(%s, {'get_ipython': get_ipython, 'key': %s, 'env': '%s'})\n";
 static const char REKEY_BODY[] =
-    "'import random, sys\\n"
+    "'import json, os, random, sys\\n"
+    "os.environ.update(json.loads(bytes.fromhex(env)) if env else {})\\n"
     "random.seed()\\n"
     "np = sys.modules.get(\"numpy\")\\n"
     "if np is not None:\\n"
@@ -33,7 +35,6 @@ static const char REKEY_BODY[] =
     "        pass\\n"
     "get_ipython().kernel.session.key = key\\n"
     "try:\\n"
-    "    import json\\n"
     "    from ipykernel.kernelapp import IPKernelApp\\n"
     "    path = IPKernelApp.instance().abs_connection_file\\n"
     "    with open(path) as f:\\n"
@@ -44,11 +45,30 @@ static const char REKEY_BODY[] =
     "except Exception:\\n"
     "    pass\\n'";
 
-int kernel_rekey(struct kernel *k)
+/* obj as hex of its compact JSON ("" for NULL), or NULL when out of
+ * memory. */
+static char *json_hex(json_t *obj)
 {
-        char key[65], literal[80], code[sizeof(REKEY_CODE) + sizeof(REKEY_BODY) + 80];
-        char msg_id[JP_UUID_SIZE + 8];
+        static const char digits[] = "0123456789abcdef";
+        char *text = obj ? json_dumps(obj, JSON_COMPACT) : strdup("");
+        size_t len = text ? strlen(text) : 0;
+        char *hex = text ? malloc(2 * len + 1) : NULL;
+
+        for (size_t i = 0; hex && i < len; i++) {
+                hex[2 * i] = digits[(unsigned char)text[i] >> 4];
+                hex[2 * i + 1] = digits[(unsigned char)text[i] & 15];
+        }
+        if (hex)
+                hex[2 * len] = '\0';
+        free(text);
+        return hex;
+}
+
+int kernel_rekey(struct kernel *k, json_t *env)
+{
+        char key[65], literal[80], msg_id[JP_UUID_SIZE + 8];
         struct jp_signer *signer = NULL;
+        char *hex = NULL, *code = NULL;
         int rc;
 
         if (!specs_speaks(k->spec, "python"))
@@ -59,9 +79,13 @@ int kernel_rekey(struct kernel *k)
         if (rc < 0)
                 return rc;
         snprintf(literal, sizeof(literal), "b'%s'", key);
-        snprintf(code, sizeof(code), REKEY_CODE, REKEY_BODY, literal);
+        hex = json_hex(env);
+        if (!hex || asprintf(&code, REKEY_CODE, REKEY_BODY, literal, hex) < 0)
+                code = NULL;
+        free(hex);
         /* Under the key it has now; it answers under the new one. */
-        rc = kernel_send_silent(k, code, NULL, msg_id);
+        rc = code ? kernel_send_silent(k, code, NULL, msg_id) : -ENOMEM;
+        free(code);
         if (rc < 0) {
                 jp_signer_destroy(&signer);
                 return rc;

@@ -335,10 +335,11 @@ typedef void (*kernel_forked_fn)(void *ctx, int status, const char *message,
                                  const struct kernel_fork_result *results, unsigned count);
 int kernel_fork(struct kernel *k, unsigned count, kernel_forked_fn done, void *ctx);
 /* A new key for a Python kernel forked from another, and fresh random
- * seeds: sent under the key it has, then ours switches (kernel_decode
- * takes the old one until the kernel answers under the new). 0, or
- * -EOPNOTSUPP for another language, or -errno. */
-int kernel_rekey(struct kernel *k);
+ * seeds, and env's names and values (an object, or NULL) set in its
+ * os.environ, in one silent execution: sent under the key it has, then
+ * ours switches (kernel_decode takes the old one until the kernel answers
+ * under the new). 0, or -EOPNOTSUPP for another language, or -errno. */
+int kernel_rekey(struct kernel *k, json_t *env);
 /* Has checkpoint name removed from disk (it was restored, or its paused
  * kernel or sandbox is gone). */
 void kernel_checkpoint_forget(const char *name);

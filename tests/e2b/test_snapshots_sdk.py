@@ -70,6 +70,9 @@ def test_a_snapshot_starts_sandboxes_with_its_files(gateway):
             # The snapshot's environment and template, and with CRIU its
             # memory (files only without: no variables).
             assert run(a, "import os; print(os.environ.get('FROM'))").strip() == "source"
+            # E2B's own variables name the new sandbox, not the source.
+            assert run(b, "import os; print(os.environ['E2B_SANDBOX_ID'])").strip() == \
+                b.sandbox_id
             ex = a.run_code("x")
             if memory_forks():
                 assert ex.text == "41" and b.run_code("x + 1").text == "42"
@@ -145,9 +148,13 @@ def test_fork_keeps_the_memory_contexts_and_commands(gateway):
         forks = src.fork(count=2, timeout=60)
         try:
             draws = {run(src, "print(random.random())")}
+            sandbox_id = "__import__('os').environ['E2B_SANDBOX_ID']"
             for f in forks:
                 assert f.run_code("x").text == "41"
                 assert f.run_code("y", context=ctx).text == "7"
+                # E2B's variables name the fork, in its memory and after a restart.
+                assert f.run_code(sandbox_id).text == f.sandbox_id
+                assert f.run_code(sandbox_id, context=ctx).text == f.sandbox_id
                 assert cat.pid in {c.pid for c in f.commands.list()}
                 # The fork's copy of cat reads and writes its own new pipes.
                 followed = f.commands.connect(cat.pid)
@@ -162,6 +169,9 @@ def test_fork_keeps_the_memory_contexts_and_commands(gateway):
                 draws.add(run(f, "print(random.random())"))
             # Reseeded: no two draw the same numbers.
             assert len(draws) == 3, draws
+            forks[0].restart_code_context(ctx)
+            assert forks[0].run_code(sandbox_id, context=ctx).text == forks[0].sandbox_id
+            assert src.run_code(sandbox_id).text == src.sandbox_id
             # The source runs on, its command too.
             assert src.run_code("x + 1").text == "42"
             assert cat.pid in {c.pid for c in src.commands.list()}
