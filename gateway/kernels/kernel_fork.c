@@ -9,6 +9,7 @@
 
 #include "gateway/kernels/kernels.h"
 #include "gateway/kernels/kernel_private.h"
+#include "gateway/kernels/run_env.h"
 #include "gateway/kernels/specs.h"
 #include "protocol/log.h"
 
@@ -45,25 +46,6 @@ static const char REKEY_BODY[] =
     "except Exception:\\n"
     "    pass\\n'";
 
-/* obj as hex of its compact JSON ("" for NULL), or NULL when out of
- * memory. */
-static char *json_hex(json_t *obj)
-{
-        static const char digits[] = "0123456789abcdef";
-        char *text = obj ? json_dumps(obj, JSON_COMPACT) : strdup("");
-        size_t len = text ? strlen(text) : 0;
-        char *hex = text ? malloc(2 * len + 1) : NULL;
-
-        for (size_t i = 0; hex && i < len; i++) {
-                hex[2 * i] = digits[(unsigned char)text[i] >> 4];
-                hex[2 * i + 1] = digits[(unsigned char)text[i] & 15];
-        }
-        if (hex)
-                hex[2 * len] = '\0';
-        free(text);
-        return hex;
-}
-
 int kernel_rekey(struct kernel *k, json_t *env)
 {
         char key[65], literal[80], msg_id[JP_UUID_SIZE + 8];
@@ -79,7 +61,7 @@ int kernel_rekey(struct kernel *k, json_t *env)
         if (rc < 0)
                 return rc;
         snprintf(literal, sizeof(literal), "b'%s'", key);
-        hex = json_hex(env);
+        hex = run_env_json_hex(env);
         if (!hex || asprintf(&code, REKEY_CODE, REKEY_BODY, literal, hex) < 0)
                 code = NULL;
         free(hex);

@@ -1,6 +1,7 @@
 #include "autoconf.h"
 
 #include "gateway/kernels/pool.h"
+#include "gateway/kernels/run_env.h"
 #include "gateway/core/loop.h"
 #include "protocol/log.h"
 
@@ -394,32 +395,18 @@ static bool limits_fit(const struct hostmsg_limits *limits)
  * it; NULL when out of memory. own travels as hex: no quoting to get wrong. */
 static char *env_code(json_t *own)
 {
-        static const char prefix[] =
+        static const char code[] =
             "exec(\"import json, os, sys\\n"
             "env = json.loads(bytes.fromhex(h))\\n"
             "os.environ.update(env)\\n"
             "sys.path[1:1] = [p for p in env.get('PYTHONPATH', '').split(':') if p]\\n\", "
-            "{'h': '";
-        static const char suffix[] = "'})";
-        char *text = json_dumps(own, JSON_COMPACT), *code = NULL;
-        size_t len = text ? strlen(text) : 0;
+            "{'h': '%s'})";
+        char *hex = run_env_json_hex(own), *out = NULL;
 
-        if (text)
-                code = malloc(sizeof(prefix) + 2 * len + sizeof(suffix));
-        if (code) {
-                char *at = code + sizeof(prefix) - 1;
-
-                memcpy(code, prefix, sizeof(prefix) - 1);
-                for (size_t i = 0; i < len; i++) {
-                        static const char hex[] = "0123456789abcdef";
-
-                        *at++ = hex[(unsigned char)text[i] >> 4];
-                        *at++ = hex[(unsigned char)text[i] & 15];
-                }
-                memcpy(at, suffix, sizeof(suffix));
-        }
-        free(text);
-        return code;
+        if (!hex || asprintf(&out, code, hex) < 0)
+                out = NULL;
+        free(hex);
+        return out;
 }
 
 struct kernel *pool_take_for(const struct jp_kernelspec *spec, json_t *own, char *const *env,

@@ -399,3 +399,20 @@ int run_env_java_properties(json_t *props, char **code)
         buf_free(&b);
         return rc == -E2BIG ? -ENOMEM : rc;
 }
+
+char *run_env_json_hex(json_t *obj)
+{
+        static const char digits[] = "0123456789abcdef";
+        char *text = obj ? json_dumps(obj, JSON_COMPACT) : strdup("");
+        size_t len = text ? strlen(text) : 0;
+        char *hex = text ? malloc(2 * len + 1) : NULL;
+
+        for (size_t i = 0; hex && i < len; i++) {
+                hex[2 * i] = digits[(unsigned char)text[i] >> 4];
+                hex[2 * i + 1] = digits[(unsigned char)text[i] & 15];
+        }
+        if (hex)
+                hex[2 * len] = '\0';
+        free(text);
+        return hex;
+}

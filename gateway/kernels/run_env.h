@@ -43,4 +43,8 @@ int run_env_code(const char *language, json_t *env, char **set, char **restore);
  * (a NUL, a value not a string) or -ENOMEM. */
 int run_env_java_properties(json_t *props, char **code);
 
+/* obj's compact JSON as hex ("" for NULL), for code that reads it back
+ * with bytes.fromhex: nothing in it to quote. NULL when out of memory. */
+char *run_env_json_hex(json_t *obj);
+
 #endif
