@@ -499,12 +499,8 @@ static json_t *box_record(const struct box *b, json_t *mounts, const char *repor
                         continue;
                 rec = json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid", (int)p->sp.nspid, "kernel",
                                 p->kernel);
-                /* A command's pipes: the restore gives it new ones. */
-                if (rec && p->pipes[0] && p->pipes[1] && p->pipes[2])
-                        json_object_set_new(rec, "pipes",
-                                            json_pack("[I, I, I]", (json_int_t)p->pipes[0],
-                                                      (json_int_t)p->pipes[1],
-                                                      (json_int_t)p->pipes[2]));
+                if (rec)
+                        checkpoint_streams_record(p, rec);
                 json_array_append_new(procs, rec);
         }
         json_t *flags = checkpoint_mount_flags(sb->init_pid);
@@ -664,6 +660,11 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         json_object_foreach(foreign, key, m) {
                 ARG("--external");
                 ARG(key);
+        }
+        rc = checkpoint_streams_dump_args(b, argv, &argc, owned, &nowned, err, errlen);
+        if (rc < 0) {
+                tree_remove_at(dir_fd);
+                goto out;
         }
         argv[argc] = NULL;
 #undef ARG

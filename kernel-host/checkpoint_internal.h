@@ -114,6 +114,11 @@ struct job {
                  * and the gateway's, sent once the sandbox is back. */
                 ino_t pipes[3];
                 int inside[3], outside[3];
+                /* A command's terminal at the dump (the peer's device and
+                 * devpts instance; 0: none): a new pair stands for it, the
+                 * peer in inside[0], the master, the gateway's, in
+                 * outside[0]. */
+                unsigned long long tty[2];
         } procs[MAX_PROCS];
 };
 
@@ -305,5 +310,18 @@ void checkpoint_compact_init(int seconds);
 void checkpoint_compact_queue(const char *name);
 void checkpoint_compact_cancel(const char *name);
 bool checkpoint_compact_reaped(pid_t pid, int status);
+
+/* checkpoint_streams.c: commands' pipes and terminals through a
+ * checkpoint. At the dump: what rec (a process's record) keeps of p's,
+ * and the --external arguments naming b's terminals (0, or -errno with
+ * err filled). At the restore: the record's streams of process i taken
+ * (0 or -EBADMSG), new ones made with their --inherit-fd arguments (0 or
+ * -errno), and the gateway's ends handed over once p runs again. */
+void checkpoint_streams_record(const struct proc *p, json_t *rec);
+int checkpoint_streams_dump_args(const struct box *b, char **argv, size_t *argc, char **owned,
+                                 size_t *nowned, char *err, size_t errlen);
+int checkpoint_streams_take(json_t *rec, struct job *j, size_t i);
+int checkpoint_streams_make(struct job *j, char **argv, size_t *argc, char **owned, size_t *nowned);
+void checkpoint_streams_hand_over(struct job *j, size_t i, struct proc *p, int link);
 
 #endif

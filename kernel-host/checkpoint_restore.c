@@ -199,58 +199,6 @@ bool checkpoint_json_uint(json_t *o, const char *key, unsigned long long max,
         return true;
 }
 
-/* A command's "pipes" (absent: none): three pipe inodes. 0 or -EBADMSG. */
-static int record_pipes(json_t *pipes, ino_t out[3])
-{
-        out[0] = out[1] = out[2] = 0;
-        if (!pipes)
-                return 0;
-        if (!json_is_array(pipes) || json_array_size(pipes) != 3)
-                return -EBADMSG;
-        for (size_t k = 0; k < 3; k++) {
-                json_t *v = json_array_get(pipes, k);
-
-                if (!json_is_integer(v) || json_integer_value(v) <= 0)
-                        return -EBADMSG;
-                out[k] = (ino_t)json_integer_value(v);
-        }
-        return 0;
-}
-
-/* New pipes for the commands' old ones: the sandbox's ends above
- * REPORT_FD, where the worker's dup2s cannot reach them, each named to
- * criu as the pipe it stands for (--inherit-fd fd[N]:pipe:[INODE]). */
-static int pipes_make(struct job *j, char **argv, size_t *argc, char **owned, size_t *nowned)
-{
-        for (size_t i = 0; i < j->nprocs; i++) {
-                if (!j->procs[i].pipes[0])
-                        continue;
-                for (int k = 0; k < 3; k++) {
-                        int pair[2], in, out;
-                        char *arg;
-
-                        if (pipe2(pair, O_CLOEXEC) < 0)
-                                return -errno;
-                        /* stdin: the sandbox reads; stdout and stderr: it writes. */
-                        in = fcntl(pair[k == 0 ? 0 : 1], F_DUPFD_CLOEXEC, REPORT_FD + 1);
-                        out = fcntl(pair[k == 0 ? 1 : 0], F_DUPFD_CLOEXEC, REPORT_FD + 1);
-                        close(pair[0]);
-                        close(pair[1]);
-                        j->procs[i].inside[k] = in;
-                        j->procs[i].outside[k] = out;
-                        if (in < 0 || out < 0)
-                                return -EMFILE;
-                        if (asprintf(&arg, "fd[%d]:pipe:[%llu]", in,
-                                     (unsigned long long)j->procs[i].pipes[k]) < 0)
-                                return -ENOMEM;
-                        owned[(*nowned)++] = arg;
-                        argv[(*argc)++] = "--inherit-fd";
-                        argv[(*argc)++] = arg;
-                }
-        }
-        return 0;
-}
-
 static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
 {
         json_t *ids = json_object_get(rec, "ids"), *lim = json_object_get(rec, "limits");
@@ -292,7 +240,7 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
                 snprintf(j->procs[i].group, sizeof(j->procs[i].group), "p-%s", id);
                 j->procs[i].nspid = (pid_t)nspid;
                 j->procs[i].kernel = json_is_true(json_object_get(p, "kernel"));
-                if (record_pipes(json_object_get(p, "pipes"), j->procs[i].pipes) < 0) {
+                if (checkpoint_streams_take(p, j, i) < 0) {
                         snprintf(err, errlen, "the checkpoint's record is malformed");
                         return -EBADMSG;
                 }
@@ -563,7 +511,7 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
                 ARG("--inherit-fd");
                 ARG(e);
         }
-        rc = pipes_make(j, argv, &argc, owned, &nowned);
+        rc = checkpoint_streams_make(j, argv, &argc, owned, &nowned);
         if (rc < 0) {
                 snprintf(err, errlen, "the commands' new pipes: %s", strerror(-rc));
                 goto fail;
@@ -680,29 +628,6 @@ static pid_t host_pid_of(pid_t init, pid_t nspid)
         return found;
 }
 
-/* A restored command's new pipes: the sandbox's ends are now p's, and the
- * gateway's go to it as at the command's start (STARTED with stdin,
- * stdout and stderr), before the sandbox is said to be ready. */
-static void pipes_hand_over(struct job *j, size_t i, struct proc *p, int link)
-{
-        struct hostmsg_started started = {0};
-        json_t *msg;
-
-        if (j->procs[i].outside[0] < 0)
-                return;
-        for (int k = 0; k < 3; k++) {
-                struct stat st;
-
-                p->pipes[k] = fstat(j->procs[i].inside[k], &st) == 0 ? st.st_ino : 0;
-        }
-        snprintf(started.id, sizeof(started.id), "%s", p->id);
-        started.pid = p->pid;
-        msg = hostmsg_started_encode(&started);
-        if (!msg || hostmsg_send(link, HOSTMSG_STARTED, msg, j->procs[i].outside, 3) < 0)
-                klog_warn(p->id, "cannot hand the restored command's pipes to the gateway");
-        json_decref(msg);
-}
-
 void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_report_fn report)
 {
         struct hostmsg_sandbox_ready ready = {0};
@@ -805,7 +730,7 @@ void checkpoint_restore_reaped(struct job *j, int status, int link, checkpoint_r
                 p->kernel = j->procs[i].kernel;
                 b->procs++;
                 spawn_proc_add(p);
-                pipes_hand_over(j, i, p, link);
+                checkpoint_streams_hand_over(j, i, p, link);
         }
         j->nprocs = 0;
         spawn_box_add(b);

@@ -63,6 +63,10 @@ struct proc {
          * them (their inodes; 0: none, a kernel's or a terminal's): a
          * restore puts new pipes to the gateway in their place. */
         ino_t pipes[3];
+        /* A command's terminal as the sandbox holds it (the peer's device
+         * and its devpts instance; 0: none): a restore puts a new one, its
+         * master the gateway's, in its place. */
+        dev_t tty_rdev, tty_dev;
 };
 
 /* spawn.c: the registry. A box or proc is found by its id; add links one

@@ -310,6 +310,12 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                 pipes[2][0] = -1;
                 *nfds = 1;
         } else if (req->pty) {
+                struct stat st;
+
+                if (fstat(pty_peer, &st) == 0) {
+                        p->tty_rdev = st.st_rdev;
+                        p->tty_dev = st.st_dev;
+                }
                 fds[0] = pty_master;
                 pty_master = -1;
                 *nfds = 1;

@@ -92,9 +92,7 @@ bool envd_prepare(struct http_request *r, struct e2b_sandbox *s, const char *rou
 void envd_handle(struct http_request *r, struct e2b_sandbox *s, const char *route);
 /* Kills the sandbox's commands (it is going away). */
 void envd_forget(struct e2b_sandbox *s);
-/* A pause that keeps the memory (pause_memory.c). Why s's commands
- * cannot be checkpointed (a terminal's master is the gateway's), or NULL. */
-const char *envd_checkpoint_refusal(const struct e2b_sandbox *s);
+/* A pause that keeps the memory (pause_memory.c). */
 /* The running commands of s, as envd_commands_restore takes them back:
  * their pids, process ids, configs, tags, stdin and time left. */
 json_t *envd_commands_record(const struct e2b_sandbox *s);

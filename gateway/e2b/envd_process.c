@@ -674,16 +674,6 @@ static bool running(const struct command *c)
         return c->process && !process_exited(c->process);
 }
 
-const char *envd_checkpoint_refusal(const struct e2b_sandbox *s)
-{
-        for (struct command *c = commands; c; c = c->next) {
-                if (c->owner == s && running(c) && c->pty)
-                        return "a command runs on a terminal (pty), whose master is the "
-                               "gateway's and cannot be handed back after a restore yet";
-        }
-        return NULL;
-}
-
 json_t *envd_commands_record(const struct e2b_sandbox *s)
 {
         json_t *list = json_array();
@@ -694,9 +684,10 @@ json_t *envd_commands_record(const struct e2b_sandbox *s)
 
                 if (c->owner != s || !running(c))
                         continue;
-                rec = json_pack("{s:i, s:s, s:O, s:b, s:f}", "pid", (int)c->pid, "process",
+                rec = json_pack("{s:i, s:s, s:O, s:b, s:b, s:f}", "pid", (int)c->pid, "process",
                                 process_id(c->process), "config", c->config, "stdin",
-                                process_stdin_open(c->process), "timeoutMs", left > 1 ? left : 0);
+                                process_stdin_open(c->process), "pty", c->pty, "timeoutMs",
+                                left > 1 ? left : 0);
                 if (rec && c->tag)
                         json_object_set_new(rec, "tag", json_string(c->tag));
                 if (!rec || json_array_append_new(list, rec) < 0) {
@@ -744,10 +735,11 @@ static void command_restore(struct e2b_sandbox *s, json_t *rec, const char *copy
         }
         c->owner = s;
         c->pid = (unsigned)pid;
+        c->pty = json_is_true(json_object_get(rec, "pty"));
         c->config = json_incref(json_object_get(rec, "config"));
         if (json_is_string(json_object_get(rec, "tag")))
                 c->tag = strdup(json_string_value(json_object_get(rec, "tag")));
-        if (process_adopt(id, json_is_true(json_object_get(rec, "stdin")), &command_ops, c,
+        if (process_adopt(id, json_is_true(json_object_get(rec, "stdin")), c->pty, &command_ops, c,
                           &c->process) < 0) {
                 log_warn("restored command %u cannot be taken over", c->pid);
                 json_decref(c->config);

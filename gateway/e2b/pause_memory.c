@@ -4,9 +4,9 @@
  * the same ids: the contexts keep their ids, the kernels their ids, keys
  * and variables, the sandbox its files, /tmp and boot id. Commands started
  * through envd run on: their pipes to the gateway are replaced at the
- * restore by new ones the kernel-host hands over, under the same pids. A
- * command on a terminal cannot be yet: while one runs, the pause keeps the
- * files, and the sandbox's info says why. */
+ * restore by new ones the kernel-host hands over, under the same pids; a
+ * command on a terminal gets a new terminal, its master handed over the
+ * same way. */
 #include "autoconf.h"
 
 #include "gateway/e2b/contexts.h"
@@ -65,12 +65,10 @@ static void on_checkpointed(void *ctx, int status, const char *message, uint64_t
 
 int e2b_memory_pause(struct e2b_sandbox *s)
 {
-        const char *why = !s->box ? "the sandbox has no box" : envd_checkpoint_refusal(s);
+        const char *why = !s->box ? "the sandbox has no box" : kernels_checkpoint_refusal(s->box);
         char *id;
         int rc;
 
-        if (!why)
-                why = kernels_checkpoint_refusal(s->box);
         if (why) {
                 set_notice(s, why);
                 return -EOPNOTSUPP;

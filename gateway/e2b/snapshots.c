@@ -344,7 +344,7 @@ static int snapshot_checkpoint(struct e2b_sandbox *s, struct snapshot *p, struct
 {
         int rc;
 
-        if (kernels_checkpoint_refusal(s->box) || envd_checkpoint_refusal(s))
+        if (kernels_checkpoint_refusal(s->box))
                 return -EOPNOTSUPP;
         p->contexts = e2b_contexts_record(s);
         p->commands = envd_commands_record(s);
@@ -722,7 +722,7 @@ static int fork_memory(struct e2b_sandbox *s, struct fork_job *job)
 {
         int rc;
 
-        if (kernels_checkpoint_refusal(s->box) || envd_checkpoint_refusal(s))
+        if (kernels_checkpoint_refusal(s->box))
                 return -EOPNOTSUPP;
         job->snapshot = snapshot_new(s, NULL, true);
         job->contexts = e2b_contexts_record(s);

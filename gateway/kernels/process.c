@@ -218,8 +218,8 @@ fail:
         return rc;
 }
 
-int process_adopt(const char *id, bool keep_stdin, const struct process_ops *ops, void *ctx,
-                  struct process **out)
+int process_adopt(const char *id, bool keep_stdin, bool pty, const struct process_ops *ops,
+                  void *ctx, struct process **out)
 {
         struct process *p = calloc(1, sizeof(*p));
         int rc;
@@ -232,6 +232,7 @@ int process_adopt(const char *id, bool keep_stdin, const struct process_ops *ops
         p->ops = ops;
         p->ctx = ctx;
         p->keep_stdin = keep_stdin;
+        p->pty = pty;
         p->adopted = true;
         rc = host_listen(p->id, NULL, &host_ops, p);
         if (rc < 0) {

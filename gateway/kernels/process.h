@@ -35,10 +35,11 @@ int process_start(struct hostmsg_start *start, bool keep_stdin, const struct pro
                   void *ctx, struct process **out);
 /* A process of a sandbox being restored from a checkpoint (id: its id
  * before, which the kernel-host registers it under again): ops hears
- * started() when the kernel-host hands over its new pipes, then as for
- * process_start. 0, or -errno (-EEXIST: id is still another's). */
-int process_adopt(const char *id, bool keep_stdin, const struct process_ops *ops, void *ctx,
-                  struct process **out);
+ * started() when the kernel-host hands over its new pipes (or, pty, its
+ * terminal's new master), then as for process_start. 0, or -errno
+ * (-EEXIST: id is still another's). */
+int process_adopt(const char *id, bool keep_stdin, bool pty, const struct process_ops *ops,
+                  void *ctx, struct process **out);
 /* Whether its pipes are there: started, or handed over after a restore. */
 bool process_attached(const struct process *p);
 /* The owner lets go of a process without killing it (its sandbox is

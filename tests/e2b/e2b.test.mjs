@@ -440,6 +440,42 @@ test('pty: a login shell on a terminal of the sandbox, input, resize, connect, ^
   }
 })
 
+test('pty: a shell on a terminal runs on through a pause with the memory and into a fork', async () => {
+  const sbx = await Sandbox.create()
+  const decoder = new TextDecoder()
+  const enc = (text) => new TextEncoder().encode(text)
+  try {
+    let out = ''
+    const term = await sbx.pty.create({ cols: 90, rows: 30, onData: (d) => { out += decoder.decode(d) } })
+    await sbx.pty.sendInput(term.pid, enc('KEPT=$((40+2)); echo set$KEPT\n'))
+    await until(() => out, /set42/, 'the shell set its variable')
+    await term.disconnect()
+    assert.equal(await sbx.pause(), true)
+    const info = await fetch(`${gateway.url}e2b/sandboxes/${sbx.sandboxId}`,
+      { headers: { 'X-API-Key': gateway.token } }).then((r) => r.json())
+    assert.deepEqual(info.glovebox, { memoryKept: true })
+    const back = await Sandbox.connect(sbx.sandboxId)
+    let after = ''
+    await back.pty.connect(term.pid, { onData: (d) => { after += decoder.decode(d) } })
+    await back.pty.sendInput(term.pid, enc('echo kept$KEPT $(stty size)\n'))
+    await until(() => after, /kept42 30 90/, 'the shell, its variable and its size after the resume')
+    // A fork's copy of the shell answers on a terminal of its own.
+    const [fork] = await back.fork({ count: 1 })
+    try {
+      let theirs = ''
+      await fork.pty.connect(term.pid, { onData: (d) => { theirs += decoder.decode(d) } })
+      await fork.pty.sendInput(term.pid, enc('echo fork$KEPT\n'))
+      await until(() => theirs, /fork42\r\n/, "the fork's shell")
+      assert.doesNotMatch(after, /fork42\r\n/, "the source's terminal is its own")
+    } finally {
+      await fork.kill()
+    }
+    assert.equal(await back.pty.kill(term.pid), true)
+  } finally {
+    await Sandbox.kill(sbx.sandboxId)
+  }
+})
+
 test('commands in the background: connect follows one, wait gets its end', async () => {
   const sbx = await Sandbox.create()
   try {

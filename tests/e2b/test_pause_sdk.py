@@ -362,17 +362,58 @@ def test_commands_run_on_through_a_pause_with_memory(gateway):
         Sandbox.kill(sbx.sandbox_id)
 
 
-def test_a_terminal_makes_the_pause_keep_files_and_say_why(gateway):
+def read_terminal(handle, marker):
+    """What a terminal shows until marker appears (a shell echoes what it
+    is sent: the marker is built by the command, not typed whole)."""
+    seen = b""
+    for _, _, pty in handle:
+        seen += pty or b""
+        if marker in seen:
+            return seen
+    raise AssertionError(f"the terminal ended before {marker!r}: {seen!r}")
+
+
+def test_a_terminal_runs_on_through_a_pause_with_memory(gateway):
+    """A shell on a terminal (pty.create) runs on through a pause with
+    memory, under its pid, with its variables and its size: after the
+    restore its terminal is a new one, whose master the gateway has, and a
+    second pause takes it again."""
     from e2b import PtySize
     sbx = Sandbox.create()
     try:
         sbx.run_code("kept = 1")
-        sbx.pty.create(PtySize(rows=24, cols=80))
-        assert sbx.pause() is True
-        status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
-        assert info["glovebox"]["memoryKept"] is False, info
-        assert "terminal" in info["glovebox"]["pauseNotice"], info
-        again = Sandbox.connect(sbx.sandbox_id)
-        assert again.run_code("kept").error.name == "NameError"
+        term = sbx.pty.create(PtySize(rows=31, cols=97))
+        sbx.pty.send_stdin(term.pid, b"SHELL_KEPT=through; echo set-$SHELL_KEPT\n")
+        read_terminal(term, b"set-through")
+        term.disconnect()
+        for round_ in range(2):
+            assert sbx.pause() is True
+            status, info = api(gateway, "GET", f"/sandboxes/{sbx.sandbox_id}")
+            assert info["glovebox"] == {"memoryKept": True}, info
+            sbx = Sandbox.connect(sbx.sandbox_id)
+            assert sbx.run_code("kept").text == "1"
+            again = sbx.pty.connect(term.pid)
+            sbx.pty.send_stdin(term.pid, f"echo r{round_}-$SHELL_KEPT-$(stty size)\n".encode())
+            assert f"r{round_}-through-31 97".encode() in read_terminal(again, b"-31 97")
+            sbx.pty.resize(term.pid, PtySize(rows=40, cols=120))
+            sbx.pty.send_stdin(term.pid, b"echo size-$(stty size | tr ' ' x)\n")
+            read_terminal(again, b"size-40x120")
+            sbx.pty.resize(term.pid, PtySize(rows=31, cols=97))
+            again.disconnect()
+        # A fork's copy of the shell has a terminal of its own.
+        (fork,) = sbx.fork(count=1, timeout=60)
+        try:
+            mine = fork.pty.connect(term.pid)
+            fork.pty.send_stdin(term.pid, b"echo in-the-$(echo fork)-$SHELL_KEPT\n")
+            read_terminal(mine, b"in-the-fork-through")
+            mine.disconnect()
+        finally:
+            fork.kill()
+        # The restored shell ends when told to, and its end is reported.
+        sbx.pty.send_stdin(term.pid, b"exit 3\n")
+        deadline = time.monotonic() + 10
+        while term.pid in {c.pid for c in sbx.commands.list()}:
+            assert time.monotonic() < deadline, "the shell that exited is still listed"
+            time.sleep(0.1)
     finally:
         Sandbox.kill(sbx.sandbox_id)
