@@ -356,13 +356,19 @@ def host_limits(uid_map):
     limits = {}
     for line in open(f"/proc/{pids[0]}/cgroup"):
         _, ctrls, path = line.strip().split(":", 2)
+        # The sandbox's group holds the limits; the kernel's own is below it.
+        # Pure cgroup v2 (one hierarchy, "0::path"): the same limits under
+        # their v2 names, cpu.max's quota alone.
+        group = os.path.dirname(path) if os.path.basename(path).startswith("p-") else path
+        for ctrl, name in (("memory", "memory.max"), ("pids", "pids.max"), ("cpu", "cpu.max")):
+            file = f"/sys/fs/cgroup{group}/{name}"
+            if not ctrls and os.path.exists(file):
+                limits[ctrl] = open(file).read().split()[0]
         for ctrl, name in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max"),
                            ("cpu", "cpu.cfs_quota_us")):
             if ctrl in ctrls.split(","):
                 base = f"/sys/fs/cgroup/{ctrls}" if os.path.isdir(f"/sys/fs/cgroup/{ctrls}") \
                     else f"/sys/fs/cgroup/{ctrl}"
-                # The sandbox's group holds the limits; the kernel's own is below it.
-                group = os.path.dirname(path) if os.path.basename(path).startswith("p-") else path
                 for root, _, files in os.walk(base):
                     if root.endswith(group) and name in files:
                         limits[ctrl] = open(os.path.join(root, name)).read().strip()
