@@ -335,10 +335,13 @@ test('pause keeps the memory, fork and snapshots copy it, auto-resume wakes it',
     assert.equal(draws.size, 2)
     // A snapshot with the memory; a sandbox made from it.
     const snap = await sbx.createSnapshot()
+    const listed = await sbx.listSnapshots().nextItems()
+    assert.deepEqual(listed.map((s) => s.snapshotId), [snap.snapshotId])
     const copy = await Sandbox.create(snap.snapshotId)
     made.push(copy)
     assert.equal((await copy.runCode('x')).text, '41')
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    assert.deepEqual(await sbx.listSnapshots().nextItems(), [])
     // Paused at its timeout with the memory, woken by the next call. (None
     // of its commands is followed here: an open command handle's own
     // requests would wake it as soon as it paused.)
@@ -471,6 +474,16 @@ test('pty: a shell on a terminal runs on through a pause with the memory and int
       await fork.kill()
     }
     assert.equal(await back.pty.kill(term.pid), true)
+    // betaPause keeps the memory as pause does; keepMemory: false the files only.
+    assert.equal((await back.runCode('z = 5\nz')).text, '5')
+    assert.equal(await back.betaPause(), true)
+    const kept = await Sandbox.connect(sbx.sandboxId)
+    assert.equal((await kept.runCode('z')).text, '5')
+    await kept.files.write('/home/user/left.txt', 'the files stay')
+    assert.equal(await kept.pause({ keepMemory: false }), true)
+    const fresh = await Sandbox.connect(sbx.sandboxId)
+    assert.equal((await fresh.runCode('z')).error?.name, 'NameError')
+    assert.equal(await fresh.files.read('/home/user/left.txt'), 'the files stay')
   } finally {
     await Sandbox.kill(sbx.sandboxId)
   }
@@ -625,6 +638,10 @@ test('volumes: made, written, mounted in two sandboxes at once, outliving them',
       await b.kill()
     }
     assert.equal(await vol.readFile('/out.txt'), 'from a')
+    // Another handle on the same volume, by its id.
+    const again = await Volume.connect(vol.volumeId)
+    assert.equal(again.name, vol.name)
+    assert.equal(await again.readFile('/in.txt'), 'from the api')
     const names = (await vol.list('/')).map((e) => e.name).sort()
     assert.deepEqual(names, ['in.txt', 'out.txt'])
     assert.ok((await Volume.list()).some((v) => v.volumeId === vol.volumeId))
