@@ -104,29 +104,19 @@ static int record_tty(json_t *tty, unsigned long long out[2])
  * -errno. */
 static int pty_make(const struct sandbox_ids *ids, int *master, int *peer)
 {
-        int fs = -1, mnt = -1, unlock = 0, rc = 0;
+        int fs, mnt = -1, rc;
 
         *master = *peer = -1;
         fs = fsopen("devpts", FSOPEN_CLOEXEC);
-        if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
-            (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)) < 0 ||
-            (*master = openat(mnt, "ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
-            ioctl(*master, TIOCSPTLCK, &unlock) < 0 ||
-            (*peer = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
-            (ids->privileged && fchown(*peer, ids->user_uid, ids->user_gid) < 0))
-                rc = -errno;
+        if (fs >= 0 && fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0 &&
+            (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)) >= 0)
+                *master = openat(mnt, "ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        rc = *master < 0 ? -errno : 0;
         if (fs >= 0)
                 close(fs);
         if (mnt >= 0)
                 close(mnt);
-        if (rc < 0) {
-                if (*master >= 0)
-                        close(*master);
-                if (*peer >= 0)
-                        close(*peer);
-                *master = *peer = -1;
-        }
-        return rc;
+        return rc < 0 ? rc : sandbox_pty_of(master, ids, NULL, peer);
 }
 
 /* New terminals for the commands' old ones: the peer above REPORT_FD,

@@ -668,35 +668,14 @@ int sandbox_write_resolv(int root_fd, const char *text)
         return rc;
 }
 
-int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master, int *peer)
+int sandbox_pty_of(int *master, const struct sandbox_ids *ids, const struct winsize *size,
+                   int *peer)
 {
-        /* Inside the sandbox, resolved beneath its root without following
-         * any link: its /dev/ptmx is a link, and nothing the sandbox can
-         * write may steer where we open. */
-        const struct open_how how = {
-            .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
-            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        struct winsize size = {.ws_row = (unsigned short)(rows ? rows : 24),
-                               .ws_col = (unsigned short)(cols ? cols : 80)};
         int unlock = 0, rc = 0;
-        struct stat st;
 
-        *master = *peer = -1;
-        if (sb)
-                *master = (int)syscall(SYS_openat2, sb->root_fd, "dev/pts/ptmx", &how, sizeof(how));
-        else
-                *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
-        /* A multiplexer is character device 5:2, in any devpts instance. */
-        if (*master < 0 || fstat(*master, &st) < 0) {
-                rc = -errno;
-                goto out;
-        }
-        if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 || minor(st.st_rdev) != 2) {
-                rc = -ENOTTY;
-                goto out;
-        }
-        if (ioctl(*master, TIOCSPTLCK, &unlock) < 0 || ioctl(*master, TIOCSWINSZ, &size) < 0) {
+        *peer = -1;
+        if (ioctl(*master, TIOCSPTLCK, &unlock) < 0 ||
+            (size && ioctl(*master, TIOCSWINSZ, size) < 0)) {
                 rc = -errno;
                 goto out;
         }
@@ -709,19 +688,50 @@ int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int
         }
         /* Made by us, it is ours; the shell's user must own it (mesg,
          * tty, ssh-like tools check that). */
-        if (sb && sb->ids.privileged && fchown(*peer, sb->ids.user_uid, sb->ids.user_gid) < 0) {
+        if (ids && ids->privileged && fchown(*peer, ids->user_uid, ids->user_gid) < 0)
                 rc = -errno;
-                goto out;
-        }
 out:
         if (rc < 0) {
-                if (*master >= 0)
-                        close(*master);
+                close(*master);
                 if (*peer >= 0)
                         close(*peer);
                 *master = *peer = -1;
         }
         return rc;
+}
+
+int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master, int *peer)
+{
+        /* Inside the sandbox, resolved beneath its root without following
+         * any link: its /dev/ptmx is a link, and nothing the sandbox can
+         * write may steer where we open. */
+        const struct open_how how = {
+            .flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        struct winsize size = {.ws_row = (unsigned short)(rows ? rows : 24),
+                               .ws_col = (unsigned short)(cols ? cols : 80)};
+        struct stat st;
+        int rc = 0;
+
+        *peer = -1;
+        if (sb)
+                *master = (int)syscall(SYS_openat2, sb->root_fd, "dev/pts/ptmx", &how, sizeof(how));
+        else
+                *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (*master < 0)
+                return -errno;
+        /* A multiplexer is character device 5:2, in any devpts instance. */
+        if (fstat(*master, &st) < 0)
+                rc = -errno;
+        else if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 || minor(st.st_rdev) != 2)
+                rc = -ENOTTY;
+        if (rc < 0) {
+                close(*master);
+                *master = -1;
+                return rc;
+        }
+        return sandbox_pty_of(master, sb ? &sb->ids : NULL, &size, peer);
 }
 
 /* The starter: joins the sandbox like nsenter, forks a child there that

@@ -77,18 +77,14 @@ def test_forks_start_with_the_memory_and_files_and_go_their_own_ways(gw, state):
 
 
 def test_a_fork_is_confined_as_its_source(gw):
-    from test_pause_memory import confinement, host_limits
+    from test_pause_memory import assert_confined_as_source, confinement, host_limits
     src = gw.start_kernel(name="python3", limits={"memory_mb": 300, "pids": 77, "cpus": 0.5})
     before = confinement(gw, src)
     kid = fork(gw, src, 1)[0]["id"]
     after = confinement(gw, kid)
     # Everything but the host ids and the cgroup's name (its own), and its
     # own cgroup holds the source's limits.
-    for key in before:
-        if key in ("uid_map", "gid_map", "cgroup"):
-            continue
-        assert after[key] == before[key], key
-    assert after["uid_map"] != before["uid_map"]
+    assert_confined_as_source(before, after)
     assert host_limits(after["uid_map"]) == host_limits(before["uid_map"]) == {
         "memory": str(300 << 20), "pids": "77", "cpu": "50000"}
 

@@ -143,6 +143,16 @@ def confinement(gw, kid):
         " 'pid1': open('/proc/1/cmdline').read()}"))
 
 
+def assert_confined_as_source(before, after):
+    """A copy's confinement (a fork's) against its source's: every field
+    the same but the host ids and the cgroup, which are its own."""
+    for key in before:
+        if key in ("uid_map", "gid_map", "cgroup"):
+            continue
+        assert after[key] == before[key], (key, before[key], after[key])
+    assert after["uid_map"] != before["uid_map"]
+    assert after["gid_map"] != before["gid_map"]
+
 def test_a_restored_kernel_is_confined_exactly_as_before(gw):
     limits = {"memory_mb": 300, "pids": 77, "cpus": 0.5}
     kid = gw.start_kernel(name="python3", limits=limits)
