@@ -142,7 +142,7 @@ def main():
         cpu = {k: [] for k in builds}
         for _ in range(2 if args.quick else 6):
             for key, server in servers.items():
-                cpu[key].append(gb_kernel_cpu(server, 5))
+                cpu[key].append(gb_kernel_cpu(server, 5)[0])
     finally:
         for s in servers.values():
             s.stop()

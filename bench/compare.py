@@ -560,7 +560,9 @@ def gb_kernel_cpu(server, n):
     """CPU seconds per kernel from request to first result, everything but
     the gateway: the kernel-host (and its reaped helpers), its zygotes, and
     each sandbox's init and kernel (read at the first result, before the
-    kernel goes). Serial, one kernel at a time; the mean of n."""
+    kernel goes). Serial, one kernel at a time; the mean of n, and the
+    means of its parts: the kernel-host and zygotes, the sandbox's init,
+    the kernel."""
     host = next(p for p in children(server.proc.pid) if b"kernel-host" in cmdline(p))
 
     def host_side():
@@ -573,7 +575,7 @@ def gb_kernel_cpu(server, n):
             out += [c] + tree(c)
         return out
 
-    total = 0.0
+    parts = {"host": 0.0, "init": 0.0, "kernel": 0.0}
     for _ in range(n):
         before = set(tree(host))
         h0 = host_side()
@@ -581,9 +583,13 @@ def gb_kernel_cpu(server, n):
         # Whatever is new under the kernel-host: the sandbox's init, the
         # kernel (init's child, or elsewhere in older layouts), helpers.
         new = [p for p in set(tree(host)) - before if b"zygote" not in cmdline(p)]
-        total += host_side() - h0 + sum(proc_cpu(p, children=False) for p in new)
+        parts["host"] += host_side() - h0
+        for p in new:
+            part = "init" if b"glovebox-init" in cmdline(p) else "kernel"
+            parts[part] += proc_cpu(p, children=False)
         server.delete_kernel(kid)
-    return total / n
+    parts = {k: v / n for k, v in parts.items()}
+    return sum(parts.values()), parts
 
 
 def js_kernel_cpu(server, n):
@@ -600,10 +606,20 @@ def js_kernel_cpu(server, n):
     return total / n
 
 
+def kernel_floor(n):
+    """bench/kernel_floor.py: a kernel loop with no framework and ipykernel's
+    own start, each forked from the zygote's imports, outside any sandbox."""
+    out = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(__file__),
+                                                           "kernel_floor.py"), str(n)],
+                         capture_output=True, text=True, timeout=600, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def bench_kernel_cpu(n):
     """The headline that does not depend on the machine's load: CPU spent
     per kernel from request to first result, cold and from a zygote, beside
-    Jupyter Server's (server and kernel) and a bare ipykernel's own."""
+    Jupyter Server's (server and kernel) and the floor: a kernel loop with
+    no framework forked from the zygote's imports (bench/kernel_floor.py)."""
     log("CPU per kernel, request to first result")
     res = {}
     for key, make in (("gb", lambda: Glovebox()), ("gbz", lambda: Glovebox("--zygote", ZYGOTE)),
@@ -614,11 +630,16 @@ def bench_kernel_cpu(n):
             res[key] = (gb_kernel_cpu if key != "js" else js_kernel_cpu)(server, n)
         finally:
             server.stop()
+    res["floor"] = kernel_floor(n)
     RAW["kernel_cpu"] = res
+    (gbz, parts), (gb, _) = res["gbz"], res["gb"]
+    floor = res["floor"]
     row("CPU per kernel, request to first result (mean): zygote / no zygote",
-        f"{ms(res['gbz'])} / {ms(res['gb'])}", ms(res["js"]), "",
-        ratio(res["gbz"], res["js"]),
-        "user+system of the kernel-host, zygote, the sandbox's init and kernel; "
+        f"{ms(gbz)} / {ms(gb)}", ms(res["js"]),
+        f"kernel loop without a framework {ms(floor['lean']['cpu'])}", ratio(gbz, res["js"]),
+        f"zygote: kernel-host and zygote {ms(parts['host'])}, the sandbox's init "
+        f"{ms(parts['init'])}, the kernel {ms(parts['kernel'])} (ipykernel's start after the "
+        f"same fork outside a sandbox, its shell not prebuilt: {ms(floor['ipykernel']['cpu'])}); "
         "Jupyter Server: server and kernel")
 
 
