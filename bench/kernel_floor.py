@@ -1,12 +1,18 @@
-"""The floor of a forked kernel's CPU to its first result: what a process
-forked from a parent that imported what Glovebox's zygote imports (numpy,
-pandas, matplotlib.pyplot, ipykernel) and built an IPython shell spends to
-answer `1+1` over the Jupyter protocol with no kernel framework around the
-shell: five ZMQ sockets, one Session, one poll loop, the shell's run_cell
-and display formatter. No sandbox, no kernel application, no threads of
-its own. Beside it, in the same parent, ipykernel's own start after the
-same fork (its application, kernel, shell, threads), which is what a
-Glovebox zygote kernel runs today (with the shell prebuilt).
+"""The floor of a forked kernel's CPU to its first result, and the way
+there: three kernels forked from one parent that imported what Glovebox's
+zygote imports (numpy, pandas, matplotlib.pyplot, ipykernel), each
+answering `1+1` over the Jupyter protocol, outside any sandbox:
+
+- lean: no kernel framework around a prebuilt IPython shell: five ZMQ
+  sockets, one Session, one poll loop, the shell's run_cell and display
+  formatter; no threads of its own. The floor.
+- prebuilt: ipykernel's application and kernel object (with its shell)
+  built before the fork, without configuration files; after it only what
+  needs the kernel's own process: the connection file, the sockets and
+  the ZMQ context, the I/O streams, the threads, the extensions and
+  init_code (issue 26's design).
+- ipykernel: ipykernel's whole start after the fork (its shell not
+  prebuilt, as a cold kernel builds it).
 
 Each kernel's CPU is its threads' run time (schedstat) read when the
 client has the result; minor faults from /proc/PID/stat.
@@ -25,13 +31,41 @@ import time
 for _name in ("numpy", "pandas", "matplotlib.pyplot", "ipykernel.kernelapp",
               "ipykernel.ipkernel", "jupyter_client", "zmq"):
     importlib.import_module(_name)
+from IPython.core.application import BaseIPythonApplication  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from ipykernel.ipkernel import IPythonKernel  # noqa: E402
+from ipykernel.kernelapp import IPKernelApp  # noqa: E402
 from jupyter_client import BlockingKernelClient  # noqa: E402
 from jupyter_client.session import Session  # noqa: E402
 
+
+def warm(shell):
+    """What a first cell builds on first use (the zygote does the same)."""
+    shell.display_formatter.format(0)
+    shell.transform_cell("0\n")
+
+
 SHELL = InteractiveShell.instance()
-SHELL.run_cell("0;", store_history=False)
-SHELL.display_formatter.format(0)
+warm(SHELL)
+InteractiveShell.clear_instance()
+
+
+def prebuild_app():
+    """ipykernel's application, session, kernel and shell, as far as they
+    go without sockets, threads or configuration files."""
+    app = IPKernelApp.instance()
+    app._init_asyncio_patch()
+    app.load_config_file = lambda *a, **kw: None
+    BaseIPythonApplication.initialize(app, ["-f", "/nonexistent/kernel.json"])
+    app.init_pdb()
+    app.init_blackhole()
+    app.kernel = app.kernel_class.instance(parent=app, session=app.session, log=app.log,
+                                           profile_dir=app.profile_dir, user_ns=app.user_ns)
+    warm(app.kernel.shell)
+    return app
+
+
+APP = prebuild_app()
 gc.collect()
 gc.freeze()
 
@@ -85,10 +119,56 @@ def lean_kernel(info):
             session.send(iopub, "status", {"execution_state": "idle"}, parent=msg)
 
 
+def prebuilt_kernel(path):
+    """APP's start from its connection file on: what init_kernel would
+    pass the kernel object, given to the prebuilt one."""
+    import uuid
+    from ipykernel.debugger import Debugger
+    from zmq.eventloop.zmqstream import ZMQStream
+    app, kernel = APP, APP.kernel
+    app.session.session = str(uuid.uuid4())
+    app.session.pid = os.getpid()
+    app.connection_file = path
+    app.init_connection_file()
+    app.init_poller()
+    app.init_sockets()
+    app.init_heartbeat()
+    app.init_io()
+    app.init_signal()
+    kernel.shell_stream = ZMQStream(app.shell_socket)
+    kernel.control_stream = ZMQStream(app.control_socket, app.control_thread.io_loop)
+    kernel.debugpy_stream = ZMQStream(app.debugpy_socket, app.control_thread.io_loop)
+    app.control_thread.start()
+    kernel.debug_shell_socket = app.debug_shell_socket
+    kernel.control_thread = app.control_thread
+    kernel.iopub_thread = app.iopub_thread
+    kernel.iopub_socket = app.iopub_socket
+    kernel.stdin_socket = app.stdin_socket
+    if hasattr(kernel, "debugger"):
+        kernel.debugger = Debugger(kernel.log, kernel.debugpy_stream, kernel._publish_debug_event,
+                                   kernel.debug_shell_socket, kernel.session,
+                                   kernel.debug_just_my_code)
+    kernel.shell.displayhook.pub_socket = app.iopub_socket
+    kernel.shell.display_pub.pub_socket = app.iopub_socket
+    kernel.record_ports({name + "_port": port for name, port in app._ports.items()})
+    app.displayhook.get_execution_count = lambda: kernel.execution_count
+    app.init_path()
+    app.init_shell()
+    app.init_gui_pylab()
+    app.init_extensions()
+    app.init_code()
+    app.start()
+
+
 def ipykernel_kernel(path):
-    from ipykernel.kernelapp import IPKernelApp
-    InteractiveShell.clear_instance()
+    for cls in (IPKernelApp, IPythonKernel, InteractiveShell):
+        cls.clear_instance()
     IPKernelApp.launch_instance(argv=["-f", path])
+
+
+KERNELS = {"lean": lambda info, path: lean_kernel(info),
+           "prebuilt": lambda info, path: prebuilt_kernel(path),
+           "ipykernel": lambda info, path: ipykernel_kernel(path)}
 
 
 def cpu_and_faults(pid):
@@ -115,7 +195,7 @@ def one(kind, tmp):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
-            lean_kernel(info) if kind == "lean" else ipykernel_kernel(path)
+            KERNELS[kind](info, path)
         finally:
             os._exit(0)
     kc = BlockingKernelClient()
@@ -139,7 +219,7 @@ def one(kind, tmp):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     tmp = tempfile.mkdtemp()
-    runs = {"lean": [], "ipykernel": []}
+    runs = {kind: [] for kind in KERNELS}
     for _ in range(n):
         for kind in runs:
             runs[kind].append(one(kind, tmp))
