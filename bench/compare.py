@@ -607,9 +607,9 @@ def js_kernel_cpu(server, n):
 
 
 def kernel_floor(n):
-    """bench/kernel_floor.py: a kernel loop with no framework, ipykernel with
-    its application and kernel prebuilt, and ipykernel's own start, each
-    forked from the zygote's imports, outside any sandbox."""
+    """bench/kernel_floor.py: four kernels forked from the zygote's imports,
+    outside any sandbox, from ipykernel's whole start to the floor, a loop
+    with no framework."""
     out = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(__file__),
                                                            "kernel_floor.py"), str(n)],
                          capture_output=True, text=True, timeout=600, check=True)
@@ -640,8 +640,9 @@ def bench_kernel_cpu(n):
         f"kernel loop without a framework {ms(floor['lean']['cpu'])}", ratio(gbz, res["js"]),
         f"zygote: kernel-host and zygote {ms(parts['host'])}, the sandbox's init "
         f"{ms(parts['init'])}, the kernel {ms(parts['kernel'])}; forked from the zygote's "
-        f"imports outside a sandbox, ipykernel's start {ms(floor['ipykernel']['cpu'])}, with "
-        f"its application and kernel prebuilt {ms(floor['prebuilt']['cpu'])}; "
+        f"imports outside a sandbox (bench/kernel_floor.py): ipykernel's start "
+        f"{ms(floor['ipykernel']['cpu'])}, the zygote's bootstrap {ms(floor['zygote']['cpu'])}, "
+        f"ipykernel's application and kernel prebuilt {ms(floor['prebuilt']['cpu'])}; "
         "Jupyter Server: server and kernel")
 
 

@@ -1,24 +1,28 @@
 """The floor of a forked kernel's CPU to its first result, and the way
-there: three kernels forked from one parent that imported what Glovebox's
-zygote imports (numpy, pandas, matplotlib.pyplot, ipykernel), each
-answering `1+1` over the Jupyter protocol, outside any sandbox:
+there: four kinds of kernel forked from one parent that imported what
+Glovebox's zygote imports (numpy, pandas, matplotlib.pyplot, ipykernel),
+each answering `1+1` over the Jupyter protocol, outside any sandbox:
 
+- ipykernel: ipykernel's whole start after the fork, its shell built there
+  as a cold kernel builds it.
+- zygote: Glovebox's zygote as it is, its bootstrap read from
+  kernel-host/zygote_main.c and run here: the shell prebuilt and adopted
+  by each kernel, the rest of ipykernel's start after the fork.
+- prebuilt: ipykernel's application, session, kernel object and shell
+  built before the fork, without configuration files; after it only the
+  connection file, the sockets and the ZMQ context, the I/O streams, the
+  threads, the extensions and init_code (issue 26's design, a bound: a
+  real one would still read each kernel's configuration and give it a
+  fresh namespace and history).
 - lean: no kernel framework around a prebuilt IPython shell: five ZMQ
   sockets, one Session, one poll loop, the shell's run_cell and display
   formatter; no threads of its own. The floor.
-- prebuilt: ipykernel's application and kernel object (with its shell)
-  built before the fork, without configuration files; after it only what
-  needs the kernel's own process: the connection file, the sockets and
-  the ZMQ context, the I/O streams, the threads, the extensions and
-  init_code (issue 26's design).
-- ipykernel: ipykernel's whole start after the fork (its shell not
-  prebuilt, as a cold kernel builds it).
 
 Each kernel's CPU is its threads' run time (schedstat) read when the
-client has the result; minor faults from /proc/PID/stat.
+client has the result; minor faults from /proc/PID/stat. IPython's
+directory is a temporary one, histories in memory.
 
 usage: /usr/bin/python3 bench/kernel_floor.py [N]   (N kernels of each; prints JSON)"""
-import gc
 import importlib
 import json
 import os
@@ -28,6 +32,14 @@ import sys
 import tempfile
 import time
 
+# Every kernel's IPython directory (profile, history) in a directory of the
+# run's own, its history in memory (as in Glovebox's sandboxes): nothing
+# written in the user's home, no history thread in the parent.
+os.environ["IPYTHONDIR"] = tempfile.mkdtemp(prefix="kernel-floor-")
+os.makedirs(os.path.join(os.environ["IPYTHONDIR"], "profile_default"))
+with open(os.path.join(os.environ["IPYTHONDIR"], "profile_default", "ipython_config.json"),
+          "w") as _f:
+    json.dump({"HistoryManager": {"hist_file": ":memory:"}}, _f)
 for _name in ("numpy", "pandas", "matplotlib.pyplot", "ipykernel.kernelapp",
               "ipykernel.ipkernel", "jupyter_client", "zmq"):
     importlib.import_module(_name)
@@ -37,6 +49,7 @@ from ipykernel.ipkernel import IPythonKernel  # noqa: E402
 from ipykernel.kernelapp import IPKernelApp  # noqa: E402
 from jupyter_client import BlockingKernelClient  # noqa: E402
 from jupyter_client.session import Session  # noqa: E402
+from traitlets.config import Config  # noqa: E402
 
 
 def warm(shell):
@@ -45,7 +58,7 @@ def warm(shell):
     shell.transform_cell("0\n")
 
 
-SHELL = InteractiveShell.instance()
+SHELL = InteractiveShell.instance(config=Config({"HistoryManager": {"hist_file": ":memory:"}}))
 warm(SHELL)
 InteractiveShell.clear_instance()
 
@@ -57,6 +70,7 @@ def prebuild_app():
     app._init_asyncio_patch()
     app.load_config_file = lambda *a, **kw: None
     BaseIPythonApplication.initialize(app, ["-f", "/nonexistent/kernel.json"])
+    app.update_config(Config({"HistoryManager": {"hist_file": ":memory:"}}))
     app.init_pdb()
     app.init_blackhole()
     app.kernel = app.kernel_class.instance(parent=app, session=app.session, log=app.log,
@@ -66,8 +80,29 @@ def prebuild_app():
 
 
 APP = prebuild_app()
-gc.collect()
-gc.freeze()
+InteractiveShell.clear_instance()
+
+
+def zygote_bootstrap():
+    """The zygote's own bootstrap, read from kernel-host/zygote_main.c, run
+    here as the zygote runs it: its shell prebuilt, its run function."""
+    import ast
+    import re
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-host",
+                        "zygote_main.c")
+    with open(path) as f:
+        text = f.read()
+    body = text[text.index("static const char bootstrap[] ="):]
+    body = body[:body.index(";\n")]
+    source = "".join(ast.literal_eval(s) for s in re.findall(r'^\s*("(?:[^"\\]|\\.)*")', body,
+                                                              re.M))
+    scope = {"__name__": "__glovebox_zygote__",
+             "_glovebox_preload": ["numpy", "pandas", "matplotlib.pyplot"]}
+    exec(compile(source, "<zygote bootstrap>", "exec"), scope)
+    return scope
+
+
+ZYGOTE = zygote_bootstrap()  # ends with gc.freeze()
 
 
 def free_ports(n):
@@ -160,14 +195,25 @@ def prebuilt_kernel(path):
     app.start()
 
 
-def ipykernel_kernel(path):
+def clear_singletons():
     for cls in (IPKernelApp, IPythonKernel, InteractiveShell):
         cls.clear_instance()
+
+
+def ipykernel_kernel(path):
+    clear_singletons()
     IPKernelApp.launch_instance(argv=["-f", path])
+
+
+def zygote_kernel(path):
+    clear_singletons()
+    ZYGOTE["_glovebox_run"]([sys.executable, "-m", "ipykernel_launcher", "-f", path],
+                            dict(os.environ))
 
 
 KERNELS = {"lean": lambda info, path: lean_kernel(info),
            "prebuilt": lambda info, path: prebuilt_kernel(path),
+           "zygote": lambda info, path: zygote_kernel(path),
            "ipykernel": lambda info, path: ipykernel_kernel(path)}
 
 
@@ -218,14 +264,22 @@ def one(kind, tmp):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    import shutil
     tmp = tempfile.mkdtemp()
     runs = {kind: [] for kind in KERNELS}
-    for _ in range(n):
-        for kind in runs:
-            runs[kind].append(one(kind, tmp))
+    try:
+        for _ in range(n):
+            for kind in runs:
+                runs[kind].append(one(kind, tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(os.environ["IPYTHONDIR"], ignore_errors=True)
     print(json.dumps({kind: {"cpu": statistics.median(r[0] for r in rs),
                              "minflt": statistics.median(r[1] for r in rs),
-                             "samples": rs} for kind, rs in runs.items()}))
+                             "samples": rs} for kind, rs in runs.items()}), flush=True)
+    # Not the prebuilt shells' exit handlers: they would end histories of
+    # kernels that ran in other processes.
+    os._exit(0)
 
 
 if __name__ == "__main__":
