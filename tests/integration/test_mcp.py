@@ -451,6 +451,16 @@ def send_and_leave_later(gw, sid, body):
     return sock
 
 
+def answer_so_far(sock, seconds=5):
+    """What the gateway has answered on sock (a call that failed at once
+    says why there)."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(65536)
+    except OSError as e:
+        return repr(e)
+
+
 def wait_until(pred, seconds):
     deadline = time.monotonic() + seconds
     while not pred() and time.monotonic() < deadline:
@@ -464,7 +474,8 @@ def test_a_client_that_leaves_stops_its_call(gw, sid):
     sock = send_and_leave_later(gw, sid, {
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "run_command", "arguments": {"command": marker}}})
-    assert wait_until(lambda: host_processes_with(marker), 30), "the command runs"
+    assert wait_until(lambda: host_processes_with(marker), 60), \
+        f"the command runs; the gateway said: {answer_so_far(sock)!r}"
     sock.close()
     assert wait_until(lambda: not host_processes_with(marker), 10), "and is killed"
     # ... and a cell is interrupted: the next one runs at once.
