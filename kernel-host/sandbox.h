@@ -121,12 +121,12 @@ int sandbox_write_resolv(int root_fd, const char *text);
  * -errno. */
 int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int *master,
                      int *peer);
+struct winsize;
 /* Makes a terminal of *master, a multiplexer just opened: unlocks it,
  * sizes it (size NULL: left as it is), opens its peer from it (*peer,
  * close-on-exec) and gives the peer to ids's user where ids is privileged
  * (NULL: to no one). On failure both are closed and -1. 0 or -errno;
  * sandbox_open_pty's and a restore's new terminals (checkpoint_streams.c). */
-struct winsize;
 int sandbox_pty_of(int *master, const struct sandbox_ids *ids, const struct winsize *size,
                    int *peer);
 /* Starts a process in sb. On failure fail names the step. */
