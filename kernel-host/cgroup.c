@@ -191,6 +191,74 @@ static void v2_restore(void)
         unified.leaf[0] = '\0';
 }
 
+static int remove_group(const char *dir, int depth, bool kill, unsigned *removed);
+
+/* Does the group dir, or one beneath it, hold a process? A group that
+ * cannot be read counts as holding one: it is not ours to judge. */
+static bool group_holds_processes(const char *dir, int depth)
+{
+        char path[PATH_MAX + 32];
+        struct dirent *de;
+        bool holds = false;
+        int c = EOF;
+        FILE *f;
+        DIR *d;
+
+        if (depth > 4)
+                return true;
+        snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+        f = fopen(path, "re");
+        if (f) {
+                c = fgetc(f);
+                fclose(f);
+        } else if (errno != ENOENT) {
+                return true;
+        }
+        if (c != EOF)
+                return true;
+        d = opendir(dir);
+        if (!d)
+                return true;
+        while (!holds && (de = readdir(d)) != NULL) {
+                if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
+                    strcmp(de->d_name, "..") == 0)
+                        continue;
+                holds = (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+                            sizeof(path) ||
+                        group_holds_processes(path, depth + 1);
+        }
+        closedir(d);
+        return holds;
+}
+
+/* Makes our parent group glovebox-<pid>. One that is there already was
+ * left by an earlier process that had our pid (a kernel-host killed before
+ * it could remove it, its record gone with its runtime directory): it is
+ * not ours, and nothing of its settings or owner may carry over. Empty, it
+ * is removed with its empty children and made anew; one that still holds a
+ * process, or that we may not remove (a gateway without root, the group
+ * root's), is left alone and the controller goes unused. */
+static int parent_make(const char *parent)
+{
+        int rc;
+
+        if (mkdir(parent, 0755) == 0)
+                return 0;
+        if (errno != EEXIST)
+                return -errno;
+        rc = group_holds_processes(parent, 0) ? -EBUSY : remove_group(parent, 0, false, NULL);
+        if (rc == 0 && mkdir(parent, 0755) < 0)
+                rc = -errno;
+        if (rc < 0) {
+                log_warn("cgroup %s was left by an earlier process with this pid and cannot be "
+                         "taken over: %s",
+                         parent, strerror(-rc));
+                return rc;
+        }
+        log_info("removed cgroup %s, left by an earlier process with this pid", parent);
+        return 0;
+}
+
 /* Registers parent as the hierarchy of controller c, making the directory
  * the first time that parent is seen: the controllers of cgroup v2 all come
  * to one entry. */
@@ -201,10 +269,13 @@ static int hierarchy_add(enum cgroup_controller c, bool v2, const char *parent)
         while (i < nhierarchies && strcmp(hierarchies[i].parent, parent) != 0)
                 i++;
         if (i == nhierarchies) {
+                int rc;
+
                 if (i >= CGROUP_CONTROLLERS || strlen(parent) >= sizeof(hierarchies[i].parent))
                         return -ENAMETOOLONG;
-                if (mkdir(parent, 0755) < 0 && errno != EEXIST)
-                        return -errno;
+                rc = parent_make(parent);
+                if (rc < 0)
+                        return rc;
                 hierarchies[i].v2 = v2;
                 hierarchies[i].controllers = 0;
                 memcpy(hierarchies[i].parent, parent, strlen(parent) + 1);
@@ -557,10 +628,11 @@ static void kill_group(const char *dir)
                 kill_members(dir, 0);
 }
 
-/* Removes dir after its child groups, killing whatever is left in them;
- * our groups are at most a few levels deep, so depth bounds the recursion.
+/* Removes dir after its child groups, killing whatever is left in them
+ * when kill is set (else a group that holds a process stays: -EBUSY); our
+ * groups are at most a few levels deep, so depth bounds the recursion.
  * Counts removed groups in *removed. 0 or -errno. */
-static int remove_group(const char *dir, int depth, unsigned *removed)
+static int remove_group(const char *dir, int depth, bool kill, unsigned *removed)
 {
         char child[PATH_MAX];
         struct dirent *de;
@@ -579,14 +651,14 @@ static int remove_group(const char *dir, int depth, unsigned *removed)
                 if ((size_t)snprintf(child, sizeof(child), "%s/%s", dir, de->d_name) >=
                     sizeof(child))
                         continue;
-                remove_group(child, depth + 1, removed);
+                remove_group(child, depth + 1, kill, removed);
         }
         closedir(d);
         /* A killed process leaves its group a moment after the signal. */
         for (int tries = 0; rmdir(dir) < 0; tries++) {
                 if (errno == ENOENT)
                         return 0;
-                if (errno != EBUSY || tries >= 500) {
+                if (errno != EBUSY || !kill || tries >= 500) {
                         rc = -errno;
                         log_warn("cannot remove cgroup %s: %s", dir, strerror(errno));
                         return rc;
@@ -651,7 +723,7 @@ void cgroup_destroy(struct kernel_cgroup *cg)
 {
         for (unsigned i = 0; i < cg->ndirs; i++) {
                 if (cg->dirs[i][0])
-                        remove_group(cg->dirs[i], 0, NULL);
+                        remove_group(cg->dirs[i], 0, true, NULL);
         }
         memset(cg, 0, sizeof(*cg));
 }
@@ -689,7 +761,7 @@ int cgroup_remove_stale(const char *dir, unsigned *removed)
                 if (strcmp(hierarchies[i].parent, dir) == 0)
                         return -EBUSY; /* our own */
         }
-        return remove_group(dir, 0, removed);
+        return remove_group(dir, 0, true, removed);
 }
 
 void cgroup_shutdown(void)

@@ -194,6 +194,25 @@ def test_a_memory_paused_kernel_outlives_the_gateway(state):
         gw.stop()
 
 
+def clear_cgroups_of(host):
+    """What a reboot clears of a killed kernel-host beyond its runtime
+    directory: its glovebox-<pid> cgroups (left in place, they are a leak
+    that a later kernel-host given the same pid would find)."""
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if f"glovebox-{host}" not in dirs:
+            continue
+        dirs.remove(f"glovebox-{host}")
+        for group, _, _ in sorted(os.walk(os.path.join(root, f"glovebox-{host}")),
+                                  key=lambda w: -len(w[0])):
+            for _ in range(100):  # killed processes leave a moment later
+                try:
+                    os.rmdir(group)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            assert not os.path.exists(group), group
+
+
 def test_a_memory_paused_kernel_outlives_a_reboot(state):
     """What a reboot leaves is the state directory alone: every process of
     Glovebox killed at once (no chance to save anything then), its runtime
@@ -221,6 +240,7 @@ def test_a_memory_paused_kernel_outlives_a_reboot(state):
     finally:
         gw.stop()
     shutil.rmtree(first_run, ignore_errors=True)
+    clear_cgroups_of(host)
     gw = start_gateway("--state-dir", state, "--criu", CRIU, "--runtime-dir", str(second_run))
     try:
         status, model, _ = gw.request("GET", f"/api/kernels/{kid}")

@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 from conftest import run, value
-from gbclient import start_gateway
+from gbclient import kernel_host, start_gateway
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +136,90 @@ def test_sandbox_none_is_loud_and_unconfined():
         assert gw.start_kernel(name="python3", limits={"cpus": 0.5})
     finally:
         gw.stop()
+
+
+def own_v1_groups(*controllers):
+    """Our own group in each named cgroup v1 hierarchy (a gateway started
+    here makes its glovebox-<pid> groups beneath these)."""
+    groups = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            for name in names.split(","):
+                if name in controllers:
+                    groups[name] = f"/sys/fs/cgroup/{names}{path.rstrip('/')}"
+    return groups
+
+
+def start_over_leftovers(groups, *args, **kw):
+    """A gateway whose kernel-host finds, in each of groups, an empty
+    glovebox-<its pid> group with a child, as a kernel-host killed earlier
+    with that pid leaves them (the pids that come next are covered, so the
+    new kernel-host's is among them). Returns the gateway, its kernel-host's
+    pid and the groups made, which the caller removes."""
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        first = int(f.read()) + 1
+    made = []
+    for group in groups.values():
+        for pid in range(first, first + 400):
+            path = f"{group}/glovebox-{pid}"
+            if not os.path.exists(path):
+                os.mkdir(path)
+                os.mkdir(f"{path}/sandbox-1")
+                made.append(path)
+    gw = start_gateway(*args, **kw)
+    return gw, kernel_host(gw), made
+
+
+def remove_leftovers(made):
+    for path in made:
+        for d in (f"{path}/sandbox-1", path):
+            try:
+                os.rmdir(d)
+            except FileNotFoundError:
+                pass
+
+
+def test_a_cgroup_left_by_an_earlier_kernel_host_with_the_same_pid():
+    """A kernel-host killed outright leaves its glovebox-<pid> groups; a later
+    one given the same pid must not take them as its own. Without root it
+    may not remove root's, so their limits go unenforced, said so, rather
+    than every kernel failing to start (seen in CI: "mkdir .../glovebox-
+    27941/<id>: Permission denied"). With root it removes the empty ones and
+    makes its own."""
+    groups = own_v1_groups("pids", "cpu")
+    assert set(groups) == {"pids", "cpu"}, groups
+    gw, host, made = start_over_leftovers(
+        groups, "--allow-unenforced-limits",
+        runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        assert f"{groups['pids']}/glovebox-{host}" in made, (host, made[0])
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"name": "python3", "limits": {"cpus": 0.5}})
+        assert status == 201, (status, model)
+        assert {"pids", "cpus"} <= set(model["limits_not_enforced"]), model
+        assert f"cgroup {groups['pids']}/glovebox-{host} was left by an earlier process " \
+            "with this pid and cannot be taken over" in gw.read_log()
+        gw.request("DELETE", f"/api/kernels/{model['id']}")
+    finally:
+        gw.stop()
+        remove_leftovers(made)
+    gw, host, made = start_over_leftovers(groups)
+    try:
+        parent = f"{groups['pids']}/glovebox-{host}"
+        assert parent in made, (host, made[0])
+        assert f"removed cgroup {parent}, left by an earlier process with this pid" \
+            in gw.read_log()
+        assert not os.path.exists(f"{parent}/sandbox-1")
+        status, model, _ = gw.request("POST", "/api/kernels",
+                                      {"name": "python3", "limits": {"pids": 64}})
+        assert status == 201, (status, model)
+        assert "pids" not in model.get("limits_not_enforced", []), model
+        # The kernel's groups are in the one made anew, its limit in them.
+        limits = [open(os.path.join(d, "pids.max")).read().strip()
+                  for d, _, files in os.walk(parent) if d != parent and "pids.max" in files]
+        assert "64" in limits, limits
+        gw.request("DELETE", f"/api/kernels/{model['id']}")
+    finally:
+        gw.stop()
+        remove_leftovers(made)

@@ -154,6 +154,49 @@ static void test_prune(void)
         is_int(hierarchy_of(CGROUP_MEMORY), -1, "prune: memory has no hierarchy");
 }
 
+/* A parent group named for our pid that is there already was left by an
+ * earlier process with the pid: taken over only when nothing runs in it. */
+static void test_leftover_parent(void)
+{
+        char empty[PATH_MAX], busy[PATH_MAX], path[PATH_MAX + 64];
+        FILE *f;
+
+        umask(022);
+        reset();
+        snprintf(empty, sizeof(empty), "%s/v2/glovebox-3", scratch);
+        mkdir(empty, 0700);
+        mkdir(path_of(empty, "sandbox-9"), 0755);
+        mkdir(path_of(path_of(empty, "sandbox-9"), "p-1"), 0755);
+        is_int(hierarchy_add(CGROUP_MEMORY, true, empty), 0,
+               "leftover: an empty one is taken over");
+        ok(!is_dir(path_of(empty, "sandbox-9")), "leftover: its groups are gone");
+        {
+                struct stat st;
+
+                ok(stat(empty, &st) == 0 && (st.st_mode & 07777) == 0755,
+                   "leftover: and it is made anew (mode 0755, not the leftover's 0700)");
+        }
+        cgroup_shutdown();
+
+        reset();
+        snprintf(busy, sizeof(busy), "%s/v2/glovebox-4", scratch);
+        mkdir(busy, 0755);
+        mkdir(path_of(busy, "sandbox-1"), 0755);
+        mkdir(path_of(busy, "sandbox-2"), 0755);
+        snprintf(path, sizeof(path), "%s/sandbox-2/cgroup.procs", busy);
+        f = fopen(path, "w");
+        if (!f)
+                BAIL_OUT("cannot create %s", path);
+        fputs("4242\n", f);
+        fclose(f);
+        is_int(hierarchy_add(CGROUP_MEMORY, true, busy), -EBUSY,
+               "leftover: one that holds a process is refused");
+        is_uint(nhierarchies, 0, "leftover: and not registered");
+        ok(is_dir(path_of(busy, "sandbox-1")) && is_dir(path_of(busy, "sandbox-2")),
+           "leftover: nothing of it is touched");
+        unlink(path);
+}
+
 int main(void)
 {
         if (!mkdtemp(scratch))
@@ -161,6 +204,7 @@ int main(void)
         test_one_hierarchy();
         test_v1_hierarchies();
         test_prune();
+        test_leftover_parent();
         tmpdir_remove(scratch);
         return done_testing();
 }
