@@ -22,9 +22,11 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 
 from ipykernel.kernelapp import IPKernelApp
-from ipykernel.kernelbase import Kernel
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from glovebox_kernelbase import GloveboxKernel  # noqa: E402 (found beside the kernelspecs)
 
 __version__ = "1.0"
 
@@ -64,7 +66,7 @@ class JavaGone(Exception):
     """The JVM ended (or never started); the message says how."""
 
 
-class JavaKernel(Kernel):
+class JavaKernel(GloveboxKernel):
     implementation = "glovebox_java"
     implementation_version = __version__
     language = "java"
