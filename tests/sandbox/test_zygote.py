@@ -405,6 +405,15 @@ def shell_behaviour(gw, kid):
         reply, out = cells.execute("input('? ')", stdin_reply=lambda prompt: prompt + "yes")
         seen["stdin"] = [m["content"]["data"]["text/plain"] for m in out
                          if m["msg_type"] == "execute_result"]
+        # The history a client asks for: its database opened then, in a
+        # zygote's kernel (see test_history_is_opened_on_first_use).
+        for kind, extra in (("tail", {"n": 3}), ("range", {"session": 0, "start": 1,
+                                                          "stop": 4}),
+                            ("search", {"pattern": "glovebox_*", "n": 5})):
+            msg_id = ch.send("history_request", {"output": False, "raw": True,
+                                                 "hist_access_type": kind, **extra})
+            reply, _ = ch.collect(msg_id)
+            seen["history " + kind] = [tuple(h) for h in reply["content"]["history"]]
         reply, out = cells.execute("!echo from a shell\n%reset -f\n%who")
         seen["reset"] = stdout_of(out)
     finally:
@@ -428,12 +437,36 @@ def test_prebuilt_shell_behaves_as_a_cold_one(gw):
         assert want["traceback"] == ("ZeroDivisionError", "ZeroDivisionError", True)
         assert want["no stdin"] == "StdinNotImplementedError"
         assert want["stdin"] == ["'? yes'"]
+        # (The first cell was assert_from_zygote's.)
+        assert [h[:2] for h in want["history range"]] == [(0, 1), (0, 2), (0, 3)]
+        assert want["history range"][1][2] == "%lsmagic"
+        assert [h[2] for h in want["history search"]] == [
+            "glovebox_variable = 1\n%timeit -n1 -r1 pass"]
         # (A system command prints through a pseudo-terminal: CR LF.)
         assert want["reset"].replace("\r\n", "\n") == ("from a shell\n"
                                                      "Interactive namespace is empty.\n")
     finally:
         gw.request("DELETE", f"/api/kernels/{kid}")
         gw.request("DELETE", f"/api/kernels/{cold}")
+
+
+def test_history_is_opened_on_first_use(gw):
+    """A zygote's kernel opens its history database (SQLite, in memory) when
+    it is first used, not at its start: the cells' inputs are kept in the
+    shell meanwhile, as in any kernel."""
+    kid = gw.start_kernel()
+    try:
+        assert_from_zygote(gw, kid)
+        probe = "type(get_ipython().history_manager.db).__name__"
+        assert value(gw, kid, probe) == "LazyDB"
+        run(gw, kid, "glovebox_x = 1")
+        assert value(gw, kid, probe) == "LazyDB"
+        assert value(gw, kid, "[h[2] for h in get_ipython().history_manager.search("
+                              "'glovebox_x*')]") == ["glovebox_x = 1"]
+        assert value(gw, kid, probe) == "Connection"
+        assert value(gw, kid, "get_ipython().history_manager.get_session_info(0)[0]") == 1
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
 
 
 APP = ("(lambda a: (a.argv, a.extra_args, {k: dict(v) for k, v in a.cli_config.items()}, "
