@@ -60,6 +60,14 @@
  * files and exec_lines run in the kernel either way (the application
  * runs them).
  *
+ * A kernel's history held in memory (Glovebox's /etc/ipython: no file to
+ * write) has its SQLite database made when something first reads or writes
+ * it (a history request, %history, the end of the session), not as the
+ * shell is built: IPython's HistoryManager, subclassed under its own name,
+ * holds a stand-in that opens the database and the session's row at that
+ * first use (session 1, as a fresh database numbers it); a history kept in
+ * a file is opened at once, as before.
+ *
  * If building the shell fails, the zygote says why on its stderr and its
  * kernels build their own. A kernel whose command line is the usual
  * kernelspec's "-f FILE" gets from the kernel application's
