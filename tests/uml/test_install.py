@@ -21,10 +21,11 @@ DESTDIR = os.path.join(os.path.abspath(BUILD), "uml", "destdir")
 # The page's files, vendor/ (xterm.js) included.
 STATIC = sorted(os.path.relpath(os.path.join(d, f), os.path.join(SRC, "static"))
                 for d, _, files in os.walk(os.path.join(SRC, "static")) for f in files)
-# Glovebox's own kernels (kernels/NAME/*), installed as they are.
-KERNELS = sorted(os.path.join(name, f) for name in os.listdir(os.path.join(SRC, "kernels"))
-                 for f in os.listdir(os.path.join(SRC, "kernels", name))
-                 if os.path.isfile(os.path.join(SRC, "kernels", name, f)))
+# Glovebox's own kernels (kernels/NAME/*) and what they share (kernels/*),
+# installed as they are.
+KERNELS = sorted(os.path.relpath(os.path.join(d, f), os.path.join(SRC, "kernels"))
+                 for d, _, files in os.walk(os.path.join(SRC, "kernels")) for f in files
+                 if "__pycache__" not in d)
 PROGRAMS = ["bin/glovebox", "libexec/glovebox/glovebox-kernel-host",
             "libexec/glovebox/glovebox-kernel-bridge", "libexec/glovebox/glovebox-sudo",
             "libexec/glovebox/glovebox-init", "libexec/glovebox/glovebox-criu-action"]
