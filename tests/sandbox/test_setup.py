@@ -138,45 +138,48 @@ def test_sandbox_none_is_loud_and_unconfined():
         gw.stop()
 
 
-def own_v1_groups(*controllers):
-    """Our own group in each named cgroup v1 hierarchy (a gateway started
-    here makes its glovebox-<pid> groups beneath these)."""
-    groups = {}
+def own_pids_group():
+    """Our own group in the pids controller's hierarchy: cgroup v1's, or the
+    unified one on a pure cgroup v2 host. A gateway started here makes its
+    glovebox-<pid> group for the pids limit beneath it."""
+    unified = None
     with open("/proc/self/cgroup") as f:
         for line in f:
             _, names, path = line.rstrip("\n").split(":", 2)
-            for name in names.split(","):
-                if name in controllers:
-                    groups[name] = f"/sys/fs/cgroup/{names}{path.rstrip('/')}"
-    return groups
+            if "pids" in names.split(","):
+                return f"/sys/fs/cgroup/{names}{path.rstrip('/')}"
+            if names == "":
+                unified = f"/sys/fs/cgroup{path.rstrip('/')}"
+    assert unified and os.path.exists(f"{unified}/cgroup.controllers"), "no pids hierarchy"
+    return unified
 
 
-def start_over_leftovers(groups, *args, **kw):
-    """A gateway whose kernel-host finds, in each of groups, an empty
-    glovebox-<its pid> group with a child, as a kernel-host killed earlier
-    with that pid leaves them (the pids that come next are covered, so the
-    new kernel-host's is among them). Returns the gateway, its kernel-host's
-    pid and the groups made, which the caller removes."""
+def start_over_leftovers(group, *args, **kw):
+    """A gateway whose kernel-host finds, in group, an empty glovebox-<its
+    pid> group with a child, as a kernel-host killed earlier with that pid
+    leaves them (the pids that come next are covered, so the new
+    kernel-host's is among them). Returns the gateway, its kernel-host's pid
+    and the groups made, which the caller removes."""
     with open("/proc/sys/kernel/ns_last_pid") as f:
         first = int(f.read()) + 1
     made = []
-    for group in groups.values():
-        for pid in range(first, first + 400):
-            path = f"{group}/glovebox-{pid}"
-            if not os.path.exists(path):
-                os.mkdir(path)
-                os.mkdir(f"{path}/sandbox-1")
-                made.append(path)
+    for pid in range(first, first + 400):
+        path = f"{group}/glovebox-{pid}"
+        if not os.path.exists(path):
+            os.mkdir(path)
+            os.mkdir(f"{path}/sandbox-1")
+            made.append(path)
     gw = start_gateway(*args, **kw)
     return gw, kernel_host(gw), made
 
 
 def remove_leftovers(made):
+    """The test's own leftovers; one a kernel-host took over is not ours."""
     for path in made:
         for d in (f"{path}/sandbox-1", path):
             try:
                 os.rmdir(d)
-            except FileNotFoundError:
+            except OSError:
                 pass
 
 
@@ -187,26 +190,25 @@ def test_a_cgroup_left_by_an_earlier_kernel_host_with_the_same_pid():
     than every kernel failing to start (seen in CI: "mkdir .../glovebox-
     27941/<id>: Permission denied"). With root it removes the empty ones and
     makes its own."""
-    groups = own_v1_groups("pids", "cpu")
-    assert set(groups) == {"pids", "cpu"}, groups
+    group = own_pids_group()
     gw, host, made = start_over_leftovers(
-        groups, "--allow-unenforced-limits",
+        group, "--allow-unenforced-limits",
         runner=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
     try:
-        assert f"{groups['pids']}/glovebox-{host}" in made, (host, made[0])
+        assert f"{group}/glovebox-{host}" in made, (host, made[0])
         status, model, _ = gw.request("POST", "/api/kernels",
                                       {"name": "python3", "limits": {"cpus": 0.5}})
         assert status == 201, (status, model)
         assert {"pids", "cpus"} <= set(model["limits_not_enforced"]), model
-        assert f"cgroup {groups['pids']}/glovebox-{host} was left by an earlier process " \
+        assert f"cgroup {group}/glovebox-{host} was left by an earlier process " \
             "with this pid and cannot be taken over" in gw.read_log()
         gw.request("DELETE", f"/api/kernels/{model['id']}")
     finally:
         gw.stop()
         remove_leftovers(made)
-    gw, host, made = start_over_leftovers(groups)
+    gw, host, made = start_over_leftovers(group)
     try:
-        parent = f"{groups['pids']}/glovebox-{host}"
+        parent = f"{group}/glovebox-{host}"
         assert parent in made, (host, made[0])
         assert f"removed cgroup {parent}, left by an earlier process with this pid" \
             in gw.read_log()
