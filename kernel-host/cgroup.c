@@ -197,24 +197,17 @@ static int remove_group(const char *dir, int depth, bool kill, unsigned *removed
  * cannot be read counts as holding one: it is not ours to judge. */
 static bool group_holds_processes(const char *dir, int depth)
 {
-        char path[PATH_MAX + 32];
+        char path[PATH_MAX + 32], first[2];
         struct dirent *de;
         bool holds = false;
-        int c = EOF;
-        FILE *f;
+        ssize_t n;
         DIR *d;
 
         if (depth > 4)
                 return true;
         snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-        f = fopen(path, "re");
-        if (f) {
-                c = fgetc(f);
-                fclose(f);
-        } else if (errno != ENOENT) {
-                return true;
-        }
-        if (c != EOF)
+        n = read_small_file(path, first, sizeof(first));
+        if (n > 0 || (n < 0 && n != -ENOENT))
                 return true;
         d = opendir(dir);
         if (!d)
