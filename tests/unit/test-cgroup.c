@@ -158,8 +158,7 @@ static void test_prune(void)
  * earlier process with the pid: taken over only when nothing runs in it. */
 static void test_leftover_parent(void)
 {
-        char empty[PATH_MAX], busy[PATH_MAX], path[PATH_MAX + 64];
-        FILE *f;
+        char empty[PATH_MAX], busy[PATH_MAX], held[PATH_MAX + 64];
 
         umask(022);
         reset();
@@ -183,18 +182,16 @@ static void test_leftover_parent(void)
         mkdir(busy, 0755);
         mkdir(path_of(busy, "sandbox-1"), 0755);
         mkdir(path_of(busy, "sandbox-2"), 0755);
-        snprintf(path, sizeof(path), "%s/sandbox-2/cgroup.procs", busy);
-        f = fopen(path, "w");
-        if (!f)
-                BAIL_OUT("cannot create %s", path);
-        fputs("4242\n", f);
-        fclose(f);
+        snprintf(held, sizeof(held), "%s/sandbox-2", busy);
+        make_procs(held);
+        if (write_file(held, "cgroup.procs", "4242\n") < 0)
+                BAIL_OUT("cannot write %s/cgroup.procs", held);
         is_int(hierarchy_add(CGROUP_MEMORY, true, busy), -EBUSY,
                "leftover: one that holds a process is refused");
         is_uint(nhierarchies, 0, "leftover: and not registered");
         ok(is_dir(path_of(busy, "sandbox-1")) && is_dir(path_of(busy, "sandbox-2")),
            "leftover: nothing of it is touched");
-        unlink(path);
+        unlink(path_of(held, "cgroup.procs"));
 }
 
 int main(void)
