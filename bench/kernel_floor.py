@@ -37,9 +37,9 @@ import time
 # written in the user's home, no history thread in the parent.
 os.environ["IPYTHONDIR"] = tempfile.mkdtemp(prefix="kernel-floor-")
 os.makedirs(os.path.join(os.environ["IPYTHONDIR"], "profile_default"))
-with open(os.path.join(os.environ["IPYTHONDIR"], "profile_default", "ipython_config.json"),
+with open(os.path.join(os.environ["IPYTHONDIR"], "profile_default", "ipython_kernel_config.py"),
           "w") as _f:
-    json.dump({"HistoryManager": {"hist_file": ":memory:"}}, _f)
+    _f.write("c.HistoryManager.hist_file = ':memory:'\n")
 for _name in ("numpy", "pandas", "matplotlib.pyplot", "ipykernel.kernelapp",
               "ipykernel.ipkernel", "jupyter_client", "zmq"):
     importlib.import_module(_name)
@@ -103,6 +103,24 @@ def zygote_bootstrap():
 
 
 ZYGOTE = zygote_bootstrap()  # ends with gc.freeze()
+
+
+def zygote_kernel_module():
+    """kernel-host/zygote_kernel.py, as the zygote loads it, told that the
+    run's own configuration file is Glovebox's."""
+    import types
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-host",
+                        "zygote_kernel.py")
+    module = types.ModuleType("glovebox_zygote_kernel")
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), module.__dict__)
+    module.GLOVEBOX_CONFIG = (os.path.join(os.environ["IPYTHONDIR"], "profile_default"),
+                              "ipython_kernel_config.py",
+                              "c.HistoryManager.hist_file = ':memory:'\n")
+    return module
+
+
+ZYGOTE_KERNEL = zygote_kernel_module()
 
 
 def free_ports(n):
@@ -211,7 +229,15 @@ def zygote_kernel(path):
                             dict(os.environ))
 
 
+def glovebox_kernel(path):
+    clear_singletons()
+    if not ZYGOTE_KERNEL.run(path, dict(os.environ), ZYGOTE["_glovebox_shell"],
+                             ZYGOTE["_glovebox_adopt"]):
+        raise SystemExit("the Glovebox loop refused the kernel")
+
+
 KERNELS = {"lean": lambda info, path: lean_kernel(info),
+           "glovebox": lambda info, path: glovebox_kernel(path),
            "prebuilt": lambda info, path: prebuilt_kernel(path),
            "zygote": lambda info, path: zygote_kernel(path),
            "ipykernel": lambda info, path: ipykernel_kernel(path)}

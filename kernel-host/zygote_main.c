@@ -224,6 +224,21 @@ static const char bootstrap[] =
     "    import netifaces\n"
     "except ImportError:\n"
     "    pass\n"
+    "def _glovebox_load_kernel_loop():\n"
+    "    import linecache, types\n"
+    "    name = 'glovebox_zygote_kernel.py'\n"
+    "    module = types.ModuleType('glovebox_zygote_kernel')\n"
+    "    module.__file__ = name\n"
+    "    linecache.cache[name] = (len(_glovebox_kernel_source), None,\n"
+    "                             _glovebox_kernel_source.splitlines(True), name)\n"
+    "    exec(compile(_glovebox_kernel_source, name, 'exec'), module.__dict__)\n"
+    "    return module\n"
+    "try:\n"
+    "    _glovebox_kernel_loop = _glovebox_load_kernel_loop()\n"
+    "except Exception:\n"
+    "    import traceback\n"
+    "    traceback.print_exc()\n"
+    "    _glovebox_kernel_loop = None\n"
     "try:\n"
     "    _glovebox_shell = _glovebox_prebuild()\n"
     "except Exception:\n"
@@ -287,9 +302,13 @@ static const char bootstrap[] =
     "    sys.orig_argv = list(argv)\n"
     "    sys.argv = [argv[0]] + list(argv[3:])\n"
     "    if argv[2] in ('ipykernel_launcher', 'ipykernel'):\n"
+    "        plain = len(argv) == 5 and argv[3] == '-f' and not argv[4].startswith('-')\n"
+    "        if plain and _glovebox_shell is not None and _glovebox_kernel_loop is not None \\\n"
+    "                and _glovebox_kernel_loop.run(argv[4], env, _glovebox_shell, _glovebox_adopt):\n"
+    "            _glovebox_exit(0)\n"
     "        if _glovebox_shell is not None:\n"
     "            _glovebox_offer_shell(_glovebox_shell)\n"
-    "        if len(argv) == 5 and argv[3] == '-f' and not argv[4].startswith('-'):\n"
+    "        if plain:\n"
     "            _glovebox_plain_argv(argv[4])\n"
     "    import runpy, traceback\n"
     "    try:\n"
@@ -313,6 +332,18 @@ static const char bootstrap[] =
     "_glovebox_compact_module_names()\n"
     "gc.collect()\n"
     "gc.freeze()\n";
+
+/* zygote_kernel.py: the Jupyter loop a kernel runs instead of ipykernel's
+ * application where it can (that file says where), in the binary itself as
+ * display.c keeps its extension: the code a sandbox runs is the code
+ * reviewed with this build. */
+__asm__(".section .rodata\n"
+        ".balign 16\n"
+        "zygote_kernel_py:\n"
+        ".incbin \"" GLOVEBOX_SRCDIR "/kernel-host/zygote_kernel.py\"\n"
+        ".byte 0\n"
+        ".previous\n");
+extern const char zygote_kernel_py[];
 
 static char *title_area;
 static size_t title_len;
@@ -591,7 +622,7 @@ static int count_threads(void)
 
 static int preload(const char *modules)
 {
-        PyObject *main_mod, *globals, *list, *result;
+        PyObject *main_mod, *globals, *list, *source = NULL, *result;
         char *copy = strdup(modules), *p, *next;
         int rc = -1;
 
@@ -620,6 +651,9 @@ static int preload(const char *modules)
         }
         if (PyDict_SetItemString(globals, "_glovebox_preload", list) < 0)
                 goto out;
+        source = PyUnicode_FromString(zygote_kernel_py);
+        if (!source || PyDict_SetItemString(globals, "_glovebox_kernel_source", source) < 0)
+                goto out;
         result = PyRun_String(bootstrap, Py_file_input, globals, globals);
         if (!result) {
                 PyErr_Print();
@@ -628,6 +662,7 @@ static int preload(const char *modules)
         Py_DECREF(result);
         rc = 0;
 out:
+        Py_XDECREF(source);
         Py_XDECREF(list);
         free(copy);
         return rc;

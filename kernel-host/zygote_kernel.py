@@ -1,0 +1,628 @@
+"""The Jupyter loop of a zygote's IPython kernel (glovebox-zygote).
+
+A kernel forked from the zygote whose command line is the usual
+kernelspec's "-m ipykernel_launcher -f FILE", and for which IPython would
+read no file but Glovebox's own /etc/ipython configuration, runs ipykernel's
+IPythonKernel (its handlers, and with them every reply, output and comm as
+ipykernel makes them) around the shell the zygote built, but not ipykernel's
+application: no configuration files or command-line parser, no tornado
+loops, and one thread of its own where the application starts five (IOPub,
+control, heartbeat and a watcher per captured descriptor) and a second ZMQ
+context. That start is most of a zygote kernel's CPU.
+
+- The main thread answers the shell socket in a poll loop, one request at a
+  time, as ipykernel's dispatch does: busy, the handler, the streams
+  flushed, idle. A failed cell with stop_on_error aborts the execute
+  requests that have arrived by the time its reply is sent, and no later
+  ones. input() asks on the stdin socket, from this thread, as in ipykernel.
+- The I/O thread answers the control socket (shutdown, interrupt,
+  kernel_info... while a cell runs, as ipykernel's control thread does) and
+  the heartbeat, reads descriptors 1 and 2 (a pipe each: what a subprocess
+  or a C library writes there is forwarded, as ipykernel forwards it; what
+  has reached them when a request ends is published before its idle
+  status, which ipykernel does not promise), and flushes stdout and stderr
+  0.2 s after their first unsent write.
+- Everything published on IOPub goes through one lock, so the two threads
+  never use the socket at once. A forked child's writes to sys.stdout and
+  sys.stderr go to descriptors 1 and 2, which the parent forwards.
+
+Not here, as ipykernel has them: the debugger (debug_request is answered
+with an error), GUI event loops (%gui), a forked
+child's display() (dropped: only its streams reach the client), and the
+kernel's own asyncio loop (a cell's top-level await runs in IPython's loop,
+as in a terminal, so asyncio.run() in a cell works and a task a cell starts
+runs only while a later cell awaits). Any other kernel runs ipykernel's
+application as before.
+"""
+import codecs
+import inspect
+import io
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import zmq
+from jupyter_client.session import Session, extract_header
+
+# The only configuration file a lean kernel may find: Glovebox's own
+# (kernel-host/rootfs.c writes it into every sandbox).
+GLOVEBOX_CONFIG = ("/etc/ipython", "ipython_kernel_config.py",
+                   "c.HistoryManager.hist_file = ':memory:'\n")
+CONFIG_NAMES = ("ipython_config.py", "ipython_config.json", "ipython_kernel_config.py",
+                "ipython_kernel_config.json")
+CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
+FLUSH_INTERVAL = 0.2
+LINGER_MS = 1000
+PIPE_READS = 16  # of 64 KiB, per pipe and round
+
+
+def plain_configuration(path, env):
+    """The kernel's configuration and its connection, when nothing in its
+    environment asks for more than the loop here does; None when something
+    does (a configuration or startup file, PYTHONSTARTUP, a port left for
+    the kernel to pick): such a kernel runs ipykernel's application."""
+    from IPython.core.application import ENV_CONFIG_DIRS, SYSTEM_CONFIG_DIRS
+    from IPython.core.profiledir import ProfileDir
+    from IPython.paths import get_ipython_dir
+    from traitlets.config import Config
+    if env.get("PYTHONSTARTUP"):
+        return None
+    try:
+        with open(path) as f:
+            info = json.load(f)
+        if info.get("transport", "tcp") not in ("tcp", "ipc") or \
+                not all(isinstance(info.get(c + "_port"), int) and info[c + "_port"] > 0
+                        for c in CHANNELS) or not isinstance(info.get("key", ""), str):
+            return None
+    except (OSError, ValueError):
+        return None
+    config = Config()
+    profile = os.path.join(get_ipython_dir(), "profile_default")
+    for d in [profile] + list(ENV_CONFIG_DIRS) + list(SYSTEM_CONFIG_DIRS):
+        for name in CONFIG_NAMES:
+            try:
+                with open(os.path.join(d, name)) as f:
+                    text = f.read()
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except (OSError, ValueError):
+                return None
+            if (d, name, text) != GLOVEBOX_CONFIG:
+                return None
+            config.HistoryManager.hist_file = ":memory:"
+        try:
+            names = os.listdir(os.path.join(d, "startup"))
+        except (FileNotFoundError, NotADirectoryError):
+            names = ()
+        except OSError:
+            return None
+        if any(n.endswith((".py", ".ipy")) for n in names):
+            return None
+    try:
+        profile_dir = ProfileDir.find_profile_dir(profile, config)
+    except Exception:
+        try:
+            profile_dir = ProfileDir.create_profile_dir(profile, config)
+        except Exception:
+            return None
+    return path, info, config, profile_dir
+
+
+def address(info, channel):
+    """Where a channel's socket binds, as jupyter_client names it."""
+    ip, port = info.get("ip", "127.0.0.1"), info[channel + "_port"]
+    if info.get("transport", "tcp") == "ipc":
+        return f"ipc://{ip}-{port}"
+    return f"tcp://{ip}:{port}"
+
+
+def finish(result):
+    """A handler's result; a coroutine is run to its end here, since none
+    of ipykernel's handlers waits on anything when no event loop runs."""
+    if not inspect.isawaitable(result):
+        return result
+    try:
+        result.send(None)
+    except StopIteration as e:
+        return e.value
+    result.close()
+    raise RuntimeError("the handler waited on an event loop, which this kernel does not run")
+
+
+class LockedSocket:
+    """The IOPub socket, used by both threads one at a time. In a forked
+    child (whose copy of the socket belongs to the parent's context) every
+    message is dropped."""
+
+    def __init__(self, socket, lock):
+        self.socket, self.lock, self.pid = socket, lock, os.getpid()
+        self.closed = False
+
+    def send_multipart(self, parts, *args, **kw):
+        if self.closed or os.getpid() != self.pid:
+            return None
+        with self.lock:
+            return self.socket.send_multipart(parts, *args, **kw)
+
+
+class OutStream(io.TextIOBase):
+    """sys.stdout or sys.stderr: text published on IOPub as "stream"
+    messages, at the latest FLUSH_INTERVAL after the first unsent write."""
+
+    encoding = "UTF-8"
+
+    def __init__(self, kernel_loop, name, fd, original):
+        self._loop, self.name, self._fd, self._original = kernel_loop, name, fd, original
+        self.topic = b"stream." + name.encode()
+        self.parent_header = {}
+        self._pid = os.getpid()
+        self._after_fork()
+
+    def _after_fork(self):
+        self._lock = threading.Lock()
+        self._parts = []
+        self.due = None
+
+    def fileno(self):
+        # What subprocess and faulthandler ask for: the descriptor the
+        # kernel was started with, as ipykernel answers.
+        return self._original
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def set_parent(self, parent):
+        self.parent_header = extract_header(parent)
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text)}")
+        if os.getpid() != self._pid:
+            # A forked child: its descriptor leads to the parent's pipe.
+            os.write(self._fd, text.encode("utf-8", "replace"))
+            return len(text)
+        with self._lock:
+            self._parts.append(text)
+            first = self.due is None
+            if first:
+                self.due = time.monotonic() + FLUSH_INTERVAL
+        if first:
+            self._loop.wake_io()
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        if os.getpid() != self._pid:
+            return
+        # Taken and sent under the IOPub lock, so that two threads flushing
+        # at once cannot reorder the text.
+        with self._loop.iopub_lock:
+            with self._lock:
+                text = "".join(self._parts)
+                self._parts = []
+                self.due = None
+            if text:
+                self._loop.session.send(self._loop.iopub, "stream",
+                                        {"name": self.name, "text": text},
+                                        parent=self.parent_header, ident=self.topic)
+
+
+class KernelLoop:
+    """One kernel: its sockets, its kernel object and its two threads."""
+
+    def __init__(self, path, info, config, profile_dir, shell, adopt):
+        from ipykernel.ipkernel import IPythonKernel
+        from ipykernel.zmqshell import ZMQInteractiveShell
+        app = self._application(path, info, config, profile_dir)
+        self.stopping = False
+        self._abort = False
+        self.iopub_lock = threading.RLock()
+        self.pipe_lock = threading.Lock()
+        self.log = logging.getLogger("glovebox.kernel")
+        self.context = zmq.Context()
+        self.sockets = {}
+        for name, kind in (("shell", zmq.ROUTER), ("iopub", zmq.PUB), ("stdin", zmq.ROUTER),
+                           ("control", zmq.ROUTER), ("hb", zmq.ROUTER)):
+            sock = self.context.socket(kind)
+            sock.linger = LINGER_MS
+            if kind == zmq.ROUTER:
+                sock.router_handover = 1
+            sock.bind(address(info, name))
+            self.sockets[name] = sock
+        self.iopub = LockedSocket(self.sockets["iopub"], self.iopub_lock)
+        self.session = Session(key=info.get("key", "").encode(),
+                               signature_scheme=info.get("signature_scheme", "hmac-sha256"))
+        self._wake_io_r, self._wake_io_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_main_r, self._wake_main_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._capture_output()
+
+        def instance(cls, *args, **kw):
+            # IPythonKernel asks for its shell here: it gets the zygote's,
+            # adopted (a fresh namespace, history, directories and count).
+            del ZMQInteractiveShell.instance
+            adopt(shell, **kw)
+            for c in cls._walk_mro():
+                c._instance = shell
+            return shell
+
+        ZMQInteractiveShell.instance = classmethod(instance)
+        try:
+            self.kernel = IPythonKernel(parent=app, session=self.session, log=self.log,
+                                        iopub_socket=self.iopub, stdin_socket=self.sockets["stdin"],
+                                        profile_dir=profile_dir)
+        finally:
+            if "instance" in ZMQInteractiveShell.__dict__:
+                del ZMQInteractiveShell.instance
+        kernel = self.kernel
+        kernel.record_ports({name + "_port": info[name + "_port"] for name in CHANNELS})
+        app.session, app.context, app.kernel, app.shell = self.session, self.context, kernel, shell
+        for name in ("shell", "stdin", "control"):
+            setattr(app, name + "_socket", self.sockets[name])
+        app.iopub_socket = self.iopub
+        shell.configurables.append(app)
+        # Replaced on this kernel alone: the ones that use ipykernel's loops.
+        kernel._abort_queues = self._abort_queues
+        self.shell_handlers = dict(kernel.shell_handlers, shutdown_request=self._shutdown_request)
+        self.control_handlers = dict(kernel.control_handlers,
+                                     shutdown_request=self._shutdown_request,
+                                     debug_request=self._debug_request)
+        self._start_shell(kernel.shell)
+
+    # ---- start ----------------------------------------------------------
+
+    @staticmethod
+    def _application(path, info, config, profile_dir):
+        """ipykernel's application object, holding what its start would
+        have set (the command line, the configuration, the connection), for
+        the code that asks IPKernelApp.instance() where its kernel is; it
+        does not run."""
+        from ipykernel.kernelapp import IPKernelApp
+        from traitlets.config import Config
+        app = IPKernelApp.instance()
+        app.argv, app.extra_args = ["-f", path], []
+        app.cli_config = Config({"IPKernelApp": {"connection_file": path}})
+        app.update_config(app.cli_config)
+        app.update_config(config)
+        app.profile_dir = profile_dir
+        app.transport, app.ip, app.key = info.get("transport", "tcp"), info.get("ip", "127.0.0.1"), \
+            info.get("key", "").encode()
+        for name in CHANNELS:
+            setattr(app, name + "_port", info[name + "_port"])
+        return app
+
+    def _capture_output(self):
+        """Descriptors 1 and 2 become pipes the I/O thread reads, and
+        sys.stdout and sys.stderr streams of this kernel."""
+        self.pipes = {}
+        self.streams = {}
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            old = getattr(sys, name)
+            if old is not None:
+                try:
+                    old.flush()
+                except Exception:
+                    pass
+            original = os.dup(fd)
+            os.set_inheritable(original, False)
+            r, w = os.pipe2(os.O_CLOEXEC)
+            os.set_blocking(r, False)
+            os.dup2(w, fd)
+            os.close(w)
+            self.streams[name] = OutStream(self, name, fd, original)
+            self.pipes[r] = (self.streams[name], original,
+                             codecs.getincrementaldecoder("utf-8")("replace"))
+            setattr(sys, name, self.streams[name])
+        handler = logging.StreamHandler(io.TextIOWrapper(io.FileIO(os.dup(self.streams["stderr"]
+                                                                          .fileno()), "w"),
+                                                         write_through=True))
+        handler.setFormatter(logging.Formatter("[glovebox kernel] %(levelname)s %(message)s"))
+        self.log.addHandler(handler)
+        self.log.setLevel(logging.WARNING)
+        self.log.propagate = False
+
+    def _start_shell(self, shell):
+        """What ipykernel's application does to the shell and the process
+        before its loop: the interruptible pdb, a crash hook on the real
+        stderr, SIGINT ignored between requests, '' on sys.path, the
+        display hook, the storemagic extension, the names defined so far
+        hidden from %who."""
+        import pdb
+        from IPython.core import debugger
+        from ipykernel.displayhook import ZMQDisplayHook
+        if hasattr(debugger, "InterruptiblePdb"):
+            debugger.Pdb = debugger.InterruptiblePdb
+            pdb.Pdb = debugger.Pdb
+            pdb.set_trace = debugger.set_trace
+        sys.excepthook = self._excepthook
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if "" not in sys.path:
+            at = next((i for i, p in enumerate(sys.path)
+                       if os.path.basename(p) in ("site-packages", "dist-packages")), 0)
+            sys.path.insert(at, "")
+        os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        kernel = self.kernel
+        displayhook = ZMQDisplayHook(self.session, self.iopub)
+        displayhook.get_execution_count = lambda: kernel.execution_count
+        sys.displayhook = displayhook
+        self._patch_faulthandler()
+        shell.extension_manager.load_extension("storemagic")
+        shell.user_ns_hidden.update(shell.user_ns)
+        shell._sys_modules_keys = set(sys.modules)
+        shell.exit_now = False
+
+    @staticmethod
+    def _excepthook(etype, value, tb):
+        import traceback
+        traceback.print_exception(etype, value, tb, file=sys.__stderr__)
+
+    @staticmethod
+    def _patch_faulthandler():
+        import faulthandler
+        enable, register = faulthandler.enable, faulthandler.register
+
+        def enable_here(file=sys.__stderr__, all_threads=True, **kw):
+            return enable(file=file, all_threads=all_threads, **kw)
+
+        def register_here(signum, file=sys.__stderr__, all_threads=True, chain=False, **kw):
+            return register(signum, file=file, all_threads=all_threads, chain=chain, **kw)
+
+        faulthandler.enable, faulthandler.register = enable_here, register_here
+
+    def _after_fork_in_child(self):
+        self.iopub_lock = self.iopub.lock = threading.RLock()
+        self.pipe_lock = threading.Lock()
+        for stream in self.streams.values():
+            stream._after_fork()
+
+    # ---- the loops ------------------------------------------------------
+
+    def run(self):
+        """Answers until a shutdown request or exit(); then closes the
+        sockets, sending what is queued (at most LINGER_MS)."""
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+        io_thread = threading.Thread(target=self._io_loop, name="glovebox-kernel-io",
+                                     daemon=True)
+        io_thread.start()
+        self.kernel._publish_status("starting", "shell")
+        shell = self.sockets["shell"]
+        poller = zmq.Poller()
+        poller.register(shell, zmq.POLLIN)
+        poller.register(self._wake_main_r, zmq.POLLIN)
+        try:
+            while not self.stopping:
+                for sock, _ in poller.poll():
+                    if sock == self._wake_main_r:
+                        self._drain(self._wake_main_r)
+                while not self.stopping:
+                    try:
+                        frames = shell.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._dispatch_shell(shell, frames)
+                    if self._abort:
+                        self._abort_arrived(shell)
+                    if self.kernel.shell.exit_now:
+                        self.stopping = True
+        finally:
+            self.stopping = True
+            self.wake_io()
+            io_thread.join(5)
+            for stream in self.streams.values():
+                stream.flush()
+            self.iopub.closed = True
+            self.context.destroy(LINGER_MS)
+
+    def _dispatch_shell(self, sock, frames):
+        """One shell request, as ipykernel's dispatch_shell handles it."""
+        kernel = self.kernel
+        idents, frames = self.session.feed_identities(frames)
+        try:
+            msg = self.session.deserialize(frames)
+        except Exception:
+            self.log.error("an invalid message on the shell socket", exc_info=True)
+            return
+        kernel.set_parent(idents, msg, channel="shell")
+        kernel._publish_status("busy", "shell")
+        msg_type = msg["header"]["msg_type"]
+        if kernel._aborting and msg_type == "execute_request":
+            kernel._send_abort_reply(sock, msg, idents)
+        elif kernel.should_handle(sock, msg, idents):
+            self._handle(self.shell_handlers.get(msg_type), sock, idents, msg)
+        for fd in self.pipes:
+            self._forward(fd)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        kernel._publish_status("idle", "shell")
+
+    def _handle(self, handler, sock, idents, msg):
+        kernel = self.kernel
+        if handler is None:
+            self.log.warning("unknown message type %r", msg["header"]["msg_type"])
+            return
+        try:
+            kernel.pre_handler_hook()
+        except Exception:
+            pass
+        try:
+            finish(handler(sock, idents, msg))
+        except Exception:
+            self.log.error("exception in the %s handler", msg["header"]["msg_type"],
+                           exc_info=True)
+        except KeyboardInterrupt:
+            self.log.error("KeyboardInterrupt caught in the kernel")
+        finally:
+            try:
+                kernel.post_handler_hook()
+            except Exception:
+                pass
+
+    def _abort_queues(self):
+        # Called by ipykernel's execute_request after a failed cell with
+        # stop_on_error; the loop aborts what has arrived once it returns.
+        self._abort = True
+
+    def _abort_arrived(self, sock):
+        """The execute requests that arrived before the failed cell's reply
+        went out are aborted (the rest answered in order); later ones run."""
+        self._abort = False
+        arrived = []
+        while True:
+            try:
+                arrived.append(sock.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                break
+        self.kernel._aborting = True
+        try:
+            for frames in arrived:
+                self._dispatch_shell(sock, frames)
+        finally:
+            self.kernel._aborting = False
+            self._abort = False
+
+    def _io_loop(self):
+        """The control socket, the heartbeat, the output pipes and the
+        streams' timed flushes, until the main loop stops."""
+        control, hb = self.sockets["control"], self.sockets["hb"]
+        poller = zmq.Poller()
+        for what in (control, hb, self._wake_io_r, *self.pipes):
+            poller.register(what, zmq.POLLIN)
+        while not self.stopping:
+            due = [s.due for s in self.streams.values() if s.due is not None]
+            timeout = None if not due else max(0, (min(due) - time.monotonic()) * 1000)
+            try:
+                ready = dict(poller.poll(timeout))
+            except zmq.ZMQError:
+                if self.stopping:
+                    break
+                raise
+            if self._wake_io_r in ready:
+                self._drain(self._wake_io_r)
+            if hb in ready:
+                self._echo(hb)
+            for fd in self.pipes:
+                if fd in ready and not self._forward(fd):
+                    poller.unregister(fd)
+            if control in ready:
+                self._control(control)
+            now = time.monotonic()
+            for stream in self.streams.values():
+                if stream.due is not None and stream.due <= now:
+                    stream.flush()
+
+    def _echo(self, hb):
+        while True:
+            try:
+                hb.send_multipart(hb.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                return
+
+    def _forward(self, fd):
+        """What a pipe holds, into its stream (and, as ipykernel does, to
+        the descriptor the kernel started with). Either thread: the main
+        one before a request's last flush, so that what a cell wrote to its
+        descriptors is published with it. False at the pipe's end."""
+        stream, original, decoder = self.pipes[fd]
+        with self.pipe_lock:
+            # Bounded, so that a writer that never stops holds up neither
+            # thread: the rest is read on the next round.
+            for _ in range(PIPE_READS):
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    return True
+                if not data:
+                    return False
+                stream.write(decoder.decode(data))
+                try:
+                    os.write(original, data)
+                except OSError:
+                    pass
+            return True
+
+    def _control(self, control):
+        kernel = self.kernel
+        while True:
+            try:
+                frames = control.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            idents, frames = self.session.feed_identities(frames)
+            try:
+                msg = self.session.deserialize(frames)
+            except Exception:
+                self.log.error("an invalid message on the control socket", exc_info=True)
+                continue
+            kernel.set_parent(idents, msg, channel="control")
+            kernel._publish_status("busy", "control")
+            handler = self.control_handlers.get(msg["header"]["msg_type"])
+            if handler is None:
+                self.log.error("unknown control message type %r", msg["header"]["msg_type"])
+            else:
+                try:
+                    finish(handler(control, idents, msg))
+                except Exception:
+                    self.log.error("exception in the control handler", exc_info=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            kernel._publish_status("idle", "control")
+
+    # ---- requests answered here, not by ipykernel's loops -----------------
+
+    def _shutdown_request(self, sock, idents, msg):
+        """Replies, then ends the main loop (after the running cell, if any:
+        the gateway kills a kernel that does not exit in time)."""
+        kernel = self.kernel
+        content = kernel.do_shutdown(bool(msg["content"].get("restart", False)))
+        self.session.send(sock, "shutdown_reply", content, msg, ident=idents)
+        self.session.send(self.iopub, "shutdown_reply", content, msg,
+                          ident=kernel._topic("shutdown"))
+        self.stopping = True
+        try:
+            os.write(self._wake_main_w, b"x")
+        except BlockingIOError:
+            pass
+
+    def _debug_request(self, sock, idents, msg):
+        self.session.send(sock, "debug_reply",
+                          {"status": "error", "ename": "NotImplementedError",
+                           "evalue": "this kernel has no debugger", "traceback": []},
+                          msg, ident=idents)
+
+    # ---- small things -----------------------------------------------------
+
+    def wake_io(self):
+        try:
+            os.write(self._wake_io_w, b"x")
+        except BlockingIOError:
+            pass
+
+    @staticmethod
+    def _drain(fd):
+        try:
+            while os.read(fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def run(path, env, shell, adopt):
+    """Runs the kernel of connection file path in this process, around the
+    zygote's shell; False, having changed nothing, when ipykernel's
+    application must run it instead."""
+    prepared = plain_configuration(path, env)
+    if prepared is None:
+        return False
+    import importlib.util
+    sys.argv[0] = importlib.util.find_spec("ipykernel_launcher").origin
+    KernelLoop(*prepared, shell, adopt).run()
+    return True
