@@ -476,11 +476,12 @@ int main(int argc, char **argv)
                 zygote_start(zygote_specs[i]);
 
         while (!host.stopping) {
-                struct pollfd fds[3] = {{host.link, POLLIN, 0},
-                                        {host.sigfd, POLLIN, 0},
-                                        {sandbox_exits_fd(), POLLIN, 0}};
+                struct pollfd fds[3 + ZYGOTE_MAX] = {{host.link, POLLIN, 0},
+                                                     {host.sigfd, POLLIN, 0},
+                                                     {sandbox_exits_fd(), POLLIN, 0}};
+                size_t nfds = 3 + zygote_output_fds(fds + 3, ZYGOTE_MAX);
 
-                if (poll(fds, 3, -1) < 0) {
+                if (poll(fds, nfds, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         log_error("poll: %s", strerror(errno));
@@ -490,6 +491,8 @@ int main(int argc, char **argv)
                  * signals, takes whatever its init said before it. */
                 if (fds[2].revents)
                         spawn_init_reports(report);
+                if (nfds > 3)
+                        zygote_read_output();
                 if (fds[1].revents)
                         handle_signals();
                 if (fds[0].revents & POLLIN)

@@ -24,21 +24,30 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#define MAX_ZYGOTES      8
 #define READY_TIMEOUT_MS 30000 /* importing pandas on a loaded machine */
 #define START_TIMEOUT_MS 30000
 #define MAX_MODULES      1024
+#define OUTPUT_LINE_MAX  512   /* a longer line is logged in parts */
+#define OUTPUT_READ_MAX  65536 /* bytes per zygote and round */
 
 struct zygote {
         char name[ZYGOTE_MAX_NAME];
         pid_t pid;
         int link;   /* our end of its socket; -1 once it is gone */
         bool ready; /* it said "ready" */
+        /* Our end of its stdout and stderr (-1 once closed), and the line
+         * read so far: what Python prints there (a module that failed to
+         * preload, a library's warning) is logged a line at a time, in
+         * the log's own format. */
+        int output;
+        char line[OUTPUT_LINE_MAX];
+        size_t line_len;
 };
 
-static struct zygote zygotes[MAX_ZYGOTES];
+static struct zygote zygotes[ZYGOTE_MAX];
 static size_t nzygotes;
 static char python_real[PATH_MAX];
 
@@ -83,7 +92,7 @@ static int find_program(char *out, size_t size)
  * where /tmp and /home are private tmpfs (its imports may write caches
  * under $HOME, never on the host), dying with us. */
 static __attribute__((noreturn)) void zygote_child(const char *program, const char *modules,
-                                                   int link)
+                                                   int link, int output)
 {
         /* Room for a kernel's command line: the kernels overwrite it. */
         static char title[160];
@@ -94,7 +103,10 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
                         title,
                         NULL};
         /* The imports see what a kernel's environment says (spawn_args.c's
-         * base), and one thread for BLAS and OpenMP: fork() copies one. */
+         * base), and one thread for BLAS and OpenMP: fork() copies one.
+         * Not debugpy's warning, at ipykernel's import, that frozen modules
+         * may hide breakpoints: the zygote debugs nothing (its kernels get
+         * their own environment). */
         char *envp[] = {(char *)"PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
                         (char *)"HOME=" ROOTFS_HOME,
                         (char *)"LANG=C.UTF-8",
@@ -104,6 +116,7 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
                         (char *)"OMP_NUM_THREADS=1",
                         (char *)"MKL_NUM_THREADS=1",
                         (char *)"NUMEXPR_NUM_THREADS=1",
+                        (char *)"PYDEVD_DISABLE_FILE_VALIDATION=1",
                         NULL};
         sigset_t none;
         /* The program is opened before /tmp is covered: the build tree may
@@ -125,7 +138,8 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
         /* matplotlib's font list, not built again for the zygote. */
         if (homecache_dir())
                 homecache_link(homecache_dir(), ROOTFS_HOME, 0);
-        if (dup2(link, ZYGOTE_FD) < 0 || dup3(exe, ZYGOTE_FD + 1, O_CLOEXEC) < 0)
+        if (dup2(link, ZYGOTE_FD) < 0 || dup3(exe, ZYGOTE_FD + 1, O_CLOEXEC) < 0 ||
+            dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0)
                 _exit(126);
         syscall(SYS_close_range, ZYGOTE_FD + 2, ~0u, 0);
         syscall(SYS_execveat, ZYGOTE_FD + 1, "", argv, envp, AT_EMPTY_PATH);
@@ -139,15 +153,15 @@ int zygote_start(const char *spec)
         const char *modules = colon ? colon + 1 : "";
         char program[PATH_MAX];
         struct zygote *z;
-        int sv[2];
+        int sv[2], out[2] = {-1, -1}, rc;
         pid_t pid;
 
         if (!name_ok(spec, name_len) || !modules_ok(modules)) {
                 log_error("--zygote %s: expected NAME:MODULE,MODULE,...", spec);
                 return -EINVAL;
         }
-        if (nzygotes == MAX_ZYGOTES) {
-                log_error("--zygote %s: at most %d zygotes", spec, MAX_ZYGOTES);
+        if (nzygotes == ZYGOTE_MAX) {
+                log_error("--zygote %s: at most %d zygotes", spec, ZYGOTE_MAX);
                 return -E2BIG;
         }
         if (geteuid() != 0) {
@@ -165,23 +179,99 @@ int zygote_start(const char *spec)
         }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
+        if (pipe2(out, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0) {
+                rc = -errno;
+                goto fail;
+        }
         pid = fork();
         if (pid < 0) {
-                close(sv[0]);
-                close(sv[1]);
-                return -errno;
+                rc = -errno;
+                goto fail;
         }
         if (pid == 0)
-                zygote_child(program, modules, sv[1]);
+                zygote_child(program, modules, sv[1], out[1]);
         close(sv[1]);
+        close(out[1]);
         z = &zygotes[nzygotes++];
         memset(z, 0, sizeof(*z));
         memcpy(z->name, spec, name_len);
         z->pid = pid;
         z->link = sv[0];
+        z->output = out[0];
         log_info("zygote %s started (pid %d), preloading %s", z->name, (int)pid,
                  modules[0] ? modules : "ipykernel only");
         return 0;
+fail:
+        close(sv[0]);
+        close(sv[1]);
+        if (out[0] >= 0)
+                close(out[0]);
+        if (out[1] >= 0)
+                close(out[1]);
+        return rc;
+}
+
+/* Logs the line read so far, its bytes outside printable ASCII as '?'. */
+static void output_line(struct zygote *z)
+{
+        for (size_t i = 0; i < z->line_len; i++) {
+                if (z->line[i] < 0x20 || z->line[i] > 0x7e)
+                        z->line[i] = '?';
+        }
+        z->line[z->line_len] = '\0';
+        if (z->line_len)
+                log_warn("zygote %s: %s", z->name, z->line);
+        z->line_len = 0;
+}
+
+/* Reads what z's output holds (at most OUTPUT_READ_MAX, so that one
+ * zygote cannot hold up the loop), logging each whole line; at its end,
+ * the rest, and the pipe is closed. */
+static void output_read(struct zygote *z)
+{
+        char buf[4096];
+        size_t total = 0;
+        ssize_t n = 0;
+
+        while (z->output >= 0 && total < OUTPUT_READ_MAX) {
+                n = read(z->output, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                total += (size_t)n;
+                for (ssize_t i = 0; i < n; i++) {
+                        if (buf[i] == '\n') {
+                                output_line(z);
+                                continue;
+                        }
+                        z->line[z->line_len++] = buf[i];
+                        if (z->line_len == sizeof(z->line) - 1)
+                                output_line(z);
+                }
+        }
+        if (z->output >= 0 && (n == 0 || (n < 0 && errno != EAGAIN))) {
+                output_line(z);
+                close(z->output);
+                z->output = -1;
+        }
+}
+
+size_t zygote_output_fds(struct pollfd *fds, size_t max)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < nzygotes && n < max; i++) {
+                if (zygotes[i].output >= 0)
+                        fds[n++] = (struct pollfd){zygotes[i].output, POLLIN, 0};
+        }
+        return n;
+}
+
+void zygote_read_output(void)
+{
+        for (size_t i = 0; i < nzygotes; i++)
+                output_read(&zygotes[i]);
 }
 
 static struct zygote *zygote_find(const char *name)
@@ -213,16 +303,34 @@ static bool zygote_hung_up(const struct zygote *z)
 /* Waits for the zygote's "ready", the first time. */
 static int zygote_wait_ready(struct zygote *z)
 {
-        struct pollfd p = {z->link, POLLIN, 0};
+        struct pollfd p[2] = {{z->link, POLLIN, 0}, {z->output, POLLIN, 0}};
+        struct timespec start, now;
         char word[16];
         ssize_t n;
         int rc;
 
         if (z->ready)
                 return 0;
-        do {
-                rc = poll(&p, 1, READY_TIMEOUT_MS);
-        } while (rc < 0 && errno == EINTR);
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        /* What it prints as it imports is read meanwhile: a full pipe
+         * would stop it short of "ready". */
+        for (;;) {
+                long left;
+
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                left = READY_TIMEOUT_MS - ((now.tv_sec - start.tv_sec) * 1000 +
+                                           (now.tv_nsec - start.tv_nsec) / 1000000);
+                p[1].fd = z->output;
+                rc = left <= 0 ? 0 : poll(p, 2, (int)left);
+                if (rc < 0 && errno == EINTR)
+                        continue;
+                if (rc > 0 && p[1].revents) {
+                        output_read(z);
+                        if (!p[0].revents)
+                                continue;
+                }
+                break;
+        }
         if (rc <= 0) {
                 zygote_lost(z, "not ready in time");
                 return -ENOENT;

@@ -29,6 +29,7 @@
 
 #include "kernel-host/confine.h"
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,6 +37,7 @@
 #define ZYGOTE_PROGRAM        "glovebox-zygote"
 #define ZYGOTE_FD             3 /* the zygote's end of its socket */
 #define ZYGOTE_MAX_NAME       64
+#define ZYGOTE_MAX            8          /* zygotes of one kernel-host */
 #define ZYGOTE_MAX_SPEC       (4u << 20) /* bytes of one request's memfd */
 #define ZYGOTE_MAX_DIRS       16         /* cgroup directories of one request */
 #define ZYGOTE_MAX_DIRS_BYTES (ZYGOTE_MAX_DIRS * 4096u)
@@ -88,6 +90,12 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
                 struct sandbox_process *proc, struct hostmsg_failed *fail);
 /* Whether pid was a zygote (now gone: its kernels start cold). */
 bool zygote_reaped(pid_t pid, int status);
+/* The zygotes' stdout and stderr (one pipe each), for the kernel-host's
+ * poll: at most max into fds, POLLIN; how many. */
+size_t zygote_output_fds(struct pollfd *fds, size_t max);
+/* Logs what the zygotes printed, a log line per line (warn, "zygote NAME:
+ * ..."), and closes the pipe of one that is gone. */
+void zygote_read_output(void);
 /* Closes every zygote's socket: they exit. */
 void zygote_stop_all(void);
 

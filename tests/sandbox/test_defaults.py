@@ -6,6 +6,7 @@ once per host and every new home links to it, read-only. These gateways
 run with glovebox's own defaults (warm=True): every other test's gateway
 starts kernels cold unless it asks (gbclient.cold_args)."""
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -88,8 +89,11 @@ def test_none_turns_each_off():
 
 
 def test_a_module_not_installed_is_left_out():
+    # Said in the log as the kernel-host's other lines are (JSON here): what
+    # the zygote prints is read by the kernel-host and logged a line at a
+    # time, nothing of it raw in the gateway's log.
     g = start_gateway("--zygote", "python3:numpy?,surely_not_installed?", "--pool", "none",
-                      warm=True)
+                      "--log-format", "json", warm=True)
     try:
         kid = g.start_kernel()
         assert_from_zygote(g, kid)
@@ -97,6 +101,11 @@ def test_a_module_not_installed_is_left_out():
         while "not preloading surely_not_installed" not in g.read_log():
             assert time.time() < deadline, g.read_log()[-2000:]
             time.sleep(0.1)
+        lines = [json.loads(line) for line in g.read_log().splitlines() if line.strip()]
+        said = [line for line in lines if "not preloading" in line["message"]]
+        assert [(line["component"], line["level"], line["message"]) for line in said] == [
+            ("kernel-host", "warn", "zygote python3: not preloading surely_not_installed: "
+             "No module named 'surely_not_installed'")], said
     finally:
         g.stop()
 
