@@ -1,5 +1,5 @@
 """The floor of a forked kernel's CPU to its first result, and the way
-there: four kinds of kernel forked from one parent that imported what
+there: five kinds of kernel forked from one parent that imported what
 Glovebox's zygote imports (numpy, pandas, matplotlib.pyplot, ipykernel),
 each answering `1+1` over the Jupyter protocol, outside any sandbox:
 
@@ -7,7 +7,11 @@ each answering `1+1` over the Jupyter protocol, outside any sandbox:
   as a cold kernel builds it.
 - zygote: Glovebox's zygote as it is, its bootstrap read from
   kernel-host/zygote_main.c and run here: the shell prebuilt and adopted
-  by each kernel, the rest of ipykernel's start after the fork.
+  by each kernel, ipykernel's IPythonKernel in Glovebox's own loop
+  (kernel-host/zygote_kernel.py).
+- zygote-application: the same with ipykernel's application around the
+  kernel, as a zygote kernel with a configuration file of its own runs
+  (and as every zygote kernel ran before that loop).
 - prebuilt: ipykernel's application, session, kernel object and shell
   built before the fork, without configuration files; after it only the
   connection file, the sockets and the ZMQ context, the I/O streams, the
@@ -83,44 +87,35 @@ APP = prebuild_app()
 InteractiveShell.clear_instance()
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def zygote_bootstrap():
     """The zygote's own bootstrap, read from kernel-host/zygote_main.c, run
-    here as the zygote runs it: its shell prebuilt, its run function."""
+    here as the zygote runs it (its shell prebuilt, its run function), with
+    its kernels' loop, kernel-host/zygote_kernel.py, told that the run's own
+    configuration file is Glovebox's."""
     import ast
     import re
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-host",
-                        "zygote_main.c")
-    with open(path) as f:
+    with open(os.path.join(HERE, "..", "kernel-host", "zygote_main.c")) as f:
         text = f.read()
     body = text[text.index("static const char bootstrap[] ="):]
     body = body[:body.index(";\n")]
     source = "".join(ast.literal_eval(s) for s in re.findall(r'^\s*("(?:[^"\\]|\\.)*")', body,
                                                               re.M))
+    with open(os.path.join(HERE, "..", "kernel-host", "zygote_kernel.py")) as f:
+        loop_source = f.read()
     scope = {"__name__": "__glovebox_zygote__",
-             "_glovebox_preload": ["numpy", "pandas", "matplotlib.pyplot"]}
+             "_glovebox_preload": ["numpy", "pandas", "matplotlib.pyplot"],
+             "_glovebox_kernel_source": loop_source}
     exec(compile(source, "<zygote bootstrap>", "exec"), scope)
+    scope["_glovebox_kernel_loop"].GLOVEBOX_CONFIG = (
+        os.path.join(os.environ["IPYTHONDIR"], "profile_default"), "ipython_kernel_config.py",
+        "c.HistoryManager.hist_file = ':memory:'\n")
     return scope
 
 
 ZYGOTE = zygote_bootstrap()  # ends with gc.freeze()
-
-
-def zygote_kernel_module():
-    """kernel-host/zygote_kernel.py, as the zygote loads it, told that the
-    run's own configuration file is Glovebox's."""
-    import types
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-host",
-                        "zygote_kernel.py")
-    module = types.ModuleType("glovebox_zygote_kernel")
-    with open(path) as f:
-        exec(compile(f.read(), path, "exec"), module.__dict__)
-    module.GLOVEBOX_CONFIG = (os.path.join(os.environ["IPYTHONDIR"], "profile_default"),
-                              "ipython_kernel_config.py",
-                              "c.HistoryManager.hist_file = ':memory:'\n")
-    return module
-
-
-ZYGOTE_KERNEL = zygote_kernel_module()
 
 
 def free_ports(n):
@@ -229,17 +224,17 @@ def zygote_kernel(path):
                             dict(os.environ))
 
 
-def glovebox_kernel(path):
-    clear_singletons()
-    if not ZYGOTE_KERNEL.run(path, dict(os.environ), ZYGOTE["_glovebox_shell"],
-                             ZYGOTE["_glovebox_adopt"]):
-        raise SystemExit("the Glovebox loop refused the kernel")
+def zygote_application_kernel(path):
+    """The zygote's kernel with ipykernel's application (as one with a
+    configuration file of its own runs)."""
+    ZYGOTE["_glovebox_kernel_loop"] = None
+    zygote_kernel(path)
 
 
 KERNELS = {"lean": lambda info, path: lean_kernel(info),
-           "glovebox": lambda info, path: glovebox_kernel(path),
            "prebuilt": lambda info, path: prebuilt_kernel(path),
            "zygote": lambda info, path: zygote_kernel(path),
+           "zygote-application": lambda info, path: zygote_application_kernel(path),
            "ipykernel": lambda info, path: ipykernel_kernel(path)}
 
 

@@ -60,6 +60,32 @@ LINGER_MS = 1000
 PIPE_READS = 16  # of 64 KiB, per pipe and round
 
 
+# What every kernel of the zygote would build alike, built once in it
+# (prebuild): ipykernel's application object and its logger, the profile
+# directory object of the sandbox's home, a Session.
+PREBUILT = {}
+
+
+def prebuild(shell):
+    """Run in the zygote, before any fork, once its shell is built (None if
+    that failed). The shell holds the application's configuration object
+    itself, and the storemagic extension is loaded into it (ipykernel's
+    application loads it into every kernel's shell): a kernel writes its
+    configuration into that object in place, so its shell need not load
+    it again."""
+    from IPython.core.profiledir import ProfileDir
+    from IPython.paths import get_ipython_dir
+    from ipykernel.kernelapp import IPKernelApp
+    app = IPKernelApp.instance()
+    app.log.debug("prebuilt")
+    if shell is not None:
+        shell.config = app.config
+        shell.extension_manager.load_extension("storemagic")
+    PREBUILT["profile_dir"] = ProfileDir.create_profile_dir(
+        os.path.join(get_ipython_dir(), "profile_default"))
+    PREBUILT["session"] = Session()
+
+
 def plain_configuration(path, env):
     """The kernel's configuration and its connection, when nothing in its
     environment asks for more than the loop here does; None when something
@@ -68,6 +94,7 @@ def plain_configuration(path, env):
     from IPython.core.application import ENV_CONFIG_DIRS, SYSTEM_CONFIG_DIRS
     from IPython.core.profiledir import ProfileDir
     from IPython.paths import get_ipython_dir
+    from IPython.utils.path import ensure_dir_exists
     from traitlets.config import Config
     if env.get("PYTHONSTARTUP"):
         return None
@@ -103,12 +130,15 @@ def plain_configuration(path, env):
         if any(n.endswith((".py", ".ipy")) for n in names):
             return None
     try:
-        profile_dir = ProfileDir.find_profile_dir(profile, config)
-    except Exception:
-        try:
+        profile_dir = PREBUILT.get("profile_dir")
+        if profile_dir is not None and profile_dir.location == profile:
+            # The zygote's, for the same place: its directories made here.
+            ensure_dir_exists(profile)
+            profile_dir.check_dirs()
+        else:
             profile_dir = ProfileDir.create_profile_dir(profile, config)
-        except Exception:
-            return None
+    except Exception:
+        return None
     return path, info, config, profile_dir
 
 
@@ -240,8 +270,7 @@ class KernelLoop:
             sock.bind(address(info, name))
             self.sockets[name] = sock
         self.iopub = LockedSocket(self.sockets["iopub"], self.iopub_lock)
-        self.session = Session(key=info.get("key", "").encode(),
-                               signature_scheme=info.get("signature_scheme", "hmac-sha256"))
+        self.session = self._session(info)
         self._wake_io_r, self._wake_io_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_main_r, self._wake_main_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._capture_output()
@@ -281,6 +310,21 @@ class KernelLoop:
     # ---- start ----------------------------------------------------------
 
     @staticmethod
+    def _session(info):
+        """The zygote's Session, given this kernel's identity and key (a
+        new one if there is none)."""
+        import uuid
+        session = PREBUILT.pop("session", None)
+        if session is None:
+            session = Session()
+        session.username = os.environ.get("USER", "username")
+        session.session = str(uuid.uuid4())
+        session.pid = os.getpid()
+        session.signature_scheme = info.get("signature_scheme", "hmac-sha256")
+        session.key = info.get("key", "").encode()
+        return session
+
+    @staticmethod
     def _application(path, info, config, profile_dir):
         """ipykernel's application object, holding what its start would
         have set (the command line, the configuration, the connection), for
@@ -291,8 +335,11 @@ class KernelLoop:
         app = IPKernelApp.instance()
         app.argv, app.extra_args = ["-f", path], []
         app.cli_config = Config({"IPKernelApp": {"connection_file": path}})
-        app.update_config(app.cli_config)
-        app.update_config(config)
+        # In place (prebuild): the object the zygote's shell holds, so that
+        # its adoption (shell.config = kernel.config) sees no change.
+        app.config.merge(config)
+        app.config.merge(app.cli_config)
+        app.connection_file = path
         app.profile_dir = profile_dir
         app.transport, app.ip, app.key = info.get("transport", "tcp"), info.get("ip", "127.0.0.1"), \
             info.get("key", "").encode()
