@@ -6,13 +6,16 @@ read no file but Glovebox's own /etc/ipython configuration, runs ipykernel's
 IPythonKernel (its handlers, and with them every reply, output and comm as
 ipykernel makes them) around the shell the zygote built, but not ipykernel's
 application: no configuration files or command-line parser, no tornado
-loops, and one thread of its own where the application starts five (IOPub,
-control, heartbeat and a watcher per captured descriptor) and a second ZMQ
-context. That start is most of a zygote kernel's CPU.
+streams or second event loop, and one thread of its own where the
+application starts five (IOPub, control, heartbeat and a watcher per
+captured descriptor) and a second ZMQ context. That start was most of a
+zygote kernel's CPU.
 
-- The main thread answers the shell socket in a poll loop, one request at a
-  time, as ipykernel's dispatch does: busy, the handler, the streams
-  flushed, idle. A failed cell with stop_on_error aborts the execute
+- The main thread runs the kernel's asyncio loop and answers the shell
+  socket on it, one request at a time, as ipykernel's dispatch does: busy,
+  the handler (awaited), the streams flushed, idle. Between requests the
+  loop runs what cells left on it; a cell's top-level await runs on it, as
+  in ipykernel. A failed cell with stop_on_error aborts the execute
   requests that have arrived by the time its reply is sent, and no later
   ones. input() asks on the stdin socket, from this thread, as in ipykernel.
 - The I/O thread answers the control socket (shutdown, interrupt,
@@ -21,18 +24,17 @@ context. That start is most of a zygote kernel's CPU.
   or a C library writes there is forwarded, as ipykernel forwards it; what
   has reached them when a request ends is published before its idle
   status, which ipykernel does not promise), and flushes stdout and stderr
-  0.2 s after their first unsent write.
+  0.2 s after their first unsent write. Control requests are answered
+  without an event loop: one whose handler waits on a loop is logged and
+  not answered.
 - Everything published on IOPub goes through one lock, so the two threads
   never use the socket at once. A forked child's writes to sys.stdout and
   sys.stderr go to descriptors 1 and 2, which the parent forwards.
 
 Not here, as ipykernel has them: the debugger (debug_request is answered
-with an error), GUI event loops (%gui), a forked
-child's display() (dropped: only its streams reach the client), and the
-kernel's own asyncio loop (a cell's top-level await runs in IPython's loop,
-as in a terminal, so asyncio.run() in a cell works and a task a cell starts
-runs only while a later cell awaits). Any other kernel runs ipykernel's
-application as before.
+with an error), GUI event loops (%gui) and a forked child's display()
+(dropped: only its streams reach the client). Any other kernel runs
+ipykernel's application as before.
 """
 import codecs
 import inspect
@@ -151,8 +153,9 @@ def address(info, channel):
 
 
 def finish(result):
-    """A handler's result; a coroutine is run to its end here, since none
-    of ipykernel's handlers waits on anything when no event loop runs."""
+    """A control handler's result; a coroutine is run to its end here, since
+    none of ipykernel's control handlers waits on anything (without a
+    running loop, asyncio refuses one that would)."""
     if not inspect.isawaitable(result):
         return result
     try:
@@ -286,9 +289,11 @@ class KernelLoop:
 
         ZMQInteractiveShell.instance = classmethod(instance)
         try:
-            self.kernel = IPythonKernel(parent=app, session=self.session, log=self.log,
-                                        iopub_socket=self.iopub, stdin_socket=self.sockets["stdin"],
-                                        profile_dir=profile_dir)
+            # The singleton, as ipykernel's application makes it: what
+            # Kernel.instance() finds (ipykernel.comm.Comm asks it).
+            self.kernel = IPythonKernel.instance(
+                parent=app, session=self.session, log=self.log, iopub_socket=self.iopub,
+                stdin_socket=self.sockets["stdin"], profile_dir=profile_dir)
         finally:
             if "instance" in ZMQInteractiveShell.__dict__:
                 del ZMQInteractiveShell.instance
@@ -301,10 +306,11 @@ class KernelLoop:
         shell.configurables.append(app)
         # Replaced on this kernel alone: the ones that use ipykernel's loops.
         kernel._abort_queues = self._abort_queues
-        self.shell_handlers = dict(kernel.shell_handlers, shutdown_request=self._shutdown_request)
-        self.control_handlers = dict(kernel.control_handlers,
-                                     shutdown_request=self._shutdown_request,
-                                     debug_request=self._debug_request)
+        # In the kernel's own tables, which the loop reads for every
+        # request: code that wraps a handler there is obeyed, as in ipykernel.
+        kernel.shell_handlers["shutdown_request"] = self._shutdown_request
+        kernel.control_handlers["shutdown_request"] = self._shutdown_request
+        kernel.control_handlers["debug_request"] = self._debug_request
         self._start_shell(kernel.shell)
 
     # ---- start ----------------------------------------------------------
@@ -436,30 +442,24 @@ class KernelLoop:
     def run(self):
         """Answers until a shutdown request or exit(); then closes the
         sockets, sending what is queued (at most LINGER_MS)."""
+        import asyncio
+        from tornado.ioloop import IOLoop
         os.register_at_fork(after_in_child=self._after_fork_in_child)
         io_thread = threading.Thread(target=self._io_loop, name="glovebox-kernel-io",
                                      daemon=True)
         io_thread.start()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        # tornado's view of it, which ipykernel's kernel uses to cancel a
+        # cell's task on SIGINT and to stop after exit().
+        self.kernel.io_loop = IOLoop.current()
         self.kernel._publish_status("starting", "shell")
-        shell = self.sockets["shell"]
-        poller = zmq.Poller()
-        poller.register(shell, zmq.POLLIN)
-        poller.register(self._wake_main_r, zmq.POLLIN)
         try:
-            while not self.stopping:
-                for sock, _ in poller.poll():
-                    if sock == self._wake_main_r:
-                        self._drain(self._wake_main_r)
-                while not self.stopping:
-                    try:
-                        frames = shell.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    self._dispatch_shell(shell, frames)
-                    if self._abort:
-                        self._abort_arrived(shell)
-                    if self.kernel.shell.exit_now:
-                        self.stopping = True
+            loop.run_until_complete(self._serve(loop))
+        except RuntimeError:
+            # Stopped (exit() stops the loop, as in ipykernel).
+            if not self.kernel.shell.exit_now:
+                raise
         finally:
             self.stopping = True
             self.wake_io()
@@ -469,7 +469,43 @@ class KernelLoop:
             self.iopub.closed = True
             self.context.destroy(LINGER_MS)
 
-    def _dispatch_shell(self, sock, frames):
+    async def _serve(self, loop):
+        """The shell socket's requests, one at a time, on the kernel's
+        asyncio loop: between them the loop runs what cells left on it
+        (their tasks), as ipykernel's does."""
+        import asyncio
+        shell = self.sockets["shell"]
+        ready = asyncio.Event()
+
+        def woken():
+            self._drain(self._wake_main_r)
+            ready.set()
+
+        # ZeroMQ's descriptor says only that the socket's events may have
+        # changed: ZMQ_EVENTS, read before every wait, says whether a
+        # message is there.
+        loop.add_reader(shell.getsockopt(zmq.FD), ready.set)
+        loop.add_reader(self._wake_main_r, woken)
+        # A signal wakes the loop too: SIGINT during an awaiting cell
+        # schedules that cell's cancellation with call_soon (ipykernel's
+        # _cancel_on_sigint), which a loop asleep in epoll would not see
+        # before its timeout.
+        signal.set_wakeup_fd(self._wake_main_w, warn_on_full_buffer=False)
+        while not self.stopping:
+            try:
+                frames = shell.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                ready.clear()
+                if not shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    await ready.wait()
+                continue
+            await self._dispatch_shell(shell, frames)
+            if self._abort:
+                await self._abort_arrived(shell)
+            if self.kernel.shell.exit_now:
+                self.stopping = True
+
+    async def _dispatch_shell(self, sock, frames):
         """One shell request, as ipykernel's dispatch_shell handles it."""
         kernel = self.kernel
         idents, frames = self.session.feed_identities(frames)
@@ -484,14 +520,14 @@ class KernelLoop:
         if kernel._aborting and msg_type == "execute_request":
             kernel._send_abort_reply(sock, msg, idents)
         elif kernel.should_handle(sock, msg, idents):
-            self._handle(self.shell_handlers.get(msg_type), sock, idents, msg)
+            await self._handle(kernel.shell_handlers.get(msg_type), sock, idents, msg)
         for fd in self.pipes:
             self._forward(fd)
         sys.stdout.flush()
         sys.stderr.flush()
         kernel._publish_status("idle", "shell")
 
-    def _handle(self, handler, sock, idents, msg):
+    async def _handle(self, handler, sock, idents, msg):
         kernel = self.kernel
         if handler is None:
             self.log.warning("unknown message type %r", msg["header"]["msg_type"])
@@ -501,7 +537,9 @@ class KernelLoop:
         except Exception:
             pass
         try:
-            finish(handler(sock, idents, msg))
+            result = handler(sock, idents, msg)
+            if inspect.isawaitable(result):
+                await result
         except Exception:
             self.log.error("exception in the %s handler", msg["header"]["msg_type"],
                            exc_info=True)
@@ -518,7 +556,7 @@ class KernelLoop:
         # stop_on_error; the loop aborts what has arrived once it returns.
         self._abort = True
 
-    def _abort_arrived(self, sock):
+    async def _abort_arrived(self, sock):
         """The execute requests that arrived before the failed cell's reply
         went out are aborted (the rest answered in order); later ones run."""
         self._abort = False
@@ -531,7 +569,7 @@ class KernelLoop:
         self.kernel._aborting = True
         try:
             for frames in arrived:
-                self._dispatch_shell(sock, frames)
+                await self._dispatch_shell(sock, frames)
         finally:
             self.kernel._aborting = False
             self._abort = False
@@ -611,7 +649,7 @@ class KernelLoop:
                 continue
             kernel.set_parent(idents, msg, channel="control")
             kernel._publish_status("busy", "control")
-            handler = self.control_handlers.get(msg["header"]["msg_type"])
+            handler = kernel.control_handlers.get(msg["header"]["msg_type"])
             if handler is None:
                 self.log.error("unknown control message type %r", msg["header"]["msg_type"])
             else:

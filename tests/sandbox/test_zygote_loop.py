@@ -278,3 +278,43 @@ def test_exit_in_a_cell_ends_the_kernel_as_a_cold_ones(gw, loop, cold):
                 pass
             assert time.monotonic() < deadline, gw.read_log()[-3000:]
             time.sleep(0.5)
+
+
+def asyncio_seen(gw, kid):
+    """A task a cell leaves on the loop runs between cells; asyncio.run()
+    finds the loop running; an awaiting cell is interrupted."""
+    seen = []
+    ch = gw.connect(kid)
+    try:
+        reply, _ = ch.execute("import asyncio\nglovebox_ticks = []\n"
+                              "async def tick():\n"
+                              "    for _ in range(3):\n"
+                              "        glovebox_ticks.append(1)\n"
+                              "        await asyncio.sleep(0.05)\n"
+                              "glovebox_task = asyncio.get_event_loop().create_task(tick())")
+        seen.append(reply["content"]["status"])
+        time.sleep(1)
+        reply, out = ch.execute("len(glovebox_ticks), glovebox_task.done()")
+        seen.append([m["content"]["data"]["text/plain"] for m in out
+                     if m["msg_type"] == "execute_result"])
+        reply, _ = ch.execute("asyncio.run(asyncio.sleep(0))")
+        seen.append((reply["content"]["ename"], reply["content"]["evalue"]))
+        msg_id = execute(ch, "await asyncio.sleep(30)")
+        time.sleep(1)
+        assert gw.request("POST", f"/api/kernels/{kid}/interrupt")[0] == 204
+        reply, _ = ch.collect(msg_id, timeout=20)
+        seen.append((reply["content"]["status"], reply["content"].get("ename")))
+        reply, out = ch.execute("await asyncio.sleep(0.01)\n'after'")
+        seen.append([m["content"]["data"]["text/plain"] for m in out
+                     if m["msg_type"] == "execute_result"])
+        return seen
+    finally:
+        ch.close()
+
+
+def test_asyncio_is_a_cold_kernels(gw, loop, cold):
+    got, want = asyncio_seen(gw, loop), asyncio_seen(gw, cold)
+    assert got == want
+    assert want[:3] == ["ok", ["(3, True)"],
+                        ("RuntimeError", "asyncio.run() cannot be called from a running event loop")]
+    assert want[3][0] == "error" and want[4] == ["'after'"], want
