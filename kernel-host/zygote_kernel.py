@@ -254,8 +254,6 @@ class KernelLoop:
     """One kernel: its sockets, its kernel object and its two threads."""
 
     def __init__(self, path, info, config, profile_dir, shell, adopt):
-        from ipykernel.ipkernel import IPythonKernel
-        from ipykernel.zmqshell import ZMQInteractiveShell
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
         self._abort = False
@@ -277,6 +275,16 @@ class KernelLoop:
         self._wake_io_r, self._wake_io_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_main_r, self._wake_main_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._capture_output()
+        try:
+            self._make_kernel(app, info, profile_dir, shell, adopt)
+        except BaseException:
+            # Its traceback where a kernel that fails to start says why.
+            self._release_output()
+            raise
+
+    def _make_kernel(self, app, info, profile_dir, shell, adopt):
+        from ipykernel.ipkernel import IPythonKernel
+        from ipykernel.zmqshell import ZMQInteractiveShell
 
         def instance(cls, *args, **kw):
             # IPythonKernel asks for its shell here: it gets the zygote's,
@@ -382,6 +390,12 @@ class KernelLoop:
         self.log.addHandler(handler)
         self.log.setLevel(logging.WARNING)
         self.log.propagate = False
+
+    def _release_output(self):
+        """Descriptors 1 and 2, sys.stdout and sys.stderr as they were."""
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(self.streams[name].fileno(), fd)
+            setattr(sys, name, getattr(sys, "__" + name + "__"))
 
     def _start_shell(self, shell):
         """What ipykernel's application does to the shell and the process

@@ -1,0 +1,144 @@
+"""kernel-host/zygote_kernel.py, the Jupyter loop of a zygote's Python
+kernels, on the host: which kernels it takes (and which it leaves to
+ipykernel's application), and a kernel whose start fails inside it. Each
+case runs in a child interpreter that loaded the zygote's own bootstrap
+from kernel-host/zygote_main.c, as glovebox-zygote does (without its
+preloads), since the loop takes over the process's descriptors 1 and 2.
+The loop's kernels themselves are tested in sandboxes, against cold ones:
+tests/sandbox/test_zygote_loop.py."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+GLOVEBOX_CONFIG = "c.HistoryManager.hist_file = ':memory:'\n"
+
+# The child's start: the bootstrap's C string literals read as Python's own
+# (adjacent literals join; their escapes are Python's too), run as the
+# zygote runs them, with the loop's source beside them.
+PRELUDE = textwrap.dedent("""
+    import ast, json, os, re, sys
+    root = sys.argv[1]
+    text = open(os.path.join(root, "kernel-host", "zygote_main.c")).read()
+    body = re.search(r"bootstrap\\[\\] =(.*?);\\n", text, re.S).group(1)
+    scope = {"__name__": "__glovebox_zygote__", "_glovebox_preload": [],
+             "_glovebox_kernel_source":
+                 open(os.path.join(root, "kernel-host", "zygote_kernel.py")).read()}
+    exec(ast.literal_eval("(" + body + ")"), scope)
+    loop = scope["_glovebox_kernel_loop"]
+    assert loop is not None and scope["_glovebox_shell"] is not None
+    """)
+
+
+def child(tmp_path, code, env=None):
+    """Runs PRELUDE then code in a fresh interpreter whose IPython directory
+    is tmp_path/ipython; returns (exit status, stdout, stderr)."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
+    env = dict(base, IPYTHONDIR=str(tmp_path / "ipython"), **(env or {}))
+    p = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), ROOT],
+                       capture_output=True, text=True, timeout=120, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def connection_file(tmp_path, **changes):
+    info = {"shell_port": 50001, "iopub_port": 50002, "stdin_port": 50003,
+            "control_port": 50004, "hb_port": 50005, "ip": "127.0.0.1", "key": "k" * 32,
+            "transport": "tcp", "signature_scheme": "hmac-sha256"}
+    info.update(changes)
+    path = tmp_path / "kernel.json"
+    path.write_text(json.dumps(info))
+    return str(path)
+
+
+TAKEN = """
+# Glovebox's own configuration file, where the sandbox has it.
+loop.GLOVEBOX_CONFIG = (os.environ["GB_ETC"], "ipython_kernel_config.py",
+                        os.environ["GB_GLOVEBOX_CONFIG"])
+import IPython.core.application as application
+application.SYSTEM_CONFIG_DIRS[:] = [os.environ["GB_ETC"]]
+application.ENV_CONFIG_DIRS[:] = []
+got = loop.plain_configuration(os.environ["GB_CONN"], dict(os.environ))
+print(json.dumps(None if got is None else {"config": got[2],
+                                           "profile": got[3].location}))
+"""
+
+
+def taken(tmp_path, env=None, setup=None, **conn):
+    """What plain_configuration says of a kernel: its configuration and
+    profile directory, or None (ipykernel's application runs it)."""
+    etc = tmp_path / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "ipython_kernel_config.py").write_text(GLOVEBOX_CONFIG)
+    if setup:
+        setup(tmp_path)
+    status, out, err = child(tmp_path, TAKEN, dict(env or {}, GB_ETC=str(etc),
+                                                    GB_GLOVEBOX_CONFIG=GLOVEBOX_CONFIG,
+                                                    GB_CONN=connection_file(tmp_path, **conn)))
+    assert status == 0, err
+    return json.loads(out)
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_plain_kernel_is_taken_with_glovebox_s_configuration(tmp_path):
+    got = taken(tmp_path)
+    assert got == {"config": {"HistoryManager": {"hist_file": ":memory:"}},
+                   "profile": str(tmp_path / "ipython" / "profile_default")}
+    # The profile's directories were made, as ipykernel makes them.
+    assert (tmp_path / "ipython" / "profile_default" / "startup").is_dir()
+    assert taken(tmp_path, transport="ipc", ip=str(tmp_path / "k")) is not None
+
+
+def test_anything_more_is_left_to_ipykernels_application(tmp_path):
+    def profile(t):
+        return t / "ipython" / "profile_default"
+
+    cases = {
+        "PYTHONSTARTUP": dict(env={"PYTHONSTARTUP": "/dev/null"}),
+        "a profile's kernel configuration": dict(setup=lambda t: write(
+            profile(t) / "ipython_kernel_config.py", "c.IPKernelApp.exec_lines = ['x = 1']\n")),
+        "a profile's JSON configuration": dict(setup=lambda t: write(
+            profile(t) / "ipython_config.json", "{}")),
+        "a startup file": dict(setup=lambda t: write(profile(t) / "startup" / "00.py",
+                                                     "x = 1\n")),
+        "a changed system configuration": dict(setup=lambda t: write(
+            t / "etc" / "ipython_kernel_config.py", GLOVEBOX_CONFIG + "c.A.b = 1\n")),
+        "a port left to the kernel": dict(hb_port=0),
+        "a transport of another kind": dict(transport="udp"),
+    }
+    for name, case in cases.items():
+        case_dir = tmp_path / name.replace(" ", "-").replace("'", "")
+        case_dir.mkdir()
+        assert taken(case_dir, **case) is None, name
+    # Positive control: a README in the startup folder (IPython writes one).
+    assert taken(tmp_path, setup=lambda t: write(profile(t) / "startup" / "README", "")) \
+        is not None
+
+
+FAILING = """
+loop.GLOVEBOX_CONFIG = (os.environ["IPYTHONDIR"] + "/profile_default",
+                        "ipython_kernel_config.py", "")
+def adopt(shell, **kw):
+    os.write(1, b"written to the captured stdout\\n")
+    raise RuntimeError("the shell could not be adopted")
+try:
+    loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"], adopt)
+except RuntimeError as e:
+    print("raised:", e, sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__)
+    os.write(2, b"after, on the real stderr\\n")
+"""
+
+
+def test_a_kernel_that_fails_in_the_loop_gives_back_its_output(tmp_path):
+    # Descriptors 1 and 2 and sys.stdout/stderr are the process's own again,
+    # so that the error reaches the kernel's log, where the gateway reads
+    # why a kernel did not start.
+    status, out, err = child(tmp_path, FAILING, {"GB_CONN": connection_file(tmp_path)})
+    assert status == 0, err
+    assert out.splitlines()[-1] == "raised: the shell could not be adopted True True", out
+    assert err.splitlines()[-1] == "after, on the real stderr", err
