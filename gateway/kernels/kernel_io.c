@@ -10,6 +10,7 @@
 #include "protocol/wire.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,14 @@ void kernel_on_probe_timer(lws_sorted_usec_list_t *sul)
         loop_timer_start(&k->probe_timer, kernel_on_probe_timer, KERNEL_PROBE_INTERVAL_MS);
 }
 
+void kernel_probe_start(struct kernel *k)
+{
+        k->probe_replied = false;
+        k->probe_iopub = false;
+        k->probe_quick_ms = KERNEL_PROBE_QUICK_MS;
+        kernel_on_probe_timer(&k->probe_timer);
+}
+
 int kernel_decode(struct kernel *k, const struct jp_bytes *frames, size_t nframes,
                   struct jp_msg *msg)
 {
@@ -318,6 +327,10 @@ void kernel_on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames
         if (strcmp(msg_type, "kernel_info_reply") == 0) {
                 k->probe_replied = true;
                 probe_check(k);
+                if (k->phase == KERNEL_CONNECTING && !k->probe_iopub) {
+                        loop_timer_start(&k->probe_timer, kernel_on_probe_timer, k->probe_quick_ms);
+                        k->probe_quick_ms = fmin(2 * k->probe_quick_ms, KERNEL_PROBE_INTERVAL_MS);
+                }
                 return;
         }
         if (strcmp(msg_type, "execute_reply") != 0 ||

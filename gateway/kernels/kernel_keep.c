@@ -128,7 +128,7 @@ int kernel_adopt(const struct kernel_kept *kept, struct sandbox *sb, struct kern
                 klog_warn(k->id, "%s", k->reason);
                 host_stop(k->id);
         } else {
-                kernel_on_probe_timer(&k->probe_timer);
+                kernel_probe_start(k);
         }
         *out = k;
         return 0;

@@ -16,6 +16,11 @@
 
 /* How often a starting kernel is asked for kernel_info until it answers. */
 #define KERNEL_PROBE_INTERVAL_MS 500.0
+/* A kernel that answered while none of its IOPub messages reached us yet:
+ * our subscription had not reached its PUB socket when it published
+ * (ZeroMQ's slow joiner), not a slow kernel. It is asked again after this,
+ * then twice as long each time, up to KERNEL_PROBE_INTERVAL_MS. */
+#define KERNEL_PROBE_QUICK_MS 5.0
 
 /* Every kernel, pooled and stopping ones too. */
 extern struct kernel *kernels_head;
@@ -44,6 +49,8 @@ int kernel_send_silent(struct kernel *k, const char *code, const char *expressio
                        char msg_id_out[JP_UUID_SIZE + 8]);
 void kernel_fail_all_pending(struct kernel *k, const char *ename, const char *evalue);
 void kernel_on_probe_timer(lws_sorted_usec_list_t *sul);
+/* Starts asking k, just connected, for kernel_info until it is ready. */
+void kernel_probe_start(struct kernel *k);
 void kernel_on_own_reply(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
 void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
 void kernel_on_iopub_dropped(void *arg, const struct jp_bytes *frames, size_t nframes);

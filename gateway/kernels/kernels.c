@@ -304,9 +304,7 @@ static void on_started(void *ctx, const struct hostmsg_started *m, int *fds, siz
          * listens; clients of a restarted kernel hear it from us. */
         kernel_broadcast_status(k, "starting");
         k->phase = KERNEL_CONNECTING;
-        k->probe_replied = false;
-        k->probe_iopub = false;
-        kernel_on_probe_timer(&k->probe_timer);
+        kernel_probe_start(k);
 }
 
 /* A start that failed, or a kernel that died, for the reason in k->reason. */

@@ -88,6 +88,7 @@ struct kernel {
         struct zio *control;
         char probe_id[JP_UUID_SIZE + 8];
         bool probe_replied, probe_iopub;
+        double probe_quick_ms; /* the next quick probe's delay */
         lws_sorted_usec_list_t probe_timer;
         lws_sorted_usec_list_t deadline_timer;
         lws_sorted_usec_list_t grace_timer;

@@ -1,10 +1,14 @@
 """Kernels over HTTP and WebSocket, end to end: a real glovebox, real
 ipykernels, a real WebSocket client."""
 import base64
+import json
 import os
+import pathlib
+import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import time
 import zlib
 
@@ -366,3 +370,70 @@ def test_sigterm_leaves_nothing_behind():
     assert "stopped" in log
     # The per-gateway runtime directory is gone too.
     assert not os.path.exists(runtime)
+
+
+# A kernel that answers every kernel_info_request but publishes nothing on
+# IOPub for the first: as a kernel does whose first statuses went out before
+# the gateway's subscription reached its PUB socket (ZeroMQ's slow joiner).
+# An execute_request is answered with when each kernel_info_request came,
+# and when the first was answered (monotonic seconds).
+DEAF_AT_FIRST = r"""
+import json, sys, time
+import zmq
+from jupyter_client.session import Session
+info = json.load(open(sys.argv[1]))
+ctx = zmq.Context()
+def bind(kind, name):
+    s = ctx.socket(kind)
+    s.bind(f"ipc://{info['ip']}-{info[name + '_port']}" if info["transport"] == "ipc"
+           else f"tcp://{info['ip']}:{info[name + '_port']}")
+    return s
+shell, iopub = bind(zmq.ROUTER, "shell"), bind(zmq.PUB, "iopub")
+others = [bind(zmq.ROUTER, n) for n in ("control", "stdin", "hb")]
+session = Session(key=info["key"].encode(), signature_scheme=info["signature_scheme"])
+probes, answered = [], None
+while True:
+    idents, msg = session.recv(shell, mode=0)
+    kind = msg["header"]["msg_type"]
+    if kind == "kernel_info_request":
+        probes.append(time.monotonic())
+        if len(probes) > 1:
+            session.send(iopub, "status", {"execution_state": "busy"}, parent=msg)
+        session.send(shell, "kernel_info_reply", {"status": "ok", "protocol_version": "5.3",
+                     "language_info": {"name": "deaf"}}, parent=msg, ident=idents)
+        answered = answered or time.monotonic()
+        if len(probes) > 1:
+            session.send(iopub, "status", {"execution_state": "idle"}, parent=msg)
+    elif kind == "execute_request":
+        session.send(iopub, "status", {"execution_state": "busy"}, parent=msg)
+        session.send(iopub, "stream", {"name": "stdout", "text": json.dumps(
+            {"probes": probes, "answered": answered})}, parent=msg)
+        session.send(shell, "execute_reply", {"status": "ok", "execution_count": 1},
+                     parent=msg, ident=idents)
+        session.send(iopub, "status", {"execution_state": "idle"}, parent=msg)
+"""
+
+
+def test_a_kernel_whose_first_statuses_were_missed_is_asked_again_soon():
+    # Before, the next kernel_info came 500 ms later, and so did the create's
+    # answer: about one zygote kernel create in eight on this machine.
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-spec-"))
+    os.chmod(tmp, 0o755)
+    (tmp / "deaf").mkdir()
+    (tmp / "deaf" / "kernel.json").write_text(json.dumps({
+        "argv": ["/usr/bin/python3", "-c", DEAF_AT_FIRST, "{connection_file}"],
+        "display_name": "Deaf at first", "language": "deaf"}))
+    gw = start_gateway("--kernelspec-path", str(tmp))
+    try:
+        kid = gw.start_kernel(name="deaf")
+        ch = gw.connect(kid)
+        _, outputs = ch.execute("report")
+        ch.close()
+        seen = json.loads(stdout_of(outputs))
+        assert len(seen["probes"]) >= 2, seen
+        # Asked again within a few milliseconds of its first answer (5 ms,
+        # then twice that each time), not half a second.
+        assert seen["probes"][1] - seen["answered"] < 0.25, seen
+    finally:
+        gw.stop()
+        shutil.rmtree(tmp)
