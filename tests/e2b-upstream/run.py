@@ -20,7 +20,9 @@ only when failed is 0.
     E2B_UPSTREAM_SUITES=sdk tests/e2b-upstream/run.py
 Environment: GLOVEBOX_BUILD (default build/), E2B_TESTS (the suites' folder,
 default ../shared/e2b-tests beside the repository), E2B_UPSTREAM_OUT (logs,
-JUnit files; default $GLOVEBOX_BUILD/e2b-upstream).
+JUnit files; default $GLOVEBOX_BUILD/e2b-upstream), E2B_UPSTREAM_KERNELS
+(cold or defaults: how both suites' kernels start; by default the
+code-interpreter suite's as with no flags, the SDK suite's cold).
 """
 import fnmatch
 import os
@@ -45,10 +47,15 @@ NAMES = {"code-interpreter": "code-interpreter", "python-sdk": "python-sdk",
          "python-sdk-urls": "python-sdk"}
 # What the operator of these gateways chose, as an E2B user would expect
 # them: E2B's default of public ports for a create that says nothing.
-# Kernels start cold, with no pool, as in the other suites' gateways
-# (tests/integration/gbclient.py's cold_args).
-GATEWAY_FLAGS = ["--e2b-public-traffic", "--template-image", "ubuntu:22.04=base",
-                 "--zygote", "none", "--pool", "none"]
+GATEWAY_FLAGS = ["--e2b-public-traffic", "--template-image", "ubuntu:22.04=base"]
+# How each suite's kernels start. The code-interpreter suite's, as a user's
+# do with no flags (docs/performance.md#fast-by-default): from the zygote,
+# in its own Jupyter loop (kernel-host/zygote_kernel.py), and from the pool.
+# The SDK suite's cold, with no pool, as in the other suites' gateways
+# (tests/integration/gbclient.py's cold_args). E2B_UPSTREAM_KERNELS=cold or
+# =defaults sets both.
+KERNEL_FLAGS = {"defaults": [], "cold": ["--zygote", "none", "--pool", "none"]}
+SUITE_KERNELS = {"ci": "defaults", "sdk": "cold"}
 
 
 def tests_dir():
@@ -100,7 +107,8 @@ class Gateway:
         self.log_path = os.path.join(OUT, f"glovebox-{name}.log")
         cmd = [os.path.join(BUILD, "glovebox"), "--listen", f"127.0.0.1:{self.port}",
                "--state-dir", os.path.join(work, f"state-{name}"),
-               "--ports-domain", f"e2b.localhost:{tls_port}", *GATEWAY_FLAGS]
+               "--ports-domain", f"e2b.localhost:{tls_port}", *GATEWAY_FLAGS,
+               *KERNEL_FLAGS[os.environ.get("E2B_UPSTREAM_KERNELS", SUITE_KERNELS[name])]]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
