@@ -256,7 +256,7 @@ class KernelLoop:
     def __init__(self, path, info, config, profile_dir, shell, adopt):
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
-        self._abort = False
+        self._arrived = []
         self.iopub_lock = threading.RLock()
         self.pipe_lock = threading.Lock()
         self.log = logging.getLogger("glovebox.kernel")
@@ -514,22 +514,32 @@ class KernelLoop:
                     await ready.wait()
                 continue
             await self._dispatch_shell(shell, frames)
-            if self._abort:
+            if self._arrived:
                 await self._abort_arrived(shell)
             if self.kernel.shell.exit_now:
                 self.stopping = True
 
-    async def _dispatch_shell(self, sock, frames):
-        """One shell request, as ipykernel's dispatch_shell handles it."""
-        kernel = self.kernel
+    def _begin(self, frames, channel):
+        """A request's identities and message, now the channel's parent, its
+        busy status sent; None for frames that are no valid message (logged,
+        as ipykernel does, and not answered)."""
         idents, frames = self.session.feed_identities(frames)
         try:
             msg = self.session.deserialize(frames)
         except Exception:
-            self.log.error("an invalid message on the shell socket", exc_info=True)
+            self.log.error("an invalid message on the %s socket", channel, exc_info=True)
+            return None
+        self.kernel.set_parent(idents, msg, channel=channel)
+        self.kernel._publish_status("busy", channel)
+        return idents, msg
+
+    async def _dispatch_shell(self, sock, frames):
+        """One shell request, as ipykernel's dispatch_shell handles it."""
+        kernel = self.kernel
+        begun = self._begin(frames, "shell")
+        if begun is None:
             return
-        kernel.set_parent(idents, msg, channel="shell")
-        kernel._publish_status("busy", "shell")
+        idents, msg = begun
         msg_type = msg["header"]["msg_type"]
         if kernel._aborting and msg_type == "execute_request":
             kernel._send_abort_reply(sock, msg, idents)
@@ -566,27 +576,32 @@ class KernelLoop:
                 pass
 
     def _abort_queues(self):
-        # Called by ipykernel's execute_request after a failed cell with
-        # stop_on_error; the loop aborts what has arrived once it returns.
-        self._abort = True
-
-    async def _abort_arrived(self, sock):
-        """The execute requests that arrived before the failed cell's reply
-        went out are aborted (the rest answered in order); later ones run."""
-        self._abort = False
-        arrived = []
+        """Called by ipykernel's execute_request after a failed cell with
+        stop_on_error, as soon as its reply is sent: the requests that have
+        arrived by now are taken off the socket, to be aborted once the
+        failed cell's request is done; one that comes later (a client that
+        saw the reply, or the idle status after it) runs. (From a control
+        request, on the I/O thread, which must not touch the shell socket:
+        nothing.)"""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        sock = self.sockets["shell"]
         while True:
             try:
-                arrived.append(sock.recv_multipart(zmq.NOBLOCK))
+                self._arrived.append(sock.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
-                break
+                return
+
+    async def _abort_arrived(self, sock):
+        """What _abort_queues took, answered in order: its execute requests
+        aborted, anything else handled."""
+        arrived, self._arrived = self._arrived, []
         self.kernel._aborting = True
         try:
             for frames in arrived:
                 await self._dispatch_shell(sock, frames)
         finally:
             self.kernel._aborting = False
-            self._abort = False
 
     def _io_loop(self):
         """The control socket, the heartbeat, the output pipes and the
@@ -655,14 +670,10 @@ class KernelLoop:
                 frames = control.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            idents, frames = self.session.feed_identities(frames)
-            try:
-                msg = self.session.deserialize(frames)
-            except Exception:
-                self.log.error("an invalid message on the control socket", exc_info=True)
+            begun = self._begin(frames, "control")
+            if begun is None:
                 continue
-            kernel.set_parent(idents, msg, channel="control")
-            kernel._publish_status("busy", "control")
+            idents, msg = begun
             handler = kernel.control_handlers.get(msg["header"]["msg_type"])
             if handler is None:
                 self.log.error("unknown control message type %r", msg["header"]["msg_type"])

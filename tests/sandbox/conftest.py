@@ -57,6 +57,14 @@ def restored_start_kernel(gw):
     return start_restored
 
 
+@pytest.fixture(scope="module")
+def zygote_gateway():
+    """A gateway whose python3 kernels come from a zygote, one per module."""
+    g = start_gateway(*ZYGOTE_ARGS)
+    yield g
+    g.stop()
+
+
 def assert_from_zygote(gw, kid, expected=True):
     """A kernel of the zygote gateway came from the zygote (numpy was
     imported before anything ran), or a cold one did not."""

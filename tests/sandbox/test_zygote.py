@@ -16,10 +16,8 @@ from gbclient import stdout_of
 
 
 @pytest.fixture(scope="module")
-def gw():
-    g = start_gateway(*ZYGOTE_ARGS)
-    yield g
-    g.stop()
+def gw(zygote_gateway):
+    return zygote_gateway
 
 
 @pytest.fixture
