@@ -50,7 +50,7 @@ import time
 import zmq
 from jupyter_client.session import Session, extract_header
 
-# The only configuration file a lean kernel may find: Glovebox's own
+# The only configuration file a kernel this loop takes may have: Glovebox's own
 # (kernel-host/rootfs.c writes it into every sandbox).
 GLOVEBOX_CONFIG = ("/etc/ipython", "ipython_kernel_config.py",
                    "c.HistoryManager.hist_file = ':memory:'\n")
@@ -619,19 +619,27 @@ class KernelLoop:
                 if self.stopping:
                     break
                 raise
-            if self._wake_io_r in ready:
-                self._drain(self._wake_io_r)
-            if hb in ready:
-                self._echo(hb)
-            for fd in self.pipes:
-                if fd in ready and not self._forward(fd):
-                    poller.unregister(fd)
-            if control in ready:
-                self._control(control)
-            now = time.monotonic()
-            for stream in self.streams.values():
-                if stream.due is not None and stream.due <= now:
-                    stream.flush()
+            try:
+                self._io_round(ready, poller, control, hb)
+            except Exception:
+                # Logged; the thread goes on (control, the heartbeat and the
+                # output would stop with it).
+                self.log.error("in the kernel's I/O thread", exc_info=True)
+
+    def _io_round(self, ready, poller, control, hb):
+        if self._wake_io_r in ready:
+            self._drain(self._wake_io_r)
+        if hb in ready:
+            self._echo(hb)
+        for fd in self.pipes:
+            if fd in ready and not self._forward(fd):
+                poller.unregister(fd)
+        if control in ready:
+            self._control(control)
+        now = time.monotonic()
+        for stream in self.streams.values():
+            if stream.due is not None and stream.due <= now:
+                stream.flush()
 
     def _echo(self, hb):
         while True:
@@ -654,6 +662,8 @@ class KernelLoop:
                     data = os.read(fd, 65536)
                 except BlockingIOError:
                     return True
+                except OSError:
+                    data = b""
                 if not data:
                     return False
                 stream.write(decoder.decode(data))

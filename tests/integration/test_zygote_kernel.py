@@ -8,9 +8,14 @@ The loop's kernels themselves are tested in sandboxes, against cold ones:
 tests/sandbox/test_zygote_loop.py."""
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+
+import zmq
+from jupyter_client import BlockingKernelClient
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GLOVEBOX_CONFIG = "c.HistoryManager.hist_file = ':memory:'\n"
@@ -142,3 +147,77 @@ def test_a_kernel_that_fails_in_the_loop_gives_back_its_output(tmp_path):
     assert status == 0, err
     assert out.splitlines()[-1] == "raised: the shell could not be adopted True True", out
     assert err.splitlines()[-1] == "after, on the real stderr", err
+
+
+SERVING = """
+loop.GLOVEBOX_CONFIG = (os.environ["IPYTHONDIR"] + "/profile_default",
+                        "ipython_kernel_config.py", "")
+echo, failed = loop.KernelLoop._echo, []
+def echo_failing_once(self, hb):
+    if not failed:
+        failed.append(1)
+        raise RuntimeError("a fault in the I/O thread")
+    return echo(self, hb)
+loop.KernelLoop._echo = echo_failing_once
+loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"],
+         scope["_glovebox_adopt"])
+"""
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_a_fault_in_the_io_thread_is_logged_and_the_thread_goes_on(tmp_path):
+    # The heartbeat's first ping makes the I/O thread's round raise; the
+    # thread logs it and still answers the heartbeat, the control socket
+    # and the output pipes after it.
+    outputs = []
+    ports = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),
+                     free_ports(5)))
+    path = connection_file(tmp_path, **ports)
+    env = dict({k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"},
+               IPYTHONDIR=str(tmp_path / "ipython"), GB_CONN=path)
+    kernel = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(SERVING), ROOT],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    kc = BlockingKernelClient()
+    kc.load_connection_file(path)
+    kc.start_channels()
+    ctx = zmq.Context()
+    hb = ctx.socket(zmq.REQ)
+    hb.connect(f"tcp://127.0.0.1:{ports['hb_port']}")
+    hb.rcvtimeo = 3000
+    try:
+        kc.wait_for_ready(timeout=60)
+        hb.send(b"ping")  # answered by nobody: the round raised
+        time.sleep(0.5)
+        hb.close(linger=0)
+        hb = ctx.socket(zmq.REQ)
+        hb.rcvtimeo = 3000
+        hb.connect(f"tcp://127.0.0.1:{ports['hb_port']}")
+        hb.send(b"again")
+        assert hb.recv() == b"again"
+        msg_id = kc.kernel_info()  # on shell; then one on control
+        assert kc.get_shell_msg(timeout=10)["parent_header"]["msg_id"] == msg_id
+        control_id = kc.session.send(kc.control_channel.socket, "kernel_info_request",
+                                     {})["header"]["msg_id"]
+        assert kc.get_control_msg(timeout=10)["parent_header"]["msg_id"] == control_id
+        reply = kc.execute_interactive("import os; os.write(1, b'through the pipe\\n')",
+                                       timeout=10, output_hook=outputs.append)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        hb.close(linger=0)
+        ctx.term()
+        kernel.kill()
+        _, err = kernel.communicate(timeout=10)
+    assert "in the kernel's I/O thread" in err and "a fault in the I/O thread" in err, err
+    assert "through the pipe\n" in "".join(m["content"].get("text", "") for m in outputs
+                                           if m["msg_type"] == "stream"), outputs
+
