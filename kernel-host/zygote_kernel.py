@@ -513,9 +513,14 @@ class KernelLoop:
                 if not shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                     await ready.wait()
                 continue
-            await self._dispatch_shell(shell, frames)
-            if self._arrived:
-                await self._abort_arrived(shell)
+            try:
+                await self._dispatch_shell(shell, frames)
+                if self._arrived:
+                    await self._abort_arrived(shell)
+            except Exception:
+                # A message ipykernel's dispatch could not take either
+                # (a header without a type...): logged, as there.
+                self.log.error("a shell request", exc_info=True)
             if self.kernel.shell.exit_now:
                 self.stopping = True
 

@@ -174,10 +174,11 @@ def free_ports(n):
     return ports
 
 
-def test_a_fault_in_the_io_thread_is_logged_and_the_thread_goes_on(tmp_path):
+def test_faults_are_logged_and_the_kernel_goes_on(tmp_path):
     # The heartbeat's first ping makes the I/O thread's round raise; the
     # thread logs it and still answers the heartbeat, the control socket
-    # and the output pipes after it.
+    # and the output pipes after it. A request that is no valid message is
+    # logged, and the next one answered.
     outputs = []
     ports = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),
                      free_ports(5)))
@@ -203,6 +204,11 @@ def test_a_fault_in_the_io_thread_is_logged_and_the_thread_goes_on(tmp_path):
         hb.connect(f"tcp://127.0.0.1:{ports['hb_port']}")
         hb.send(b"again")
         assert hb.recv() == b"again"
+        # A request whose header has no type (signed, so past the check of
+        # the key): logged as invalid, and the loop goes on.
+        lie = kc.session.msg("kernel_info_request")
+        del lie["header"]["msg_type"]
+        kc.session.send(kc.shell_channel.socket, lie)
         msg_id = kc.kernel_info()  # on shell; then one on control
         assert kc.get_shell_msg(timeout=10)["parent_header"]["msg_id"] == msg_id
         control_id = kc.session.send(kc.control_channel.socket, "kernel_info_request",
@@ -218,6 +224,7 @@ def test_a_fault_in_the_io_thread_is_logged_and_the_thread_goes_on(tmp_path):
         kernel.kill()
         _, err = kernel.communicate(timeout=10)
     assert "in the kernel's I/O thread" in err and "a fault in the I/O thread" in err, err
+    assert "an invalid message on the shell socket" in err and "KeyError: 'msg_type'" in err, err
     assert "through the pipe\n" in "".join(m["content"].get("text", "") for m in outputs
                                            if m["msg_type"] == "stream"), outputs
 
