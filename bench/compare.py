@@ -607,7 +607,7 @@ def js_kernel_cpu(server, n):
 
 
 def kernel_floor(n):
-    """bench/kernel_floor.py: four kernels forked from the zygote's imports,
+    """bench/kernel_floor.py: five kernels forked from the zygote's imports,
     outside any sandbox, from ipykernel's whole start to the floor, a loop
     with no framework."""
     out = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(__file__),
@@ -641,7 +641,9 @@ def bench_kernel_cpu(n):
         f"zygote: kernel-host and zygote {ms(parts['host'])}, the sandbox's init "
         f"{ms(parts['init'])}, the kernel {ms(parts['kernel'])}; forked from the zygote's "
         f"imports outside a sandbox (bench/kernel_floor.py): ipykernel's start "
-        f"{ms(floor['ipykernel']['cpu'])}, the zygote's bootstrap {ms(floor['zygote']['cpu'])}, "
+        f"{ms(floor['ipykernel']['cpu'])}, the zygote's kernel in its own loop "
+        f"{ms(floor['zygote']['cpu'])} (in ipykernel's application "
+        f"{ms(floor['zygote-application']['cpu'])}), "
         f"ipykernel's application and kernel prebuilt {ms(floor['prebuilt']['cpu'])}; "
         "Jupyter Server: server and kernel")
 
