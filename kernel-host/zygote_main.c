@@ -68,6 +68,14 @@
  * first use (session 1, as a fresh database numbers it); a history kept in
  * a file is opened at once, as before.
  *
+ * A kernel of ipykernel_launcher with the usual "-f FILE", for which
+ * IPython would read no configuration but Glovebox's, does not run
+ * ipykernel's application at all: zygote_kernel.py (built in below) runs
+ * ipykernel's kernel object in a loop of its own around the adopted shell,
+ * with what every kernel's application would build alike made here, once
+ * (its prebuild). If loading or prebuilding it fails, the zygote says why
+ * on its stderr and every kernel runs the application.
+ *
  * If building the shell fails, the zygote says why on its stderr and its
  * kernels build their own. A kernel whose command line is the usual
  * kernelspec's "-f FILE" gets from the kernel application's
