@@ -141,7 +141,7 @@ def plain_configuration(path, env):
             profile_dir = ProfileDir.create_profile_dir(profile, config)
     except Exception:
         return None
-    return path, info, config, profile_dir
+    return info, config, profile_dir
 
 
 def address(info, channel):
@@ -749,5 +749,5 @@ def run(path, env, shell, adopt):
         return False
     import importlib.util
     sys.argv[0] = importlib.util.find_spec("ipykernel_launcher").origin
-    KernelLoop(*prepared, shell, adopt).run()
+    KernelLoop(path, *prepared, shell, adopt).run()
     return True

@@ -8,7 +8,6 @@ The loop's kernels themselves are tested in sandboxes, against cold ones:
 tests/sandbox/test_zygote_loop.py."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -37,20 +36,27 @@ PRELUDE = textwrap.dedent("""
     """)
 
 
-def child(tmp_path, code, env=None):
-    """Runs PRELUDE then code in a fresh interpreter whose IPython directory
-    is tmp_path/ipython; returns (exit status, stdout, stderr)."""
+def child_command(tmp_path, code, env=None):
+    """The command and environment of a fresh interpreter that runs PRELUDE
+    then code, its IPython directory tmp_path/ipython."""
     base = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
-    env = dict(base, IPYTHONDIR=str(tmp_path / "ipython"), **(env or {}))
-    p = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), ROOT],
-                       capture_output=True, text=True, timeout=120, env=env)
+    return ([sys.executable, "-c", PRELUDE + textwrap.dedent(code), ROOT],
+            dict(base, IPYTHONDIR=str(tmp_path / "ipython"), **(env or {})))
+
+
+def child(tmp_path, code, env=None):
+    """Runs child_command to its end; returns (exit status, stdout, stderr)."""
+    argv, env = child_command(tmp_path, code, env)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     return p.returncode, p.stdout, p.stderr
 
 
 def connection_file(tmp_path, **changes):
-    info = {"shell_port": 50001, "iopub_port": 50002, "stdin_port": 50003,
-            "control_port": 50004, "hb_port": 50005, "ip": "127.0.0.1", "key": "k" * 32,
-            "transport": "tcp", "signature_scheme": "hmac-sha256"}
+    """A connection file in tmp_path: IPC sockets beside it by default, so
+    that no test takes a TCP port."""
+    info = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4,
+            "hb_port": 5, "ip": str(tmp_path / "kernel"), "key": "k" * 32,
+            "transport": "ipc", "signature_scheme": "hmac-sha256"}
     info.update(changes)
     path = tmp_path / "kernel.json"
     path.write_text(json.dumps(info))
@@ -65,8 +71,8 @@ import IPython.core.application as application
 application.SYSTEM_CONFIG_DIRS[:] = [os.environ["GB_ETC"]]
 application.ENV_CONFIG_DIRS[:] = []
 got = loop.plain_configuration(os.environ["GB_CONN"], dict(os.environ))
-print(json.dumps(None if got is None else {"config": got[2],
-                                           "profile": got[3].location}))
+print(json.dumps(None if got is None else {"config": got[1],
+                                           "profile": got[2].location}))
 """
 
 
@@ -96,7 +102,7 @@ def test_a_plain_kernel_is_taken_with_glovebox_s_configuration(tmp_path):
                    "profile": str(tmp_path / "ipython" / "profile_default")}
     # The profile's directories were made, as ipykernel makes them.
     assert (tmp_path / "ipython" / "profile_default" / "startup").is_dir()
-    assert taken(tmp_path, transport="ipc", ip=str(tmp_path / "k")) is not None
+    assert taken(tmp_path, transport="tcp", ip="127.0.0.1") is not None
 
 
 def test_anything_more_is_left_to_ipykernels_application(tmp_path):
@@ -164,35 +170,23 @@ loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"],
 """
 
 
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_faults_are_logged_and_the_kernel_goes_on(tmp_path):
     # The heartbeat's first ping makes the I/O thread's round raise; the
     # thread logs it and still answers the heartbeat, the control socket
     # and the output pipes after it. A request that is no valid message is
     # logged, and the next one answered.
     outputs = []
-    ports = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),
-                     free_ports(5)))
-    path = connection_file(tmp_path, **ports)
-    env = dict({k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"},
-               IPYTHONDIR=str(tmp_path / "ipython"), GB_CONN=path)
-    kernel = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(SERVING), ROOT],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    path = connection_file(tmp_path)
+    hb_address = f"ipc://{tmp_path / 'kernel'}-5"
+    argv, env = child_command(tmp_path, SERVING, {"GB_CONN": path})
+    kernel = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              text=True)
     kc = BlockingKernelClient()
     kc.load_connection_file(path)
     kc.start_channels()
     ctx = zmq.Context()
     hb = ctx.socket(zmq.REQ)
-    hb.connect(f"tcp://127.0.0.1:{ports['hb_port']}")
+    hb.connect(hb_address)
     hb.rcvtimeo = 3000
     try:
         kc.wait_for_ready(timeout=60)
@@ -201,7 +195,7 @@ def test_faults_are_logged_and_the_kernel_goes_on(tmp_path):
         hb.close(linger=0)
         hb = ctx.socket(zmq.REQ)
         hb.rcvtimeo = 3000
-        hb.connect(f"tcp://127.0.0.1:{ports['hb_port']}")
+        hb.connect(hb_address)
         hb.send(b"again")
         assert hb.recv() == b"again"
         # A request whose header has no type (signed, so past the check of
