@@ -116,6 +116,7 @@ def zygote_bootstrap():
 
 
 ZYGOTE = zygote_bootstrap()  # ends with gc.freeze()
+ZYGOTE_APP = IPKernelApp.instance()  # the application object the zygote prebuilt with
 
 
 def free_ports(n):
@@ -220,6 +221,8 @@ def ipykernel_kernel(path):
 
 def zygote_kernel(path):
     clear_singletons()
+    # As in the zygote, where it is the only one.
+    IPKernelApp._instance = ZYGOTE_APP
     ZYGOTE["_glovebox_run"]([sys.executable, "-m", "ipykernel_launcher", "-f", path],
                             dict(os.environ))
 

@@ -46,6 +46,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 
 import zmq
 from jupyter_client.session import Session, extract_header
@@ -64,7 +65,9 @@ PIPE_READS = 16  # of 64 KiB, per pipe and round
 
 # What every kernel of the zygote would build alike, built once in it
 # (prebuild): ipykernel's application object and its logger, the profile
-# directory object of the sandbox's home, a Session.
+# directory object of the sandbox's home, a Session, the loop's logger,
+# where ipykernel_launcher is, and ipykernel's kernel object around the
+# zygote's shell.
 PREBUILT = {}
 
 
@@ -75,17 +78,46 @@ def prebuild(shell):
     application loads it into every kernel's shell): a kernel writes its
     configuration into that object in place, so its shell need not load
     it again."""
+    import importlib.util
     from IPython.core.profiledir import ProfileDir
     from IPython.paths import get_ipython_dir
     from ipykernel.kernelapp import IPKernelApp
     app = IPKernelApp.instance()
     app.log.debug("prebuilt")
-    if shell is not None:
-        shell.config = app.config
-        shell.extension_manager.load_extension("storemagic")
     PREBUILT["profile_dir"] = ProfileDir.create_profile_dir(
         os.path.join(get_ipython_dir(), "profile_default"))
     PREBUILT["session"] = Session()
+    # getLogger of a new name walks every logger there is (thousands, with
+    # pandas and matplotlib imported).
+    PREBUILT["log"] = logging.getLogger("glovebox.kernel")
+    PREBUILT["launcher"] = importlib.util.find_spec("ipykernel_launcher").origin
+    PREBUILT["path"] = list(sys.path)
+    if shell is not None:
+        shell.config = app.config
+        shell.extension_manager.load_extension("storemagic")
+        PREBUILT["kernel"] = prebuild_kernel(app, shell)
+
+
+def prebuild_kernel(app, shell):
+    """ipykernel's IPythonKernel, built as its application builds it but
+    without sockets, around the zygote's shell, which it does not adopt
+    (KernelLoop._make_kernel does, per kernel); not the singleton, so a
+    kernel that runs ipykernel's application builds its own."""
+    from ipykernel.ipkernel import IPythonKernel
+    from ipykernel.zmqshell import ZMQInteractiveShell
+
+    def instance(cls, *args, **kw):
+        return shell
+
+    ZMQInteractiveShell.instance = classmethod(instance)
+    try:
+        kernel = IPythonKernel(parent=app, session=PREBUILT["session"], log=PREBUILT["log"],
+                               profile_dir=PREBUILT["profile_dir"])
+    finally:
+        del ZMQInteractiveShell.instance
+    # Listed in the shell per kernel (as its own __init__ lists it).
+    shell.configurables.remove(kernel.comm_manager)
+    return kernel
 
 
 def plain_configuration(path, env):
@@ -259,7 +291,7 @@ class KernelLoop:
         self._arrived = []
         self.iopub_lock = threading.RLock()
         self.pipe_lock = threading.Lock()
-        self.log = logging.getLogger("glovebox.kernel")
+        self.log = PREBUILT.get("log") or logging.getLogger("glovebox.kernel")
         self.context = zmq.Context()
         self.sockets = {}
         for name, kind in (("shell", zmq.ROUTER), ("iopub", zmq.PUB), ("stdin", zmq.ROUTER),
@@ -283,28 +315,33 @@ class KernelLoop:
             raise
 
     def _make_kernel(self, app, info, profile_dir, shell, adopt):
+        from ipykernel.compiler import XCachingCompiler
         from ipykernel.ipkernel import IPythonKernel
         from ipykernel.zmqshell import ZMQInteractiveShell
-
-        def instance(cls, *args, **kw):
-            # IPythonKernel asks for its shell here: it gets the zygote's,
-            # adopted (a fresh namespace, history, directories and count).
-            del ZMQInteractiveShell.instance
-            adopt(shell, **kw)
-            for c in cls._walk_mro():
+        kernel = PREBUILT.pop("kernel", None)
+        if kernel is None:
+            self.kernel = self._new_kernel(app, profile_dir, shell, adopt)
+        else:
+            # The zygote's, given what its __init__ would have been given
+            # here, a kernel identity of its own, and the shell, adopted as
+            # that __init__ asks for it.
+            kernel.set_trait("ident", str(uuid.uuid4()))
+            kernel.session, kernel.log = self.session, self.log
+            kernel.iopub_socket, kernel.stdin_socket = self.iopub, self.sockets["stdin"]
+            kernel.profile_dir = profile_dir
+            adopt(shell, parent=kernel, kernel=kernel, profile_dir=profile_dir,
+                  compiler_class=XCachingCompiler)
+            for c in ZMQInteractiveShell._walk_mro():
                 c._instance = shell
-            return shell
-
-        ZMQInteractiveShell.instance = classmethod(instance)
-        try:
+            shell.displayhook.session = shell.display_pub.session = self.session
+            shell.displayhook.pub_socket = shell.display_pub.pub_socket = self.iopub
+            shell.displayhook.topic = kernel._topic("execute_result")
+            shell.configurables.append(kernel.comm_manager)
             # The singleton, as ipykernel's application makes it: what
             # Kernel.instance() finds (ipykernel.comm.Comm asks it).
-            self.kernel = IPythonKernel.instance(
-                parent=app, session=self.session, log=self.log, iopub_socket=self.iopub,
-                stdin_socket=self.sockets["stdin"], profile_dir=profile_dir)
-        finally:
-            if "instance" in ZMQInteractiveShell.__dict__:
-                del ZMQInteractiveShell.instance
+            for c in IPythonKernel._walk_mro():
+                c._instance = kernel
+            self.kernel = kernel
         kernel = self.kernel
         kernel.record_ports({name + "_port": info[name + "_port"] for name in CHANNELS})
         app.session, app.context, app.kernel, app.shell = self.session, self.context, kernel, shell
@@ -321,13 +358,37 @@ class KernelLoop:
         kernel.control_handlers["debug_request"] = self._debug_request
         self._start_shell(kernel.shell)
 
+    def _new_kernel(self, app, profile_dir, shell, adopt):
+        """IPythonKernel built here (when the zygote has none prebuilt),
+        as ipykernel's application builds it: the singleton, given the
+        zygote's shell, adopted."""
+        from ipykernel.ipkernel import IPythonKernel
+        from ipykernel.zmqshell import ZMQInteractiveShell
+
+        def instance(cls, *args, **kw):
+            # IPythonKernel asks for its shell here: it gets the zygote's,
+            # adopted (a fresh namespace, history, directories and count).
+            del ZMQInteractiveShell.instance
+            adopt(shell, **kw)
+            for c in cls._walk_mro():
+                c._instance = shell
+            return shell
+
+        ZMQInteractiveShell.instance = classmethod(instance)
+        try:
+            return IPythonKernel.instance(
+                parent=app, session=self.session, log=self.log, iopub_socket=self.iopub,
+                stdin_socket=self.sockets["stdin"], profile_dir=profile_dir)
+        finally:
+            if "instance" in ZMQInteractiveShell.__dict__:
+                del ZMQInteractiveShell.instance
+
     # ---- start ----------------------------------------------------------
 
     @staticmethod
     def _session(info):
         """The zygote's Session, given this kernel's identity and key (a
         new one if there is none)."""
-        import uuid
         session = PREBUILT.pop("session", None)
         if session is None:
             session = Session()
@@ -740,6 +801,25 @@ class KernelLoop:
             pass
 
 
+def launcher_origin(env):
+    """Where "-m ipykernel_launcher" finds its module: the zygote's (found
+    once) unless a directory the kernel put before the zygote's path (the
+    cwd, PYTHONPATH, the user's site-packages) holds one."""
+    import importlib.machinery
+    import importlib.util
+    known, zygote_path = PREBUILT.get("launcher"), PREBUILT.get("path", [])
+    n = len(zygote_path)
+    at = next((i for i in range(len(sys.path) - n + 1) if sys.path[i:i + n] == zygote_path),
+              None)
+    if known is not None and at is not None:
+        spec = importlib.machinery.PathFinder.find_spec("ipykernel_launcher", sys.path[:at])
+        if spec is None:
+            return known
+        if spec.origin not in (None, "namespace"):
+            return spec.origin
+    return importlib.util.find_spec("ipykernel_launcher").origin
+
+
 def run(path, env, shell, adopt):
     """Runs the kernel of connection file path in this process, around the
     zygote's shell; False, having changed nothing, when ipykernel's
@@ -747,7 +827,6 @@ def run(path, env, shell, adopt):
     prepared = plain_configuration(path, env)
     if prepared is None:
         return False
-    import importlib.util
-    sys.argv[0] = importlib.util.find_spec("ipykernel_launcher").origin
+    sys.argv[0] = launcher_origin(env)
     KernelLoop(path, *prepared, shell, adopt).run()
     return True

@@ -69,6 +69,34 @@ open('{PROFILE}/startup/00-glovebox.py', 'w').write('glovebox_started = 42\\n')"
     assert value(gw, loop, "'glovebox_started' in globals()") is False
 
 
+IDENTITY = """(lambda k, ip: {
+    'ident': k.ident, 'session': k.session.session, 'topic': ip.displayhook.topic.decode(),
+    'singleton': type(k).instance() is k, 'shell': ip is k.shell and ip.kernel is k,
+    'comm_managers': sum(type(c).__name__ == 'CommManager' for c in ip.configurables),
+    'argv0': __import__('sys').argv[0], 'count': ip.execution_count})(
+    get_ipython().kernel, get_ipython())"""
+
+
+def test_each_kernel_is_its_own(gw, loop, cold):
+    # The zygote builds ipykernel's kernel object once; each kernel gets
+    # it with an identity, a session and a topic of its own, and is the
+    # singleton, as a cold kernel's is.
+    other = gw.start_kernel()
+    try:
+        assert_from_zygote(gw, other)
+        first, second, want = (value(gw, k, IDENTITY) for k in (loop, other, cold))
+    finally:
+        gw.request("DELETE", f"/api/kernels/{other}")
+    for got in (first, second):
+        assert {k: got[k] for k in ("singleton", "shell", "comm_managers", "argv0")} == \
+            {k: want[k] for k in ("singleton", "shell", "comm_managers", "argv0")}
+        assert got["topic"] == f"kernel.{got['ident']}.execute_result"
+    assert want["singleton"] and want["shell"] and want["comm_managers"] == 1
+    assert want["argv0"].endswith("/ipykernel_launcher.py")
+    for key in ("ident", "session"):
+        assert len({first[key], second[key], want[key]}) == 3, key
+
+
 OUTPUTS = """import sys
 print('out 1')
 print('err 1', file=sys.stderr)
