@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -684,6 +685,47 @@ out:
         return rc;
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+#define HUGE_SIZE (2UL << 20)
+
+/* Puts the zygote's private anonymous memory (Python's arenas, malloc's
+ * heap: the modules' objects), in each 2 MiB-aligned stretch, into huge
+ * pages: a kernel's fork then copies one entry per 2 MiB of it instead of
+ * 512 (about 1 ms of the fork with numpy, pandas and matplotlib). A kernel
+ * writing to such a page splits only its own mapping and copies 4 KiB, as
+ * before. The sysfs THP setting does not apply to MADV_COLLAPSE; a kernel
+ * without it (before 6.1) refuses, and forks as before. The MiB moved. */
+static unsigned long collapse_anonymous(void)
+{
+        FILE *f = fopen("/proc/self/maps", "re");
+        char line[512];
+        unsigned long moved = 0;
+
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned long start, end, offset, inode, from, to;
+                char perms[5], path[16] = "";
+
+                if (sscanf(line, "%lx-%lx %4s %lx %*s %lu %15s", &start, &end, perms, &offset,
+                           &inode, path) < 5)
+                        continue;
+                if (strcmp(perms, "rw-p") != 0 || inode != 0 ||
+                    (path[0] && strcmp(path, "[heap]") != 0))
+                        continue;
+                from = (start + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+                to = end & ~(HUGE_SIZE - 1);
+                for (unsigned long a = from; a < to; a += HUGE_SIZE) {
+                        if (madvise((void *)a, HUGE_SIZE, MADV_COLLAPSE) == 0)
+                                moved++;
+                }
+        }
+        fclose(f);
+        return moved * (HUGE_SIZE >> 20);
+}
+
 static void serve(int link, int sigfd)
 {
         for (;;) {
@@ -782,6 +824,7 @@ int main(int argc, char **argv)
         sigset_t mask;
         FILE *f;
         int sigfd, threads;
+        unsigned long huge;
 
         log_set_program("zygote");
         title_area = argv[0];
@@ -838,6 +881,8 @@ int main(int argc, char **argv)
                 (void)!write(ZYGOTE_FD, "failed", 6);
                 return 1;
         }
+        huge = collapse_anonymous();
+        log_debug("%lu MiB in huge pages", huge);
         if (write(ZYGOTE_FD, "ready", 5) != 5)
                 return 1;
         serve(ZYGOTE_FD, sigfd);

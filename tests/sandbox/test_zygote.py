@@ -185,6 +185,37 @@ def test_memory_is_not_shared(gw, pair):
     assert out[0] == -1 and out[1] in (1, 3), out  # EPERM (seccomp) or ESRCH
 
 
+def thp_collapse_available():
+    """MADV_COLLAPSE: Linux 6.1 on, THP not turned off."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            if "[never]" in f.read():
+                return False
+    except OSError:
+        return False
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    return (major, minor) >= (6, 1)
+
+
+def huge_anonymous_kib(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return int(re.search(r"^AnonHugePages:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+@pytest.mark.skipif(not thp_collapse_available(), reason="no MADV_COLLAPSE here")
+def test_the_zygotes_memory_is_in_huge_pages(gw, pair):
+    # The modules' objects: a kernel's fork copies one entry per 2 MiB of
+    # them. A kernel that writes to them gets 4 KiB copies of its own
+    # (test_memory_is_not_shared), and the zygote keeps its huge pages.
+    zygote = zygote_pid(gw)
+    before = huge_anonymous_kib(zygote)
+    assert before >= 16 * 1024, before
+    for kid in pair:
+        run(gw, kid, "import numpy, pandas; numpy.glovebox_touch = pandas.glovebox_touch = 1; "
+                     "x = [str(i) for i in range(100000)]")
+    assert huge_anonymous_kib(zygote) == before
+
+
 def test_files_and_tmp_are_private(gw, pair):
     a, b = pair
     run(gw, a, "open('/tmp/only-a', 'w').write('a'); open('/home/user/only-a', 'w').write('a')")
