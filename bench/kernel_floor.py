@@ -5,8 +5,8 @@ each answering `1+1` over the Jupyter protocol, outside any sandbox:
 
 - ipykernel: ipykernel's whole start after the fork, its shell built there
   as a cold kernel builds it.
-- zygote: Glovebox's zygote as it is, its bootstrap read from
-  kernel-host/zygote_main.c and run here: the shell prebuilt and adopted
+- zygote: Glovebox's zygote as it is, its bootstrap
+  (kernel-host/zygote_bootstrap.py) run here: the shell prebuilt and adopted
   by each kernel, ipykernel's IPythonKernel in Glovebox's own loop
   (kernel-host/zygote_kernel.py).
 - zygote-application: the same with ipykernel's application around the
@@ -91,18 +91,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def zygote_bootstrap():
-    """The zygote's own bootstrap, read from kernel-host/zygote_main.c, run
+    """The zygote's own bootstrap, kernel-host/zygote_bootstrap.py, run
     here as the zygote runs it (its shell prebuilt, its run function), with
     its kernels' loop, kernel-host/zygote_kernel.py, told that the run's own
     configuration file is Glovebox's."""
-    import ast
-    import re
-    with open(os.path.join(HERE, "..", "kernel-host", "zygote_main.c")) as f:
-        text = f.read()
-    body = text[text.index("static const char bootstrap[] ="):]
-    body = body[:body.index(";\n")]
-    source = "".join(ast.literal_eval(s) for s in re.findall(r'^\s*("(?:[^"\\]|\\.)*")', body,
-                                                              re.M))
+    with open(os.path.join(HERE, "..", "kernel-host", "zygote_bootstrap.py")) as f:
+        source = f.read()
     with open(os.path.join(HERE, "..", "kernel-host", "zygote_kernel.py")) as f:
         loop_source = f.read()
     scope = {"__name__": "__glovebox_zygote__",

@@ -33,333 +33,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs once in the zygote: the imports every kernel shares, the IPython
- * shell every ipykernel kernel would build, and the function each kernel
- * starts with after its fork.
- *
- * The shell (ipykernel's ZMQInteractiveShell: magics, formatters,
- * completer, inspector, prefilters, aliases) is most of ipykernel's start
- * and depends on no kernel's identity, so it is built here, once, with its
- * history disabled (no database, no saving thread) and no kernel, session
- * or socket; the zygote's sys.modules["__main__"] and atexit are put back
- * as they were. What a kernel's first cell would build on first use is
- * built here too: the display formatters (a trait default) and the
- * tokenizer's patterns (compiled into tokenize's cache). netifaces, where
- * installed, is imported here: with it jupyter_client lists the kernel's
- * addresses (it asks for localhost as the kernel loads its connection
- * file) by getifaddrs, in the kernel's own network namespace; without it
- * each kernel runs `ip addr`. A kernel offers the shell to ipykernel through
- * ZMQInteractiveShell.instance(), which IPythonKernel calls: for one call it
- * returns the prebuilt shell, adopted by the kernel (its parent, kernel,
- * configuration, profile and ipython directories, compiler, environment
- * variables, a fresh user module and namespace, its own history (where the
- * configuration puts it) and saving thread, execution count 1), or, when the
- * kernel's configuration has a section for anything but the kernel
- * application, the kernel, its session and the history's file (a profile's
- * ipython_kernel_config.py setting InteractiveShell, a formatter, the
- * history...), builds a shell of its own as a cold kernel would. Startup
- * files and exec_lines run in the kernel either way (the application
- * runs them).
- *
- * A kernel's history held in memory (Glovebox's /etc/ipython: no file to
- * write) has its SQLite database made when something first reads or writes
- * it (a history request, %history, the end of the session), not as the
- * shell is built: IPython's HistoryManager, subclassed under its own name,
- * holds a stand-in that opens the database and the session's row at that
- * first use (session 1, as a fresh database numbers it); a history kept in
- * a file is opened at once, as before.
- *
- * A kernel of ipykernel_launcher with the usual "-f FILE", for which
- * IPython would read no configuration but Glovebox's, does not run
- * ipykernel's application at all: zygote_kernel.py (built in below) runs
- * ipykernel's kernel object in a loop of its own around the adopted shell,
- * with what every kernel's application would build alike made here, once
- * (its prebuild). If loading or prebuilding it fails, the zygote says why
- * on its stderr and every kernel runs the application.
- *
- * If building the shell fails, the zygote says why on its stderr and its
- * kernels build their own. A kernel whose command line is the usual
- * kernelspec's "-f FILE" gets from the kernel application's
- * parse_command_line the configuration traitlets' parser would have made
- * of it, without building that parser (an argparse of every option of
- * every configurable class: 6 to 7 ms of CPU); any other command line goes
- * through the parser. The run function gives the kernel what an
- * exec'd interpreter would have: its own random state (the fork copied
- * ours), its environment, Python's signal dispositions (the sandbox reset
- * them), user site-packages and PYTHONPATH as they are now, the cwd first
- * on sys.path, and "-m MODULE args" run as __main__. It
- * ends as Python's own exit does (threads, atexit, open files flushed) but
- * without tearing down every module: that would write to, and so copy,
- * every page the kernel shares with the zygote (a second per kernel with
- * pandas and matplotlib). gc.freeze() keeps the collector off the
- * zygote's objects for the same reason, and sys.modules's names are
- * copied side by side: IPython's start takes set(sys.modules), whose
- * reference counts, on names interned all over the heap as each module
- * was imported, made each kernel copy some 800 pages of the zygote (3 ms;
- * 0.3 ms side by side). The run function's exit stops ipykernel's
- * control thread first: that thread's last message, the shutdown request, ends with a
- * flush of stdout through the IOPub thread, which the application's atexit
- * handler stops before it joins the control thread, so the flush waited
- * out its 10 s and the gateway killed about one kernel in five after 2 s. */
-static const char bootstrap[] =
-    "import gc, importlib, os, sys\n"
-    "for _name in _glovebox_preload:\n"
-    "    try:\n"
-    "        importlib.import_module(_name.rstrip('?'))\n"
-    "    except ImportError as _e:\n"
-    "        if not _name.endswith('?'):\n"
-    "            raise\n"
-    "        sys.stderr.write(f'not preloading {_name[:-1]}: {_e}\\n')\n"
-    "_GLOVEBOX_GENERIC = {'object', 'HasDescriptors', 'HasTraits', 'Configurable',\n"
-    "                     'LoggingConfigurable', 'SingletonConfigurable'}\n"
-    "def _glovebox_prebuild():\n"
-    "    import atexit\n"
-    "    from IPython.core.history import HistoryManager\n"
-    "    from ipykernel.compiler import XCachingCompiler\n"
-    "    from ipykernel.zmqshell import ZMQInteractiveShell\n"
-    "    def init_history(self):\n"
-    "        self.history_manager = HistoryManager(shell=self, parent=self, enabled=False)\n"
-    "        self.configurables.append(self.history_manager)\n"
-    "    ZMQInteractiveShell.init_history = init_history\n"
-    "    try:\n"
-    "        shell = ZMQInteractiveShell(compiler_class=XCachingCompiler)\n"
-    "    finally:\n"
-    "        del ZMQInteractiveShell.init_history\n"
-    "    shell.restore_sys_module_state()\n"
-    "    atexit.unregister(shell.atexit_operations)\n"
-    "    shell.display_formatter.format(0)\n"
-    "    shell.transform_cell('0\\n')\n"
-    "    return shell\n"
-    "def _glovebox_shell_fits(cls, shell, args, kw):\n"
-    "    parent = kw.get('parent')\n"
-    "    if cls is not type(shell) or args or parent is None:\n"
-    "        return False\n"
-    "    if any(c._instance is not None for c in cls._walk_mro()):\n"
-    "        return False\n"
-    "    if set(kw) - {'parent', 'profile_dir', 'user_module', 'user_ns', 'kernel',\n"
-    "                  'compiler_class'}:\n"
-    "        return False\n"
-    "    if kw.get('user_module') is not None or kw.get('user_ns') is not None:\n"
-    "        return False\n"
-    "    if kw.get('compiler_class', type(shell.compile)) is not type(shell.compile):\n"
-    "        return False\n"
-    "    known = {'Session', 'ProfileDir'}\n"
-    "    for c in type(parent).__mro__ + type(getattr(parent, 'parent', None)).__mro__:\n"
-    "        known.add(c.__name__)\n"
-    "    known -= _GLOVEBOX_GENERIC\n"
-    "    # The history's file (Glovebox's /etc/ipython keeps it in memory) is\n"
-    "    # read as the adopted shell makes its history manager.\n"
-    "    return all(k in known or not v or (k == 'HistoryManager' and set(v) <= {'hist_file'})\n"
-    "               for k, v in dict.items(parent.config))\n"
-    "def _glovebox_adopt(shell, parent, kernel=None, profile_dir=None, compiler_class=None, **_):\n"
-    "    import atexit\n"
-    "    from IPython.paths import get_ipython_dir\n"
-    "    from IPython.utils.path import get_home_dir\n"
-    "    shell.config = parent.config\n"
-    "    shell.parent = parent\n"
-    "    shell.kernel = kernel\n"
-    "    shell.ipython_dir = get_ipython_dir()\n"
-    "    shell.init_profile_dir(profile_dir)\n"
-    "    shell.starting_dir = os.getcwd()\n"
-    "    shell.home_dir = shell.logger.home_dir = get_home_dir()\n"
-    "    shell.compile = type(shell.compile)()\n"
-    "    shell.init_environment()\n"
-    "    shell.db = type(shell.db)(os.path.join(shell.profile_dir.location, 'db'))\n"
-    "    old_ns, old_hidden = shell.user_ns, shell.user_ns_hidden\n"
-    "    shell.init_create_namespaces()\n"
-    "    for k, v in old_ns.items():\n"
-    "        shell.user_ns.setdefault(k, v)\n"
-    "    for k, v in old_hidden.items():\n"
-    "        shell.user_ns_hidden.setdefault(k, v)\n"
-    "    shell.save_sys_module_state()\n"
-    "    shell.init_sys_modules()\n"
-    "    shell.configurables.remove(shell.history_manager)\n"
-    "    shell.init_history()\n"
-    "    shell.init_encoding()\n"
-    "    shell.init_user_ns()\n"
-    "    shell.Completer.namespace = shell.user_ns\n"
-    "    shell.Completer.global_namespace = shell.user_global_ns\n"
-    "    shell.execution_count = 1\n"
-    "    atexit.register(shell.atexit_operations)\n"
-    "def _glovebox_offer_shell(shell):\n"
-    "    from ipykernel.zmqshell import ZMQInteractiveShell\n"
-    "    def instance(cls, *args, **kw):\n"
-    "        del ZMQInteractiveShell.instance\n"
-    "        if not _glovebox_shell_fits(cls, shell, args, kw):\n"
-    "            return cls.instance(*args, **kw)\n"
-    "        try:\n"
-    "            _glovebox_adopt(shell, **kw)\n"
-    "        except Exception:\n"
-    "            import traceback\n"
-    "            traceback.print_exc()\n"
-    "            return cls.instance(*args, **kw)\n"
-    "        for c in cls._walk_mro():\n"
-    "            c._instance = shell\n"
-    "        return shell\n"
-    "    ZMQInteractiveShell.instance = classmethod(instance)\n"
-    "def _glovebox_lazy_history():\n"
-    "    from IPython.core import history, interactiveshell\n"
-    "    class LazyDB(history.DummyDB):\n"
-    "        def __init__(self, manager):\n"
-    "            self.manager = manager\n"
-    "        def open(self):\n"
-    "            manager = self.manager\n"
-    "            if manager.db is self:\n"
-    "                history.HistoryAccessor.init_db(manager)\n"
-    "                history.HistoryManager.new_session(manager)\n"
-    "            return manager.db\n"
-    "        def execute(self, *args, **kw):\n"
-    "            return self.open().execute(*args, **kw)\n"
-    "        def commit(self, *args, **kw):\n"
-    "            return self.open().commit(*args, **kw)\n"
-    "        def __enter__(self):\n"
-    "            return self.open().__enter__()\n"
-    "        def __exit__(self, *args):\n"
-    "            return self.manager.db.__exit__(*args)\n"
-    "    class HistoryManager(history.HistoryManager):\n"
-    "        def init_db(self):\n"
-    "            if self.enabled and str(self.hist_file) == ':memory:':\n"
-    "                self.db = LazyDB(self)\n"
-    "            else:\n"
-    "                super().init_db()\n"
-    "        def new_session(self, conn=None):\n"
-    "            if conn is None and isinstance(self.db, LazyDB):\n"
-    "                self.session_number = 1\n"
-    "            else:\n"
-    "                super().new_session(conn)\n"
-    "    interactiveshell.HistoryManager = HistoryManager\n"
-    "_glovebox_lazy_history()\n"
-    "try:\n"
-    "    import netifaces\n"
-    "except ImportError:\n"
-    "    pass\n"
-    "def _glovebox_load_kernel_loop():\n"
-    "    import linecache, types\n"
-    "    name = 'glovebox_zygote_kernel.py'\n"
-    "    module = types.ModuleType('glovebox_zygote_kernel')\n"
-    "    module.__file__ = name\n"
-    "    linecache.cache[name] = (len(_glovebox_kernel_source), None,\n"
-    "                             _glovebox_kernel_source.splitlines(True), name)\n"
-    "    exec(compile(_glovebox_kernel_source, name, 'exec'), module.__dict__)\n"
-    "    return module\n"
-    "try:\n"
-    "    _glovebox_kernel_loop = _glovebox_load_kernel_loop()\n"
-    "except Exception:\n"
-    "    import traceback\n"
-    "    traceback.print_exc()\n"
-    "    _glovebox_kernel_loop = None\n"
-    "try:\n"
-    "    _glovebox_shell = _glovebox_prebuild()\n"
-    "except Exception:\n"
-    "    import traceback\n"
-    "    traceback.print_exc()\n"
-    "    _glovebox_shell = None\n"
-    "try:\n"
-    "    if _glovebox_kernel_loop is not None:\n"
-    "        _glovebox_kernel_loop.prebuild(_glovebox_shell)\n"
-    "except Exception:\n"
-    "    import traceback\n"
-    "    traceback.print_exc()\n"
-    "    _glovebox_kernel_loop = None\n"
-    "def _glovebox_plain_argv(path):\n"
-    "    from ipykernel.kernelapp import IPKernelApp\n"
-    "    from traitlets.config import Config\n"
-    "    own = IPKernelApp.__dict__.get('parse_command_line')\n"
-    "    def parse_command_line(self, argv=None):\n"
-    "        if own is None:\n"
-    "            del IPKernelApp.parse_command_line\n"
-    "        else:\n"
-    "            IPKernelApp.parse_command_line = own\n"
-    "        if type(self) is not IPKernelApp or \\\n"
-    "                list(sys.argv[1:] if argv is None else argv) != ['-f', path]:\n"
-    "            return self.parse_command_line(argv)\n"
-    "        self.argv = ['-f', path]\n"
-    "        self.cli_config = Config({'IPKernelApp': {'connection_file': path}})\n"
-    "        self.update_config(self.cli_config)\n"
-    "        self.extra_args = []\n"
-    "    IPKernelApp.parse_command_line = parse_command_line\n"
-    "def _glovebox_stop_control():\n"
-    "    kernelapp = sys.modules.get('ipykernel.kernelapp')\n"
-    "    if kernelapp is None or not kernelapp.IPKernelApp.initialized():\n"
-    "        return\n"
-    "    control = getattr(kernelapp.IPKernelApp.instance(), 'control_thread', None)\n"
-    "    if control is not None and control.is_alive():\n"
-    "        control.stop()\n"
-    "        control.join(5)\n"
-    "def _glovebox_exit(code):\n"
-    "    import atexit, gc, io, threading\n"
-    "    _glovebox_stop_control()\n"
-    "    threading._shutdown()\n"
-    "    atexit._run_exitfuncs()\n"
-    "    for f in gc.get_objects():\n"
-    "        if isinstance(f, io.IOBase):\n"
-    "            try:\n"
-    "                if not f.closed and f.writable():\n"
-    "                    f.flush()\n"
-    "            except Exception:\n"
-    "                pass\n"
-    "    os._exit(code)\n"
-    "def _glovebox_run(argv, env):\n"
-    "    import os, random, signal, site, sys\n"
-    "    os.environ.clear()\n"
-    "    os.environ.update(env)\n"
-    "    random.seed()\n"
-    "    numpy = sys.modules.get('numpy')\n"
-    "    if numpy is not None:\n"
-    "        numpy.random.seed()\n"
-    "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-    "    signal.signal(signal.SIGPIPE, signal.SIG_IGN)\n"
-    "    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-    "    if site.ENABLE_USER_SITE and os.path.isdir(site.USER_SITE) \\\n"
-    "            and site.USER_SITE not in sys.path:\n"
-    "        site.addsitedir(site.USER_SITE)\n"
-    "    extra = [p for p in env.get('PYTHONPATH', '').split(':') if p]\n"
-    "    sys.path[0:0] = [os.getcwd()] + extra\n"
-    "    sys.orig_argv = list(argv)\n"
-    "    sys.argv = [argv[0]] + list(argv[3:])\n"
-    "    if argv[2] in ('ipykernel_launcher', 'ipykernel'):\n"
-    "        plain = len(argv) == 5 and argv[3] == '-f' and not argv[4].startswith('-')\n"
-    "        if plain and _glovebox_shell is not None and _glovebox_kernel_loop is not None \\\n"
-    "                and _glovebox_kernel_loop.run(argv[4], env, _glovebox_shell, "
-    "_glovebox_adopt):\n"
-    "            _glovebox_exit(0)\n"
-    "        if _glovebox_shell is not None:\n"
-    "            _glovebox_offer_shell(_glovebox_shell)\n"
-    "        if plain:\n"
-    "            _glovebox_plain_argv(argv[4])\n"
-    "    import runpy, traceback\n"
-    "    try:\n"
-    "        runpy._run_module_as_main(argv[2], alter_argv=True)\n"
-    "        code = 0\n"
-    "    except SystemExit as e:\n"
-    "        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1\n"
-    "        if not isinstance(e.code, int) and e.code is not None:\n"
-    "            print(e.code, file=sys.stderr)\n"
-    "    except BaseException:\n"
-    "        traceback.print_exc()\n"
-    "        code = 1\n"
-    "    _glovebox_exit(code & 0xff)\n"
-    "def _glovebox_compact_module_names():\n"
-    "    items = list(sys.modules.items())\n"
-    "    names = [(name + ' ')[:-1] for name, _ in items]\n"
-    "    for name, _ in items:\n"
-    "        del sys.modules[name]\n"
-    "    for name, (_, module) in zip(names, items):\n"
-    "        sys.modules[name] = module\n"
-    "_glovebox_compact_module_names()\n"
-    "gc.collect()\n"
-    "gc.freeze()\n";
-
-/* zygote_kernel.py: the Jupyter loop a kernel runs instead of ipykernel's
- * application where it can (that file says where), in the binary itself as
- * display.c keeps its extension: the code a sandbox runs is the code
- * reviewed with this build. */
+/* zygote_bootstrap.py, run once in the zygote (the imports every kernel
+ * shares, the prebuilt shell, the run function each kernel starts with:
+ * that file says what and why), and zygote_kernel.py, the Jupyter loop a
+ * kernel runs instead of ipykernel's application where it can: in the
+ * binary itself, as display.c keeps its extension, so that the code a
+ * sandbox runs is the code reviewed with this build. */
 __asm__(".section .rodata\n"
+        ".balign 16\n"
+        "zygote_bootstrap_py:\n"
+        ".incbin \"" GLOVEBOX_SRCDIR "/kernel-host/zygote_bootstrap.py\"\n"
+        ".byte 0\n"
         ".balign 16\n"
         "zygote_kernel_py:\n"
         ".incbin \"" GLOVEBOX_SRCDIR "/kernel-host/zygote_kernel.py\"\n"
         ".byte 0\n"
         ".previous\n");
+extern const char zygote_bootstrap_py[];
 extern const char zygote_kernel_py[];
 
 static char *title_area;
@@ -426,6 +116,9 @@ static __attribute__((noreturn)) void run_kernel(char **argv, char **envp)
                 if (rc < 0)
                         goto fail;
         }
+        /* The C library's environment is the kernel's: os.environ takes
+         * the same (_glovebox_set_environ) without a putenv per variable. */
+        environ = envp;
         result = PyObject_CallFunctionObjArgs(fn, args, env, NULL);
         if (result) {
                 Py_DECREF(result);
@@ -671,7 +364,7 @@ static int preload(const char *modules)
         source = PyUnicode_FromString(zygote_kernel_py);
         if (!source || PyDict_SetItemString(globals, "_glovebox_kernel_source", source) < 0)
                 goto out;
-        result = PyRun_String(bootstrap, Py_file_input, globals, globals);
+        result = PyRun_String(zygote_bootstrap_py, Py_file_input, globals, globals);
         if (!result) {
                 PyErr_Print();
                 goto out;

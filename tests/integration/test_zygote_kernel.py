@@ -1,8 +1,8 @@
 """kernel-host/zygote_kernel.py, the Jupyter loop of a zygote's Python
 kernels, on the host: which kernels it takes (and which it leaves to
 ipykernel's application), and a kernel whose start fails inside it. Each
-case runs in a child interpreter that loaded the zygote's own bootstrap
-from kernel-host/zygote_main.c, as glovebox-zygote does (without its
+case runs in a child interpreter that ran the zygote's own bootstrap,
+kernel-host/zygote_bootstrap.py, as glovebox-zygote does (without its
 preloads), since the loop takes over the process's descriptors 1 and 2.
 The loop's kernels themselves are tested in sandboxes, against cold ones:
 tests/sandbox/test_zygote_loop.py."""
@@ -19,18 +19,15 @@ from jupyter_client import BlockingKernelClient
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GLOVEBOX_CONFIG = "c.HistoryManager.hist_file = ':memory:'\n"
 
-# The child's start: the bootstrap's C string literals read as Python's own
-# (adjacent literals join; their escapes are Python's too), run as the
-# zygote runs them, with the loop's source beside them.
+# The child's start: the zygote's bootstrap, run as the zygote runs it, with
+# the loop's source beside it.
 PRELUDE = textwrap.dedent("""
-    import ast, json, os, re, sys
+    import json, os, sys
     root = sys.argv[1]
-    text = open(os.path.join(root, "kernel-host", "zygote_main.c")).read()
-    body = re.search(r"bootstrap\\[\\] =(.*?);\\n", text, re.S).group(1)
     scope = {"__name__": "__glovebox_zygote__", "_glovebox_preload": [],
              "_glovebox_kernel_source":
                  open(os.path.join(root, "kernel-host", "zygote_kernel.py")).read()}
-    exec(ast.literal_eval("(" + body + ")"), scope)
+    exec(open(os.path.join(root, "kernel-host", "zygote_bootstrap.py")).read(), scope)
     loop = scope["_glovebox_kernel_loop"]
     assert loop is not None and scope["_glovebox_shell"] is not None
     """)
