@@ -36,20 +36,44 @@ with an error), GUI event loops (%gui) and a forked child's display()
 (dropped: only its streams reach the client). Any other kernel runs
 ipykernel's application as before.
 """
+import asyncio
 import codecs
+import faulthandler
+import importlib.machinery
+import importlib.util
 import inspect
 import io
 import json
 import logging
 import os
+import pdb
 import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
+from datetime import datetime
 
 import zmq
+from IPython.core import debugger
+from IPython.core.application import ENV_CONFIG_DIRS, SYSTEM_CONFIG_DIRS
+from IPython.core.profiledir import ProfileDir
+from IPython.paths import get_ipython_dir
+from IPython.utils.path import ensure_dir_exists
+from ipykernel.compiler import XCachingCompiler
+from ipykernel.displayhook import ZMQDisplayHook
+from ipykernel.ipkernel import IPythonKernel
+from ipykernel.kernelapp import IPKernelApp
+from ipykernel.zmqshell import ZMQInteractiveShell
+from jupyter_client import jsonutil
 from jupyter_client.session import Session, extract_header
+from tornado.ioloop import IOLoop
+from traitlets.config import Config
+
+# All imported here, as the zygote loads this file, rather than in the
+# functions a kernel runs: an import statement there touches the module and
+# its spec, and so copies their pages of the zygote.
 
 # The only configuration file a kernel this loop takes may have: Glovebox's own
 # (kernel-host/rootfs.c writes it into every sandbox).
@@ -61,13 +85,15 @@ CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 FLUSH_INTERVAL = 0.2
 LINGER_MS = 1000
 PIPE_READS = 16  # of 64 KiB, per pipe and round
+UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
+LOG_FORMAT = "[glovebox kernel] %(levelname)s %(message)s"
 
 
 # What every kernel of the zygote would build alike, built once in it
 # (prebuild): ipykernel's application object and its logger, the profile
-# directory object of the sandbox's home, a Session, the loop's logger,
-# where ipykernel_launcher is, and ipykernel's kernel object around the
-# zygote's shell.
+# directory object of the sandbox's home, a Session, the loop's logger and
+# its handler, the display hook, where ipykernel_launcher is, and
+# ipykernel's kernel object around the zygote's shell.
 PREBUILT = {}
 
 
@@ -77,21 +103,34 @@ def prebuild(shell):
     itself, and the storemagic extension is loaded into it (ipykernel's
     application loads it into every kernel's shell): a kernel writes its
     configuration into that object in place, so its shell need not load
-    it again."""
-    import importlib.util
-    from IPython.core.profiledir import ProfileDir
-    from IPython.paths import get_ipython_dir
-    from ipykernel.kernelapp import IPKernelApp
+    it again.
+
+    So is what ipykernel's application does to the process, the same for
+    every kernel: the interruptible pdb, a crash hook on the real stderr,
+    faulthandler writing there; and jupyter_client reads dates faster."""
     app = IPKernelApp.instance()
     app.log.debug("prebuilt")
     PREBUILT["profile_dir"] = ProfileDir.create_profile_dir(
         os.path.join(get_ipython_dir(), "profile_default"))
     PREBUILT["session"] = Session()
-    # getLogger of a new name walks every logger there is (thousands, with
-    # pandas and matplotlib imported).
-    PREBUILT["log"] = logging.getLogger("glovebox.kernel")
+    # getLogger of a new name walks every logger there is; setLevel empties
+    # every logger's cache. Each kernel gives the handler its stream.
+    log = PREBUILT["log"] = logging.getLogger("glovebox.kernel")
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    handler = PREBUILT["log_handler"] = logging.StreamHandler(io.StringIO())
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    log.addHandler(handler)
+    PREBUILT["displayhook"] = ZMQDisplayHook(PREBUILT["session"], None)
     PREBUILT["launcher"] = importlib.util.find_spec("ipykernel_launcher").origin
     PREBUILT["path"] = list(sys.path)
+    if hasattr(debugger, "InterruptiblePdb"):
+        debugger.Pdb = debugger.InterruptiblePdb
+        pdb.Pdb = debugger.Pdb
+        pdb.set_trace = debugger.set_trace
+    sys.excepthook = excepthook
+    patch_faulthandler()
+    jsonutil.parse_date = parse_date
     if shell is not None:
         shell.config = app.config
         shell.extension_manager.load_extension("storemagic")
@@ -103,9 +142,6 @@ def prebuild_kernel(app, shell):
     without sockets, around the zygote's shell, which it does not adopt
     (KernelLoop._make_kernel does, per kernel); not the singleton, so a
     kernel that runs ipykernel's application builds its own."""
-    from ipykernel.ipkernel import IPythonKernel
-    from ipykernel.zmqshell import ZMQInteractiveShell
-
     def instance(cls, *args, **kw):
         return shell
 
@@ -120,16 +156,47 @@ def prebuild_kernel(app, shell):
     return kernel
 
 
+def excepthook(etype, value, tb):
+    traceback.print_exception(etype, value, tb, file=sys.__stderr__)
+
+
+def patch_faulthandler():
+    """faulthandler writing to the process's real stderr unless told
+    otherwise, as in ipykernel."""
+    enable, register = faulthandler.enable, faulthandler.register
+
+    def enable_here(file=sys.__stderr__, all_threads=True, **kw):
+        return enable(file=file, all_threads=all_threads, **kw)
+
+    def register_here(signum, file=sys.__stderr__, all_threads=True, chain=False, **kw):
+        return register(signum, file=file, all_threads=all_threads, chain=chain, **kw)
+
+    faulthandler.enable, faulthandler.register = enable_here, register_here
+
+
+def parse_date(s):
+    """jupyter_client's parse_date (every string of a message's header and
+    parent header that looks like a date becomes a datetime), reading it
+    with the standard library's parser first: dateutil's, which it calls,
+    cost a kernel's first request 1.5 ms and some 300 copied pages of the
+    zygote. The same instants and offsets; what fromisoformat refuses goes
+    to dateutil as before (and fails there as before)."""
+    if s is None:
+        return s
+    if jsonutil.ISO8601_PAT.match(s):
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError:
+            dt = jsonutil._dateutil_parse(s)
+        return jsonutil._ensure_tzinfo(dt)
+    return s
+
+
 def plain_configuration(path, env):
     """The kernel's configuration and its connection, when nothing in its
     environment asks for more than the loop here does; None when something
     does (a configuration or startup file, PYTHONSTARTUP, a port left for
     the kernel to pick): such a kernel runs ipykernel's application."""
-    from IPython.core.application import ENV_CONFIG_DIRS, SYSTEM_CONFIG_DIRS
-    from IPython.core.profiledir import ProfileDir
-    from IPython.paths import get_ipython_dir
-    from IPython.utils.path import ensure_dir_exists
-    from traitlets.config import Config
     if env.get("PYTHONSTARTUP"):
         return None
     try:
@@ -291,7 +358,7 @@ class KernelLoop:
         self._arrived = []
         self.iopub_lock = threading.RLock()
         self.pipe_lock = threading.Lock()
-        self.log = PREBUILT.get("log") or logging.getLogger("glovebox.kernel")
+        self.log = PREBUILT["log"]
         self.context = zmq.Context()
         self.sockets = {}
         for name, kind in (("shell", zmq.ROUTER), ("iopub", zmq.PUB), ("stdin", zmq.ROUTER),
@@ -315,9 +382,6 @@ class KernelLoop:
             raise
 
     def _make_kernel(self, app, info, profile_dir, shell, adopt):
-        from ipykernel.compiler import XCachingCompiler
-        from ipykernel.ipkernel import IPythonKernel
-        from ipykernel.zmqshell import ZMQInteractiveShell
         kernel = PREBUILT.pop("kernel", None)
         if kernel is None:
             self.kernel = self._new_kernel(app, profile_dir, shell, adopt)
@@ -362,9 +426,6 @@ class KernelLoop:
         """IPythonKernel built here (when the zygote has none prebuilt),
         as ipykernel's application builds it: the singleton, given the
         zygote's shell, adopted."""
-        from ipykernel.ipkernel import IPythonKernel
-        from ipykernel.zmqshell import ZMQInteractiveShell
-
         def instance(cls, *args, **kw):
             # IPythonKernel asks for its shell here: it gets the zygote's,
             # adopted (a fresh namespace, history, directories and count).
@@ -405,8 +466,6 @@ class KernelLoop:
         have set (the command line, the configuration, the connection), for
         the code that asks IPKernelApp.instance() where its kernel is; it
         does not run."""
-        from ipykernel.kernelapp import IPKernelApp
-        from traitlets.config import Config
         app = IPKernelApp.instance()
         app.argv, app.extra_args = ["-f", path], []
         app.cli_config = Config({"IPKernelApp": {"connection_file": path}})
@@ -441,16 +500,12 @@ class KernelLoop:
             os.dup2(w, fd)
             os.close(w)
             self.streams[name] = OutStream(self, name, fd, original)
-            self.pipes[r] = (self.streams[name], original,
-                             codecs.getincrementaldecoder("utf-8")("replace"))
+            self.pipes[r] = (self.streams[name], original, UTF8_DECODER("replace"))
             setattr(sys, name, self.streams[name])
-        handler = logging.StreamHandler(io.TextIOWrapper(io.FileIO(os.dup(self.streams["stderr"]
-                                                                          .fileno()), "w"),
-                                                         write_through=True))
-        handler.setFormatter(logging.Formatter("[glovebox kernel] %(levelname)s %(message)s"))
-        self.log.addHandler(handler)
-        self.log.setLevel(logging.WARNING)
-        self.log.propagate = False
+        # The zygote's handler (prebuild), onto the kernel's own stderr.
+        PREBUILT["log_handler"].setStream(io.TextIOWrapper(
+            io.FileIO(os.dup(self.streams["stderr"].fileno()), "w"), encoding="utf-8",
+            errors="backslashreplace", write_through=True))
 
     def _release_output(self):
         """Descriptors 1 and 2, sys.stdout and sys.stderr as they were."""
@@ -463,15 +518,8 @@ class KernelLoop:
         before its loop: the interruptible pdb, a crash hook on the real
         stderr, SIGINT ignored between requests, '' on sys.path, the
         display hook, the storemagic extension, the names defined so far
-        hidden from %who."""
-        import pdb
-        from IPython.core import debugger
-        from ipykernel.displayhook import ZMQDisplayHook
-        if hasattr(debugger, "InterruptiblePdb"):
-            debugger.Pdb = debugger.InterruptiblePdb
-            pdb.Pdb = debugger.Pdb
-            pdb.set_trace = debugger.set_trace
-        sys.excepthook = self._excepthook
+        hidden from %who. (The rest of what it does, the same for every
+        kernel, the zygote has done: prebuild.)"""
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if "" not in sys.path:
             at = next((i for i, p in enumerate(sys.path)
@@ -479,32 +527,14 @@ class KernelLoop:
             sys.path.insert(at, "")
         os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
         kernel = self.kernel
-        displayhook = ZMQDisplayHook(self.session, self.iopub)
+        displayhook = PREBUILT.pop("displayhook", None) or ZMQDisplayHook(self.session, None)
+        displayhook.session, displayhook.pub_socket = self.session, self.iopub
         displayhook.get_execution_count = lambda: kernel.execution_count
         sys.displayhook = displayhook
-        self._patch_faulthandler()
         shell.extension_manager.load_extension("storemagic")
         shell.user_ns_hidden.update(shell.user_ns)
         shell._sys_modules_keys = set(sys.modules)
         shell.exit_now = False
-
-    @staticmethod
-    def _excepthook(etype, value, tb):
-        import traceback
-        traceback.print_exception(etype, value, tb, file=sys.__stderr__)
-
-    @staticmethod
-    def _patch_faulthandler():
-        import faulthandler
-        enable, register = faulthandler.enable, faulthandler.register
-
-        def enable_here(file=sys.__stderr__, all_threads=True, **kw):
-            return enable(file=file, all_threads=all_threads, **kw)
-
-        def register_here(signum, file=sys.__stderr__, all_threads=True, chain=False, **kw):
-            return register(signum, file=file, all_threads=all_threads, chain=chain, **kw)
-
-        faulthandler.enable, faulthandler.register = enable_here, register_here
 
     def _after_fork_in_child(self):
         self.iopub_lock = self.iopub.lock = threading.RLock()
@@ -517,8 +547,6 @@ class KernelLoop:
     def run(self):
         """Answers until a shutdown request or exit(); then closes the
         sockets, sending what is queued (at most LINGER_MS)."""
-        import asyncio
-        from tornado.ioloop import IOLoop
         os.register_at_fork(after_in_child=self._after_fork_in_child)
         io_thread = threading.Thread(target=self._io_loop, name="glovebox-kernel-io",
                                      daemon=True)
@@ -548,7 +576,6 @@ class KernelLoop:
         """The shell socket's requests, one at a time, on the kernel's
         asyncio loop: between them the loop runs what cells left on it
         (their tasks), as ipykernel's does."""
-        import asyncio
         shell = self.sockets["shell"]
         ready = asyncio.Event()
 
@@ -805,8 +832,6 @@ def launcher_origin(env):
     """Where "-m ipykernel_launcher" finds its module: the zygote's (found
     once) unless a directory the kernel put before the zygote's path (the
     cwd, PYTHONPATH, the user's site-packages) holds one."""
-    import importlib.machinery
-    import importlib.util
     known, zygote_path = PREBUILT.get("launcher"), PREBUILT.get("path", [])
     n = len(zygote_path)
     at = next((i for i in range(len(sys.path) - n + 1) if sys.path[i:i + n] == zygote_path),

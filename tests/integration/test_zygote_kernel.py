@@ -219,3 +219,48 @@ def test_faults_are_logged_and_the_kernel_goes_on(tmp_path):
     assert "through the pipe\n" in "".join(m["content"].get("text", "") for m in outputs
                                            if m["msg_type"] == "stream"), outputs
 
+
+
+DATES = """
+from jupyter_client import jsonutil
+from jupyter_client.session import Session
+assert jsonutil.parse_date is loop.parse_date
+strings = ["2026-12-05T03:21:27.461000Z", "2026-12-05T03:21:27Z", "2026-12-05T03:21:27",
+           "2026-12-05T03:21:27.461+05:30", "2026-12-05T03:21:27.4-0800",
+           "2026-12-05T03:21:27.000001+00:00", "not a date", "2026-12-05", "",
+           "2026-02-30T00:00:00Z", "2026-12-05T24:00:00"]
+def read(parse, s):
+    try:
+        d = parse(s)
+    except ValueError:
+        return "ValueError"
+    return [d.isoformat(), d.utcoffset().total_seconds()] if hasattr(d, "isoformat") else d
+def dateutil_s(s):
+    if s is None or not jsonutil.ISO8601_PAT.match(s):
+        return s
+    return jsonutil._ensure_tzinfo(jsonutil._dateutil_parse(s))
+session = Session(key=b"k")
+msg = session.msg("kernel_info_request", {"when": "2026-12-05T03:21:27Z"})
+back = session.deserialize(session.serialize(msg)[1:])
+print(json.dumps({"ours": [read(loop.parse_date, s) for s in strings],
+                  "dateutil": [read(dateutil_s, s) for s in strings],
+                  "header": [back["header"]["date"].isoformat(),
+                             msg["header"]["date"].isoformat()],
+                  "content": back["content"]["when"]}))
+"""
+
+
+def test_message_dates_read_as_dateutil_reads_them(tmp_path):
+    # The zygote reads dates with the standard library's parser first
+    # (dateutil's was the slowest step of a kernel's first request): the
+    # same instants, offsets and refusals for every string jupyter_client
+    # would read as a date; a message's date survives the round trip.
+    status, out, err = child(tmp_path, DATES)
+    assert status == 0, err
+    got = json.loads(out)
+    assert got["ours"] == got["dateutil"]
+    assert got["ours"][0] == ["2026-12-05T03:21:27.461000+00:00", 0.0]
+    assert got["ours"][9] == got["ours"][10] == "ValueError"
+    assert got["ours"][6:9] == ["not a date", "2026-12-05", ""]
+    assert got["header"][0] == got["header"][1]
+    assert got["content"] == "2026-12-05T03:21:27Z"  # content is not read for dates
