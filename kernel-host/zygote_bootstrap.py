@@ -124,27 +124,17 @@ def _glovebox_shell_fits(cls, shell, args, kw):
     return all(k in known or not v or (k == 'HistoryManager' and set(v) <= {'hist_file'})
                for k, v in dict.items(parent.config))
 def _glovebox_adopt(shell, parent, kernel=None, profile_dir=None, compiler_class=None, **_):
-    import atexit
-    from IPython.paths import get_ipython_dir
-    from IPython.utils.path import get_home_dir
     shell.config = parent.config
     shell.parent = parent
     shell.kernel = kernel
-    shell.ipython_dir = get_ipython_dir()
     shell.init_profile_dir(profile_dir)
-    shell.starting_dir = os.getcwd()
-    shell.home_dir = shell.logger.home_dir = get_home_dir()
     shell.compile = type(shell.compile)()
-    shell.init_environment()
-    shell.db = type(shell.db)(os.path.join(shell.profile_dir.location, 'db'))
     old_ns, old_hidden = shell.user_ns, shell.user_ns_hidden
     shell.init_create_namespaces()
     for k, v in old_ns.items():
         shell.user_ns.setdefault(k, v)
     for k, v in old_hidden.items():
         shell.user_ns_hidden.setdefault(k, v)
-    shell.save_sys_module_state()
-    shell.init_sys_modules()
     shell.configurables.remove(shell.history_manager)
     shell.init_history()
     shell.init_encoding()
@@ -152,6 +142,26 @@ def _glovebox_adopt(shell, parent, kernel=None, profile_dir=None, compiler_class
     shell.Completer.namespace = shell.user_ns
     shell.Completer.global_namespace = shell.user_global_ns
     shell.execution_count = 1
+    _glovebox_adopt_here(shell, profile_dir)
+# The part of an adoption that depends on the process doing it: its
+# environment, cwd and files, sys.modules, atexit. zygote_kernel.py adopts
+# the shell in the zygote, for the prebuilt kernel, and each of its kernels
+# then runs only this.
+def _glovebox_adopt_here(shell, profile_dir):
+    import atexit
+    from pathlib import Path
+    from IPython.paths import get_ipython_dir
+    from IPython.utils.path import get_home_dir
+    shell.ipython_dir = get_ipython_dir()
+    if profile_dir is not shell.profile_dir:
+        shell.init_profile_dir(profile_dir)
+    shell.starting_dir = os.getcwd()
+    shell.home_dir = shell.logger.home_dir = get_home_dir()
+    shell.init_environment()
+    shell.db = type(shell.db)(os.path.join(shell.profile_dir.location, 'db'))
+    shell.history_manager.dir_hist[:] = [Path.cwd()]
+    shell.save_sys_module_state()
+    shell.init_sys_modules()
     atexit.register(shell.atexit_operations)
 def _glovebox_offer_shell(shell):
     from ipykernel.zmqshell import ZMQInteractiveShell
@@ -228,7 +238,7 @@ except Exception:
     _glovebox_shell = None
 try:
     if _glovebox_kernel_loop is not None:
-        _glovebox_kernel_loop.prebuild(_glovebox_shell)
+        _glovebox_kernel_loop.prebuild(_glovebox_shell, _glovebox_adopt)
 except Exception:
     import traceback
     traceback.print_exc()
@@ -308,7 +318,8 @@ def _glovebox_run(argv, env):
     if argv[2] in ('ipykernel_launcher', 'ipykernel'):
         plain = len(argv) == 5 and argv[3] == '-f' and not argv[4].startswith('-')
         if plain and _glovebox_shell is not None and _glovebox_kernel_loop is not None \
-                and _glovebox_kernel_loop.run(argv[4], env, _glovebox_shell, _glovebox_adopt):
+                and _glovebox_kernel_loop.run(argv[4], env, _glovebox_shell,
+                                              _glovebox_adopt_here):
             _glovebox_exit(0)
         if _glovebox_shell is not None:
             _glovebox_offer_shell(_glovebox_shell)

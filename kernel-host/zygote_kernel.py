@@ -37,6 +37,7 @@ with an error), GUI event loops (%gui) and a forked child's display()
 ipykernel's application as before.
 """
 import asyncio
+import atexit
 import codecs
 import faulthandler
 import importlib.machinery
@@ -93,17 +94,21 @@ LOG_FORMAT = "[glovebox kernel] %(levelname)s %(message)s"
 # (prebuild): ipykernel's application object and its logger, the profile
 # directory object of the sandbox's home, a Session, the loop's logger and
 # its handler, the display hook, where ipykernel_launcher is, and
-# ipykernel's kernel object around the zygote's shell.
+# ipykernel's kernel object around the zygote's shell, adopted by it.
 PREBUILT = {}
 
 
-def prebuild(shell):
+def prebuild(shell, adopt):
     """Run in the zygote, before any fork, once its shell is built (None if
     that failed). The shell holds the application's configuration object
     itself, and the storemagic extension is loaded into it (ipykernel's
     application loads it into every kernel's shell): a kernel writes its
     configuration into that object in place, so its shell need not load
-    it again.
+    it again. The prebuilt kernel adopts the shell here (adopt: the
+    bootstrap's), with Glovebox's configuration, the only one a kernel of
+    this loop has, merged in as each kernel merges it: a fresh namespace,
+    history and compiler, copied by each kernel's fork; the kernel then
+    adopts it for its own process only (run's adopt_here).
 
     So is what ipykernel's application does to the process, the same for
     every kernel: the interruptible pdb, a crash hook on the real stderr,
@@ -134,7 +139,15 @@ def prebuild(shell):
     if shell is not None:
         shell.config = app.config
         shell.extension_manager.load_extension("storemagic")
-        PREBUILT["kernel"] = prebuild_kernel(app, shell)
+        kernel = prebuild_kernel(app, shell)
+        app.config.merge(Config({"HistoryManager": {"hist_file": ":memory:"}}))
+        adopt(shell, parent=kernel, kernel=kernel, profile_dir=PREBUILT["profile_dir"],
+              compiler_class=XCachingCompiler)
+        # Its process's part undone: the zygote's own __main__ and atexit.
+        shell.restore_sys_module_state()
+        atexit.unregister(shell.atexit_operations)
+        shell.configurables.append(kernel.comm_manager)
+        PREBUILT["kernel"] = kernel
 
 
 def prebuild_kernel(app, shell):
@@ -151,7 +164,8 @@ def prebuild_kernel(app, shell):
                                profile_dir=PREBUILT["profile_dir"])
     finally:
         del ZMQInteractiveShell.instance
-    # Listed in the shell per kernel (as its own __init__ lists it).
+    # Listed in the shell once it is adopted (prebuild), as __init__ lists
+    # it after the adoption.
     shell.configurables.remove(kernel.comm_manager)
     return kernel
 
@@ -352,7 +366,7 @@ class OutStream(io.TextIOBase):
 class KernelLoop:
     """One kernel: its sockets, its kernel object and its two threads."""
 
-    def __init__(self, path, info, config, profile_dir, shell, adopt):
+    def __init__(self, path, info, config, profile_dir, shell, adopt_here):
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
         self._arrived = []
@@ -375,38 +389,31 @@ class KernelLoop:
         self._wake_main_r, self._wake_main_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._capture_output()
         try:
-            self._make_kernel(app, info, profile_dir, shell, adopt)
+            self._make_kernel(app, info, profile_dir, shell, adopt_here)
         except BaseException:
             # Its traceback where a kernel that fails to start says why.
             self._release_output()
             raise
 
-    def _make_kernel(self, app, info, profile_dir, shell, adopt):
-        kernel = PREBUILT.pop("kernel", None)
-        if kernel is None:
-            self.kernel = self._new_kernel(app, profile_dir, shell, adopt)
-        else:
-            # The zygote's, given what its __init__ would have been given
-            # here, a kernel identity of its own, and the shell, adopted as
-            # that __init__ asks for it.
-            kernel.set_trait("ident", str(uuid.uuid4()))
-            kernel.session, kernel.log = self.session, self.log
-            kernel.iopub_socket, kernel.stdin_socket = self.iopub, self.sockets["stdin"]
-            kernel.profile_dir = profile_dir
-            adopt(shell, parent=kernel, kernel=kernel, profile_dir=profile_dir,
-                  compiler_class=XCachingCompiler)
-            for c in ZMQInteractiveShell._walk_mro():
-                c._instance = shell
-            shell.displayhook.session = shell.display_pub.session = self.session
-            shell.displayhook.pub_socket = shell.display_pub.pub_socket = self.iopub
-            shell.displayhook.topic = kernel._topic("execute_result")
-            shell.configurables.append(kernel.comm_manager)
-            # The singleton, as ipykernel's application makes it: what
-            # Kernel.instance() finds (ipykernel.comm.Comm asks it).
-            for c in IPythonKernel._walk_mro():
-                c._instance = kernel
-            self.kernel = kernel
-        kernel = self.kernel
+    def _make_kernel(self, app, info, profile_dir, shell, adopt_here):
+        # The zygote's, adopted there (prebuild), given what its __init__
+        # would have been given here, a kernel identity of its own, and the
+        # shell for this process.
+        kernel = self.kernel = PREBUILT.pop("kernel")
+        kernel.set_trait("ident", str(uuid.uuid4()))
+        kernel.session, kernel.log = self.session, self.log
+        kernel.iopub_socket, kernel.stdin_socket = self.iopub, self.sockets["stdin"]
+        kernel.profile_dir = profile_dir
+        adopt_here(shell, profile_dir)
+        for c in ZMQInteractiveShell._walk_mro():
+            c._instance = shell
+        shell.displayhook.session = shell.display_pub.session = self.session
+        shell.displayhook.pub_socket = shell.display_pub.pub_socket = self.iopub
+        shell.displayhook.topic = kernel._topic("execute_result")
+        # The singleton, as ipykernel's application makes it: what
+        # Kernel.instance() finds (ipykernel.comm.Comm asks it).
+        for c in IPythonKernel._walk_mro():
+            c._instance = kernel
         kernel.record_ports({name + "_port": info[name + "_port"] for name in CHANNELS})
         app.session, app.context, app.kernel, app.shell = self.session, self.context, kernel, shell
         for name in ("shell", "stdin", "control"):
@@ -421,28 +428,6 @@ class KernelLoop:
         kernel.control_handlers["shutdown_request"] = self._shutdown_request
         kernel.control_handlers["debug_request"] = self._debug_request
         self._start_shell(kernel.shell)
-
-    def _new_kernel(self, app, profile_dir, shell, adopt):
-        """IPythonKernel built here (when the zygote has none prebuilt),
-        as ipykernel's application builds it: the singleton, given the
-        zygote's shell, adopted."""
-        def instance(cls, *args, **kw):
-            # IPythonKernel asks for its shell here: it gets the zygote's,
-            # adopted (a fresh namespace, history, directories and count).
-            del ZMQInteractiveShell.instance
-            adopt(shell, **kw)
-            for c in cls._walk_mro():
-                c._instance = shell
-            return shell
-
-        ZMQInteractiveShell.instance = classmethod(instance)
-        try:
-            return IPythonKernel.instance(
-                parent=app, session=self.session, log=self.log, iopub_socket=self.iopub,
-                stdin_socket=self.sockets["stdin"], profile_dir=profile_dir)
-        finally:
-            if "instance" in ZMQInteractiveShell.__dict__:
-                del ZMQInteractiveShell.instance
 
     # ---- start ----------------------------------------------------------
 
@@ -845,13 +830,15 @@ def launcher_origin(env):
     return importlib.util.find_spec("ipykernel_launcher").origin
 
 
-def run(path, env, shell, adopt):
+def run(path, env, shell, adopt_here):
     """Runs the kernel of connection file path in this process, around the
-    zygote's shell; False, having changed nothing, when ipykernel's
-    application must run it instead."""
+    zygote's shell and kernel (prebuild); False, having changed nothing,
+    when ipykernel's application must run it instead."""
+    if "kernel" not in PREBUILT:
+        return False
     prepared = plain_configuration(path, env)
     if prepared is None:
         return False
     sys.argv[0] = launcher_origin(env)
-    KernelLoop(path, *prepared, shell, adopt).run()
+    KernelLoop(path, *prepared, shell, adopt_here).run()
     return True

@@ -131,7 +131,7 @@ def test_anything_more_is_left_to_ipykernels_application(tmp_path):
 FAILING = """
 loop.GLOVEBOX_CONFIG = (os.environ["IPYTHONDIR"] + "/profile_default",
                         "ipython_kernel_config.py", "")
-def adopt(shell, **kw):
+def adopt(shell, *args, **kw):
     os.write(1, b"written to the captured stdout\\n")
     raise RuntimeError("the shell could not be adopted")
 try:
@@ -163,7 +163,7 @@ def echo_failing_once(self, hb):
     return echo(self, hb)
 loop.KernelLoop._echo = echo_failing_once
 loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"],
-         scope["_glovebox_adopt"])
+         scope["_glovebox_adopt_here"])
 """
 
 
