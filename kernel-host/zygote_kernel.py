@@ -224,8 +224,18 @@ def plain_configuration(path, env):
         return None
     config = Config()
     profile = os.path.join(get_ipython_dir(), "profile_default")
+    # Each directory listed once (a kernel's start opened 16 names that,
+    # but for one, are not there).
     for d in [profile] + list(ENV_CONFIG_DIRS) + list(SYSTEM_CONFIG_DIRS):
+        try:
+            present = set(os.listdir(d))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return None
         for name in CONFIG_NAMES:
+            if name not in present:
+                continue
             try:
                 with open(os.path.join(d, name)) as f:
                     text = f.read()
@@ -236,6 +246,8 @@ def plain_configuration(path, env):
             if (d, name, text) != GLOVEBOX_CONFIG:
                 return None
             config.HistoryManager.hist_file = ":memory:"
+        if "startup" not in present:
+            continue
         try:
             names = os.listdir(os.path.join(d, "startup"))
         except (FileNotFoundError, NotADirectoryError):
