@@ -196,7 +196,9 @@ export function selectKernel (id) {
     if (id) state.metadata.glovebox_kernel = id;
     else delete state.metadata.glovebox_kernel;
     if (k) state.metadata.kernelspec = { name: k.name, display_name: displayName(k.name), language: state.language };
-    saveNotebook();
+    // Saved at once, not with the edits' delay: a second tab opened on the
+    // notebook meanwhile would start a kernel of its own.
+    saveNotebook(true);
   }
   updateUrl();
   if (k) showReason(k.reason);

@@ -511,7 +511,10 @@ test('two tabs on one notebook are told, and keep each other\'s edits', { timeou
   await a.p.locator('textarea.source').nth(1).fill('b = 2')
   const b = await notebookTab('shared.ipynb', { ctx: a.ctx })
   for (const t of [a.p, b.p]) await t.locator('#notice', { hasText: 'open in another tab' }).waitFor()
+  // A's edits are saved 300 ms after the last one: B has them by then.
+  await b.p.waitForFunction(() => document.querySelectorAll('textarea.source').length === 2)
   assert.deepEqual(await sources(b.p), ['a = 1', 'b = 2'])
+  assert.equal(await b.kernel(), await a.kernel(), 'B opened on A\'s kernel, not a new one')
   // Each edits its own cell, adds one: both see everything.
   await a.p.locator('textarea.source').first().fill('a = 10')
   await b.p.locator('textarea.source').nth(1).fill('b = 20')
