@@ -109,8 +109,11 @@ def zygote_bootstrap():
     return scope
 
 
+# The zygote's own application object, never initialized, as in
+# glovebox-zygote (APP above is the prebuilt kind's, initialized).
+IPKernelApp.clear_instance()
 ZYGOTE = zygote_bootstrap()  # ends with gc.freeze()
-ZYGOTE_APP = IPKernelApp.instance()  # the application object the zygote prebuilt with
+ZYGOTE_APP = IPKernelApp.instance()
 
 
 def free_ports(n):
@@ -216,7 +219,8 @@ def ipykernel_kernel(path):
 def zygote_kernel(path):
     clear_singletons()
     # As in the zygote, where it is the only one.
-    IPKernelApp._instance = ZYGOTE_APP
+    for cls in IPKernelApp._walk_mro():
+        cls._instance = ZYGOTE_APP
     ZYGOTE["_glovebox_run"]([sys.executable, "-m", "ipykernel_launcher", "-f", path],
                             dict(os.environ))
 
