@@ -146,7 +146,6 @@ def prebuild(shell, adopt):
         # Its process's part undone: the zygote's own __main__ and atexit.
         shell.restore_sys_module_state()
         atexit.unregister(shell.atexit_operations)
-        shell.configurables.append(kernel.comm_manager)
         PREBUILT["kernel"] = kernel
 
 
@@ -164,8 +163,8 @@ def prebuild_kernel(app, shell):
                                profile_dir=PREBUILT["profile_dir"])
     finally:
         del ZMQInteractiveShell.instance
-    # Listed in the shell once it is adopted (prebuild), as __init__ lists
-    # it after the adoption.
+    # Listed in the shell by each kernel of the loop (KernelLoop._make_kernel),
+    # not in the zygote: a kernel of ipykernel's application lists its own.
     shell.configurables.remove(kernel.comm_manager)
     return kernel
 
@@ -422,6 +421,7 @@ class KernelLoop:
         shell.displayhook.session = shell.display_pub.session = self.session
         shell.displayhook.pub_socket = shell.display_pub.pub_socket = self.iopub
         shell.displayhook.topic = kernel._topic("execute_result")
+        shell.configurables.append(kernel.comm_manager)
         # The singleton, as ipykernel's application makes it: what
         # Kernel.instance() finds (ipykernel.comm.Comm asks it).
         for c in IPythonKernel._walk_mro():

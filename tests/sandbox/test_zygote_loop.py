@@ -14,6 +14,8 @@ from conftest import assert_from_zygote, run, value
 from gbclient import stdout_of
 
 THREADS = "sorted(t.name for t in __import__('threading').enumerate())"
+COMM_MANAGERS = ("sum(type(c).__name__ == 'CommManager' "
+                 "for c in get_ipython().configurables)")
 LOOP_THREADS = ["MainThread", "glovebox-kernel-io"]
 PROFILE = "/home/user/.ipython/profile_default"
 
@@ -62,6 +64,9 @@ open('{PROFILE}/startup/00-glovebox.py', 'w').write('glovebox_started = 42\\n')"
     assert value(gw, loop, "glovebox_started") == 42
     threads = value(gw, loop, THREADS)
     assert {"Control", "Heartbeat", "IOPub"} <= set(threads), threads
+    # Its own kernel object's comm manager is the only one the shell lists
+    # (the zygote's kernel object is the loop's).
+    assert value(gw, loop, COMM_MANAGERS) == 1
     # Without it, the loop again.
     run(gw, loop, f"__import__('os').remove('{PROFILE}/startup/00-glovebox.py')")
     assert gw.request("POST", f"/api/kernels/{loop}/restart")[0] == 200
