@@ -152,8 +152,8 @@ def prebuild(shell, adopt):
 def prebuild_kernel(app, shell):
     """ipykernel's IPythonKernel, built as its application builds it but
     without sockets, around the zygote's shell, which it does not adopt
-    (KernelLoop._make_kernel does, per kernel); not the singleton, so a
-    kernel that runs ipykernel's application builds its own."""
+    here (prebuild has it adopted); not the singleton, so a kernel that
+    runs ipykernel's application builds its own."""
     def instance(cls, *args, **kw):
         return shell
 
@@ -512,11 +512,11 @@ class KernelLoop:
 
     def _start_shell(self, shell):
         """What ipykernel's application does to the shell and the process
-        before its loop: the interruptible pdb, a crash hook on the real
-        stderr, SIGINT ignored between requests, '' on sys.path, the
-        display hook, the storemagic extension, the names defined so far
-        hidden from %who. (The rest of what it does, the same for every
-        kernel, the zygote has done: prebuild.)"""
+        before its loop, per kernel: SIGINT ignored between requests, ''
+        on sys.path, the display hook, the storemagic extension, the names
+        defined so far hidden from %who. (What it does alike in every
+        kernel, the interruptible pdb, the crash hook on the real stderr
+        and faulthandler's file, the zygote has done: prebuild.)"""
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if "" not in sys.path:
             at = next((i for i, p in enumerate(sys.path)
