@@ -42,11 +42,13 @@
 #
 # A kernel of ipykernel_launcher with the usual "-f FILE", for which IPython
 # would read no configuration but Glovebox's, does not run ipykernel's
-# application at all: zygote_kernel.py (built in below) runs ipykernel's
-# kernel object in a loop of its own around the adopted shell, with what every
-# kernel's application would build alike made here, once (its prebuild). If
-# loading or prebuilding it fails, the zygote says why on its stderr and every
-# kernel runs the application.
+# application at all: zygote_kernel.py (loaded below) runs ipykernel's
+# kernel object in a loop of its own around the shell, with what every
+# kernel's application would build alike made here, once (its prebuild):
+# the kernel object itself, which adopts the shell here (_glovebox_adopt),
+# so that each kernel runs only the part of the adoption that depends on
+# its process (_glovebox_adopt_here). If loading or prebuilding it fails,
+# the zygote says why on its stderr and every kernel runs the application.
 #
 # If building the shell fails, the zygote says why on its stderr and its
 # kernels build their own. A kernel whose command line is the usual
