@@ -80,6 +80,8 @@ from traitlets.config import Config
 # (kernel-host/rootfs.c writes it into every sandbox).
 GLOVEBOX_CONFIG = ("/etc/ipython", "ipython_kernel_config.py",
                    "c.HistoryManager.hist_file = ':memory:'\n")
+# What that file configures.
+GLOVEBOX_SETTINGS = {"HistoryManager": {"hist_file": ":memory:"}}
 CONFIG_NAMES = ("ipython_config.py", "ipython_config.json", "ipython_kernel_config.py",
                 "ipython_kernel_config.json")
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
@@ -140,7 +142,7 @@ def prebuild(shell, adopt):
         shell.config = app.config
         shell.extension_manager.load_extension("storemagic")
         kernel = prebuild_kernel(app, shell)
-        app.config.merge(Config({"HistoryManager": {"hist_file": ":memory:"}}))
+        app.config.merge(Config(GLOVEBOX_SETTINGS))
         adopt(shell, parent=kernel, kernel=kernel, profile_dir=PREBUILT["profile_dir"],
               compiler_class=XCachingCompiler)
         # Its process's part undone: the zygote's own __main__ and atexit.
@@ -244,7 +246,7 @@ def plain_configuration(path, env):
                 return None
             if (d, name, text) != GLOVEBOX_CONFIG:
                 return None
-            config.HistoryManager.hist_file = ":memory:"
+            config.merge(Config(GLOVEBOX_SETTINGS))
         if "startup" not in present:
             continue
         try:
@@ -445,11 +447,8 @@ class KernelLoop:
 
     @staticmethod
     def _session(info):
-        """The zygote's Session, given this kernel's identity and key (a
-        new one if there is none)."""
-        session = PREBUILT.pop("session", None)
-        if session is None:
-            session = Session()
+        """The zygote's Session, given this kernel's identity and key."""
+        session = PREBUILT.pop("session")
         session.username = os.environ.get("USER", "username")
         session.session = str(uuid.uuid4())
         session.pid = os.getpid()
@@ -524,7 +523,7 @@ class KernelLoop:
             sys.path.insert(at, "")
         os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
         kernel = self.kernel
-        displayhook = PREBUILT.pop("displayhook", None) or ZMQDisplayHook(self.session, None)
+        displayhook = PREBUILT.pop("displayhook")
         displayhook.session, displayhook.pub_socket = self.session, self.iopub
         displayhook.get_execution_count = lambda: kernel.execution_count
         sys.displayhook = displayhook
@@ -825,18 +824,18 @@ class KernelLoop:
             pass
 
 
-def launcher_origin(env):
+def launcher_origin():
     """Where "-m ipykernel_launcher" finds its module: the zygote's (found
     once) unless a directory the kernel put before the zygote's path (the
     cwd, PYTHONPATH, the user's site-packages) holds one."""
-    known, zygote_path = PREBUILT.get("launcher"), PREBUILT.get("path", [])
+    zygote_path = PREBUILT["path"]
     n = len(zygote_path)
     at = next((i for i in range(len(sys.path) - n + 1) if sys.path[i:i + n] == zygote_path),
               None)
-    if known is not None and at is not None:
+    if at is not None:
         spec = importlib.machinery.PathFinder.find_spec("ipykernel_launcher", sys.path[:at])
         if spec is None:
-            return known
+            return PREBUILT["launcher"]
         if spec.origin not in (None, "namespace"):
             return spec.origin
     return importlib.util.find_spec("ipykernel_launcher").origin
@@ -851,6 +850,6 @@ def run(path, env, shell, adopt_here):
     prepared = plain_configuration(path, env)
     if prepared is None:
         return False
-    sys.argv[0] = launcher_origin(env)
+    sys.argv[0] = launcher_origin()
     KernelLoop(path, *prepared, shell, adopt_here).run()
     return True
