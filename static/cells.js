@@ -31,6 +31,11 @@ export function autosize (ta) {
   ta.style.height = `${ta.scrollHeight}px`;
 }
 
+// autosize, for an editor in sight (a hidden one measures 0).
+function refit (ta) {
+  if (ta.offsetParent !== null) autosize(ta);
+}
+
 // The <pre> under the textarea shows the same text, coloured.
 export function drawSource (cell) {
   const code = cell.input.value;
@@ -144,12 +149,21 @@ export function addCell (source, after, type) {
 // The selected cell; in edit mode its editor has the focus, in command
 // mode the cell itself (so the keys are commands).
 export function select (cell, mode) {
-  if (state.active && state.active !== cell) {
-    state.active.el.classList.remove('selected');
-    if (state.active.type === 'markdown' && state.active.editing) renderMarkdownCell(state.active);
+  const was = state.active;
+  if (was && was !== cell) {
+    was.el.classList.remove('selected');
+    if (was.type === 'markdown' && was.editing) renderMarkdownCell(was);
   }
   state.active = cell;
   cell.el.classList.add('selected');
+  // On a touch screen the tools come and go with the selection, and so does
+  // the editor's width. The resize observer alone can miss it: a width
+  // changed and changed back within one frame is never reported, and the
+  // editor would keep the height measured in between.
+  if (was !== cell) {
+    if (was) refit(was.input);
+    refit(cell.input);
+  }
   if (!mode) return;
   state.mode = mode;
   document.body.dataset.mode = mode;

@@ -882,8 +882,17 @@ test('phone width: a compact header, wrapped code, the first cell not scrolled s
   const sideways = await p.locator('textarea.source').first().evaluate((t) => [t.scrollLeft, t.scrollWidth - t.clientWidth])
   assert.deepEqual(sideways, [0, 0], 'no sideways scroll in the editor')
   // Every editor is as tall as its text, selected (tools shown) or not.
-  // A line that wraps only while the cell shows its tools (selected).
-  await run(`x = "${'y'.repeat(29)}"`, { p })
+  // A line that wraps only while the cell shows its tools (selected),
+  // typed and run within one task: the tools, and the editor's narrower
+  // width, come and go within one frame.
+  const n = await p.locator('.cell').count()
+  await p.locator('.cell').nth(n - 1).locator('textarea').evaluate((t, code) => {
+    t.focus()
+    t.value = code
+    t.dispatchEvent(new Event('input', { bubbles: true }))
+    t.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', shiftKey: true, bubbles: true, cancelable: true }))
+  }, `x = "${'y'.repeat(29)}"`)
+  await done(n - 1, p)
   // (The text's own height: that of the coloured copy's contents, plus the
   // editor's padding.)
   const fits = await p.locator('textarea.source').evaluateAll((all) => all.filter((t) => t.value).map((t) => {
