@@ -4,7 +4,8 @@ talked to over ZMQ directly (jupyter_client). Prints a Markdown table and
 writes it, with the raw numbers, to $GLOVEBOX_BUILD/bench/.
 
 usage: /usr/bin/python3 bench/compare.py [--quick] [--only NAME,...]
-  NAMES: start, e2b, roundtrip, stdout, png, concurrent, density, cpu, zygote
+  NAMES: defaults, kernelcpu, start, e2b, roundtrip, held, stdout, png, concurrent,
+         density, cpu, zygote
   --quick: fewer repetitions and a density of 60 (a smoke run)
 Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once;
 BENCH_ZYGOTE_DENSITY (default 300) zygote kernels with numpy, pandas and
@@ -198,6 +199,51 @@ def bench_roundtrip(n):
         f"{ms(p['js'][0])} / {ms(p['js'][1])}", f"{ms(p['floor'][0])} / {ms(p['floor'][1])}",
         ratio(p["gb"][0], p["js"][0]),
         f"Glovebox − floor = {(p['gb'][0] - p['floor'][0]) * 1000:+.2f} ms")
+
+
+
+def bench_roundtrip_held(held, n):
+    """The round trip of `pass` on one kernel, alone and with `held` idle
+    kernels beside it, Glovebox (zygote kernels, cheap to hold) and
+    Jupyter Server in one run: what each idle kernel costs the server's
+    turn of its loop."""
+    log(f"execute round trip beside {held} idle kernels")
+    res = {}
+    for key, make in (("gb", lambda: Glovebox("--zygote", ZYGOTE)), ("js", JupyterServer)):
+        server = make()
+        try:
+            ch = server.connect(server.start_kernel())
+            try:
+                for _ in range(20):
+                    ch.execute("pass")
+
+                def timed():
+                    times = []
+                    c0 = server.cpu_seconds()
+                    for _ in range(n):
+                        t0 = time.perf_counter()
+                        ch.execute("pass")
+                        times.append(time.perf_counter() - t0)
+                    return statistics.median(times), (server.cpu_seconds() - c0) / n
+
+                alone = timed()
+                kids, errors = hold(server, held)
+                if errors:
+                    raise RuntimeError(f"{server.name}: {len(errors)} kernels failed to start")
+                time.sleep(5)
+                res[key] = {"alone": alone, "held": timed()}
+            finally:
+                ch.close()
+        finally:
+            server.stop()
+    RAW["roundtrip_held"] = res
+    gb, js = res["gb"], res["js"]
+    row(f"execute round trip, `pass`, beside {held} idle kernels (p50; alone)",
+        f"{ms(gb['held'][0])}; {ms(gb['alone'][0])}", f"{ms(js['held'][0])}; {ms(js['alone'][0])}",
+        "", ratio(gb["held"][0], js["held"][0]),
+        f"server CPU per round trip beside them / alone: Glovebox "
+        f"{gb['held'][1] * 1e6:.0f} / {gb['alone'][1] * 1e6:.0f} µs, Jupyter Server "
+        f"{js['held'][1] * 1e6:.0f} / {js['alone'][1] * 1e6:.0f} µs (10 ms ticks)")
 
 
 # ---- 3. stdout throughput, 4. a 1 MB PNG ----------------------------------------
@@ -716,8 +762,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only",
-                    default="defaults,kernelcpu,start,e2b,roundtrip,stdout,png,concurrent,"
-                    "density,cpu,zygote")
+                    default="defaults,kernelcpu,start,e2b,roundtrip,held,stdout,png,"
+                    "concurrent,density,cpu,zygote")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -729,6 +775,7 @@ def main():
              ("start", lambda: bench_start(3 if q else 10)),
              ("e2b", lambda: bench_e2b(3 if q else 10)),
              ("roundtrip", lambda: bench_roundtrip(100 if q else 500)),
+             ("held", lambda: bench_roundtrip_held(20 if q else 100, 100 if q else 300)),
              ("stdout", lambda: bench_stdout(10 if q else 50, 1 if q else 3)),
              ("png", lambda: bench_png(5 if q else 30)),
              ("concurrent", lambda: bench_concurrent(10 if q else 50)),

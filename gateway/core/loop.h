@@ -1,6 +1,7 @@
 /* The gateway's one event loop: libwebsockets' poll loop, which also watches
  * the other file descriptors we care about (ZMQ sockets, the kernel-host
- * link, the signalfd) by adopting them as raw files, and runs timers. */
+ * link, the signalfd) through one epoll set of ours, adopted as a raw file,
+ * and runs timers. */
 #ifndef GLOVEBOX_LOOP_H
 #define GLOVEBOX_LOOP_H
 
