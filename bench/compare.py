@@ -201,7 +201,6 @@ def bench_roundtrip(n):
         f"Glovebox − floor = {(p['gb'][0] - p['floor'][0]) * 1000:+.2f} ms")
 
 
-
 def bench_roundtrip_held(held, n):
     """The round trip of `pass` on one kernel, alone and with `held` idle
     kernels beside it, Glovebox (zygote kernels, cheap to hold) and

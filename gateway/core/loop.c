@@ -68,14 +68,22 @@ static void update_events(struct loop_watch *w)
                 w->events = events;
 }
 
-/* Closes our duplicate, as poll's loop closed it on a hang-up: the owner
- * hears once more, to read its end, and releases the watch. */
-static void hang_up(struct loop_watch *w)
+/* Takes w's duplicate out of the set and closes it: w is called no more. */
+static void stop_watching(struct loop_watch *w)
 {
+        if (w->fd < 0)
+                return;
         if (epoll_fd >= 0)
                 epoll_ctl(epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
         close(w->fd);
         w->fd = -1;
+}
+
+/* Closes our duplicate, as poll's loop closed it on a hang-up: the owner
+ * hears once more, to read its end, and releases the watch. */
+static void hang_up(struct loop_watch *w)
+{
+        stop_watching(w);
         if (w->fn)
                 w->fn(w->arg);
 }
@@ -99,7 +107,8 @@ static void dispatch(void)
                 }
                 if ((e & EPOLLIN) && !w->paused && w->fn)
                         w->fn(w->arg);
-                if ((e & (EPOLLHUP | EPOLLERR)) && w->fd >= 0 && (w->fn || w->on_write))
+                /* (An unwatched one's descriptor is closed: -1.) */
+                if ((e & (EPOLLHUP | EPOLLERR)) && w->fd >= 0)
                         hang_up(w);
         }
         if (--dispatching == 0) {
@@ -220,12 +229,7 @@ void loop_unwatch(struct loop_watch **wp)
         if (!w)
                 return;
         *wp = NULL;
-        if (w->fd >= 0) {
-                if (epoll_fd >= 0)
-                        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, w->fd, NULL);
-                close(w->fd);
-                w->fd = -1;
-        }
+        stop_watching(w);
         w->fn = NULL;
         w->on_write = NULL;
         w->arg = NULL;
