@@ -674,6 +674,8 @@ int main(int argc, char **argv)
                 snprintf(dir, sizeof(dir), "%s/checkpoints", gw.cfg.state_dir);
                 host_set_checkpoints_dir(dir, gw.cfg.criu, (int)gw.cfg.pause_compress_after);
         }
+        if (strcmp(gw.cfg.sandbox, "full") == 0)
+                host_set_sandbox_stock((int)gw.cfg.sandbox_stock);
         if (resuming)
                 host_set_zygotes(gw.cfg.zygote);
         /* Before any thread or ZMQ context exists. */

@@ -477,6 +477,41 @@ int cgroup_relimit(const struct kernel_cgroup *cg, const struct hostmsg_limits *
         return rc;
 }
 
+int cgroup_rename(struct kernel_cgroup *cg, const char *name)
+{
+        char renamed[CGROUP_CONTROLLERS][PATH_MAX];
+        unsigned done = 0;
+        int rc = 0;
+
+        for (; rc == 0 && done < cg->ndirs; done++) {
+                const char *slash = strrchr(cg->dirs[done], '/');
+
+                renamed[done][0] = '\0';
+                if (!cg->dirs[done][0] || !slash)
+                        continue;
+                if ((size_t)snprintf(renamed[done], sizeof(renamed[done]), "%.*s/%s",
+                                     (int)(slash - cg->dirs[done]), cg->dirs[done],
+                                     name) >= sizeof(renamed[done]))
+                        rc = -ENAMETOOLONG;
+                else if (rename(cg->dirs[done], renamed[done]) < 0)
+                        rc = -errno;
+                if (rc < 0)
+                        break;
+        }
+        if (rc < 0) {
+                while (done-- > 0) {
+                        if (renamed[done][0])
+                                rename(renamed[done], cg->dirs[done]);
+                }
+                return rc;
+        }
+        for (unsigned i = 0; i < cg->ndirs; i++) {
+                if (renamed[i][0])
+                        memcpy(cg->dirs[i], renamed[i], sizeof(cg->dirs[i]));
+        }
+        return 0;
+}
+
 int cgroup_set_background(const struct kernel_cgroup *cg, bool background)
 {
         for (unsigned i = 0; i < nhierarchies && i < cg->ndirs; i++) {

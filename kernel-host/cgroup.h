@@ -27,6 +27,11 @@ struct kernel_cgroup {
         bool oom_groups; /* cgroup_hand_down done: children get memory.oom.group */
 };
 
+/* Renames cg's directories to name, beside where they are (a sandbox made
+ * ahead takes its request's id: the gateway finds a sandbox's group by
+ * it). All or none: 0, or -errno with cg as it was. */
+int cgroup_rename(struct kernel_cgroup *cg, const char *name);
+
 /* Gives cg the least CPU weight beside its siblings (background: only
  * what they leave) or the usual one. 0 (also without a CPU controller),
  * or -errno. */

@@ -24,6 +24,7 @@
 #include "kernel-host/sandbox.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/spawn.h"
+#include "kernel-host/stock.h"
 #include "kernel-host/zygote.h"
 #include "protocol/fleetid.h"
 #include "protocol/hostmsg.h"
@@ -282,6 +283,7 @@ static void handle_link(void)
                         host.stopping = 1;
                         return;
                 }
+                stock_busy();
                 if (rc < 0) {
                         log_error("malformed message from the gateway dropped");
                         continue;
@@ -338,7 +340,7 @@ static void handle_signals(void)
         }
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
                 if (!ports_reaped(host.link, pid, status) && !zygote_reaped(pid, status) &&
-                    !checkpoint_reaped(pid, status, host.link, report))
+                    !stock_reaped(pid) && !checkpoint_reaped(pid, status, host.link, report))
                         spawn_reap(pid, status, report);
         }
 }
@@ -351,6 +353,7 @@ static void usage(void)
                         "                            [--zygote NAME:MODULE,...]...\n"
                         "                            [--checkpoints-dir DIR] [--criu PATH]\n"
                         "                            [--compress-after SECONDS]\n"
+                        "                            [--sandbox-stock N]\n"
                         "       glovebox-kernel-host --print-seccomp\n"
                         "Started by glovebox; not meant to be run by hand. --print-seccomp\n"
                         "prints the kernels' seccomp filter as pseudo-filter code.\n");
@@ -365,6 +368,7 @@ int main(int argc, char **argv)
         const char *checkpoints_dir = NULL;
         const char *criu = "criu";
         int compress_after = 60;
+        long sandbox_stock = 0;
         const char *zygote_specs[8];
         size_t nzygote_specs = 0;
         char reason[HOSTMSG_ERROR_SIZE];
@@ -408,6 +412,15 @@ int main(int argc, char **argv)
                                 return 2;
                         }
                         compress_after = (int)seconds;
+                } else if (strcmp(argv[i], "--sandbox-stock") == 0 && i + 1 < argc) {
+                        char *end;
+
+                        sandbox_stock = strtol(argv[++i], &end, 10);
+                        if (end == argv[i] || *end || sandbox_stock < 0 ||
+                            sandbox_stock > STOCK_MAX) {
+                                usage();
+                                return 2;
+                        }
                 } else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc &&
                            nzygote_specs < sizeof(zygote_specs) / sizeof(zygote_specs[0])) {
                         zygote_specs[nzygote_specs++] = argv[++i];
@@ -445,6 +458,7 @@ int main(int argc, char **argv)
                 host.stopping = 1;
         if (spawn_init(runtime_dir) < 0)
                 return 1;
+        stock_init((unsigned)sandbox_stock);
         cgroup_init();
         /* Asked for and not possible: no sandbox would have the home the
          * operator chose, so none is made at all (no hello: the gateway
@@ -481,7 +495,7 @@ int main(int argc, char **argv)
                                                      {sandbox_exits_fd(), POLLIN, 0}};
                 size_t nfds = 3 + zygote_output_fds(fds + 3, ZYGOTE_MAX);
 
-                if (poll(fds, nfds, -1) < 0) {
+                if (poll(fds, nfds, stock_due_ms()) < 0) {
                         if (errno == EINTR)
                                 continue;
                         log_error("poll: %s", strerror(errno));
@@ -499,11 +513,14 @@ int main(int argc, char **argv)
                         handle_link();
                 else if (fds[0].revents & (POLLHUP | POLLERR))
                         host.stopping = 1;
+                if (!host.stopping)
+                        stock_fill();
         }
         rc = 0;
 out:
         checkpoint_compact_stop();
         zygote_stop_all();
+        stock_stop_all();
         spawn_stop_all(report);
         cgroup_shutdown();
         leftovers_record_remove();

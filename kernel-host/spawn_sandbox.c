@@ -4,6 +4,7 @@
 
 #include "kernel-host/spawn.h"
 #include "kernel-host/spawn_internal.h"
+#include "kernel-host/stock.h"
 #include "kernel-host/tcp_bridge.h"
 #include "kernel-host/homedisk.h"
 #include "kernel-host/layers.h"
@@ -207,22 +208,20 @@ static int open_mounts(struct box *b, const struct hostmsg_sandbox *req,
         return 0;
 }
 
-int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
-                         int *root_fd, struct hostmsg_failed *fail)
+int spawn_box_make(const struct hostmsg_sandbox *req, const char *id, struct box **out,
+                   struct hostmsg_failed *fail)
 {
         struct sandbox_ids ids = {.user_uid = getuid(), .user_gid = getgid()};
         char root[PATH_MAX + 16], path[PATH_MAX + 32];
         char resolv[64] = "";
+        struct overlay_fds mounts;
         struct box *b;
         int rc;
 
-        if (spawn_box_find(req->sandbox_id) || spawn_proc_find(req->sandbox_id)) {
-                spawn_fail_set(fail, req->sandbox_id, "register", EEXIST, NULL);
-                return -EEXIST;
-        }
+        *out = NULL;
         b = calloc(1, sizeof(*b));
         if (!b) {
-                spawn_fail_set(fail, req->sandbox_id, "register", ENOMEM, NULL);
+                spawn_fail_set(fail, id, "register", ENOMEM, NULL);
                 return -ENOMEM;
         }
         b->slot = -1;
@@ -231,7 +230,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
         b->sandboxed = req->sandbox;
         b->templated = req->template_root[0] != '\0';
         snprintf(b->template_root, sizeof(b->template_root), "%s", req->template_root);
-        snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
+        snprintf(b->id, sizeof(b->id), "%s", id);
         /* Short names keep socket paths far below their 108-byte limit. */
         snprintf(b->run_dir, sizeof(b->run_dir), "%s/s%u", runtime, next_box++);
         snprintf(b->ipc_dir, sizeof(b->ipc_dir), "%s/" IPC_DIR, b->run_dir);
@@ -278,46 +277,7 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 if (rc < 0)
                         goto fail;
         }
-        if (b->sandboxed) {
-                struct overlay_fds mounts;
-
-                rc = open_mounts(b, req, &ids, &mounts, fail);
-                if (rc == 0)
-                        rc = sandbox_create(
-                            root, b->id, &req->limits, req->ro_paths, req->template_root,
-                            req->network.enabled ? resolv : NULL, &mounts, &ids, &b->sandbox, fail);
-                close_mounts(&mounts);
-                snprintf(fail->id, sizeof(fail->id), "%s", b->id);
-                if (rc < 0)
-                        goto fail;
-                b->init_alive = true;
-                b->checkpointable = ids.privileged && overlay_available() && !req->build_layer[0];
-                if (req->layers && req->layers[0] && jp_strv_dup(req->layers, &b->layers) < 0)
-                        b->checkpointable = false;
-                b->disk_home = homedisk_enabled() && ids.privileged;
-                if (req->volumes && req->volumes[0] && jp_strv_dup(req->volumes, &b->volumes) < 0)
-                        b->checkpointable = false; /* out of memory: it runs, never paused whole */
-                if (req->network.enabled) {
-                        rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
-                                        b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
-                        snprintf(fail->id, sizeof(fail->id), "%s", b->id);
-                        /* Kept for a checkpoint, whose restore gives it again. */
-                        b->network = rc == 0 ? hostmsg_network_encode(&req->network) : NULL;
-                        if (rc == 0 && !b->network)
-                                rc = -ENOMEM;
-                        if (rc < 0) {
-                                int status;
-
-                                sandbox_kill(&b->sandbox);
-                                waitpid(b->sandbox.init_pid, &status, 0);
-                                sandbox_destroy(&b->sandbox);
-                                goto fail;
-                        }
-                }
-                snprintf(ready->root, sizeof(ready->root), "/proc/%d/root",
-                         (int)b->sandbox.init_pid);
-                *root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
-        } else {
+        if (!b->sandboxed) {
                 snprintf(path, sizeof(path), "%s/home", root);
                 if (mkdir(path, 0755) < 0 ||
                     (snprintf(path, sizeof(path), "%s" ROOTFS_HOME, root), mkdir(path, 0700) < 0)) {
@@ -325,32 +285,56 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                         spawn_fail_set(fail, b->id, "home-dir", errno, NULL);
                         goto fail;
                 }
-                snprintf(ready->root, sizeof(ready->root), "%s", root);
-                *root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                *out = b;
+                return 0;
         }
-        if (*root_fd < 0) {
-                rc = -errno;
-                spawn_fail_set(fail, b->id, "open root", errno, NULL);
-                if (b->sandboxed) {
-                        int status;
-
-                        sandbox_kill(&b->sandbox);
-                        waitpid(b->sandbox.init_pid, &status, 0);
-                        sandbox_destroy(&b->sandbox);
-                }
+        rc = open_mounts(b, req, &ids, &mounts, fail);
+        if (rc == 0)
+                rc = sandbox_create(root, b->id, &req->limits, req->ro_paths, req->template_root,
+                                    req->network.enabled ? resolv : NULL, &mounts, &ids,
+                                    &b->sandbox, fail);
+        close_mounts(&mounts);
+        snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+        if (rc < 0)
                 goto fail;
+        b->init_alive = true;
+        b->checkpointable = ids.privileged && overlay_available() && !req->build_layer[0];
+        if (req->layers && req->layers[0] && jp_strv_dup(req->layers, &b->layers) < 0)
+                b->checkpointable = false;
+        b->disk_home = homedisk_enabled() && ids.privileged;
+        if (req->volumes && req->volumes[0] && jp_strv_dup(req->volumes, &b->volumes) < 0)
+                b->checkpointable = false; /* out of memory: it runs, never paused whole */
+        if (req->network.enabled) {
+                rc = net_attach(&b->net, &req->network, b->sandbox.init_pid,
+                                b->sandbox.ns_fds[SANDBOX_NS_NET], fail);
+                snprintf(fail->id, sizeof(fail->id), "%s", b->id);
+                /* Kept for a checkpoint, whose restore gives it again. */
+                b->network = rc == 0 ? hostmsg_network_encode(&req->network) : NULL;
+                if (rc == 0 && !b->network)
+                        rc = -ENOMEM;
+                if (rc < 0) {
+                        spawn_box_unmake(b, false);
+                        return rc;
+                }
         }
-        snprintf(ready->sandbox_id, sizeof(ready->sandbox_id), "%s", b->id);
-        ready->init_pid = b->sandboxed ? b->sandbox.init_pid : 0;
-        ready->user_uid = ids.user_uid;
-        ready->user_gid = ids.user_gid;
-        /* Only a privileged kernel-host maps a root into the sandbox. */
-        ready->has_root = b->sandboxed && ids.privileged;
-        ready->root_uid = ready->has_root ? ids.setup_uid : 0;
-        ready->root_gid = ready->has_root ? ids.setup_gid : 0;
-        spawn_box_add(b);
+        *out = b;
         return 0;
 fail:
+        spawn_box_unmake(b, false);
+        return rc;
+}
+
+void spawn_box_unmake(struct box *b, bool reaped)
+{
+        if (b->sandboxed && b->init_alive) {
+                int status;
+
+                if (!reaped) {
+                        sandbox_kill(&b->sandbox);
+                        waitpid(b->sandbox.init_pid, &status, 0);
+                }
+                sandbox_destroy(&b->sandbox);
+        }
         /* A build that never started leaves no layer. */
         if (b->build_layer[0])
                 layers_delete(b->build_layer);
@@ -363,7 +347,51 @@ fail:
         remove_run_dir(b->run_dir);
         slot_release(b->slot);
         free(b);
-        return rc;
+}
+
+int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
+                         int *root_fd, struct hostmsg_failed *fail)
+{
+        struct sandbox_ids ids = {.user_uid = getuid(), .user_gid = getgid()};
+        struct box *b;
+        int rc;
+
+        if (spawn_box_find(req->sandbox_id) || spawn_proc_find(req->sandbox_id)) {
+                spawn_fail_set(fail, req->sandbox_id, "register", EEXIST, NULL);
+                return -EEXIST;
+        }
+        b = stock_claim(req);
+        if (!b) {
+                rc = spawn_box_make(req, req->sandbox_id, &b, fail);
+                if (rc < 0)
+                        return rc;
+        }
+        if (b->sandboxed) {
+                snprintf(ready->root, sizeof(ready->root), "/proc/%d/root",
+                         (int)b->sandbox.init_pid);
+                *root_fd = fcntl(b->sandbox.root_fd, F_DUPFD_CLOEXEC, 3);
+        } else {
+                snprintf(ready->root, sizeof(ready->root), "%s/" ROOT_DIR, b->run_dir);
+                *root_fd = open(ready->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        if (*root_fd < 0) {
+                rc = -errno;
+                spawn_fail_set(fail, b->id, "open root", errno, NULL);
+                spawn_box_unmake(b, false);
+                return rc;
+        }
+        if (b->sandboxed)
+                ids = b->sandbox.ids;
+        snprintf(ready->sandbox_id, sizeof(ready->sandbox_id), "%s", b->id);
+        ready->init_pid = b->sandboxed ? b->sandbox.init_pid : 0;
+        ready->user_uid = ids.user_uid;
+        ready->user_gid = ids.user_gid;
+        /* Only a privileged kernel-host maps a root into the sandbox. */
+        ready->has_root = b->sandboxed && ids.privileged;
+        ready->root_uid = ready->has_root ? ids.setup_uid : 0;
+        ready->root_gid = ready->has_root ? ids.setup_gid : 0;
+        spawn_box_add(b);
+        return 0;
 }
 
 int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail)

@@ -55,6 +55,7 @@ struct config {
         int64_t volume_size_mb;         /* one volume's image */
         int64_t pause_quota_mb;         /* per tenant, of paused archives */
         int64_t pause_compress_after;   /* s before a checkpoint is compressed; -1 never */
+        int64_t sandbox_stock;          /* sandboxes the kernel-host makes ahead */
         int64_t volume_quota_mb;        /* per tenant, of volumes' sizes */
         int64_t template_quota_mb;      /* a tenant's built templates on disk */
         int64_t template_upload_max_mb; /* a tenant's uploaded files to copy */

@@ -46,6 +46,7 @@ static struct {
         char checkpoints_dir[PATH_MAX]; /* "": no memory checkpoints */
         char criu[PATH_MAX];            /* --criu */
         char compress_after[16];        /* --pause-compress-after, as --compress-after */
+        char sandbox_stock[16];         /* --sandbox-stock; "": none */
         char *const *zygotes;           /* --zygote entries, the configuration's */
         int max_restarts;               /* replacements allowed after a kernel-host died */
         int restarts;
@@ -83,9 +84,9 @@ static int start_process(void)
 {
         /* The program, --runtime-dir and --log-level with their values,
          * --home-disk-dir, --layers-dir, --volumes-dir, --checkpoints-dir,
-         * --criu and --compress-after with theirs, two words per zygote,
-         * the end. */
-        char *argv[17 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
+         * --criu, --compress-after and --sandbox-stock with theirs, two
+         * words per zygote, the end. */
+        char *argv[19 + 2 * HOST_MAX_ZYGOTES + 1] = {spawn_args.program, (char *)"--runtime-dir",
                                                      spawn_args.runtime_dir, (char *)"--log-level",
                                                      spawn_args.log_level};
         size_t argc = 5;
@@ -121,6 +122,10 @@ static int start_process(void)
         if (spawn_args.compress_after[0]) {
                 argv[argc++] = (char *)"--compress-after";
                 argv[argc++] = spawn_args.compress_after;
+        }
+        if (spawn_args.sandbox_stock[0]) {
+                argv[argc++] = (char *)"--sandbox-stock";
+                argv[argc++] = spawn_args.sandbox_stock;
         }
         for (size_t i = 0; spawn_args.zygotes && spawn_args.zygotes[i] && i < HOST_MAX_ZYGOTES;
              i++) {
@@ -195,6 +200,14 @@ void host_set_checkpoints_dir(const char *dir, const char *criu, int compress_af
         snprintf(spawn_args.criu, sizeof(spawn_args.criu), "%s", criu ? criu : "");
         snprintf(spawn_args.compress_after, sizeof(spawn_args.compress_after), "%d",
                  compress_after);
+}
+
+void host_set_sandbox_stock(int n)
+{
+        if (n > 0)
+                snprintf(spawn_args.sandbox_stock, sizeof(spawn_args.sandbox_stock), "%d", n);
+        else
+                spawn_args.sandbox_stock[0] = '\0';
 }
 
 /* The kernel-host's first message says which limits it can enforce; every

@@ -117,6 +117,8 @@ void host_set_checkpoints(bool on, const char *why);
  * never), for every kernel-host started after this; "" or NULL: none,
  * the default. */
 void host_set_checkpoints_dir(const char *dir, const char *criu, int compress_after);
+/* How many sandboxes the kernel-host keeps made ahead (--sandbox-stock). */
+void host_set_sandbox_stock(int n);
 /* error 0 once the checkpoint is whole on disk, with what it took there
  * as dumped (bytes; 0 when the kernel-host did not say), else an errno
  * and why. */

@@ -16,8 +16,20 @@ SANDBOX_ID_BASE = 1000000
 SLOTS = 32768
 
 
-def sandbox_inits(host_pid):
+def all_inits(host_pid):
+    """The inits of host_pid's sandboxes, those made ahead (--sandbox-stock)
+    included."""
     return [p for p in children(host_pid) if cmdline(p).startswith(b"glovebox-init")]
+
+
+def sandbox_inits(host_pid):
+    """The inits of host_pid's sandboxes in use: each holds a process."""
+    return [p for p in all_inits(host_pid) if children(p)]
+
+
+def stock_inits(host_pid):
+    """The inits of the sandboxes host_pid has made ahead: nothing in them."""
+    return [p for p in all_inits(host_pid) if not children(p)]
 
 
 def runtime_dir(host_pid):
@@ -134,6 +146,7 @@ def test_killed_kernel_host_is_replaced():
                                              "silent": False})
         wait_for(lambda: gw.request("GET", f"/api/kernels/{kid}")[1]["execution_state"] == "busy",
                  30, "the kernel is busy")
+        killed_at = time.time_ns()
         os.kill(host, signal.SIGKILL)
         # The client hears its cell end, the kernel die and come back.
         states, answers = until_idle_after_restart(ch, msg_id)
@@ -154,8 +167,12 @@ def test_killed_kernel_host_is_replaced():
             "False"
         other = gw.start_kernel()
         assert gw.request("GET", f"/api/kernels/{other}")[0] == 200
-        assert sorted(os.listdir(runtime)) == [".lock", "host-%d" % new_host, "s0", "s1"], \
-            os.listdir(runtime)
+        # The sandboxes' directories (sN, some made ahead) are the new
+        # kernel-host's alone: made since the old one was killed.
+        now = {d: os.stat(os.path.join(runtime, d)).st_ctime_ns for d in os.listdir(runtime)}
+        sandbox_dirs = {d for d in now if re.fullmatch(r"s\d+", d)}
+        assert set(now) - {".lock", "host-%d" % new_host} == sandbox_dirs, now
+        assert all(now[d] > killed_at for d in sandbox_dirs), (now, killed_at)
         log = gw.read_log()
         assert "started a new kernel-host" in log
         assert len(re.findall(rf"\[{kid[:8]}\] restarting automatically", log)) == 1, log

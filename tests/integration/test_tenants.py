@@ -582,9 +582,11 @@ def test_another_tenants_starting_kernel_is_unknown_on_ports(tenants):
     an admin is told it is starting."""
     gw, k = tenants, tenants.keys
     started = {}
-    # (env: not the pooled kernel, which would be ready at once)
+    # (env: not the pooled kernel, and another disk: not a sandbox made
+    # ahead, either of which would be ready at once)
     starter = threading.Thread(target=lambda: started.update(
-        id=start_as(gw, k["bob"], name="python3", env={"X": "starting"})))
+        id=start_as(gw, k["bob"], name="python3", env={"X": "starting"},
+                    limits={"disk_mb": 512})))
     starter.start()
     alice, ops = [], []
     try:

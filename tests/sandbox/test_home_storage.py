@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import run, start_gateway, value
+from test_host_faults import stock_inits, wait_for
 # The escape battery's /home/user checks, run again here against a gateway
 # whose homes are disks (pytest collects them in this module, with its
 # gateway fixture).
@@ -260,8 +261,9 @@ def test_e2b_file_metadata_on_a_disk_home(gateway):
 
 
 def test_nothing_left_on_the_host_after_the_sandbox():
-    # A gateway of its own: no other test's sandbox is ending meanwhile.
-    d = DiskGateway("disk")
+    # A gateway of its own: no other test's sandbox is ending meanwhile, and
+    # none made ahead (each would hold an image of its own: the next test).
+    d = DiskGateway("disk", "--sandbox-stock", "0")
     homes = os.path.join(d.state, "homes")
     try:
         kid = d.gw.start_kernel()
@@ -289,13 +291,15 @@ def test_a_killed_kernel_host_leaves_no_image():
     # init's parent-death signal), and with them their homes' images,
     # which never had a name.
     # (No automatic restart: its kernel's new sandbox would get a new image.)
-    d = DiskGateway("disk", "--no-autorestart")
+    # Sandboxes made ahead have their homes' images too: theirs go as well.
+    d = DiskGateway("disk", "--no-autorestart", "--sandbox-stock", "2")
     homes = os.path.join(d.state, "homes")
     try:
         kid = d.gw.start_kernel()
         run(d.gw, kid, "open('/home/user/data', 'wb').write(b'z' * 2**20)")
+        wait_for(lambda: len(stock_inits(d.host_pid())) == 2, 30, "2 sandboxes made ahead")
         old = [b for b in backing_files() if b.startswith(homes + "/")]
-        assert len(old) == 1, old
+        assert len(old) == 3, old
         os.kill(d.host_pid(), 9)
         deadline = time.monotonic() + 20
         left = old

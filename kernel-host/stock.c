@@ -1,0 +1,211 @@
+/* Sandboxes made ahead (stock.h). */
+#include "autoconf.h"
+
+#include "kernel-host/stock.h"
+#include "kernel-host/cgroup.h"
+#include "kernel-host/spawn_internal.h"
+#include "protocol/kernelspec.h"
+#include "protocol/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* After the link's last message, so that a burst of requests is served
+ * first and none waits behind a sandbox made ahead. */
+#define QUIET_MS 50
+/* After a sandbox made ahead failed: doubled each time, up to a minute. */
+#define RETRY_FIRST_MS 1000
+#define RETRY_MAX_MS   60000
+
+static struct {
+        unsigned want;
+        struct box *ready[STOCK_MAX]; /* oldest first */
+        unsigned n;
+        /* The shape of the last plain request, when shaped: its limits
+         * (the disk's is the shape's, the others are a claim's own) and
+         * read-only paths (NULL: none). */
+        bool shaped;
+        struct hostmsg_limits limits;
+        char **ro_paths;
+        unsigned made;     /* names them: stock-1, stock-2... */
+        uint64_t due_ms;   /* the next may be made from then */
+        unsigned failures; /* in a row */
+} stock;
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void stock_init(unsigned n)
+{
+        stock.want = n < STOCK_MAX ? n : STOCK_MAX;
+}
+
+/* A request whose sandbox could come from the stock: the host's form, as
+ * root, with nothing of its own mounted and no network. */
+static bool plain(const struct hostmsg_sandbox *req)
+{
+        return req->sandbox && geteuid() == 0 && !req->template_root[0] &&
+               !(req->layers && req->layers[0]) && !req->build_layer[0] &&
+               !(req->volumes && req->volumes[0]) && !req->network.enabled;
+}
+
+static bool same_paths(char *const *a, char *const *b)
+{
+        size_t i = 0;
+
+        for (; a && b && a[i] && b[i]; i++) {
+                if (strcmp(a[i], b[i]) != 0)
+                        return false;
+        }
+        return !(a && a[i]) && !(b && b[i]);
+}
+
+static void drop_all(void)
+{
+        while (stock.n > 0)
+                spawn_box_unmake(stock.ready[--stock.n], false);
+}
+
+/* req's shape is the one made ahead from now on; those of another go. */
+static void reshape(const struct hostmsg_sandbox *req)
+{
+        char **paths = NULL;
+
+        if (stock.shaped && stock.limits.disk_mb == req->limits.disk_mb &&
+            same_paths(stock.ro_paths, req->ro_paths))
+                return;
+        drop_all();
+        jp_strv_free(stock.ro_paths);
+        stock.ro_paths = NULL;
+        stock.shaped = false;
+        if (req->ro_paths && jp_strv_dup(req->ro_paths, &paths) < 0)
+                return;
+        stock.ro_paths = paths;
+        stock.limits = req->limits;
+        stock.shaped = true;
+        stock.failures = 0;
+}
+
+struct box *stock_claim(const struct hostmsg_sandbox *req)
+{
+        char err[HOSTMSG_ERROR_SIZE];
+        struct box *b;
+        int rc;
+
+        if (!stock.want || !plain(req))
+                return NULL;
+        reshape(req);
+        while (stock.n > 0) {
+                b = stock.ready[0];
+                memmove(stock.ready, stock.ready + 1, --stock.n * sizeof(stock.ready[0]));
+                if (sandbox_dying(&b->sandbox)) {
+                        spawn_box_unmake(b, false);
+                        continue;
+                }
+                /* It holds next to nothing: what fails to fit here would
+                 * not fit a new one either, which says why. */
+                if (cgroup_relimit(&b->sandbox.cgroup, &req->limits, err, sizeof(err)) < 0) {
+                        log_debug("a sandbox made ahead does not take the limits asked: %s", err);
+                        stock.ready[stock.n++] = b;
+                        return NULL;
+                }
+                /* Named as every sandbox's group is, after its id. */
+                rc = cgroup_rename(&b->sandbox.cgroup, req->sandbox_id);
+                if (rc < 0) {
+                        log_warn("a sandbox made ahead is removed: %s (its group's rename)",
+                                 strerror(-rc));
+                        spawn_box_unmake(b, false);
+                        continue;
+                }
+                cgroup_set_background(&b->sandbox.cgroup, false);
+                b->sandbox.limits = req->limits;
+                snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
+                return b;
+        }
+        return NULL;
+}
+
+int stock_due_ms(void)
+{
+        uint64_t now;
+
+        if (!stock.shaped || stock.n >= stock.want)
+                return -1;
+        now = now_ms();
+        return stock.due_ms <= now ? 0 : (int)(stock.due_ms - now);
+}
+
+void stock_busy(void)
+{
+        uint64_t quiet = now_ms() + QUIET_MS;
+
+        if (stock.due_ms < quiet)
+                stock.due_ms = quiet;
+}
+
+void stock_fill(void)
+{
+        struct hostmsg_sandbox shape = {.sandbox = true};
+        struct hostmsg_failed fail = {0};
+        char id[JP_UUID_SIZE];
+        struct box *b;
+        unsigned delay;
+
+        if (stock_due_ms() != 0)
+                return;
+        shape.limits = stock.limits;
+        shape.ro_paths = stock.ro_paths;
+        snprintf(id, sizeof(id), "stock-%u", ++stock.made);
+        if (spawn_box_make(&shape, id, &b, &fail) < 0) {
+                delay = RETRY_FIRST_MS << (stock.failures < 6 ? stock.failures : 6);
+                delay = delay < RETRY_MAX_MS ? delay : RETRY_MAX_MS;
+                if (stock.failures++ == 0)
+                        log_warn("a sandbox made ahead failed: %s; tried again in %u s, and "
+                                 "each request makes its own meanwhile",
+                                 fail.message, delay / 1000);
+                stock.due_ms = now_ms() + delay;
+                return;
+        }
+        stock.failures = 0;
+        /* Idle until claimed: no CPU taken from what runs. */
+        cgroup_set_background(&b->sandbox.cgroup, true);
+        stock.ready[stock.n++] = b;
+}
+
+bool stock_reaped(pid_t pid)
+{
+        for (unsigned i = 0; i < stock.n; i++) {
+                struct box *b = stock.ready[i];
+
+                if (b->sandbox.init_pid != pid)
+                        continue;
+                log_warn("a sandbox made ahead ended (its init, pid %d, died); another is made",
+                         (int)pid);
+                memmove(stock.ready + i, stock.ready + i + 1,
+                        (--stock.n - i) * sizeof(stock.ready[0]));
+                spawn_box_unmake(b, true);
+                return true;
+        }
+        return false;
+}
+
+void stock_stop_all(void)
+{
+        drop_all();
+        jp_strv_free(stock.ro_paths);
+        stock.ro_paths = NULL;
+        stock.shaped = false;
+}
+
+unsigned stock_count(void)
+{
+        return stock.n;
+}

@@ -1,0 +1,170 @@
+"""Sandboxes made ahead (docs/performance.md#sandboxes-made-ahead): as root,
+once a request of the host's form has been served, the kernel-host keeps
+--sandbox-stock sandboxes of its shape made ahead, idle at the least CPU
+weight; the next such request claims one, which gets the request's own
+limits and the usual weight. Real gateway, kernel-host, sandboxes and
+kernels; each sandbox is told by its init's host pid."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run, start_gateway, value
+from gbclient import host_limits, kernel_host
+from test_host_faults import alive, stock_inits, wait_for
+from test_pause_memory import confinement
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes are made ahead as root")
+
+LIMITS = {"memory_mb": 300, "pids": 77, "cpus": 0.5}
+
+
+def kernel_pid(gw, kid):
+    """The kernel's host pid, found by the host uid its sandbox maps 1000 to."""
+    uid_map = value(gw, kid, "open('/proc/self/uid_map').read().split()")
+    host_uid = uid_map[uid_map.index("1000") + 1]
+    pids = subprocess.run(["pgrep", "-u", host_uid, "-f", "ipykernel"], capture_output=True,
+                          text=True).stdout.split()
+    assert len(pids) == 1, pids
+    return int(pids[0])
+
+
+def init_of(gw, kid):
+    """The host pid of the kernel's sandbox's init: its parent."""
+    with open(f"/proc/{kernel_pid(gw, kid)}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def cpu_weight(pid):
+    """pid's cgroup's CPU weight, as cgroup v2 (cpu.weight) or v1
+    (cpu.shares) says it; the sandbox's group for a kernel, whose own is
+    below it."""
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, ctrls, path = line.strip().split(":", 2)
+        group = os.path.dirname(path) if os.path.basename(path).startswith("p-") else path
+        if not ctrls and os.path.exists(f"/sys/fs/cgroup{group}/cpu.weight"):
+            return "weight", open(f"/sys/fs/cgroup{group}/cpu.weight").read().strip()
+        if "cpu" in ctrls.split(","):
+            for base in (f"/sys/fs/cgroup/{ctrls}", "/sys/fs/cgroup/cpu"):
+                if os.path.exists(f"{base}{group}/cpu.shares"):
+                    return "shares", open(f"{base}{group}/cpu.shares").read().strip()
+    pytest.fail(f"no CPU weight for {pid}")
+
+
+def uptime():
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
+def started_at(pid):
+    """When pid started, in seconds since boot (as /proc/uptime counts)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def full_stock(host, n):
+    return wait_for(lambda: len(stock_inits(host)) == n and stock_inits(host), 30,
+                    f"{n} sandboxes made ahead")
+
+
+def test_a_request_claims_a_sandbox_made_ahead_with_its_own_limits():
+    gw = start_gateway("--sandbox-stock", "2")
+    try:
+        host = kernel_host(gw)
+        # None before the first request: it gives the stock its shape.
+        time.sleep(0.3)
+        assert stock_inits(host) == []
+        first = gw.start_kernel()
+        assert value(gw, first, "1 + 1") == 2
+        ready = full_stock(host, 2)
+        # Idle: the least weight.
+        assert cpu_weight(ready[0]) in (("weight", "1"), ("shares", "2")), cpu_weight(ready[0])
+        time.sleep(0.05)
+        asked = uptime()
+        kid = gw.start_kernel(name="python3", limits=LIMITS)
+        init = init_of(gw, kid)
+        # One made ahead, before the request, not one made for it.
+        assert init in ready and started_at(init) < asked, (init, ready)
+        # With the request's limits and the usual weight.
+        assert host_limits(confinement(gw, kid)["uid_map"]) == {
+            "memory": str(300 << 20), "pids": "77", "cpu": "50000"}
+        assert cpu_weight(kernel_pid(gw, kid)) in (("weight", "100"), ("shares", "1024"))
+        # Its group is named after its sandbox, as any: the gateway finds it.
+        status, metrics, _ = gw.request("GET", f"/api/kernels/{kid}/metrics")
+        assert status == 200 and metrics["memUsed"] > 10 << 20, metrics
+        # The limits hold, not only read back: past its pids limit a fork fails.
+        reply, out, _ = run(gw, kid, (
+            "import os, time\nkids = []\n"
+            "try:\n    for _ in range(200):\n        pid = os.fork()\n"
+            "        if pid == 0:\n            time.sleep(30); os._exit(0)\n"
+            "        kids.append(pid)\nexcept OSError as e:\n    print('refused', len(kids) < 77)\n"
+            "for p in kids:\n    os.kill(p, 9); os.waitpid(p, 0)"))
+        assert reply["status"] == "ok" and out == "refused True\n", (reply, out)
+        # The stock is made again, with sandboxes it did not have.
+        again = full_stock(host, 2)
+        assert init not in again
+        # Its kernel runs as any other; its sandbox ends with it.
+        assert value(gw, kid, "sum(range(10))") == 45
+        assert gw.request("DELETE", f"/api/kernels/{kid}")[0] == 204
+        wait_for(lambda: not alive(init), 10, "the claimed sandbox ends with its kernel")
+    finally:
+        assert gw.stop() == 0
+    assert not any(alive(p) for p in again), "the stock ends with the gateway"
+
+
+def test_a_request_of_another_shape_makes_its_own_and_reshapes_the_stock():
+    gw = start_gateway("--sandbox-stock", "1")
+    try:
+        host = kernel_host(gw)
+        gw.start_kernel()
+        old = full_stock(host, 1)
+        time.sleep(0.05)
+        asked = uptime()
+        # Another disk: not of the stock's shape.
+        kid = gw.start_kernel(name="python3", limits={"disk_mb": 64})
+        init = init_of(gw, kid)
+        assert init not in old and started_at(init) >= asked - 0.02, (init, old)
+        # The stock takes the new shape: the old one goes, one of 64 MiB is
+        # made, and the next such request claims it.
+        wait_for(lambda: not alive(old[0]), 10, "the stock of the old shape removed")
+        new = full_stock(host, 1)
+        kid2 = gw.start_kernel(name="python3", limits={"disk_mb": 64})
+        assert init_of(gw, kid2) == new[0]
+        assert value(gw, kid2, "__import__('shutil').disk_usage('/home/user').total >> 20") \
+            <= 64
+    finally:
+        assert gw.stop() == 0
+
+
+def test_a_sandbox_made_ahead_that_dies_is_made_again():
+    gw = start_gateway("--sandbox-stock", "2")
+    try:
+        host = kernel_host(gw)
+        kid = gw.start_kernel()
+        ready = full_stock(host, 2)
+        os.kill(ready[0], signal.SIGKILL)
+        wait_for(lambda: "a sandbox made ahead ended" in gw.read_log(), 10, "the death is logged")
+        again = full_stock(host, 2)
+        assert ready[0] not in again
+        # Requests are served as before, from what is left of the stock.
+        other = gw.start_kernel()
+        assert init_of(gw, other) in again
+        assert value(gw, other, "6 * 7") == 42 and value(gw, kid, "1") == 1
+    finally:
+        assert gw.stop() == 0
+
+
+def test_no_stock_makes_each_sandbox_on_request():
+    gw = start_gateway("--sandbox-stock", "0")
+    try:
+        host = kernel_host(gw)
+        gw.start_kernel()
+        time.sleep(0.5)
+        assert stock_inits(host) == []
+        asked = uptime()
+        kid = gw.start_kernel()
+        assert started_at(init_of(gw, kid)) >= asked - 0.02
+    finally:
+        assert gw.stop() == 0
