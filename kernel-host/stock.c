@@ -15,7 +15,7 @@
 
 /* After the link's last message, so that a burst of requests is served
  * first and none waits behind a sandbox made ahead. */
-#define QUIET_MS 50
+#define QUIET_MS 100
 /* After a sandbox made ahead failed: doubled each time, up to a minute. */
 #define RETRY_FIRST_MS 1000
 #define RETRY_MAX_MS   60000
@@ -111,8 +111,10 @@ struct box *stock_claim(const struct hostmsg_sandbox *req)
                         continue;
                 }
                 /* It holds next to nothing: what fails to fit here would
-                 * not fit a new one either, which says why. */
-                if (cgroup_relimit(&b->sandbox.cgroup, &req->limits, err, sizeof(err)) < 0) {
+                 * not fit a new one either, which says why. (The same
+                 * limits as it was made with, the usual case, are left.) */
+                if (!hostmsg_limits_equal(&req->limits, &b->sandbox.limits) &&
+                    cgroup_relimit(&b->sandbox.cgroup, &req->limits, err, sizeof(err)) < 0) {
                         log_debug("a sandbox made ahead does not take the limits asked: %s", err);
                         stock.ready[stock.n++] = b;
                         return NULL;
