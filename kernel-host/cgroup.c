@@ -33,7 +33,7 @@ static unsigned nhierarchies;
 
 /* The leaf, within a sandbox's group, that holds its init on cgroup v2:
  * see cgroup_hand_down. No process group is called that (theirs are p-). */
-#define INIT_LEAF "init"
+#define INIT_LEAF CGROUPFS_INIT_LEAF
 
 static int write_file(const char *dir, const char *file, const char *text)
 {
@@ -500,8 +500,9 @@ int cgroup_rename(struct kernel_cgroup *cg, const char *name)
         }
         if (rc < 0) {
                 while (done-- > 0) {
-                        if (renamed[done][0])
-                                rename(renamed[done], cg->dirs[done]);
+                        if (renamed[done][0] && rename(renamed[done], cg->dirs[done]) < 0)
+                                log_warn("cgroup %s stays as %s: %s", cg->dirs[done], renamed[done],
+                                         strerror(errno));
                 }
                 return rc;
         }
@@ -510,6 +511,15 @@ int cgroup_rename(struct kernel_cgroup *cg, const char *name)
                         memcpy(cg->dirs[i], renamed[i], sizeof(cg->dirs[i]));
         }
         return 0;
+}
+
+bool cgroup_renamable(void)
+{
+        for (unsigned i = 0; i < nhierarchies; i++) {
+                if (hierarchies[i].v2)
+                        return false;
+        }
+        return true;
 }
 
 int cgroup_set_background(const struct kernel_cgroup *cg, bool background)

@@ -29,8 +29,12 @@ struct kernel_cgroup {
 
 /* Renames cg's directories to name, beside where they are (a sandbox made
  * ahead takes its request's id: the gateway finds a sandbox's group by
- * it). All or none: 0, or -errno with cg as it was. */
+ * it). All or none: 0, or -errno with cg as it was (a failed undo is
+ * logged). Only cgroup v1 renames a group: see cgroup_renamable. */
 int cgroup_rename(struct kernel_cgroup *cg, const char *name);
+/* Whether every hierarchy we make groups in is cgroup v1, where a group
+ * can be renamed (v2 refuses it, EPERM). */
+bool cgroup_renamable(void);
 
 /* Gives cg the least CPU weight beside its siblings (background: only
  * what they leave) or the usual one. 0 (also without a CPU controller),

@@ -458,8 +458,8 @@ int main(int argc, char **argv)
                 host.stopping = 1;
         if (spawn_init(runtime_dir) < 0)
                 return 1;
-        stock_init((unsigned)sandbox_stock);
         cgroup_init();
+        stock_init((unsigned)sandbox_stock);
         /* Asked for and not possible: no sandbox would have the home the
          * operator chose, so none is made at all (no hello: the gateway
          * does not start). */

@@ -90,19 +90,21 @@ void spawn_report_gone(struct box *b, void (*report)(enum hostmsg_type, json_t *
  * build's layer sealed and reported); b's init and processes are all gone. */
 void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *));
 
-/* spawn_sandbox.c, for a restore (checkpoint.h): a sandboxed box's entry
- * and run directory, not yet added (spawn_box_discard undoes it), and the
- * slot of its host ids, found from its root's: taken for b, or -EBUSY when
- * a live sandbox has them (a slot a checkpoint holds is taken over); ids
- * that are not from our range leave b without a slot. */
-/* Makes the box of req, named id, with its sandbox (or, without one, a
- * plain directory); not listed (spawn_box_add). On failure fills fail,
- * leaves nothing behind and returns -errno. */
+/* spawn_sandbox.c, for a request or ahead of one (stock.h): makes the box
+ * of req, named id, with its sandbox (or, without one, a plain directory);
+ * not listed (spawn_box_add). On failure fills fail, leaves nothing behind
+ * and returns -errno. */
 int spawn_box_make(const struct hostmsg_sandbox *req, const char *id, struct box **out,
                    struct hostmsg_failed *fail);
 /* Undoes spawn_box_make for a box not listed: kills its sandbox and waits
  * for its init (reaped: already waited for) and frees it all. */
 void spawn_box_unmake(struct box *b, bool reaped);
+
+/* spawn_sandbox.c, for a restore (checkpoint.h): a sandboxed box's entry
+ * and run directory, not yet added (spawn_box_discard undoes it), and the
+ * slot of its host ids, found from its root's: taken for b, or -EBUSY when
+ * a live sandbox has them (a slot a checkpoint holds is taken over); ids
+ * that are not from our range leave b without a slot. */
 int spawn_box_new(const char *id, struct box **out, struct hostmsg_failed *fail);
 void spawn_box_discard(struct box *b);
 int spawn_slot_claim(struct box *b, unsigned setup_uid);

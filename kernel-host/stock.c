@@ -24,6 +24,10 @@ static struct {
         unsigned want;
         struct box *ready[STOCK_MAX]; /* oldest first */
         unsigned n;
+        /* Of a shape no longer asked for: removed one per quiet turn, not
+         * on the request's path. */
+        struct box *stale[STOCK_MAX];
+        unsigned nstale;
         /* The shape of the last plain request, when shaped: its limits
          * (the disk's is the shape's, the others are a claim's own) and
          * read-only paths (NULL: none). */
@@ -46,6 +50,24 @@ static uint64_t now_ms(void)
 void stock_init(unsigned n)
 {
         stock.want = n < STOCK_MAX ? n : STOCK_MAX;
+        if (stock.want && geteuid() == 0 && !cgroup_renamable()) {
+                log_info("no sandboxes are made ahead (--sandbox-stock): the sandboxes' cgroups "
+                         "are on cgroup v2, where a group cannot be renamed after its request");
+                stock.want = 0;
+        }
+}
+
+/* The next one is made no sooner than after a pause, longer each time
+ * (a make that failed, an init that died as soon as made). */
+static void back_off(const char *what, const char *why)
+{
+        unsigned delay = RETRY_FIRST_MS << (stock.failures < 6 ? stock.failures : 6);
+
+        delay = delay < RETRY_MAX_MS ? delay : RETRY_MAX_MS;
+        if (stock.failures++ == 0)
+                log_warn("%s: %s; the next in %u s, and each request makes its own meanwhile", what,
+                         why, delay / 1000);
+        stock.due_ms = now_ms() + delay;
 }
 
 /* A request whose sandbox could come from the stock: the host's form, as
@@ -72,6 +94,17 @@ static void drop_all(void)
 {
         while (stock.n > 0)
                 spawn_box_unmake(stock.ready[--stock.n], false);
+        while (stock.nstale > 0)
+                spawn_box_unmake(stock.stale[--stock.nstale], false);
+}
+
+/* Takes the box at i out of list (of *n). */
+static struct box *take(struct box **list, unsigned *n, unsigned i)
+{
+        struct box *b = list[i];
+
+        memmove(list + i, list + i + 1, (--*n - i) * sizeof(list[0]));
+        return b;
 }
 
 /* req's shape is the one made ahead from now on; those of another go. */
@@ -82,7 +115,10 @@ static void reshape(const struct hostmsg_sandbox *req)
         if (stock.shaped && stock.limits.disk_mb == req->limits.disk_mb &&
             same_paths(stock.ro_paths, req->ro_paths))
                 return;
-        drop_all();
+        while (stock.n > 0 && stock.nstale < STOCK_MAX)
+                stock.stale[stock.nstale++] = stock.ready[--stock.n];
+        while (stock.n > 0) /* no room left among the stale: at once */
+                spawn_box_unmake(stock.ready[--stock.n], false);
         jp_strv_free(stock.ro_paths);
         stock.ro_paths = NULL;
         stock.shaped = false;
@@ -104,32 +140,35 @@ struct box *stock_claim(const struct hostmsg_sandbox *req)
                 return NULL;
         reshape(req);
         while (stock.n > 0) {
-                b = stock.ready[0];
-                memmove(stock.ready, stock.ready + 1, --stock.n * sizeof(stock.ready[0]));
+                b = take(stock.ready, &stock.n, 0);
                 if (sandbox_dying(&b->sandbox)) {
                         spawn_box_unmake(b, false);
                         continue;
                 }
-                /* It holds next to nothing: what fails to fit here would
-                 * not fit a new one either, which says why. (The same
-                 * limits as it was made with, the usual case, are left.) */
+                /* It holds next to nothing: what does not fit here would
+                 * not fit a new one either, which says why. The same limits
+                 * as it was made with, the usual case, are left as they
+                 * are. On a failure the box goes (a write may have been
+                 * done), and the request gets a sandbox made for it. */
                 if (!hostmsg_limits_equal(&req->limits, &b->sandbox.limits) &&
                     cgroup_relimit(&b->sandbox.cgroup, &req->limits, err, sizeof(err)) < 0) {
                         log_debug("a sandbox made ahead does not take the limits asked: %s", err);
-                        stock.ready[stock.n++] = b;
+                        spawn_box_unmake(b, false);
                         return NULL;
                 }
-                /* Named as every sandbox's group is, after its id. */
+                /* Named as every sandbox's group is, after its id, and of
+                 * the usual weight. */
                 rc = cgroup_rename(&b->sandbox.cgroup, req->sandbox_id);
+                if (rc == 0)
+                        rc = cgroup_set_background(&b->sandbox.cgroup, false);
                 if (rc < 0) {
-                        log_warn("a sandbox made ahead is removed: %s (its group's rename)",
-                                 strerror(-rc));
+                        log_warn("a sandbox made ahead is removed: %s (its cgroup)", strerror(-rc));
                         spawn_box_unmake(b, false);
-                        continue;
+                        return NULL;
                 }
-                cgroup_set_background(&b->sandbox.cgroup, false);
                 b->sandbox.limits = req->limits;
                 snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
+                stock.failures = 0;
                 return b;
         }
         return NULL;
@@ -139,7 +178,7 @@ int stock_due_ms(void)
 {
         uint64_t now;
 
-        if (!stock.shaped || stock.n >= stock.want)
+        if (stock.nstale == 0 && (!stock.shaped || stock.n >= stock.want))
                 return -1;
         now = now_ms();
         return stock.due_ms <= now ? 0 : (int)(stock.due_ms - now);
@@ -159,41 +198,42 @@ void stock_fill(void)
         struct hostmsg_failed fail = {0};
         char id[JP_UUID_SIZE];
         struct box *b;
-        unsigned delay;
 
         if (stock_due_ms() != 0)
                 return;
+        if (stock.nstale > 0) {
+                spawn_box_unmake(stock.stale[--stock.nstale], false);
+                return;
+        }
         shape.limits = stock.limits;
         shape.ro_paths = stock.ro_paths;
         snprintf(id, sizeof(id), "stock-%u", ++stock.made);
         if (spawn_box_make(&shape, id, &b, &fail) < 0) {
-                delay = RETRY_FIRST_MS << (stock.failures < 6 ? stock.failures : 6);
-                delay = delay < RETRY_MAX_MS ? delay : RETRY_MAX_MS;
-                if (stock.failures++ == 0)
-                        log_warn("a sandbox made ahead failed: %s; tried again in %u s, and "
-                                 "each request makes its own meanwhile",
-                                 fail.message, delay / 1000);
-                stock.due_ms = now_ms() + delay;
+                back_off("a sandbox made ahead failed", fail.message);
                 return;
         }
-        stock.failures = 0;
         /* Idle until claimed: no CPU taken from what runs. */
-        cgroup_set_background(&b->sandbox.cgroup, true);
+        if (cgroup_set_background(&b->sandbox.cgroup, true) < 0) {
+                spawn_box_unmake(b, false);
+                back_off("a sandbox made ahead failed", "its cgroup's CPU weight");
+                return;
+        }
         stock.ready[stock.n++] = b;
 }
 
 bool stock_reaped(pid_t pid)
 {
+        for (unsigned i = 0; i < stock.nstale; i++) {
+                if (stock.stale[i]->sandbox.init_pid == pid) {
+                        spawn_box_unmake(take(stock.stale, &stock.nstale, i), true);
+                        return true;
+                }
+        }
         for (unsigned i = 0; i < stock.n; i++) {
-                struct box *b = stock.ready[i];
-
-                if (b->sandbox.init_pid != pid)
+                if (stock.ready[i]->sandbox.init_pid != pid)
                         continue;
-                log_warn("a sandbox made ahead ended (its init, pid %d, died); another is made",
-                         (int)pid);
-                memmove(stock.ready + i, stock.ready + i + 1,
-                        (--stock.n - i) * sizeof(stock.ready[0]));
-                spawn_box_unmake(b, true);
+                spawn_box_unmake(take(stock.ready, &stock.n, i), true);
+                back_off("a sandbox made ahead ended", "its init died");
                 return true;
         }
         return false;

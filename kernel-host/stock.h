@@ -19,17 +19,22 @@
 
 struct box;
 
-/* Keeps up to n sandboxes made ahead (at most STOCK_MAX; 0: none). */
+/* Keeps up to n sandboxes made ahead (at most STOCK_MAX; 0: none); none
+ * where the sandboxes' cgroups are v2. After cgroup_init. */
 void stock_init(unsigned n);
-/* A sandbox made ahead for req, given its id and limits, or NULL: none of
- * its shape is ready (req's shape is the one made ahead from now on), or
- * its limits do not fit (the sandbox stays in the stock). */
+/* A sandbox made ahead for req, given its id, limits and CPU weight: the
+ * caller's from now on, to list (spawn_box_add) or unmake. NULL when none
+ * of req's shape is ready (req's shape is the one made ahead from now on)
+ * or the one taken could not be given req's limits (it is removed): the
+ * caller makes one. */
 struct box *stock_claim(const struct hostmsg_sandbox *req);
-/* How long the main loop may sleep before stock_fill wants to run (-1:
- * nothing to make); the link's every message delays it. */
+/* How long the main loop may sleep before stock_fill has something to do
+ * (-1: nothing). */
 int stock_due_ms(void);
+/* A message from the gateway arrived: nothing is made ahead until the
+ * link has been quiet a while. */
 void stock_busy(void);
-/* Makes one sandbox ahead, if one is wanted and due. */
+/* Makes one sandbox ahead, or removes one of an old shape, if due. */
 void stock_fill(void);
 /* True when pid was the init of a sandbox made ahead (it is dropped). */
 bool stock_reaped(pid_t pid);

@@ -7,6 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* On cgroup v2, the leaf of a sandbox's group that holds its init (the
+ * kernel-host's cgroup_hand_down); its processes' groups are beside it. */
+#define CGROUPFS_INIT_LEAF "init"
+
 /* Whether word is one of the sep-separated items of list (which may end
  * at a newline). */
 bool cgroupfs_list_has(const char *list, const char *word, char sep);

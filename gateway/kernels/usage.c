@@ -115,6 +115,13 @@ static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char
         if (!cg)
                 return -ENOENT;
         base = strrchr(cg, '/');
+        /* On cgroup v2 the init is in a leaf of the sandbox's group, which
+         * holds its kernel's groups beside it (the kernel-host's
+         * cgroup_hand_down): the group is the leaf's parent. */
+        if (base && base > cg && strcmp(base + 1, CGROUPFS_INIT_LEAF) == 0 && !controller[0]) {
+                *(char *)base = '\0';
+                base = strrchr(cg, '/');
+        }
         if (!base || strcmp(base + 1, sb->id) != 0)
                 return -ESRCH;
         rc = cgroupfs_find_mount(controller[0] ? controller : NULL, point, sizeof(point), root,

@@ -376,6 +376,18 @@ def host_limits(uid_map):
     return limits
 
 
+def assert_pids_limit_holds(gw, kernel_id, limit):
+    """The kernel's pids limit holds, not only reads back: it forks until
+    refused, which must come before limit children."""
+    reply, out, _ = run_cell(gw, kernel_id, (
+        "import os, time\nkids = []\n"
+        "try:\n    for _ in range(200):\n        pid = os.fork()\n"
+        "        if pid == 0:\n            time.sleep(30); os._exit(0)\n"
+        f"        kids.append(pid)\nexcept OSError as e:\n    print('refused', len(kids) < {limit})\n"
+        "for p in kids:\n    os.kill(p, 9); os.waitpid(p, 0)"))
+    assert reply["status"] == "ok" and out == "refused True\n", (reply, out)
+
+
 def expect_out_of_memory(ch, msg_id, limit_mb, timeout=120):
     """Waits on ch for the out-of-memory death of the cell msg_id in a kernel
     limited to limit_mb: KernelOutOfMemory as the cell's error and reply,

@@ -100,6 +100,20 @@ def test_root_kernel_group_and_limits(root_gateway):
     gw.group = check_kernel_group(gw, gw.kernel, parent)
 
 
+def test_root_metrics_read_the_sandboxs_group(root_gateway):
+    """The metrics route reads the sandbox's group, not its init's leaf
+    beneath it; and no sandbox is made ahead on v2, where a group cannot
+    be renamed after its request (docs/performance.md#sandboxes-made-ahead)."""
+    gw = root_gateway
+    blob = "(globals().__setitem__('blob', bytearray(40 << 20)), len(blob))[1]"
+    assert value(gw, gw.kernel, blob) == 40 << 20
+    status, metrics, _ = gw.request("GET", f"/api/kernels/{gw.kernel}/metrics")
+    assert status == 200, metrics
+    assert metrics["memTotal"] == 128 << 20, metrics
+    assert 10 << 20 < metrics["memUsed"] < metrics["memTotal"], metrics
+    assert "no sandboxes are made ahead (--sandbox-stock)" in gw.read_log()
+
+
 def test_root_pids_limit(root_gateway):
     gw = root_gateway
     events = lambda: int(read(gw.group + "/pids.events").split()[1])  # noqa: E731
