@@ -513,6 +513,17 @@ int cgroup_rename(struct kernel_cgroup *cg, const char *name)
         return 0;
 }
 
+const char *cgroup_name(const struct kernel_cgroup *cg)
+{
+        for (unsigned i = 0; i < cg->ndirs; i++) {
+                const char *slash = strrchr(cg->dirs[i], '/');
+
+                if (cg->dirs[i][0] && slash)
+                        return slash + 1;
+        }
+        return "";
+}
+
 bool cgroup_renamable(void)
 {
         for (unsigned i = 0; i < nhierarchies; i++) {

@@ -35,6 +35,9 @@ int cgroup_rename(struct kernel_cgroup *cg, const char *name);
 /* Whether every hierarchy we make groups in is cgroup v1, where a group
  * can be renamed (v2 refuses it, EPERM). */
 bool cgroup_renamable(void);
+/* The name of cg's groups (the last part of their directories); "" when
+ * it has none. */
+const char *cgroup_name(const struct kernel_cgroup *cg);
 
 /* Gives cg the least CPU weight beside its siblings (background: only
  * what they leave) or the usual one. 0 (also without a CPU controller),

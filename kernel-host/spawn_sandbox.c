@@ -380,8 +380,14 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
                 spawn_box_unmake(b, false);
                 return rc;
         }
-        if (b->sandboxed)
+        if (b->sandboxed) {
                 ids = b->sandbox.ids;
+                /* A sandbox made ahead keeps its group's name where it
+                 * cannot take its id (stock.h): the gateway is told. */
+                if (strcmp(cgroup_name(&b->sandbox.cgroup), b->id) != 0)
+                        snprintf(ready->cgroup, sizeof(ready->cgroup), "%s",
+                                 cgroup_name(&b->sandbox.cgroup));
+        }
         snprintf(ready->sandbox_id, sizeof(ready->sandbox_id), "%s", b->id);
         ready->init_pid = b->sandboxed ? b->sandbox.init_pid : 0;
         ready->user_uid = ids.user_uid;

@@ -50,11 +50,6 @@ static uint64_t now_ms(void)
 void stock_init(unsigned n)
 {
         stock.want = n < STOCK_MAX ? n : STOCK_MAX;
-        if (stock.want && geteuid() == 0 && !cgroup_renamable()) {
-                log_info("no sandboxes are made ahead (--sandbox-stock): the sandboxes' cgroups "
-                         "are on cgroup v2, where a group cannot be renamed after its request");
-                stock.want = 0;
-        }
 }
 
 /* The next one is made no sooner than after a pause, longer each time
@@ -156,9 +151,11 @@ struct box *stock_claim(const struct hostmsg_sandbox *req)
                         spawn_box_unmake(b, false);
                         return NULL;
                 }
-                /* Named as every sandbox's group is, after its id, and of
-                 * the usual weight. */
-                rc = cgroup_rename(&b->sandbox.cgroup, req->sandbox_id);
+                /* Named as every sandbox's group is, after its id, where
+                 * a group can be renamed (cgroup v1; on v2 it keeps its
+                 * name, which the gateway is told), and of the usual
+                 * weight. */
+                rc = cgroup_renamable() ? cgroup_rename(&b->sandbox.cgroup, req->sandbox_id) : 0;
                 if (rc == 0)
                         rc = cgroup_set_background(&b->sandbox.cgroup, false);
                 if (rc < 0) {

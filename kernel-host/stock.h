@@ -19,8 +19,7 @@
 
 struct box;
 
-/* Keeps up to n sandboxes made ahead (at most STOCK_MAX; 0: none); none
- * where the sandboxes' cgroups are v2. After cgroup_init. */
+/* Keeps up to n sandboxes made ahead (at most STOCK_MAX; 0: none). */
 void stock_init(unsigned n);
 /* A sandbox made ahead for req, given its id, limits and CPU weight: the
  * caller's from now on, to list (spawn_box_add) or unmake. NULL when none

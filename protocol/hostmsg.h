@@ -216,6 +216,10 @@ struct hostmsg_sandbox_ready {
         bool has_root;
         unsigned root_uid, root_gid;
         char root[PATH_MAX]; /* host path of the sandbox's root directory */
+        /* The name of its cgroup, when it is not sandbox_id (a sandbox made
+         * ahead, on cgroup v2, keeps the one it was made with): letters,
+         * digits and '-'. "": sandbox_id. */
+        char cgroup[JP_UUID_SIZE];
         /* A restored sandbox's egress, as its checkpoint kept it (enabled
          * false: none, or not a restore); owned after decoding: release
          * with hostmsg_sandbox_ready_clear. */

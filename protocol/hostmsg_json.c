@@ -385,11 +385,26 @@ json_t *hostmsg_sandbox_ready_encode(const struct hostmsg_sandbox_ready *m)
                 json_object_set_new(o, "root_uid", json_integer((json_int_t)m->root_uid));
                 json_object_set_new(o, "root_gid", json_integer((json_int_t)m->root_gid));
         }
+        if (o && m->cgroup[0])
+                json_object_set_new(o, "cgroup", json_string(m->cgroup));
         if (o && m->network.enabled)
                 json_object_set_new(o, "network", hostmsg_network_encode(&m->network));
         if (o && m->volumes && m->volumes[0])
                 json_object_set_new(o, "volumes", strv_encode(m->volumes));
         return o;
+}
+
+/* A cgroup's name as a sandbox's may be: a plain name, never a path. */
+static bool cgroup_name_valid(const char *s)
+{
+        if (!s[0])
+                return false;
+        for (; *s; s++) {
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                      (*s >= '0' && *s <= '9') || *s == '-'))
+                        return false;
+        }
+        return true;
 }
 
 int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
@@ -413,6 +428,12 @@ int hostmsg_sandbox_ready_decode(json_t *body, struct hostmsg_sandbox_ready *m)
                 rc = get_int(body, "root_uid", 1, UINT32_MAX - 1, &root_uid);
         if (rc == 0 && has_root)
                 rc = get_int(body, "root_gid", 1, UINT32_MAX - 1, &root_gid);
+        m->cgroup[0] = '\0';
+        if (rc == 0 && json_object_get(body, "cgroup")) {
+                rc = get_str(body, "cgroup", m->cgroup, sizeof(m->cgroup));
+                if (rc == 0 && !cgroup_name_valid(m->cgroup))
+                        rc = -EBADMSG;
+        }
         if (rc == 0) {
                 m->init_pid = (int)pid;
                 m->user_uid = (unsigned)uid;

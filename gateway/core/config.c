@@ -123,8 +123,7 @@ static const struct option_def options[] = {
             "as root, sandboxes the kernel-host keeps made ahead (namespaces, mounts, cgroup, "
             "init; idle, at the least CPU weight) for requests of the host's form without a "
             "template, volume or network: such a request claims one and has only its limits "
-            "applied; none where the sandboxes' cgroups are v2 "
-            "(docs/performance.md#sandboxes-made-ahead); 0: none"),
+            "applied (docs/performance.md#sandboxes-made-ahead); 0: none"),
         OPT("template", OPT_LIST, templates, "NAME=DIR", 0, 0, NULL,
             "an environment sandboxes can be made of: NAME=DIR, a root filesystem tree "
             "(debootstrap, an OCI image's layers) under a writable layer of each sandbox's "

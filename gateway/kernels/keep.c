@@ -266,6 +266,10 @@ static void adopt_one(json_t *entry)
         }
         snprintf(sbk.id, sizeof(sbk.id), "%s", sandbox_id);
         snprintf(sbk.root, sizeof(sbk.root), "%s", root);
+        /* Kept since the sandbox's group may be named otherwise (sandboxes.h). */
+        value = json_object_get(jsb, "cgroup");
+        if (json_is_string(value) && json_string_length(value) < sizeof(sbk.cgroup))
+                snprintf(sbk.cgroup, sizeof(sbk.cgroup), "%s", json_string_value(value));
         sbk.limits.memory_mb = (uint64_t)memory;
         sbk.limits.cpu_millis = (uint32_t)cpu;
         sbk.limits.pids = (uint32_t)pids;

@@ -60,6 +60,12 @@ json_t *kernels_keep_record(void)
                     (int)sb->user_uid, "has_root", sb->has_root, "root_uid", (int)sb->root_uid,
                     "root_gid", (int)sb->root_gid, "root", sb->root, "root_fd", sb->root_fd,
                     "user_gid", (int)sb->user_gid);
+                if (entry && sb->cgroup[0] &&
+                    json_object_set_new(json_object_get(entry, "sandbox"), "cgroup",
+                                        json_string(sb->cgroup)) < 0) {
+                        json_decref(entry);
+                        entry = NULL;
+                }
                 if (entry && json_object_set_new(entry, "sessions", session_keep_record(k)) < 0) {
                         json_decref(entry);
                         entry = NULL;

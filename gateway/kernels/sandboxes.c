@@ -48,6 +48,7 @@ static void on_ready(void *ctx, const struct hostmsg_sandbox_ready *m, int root_
         sb->root_uid = m->root_uid;
         sb->root_gid = m->root_gid;
         snprintf(sb->root, sizeof(sb->root), "%s", m->root);
+        snprintf(sb->cgroup, sizeof(sb->cgroup), "%s", m->cgroup);
         /* A restore's egress is what its checkpoint kept. */
         if (m->network.enabled && !sb->network.enabled &&
             egress_network_copy(&m->network, &sb->network) < 0)

@@ -40,6 +40,9 @@ struct sandbox {
         bool has_root;
         unsigned root_uid, root_gid;
         char root[PATH_MAX];         /* host path of its root (informative) */
+        /* its cgroup's name when not its id (a sandbox made ahead on v2,
+         * hostmsg.h); "": the id */
+        char cgroup[JP_UUID_SIZE];
         int root_fd;                 /* its root directory: file access resolves in it */
         char error[HOSTMSG_ERROR_SIZE];
         unsigned refs;

@@ -82,8 +82,9 @@ uint64_t usage_meminfo_bytes(const char *key)
 /* ---- a sandbox's cgroups -------------------------------------------------- */
 
 /* The directory of the cgroup of controller ("" for the unified
- * hierarchy) that the sandbox's init is in. It must end in the sandbox's
- * id: the kernel-host names it so, and a recycled pid is refused. */
+ * hierarchy) that the sandbox's init is in. It must end in the name the
+ * kernel-host gave it (the sandbox's id, or the one it said): a recycled
+ * pid is refused. */
 static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char *out, size_t size)
 {
         char path[64], text[4096], point[PATH_MAX], root[PATH_MAX];
@@ -122,7 +123,7 @@ static int sandbox_cgroup(const struct sandbox *sb, const char *controller, char
                 *(char *)base = '\0';
                 base = strrchr(cg, '/');
         }
-        if (!base || strcmp(base + 1, sb->id) != 0)
+        if (!base || strcmp(base + 1, sb->cgroup[0] ? sb->cgroup : sb->id) != 0)
                 return -ESRCH;
         rc = cgroupfs_find_mount(controller[0] ? controller : NULL, point, sizeof(point), root,
                                  sizeof(root));

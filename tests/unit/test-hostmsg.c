@@ -179,6 +179,8 @@ static void test_sandbox(void)
         json_decref(body);
 }
 
+#define LONG_NAME "0123456789012345678901234567890123456789"
+
 static void test_sandbox_ready(void)
 {
         struct hostmsg_sandbox_ready m = {.init_pid = 31337,
@@ -211,7 +213,30 @@ static void test_sandbox_ready(void)
         is_uint(back.user_gid, 100000, "SANDBOX_READY: user_gid");
         is_str(back.root, "/proc/31337/root", "SANDBOX_READY: root");
         is_int(back.has_root, false, "SANDBOX_READY: no root of its own unless said");
+        is_str(back.cgroup, "", "SANDBOX_READY: its cgroup named after its id unless said");
         json_decref(body);
+
+        /* A sandbox made ahead on cgroup v2 keeps its group's name: a plain
+         * name, never a path. */
+        snprintf(m.cgroup, sizeof(m.cgroup), "stock-12");
+        body = transfer(HOSTMSG_SANDBOX_READY, hostmsg_sandbox_ready_encode(&m),
+                        "SANDBOX_READY with a cgroup");
+        memset(&back, 0x5a, sizeof(back));
+        is_int(hostmsg_sandbox_ready_decode(body, &back), 0,
+               "SANDBOX_READY with a cgroup: decodes");
+        is_str(back.cgroup, "stock-12", "SANDBOX_READY: its cgroup's name");
+        {
+                /* Empty, a path, a space, past its size. */
+                const char *bad[] = {"", "..", "a/b", "../stock-1", "stock 1", LONG_NAME};
+
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                        json_object_set_new(body, "cgroup", json_string(bad[i]));
+                        is_int(hostmsg_sandbox_ready_decode(body, &back), -EBADMSG,
+                               "SANDBOX_READY: a cgroup name %s is refused", bad[i]);
+                }
+        }
+        json_decref(body);
+        m.cgroup[0] = '\0';
 
         /* A sandbox's own root: an unprivileged host id, never host root. */
         m.has_root = true;
