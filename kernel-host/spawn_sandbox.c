@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +29,12 @@
  * sandbox and, through id_offset, for every running gateway. */
 #define ID_BASE   1000000u
 #define MAX_SLOTS 32768
+/* id_offset is one of ID_RANGES ranges of 2 * MAX_SLOTS ids. A kernel-host
+ * running as root holds its range with a lock (flock) on IDS_DIR/<range>,
+ * which holds its pid, for its whole life; the lock goes when it ends,
+ * however it ends. It takes the first range not held, from its pid's. */
+#define ID_RANGES 16384u
+#define IDS_DIR   "/run/glovebox/ids"
 
 static const char *runtime;
 static unsigned id_offset;
@@ -38,10 +45,54 @@ enum { SLOT_FREE, SLOT_LIVE, SLOT_HELD };
 static unsigned char slots[MAX_SLOTS];
 static unsigned next_box;
 
+/* The range of host ids our sandboxes get (see ID_RANGES): without root,
+ * or where no lock can be had, our pid's, as two kernel-hosts whose pids
+ * are alike modulo ID_RANGES would share it (said in the log). */
+static unsigned take_id_range(void)
+{
+        const unsigned first = (unsigned)getpid() % ID_RANGES;
+        char path[sizeof(IDS_DIR) + 16], text[16];
+        int fd, len;
+
+        if (geteuid() != 0)
+                return first;
+        if ((mkdir("/run/glovebox", 0755) < 0 && errno != EEXIST) ||
+            (mkdir(IDS_DIR, 0700) < 0 && errno != EEXIST)) {
+                log_warn("cannot make %s (%s): this kernel-host's sandboxes get the host ids of "
+                         "its pid, which another's may share",
+                         IDS_DIR, strerror(errno));
+                return first;
+        }
+        len = snprintf(text, sizeof(text), "%d\n", (int)getpid());
+        for (unsigned i = 0; i < ID_RANGES; i++) {
+                unsigned range = (first + i) % ID_RANGES;
+
+                snprintf(path, sizeof(path), IDS_DIR "/%u", range);
+                fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0) {
+                        log_warn("cannot open %s (%s): this kernel-host's sandboxes get the "
+                                 "host ids of its pid, which another's may share",
+                                 path, strerror(errno));
+                        return first;
+                }
+                if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+                        /* Ours until we end: the descriptor stays open. */
+                        if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)len, 0) != len)
+                                log_debug("cannot write our pid into %s", path);
+                        return range;
+                }
+                close(fd);
+        }
+        log_warn("every range of host ids in %s is held: this kernel-host's sandboxes share "
+                 "those of its pid with another's",
+                 IDS_DIR);
+        return first;
+}
+
 int spawn_init(const char *runtime_dir)
 {
         runtime = runtime_dir;
-        id_offset = ((unsigned)getpid() % 16384u) * 2u * MAX_SLOTS;
+        id_offset = take_id_range() * 2u * MAX_SLOTS;
         /* Without it, only TCP-only kernels fail, and say why. */
         if (tcp_bridge_init() < 0)
                 log_info("no glovebox-kernel-bridge beside the kernel-host: TCP-only kernels "

@@ -14,6 +14,7 @@ LEFTOVERS_LINE = re.compile(r"removed what (\d+) earlier run\(s\) left behind: (
                             r"(?:y|ies), (\d+) socket\(s\), (\d+) cgroup\(s\)")
 SANDBOX_ID_BASE = 1000000
 SLOTS = 32768
+IDS_DIR = "/run/glovebox/ids"
 
 
 def all_inits(host_pid):
@@ -46,9 +47,23 @@ def alive(pid):
         return False
 
 
+def id_base(host_pid):
+    """The first host id of host_pid's sandboxes: its range is named by the
+    lock file in IDS_DIR that holds its pid (kernel-host/spawn_sandbox.c),
+    else its pid's."""
+    try:
+        for name in os.listdir(IDS_DIR):
+            with open(os.path.join(IDS_DIR, name)) as f:
+                if f.read().strip() == str(host_pid):
+                    return SANDBOX_ID_BASE + int(name) * 2 * SLOTS
+    except OSError:
+        pass
+    return SANDBOX_ID_BASE + (host_pid % 16384) * 2 * SLOTS
+
+
 def sandbox_processes(host_pid):
     """Live processes running as the host ids of host_pid's sandboxes."""
-    base = SANDBOX_ID_BASE + (host_pid % 16384) * 2 * SLOTS
+    base = id_base(host_pid)
     out = subprocess.run(["ps", "-eo", "uid=,pid="], capture_output=True, text=True).stdout
     return [int(pid) for uid, pid in (line.split() for line in out.splitlines())
             if base <= int(uid) < base + 2 * SLOTS and alive(int(pid))]

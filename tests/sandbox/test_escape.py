@@ -11,6 +11,7 @@ import pytest
 
 from conftest import CANARY_ENV, CANARY_VALUE, run, value
 from gbclient import KERNEL_HOST, expect_out_of_memory, start_gateway
+from test_host_faults import id_base
 
 
 def test_host_file_canary_unreadable(gateway, kernel):
@@ -464,7 +465,7 @@ def cgroup_dirs(pid):
 
 def sandbox_uid_processes(host_pid):
     """Processes running as the host ids of this kernel-host's sandboxes."""
-    base = 1000000 + (host_pid % 16384) * 2 * 32768
+    base = id_base(host_pid)
     out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True)
     return [line for line in out.stdout.splitlines()
             if base <= int(line.split()[0]) < base + 2 * 32768]
