@@ -389,15 +389,9 @@ void spawn_box_unmake(struct box *b, bool reaped)
         /* A build that never started leaves no layer. */
         if (b->build_layer[0])
                 layers_delete(b->build_layer);
-        net_release(&b->net);
-        json_decref(b->network);
-        jp_strv_free(b->volumes);
-        jp_strv_free(b->layers);
         if (b->plain_ipc_fd >= 0)
                 close(b->plain_ipc_fd);
-        remove_run_dir(b->run_dir);
-        slot_release(b->slot);
-        free(b);
+        spawn_box_discard(b);
 }
 
 int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,

@@ -243,8 +243,3 @@ void stock_stop_all(void)
         stock.ro_paths = NULL;
         stock.shaped = false;
 }
-
-unsigned stock_count(void)
-{
-        return stock.n;
-}

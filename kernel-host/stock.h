@@ -39,7 +39,5 @@ void stock_fill(void);
 bool stock_reaped(pid_t pid);
 /* Kills and removes every sandbox made ahead. */
 void stock_stop_all(void);
-/* How many are ready. */
-unsigned stock_count(void);
 
 #endif

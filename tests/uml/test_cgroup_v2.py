@@ -100,6 +100,16 @@ def test_root_kernel_group_and_limits(root_gateway):
     gw.group = check_kernel_group(gw, gw.kernel, parent)
 
 
+def wait_for_stock(parent, n):
+    """Until n sandboxes made ahead (their groups keep their stock-N names
+    on v2) wait beneath parent."""
+    deadline = time.time() + 30
+    while len([g for g in sandbox_groups(parent)
+               if os.path.basename(g).startswith("stock-")]) < n:
+        assert time.time() < deadline, children(parent)
+        time.sleep(0.1)
+
+
 def assert_metrics_read_the_group(gw, kernel_id):
     """The metrics route reads the sandbox's group (not its init's leaf
     beneath it): the memory a cell holds is counted."""
@@ -122,12 +132,7 @@ def test_root_a_sandbox_made_ahead_is_a_kernels_like_any(root_gateway):
     (docs/performance.md#sandboxes-made-ahead)."""
     gw = root_gateway
     parent = f"{CGROUP_ROOT}/glovebox-{gw.host_pid}"
-    stocked = lambda: [g for g in sandbox_groups(parent)  # noqa: E731
-                       if os.path.basename(g).startswith("stock-")]
-    deadline = time.time() + 30
-    while len(stocked()) < 4:
-        assert time.time() < deadline, children(parent)
-        time.sleep(0.1)
+    wait_for_stock(parent, 4)
     kid = gw.start_kernel(name="python3", limits=LIMITS)
     try:
         group = check_kernel_group(gw, kid, parent)
@@ -145,11 +150,7 @@ def test_a_kept_kernel_in_a_sandbox_made_ahead_keeps_its_group():
     try:
         parent = f"{CGROUP_ROOT}/glovebox-{kernel_host_pid(gw)}"
         gw.start_kernel(name="python3", limits=LIMITS)
-        deadline = time.time() + 30
-        while len([g for g in sandbox_groups(parent)
-                   if os.path.basename(g).startswith("stock-")]) < 4:
-            assert time.time() < deadline, children(parent)
-            time.sleep(0.1)
+        wait_for_stock(parent, 4)
         kid = gw.start_kernel(name="python3", limits=LIMITS)
         assert os.path.basename(os.path.dirname(kernel_group(parent, kid))).startswith("stock-")
         restart_keeping(gw)
