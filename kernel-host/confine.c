@@ -7,8 +7,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <linux/seccomp.h>
 #include <limits.h>
+#include <linux/magic.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,7 +18,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef SECBIT_NOROOT
@@ -254,14 +257,33 @@ void confine_connection_file(const struct confine_sandbox *sb, const char *name,
                 confine_fail(report_fd, "connection-file", errno);
 }
 
+/* In the order of confine_sandbox.ns_fds. */
+static const int ns_types[CONFINE_NAMESPACES] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
+                                                 CLONE_NEWNET,   CLONE_NEWIPC, CLONE_NEWUTS,
+                                                 CLONE_NEWCGROUP};
+#define CGROUP_NS (CONFINE_NAMESPACES - 1)
+
+/* The user namespace first: joining it gives the capabilities that
+ * joining the others needs. */
+static void join_namespaces(const struct confine_sandbox *sb, bool cgroup_ns, int report_fd)
+{
+        for (int i = 0; i < CONFINE_NAMESPACES; i++) {
+                if (i == CGROUP_NS && !cgroup_ns)
+                        continue;
+                if (setns(sb->ns_fds[i], ns_types[i]) < 0)
+                        confine_fail(report_fd, "setns", errno);
+        }
+}
+
+static void become_root(const struct confine_sandbox *sb, int report_fd)
+{
+        if (sb->privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
+                confine_fail(report_fd, "become sandbox root", errno);
+}
+
 void confine_join(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
                   const char *conn_name, const char *conn_text, int report_fd)
 {
-        /* In the order of confine_sandbox.ns_fds. */
-        static const int ns_types[CONFINE_NAMESPACES] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
-                                                         CLONE_NEWNET,   CLONE_NEWIPC, CLONE_NEWUTS,
-                                                         CLONE_NEWCGROUP};
-
         /* The process's own group first, while we still are root on the
          * host; the process inherits it, and so does all it starts. */
         for (size_t i = 0; i < ndirs; i++) {
@@ -280,17 +302,126 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
                         confine_fail(report_fd, "join cgroup", errno);
                 close(fd);
         }
-        /* The user namespace first: joining it gives the capabilities that
-         * joining the others needs. */
-        for (int i = 0; i < CONFINE_NAMESPACES; i++) {
-                if (setns(sb->ns_fds[i], ns_types[i]) < 0)
-                        confine_fail(report_fd, "setns", errno);
-        }
-        if (sb->privileged && (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
-                confine_fail(report_fd, "become sandbox root", errno);
+        join_namespaces(sb, true, report_fd);
+        become_root(sb, report_fd);
         if (conn_name)
                 confine_connection_file(sb, conn_name, conn_text, report_fd);
 }
+
+void confine_join_but_cgroup(const struct confine_sandbox *sb, int report_fd)
+{
+        join_namespaces(sb, false, report_fd);
+}
+
+void confine_join_cgroup_ns(const struct confine_sandbox *sb, const char *conn_name,
+                            const char *conn_text, int report_fd)
+{
+        if (setns(sb->ns_fds[CGROUP_NS], CLONE_NEWCGROUP) < 0)
+                confine_fail(report_fd, "setns", errno);
+        become_root(sb, report_fd);
+        if (conn_name)
+                confine_connection_file(sb, conn_name, conn_text, report_fd);
+}
+
+int confine_open_start_group(const char *const *dirs, size_t ndirs)
+{
+        const char *dir = NULL;
+        struct statfs st;
+        int fd;
+
+        for (size_t i = 0; i < ndirs; i++) {
+                if (!dirs[i][0])
+                        continue;
+                if (dir)
+                        return -1; /* cgroup v1: a group per hierarchy */
+                dir = dirs[i];
+        }
+        if (!dir)
+                return -1;
+        /* O_PATH is enough for clone3, and opens no directory for reading. */
+        fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        if (fstatfs(fd, &st) < 0 || st.f_type != CGROUP2_SUPER_MAGIC) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* Whether the calling thread has a shadow stack (x86's CET, Linux 6.6):
+ * confine_clone3_vfork's child returns on the caller's shadow stack as
+ * well as its stack, and the caller's own return would then fault. */
+static bool shadow_stack_on(void)
+{
+        char text[4096];
+        ssize_t n;
+        int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        char *line, *end;
+
+        if (fd < 0)
+                return false;
+        n = read(fd, text, sizeof(text) - 1);
+        close(fd);
+        text[n > 0 ? n : 0] = '\0';
+        line = strstr(text, "x86_Thread_features:");
+        if (!line)
+                return false;
+        end = strchr(line, '\n');
+        if (end)
+                *end = '\0';
+        return strstr(line, "shstk") != NULL;
+}
+
+bool confine_can_start_in_group(void)
+{
+        /* The flag checked with a descriptor no process has open: a kernel
+         * that knows it refuses the descriptor (EBADF) before making a
+         * child; an older one refuses the flag (EINVAL) or clone3 itself
+         * (ENOSYS, also under a seccomp policy such as Docker's). A kernel
+         * without cgroups ignores the flag and forks: that child leaves at
+         * once, and the answer is no. */
+        struct confine_clone_args args = {
+            .flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD, .cgroup = INT_MAX};
+        long rc;
+
+        if (shadow_stack_on())
+                return false;
+        rc = confine_clone3_vfork(&args, sizeof(args));
+        if (rc == 0)
+                _exit(0);
+        if (rc > 0)
+                waitpid((pid_t)rc, NULL, 0);
+        return rc == -EBADF;
+}
+
+#if defined(__x86_64__)
+#define STRING(x) #x
+#define EXPAND(x) STRING(x)
+/* clone3 written as glibc writes vfork: the child returns first, on the
+ * stack of the caller, which waits; the return address is popped into a
+ * register the system call keeps (rdx) and pushed back by each of them,
+ * so the child's own calls cannot overwrite the caller's. Arguments are
+ * already where the system call takes them (rdi, rsi). */
+__asm__(".text\n"
+        ".globl confine_clone3_vfork\n"
+        ".hidden confine_clone3_vfork\n"
+        ".type confine_clone3_vfork, @function\n"
+        "confine_clone3_vfork:\n"
+        "\tpopq %rdx\n"
+        "\tmovl $" EXPAND(SYS_clone3) ", %eax\n"
+                                      "\tsyscall\n"
+                                      "\tpushq %rdx\n"
+                                      "\tret\n"
+                                      ".size confine_clone3_vfork, .-confine_clone3_vfork\n");
+#else
+long confine_clone3_vfork(void *args, size_t size)
+{
+        (void)args;
+        (void)size;
+        return -ENOSYS;
+}
+#endif
 
 /* Sets stdio: each descriptor given, or /dev/null. */
 static int set_stdio(const int stdio[3])

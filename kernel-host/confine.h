@@ -7,7 +7,10 @@
 #ifndef GLOVEBOX_CONFINE_H
 #define GLOVEBOX_CONFINE_H
 
+#include <errno.h>
 #include <linux/filter.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,6 +72,66 @@ int confine_drop_capabilities(void);
  * confine_fail(report_fd). */
 void confine_join(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
                   const char *conn_name, const char *conn_text, int report_fd);
+
+/* The same join for a child started in its cgroup (confine_vfork_into)
+ * instead of moved there: a move (a write to cgroup.procs) waits for an
+ * RCU grace period, 6 to 18 ms, while one started there waits for none.
+ * confine_join_but_cgroup joins every namespace of sb but its cgroup
+ * namespace: started from outside that namespace's root, as it must be
+ * where cgroup2 is mounted with nsdelegate. The child then finishes with
+ * confine_join_cgroup_ns: the cgroup namespace, the sandbox's root and,
+ * as confine_join, the connection file. Both fail through
+ * confine_fail(report_fd). */
+void confine_join_but_cgroup(const struct confine_sandbox *sb, int report_fd);
+void confine_join_cgroup_ns(const struct confine_sandbox *sb, const char *conn_name,
+                            const char *conn_text, int report_fd);
+
+/* Whether the kernel starts a process in a group (clone3's
+ * CLONE_INTO_CGROUP, Linux 5.7). */
+bool confine_can_start_in_group(void);
+/* The group a child of confine_vfork_into starts in: a descriptor (O_PATH)
+ * of the one directory of dirs (host paths, "" for none) when it is on
+ * cgroup v2; else -1, and the caller moves itself with confine_join. Call
+ * it before joining a sandbox's namespaces, and close it before anything
+ * of the sandbox's runs: it reaches the host's cgroup tree. */
+int confine_open_start_group(const char *const *dirs, size_t ndirs);
+
+/* clone3 with the caller's return address held in a register across the
+ * call, as glibc's vfork is written (confine.c): for confine_vfork_into,
+ * nothing else. -errno on failure. */
+long confine_clone3_vfork(void *args, size_t size) __attribute__((returns_twice));
+
+/* struct clone_args of Linux 5.7 and its flag: <linux/sched.h>, which has
+ * them, cannot be included beside glibc's <sched.h>. */
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+struct confine_clone_args {
+        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+            set_tid_size, cgroup;
+};
+
+/* vfork() whose child starts in the cgroup v2 directory group_fd (from
+ * confine_open_start_group). As vfork's, the child shares the caller's
+ * memory and stack and the caller waits until it exits or executes; it
+ * may call only what a vfork child may, and never returns from the
+ * function that used this. A macro, so that no frame of its own lies
+ * between them (a function calling one that returns twice is never
+ * inlined). 0 in the child, its pid in the caller, or -1 with errno. */
+#define confine_vfork_into(group_fd)                                                               \
+        __extension__({                                                                            \
+                struct confine_clone_args args_ = {.flags =                                        \
+                                                       CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP, \
+                                                   .exit_signal = SIGCHLD,                         \
+                                                   .cgroup = (uint64_t)(group_fd)};                \
+                long rc_ = confine_clone3_vfork(&args_, sizeof(args_));                            \
+                                                                                                   \
+                if (rc_ < 0 && rc_ > -4096) {                                                      \
+                        errno = (int)-rc_;                                                         \
+                        rc_ = -1;                                                                  \
+                }                                                                                  \
+                (pid_t) rc_;                                                                       \
+        })
 
 /* The same connection file, written by a process that has joined already.
  * Fails through confine_fail(report_fd). */

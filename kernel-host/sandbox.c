@@ -33,8 +33,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SETUP_TIMEOUT_MS 30000
-
 static struct sock_fprog seccomp_program;
 static int exits_ep = -1; /* every sandbox's report pipe (init_report.h) */
 static int cap_last = CAP_LAST_CAP;
@@ -125,18 +123,6 @@ void sandbox_confine_view(const struct sandbox *sb, struct confine_sandbox *view
 }
 
 /* ---- in children: async-signal-safe calls only --------------------------- */
-
-/* The process itself, inside every namespace: drop everything, execve. */
-static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
-                                                   const struct sandbox_exec *ex, int exec_fd)
-{
-        struct confine_sandbox csb;
-
-        sandbox_confine_view(sb, &csb);
-        confine_process(&csb, ex->stdio, ex->cwd, ex->tty, ex->as_root, exec_fd);
-        execve(ex->argv[0], ex->argv, ex->envp);
-        confine_fail(exec_fd, "exec", errno);
-}
 
 struct create_args {
         const struct rootfs *rootfs;
@@ -288,7 +274,7 @@ static __attribute__((noreturn)) void init_main(const struct create_args *args, 
 
 /* ---- the parent ------------------------------------------------------------ */
 
-static void fail_set(struct hostmsg_failed *fail, const char *step, int error)
+void sandbox_fail_set(struct hostmsg_failed *fail, const char *step, int error)
 {
         snprintf(fail->step, sizeof(fail->step), "%s", step);
         fail->error = error;
@@ -439,19 +425,19 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         sb->limits = *limits;
         rc = rootfs_plan(&params, &rootfs);
         if (rc < 0) {
-                fail_set(fail, rootfs_init_found() ? "plan" : "find " INIT_PROGRAM, -rc);
+                sandbox_fail_set(fail, rootfs_init_found() ? "plan" : "find " INIT_PROGRAM, -rc);
                 return rc;
         }
         args.rootfs = rootfs;
         rc = cgroup_create(cgroup_name, limits, &sb->cgroup, err, sizeof(err));
         if (rc < 0) {
-                fail_set(fail, "cgroup", -rc);
+                sandbox_fail_set(fail, "cgroup", -rc);
                 snprintf(fail->message, sizeof(fail->message), "cgroup: %s", err);
                 goto out;
         }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 rc = -errno;
-                fail_set(fail, "socketpair", errno);
+                sandbox_fail_set(fail, "socketpair", errno);
                 goto fail;
         }
         /* fork-like clone: the child runs on a copy of our stack. The cgroup
@@ -462,7 +448,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                              NULL, NULL, NULL, NULL);
         if (pid < 0) {
                 rc = -errno;
-                fail_set(fail, "clone", errno);
+                sandbox_fail_set(fail, "clone", errno);
                 goto fail;
         }
         if (pid == 0) {
@@ -473,12 +459,12 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         sv[1] = -1;
         rc = sandbox_write_id_maps(pid, ids);
         if (rc < 0) {
-                fail_set(fail, "uid/gid map", -rc);
+                sandbox_fail_set(fail, "uid/gid map", -rc);
                 goto kill;
         }
         rc = cgroup_attach(&sb->cgroup, pid);
         if (rc < 0) {
-                fail_set(fail, "cgroup attach", -rc);
+                sandbox_fail_set(fail, "cgroup attach", -rc);
                 goto kill;
         }
         if (params.lower_by_fd) {
@@ -486,7 +472,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
 
                 rc = overlay_lower_open(lower, pid, &mounts.lower, &idmapped);
                 if (rc < 0) {
-                        fail_set(fail, tpl ? "template tree" : "host /usr", -rc);
+                        sandbox_fail_set(fail, tpl ? "template tree" : "host /usr", -rc);
                         goto kill;
                 }
                 if (!idmapped && tpl)
@@ -506,80 +492,81 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         if (rc == 0 && mounts.build >= 0)
                 rc = overlay_idmap(mounts.build, pid, false);
         if (rc < 0) {
-                fail_set(fail, "template layers", -rc);
+                sandbox_fail_set(fail, "template layers", -rc);
                 goto kill;
         }
         /* A volume's files are owned as every sandbox sees them. */
         for (size_t i = 0; rc == 0 && i < mounts.nvolumes; i++)
                 rc = overlay_idmap(mounts.volumes[i], pid, false);
         if (rc < 0) {
-                fail_set(fail, "volumes", -rc);
+                sandbox_fail_set(fail, "volumes", -rc);
                 goto kill;
         }
         if ((mounts.nlayers > 0 || mounts.build >= 0) && !overlay) {
                 rc = -ENODEV;
-                fail_set(fail, "template layers need overlayfs", -rc);
+                sandbox_fail_set(fail, "template layers need overlayfs", -rc);
                 goto kill;
         }
         rc = overlay_send_go(sv[0], &mounts);
         if (rc < 0) {
-                fail_set(fail, "start child", -rc);
+                sandbox_fail_set(fail, "start child", -rc);
                 goto kill;
         }
-        rc = confine_report_wait(sv[0], &report, SETUP_TIMEOUT_MS);
+        rc = confine_report_wait(sv[0], &report, SANDBOX_SETUP_TIMEOUT_MS);
         if (rc < 0) {
-                fail_set(fail, rc == -ETIMEDOUT ? "setup timeout" : "sandbox child died", -rc);
+                sandbox_fail_set(fail, rc == -ETIMEDOUT ? "setup timeout" : "sandbox child died",
+                                 -rc);
                 goto kill;
         }
         if (report.kind != CONFINE_STARTED) {
                 rc = -(report.error ? report.error : EIO);
-                fail_set(fail, report.step, -rc);
+                sandbox_fail_set(fail, report.step, -rc);
                 goto kill;
         }
         sb->top_fd = sandbox_recv_fd(sv[0]);
         if (sb->top_fd < 0) {
                 rc = -EIO;
-                fail_set(fail, "sandbox's top", EIO);
+                sandbox_fail_set(fail, "sandbox's top", EIO);
                 goto kill;
         }
         rc = open_handles(pid, sb);
         if (rc < 0) {
-                fail_set(fail, "open namespaces", -rc);
+                sandbox_fail_set(fail, "open namespaces", -rc);
                 goto kill;
         }
         /* Its cgroup namespace is rooted at the sandbox's group now. */
         rc = cgroup_hand_down(&sb->cgroup, pid);
         if (rc < 0) {
-                fail_set(fail, "cgroup hand down", -rc);
+                sandbox_fail_set(fail, "cgroup hand down", -rc);
                 goto kill;
         }
         if (pipe2(report_pipe, O_CLOEXEC) < 0 || fcntl(report_pipe[0], F_SETFL, O_NONBLOCK) < 0) {
                 rc = -errno;
-                fail_set(fail, "report pipe", errno);
+                sandbox_fail_set(fail, "report pipe", errno);
                 goto kill;
         }
         ev.data.u64 = ((uint64_t)(uint32_t)pid << 32) | (uint32_t)report_pipe[0];
         if (epoll_ctl(exits_ep, EPOLL_CTL_ADD, report_pipe[0], &ev) < 0) {
                 rc = -errno;
-                fail_set(fail, "report pipe", errno);
+                sandbox_fail_set(fail, "report pipe", errno);
                 goto kill;
         }
         sb->report_fd = report_pipe[0];
         report_pipe[0] = -1;
         rc = sandbox_send_fd(sv[0], report_pipe[1]);
         if (rc < 0) {
-                fail_set(fail, "start init", -rc);
+                sandbox_fail_set(fail, "start init", -rc);
                 goto kill;
         }
         /* Its end of sv closes as init executes; a failure comes first. */
-        rc = confine_report_wait(sv[0], &report, SETUP_TIMEOUT_MS);
+        rc = confine_report_wait(sv[0], &report, SANDBOX_SETUP_TIMEOUT_MS);
         if (rc == 0) {
                 rc = -(report.error ? report.error : EIO);
-                fail_set(fail, report.step, -rc);
+                sandbox_fail_set(fail, report.step, -rc);
                 goto kill;
         }
         if (rc != -EPIPE) {
-                fail_set(fail, "exec init", -rc);
+                sandbox_fail_set(fail, "exec init", -rc);
                 goto kill;
         }
         sb->init_pid = pid;
@@ -732,103 +719,6 @@ int sandbox_open_pty(const struct sandbox *sb, unsigned rows, unsigned cols, int
                 return rc;
         }
         return sandbox_pty_of(master, sb ? &sb->ids : NULL, &size, peer);
-}
-
-/* The starter: joins the sandbox like nsenter, forks a child there that
- * forks the process and exits: orphaned in the sandbox's pid namespace,
- * the process becomes a child of its init, which reports its end (the
- * whole sandbox is one tree under its init, as a checkpoint takes it).
- * We report its start on report_fd and exit. */
-static __attribute__((noreturn)) void starter_main(const struct sandbox *sb,
-                                                   const struct sandbox_exec *ex, int report_fd)
-{
-        const char *dirs[CGROUP_CONTROLLERS];
-        struct confine_sandbox csb;
-        struct confine_report r;
-        int exec_sock[2], status, rc;
-        pid_t middle;
-
-        for (unsigned i = 0; i < ex->cgroup->ndirs && i < CGROUP_CONTROLLERS; i++)
-                dirs[i] = ex->cgroup->dirs[i];
-        sandbox_confine_view(sb, &csb);
-        confine_join(&csb, dirs, ex->cgroup->ndirs, ex->conn_name, ex->conn_text, report_fd);
-        rc = confine_exec_socket(exec_sock);
-        if (rc < 0)
-                confine_fail(report_fd, "socketpair", -rc);
-        middle = fork();
-        if (middle < 0)
-                confine_fail(report_fd, "fork", errno);
-        if (middle == 0) {
-                pid_t pid;
-
-                close(exec_sock[0]);
-                close(report_fd);
-                pid = fork();
-                if (pid < 0)
-                        confine_fail(exec_sock[1], "fork", errno);
-                if (pid == 0) {
-                        confine_hello(exec_sock[1]);
-                        confine_exec(sb, ex, exec_sock[1]);
-                }
-                _exit(0);
-        }
-        close(exec_sock[1]);
-        while (waitpid(middle, &status, 0) < 0 && errno == EINTR)
-                ;
-        rc = confine_await_exec(exec_sock[0], &r, SETUP_TIMEOUT_MS);
-        if (rc < 0)
-                confine_fail(report_fd, "start process", -rc);
-        confine_report_send(report_fd, &r);
-        _exit(r.kind == CONFINE_STARTED ? 0 : 127);
-}
-
-int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
-                 struct sandbox_process *proc, struct hostmsg_failed *fail)
-{
-        int report[2] = {-1, -1};
-        struct confine_report r;
-        pid_t starter;
-        int status;
-        int rc = 0;
-
-        memset(proc, 0, sizeof(*proc));
-        if (pipe2(report, O_CLOEXEC) < 0) {
-                rc = -errno;
-                fail_set(fail, "pipe", errno);
-                goto out;
-        }
-        starter = fork();
-        if (starter < 0) {
-                rc = -errno;
-                fail_set(fail, "fork", errno);
-                goto out;
-        }
-        if (starter == 0) {
-                close(report[0]);
-                starter_main(sb, ex, report[1]);
-        }
-        close(report[1]);
-        report[1] = -1;
-        rc = confine_report_wait(report[0], &r, SETUP_TIMEOUT_MS);
-        if (rc == 0 && r.kind != CONFINE_STARTED)
-                rc = -(r.error ? r.error : EIO);
-        if (rc < 0) {
-                fail_set(fail, rc == -ETIMEDOUT || rc == -EPIPE ? "start process" : r.step, -rc);
-                kill(starter, SIGKILL);
-        }
-        /* It has said all it had to: reaped here, not by the main loop. */
-        while (waitpid(starter, &status, 0) < 0 && errno == EINTR)
-                ;
-        if (rc < 0)
-                goto out;
-        proc->pid = r.pid;
-        proc->nspid = r.nspid;
-out:
-        if (report[0] >= 0)
-                close(report[0]);
-        if (report[1] >= 0)
-                close(report[1]);
-        return rc;
 }
 
 void sandbox_kill(const struct sandbox *sb)

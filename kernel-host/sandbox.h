@@ -129,9 +129,14 @@ struct winsize;
  * sandbox_open_pty's and a restore's new terminals (checkpoint_streams.c). */
 int sandbox_pty_of(int *master, const struct sandbox_ids *ids, const struct winsize *size,
                    int *peer);
-/* Starts a process in sb. On failure fail names the step. */
+/* Starts a process in sb (sandbox_exec.c). On failure fail names the step. */
 int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
                  struct sandbox_process *proc, struct hostmsg_failed *fail);
+/* How long a sandbox's init, or a process started in a sandbox, has to say
+ * it has started. */
+#define SANDBOX_SETUP_TIMEOUT_MS 30000
+/* Fills fail for a failed step of a sandbox's making or a start in it. */
+void sandbox_fail_set(struct hostmsg_failed *fail, const char *step, int error);
 /* Every sandbox's init reports the children it reaps on a pipe of its own
  * (init_report.h); sandbox_exits_fd is readable when one has. sandbox_exit_next takes
  * the next report: the host pid of the init that sent it, the pid it

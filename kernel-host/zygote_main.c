@@ -55,6 +55,8 @@ extern const char zygote_kernel_py[];
 static char *title_area;
 static size_t title_len;
 static int cap_last = CAP_LAST_CAP;
+/* Whether this kernel starts a process in a cgroup (confine.h). */
+static bool start_in_group;
 static struct sock_fprog filter;
 
 /* ---- the kernel, in the sandbox ------------------------------------------ */
@@ -242,11 +244,19 @@ static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox 
  * kernel, which it orphans at once by exiting, so that the kernel becomes
  * a child of the sandbox's init (sandbox.h). It calls nothing of Python's;
  * glibc's fork() runs its handlers' prepare and parent halves in pairs on
- * the memory it shares. */
-static __attribute__((noinline, noreturn)) void middle_main(const struct confine_sandbox *csb,
-                                                            const int fds[ZYGOTE_NFDS])
+ * the memory it shares. One started in the kernel's group (group_fd >= 0,
+ * the request child's descriptor of it) joins the rest of the sandbox
+ * first and closes that descriptor, which reaches the host's groups. */
+static __attribute__((noinline, noreturn)) void
+middle_main(const struct confine_sandbox *csb, const int fds[ZYGOTE_NFDS], int group_fd)
 {
-        pid_t pid = fork();
+        pid_t pid;
+
+        if (group_fd >= 0) {
+                close(group_fd);
+                confine_join_cgroup_ns(csb, NULL, NULL, fds[ZYGOTE_FD_REPORT]);
+        }
+        pid = fork();
 
         if (pid < 0)
                 confine_fail(fds[ZYGOTE_FD_REPORT], "fork", errno);
@@ -270,7 +280,7 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
         struct confine_sandbox csb;
         char dirs[ZYGOTE_MAX_DIRS_BYTES + 1];
         char *dir[ZYGOTE_MAX_DIRS];
-        int report_fd = fds[ZYGOTE_FD_REPORT], status;
+        int report_fd = fds[ZYGOTE_FD_REPORT], status, group_fd;
         size_t n = 0;
         pid_t middle;
 
@@ -291,12 +301,21 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
                                        .pids = spec.pids,
                                        .cap_last = cap_last,
                                        .filter = &filter};
-        confine_join(&csb, (const char *const *)dir, n, NULL, NULL, report_fd);
-        middle = vfork();
+        /* On cgroup v2 the kernel starts in its group rather than moving
+         * there: a move waits for an RCU grace period, and the zygote with
+         * it. Elsewhere (v1, whose groups are one per hierarchy) it moves. */
+        group_fd = start_in_group ? confine_open_start_group((const char *const *)dir, n) : -1;
+        if (group_fd >= 0) {
+                confine_join_but_cgroup(&csb, report_fd);
+                middle = confine_vfork_into(group_fd);
+        } else {
+                confine_join(&csb, (const char *const *)dir, n, NULL, NULL, report_fd);
+                middle = vfork();
+        }
         if (middle == 0)
-                middle_main(&csb, fds);
+                middle_main(&csb, fds, group_fd);
         if (middle < 0)
-                confine_fail(report_fd, "fork", errno);
+                confine_fail(report_fd, group_fd >= 0 ? "start in cgroup" : "fork", errno);
         while (waitpid(middle, &status, 0) < 0 && errno == EINTR)
                 ;
         _exit(0);
@@ -543,6 +562,7 @@ int main(int argc, char **argv)
                 log_error("cannot build the seccomp filter");
                 return 1;
         }
+        start_in_group = confine_can_start_in_group();
         /* Children are reaped from the loop: SIGCHLD through a signalfd. */
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);

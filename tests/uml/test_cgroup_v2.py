@@ -7,6 +7,7 @@ gateways of their module."""
 import errno
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -157,6 +158,80 @@ def test_a_kept_kernel_in_a_sandbox_made_ahead_keeps_its_group():
         assert_metrics_read_the_group(gw, kid)
     finally:
         finish(gw)
+
+
+def traced_start(gw, pid, tmp_path):
+    """Starts a kernel (and has it answer) while strace follows pid and
+    all it starts; returns the kernel's id and strace's lines (the calls
+    that start processes and open files)."""
+    trace = tmp_path / f"{pid}.strace"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=clone3,openat,open",
+                               "-o", str(trace), "-p", str(pid)])
+    try:
+        deadline = time.time() + 10
+        while "TracerPid:\t0" in read(f"/proc/{pid}/status"):
+            assert time.time() < deadline, "strace did not attach"
+            time.sleep(0.05)
+        kernel = gw.start_kernel(name="python3", limits=LIMITS)
+        assert value(gw, kernel, "1 + 1") == 2
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    return kernel, trace.read_text().splitlines()
+
+
+def test_root_a_zygote_kernel_starts_in_its_group(tmp_path):
+    """On v2 the zygote starts each kernel in its group (clone3 with
+    CLONE_INTO_CGROUP) instead of moving a process there: a move, a write
+    to a cgroup.procs, waits for an RCU grace period on a host with more
+    than one CPU, and the zygote waits with it. strace of the zygote and
+    all it starts, over one start: the clone3 into a group, no cgroup.procs
+    opened; the kernel is in its group with its limits, and (as every
+    kernel) holds no descriptor of the host's groups."""
+    gw = start_gateway("--zygote", "python3:json")
+    try:
+        zygote_kernel_starts_in_its_group(gw, tmp_path)
+    finally:
+        gw.stop()
+
+
+def zygote_kernel_starts_in_its_group(gw, tmp_path):
+    gw.host_pid = kernel_host_pid(gw)
+    # The zygote is up once a first kernel has answered.
+    first = gw.start_kernel(name="python3", limits=LIMITS)
+    assert value(gw, first, "1 + 1") == 2
+    gw.request("DELETE", f"/api/kernels/{first}")
+    out = subprocess.run(["pgrep", "-P", str(gw.host_pid)], capture_output=True, text=True)
+    (zygote,) = [int(p) for p in out.stdout.split() if "glovebox-zygote" in cmdline(p)]
+    kernel, lines = traced_start(gw, zygote, tmp_path)
+    text = "\n".join(lines)
+    assert "CLONE_INTO_CGROUP" in text, text[-3000:]
+    assert "cgroup.procs" not in text, text[-3000:]
+    group = check_kernel_group(gw, kernel, f"{CGROUP_ROOT}/glovebox-{gw.host_pid}")
+    assert read(group + "/memory.max") == str(LIMITS["memory_mb"] << 20)
+    run(gw, kernel, "import os\nheld = []\nfor d in os.listdir('/proc/self/fd'):\n"
+                    "    try:\n        held.append(os.readlink(f'/proc/self/fd/{d}'))\n"
+                    "    except OSError:\n        pass")
+    held = value(gw, kernel, "held")
+    assert held and not [d for d in held if "cgroup" in d], held
+    gw.request("DELETE", f"/api/kernels/{kernel}")
+
+
+def test_root_a_started_process_starts_in_its_group(root_gateway, tmp_path):
+    """The same for a process the kernel-host starts by executing it (a
+    kernel without a zygote here; E2B's commands and terminals alike): its
+    starter, which the kernel-host waits for, starts it in its group. Of all
+    the kernel-host starts, only the kernel-host itself writes a
+    cgroup.procs (making a sandbox's init, ahead of requests)."""
+    gw = root_gateway
+    wait_for_stock(f"{CGROUP_ROOT}/glovebox-{gw.host_pid}", 4)
+    kernel, lines = traced_start(gw, gw.host_pid, tmp_path)
+    assert [line for line in lines if "CLONE_INTO_CGROUP" in line], lines[-40:]
+    others = [line for line in lines
+              if "cgroup.procs" in line and line.split()[0] != str(gw.host_pid)]
+    assert not others, others
+    check_kernel_group(gw, kernel, f"{CGROUP_ROOT}/glovebox-{gw.host_pid}")
+    gw.request("DELETE", f"/api/kernels/{kernel}")
 
 
 def test_root_pids_limit(root_gateway):
