@@ -119,6 +119,15 @@ static struct nbsession *by_kernel(const char *kernel_id, bool ready)
         return NULL;
 }
 
+/* A POST's answer: s, its kernel ready. */
+static void reply_ready(struct http_request *r, struct nbsession *s)
+{
+        s->ready = true;
+        snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s", config_get()->base_url,
+                 s->id);
+        http_reply_json(r, 201, model(s));
+}
+
 static void on_kernel_ready(struct waiter *w, void *subject, int status,
                             const char *message)
 {
@@ -126,6 +135,9 @@ static void on_kernel_ready(struct waiter *w, void *subject, int status,
         struct http_request *r = request_of(w);
         struct nbsession *s = by_kernel(k->id, false);
 
+        /* A second tab's request for the same path may have heard first. */
+        if (!s)
+                s = by_kernel(k->id, true);
         if (!s && starting) {
                 s = starting;
                 snprintf(s->kernel_id, sizeof(s->kernel_id), "%s", k->id);
@@ -141,10 +153,28 @@ static void on_kernel_ready(struct waiter *w, void *subject, int status,
                 http_reply_error(r, status, "%s", message);
                 return;
         }
-        s->ready = true;
-        snprintf(r->location, sizeof(r->location), "%sapi/sessions/%s", config_get()->base_url,
-                 s->id);
-        http_reply_json(r, 201, model(s));
+        reply_ready(r, s);
+}
+
+/* A POST for a path whose session's kernel was still starting: that
+ * session, once its kernel is ready (or the error it failed with). */
+static void on_pending_ready(struct waiter *w, void *subject, int status, const char *message)
+{
+        struct kernel *k = subject;
+        struct http_request *r = request_of(w);
+        struct nbsession *s = by_kernel(k->id, true);
+
+        if (status) {
+                http_reply_error(r, status, "%s", message);
+                return;
+        }
+        if (!s)
+                s = by_kernel(k->id, false);
+        if (!s) {
+                http_reply_error(r, 404, "Session was deleted");
+                return;
+        }
+        reply_ready(r, s);
 }
 
 static void post_session(struct http_request *r)
@@ -188,6 +218,21 @@ static void post_session(struct http_request *r)
                         http_reply_json(r, 201, model(e));
                         goto out;
                 }
+        }
+        /* One whose kernel is still starting (a second tab opened on the
+         * notebook meanwhile) is handed back too, once that kernel is
+         * ready: one kernel per path, not one per tab. */
+        for (struct nbsession *e = nbsessions; e; e = e->next) {
+                if (e->ready || !e->kernel_id[0] || strcmp(e->path, s->path) != 0 ||
+                    !tenants_may_reach(e->owner))
+                        continue;
+                k = kernel_find(e->kernel_id);
+                /* One whose kernel failed while nobody waited is no session. */
+                if (!k || k->phase == KERNEL_DEAD || k->phase == KERNEL_STOPPING)
+                        continue;
+                r->waiter.done = on_pending_ready;
+                kernel_when_ready(k, &r->waiter);
+                goto out;
         }
         if (json_is_string(json_object_get(kernel, "id"))) {
                 k = kernel_find(json_string_value(json_object_get(kernel, "id")));

@@ -1,4 +1,7 @@
 """/api/sessions with Jupyter Server's shapes."""
+import threading
+import time
+
 from gbclient import outputs_of
 
 
@@ -35,6 +38,39 @@ def test_session_lifecycle(gateway):
     assert status == 404
     status, _, _ = gateway.request("GET", f"/api/kernels/{kid}")
     assert status == 404, "deleting a session shuts its kernel down"
+
+
+def test_a_second_tab_while_the_kernel_starts_gets_the_same_session(gateway):
+    """A notebook opened in a second tab while the first tab's kernel is
+    still starting: its POST is answered once that kernel is ready, with
+    the same session. One kernel per path, not one per tab."""
+    body = {"path": "work/tabs.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+    answers = {}
+
+    def post(key):
+        answers[key] = gateway.request("POST", "/api/sessions", body)
+
+    first = threading.Thread(target=post, args=("first",))
+    first.start()
+    deadline = time.time() + 30
+    while True:
+        status, kernels, _ = gateway.request("GET", "/api/kernels")
+        if kernels:
+            break
+        assert time.time() < deadline, "the first tab's kernel never showed"
+        time.sleep(0.01)
+    assert kernels[0]["execution_state"] == "starting", kernels
+    post("second")
+    first.join(60)
+    (status1, s1, _), (status2, s2, _) = answers["first"], answers["second"]
+    assert (status1, status2) == (201, 201), (s1, s2)
+    assert s2["id"] == s1["id"] and s2["kernel"]["id"] == s1["kernel"]["id"], (s1, s2)
+    status, kernels, _ = gateway.request("GET", "/api/kernels")
+    assert [k["id"] for k in kernels] == [s1["kernel"]["id"]], kernels
+    status, listing, _ = gateway.request("GET", "/api/sessions")
+    assert [x["id"] for x in listing] == [s1["id"]], listing
+    status, _, _ = gateway.request("DELETE", f"/api/sessions/{s1['id']}")
+    assert status == 204
 
 
 def test_session_on_existing_kernel_and_kernel_change(gateway, kernel):
