@@ -308,14 +308,25 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
                 confine_connection_file(sb, conn_name, conn_text, report_fd);
 }
 
-void confine_join_but_cgroup(const struct confine_sandbox *sb, int report_fd)
+int confine_join_to_start(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
+                          const char *conn_name, const char *conn_text, bool start_in_group,
+                          int report_fd)
 {
-        join_namespaces(sb, false, report_fd);
+        int group_fd = start_in_group ? confine_open_start_group(dirs, ndirs) : -1;
+
+        if (group_fd < 0)
+                confine_join(sb, dirs, ndirs, conn_name, conn_text, report_fd);
+        else
+                join_namespaces(sb, false, report_fd);
+        return group_fd;
 }
 
-void confine_join_cgroup_ns(const struct confine_sandbox *sb, const char *conn_name,
-                            const char *conn_text, int report_fd)
+void confine_join_started(const struct confine_sandbox *sb, int group_fd, const char *conn_name,
+                          const char *conn_text, int report_fd)
 {
+        if (group_fd < 0)
+                return;
+        close(group_fd);
         if (setns(sb->ns_fds[CGROUP_NS], CLONE_NEWCGROUP) < 0)
                 confine_fail(report_fd, "setns", errno);
         become_root(sb, report_fd);
@@ -403,6 +414,7 @@ bool confine_can_start_in_group(void)
  * register the system call keeps (rdx) and pushed back by each of them,
  * so the child's own calls cannot overwrite the caller's. Arguments are
  * already where the system call takes them (rdi, rsi). */
+/* clang-format off */
 __asm__(".text\n"
         ".globl confine_clone3_vfork\n"
         ".hidden confine_clone3_vfork\n"
@@ -410,10 +422,11 @@ __asm__(".text\n"
         "confine_clone3_vfork:\n"
         "\tpopq %rdx\n"
         "\tmovl $" EXPAND(SYS_clone3) ", %eax\n"
-                                      "\tsyscall\n"
-                                      "\tpushq %rdx\n"
-                                      "\tret\n"
-                                      ".size confine_clone3_vfork, .-confine_clone3_vfork\n");
+        "\tsyscall\n"
+        "\tpushq %rdx\n"
+        "\tret\n"
+        ".size confine_clone3_vfork, .-confine_clone3_vfork\n");
+/* clang-format on */
 #else
 long confine_clone3_vfork(void *args, size_t size)
 {

@@ -76,15 +76,21 @@ void confine_join(const struct confine_sandbox *sb, const char *const *dirs, siz
 /* The same join for a child started in its cgroup (confine_vfork_into)
  * instead of moved there: a move (a write to cgroup.procs) waits for an
  * RCU grace period, 6 to 18 ms, while one started there waits for none.
- * confine_join_but_cgroup joins every namespace of sb but its cgroup
- * namespace: started from outside that namespace's root, as it must be
- * where cgroup2 is mounted with nsdelegate. The child then finishes with
- * confine_join_cgroup_ns: the cgroup namespace, the sandbox's root and,
- * as confine_join, the connection file. Both fail through
+ * confine_join_to_start, when start_in_group (confine_can_start_in_group)
+ * and dirs are one group on cgroup v2 (confine_open_start_group), joins
+ * every namespace of sb but its cgroup namespace (a start into a group is
+ * made from outside that namespace's root, as where cgroup2 is mounted
+ * with nsdelegate) and returns the group's descriptor for
+ * confine_vfork_into; otherwise it is confine_join, and returns -1. The
+ * child then calls confine_join_started with that descriptor: it closes
+ * it, then joins the cgroup namespace, becomes the sandbox's root and
+ * writes the connection file (nothing at all for -1). Both fail through
  * confine_fail(report_fd). */
-void confine_join_but_cgroup(const struct confine_sandbox *sb, int report_fd);
-void confine_join_cgroup_ns(const struct confine_sandbox *sb, const char *conn_name,
-                            const char *conn_text, int report_fd);
+int confine_join_to_start(const struct confine_sandbox *sb, const char *const *dirs, size_t ndirs,
+                          const char *conn_name, const char *conn_text, bool start_in_group,
+                          int report_fd);
+void confine_join_started(const struct confine_sandbox *sb, int group_fd, const char *conn_name,
+                          const char *conn_text, int report_fd);
 
 /* Whether the kernel starts a process in a group (clone3's
  * CLONE_INTO_CGROUP, Linux 5.7). */
@@ -93,7 +99,8 @@ bool confine_can_start_in_group(void);
  * of the one directory of dirs (host paths, "" for none) when it is on
  * cgroup v2; else -1, and the caller moves itself with confine_join. Call
  * it before joining a sandbox's namespaces, and close it before anything
- * of the sandbox's runs: it reaches the host's cgroup tree. */
+ * of the sandbox's runs: it reaches the host's cgroup tree. (For
+ * confine_join_to_start.) */
 int confine_open_start_group(const char *const *dirs, size_t ndirs);
 
 /* clone3 with the caller's return address held in a register across the

@@ -44,10 +44,7 @@ static __attribute__((noinline, noreturn)) void starter_middle(const struct sand
 {
         pid_t pid;
 
-        if (group_fd >= 0) {
-                close(group_fd);
-                confine_join_cgroup_ns(csb, ex->conn_name, ex->conn_text, report_fd);
-        }
+        confine_join_started(csb, group_fd, ex->conn_name, ex->conn_text, report_fd);
         close(exec_sock[0]);
         close(report_fd);
         pid = fork();
@@ -80,16 +77,14 @@ static __attribute__((noreturn)) void starter_main(const struct sandbox *sb,
         for (; ndirs < ex->cgroup->ndirs && ndirs < CGROUP_CONTROLLERS; ndirs++)
                 dirs[ndirs] = ex->cgroup->dirs[ndirs];
         sandbox_confine_view(sb, &csb);
-        group_fd = start_in_group > 0 ? confine_open_start_group(dirs, ndirs) : -1;
-        /* That child shares our memory and shows in the sandbox's /proc:
-         * unprivileged, the sandbox's user is ours, and could open its
-         * memory (and so ours) unless we are not dumpable. */
+        group_fd = confine_join_to_start(&csb, dirs, ndirs, ex->conn_name, ex->conn_text,
+                                         start_in_group > 0, report_fd);
+        /* The child started in the group shares our memory and shows in
+         * the sandbox's /proc: unprivileged, the sandbox's user is ours,
+         * and could open its memory (and so ours) unless we are not
+         * dumpable. (We show in no /proc of the sandbox's.) */
         if (group_fd >= 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 confine_fail(report_fd, "not dumpable", errno);
-        if (group_fd >= 0)
-                confine_join_but_cgroup(&csb, report_fd);
-        else
-                confine_join(&csb, dirs, ndirs, ex->conn_name, ex->conn_text, report_fd);
         rc = confine_exec_socket(exec_sock);
         if (rc < 0)
                 confine_fail(report_fd, "socketpair", -rc);

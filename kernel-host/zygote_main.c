@@ -252,10 +252,7 @@ middle_main(const struct confine_sandbox *csb, const int fds[ZYGOTE_NFDS], int g
 {
         pid_t pid;
 
-        if (group_fd >= 0) {
-                close(group_fd);
-                confine_join_cgroup_ns(csb, NULL, NULL, fds[ZYGOTE_FD_REPORT]);
-        }
+        confine_join_started(csb, group_fd, NULL, NULL, fds[ZYGOTE_FD_REPORT]);
         pid = fork();
 
         if (pid < 0)
@@ -304,14 +301,9 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
         /* On cgroup v2 the kernel starts in its group rather than moving
          * there: a move waits for an RCU grace period, and the zygote with
          * it. Elsewhere (v1, whose groups are one per hierarchy) it moves. */
-        group_fd = start_in_group ? confine_open_start_group((const char *const *)dir, n) : -1;
-        if (group_fd >= 0) {
-                confine_join_but_cgroup(&csb, report_fd);
-                middle = confine_vfork_into(group_fd);
-        } else {
-                confine_join(&csb, (const char *const *)dir, n, NULL, NULL, report_fd);
-                middle = vfork();
-        }
+        group_fd = confine_join_to_start(&csb, (const char *const *)dir, n, NULL, NULL,
+                                         start_in_group, report_fd);
+        middle = group_fd >= 0 ? confine_vfork_into(group_fd) : vfork();
         if (middle == 0)
                 middle_main(&csb, fds, group_fd);
         if (middle < 0)
