@@ -581,29 +581,35 @@ def test_another_tenants_starting_kernel_is_unknown_on_ports(tenants):
     the ports route is told it does not exist, not that it is starting;
     an admin is told it is starting."""
     gw, k = tenants, tenants.keys
-    started = {}
-    # (env: not the pooled kernel, and another disk: not a sandbox made
-    # ahead, either of which would be ready at once)
-    starter = threading.Thread(target=lambda: started.update(
-        id=start_as(gw, k["bob"], name="python3", env={"X": "starting"},
-                    limits={"disk_mb": 512})))
-    starter.start()
     alice, ops = [], []
-    try:
-        while starter.is_alive():
-            _, listed, _ = as_key(gw, k["ops"], "GET", "/api/kernels")
-            for m in listed:
-                if m["execution_state"] != "starting":
-                    continue
-                path = f"/api/kernels/{m['id']}/ports/8000/"
-                ops.append(port_status(gw, k["ops"], path))
-                alice.append(port_status(gw, k["alice"], path))
-        assert 503 in ops, ops  # the window was seen
-        assert set(alice) == {404}, alice
-    finally:
-        starter.join()
-        if "id" in started:
-            as_key(gw, k["bob"], "DELETE", f"/api/kernels/{started['id']}")
+    # The window before the sandbox is ready is tens of milliseconds; a
+    # loaded machine may let every poll miss it, so a few starts are tried
+    # until one was seen.
+    for _ in range(5):
+        started = {}
+        # (env: not the pooled kernel, and another disk: not a sandbox made
+        # ahead, either of which would be ready at once)
+        starter = threading.Thread(target=lambda: started.update(
+            id=start_as(gw, k["bob"], name="python3", env={"X": "starting"},
+                        limits={"disk_mb": 512})))
+        starter.start()
+        try:
+            while starter.is_alive():
+                _, listed, _ = as_key(gw, k["ops"], "GET", "/api/kernels")
+                for m in listed:
+                    if m["execution_state"] != "starting":
+                        continue
+                    path = f"/api/kernels/{m['id']}/ports/8000/"
+                    ops.append(port_status(gw, k["ops"], path))
+                    alice.append(port_status(gw, k["alice"], path))
+        finally:
+            starter.join()
+            if "id" in started:
+                as_key(gw, k["bob"], "DELETE", f"/api/kernels/{started['id']}")
+        if 503 in ops:
+            break
+    assert 503 in ops, ops  # the window was seen
+    assert set(alice) == {404}, alice
 
 
 def port_status(gw, key, path):
