@@ -6,6 +6,7 @@
 #include "kernel-host/spawn_internal.h"
 #include "protocol/kernelspec.h"
 #include "protocol/log.h"
+#include "protocol/share.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ static struct {
         unsigned made;     /* names them: stock-1, stock-2... */
         uint64_t due_ms;   /* the next may be made from then */
         unsigned failures; /* in a row */
+        struct jp_share share; /* who took how many since it was last full */
 } stock;
 
 static uint64_t now_ms(void)
@@ -134,6 +136,12 @@ struct box *stock_claim(const struct hostmsg_sandbox *req)
         if (!stock.want || !plain(req))
                 return NULL;
         reshape(req);
+        /* A tenant that has had its half since the stock was last full
+         * gets a sandbox made for it: the rest stays for the others. */
+        if (!jp_share_may_take(&stock.share, req->tenant, stock.want)) {
+                log_debug("%s has had its share of the sandboxes made ahead", req->tenant);
+                return NULL;
+        }
         while (stock.n > 0) {
                 b = take(stock.ready, &stock.n, 0);
                 if (sandbox_dying(&b->sandbox)) {
@@ -166,6 +174,9 @@ struct box *stock_claim(const struct hostmsg_sandbox *req)
                 b->sandbox.limits = req->limits;
                 snprintf(b->id, sizeof(b->id), "%s", req->sandbox_id);
                 stock.failures = 0;
+                if (jp_share_took(&stock.share, req->tenant) < 0)
+                        log_warn("a sandbox made ahead taken by %s, not counted (out of memory)",
+                                 req->tenant);
                 return b;
         }
         return NULL;
@@ -216,6 +227,8 @@ void stock_fill(void)
                 return;
         }
         stock.ready[stock.n++] = b;
+        if (stock.n >= stock.want)
+                jp_share_reset(&stock.share);
 }
 
 bool stock_reaped(pid_t pid)
@@ -242,4 +255,5 @@ void stock_stop_all(void)
         jp_strv_free(stock.ro_paths);
         stock.ro_paths = NULL;
         stock.shaped = false;
+        jp_share_free(&stock.share);
 }

@@ -13,6 +13,7 @@
 #define GLOVEBOX_HOSTMSG_H
 
 #include "protocol/ids.h"
+#include "protocol/share.h"
 #include "protocol/sign.h"
 
 #include <jansson.h>
@@ -182,6 +183,10 @@ struct hostmsg_sandbox {
          * NULL-terminated, at most HOSTMSG_MAX_VOLUMES; owned after
          * decoding; NULL: none. */
         char **volumes;
+        /* The tenant a sandbox made ahead would be taken for
+         * (protocol/share.h): its name when the gateway has more than one,
+         * "" otherwise. Letters, digits, '_', '.', '-'. */
+        char tenant[JP_SHARE_NAME_SIZE];
 };
 
 #define HOSTMSG_MAX_LAYERS  16

@@ -300,7 +300,19 @@ json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
         }
         if (body && m->volumes && m->volumes[0])
                 json_object_set_new(body, "volumes", strv_encode(m->volumes));
+        if (body && m->tenant[0])
+                json_object_set_new(body, "tenant", json_string(m->tenant));
         return body;
+}
+
+/* A tenant's name as keys files give it: 1 to 63 of [A-Za-z0-9_.-]. */
+static bool tenant_valid(const char *name)
+{
+        size_t n = strlen(name);
+
+        return n > 0 && n < JP_SHARE_NAME_SIZE &&
+               strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") ==
+                   n;
 }
 
 /* A template's tree: an absolute, plain path, without a character that
@@ -359,6 +371,14 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
         }
         if (rc == 0)
                 rc = volumes_decode(body, &m->volumes);
+        if (rc == 0 && json_object_get(body, "tenant")) {
+                const char *tenant = json_string_value(json_object_get(body, "tenant"));
+
+                if (!tenant || !tenant_valid(tenant))
+                        rc = -EBADMSG;
+                else
+                        snprintf(m->tenant, sizeof(m->tenant), "%s", tenant);
+        }
         if (rc < 0) {
                 hostmsg_sandbox_clear(m);
                 return rc;

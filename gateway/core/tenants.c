@@ -232,3 +232,8 @@ const char *tenants_owner_now(void)
 {
         return scope.kind == TENANT_SCOPE_CALLER ? scope.caller.name : "";
 }
+
+const char *tenants_share_name(void)
+{
+        return keys && keys->count > 1 ? tenants_owner_now() : "";
+}

@@ -85,5 +85,10 @@ void tenants_scope_restore(const struct tenant_scope *saved);
 bool tenants_may_reach(const char *owner);
 /* The name new things get as owner: the caller's, or "" (internal). */
 const char *tenants_owner_now(void);
+/* The name a take from a stock shared by tenants counts for
+ * (protocol/share.h): the caller's while there is more than one key, ""
+ * (never held back) otherwise: internal, or nobody else to keep a share
+ * for. */
+const char *tenants_share_name(void);
 
 #endif

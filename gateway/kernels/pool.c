@@ -3,6 +3,8 @@
 #include "gateway/kernels/pool.h"
 #include "gateway/kernels/run_env.h"
 #include "gateway/core/loop.h"
+#include "gateway/core/tenants.h"
+#include "protocol/share.h"
 #include "protocol/log.h"
 
 #include <errno.h>
@@ -29,6 +31,7 @@ struct pool_entry {
         unsigned long long taken, failed;
         double backoff;  /* seconds to wait after a failed start, doubling */
         double retry_at; /* no new start before this (monotonic seconds) */
+        struct jp_share share; /* who took how many since the pool was last full */
 };
 
 /* One pooled kernel on its way: started, then warmed. */
@@ -102,9 +105,14 @@ static void on_kernel(struct waiter *w, void *subject, int status, const char *m
                 message = "cannot send the pre-import";
         }
         if (status == 0 && k->pooled) {
+                size_t warm;
+
                 k->warm = true;
                 e->backoff = 0;
                 klog_info(k->id, "warm in the pool (%s)", e->spec->name);
+                kernels_pooled(e->spec, &warm);
+                if ((long long)warm >= e->target)
+                        jp_share_reset(&e->share);
         } else if (status != 0 && !stopped) {
                 /* A kernelspec that cannot start must not be retried in a
                  * tight loop. */
@@ -125,6 +133,8 @@ static void fill(struct pool_entry *e)
 {
         size_t warm, pooled = kernels_pooled(e->spec, &warm);
 
+        if ((long long)warm >= e->target)
+                jp_share_reset(&e->share);
         if (now_seconds() < e->retry_at)
                 return;
         while ((long long)pooled < e->target && pooled - warm < POOL_PARALLEL &&
@@ -303,6 +313,7 @@ void pool_free(void)
         for (size_t i = 0; i < nentries; i++) {
                 jp_strv_free(entries[i].env);
                 free(entries[i].preimport);
+                jp_share_free(&entries[i].share);
         }
         free(entries);
         entries = NULL;
@@ -325,10 +336,24 @@ int pool_set_python_warmup(const char *expression)
 struct kernel *pool_take(const struct jp_kernelspec *spec)
 {
         struct pool_entry *e = entry_of(spec);
-        struct kernel *k = e ? kernel_pool_claim(spec) : NULL;
+        const char *who = tenants_share_name();
+        struct kernel *k;
 
+        if (!e)
+                return NULL;
+        /* A tenant that has had its half since the pool was last full
+         * gets a kernel started for it: the rest stays for the others. */
+        if (!jp_share_may_take(&e->share, who, (unsigned)e->target)) {
+                log_debug("pool %s: %s has had its share; the rest is kept for the others",
+                          spec->name, who);
+                return NULL;
+        }
+        k = kernel_pool_claim(spec);
         if (k) {
                 e->taken++;
+                if (jp_share_took(&e->share, who) < 0)
+                        log_warn("pool %s: a take by %s not counted (out of memory)", spec->name,
+                                 who);
                 /* Refill soon, not at the next tick (each take pushes it
                  * back: see POOL_REFILL_DELAY_MS). */
                 schedule(POOL_REFILL_DELAY_MS);

@@ -4,6 +4,7 @@
 #include "protocol/kernelspec.h"
 #include "gateway/kernels/egress.h"
 #include "gateway/kernels/host.h"
+#include "gateway/core/tenants.h"
 #include "protocol/fleetid.h"
 #include "protocol/log.h"
 
@@ -172,6 +173,7 @@ int sandbox_new_layered(const struct hostmsg_limits *limits, char *const *ro_pat
                 req.network = *network;
         }
         snprintf(req.sandbox_id, sizeof(req.sandbox_id), "%s", sb->id);
+        snprintf(req.tenant, sizeof(req.tenant), "%s", tenants_share_name());
         rc = host_sandbox_create(&req, &sandbox_ops, sb);
         if (rc < 0) {
                 egress_network_clear(&sb->network);

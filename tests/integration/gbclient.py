@@ -40,6 +40,27 @@ def start_gateway(*args, **kw):
     return Gateway(BINARY, list(EXTRA_ARGS) + list(args), **kw)
 
 
+def start_with_keys(keys_dir, names, *args):
+    """A gateway with a keys file of one plain key per name (besides its
+    token, the admin's); gw.keys maps each name to its key, and
+    gw.create(name) starts a python3 kernel as that tenant."""
+    from test_tenants import new_key, write_keys
+    keys = {name: new_key(name) for name in names}
+    path = os.path.join(str(keys_dir), "keys.json")
+    write_keys(path, {name: (key, {}) for name, key in keys.items()})
+    gw = start_gateway("--keys-file", path, *args)
+    gw.keys = keys
+
+    def create(name):
+        status, model, _ = gw.request("POST", "/api/kernels", {"name": "python3"},
+                                      token=keys[name])
+        assert status == 201, (status, model)
+        return model["id"]
+
+    gw.create = create
+    return gw
+
+
 def children(pid):
     """The pids of pid's children."""
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout

@@ -17,7 +17,7 @@ import pytest
 import signal
 import threading
 
-from gbclient import (assert_pids_limit_holds, checkpoint_dirs, children, cmdline, host_limits,
+from gbclient import (assert_pids_limit_holds, checkpoint_dirs, cmdline, host_limits,
                       kernel_host, run_cell, start_gateway, value_of)
 
 CRIU = os.environ.get("GLOVEBOX_CRIU", "/usr/local/sbin/criu")

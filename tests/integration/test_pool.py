@@ -8,8 +8,8 @@ import shutil
 import tempfile
 import time
 
-from gbclient import (e2b_create, e2b_run, expect_out_of_memory, host_limits, outputs_of,
-                      start_gateway, stdout_of)
+from gbclient import (e2b_create, e2b_run, expect_out_of_memory, host_limits,
+                      start_gateway, start_with_keys, stdout_of)
 
 
 def status(gw):
@@ -473,5 +473,32 @@ def test_pooled_sandboxes_run_in_the_background_until_taken():
         # Requests that go around the pool run at the usual weight.
         own, _ = take(gw, env={"A": "1"})
         assert _sandbox_cpu_weight(_kernel_pids(gw)[own["id"][:8]]) in (100, 1024)
+    finally:
+        gw.stop()
+
+
+def test_one_tenant_takes_at_most_half_of_the_pool_until_it_is_full_again(tmp_path):
+    """With several keys the pool is shared: one tenant's creates take at
+    most half of it (rounded up) until it is full again, and the next ones
+    start kernels of their own, so that one tenant cannot empty it for the
+    others. (With the token alone, one tenant takes it all:
+    test_pooled_kernels_are_fresh_isolated_and_refilled.)"""
+    import concurrent.futures
+
+    gw = start_with_keys(tmp_path, ("alice", "bob"), "--pool", "python3=4")
+    try:
+        wait_pool(gw, 4)
+        # Three at once: two from the pool, one started for her.
+        with concurrent.futures.ThreadPoolExecutor(3) as ex:
+            alice = list(ex.map(gw.create, ["alice"] * 3))
+        assert len(set(alice)) == 3
+        assert taken(gw) == 2, status(gw)
+        # Bob's comes from what was kept.
+        gw.create("bob")
+        assert taken(gw) == 3, status(gw)
+        # Full again, the pool serves her again.
+        wait_pool(gw, 4)
+        gw.create("alice")
+        assert taken(gw) == 4, status(gw)
     finally:
         gw.stop()

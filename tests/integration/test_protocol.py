@@ -8,7 +8,7 @@ import uuid
 import pytest
 import websocket
 
-from gbclient import V1, decode_json_binary, decode_v1, encode_v1, outputs_of, stdout_of
+from gbclient import V1, decode_v1, encode_v1, outputs_of, stdout_of
 
 ECHO_TARGET = """
 def _echo_target(comm, open_msg):

@@ -3,7 +3,6 @@ anywhere, the unprivileged mode, and the explicit --sandbox=none."""
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 
 import pytest

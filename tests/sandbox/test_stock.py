@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import start_gateway, value
-from gbclient import assert_pids_limit_holds, host_limits, kernel_host
+from gbclient import assert_pids_limit_holds, host_limits, kernel_host, start_with_keys
 from test_host_faults import alive, stock_inits, wait_for
 from test_pause_memory import confinement
 
@@ -160,5 +160,32 @@ def test_no_stock_makes_each_sandbox_on_request():
         asked = uptime()
         kid = gw.start_kernel()
         assert started_at(init_of(gw, kid)) >= asked - 0.02
+    finally:
+        assert gw.stop() == 0
+
+
+def test_one_tenant_takes_at_most_half_of_the_stock_until_it_is_full_again(tmp_path):
+    """With several keys the stock is shared: one tenant's creates claim at
+    most half of it (rounded up) until it is full again, and the next ones
+    get sandboxes made for them, so that one tenant cannot empty it for the
+    others; what was kept is the next tenant's."""
+    import concurrent.futures
+
+    gw = start_with_keys(tmp_path, ("alice", "bob"), "--sandbox-stock", "4")
+    try:
+        host = kernel_host(gw)
+        gw.create("bob")  # gives the stock its shape
+        ready = full_stock(host, 4)
+        # Three at once: two sandboxes made ahead, one made for her.
+        with concurrent.futures.ThreadPoolExecutor(3) as ex:
+            alice = list(ex.map(gw.create, ["alice"] * 3))
+        inits = [init_of(gw, kid) for kid in alice]
+        assert len(set(inits)) == 3
+        assert sum(init in ready for init in inits) == 2, (inits, ready)
+        # Bob's is one of those kept.
+        assert init_of(gw, gw.create("bob")) in ready
+        # Full again, the stock serves her again.
+        again = full_stock(host, 4)
+        assert init_of(gw, gw.create("alice")) in again
     finally:
         assert gw.stop() == 0

@@ -82,6 +82,8 @@ static void test_sandbox(void)
                 is_str(back.ro_paths[i], ro_paths[i], "SANDBOX_CREATE: ro_paths[%zu]", i);
         is_int(back.sandbox, true, "SANDBOX_CREATE: sandbox");
         is_str(back.template_root, "", "SANDBOX_CREATE: no template");
+        is_str(back.tenant, "", "SANDBOX_CREATE: no tenant");
+        ok(!json_object_get(body, "tenant"), "SANDBOX_CREATE: none sent");
         hostmsg_sandbox_clear(&back);
         ok(back.ro_paths == NULL, "SANDBOX_CREATE: clear releases ro_paths");
         hostmsg_sandbox_clear(&back);
@@ -153,6 +155,29 @@ static void test_sandbox(void)
                 m.layers = NULL;
                 m.build_layer[0] = '\0';
         }
+        /* The tenant a sandbox made ahead is taken for: a key's name. */
+        snprintf(m.tenant, sizeof(m.tenant), "alice.ops-1");
+        body = transfer(HOSTMSG_SANDBOX_CREATE, hostmsg_sandbox_encode(&m),
+                        "SANDBOX_CREATE for a tenant");
+        is_int(hostmsg_sandbox_decode(body, &back), 0, "SANDBOX_CREATE for a tenant: decodes");
+        is_str(back.tenant, "alice.ops-1", "SANDBOX_CREATE: tenant");
+        hostmsg_sandbox_clear(&back);
+        {
+                static const char *const bad[] = {
+                    "", "a/b", "a b", "a;b",
+                    "0123456789012345678901234567890123456789012345678901234567890123"};
+
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                        json_object_set_new(body, "tenant", json_string(bad[i]));
+                        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                               "SANDBOX_CREATE: tenant \"%s\" refused", bad[i]);
+                }
+                json_object_set_new(body, "tenant", json_integer(1));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: a tenant that is a number refused");
+        }
+        json_decref(body);
+        m.tenant[0] = '\0';
         {
                 struct hostmsg_layer l = {.error = ENOSPC}, lb;
 
