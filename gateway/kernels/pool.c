@@ -78,6 +78,18 @@ static long long memory_available_mb(void)
         return kb < 0 ? -1 : kb / 1024;
 }
 
+/* Full, or as full as it gets for now with nothing on its way (what
+ * --max-kernels or a start that failed leave it): the tenants' shares
+ * start over, so that none is held back by a pool that cannot fill. */
+static void reset_shares_when_settled(struct pool_entry *e)
+{
+        size_t warm, pooled = kernels_pooled(e->spec, &warm);
+
+        if (pooled == warm && ((long long)warm >= e->target || now_seconds() < e->retry_at ||
+                               kernels_count() >= (size_t)cfg->max_kernels))
+                jp_share_reset(&e->share);
+}
+
 static void on_kernel(struct waiter *w, void *subject, int status, const char *message)
 {
         struct kernel *k = subject;
@@ -105,14 +117,10 @@ static void on_kernel(struct waiter *w, void *subject, int status, const char *m
                 message = "cannot send the pre-import";
         }
         if (status == 0 && k->pooled) {
-                size_t warm;
-
                 k->warm = true;
                 e->backoff = 0;
                 klog_info(k->id, "warm in the pool (%s)", e->spec->name);
-                kernels_pooled(e->spec, &warm);
-                if ((long long)warm >= e->target)
-                        jp_share_reset(&e->share);
+                reset_shares_when_settled(e);
         } else if (status != 0 && !stopped) {
                 /* A kernelspec that cannot start must not be retried in a
                  * tight loop. */
@@ -133,10 +141,10 @@ static void fill(struct pool_entry *e)
 {
         size_t warm, pooled = kernels_pooled(e->spec, &warm);
 
-        if ((long long)warm >= e->target)
-                jp_share_reset(&e->share);
-        if (now_seconds() < e->retry_at)
+        if (now_seconds() < e->retry_at) {
+                reset_shares_when_settled(e);
                 return;
+        }
         while ((long long)pooled < e->target && pooled - warm < POOL_PARALLEL &&
                kernels_count() < (size_t)cfg->max_kernels) {
                 struct pool_start *ps = calloc(1, sizeof(*ps));
@@ -156,6 +164,7 @@ static void fill(struct pool_entry *e)
                 /* (A start can fail at once: the waiter has run and freed ps.) */
                 pooled++;
         }
+        reset_shares_when_settled(e);
 }
 
 /* Under memory pressure the pool gives back one kernel per tick, the

@@ -502,3 +502,23 @@ def test_one_tenant_takes_at_most_half_of_the_pool_until_it_is_full_again(tmp_pa
         assert taken(gw) == 4, status(gw)
     finally:
         gw.stop()
+
+
+def test_a_pool_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
+    """A pool kept below its target (here by --max-kernels) is as full as it
+    gets once nothing is on its way: the shares start over, and a tenant
+    that had its half is served from it again."""
+    gw = start_with_keys(tmp_path, ("alice", "bob"), "--pool", "python3=4",
+                         "--max-kernels", "5")
+    try:
+        wait_pool(gw, 4)
+        gw.create("alice")
+        gw.create("alice")
+        assert taken(gw) == 2
+        # Two of hers and three pooled: the most there may be.
+        wait_pool(gw, 3)
+        assert status(gw)["kernelspecs"]["python3"]["starting"] == 0
+        gw.create("alice")
+        assert taken(gw) == 3, status(gw)
+    finally:
+        gw.stop()
