@@ -712,7 +712,9 @@ def bench_kernel_cpu(n):
     floor = res["floor"]
     row("CPU per kernel, request to first result (mean): zygote / no zygote",
         f"{ms(gbz)} / {ms(gb)}", ms(res["js"]),
-        f"kernel loop without a framework {ms(floor['lean']['cpu'])}", ratio(gbz, res["js"]),
+        f"kernel loop without a framework {ms(floor['lean']['cpu'])}"
+        + (f", in C {ms(floor['c-loop']['cpu'])}" if "c-loop" in floor else ""),
+        ratio(gbz, res["js"]),
         f"zygote: kernel-host and zygote {ms(parts['host'])}, the sandbox's init "
         f"{ms(parts['init'])}, the kernel {ms(parts['kernel'])}; forked from the zygote's "
         f"imports outside a sandbox (bench/kernel_floor.py): ipykernel's start "

@@ -20,7 +20,12 @@ each answering `1+1` over the Jupyter protocol, outside any sandbox:
   fresh namespace and history).
 - lean: no kernel framework around a prebuilt IPython shell: five ZMQ
   sockets, one Session, one poll loop, the shell's run_cell and display
-  formatter; no threads of its own. The floor.
+  formatter; no threads of its own. The floor in Python.
+- c-loop: the same loop in C (bench/kernel_floor_c.c, built here with the
+  system's compiler over libzmq, jansson and libcrypto), Python called only
+  to run the cell and format its result: the floor of issue 26's design, a
+  kernel loop in C that calls Python only to run a cell. Skipped, saying
+  so, where it cannot be built.
 
 Each kernel's CPU is its threads' run time (schedstat) read when the
 client has the result; minor faults from /proc/PID/stat. IPython's
@@ -28,6 +33,7 @@ directory is a temporary one, histories in memory.
 
 usage: /usr/bin/python3 bench/kernel_floor.py [N]   (N kernels of each; prints JSON)"""
 import importlib
+import importlib.util
 import json
 import os
 import socket
@@ -165,6 +171,45 @@ def lean_kernel(info):
             session.send(iopub, "status", {"execution_state": "idle"}, parent=msg)
 
 
+def build_c_loop():
+    """bench/kernel_floor_c.c as an extension module of this interpreter,
+    imported; None (and why on stderr) where it cannot be built."""
+    import subprocess
+    import sysconfig
+    out = os.path.join(os.environ["IPYTHONDIR"], "_glovebox_floor" +
+                       sysconfig.get_config_var("EXT_SUFFIX"))
+    cmd = ["cc", "-O2", "-shared", "-fPIC", "-Wno-deprecated-declarations",
+           "-I" + sysconfig.get_paths()["include"], os.path.join(HERE, "kernel_floor_c.c"),
+           "-o", out, "-lzmq", "-ljansson", "-lcrypto"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        print(f"c-loop skipped: {e}", file=sys.stderr)
+        return None
+    if done.returncode != 0:
+        print(f"c-loop skipped: {done.stderr.strip()}", file=sys.stderr)
+        return None
+    spec = importlib.util.spec_from_file_location("_glovebox_floor", out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def c_loop_kernel(info):
+    """The C loop around SHELL: run_cell and the display formatter, as the
+    lean kind calls them."""
+    def run(code):
+        result = SHELL.run_cell(code, store_history=True).result
+        if result is None:
+            return None
+        data, _ = SHELL.display_formatter.format(result)
+        return json.dumps(data).encode()
+
+    C_LOOP.serve(info["ip"], tuple(info[c + "_port"] for c in
+                                   ("shell", "iopub", "stdin", "control", "hb")),
+                 info["key"], run)
+
+
 def prebuilt_kernel(path):
     """APP's start from its connection file on: what init_kernel would
     pass the kernel object, given to the prebuilt one."""
@@ -232,11 +277,14 @@ def zygote_application_kernel(path):
     zygote_kernel(path)
 
 
+C_LOOP = build_c_loop()  # built and imported before any fork, as a zygote would
 KERNELS = {"lean": lambda info, path: lean_kernel(info),
            "prebuilt": lambda info, path: prebuilt_kernel(path),
            "zygote": lambda info, path: zygote_kernel(path),
            "zygote-application": lambda info, path: zygote_application_kernel(path),
            "ipykernel": lambda info, path: ipykernel_kernel(path)}
+if C_LOOP is not None:
+    KERNELS["c-loop"] = lambda info, path: c_loop_kernel(info)
 
 
 def cpu_and_faults(pid):
