@@ -156,8 +156,7 @@ static int handle(struct loop *l, PyObject *run)
                 if (zmq_msg_size(&frames[delim + 1]) == 64 &&
                     memcmp(zmq_msg_data(&frames[delim + 1]), sig, 64) == 0) {
                         json_t *header = json_loadb(parts[0], lens[0], 0, NULL);
-                        const char *type =
-                            json_string_value(json_object_get(header, "msg_type"));
+                        const char *type = json_string_value(json_object_get(header, "msg_type"));
 
                         status(l, "busy", parts[0], lens[0]);
                         if (type && strcmp(type, "execute_request") == 0) {
@@ -246,8 +245,8 @@ static PyObject *serve(PyObject *self, PyObject *args)
                         int got = zmq_recv(l.hb, buf, sizeof(buf), 0);
 
                         if (got >= 0)
-                                zmq_send(l.hb, buf, (size_t)got < sizeof(buf) ? (size_t)got
-                                                                             : sizeof(buf), 0);
+                                zmq_send(l.hb, buf,
+                                         (size_t)got < sizeof(buf) ? (size_t)got : sizeof(buf), 0);
                 }
                 if (items[0].revents && handle(&l, run) < 0)
                         return NULL;
@@ -256,8 +255,8 @@ static PyObject *serve(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {{"serve", serve, METH_VARARGS, NULL}, {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_glovebox_floor", NULL, -1, methods,
-                                    NULL,                  NULL,              NULL, NULL};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_glovebox_floor", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__glovebox_floor(void)
 {
