@@ -56,6 +56,22 @@ static size_t strv_length(char **v)
         return n;
 }
 
+/* SANDBOX_CREATE's body with field set to each of bad, then to a number:
+ * each refused. */
+static void sandbox_refuses(json_t *body, const char *field, const char *const *bad, size_t n)
+{
+        struct hostmsg_sandbox back;
+
+        for (size_t i = 0; i < n; i++) {
+                json_object_set_new(body, field, json_string(bad[i]));
+                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
+                       "SANDBOX_CREATE: %s \"%s\" refused", field, bad[i]);
+        }
+        json_object_set_new(body, field, json_integer(1));
+        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG, "SANDBOX_CREATE: %s a number refused",
+               field);
+}
+
 static void test_sandbox(void)
 {
         char *ro_paths[] = {"/usr/share/jupyter/kernels/python3", "/opt/ünïcode kernels/r", "/",
@@ -100,14 +116,7 @@ static void test_sandbox(void)
                 static const char *const bad[] = {"relative",  "/a:b",  "/a,upperdir=/x",
                                                   "/a/../etc", "/a\\b", ""};
 
-                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                        json_object_set_new(body, "template_root", json_string(bad[i]));
-                        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
-                               "SANDBOX_CREATE: template_root \"%s\" refused", bad[i]);
-                }
-                json_object_set_new(body, "template_root", json_integer(1));
-                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
-                       "SANDBOX_CREATE: template_root a number refused");
+                sandbox_refuses(body, "template_root", bad, sizeof(bad) / sizeof(bad[0]));
         }
         json_decref(body);
         m.template_root[0] = '\0';
@@ -167,14 +176,7 @@ static void test_sandbox(void)
                     "", "a/b", "a b", "a;b",
                     "0123456789012345678901234567890123456789012345678901234567890123"};
 
-                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                        json_object_set_new(body, "tenant", json_string(bad[i]));
-                        is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
-                               "SANDBOX_CREATE: tenant \"%s\" refused", bad[i]);
-                }
-                json_object_set_new(body, "tenant", json_integer(1));
-                is_int(hostmsg_sandbox_decode(body, &back), -EBADMSG,
-                       "SANDBOX_CREATE: a tenant that is a number refused");
+                sandbox_refuses(body, "tenant", bad, sizeof(bad) / sizeof(bad[0]));
         }
         json_decref(body);
         m.tenant[0] = '\0';
