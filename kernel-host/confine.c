@@ -391,19 +391,26 @@ bool confine_can_start_in_group(void)
          * child; an older one refuses the flag (EINVAL) or clone3 itself
          * (ENOSYS, also under a seccomp policy such as Docker's). A kernel
          * without cgroups ignores the flag and forks: that child leaves at
-         * once, and the answer is no. */
+         * once, and the answer is no. Asked once a process: its children
+         * inherit the answer. */
+        static int answer = -1;
         struct confine_clone_args args = {
             .flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD, .cgroup = INT_MAX};
         long rc;
 
-        if (shadow_stack_on())
+        if (answer >= 0)
+                return answer;
+        if (shadow_stack_on()) {
+                answer = 0;
                 return false;
+        }
         rc = confine_clone3_vfork(&args, sizeof(args));
         if (rc == 0)
                 _exit(0);
         if (rc > 0)
                 waitpid((pid_t)rc, NULL, 0);
-        return rc == -EBADF;
+        answer = rc == -EBADF;
+        return answer;
 }
 
 #if defined(__x86_64__)

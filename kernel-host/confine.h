@@ -93,7 +93,8 @@ void confine_join_started(const struct confine_sandbox *sb, int group_fd, const 
                           const char *conn_text, int report_fd);
 
 /* Whether the kernel starts a process in a group (clone3's
- * CLONE_INTO_CGROUP, Linux 5.7). */
+ * CLONE_INTO_CGROUP, Linux 5.7). Asked once a process (it may fork a
+ * child that exits at once): ask before forking children that need it. */
 bool confine_can_start_in_group(void);
 /* The group a child of confine_vfork_into starts in: a descriptor (O_PATH)
  * of the one directory of dirs (host paths, "" for none) when it is on

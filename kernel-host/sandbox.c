@@ -382,6 +382,46 @@ static int open_handles(pid_t pid, struct sandbox *sb)
         return sb->run_fd < 0 ? -errno : 0;
 }
 
+/* Clones the sandbox's init with its namespaces; 0 in the child, its pid
+ * or -errno in the caller. On cgroup v2 it starts in the sandbox's group
+ * (clone3's CLONE_INTO_CGROUP, *in_group true) instead of being moved
+ * there (cgroup_attach): a move waits for an RCU grace period, and the
+ * kernel-host with it, on every sandbox made. (It still moves once, into
+ * its leaf below the group, once its cgroup namespace is rooted at the
+ * group: cgroup_hand_down.) The group's descriptor reaches the host's
+ * cgroup tree: the child closes it before anything else. */
+static pid_t clone_init(const struct kernel_cgroup *cg, bool *in_group)
+{
+        const uint64_t ns =
+            CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+        const char *dirs[CGROUP_CONTROLLERS];
+        unsigned ndirs = 0;
+        int group_fd = -1;
+        pid_t pid;
+
+        for (; ndirs < cg->ndirs && ndirs < CGROUP_CONTROLLERS; ndirs++)
+                dirs[ndirs] = cg->dirs[ndirs];
+        if (confine_can_start_in_group())
+                group_fd = confine_open_start_group(dirs, ndirs);
+        *in_group = group_fd >= 0;
+        if (group_fd < 0) {
+                /* fork-like: the child runs on a copy of our stack. */
+                pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, NULL);
+                return pid < 0 ? -errno : pid;
+        }
+        {
+                struct confine_clone_args args = {.flags = ns | CLONE_INTO_CGROUP,
+                                                  .exit_signal = SIGCHLD,
+                                                  .cgroup = (uint64_t)group_fd};
+
+                pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        }
+        if (pid < 0)
+                pid = -errno;
+        close(group_fd);
+        return pid;
+}
+
 int sandbox_create(const char *root_dir, const char *cgroup_name,
                    const struct hostmsg_limits *limits, char *const *ro_paths,
                    const char *template_root, const char *resolv_conf,
@@ -415,6 +455,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
         int report_pipe[2] = {-1, -1};
         int sv[2] = {-1, -1};
         pid_t pid = -1;
+        bool in_group;
         int status;
         int rc;
 
@@ -440,15 +481,13 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 sandbox_fail_set(fail, "socketpair", errno);
                 goto fail;
         }
-        /* fork-like clone: the child runs on a copy of our stack. The cgroup
-         * namespace comes later, once the child is in its cgroup. */
-        pid = (pid_t)syscall(SYS_clone,
-                             CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                                 CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
-                             NULL, NULL, NULL, NULL);
+        /* The cgroup namespace comes later, once the child is in its
+         * cgroup. */
+        pid = clone_init(&sb->cgroup, &in_group);
         if (pid < 0) {
-                rc = -errno;
-                sandbox_fail_set(fail, "clone", errno);
+                rc = pid;
+                pid = -1;
+                sandbox_fail_set(fail, in_group ? "start in cgroup" : "clone", -rc);
                 goto fail;
         }
         if (pid == 0) {
@@ -462,7 +501,7 @@ int sandbox_create(const char *root_dir, const char *cgroup_name,
                 sandbox_fail_set(fail, "uid/gid map", -rc);
                 goto kill;
         }
-        rc = cgroup_attach(&sb->cgroup, pid);
+        rc = in_group ? 0 : cgroup_attach(&sb->cgroup, pid);
         if (rc < 0) {
                 sandbox_fail_set(fail, "cgroup attach", -rc);
                 goto kill;

@@ -15,10 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Whether the kernel starts a process in a cgroup (confine.h); -1 until
- * asked. */
-static int start_in_group = -1;
-
 /* The process itself, inside every namespace: drop everything, execve. */
 static __attribute__((noreturn)) void confine_exec(const struct sandbox *sb,
                                                    const struct sandbox_exec *ex, int exec_fd)
@@ -78,7 +74,7 @@ static __attribute__((noreturn)) void starter_main(const struct sandbox *sb,
                 dirs[ndirs] = ex->cgroup->dirs[ndirs];
         sandbox_confine_view(sb, &csb);
         group_fd = confine_join_to_start(&csb, dirs, ndirs, ex->conn_name, ex->conn_text,
-                                         start_in_group > 0, report_fd);
+                                         confine_can_start_in_group(), report_fd);
         /* The child started in the group shares our memory and shows in
          * the sandbox's /proc: unprivileged, the sandbox's user is ours,
          * and could open its memory (and so ours) unless we are not
@@ -115,9 +111,8 @@ int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
         int rc = 0;
 
         memset(proc, 0, sizeof(*proc));
-        /* Asked once, here in the kernel-host: the starter reads it. */
-        if (start_in_group < 0)
-                start_in_group = confine_can_start_in_group();
+        /* Asked here, in the kernel-host: the starter has the answer. */
+        (void)confine_can_start_in_group();
         if (pipe2(report, O_CLOEXEC) < 0) {
                 rc = -errno;
                 sandbox_fail_set(fail, "pipe", errno);

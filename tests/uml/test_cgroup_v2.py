@@ -234,6 +234,30 @@ def test_root_a_started_process_starts_in_its_group(root_gateway, tmp_path):
     gw.request("DELETE", f"/api/kernels/{kernel}")
 
 
+def test_root_a_sandboxs_init_starts_in_its_group(tmp_path):
+    """On v2 the kernel-host starts a sandbox's init in the sandbox's group
+    (clone3 with CLONE_INTO_CGROUP) rather than moving it there: each move
+    waits for an RCU grace period, and the kernel-host with it. strace of
+    the kernel-host and all it starts over one start with a sandbox made
+    for it (no stock): the init's clone3 into a group; one cgroup.procs
+    written (it was two), the init's move into its leaf once its cgroup
+    namespace is rooted at the group; the sandbox as every one."""
+    gw = start_gateway("--sandbox-stock", "0")
+    try:
+        gw.host_pid = kernel_host_pid(gw)
+        first = gw.start_kernel(name="python3", limits=LIMITS)
+        assert value(gw, first, "1 + 1") == 2
+        kernel, lines = traced_start(gw, gw.host_pid, tmp_path)
+        inits = [line for line in lines
+                 if "clone3" in line and "CLONE_NEWUSER" in line and "CLONE_INTO_CGROUP" in line]
+        assert len(inits) == 1, lines[-40:]
+        moves = [line for line in lines if "cgroup.procs" in line]
+        assert len(moves) == 1 and "/init/cgroup.procs" in moves[0], moves
+        check_kernel_group(gw, kernel, f"{CGROUP_ROOT}/glovebox-{gw.host_pid}")
+    finally:
+        gw.stop()
+
+
 def test_root_pids_limit(root_gateway):
     gw = root_gateway
     events = lambda: int(read(gw.group + "/pids.events").split()[1])  # noqa: E731
