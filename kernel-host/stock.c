@@ -61,6 +61,9 @@ static void back_off(const char *what, const char *why)
         unsigned delay = RETRY_FIRST_MS << (stock.failures < 6 ? stock.failures : 6);
 
         delay = delay < RETRY_MAX_MS ? delay : RETRY_MAX_MS;
+        /* As full as it gets for now: no tenant is held back from what is
+         * left by a stock that cannot fill. */
+        jp_share_reset(&stock.share);
         if (stock.failures++ == 0)
                 log_warn("%s: %s; the next in %u s, and each request makes its own meanwhile", what,
                          why, delay / 1000);

@@ -79,14 +79,15 @@ static long long memory_available_mb(void)
 }
 
 /* Full, or as full as it gets for now with nothing on its way (what
- * --max-kernels or a start that failed leave it): the tenants' shares
- * start over, so that none is held back by a pool that cannot fill. */
+ * --max-kernels, a start that failed or a shortage of memory leave it):
+ * the tenants' shares start over, so that none is held back by a pool
+ * that cannot fill. */
 static void reset_shares_when_settled(struct pool_entry *e)
 {
         size_t warm, pooled = kernels_pooled(e->spec, &warm);
 
         if (pooled == warm && ((long long)warm >= e->target || now_seconds() < e->retry_at ||
-                               kernels_count() >= (size_t)cfg->max_kernels))
+                               kernels_count() >= (size_t)cfg->max_kernels || paused))
                 jp_share_reset(&e->share);
 }
 
@@ -342,31 +343,46 @@ int pool_set_python_warmup(const char *expression)
         return 0;
 }
 
-struct kernel *pool_take(const struct jp_kernelspec *spec)
+/* A pooled kernel of e for the caller, not yet counted for it (count
+ * does, once it is handed out), or NULL. A tenant that has had its half
+ * since the pool was last full gets a kernel started for it instead: the
+ * rest stays for the others; unless --max-kernels would refuse that start,
+ * where holding back would only refuse the tenant. */
+static struct kernel *claim(struct pool_entry *e, const char *who)
 {
-        struct pool_entry *e = entry_of(spec);
-        const char *who = tenants_share_name();
         struct kernel *k;
 
-        if (!e)
-                return NULL;
-        /* A tenant that has had its half since the pool was last full
-         * gets a kernel started for it: the rest stays for the others. */
-        if (!jp_share_may_take(&e->share, who, (unsigned)e->target)) {
+        reset_shares_when_settled(e);
+        if (!jp_share_may_take(&e->share, who, (unsigned)e->target) &&
+            kernels_count() < (size_t)cfg->max_kernels) {
                 log_debug("pool %s: %s has had its share; the rest is kept for the others",
-                          spec->name, who);
+                          e->spec->name, who);
                 return NULL;
         }
-        k = kernel_pool_claim(spec);
+        k = kernel_pool_claim(e->spec);
         if (k) {
                 e->taken++;
-                if (jp_share_took(&e->share, who) < 0)
-                        log_warn("pool %s: a take by %s not counted (out of memory)", spec->name,
-                                 who);
                 /* Refill soon, not at the next tick (each take pushes it
                  * back: see POOL_REFILL_DELAY_MS). */
                 schedule(POOL_REFILL_DELAY_MS);
         }
+        return k;
+}
+
+static void count(struct pool_entry *e, const char *who)
+{
+        if (jp_share_took(&e->share, who) < 0)
+                log_warn("pool %s: a take by %s not counted (out of memory)", e->spec->name, who);
+}
+
+struct kernel *pool_take(const struct jp_kernelspec *spec)
+{
+        struct pool_entry *e = entry_of(spec);
+        const char *who = tenants_share_name();
+        struct kernel *k = e ? claim(e, who) : NULL;
+
+        if (k)
+                count(e, who);
         return k;
 }
 
@@ -447,6 +463,7 @@ struct kernel *pool_take_for(const struct jp_kernelspec *spec, json_t *own, char
                              const struct hostmsg_limits *limits)
 {
         struct pool_entry *e = entry_of(spec);
+        const char *who = tenants_share_name();
         char *code = NULL;
         struct kernel *k;
 
@@ -454,12 +471,16 @@ struct kernel *pool_take_for(const struct jp_kernelspec *spec, json_t *own, char
                 return NULL;
         if (json_object_size(own) && !(code = env_code(own)))
                 return NULL;
-        k = pool_take(spec);
+        k = claim(e, who);
         if (k && kernel_adapt(k, env, code, limits) < 0) {
                 klog_warn(k->id, "cannot give the pooled kernel the request's env and limits");
                 kernel_shutdown(k, NULL);
                 k = NULL;
         }
+        /* Counted once handed out: a kernel that could not take the
+         * request's env and limits is not the tenant's take. */
+        if (k)
+                count(e, who);
         free(code);
         return k;
 }

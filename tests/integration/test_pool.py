@@ -522,3 +522,24 @@ def test_a_pool_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
         assert taken(gw) == 3, status(gw)
     finally:
         gw.stop()
+
+
+def test_a_tenant_at_its_share_is_served_from_the_pool_at_max_kernels(tmp_path):
+    """At --max-kernels a start of the tenant's own would be refused (403):
+    a tenant that had its half is then served from the pool rather than
+    refused while kernels wait there (here while the pool starts the one
+    more kernel the limit allows)."""
+    gw = start_with_keys(tmp_path, ("alice", "bob"), "--pool", "python3=4",
+                         "--max-kernels", "5")
+    try:
+        wait_pool(gw, 4)
+        gw.create("alice")
+        gw.create("alice")
+        deadline = time.time() + 30
+        while status(gw)["kernelspecs"]["python3"]["starting"] != 1:
+            assert time.time() < deadline, status(gw)
+            time.sleep(0.01)
+        gw.create("alice")
+        assert taken(gw) == 3, status(gw)
+    finally:
+        gw.stop()

@@ -189,3 +189,42 @@ def test_one_tenant_takes_at_most_half_of_the_stock_until_it_is_full_again(tmp_p
         assert init_of(gw, gw.create("alice")) in again
     finally:
         assert gw.stop() == 0
+
+
+def test_a_stock_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
+    """While the stock waits out a failure (here a stocked init killed: the
+    next make waits a second) it is as full as it gets: the shares start
+    over, and a tenant that had its half claims what is left. The stock
+    refills after 100 ms of quiet on the kernel-host's link, so the kill
+    comes as soon as her two claims are seen, while her kernels start; a
+    round the refill beat is tried again (five at most)."""
+    import concurrent.futures
+
+    gw = start_with_keys(tmp_path, ("alice", "bob"), "--sandbox-stock", "4")
+    deaths = lambda: gw.read_log().count("a sandbox made ahead ended")  # noqa: E731
+    try:
+        host = kernel_host(gw)
+        gw.create("bob")
+        for _ in range(5):
+            ready = set(full_stock(host, 4))
+            with concurrent.futures.ThreadPoolExecutor(3) as ex:
+                first = [ex.submit(gw.create, "alice") for _ in range(2)]
+                left = []
+                while not all(f.done() for f in first):
+                    left = stock_inits(host)
+                    if len(left) == 2 and set(left) <= ready:
+                        break
+                if len(left) != 2 or not set(left) <= ready:
+                    continue  # refilled before the kill
+                seen = deaths()
+                os.kill(left[0], signal.SIGKILL)
+                wait_for(lambda: deaths() > seen, 10, "the death is logged")
+                if stock_inits(host) != [left[1]]:
+                    continue
+                third = ex.submit(gw.create, "alice")
+                assert init_of(gw, third.result()) == left[1]
+                break
+        else:
+            pytest.fail("the stock refilled before every kill")
+    finally:
+        assert gw.stop() == 0
