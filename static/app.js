@@ -10,7 +10,7 @@ import { el } from './render.js';
 import { $, base, confirmDialog, notice, state, storeKey, ui, uuid } from './shared.js';
 import { shortId } from './ids.js';
 import { addCell, addOutput, askInput, clearAllOutputs, clearOutputs, drawSource, request, restartAndRunAll, runCells, select, setCount, setRunning, updateDisplay } from './cells.js';
-import { cleanName, downloadNotebook, loadNotebook, newNotebook, openFile, openNotebook, renameNotebook, saveNotebook, updateUrl } from './document.js';
+import { cleanName, downloadNotebook, kernelFromAnotherTab, loadNotebook, newNotebook, openFile, openNotebook, renameNotebook, saveNotebook, tellTabs, updateUrl } from './document.js';
 import { terminalFollowKernel } from './terminal.js';
 
 // ---- the token ---------------------------------------------------------
@@ -152,6 +152,8 @@ export async function startKernel (name) {
   const before = state.executionState;
   if (!state.kernel) setExecutionState('starting');
   ui.start.textContent = 'Starting…';
+  state.starting = true;
+  tellTabs('starting');
   try {
     const k = await api('POST', 'api/kernels', { name: (typeof name === 'string' && name) || ui.specSelect.value || state.defaultSpec });
     state.kernels.push(k);
@@ -162,6 +164,10 @@ export async function startKernel (name) {
   } finally {
     ui.start.disabled = false;
     ui.start.textContent = 'New kernel';
+    state.starting = false;
+    state.finding = false;
+    // The tabs waiting for it (or, when it failed, to start their own).
+    tellTabs('kernel');
   }
 }
 
@@ -170,6 +176,8 @@ export function selectKernel (id) {
   closeSocket();
   terminalFollowKernel(id);
   state.kernel = id;
+  state.finding = false;
+  if (id) tellTabs('kernel');
   state.reason = '';
   abandonPending('Kernel changed');
   state.outbox = [];
@@ -767,9 +775,17 @@ async function boot () {
   if (wanted && state.kernels.some((k) => k.id === wanted)) {
     selectKernel(wanted);
   } else {
-    if (wanted) notice(`This notebook's kernel (${shortId(wanted)}) is gone: a new one was started. Variables must be made again (Run all).`);
-    const spec = state.metadata.kernelspec && state.metadata.kernelspec.name;
-    await startKernel(state.specs.some((s) => s.name === spec) ? spec : state.defaultSpec);
+    // Another tab on this notebook, opened at the same moment, may be
+    // starting its kernel: one kernel for both.
+    const other = await kernelFromAnotherTab();
+    if (other) state.kernels = await api('GET', 'api/kernels').catch(() => state.kernels);
+    if (other && state.kernels.some((k) => k.id === other)) {
+      selectKernel(other);
+    } else {
+      if (wanted) notice(`This notebook's kernel (${shortId(wanted)}) is gone: a new one was started. Variables must be made again (Run all).`);
+      const spec = state.metadata.kernelspec && state.metadata.kernelspec.name;
+      await startKernel(state.specs.some((s) => s.name === spec) ? spec : state.defaultSpec);
+    }
   }
   if (!polling) {
     polling = setInterval(() => {

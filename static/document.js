@@ -145,13 +145,44 @@ const channel = 'BroadcastChannel' in window ? new BroadcastChannel(storeKey('ta
 function tellOtherTab () {
   notice(`"${state.name}" is open in another tab too. Edits in either show in both; neither overwrites the other.`);
 }
+// The other tabs on this notebook, by tab id: their kernel, whether they
+// are finding or starting one; and this tab's waits for another's kernel.
+const peers = new Map();
+const kernelWaits = [];
+// Tells the other tabs on this notebook what this one is at ("hello" when
+// it opens, "here" in answer, "starting", "kernel" once it has one).
+export function tellTabs (type) {
+  if (channel) channel.postMessage({ type, notebook: state.name, tab: state.tab, kernel: state.kernel || null, finding: state.finding, starting: state.starting });
+}
 if (channel) {
   channel.onmessage = (ev) => {
     const m = ev.data || {};
     if (m.notebook !== state.name || m.tab === state.tab) return;
-    if (m.type === 'hello') channel.postMessage({ type: 'here', notebook: state.name, tab: state.tab });
+    peers.set(m.tab, { kernel: m.kernel || null, finding: !!m.finding, starting: !!m.starting });
+    if (m.type === 'hello') tellTabs('here');
     if (m.type === 'hello' || m.type === 'here') tellOtherTab();
+    if (m.type === 'kernel') for (const done of kernelWaits.splice(0)) done(m.kernel || null);
   };
+}
+
+// For a notebook without a kernel, before starting one: another tab on it
+// may have one, or be starting one (two tabs opened at once, neither
+// finding a kernel in the notebook). Resolves with that kernel's id, or
+// null when this tab is to start it: one already starting goes on, else
+// the first by tab id of those finding one starts and the others wait for
+// it (a minute at most).
+export async function kernelFromAnotherTab () {
+  if (!channel) return null;
+  await new Promise((resolve) => setTimeout(resolve, 150)); // their answers to our hello
+  const others = [...peers.entries()];
+  const has = others.find(([, p]) => p.kernel);
+  if (has) return has[1].kernel;
+  if (!others.some(([tab, p]) => p.starting || (p.finding && tab < state.tab))) return null;
+  return new Promise((resolve) => {
+    const done = (id) => { clearTimeout(timer); resolve(id); };
+    const timer = setTimeout(() => { kernelWaits.splice(kernelWaits.indexOf(done), 1); resolve(null); }, 60000);
+    kernelWaits.push(done);
+  });
 }
 
 // The address names the notebook and its kernel: a reload or a copied
@@ -214,7 +245,7 @@ export function loadNotebook (name) {
   if (!doc) saveNotebook(true);
   renderNotebookList();
   localStorage.setItem(storeKey('last-notebook'), name);
-  if (channel) channel.postMessage({ type: 'hello', notebook: name, tab: state.tab });
+  tellTabs('hello');
 }
 
 function renderNotebookList () {

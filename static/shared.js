@@ -69,6 +69,10 @@ export const state = {
   name: null,
   rev: 0,
   tab: uuid(),
+  // Until it has a kernel: finding one (the tabs on a notebook opened at
+  // once agree on one), starting one.
+  finding: true,
+  starting: false,
   dirty: new Set(), // ids of cells this tab changed since it last saved
   removed: new Set(), // ids of cells this tab deleted since it last saved
   metadata: {},

@@ -533,6 +533,22 @@ test('two tabs on one notebook are told, and keep each other\'s edits', { timeou
   await shutDown(id)
 })
 
+test('two tabs opened at once on a new notebook share one kernel', { timeout: T }, async () => {
+  // Neither has a kernel to find when it opens: one starts it, the other
+  // takes it, rather than each starting its own.
+  const before = new Set((await api('GET', 'api/kernels')).map((k) => k.id))
+  const { ctx } = await newPage()
+  const [a, b] = await Promise.all([notebookTab('at-once.ipynb', { ctx }), notebookTab('at-once.ipynb', { ctx })])
+  const id = await a.kernel()
+  assert.ok(id, 'a kernel')
+  await b.p.waitForFunction((k) => document.querySelector('#kernel-select').value === k, id)
+  const started = (await api('GET', 'api/kernels')).filter((k) => !before.has(k.id))
+  assert.deepEqual(started.map((k) => k.id), [id], 'one kernel started for the two tabs')
+  assert.deepEqual([...a.p.errors, ...b.p.errors], [])
+  await ctx.close()
+  await shutDown(id)
+})
+
 test('.ipynb: download with outputs, open by the file picker and by a drop', { timeout: T }, async () => {
   const { ctx, p, kernel } = await notebookTab('export.ipynb')
   await run('print("to the file")', { p })
