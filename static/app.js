@@ -761,12 +761,20 @@ async function loadSpecs () {
 ui.specSelect.addEventListener('focus', () => { loadSpecs().catch(() => {}); });
 
 let polling = null;
+// This tab will not get a kernel by itself now (it has no token, or the
+// gateway did not answer): the tabs waiting for it start their own.
+function giveUpFinding () {
+  state.finding = false;
+  tellTabs('kernel');
+}
+
 async function boot () {
   try {
     await loadSpecs();
     state.kernels = await api('GET', 'api/kernels');
   } catch (e) {
     if (e.status !== 401) notice(`Cannot reach the gateway: ${e.message}`);
+    giveUpFinding();
     return;
   }
   // The notebook's own kernel (named in the address, or remembered with
@@ -809,8 +817,12 @@ function init () {
   const fromUrl = takeTokenFromUrl();
   if (fromUrl) localStorage.setItem(storeKey('token'), fromUrl);
   state.token = fromUrl || localStorage.getItem(storeKey('token'));
-  if (!state.token) signIn('Enter the token glovebox printed when it started (the ?token= of its URL).', false);
-  else boot();
+  if (!state.token) {
+    giveUpFinding();
+    signIn('Enter the token glovebox printed when it started (the ?token= of its URL).', false);
+  } else {
+    boot();
+  }
 }
 
 init();
