@@ -608,6 +608,15 @@ int cgroup_attach(const struct kernel_cgroup *cg, pid_t pid)
         return 0;
 }
 
+unsigned cgroup_dir_list(const struct kernel_cgroup *cg, const char *out[CGROUP_CONTROLLERS])
+{
+        unsigned n = 0;
+
+        for (; n < cg->ndirs && n < CGROUP_CONTROLLERS; n++)
+                out[n] = cg->dirs[n];
+        return n;
+}
+
 int cgroup_hand_down(struct kernel_cgroup *cg, pid_t init)
 {
         int i = hierarchy_of(CGROUP_MEMORY);

@@ -68,6 +68,9 @@ uint64_t cgroup_oom_kills(const struct kernel_cgroup *cg);
  * subtree (the no-internal-process rule). Its process groups can then have
  * memory.oom.group. Nothing to do on v1. 0 or -errno. */
 int cgroup_hand_down(struct kernel_cgroup *cg, pid_t init);
+/* cg's directories, one per hierarchy ("" where none was made), into out
+ * (what confine_open_start_group and the joins take): their number. */
+unsigned cgroup_dir_list(const struct kernel_cgroup *cg, const char *out[CGROUP_CONTROLLERS]);
 /* Makes a group called name inside each of parent's, with no limits of
  * its own (parent's cover it): a process and whatever it starts live
  * there, so that they can be killed together, setsid or not, and after

@@ -395,12 +395,10 @@ static pid_t clone_init(const struct kernel_cgroup *cg, bool *in_group)
         const uint64_t ns =
             CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
         const char *dirs[CGROUP_CONTROLLERS];
-        unsigned ndirs = 0;
+        unsigned ndirs = cgroup_dir_list(cg, dirs);
         int group_fd = -1;
         pid_t pid;
 
-        for (; ndirs < cg->ndirs && ndirs < CGROUP_CONTROLLERS; ndirs++)
-                dirs[ndirs] = cg->dirs[ndirs];
         if (confine_can_start_in_group())
                 group_fd = confine_open_start_group(dirs, ndirs);
         *in_group = group_fd >= 0;

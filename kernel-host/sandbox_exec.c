@@ -67,11 +67,9 @@ static __attribute__((noreturn)) void starter_main(const struct sandbox *sb,
         struct confine_sandbox csb;
         struct confine_report r;
         int exec_sock[2], status, rc, group_fd;
-        unsigned ndirs = 0;
+        unsigned ndirs = cgroup_dir_list(ex->cgroup, dirs);
         pid_t middle;
 
-        for (; ndirs < ex->cgroup->ndirs && ndirs < CGROUP_CONTROLLERS; ndirs++)
-                dirs[ndirs] = ex->cgroup->dirs[ndirs];
         sandbox_confine_view(sb, &csb);
         group_fd = confine_join_to_start(&csb, dirs, ndirs, ex->conn_name, ex->conn_text,
                                          confine_can_start_in_group(), report_fd);

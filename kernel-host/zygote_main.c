@@ -55,8 +55,6 @@ extern const char zygote_kernel_py[];
 static char *title_area;
 static size_t title_len;
 static int cap_last = CAP_LAST_CAP;
-/* Whether this kernel starts a process in a cgroup (confine.h). */
-static bool start_in_group;
 static struct sock_fprog filter;
 
 /* ---- the kernel, in the sandbox ------------------------------------------ */
@@ -302,7 +300,7 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
          * there: a move waits for an RCU grace period, and the zygote with
          * it. Elsewhere (v1, whose groups are one per hierarchy) it moves. */
         group_fd = confine_join_to_start(&csb, (const char *const *)dir, n, NULL, NULL,
-                                         start_in_group, report_fd);
+                                         confine_can_start_in_group(), report_fd);
         middle = group_fd >= 0 ? confine_vfork_into(group_fd) : vfork();
         if (middle == 0)
                 middle_main(&csb, fds, group_fd);
@@ -554,7 +552,9 @@ int main(int argc, char **argv)
                 log_error("cannot build the seccomp filter");
                 return 1;
         }
-        start_in_group = confine_can_start_in_group();
+        /* Asked before any request (it may fork): the requests' children
+         * have the answer. */
+        (void)confine_can_start_in_group();
         /* Children are reaped from the loop: SIGCHLD through a signalfd. */
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);

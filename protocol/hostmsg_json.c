@@ -305,16 +305,6 @@ json_t *hostmsg_sandbox_encode(const struct hostmsg_sandbox *m)
         return body;
 }
 
-/* A tenant's name as keys files give it: 1 to 63 of [A-Za-z0-9_.-]. */
-static bool tenant_valid(const char *name)
-{
-        size_t n = strlen(name);
-
-        return n > 0 && n < JP_SHARE_NAME_SIZE &&
-               strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") ==
-                   n;
-}
-
 /* A template's tree: an absolute, plain path, without a character that
  * overlayfs's options would read as a separator. */
 static bool template_root_valid(const char *path)
@@ -374,7 +364,7 @@ int hostmsg_sandbox_decode(json_t *body, struct hostmsg_sandbox *m)
         if (rc == 0 && json_object_get(body, "tenant")) {
                 const char *tenant = json_string_value(json_object_get(body, "tenant"));
 
-                if (!tenant || !tenant_valid(tenant))
+                if (!tenant || !jp_share_name_valid(tenant))
                         rc = -EBADMSG;
                 else
                         snprintf(m->tenant, sizeof(m->tenant), "%s", tenant);

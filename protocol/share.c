@@ -8,6 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool jp_share_name_valid(const char *name)
+{
+        size_t len = strlen(name);
+
+        return len > 0 && len < JP_SHARE_NAME_SIZE &&
+               strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                   len;
+}
+
 unsigned jp_share_most(unsigned size)
 {
         return size > 1 ? (size + 1) / 2 : 1;

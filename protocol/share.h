@@ -12,6 +12,10 @@
 
 #define JP_SHARE_NAME_SIZE 64 /* a tenant's name: 1 to 63 characters and a NUL */
 
+/* Whether name may name a tenant (a key's name in a keys file, the tenant
+ * a sandbox request names): 1 to 63 of [A-Za-z0-9_.-]. */
+bool jp_share_name_valid(const char *name);
+
 struct jp_share_taker {
         char name[JP_SHARE_NAME_SIZE];
         unsigned taken;

@@ -39,15 +39,6 @@ int keys_hash_hex(const char *key, size_t len, char out[2 * KEYS_HASH_SIZE + 1])
         return 0;
 }
 
-bool keys_name_valid(const char *name)
-{
-        size_t len = strlen(name);
-
-        return len > 0 && len < KEYS_NAME_MAX &&
-               strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
-                   len;
-}
-
 static int hex_value(char c)
 {
         if (c >= '0' && c <= '9')
@@ -147,7 +138,7 @@ int keyset_add_admin(struct keyset *ks, const char *name, const char *key)
                               .max_cpu_millicores = KEYS_NO_QUOTA};
         int rc;
 
-        if (!keys_name_valid(name))
+        if (!jp_share_name_valid(name))
                 return -EINVAL;
         snprintf(e.name, sizeof(e.name), "%s", name);
         rc = sha256(key, strlen(key), e.hash);
@@ -207,7 +198,7 @@ static int parse_entry(struct keyset *ks, json_t *entry, size_t index, char *err
                 }
         }
         name = json_string_value(json_object_get(entry, "name"));
-        if (!name || !keys_name_valid(name)) {
+        if (!name || !jp_share_name_valid(name)) {
                 snprintf(err, errlen, "keys[%zu]: \"name\" must be 1 to %d of A-Z a-z 0-9 _ . -",
                          index, KEYS_NAME_MAX - 1);
                 return -EINVAL;

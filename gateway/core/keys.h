@@ -11,11 +11,13 @@
 #ifndef GLOVEBOX_KEYS_H
 #define GLOVEBOX_KEYS_H
 
+#include "protocol/share.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define KEYS_NAME_MAX  64        /* a name's bytes, with its NUL */
+#define KEYS_NAME_MAX  JP_SHARE_NAME_SIZE /* a name's bytes, with its NUL (jp_share_name_valid) */
 #define KEYS_FILE_MAX  (1 << 20) /* a keys file's bytes */
 #define KEYS_MAX       4096      /* keys in one file */
 #define KEYS_HASH_SIZE 32
@@ -53,8 +55,6 @@ const struct key_entry *keyset_match(const struct keyset *ks, const char *key, s
 const struct key_entry *keyset_find(const struct keyset *ks, const char *name);
 /* The lowercase hex SHA-256 of key (len bytes): what a keys file holds. */
 int keys_hash_hex(const char *key, size_t len, char out[2 * KEYS_HASH_SIZE + 1]);
-/* Whether name may name a tenant: 1 to 63 of [A-Za-z0-9_.-]. */
-bool keys_name_valid(const char *name);
 void keyset_destroy(struct keyset **ks);
 
 #endif

@@ -504,10 +504,9 @@ def test_one_tenant_takes_at_most_half_of_the_pool_until_it_is_full_again(tmp_pa
         gw.stop()
 
 
-def test_a_pool_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
-    """A pool kept below its target (here by --max-kernels) is as full as it
-    gets once nothing is on its way: the shares start over, and a tenant
-    that had its half is served from it again."""
+def at_max_kernels_with_her_half_taken(tmp_path):
+    """A gateway with a pool of 4 and room for 5 kernels, where Alice has
+    taken her half of the pool."""
     gw = start_with_keys(tmp_path, ("alice", "bob"), "--pool", "python3=4",
                          "--max-kernels", "5")
     try:
@@ -515,6 +514,18 @@ def test_a_pool_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
         gw.create("alice")
         gw.create("alice")
         assert taken(gw) == 2
+    except BaseException:
+        gw.stop()
+        raise
+    return gw
+
+
+def test_a_pool_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
+    """A pool kept below its target (here by --max-kernels) is as full as it
+    gets once nothing is on its way: the shares start over, and a tenant
+    that had its half is served from it again."""
+    gw = at_max_kernels_with_her_half_taken(tmp_path)
+    try:
         # Two of hers and three pooled: the most there may be.
         wait_pool(gw, 3)
         assert status(gw)["kernelspecs"]["python3"]["starting"] == 0
@@ -529,12 +540,8 @@ def test_a_tenant_at_its_share_is_served_from_the_pool_at_max_kernels(tmp_path):
     a tenant that had its half is then served from the pool rather than
     refused while kernels wait there (here while the pool starts the one
     more kernel the limit allows)."""
-    gw = start_with_keys(tmp_path, ("alice", "bob"), "--pool", "python3=4",
-                         "--max-kernels", "5")
+    gw = at_max_kernels_with_her_half_taken(tmp_path)
     try:
-        wait_pool(gw, 4)
-        gw.create("alice")
-        gw.create("alice")
         deadline = time.time() + 30
         while status(gw)["kernelspecs"]["python3"]["starting"] != 1:
             assert time.time() < deadline, status(gw)

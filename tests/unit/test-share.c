@@ -71,8 +71,22 @@ static void test_many_tenants(void)
         ok(s.takers == NULL && s.n == 0, "freed and emptied");
 }
 
+static void test_names(void)
+{
+        ok(jp_share_name_valid("alice.ops-1_2"), "letters, digits, '.', '-', '_' name a tenant");
+        ok(jp_share_name_valid("012345678901234567890123456789012345678901234567890123456789012"),
+           "63 characters do");
+        ok(!jp_share_name_valid("0123456789012345678901234567890123456789012345678901234567890123"),
+           "64 are too many");
+        ok(!jp_share_name_valid(""), "an empty name is refused");
+        ok(!jp_share_name_valid("a/b"), "a slash is refused");
+        ok(!jp_share_name_valid("a b"), "a space is refused");
+        ok(!jp_share_name_valid("ünï"), "non-ASCII is refused");
+}
+
 int main(void)
 {
+        test_names();
         test_most();
         test_half_for_one_tenant();
         test_nobody_in_particular();
