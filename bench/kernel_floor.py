@@ -9,6 +9,11 @@ each answering `1+1` over the Jupyter protocol, outside any sandbox:
   (kernel-host/zygote_bootstrap.py) run here: the shell prebuilt and adopted
   by each kernel, ipykernel's IPythonKernel in Glovebox's own loop
   (kernel-host/zygote_kernel.py).
+- zygote-session: the same with jupyter_client's Session in Python
+  sending and reading every message, as where glovebox-zygote's C wire
+  (kernel-host/zygote_wire.c, imported here from GLOVEBOX_BUILD's
+  kernel-host/_glovebox_wire.so) is missing. Without that module both
+  kinds use Session (said on stderr).
 - zygote-application: the same with ipykernel's application around the
   kernel, as a zygote kernel with a configuration file of its own runs
   (and as every zygote kernel ran before that loop).
@@ -94,6 +99,15 @@ InteractiveShell.clear_instance()
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The zygote's C wire, as an extension module of this Python (the zygote
+# has it built in).
+_WIRE_DIR = os.path.join(os.environ.get("GLOVEBOX_BUILD", os.path.join(HERE, "..", "build")),
+                         "kernel-host")
+if os.path.exists(os.path.join(_WIRE_DIR, "_glovebox_wire.so")):
+    sys.path.insert(0, _WIRE_DIR)
+else:
+    print(f"no {_WIRE_DIR}/_glovebox_wire.so: the zygote kinds use Session in Python",
+          file=sys.stderr)
 
 
 def zygote_bootstrap():
@@ -270,6 +284,12 @@ def zygote_kernel(path):
                             dict(os.environ))
 
 
+def zygote_session_kernel(path):
+    """The zygote's kernel with jupyter_client's Session alone (no C wire)."""
+    ZYGOTE["_glovebox_kernel_loop"].PREBUILT["wire_tools"] = None
+    zygote_kernel(path)
+
+
 def zygote_application_kernel(path):
     """The zygote's kernel with ipykernel's application (as one with a
     configuration file of its own runs)."""
@@ -281,6 +301,7 @@ C_LOOP = build_c_loop()  # built and imported before any fork, as a zygote would
 KERNELS = {"lean": lambda info, path: lean_kernel(info),
            "prebuilt": lambda info, path: prebuilt_kernel(path),
            "zygote": lambda info, path: zygote_kernel(path),
+           "zygote-session": lambda info, path: zygote_session_kernel(path),
            "zygote-application": lambda info, path: zygote_application_kernel(path),
            "ipykernel": lambda info, path: ipykernel_kernel(path)}
 if C_LOOP is not None:

@@ -30,6 +30,11 @@ zygote kernel's CPU.
 - Everything published on IOPub goes through one lock, so the two threads
   never use the socket at once. A forked child's writes to sys.stdout and
   sys.stderr go to descriptors 1 and 2, which the parent forwards.
+- Messages are sent and read by the zygote's C wire (_glovebox_wire,
+  kernel-host/zygote_wire.c) where it can: jupyter_client's Session
+  (WireSession) hands it every send of a message type on one of the
+  kernel's sockets and every message read; the same bytes, but for the
+  dates of a message read, which stay the strings they came as.
 
 Not here, as ipykernel has them: the debugger (debug_request is answered
 with an error), GUI event loops (%gui) and a forked child's display()
@@ -45,6 +50,8 @@ import importlib.util
 import inspect
 import io
 import json
+import json.encoder
+import json.scanner
 import logging
 import os
 import pdb
@@ -68,9 +75,17 @@ from ipykernel.ipkernel import IPythonKernel
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.zmqshell import ZMQInteractiveShell
 from jupyter_client import jsonutil
-from jupyter_client.session import Session, extract_header
+from jupyter_client.adapter import adapt
+from jupyter_client.session import DONE, Session, extract_header, json_packer, json_unpacker
 from tornado.ioloop import IOLoop
 from traitlets.config import Config
+
+try:
+    # Built into glovebox-zygote; elsewhere (tests, bench) an extension
+    # module, where built.
+    import _glovebox_wire
+except ImportError:
+    _glovebox_wire = None
 
 # All imported here, as the zygote loads this file, rather than in the
 # functions a kernel runs: an import statement there touches the module and
@@ -119,7 +134,8 @@ def prebuild(shell, adopt):
     app.log.debug("prebuilt")
     PREBUILT["profile_dir"] = ProfileDir.create_profile_dir(
         os.path.join(get_ipython_dir(), "profile_default"))
-    PREBUILT["session"] = Session()
+    PREBUILT["session"] = WireSession()
+    PREBUILT["wire_tools"] = wire_tools()
     # getLogger of a new name walks every logger there is; setLevel empties
     # every logger's cache. Each kernel gives the handler its stream.
     log = PREBUILT["log"] = logging.getLogger("glovebox.kernel")
@@ -169,6 +185,73 @@ def prebuild_kernel(app, shell):
     # not in the zygote: a kernel of ipykernel's application lists its own.
     shell.configurables.remove(kernel.comm_manager)
     return kernel
+
+
+def wire_tools():
+    """What every kernel's C wire uses (zygote_wire.c's enum tool), or None
+    where there is no wire: json's C encoder and scanner, and for what they
+    refuse, jupyter_client's own functions."""
+    if _glovebox_wire is None or None in (json.encoder.c_make_encoder,
+                                          json.encoder.c_encode_basestring,
+                                          json.scanner.c_make_scanner):
+        return None
+    # The HMAC every kernel's wire copies (OpenSSL's lookups done here).
+    _glovebox_wire.prepare()
+    return (json.encoder.c_make_encoder, jsonutil.json_default,
+            json.encoder.c_encode_basestring, json.scanner.c_make_scanner(json.JSONDecoder()),
+            json_packer, adapt, DONE, zmq.ZMQError)
+
+
+class WireSession(Session):
+    """jupyter_client's Session whose messages the C wire sends and reads,
+    once a kernel has connected it (connect_wire): a send of a message type
+    on one of the kernel's sockets, without buffers or a header of the
+    caller's, and every message read from a list of bytes. Anything else,
+    and everything before or without a wire, is Session's."""
+
+    wire = None
+    streams = None
+
+    def connect_wire(self, streams):
+        """The wire of this kernel's key and identity; streams: (stream,
+        its libzmq handle, whether its sends take its lock, LockedSocket's:
+        the lock is the stream's own, replaced in a forked child). Left
+        unconnected where the Session is configured beyond what the wire
+        does (another scheme or packer, metadata, adaptation, debug)."""
+        tools = PREBUILT.get("wire_tools")
+        if tools is None or self.signature_scheme != "hmac-sha256" or \
+                self.pack is not json_packer or self.unpack is not json_unpacker or \
+                self.metadata or self.adapt_version or self.debug:
+            return
+        self.wire = _glovebox_wire.Wire(self.key, self.session, self.username,
+                                        self.digest_history, self.digest_history_size, tools)
+        self.streams = {id(stream): (handle, locked) for stream, handle, locked in streams}
+
+    @property
+    def msg_id(self):
+        # One count for both ways of sending.
+        if self.wire is not None:
+            return self.wire.next_id()
+        return Session.msg_id.fget(self)
+
+    def send(self, stream, msg_or_type, content=None, parent=None, ident=None, buffers=None,
+             track=False, header=None, metadata=None):
+        to = None if self.wire is None else self.streams.get(id(stream))
+        if to is None or buffers or header is not None or not isinstance(msg_or_type, str):
+            return Session.send(self, stream, msg_or_type, content, parent, ident, buffers,
+                                track, header, metadata)
+        handle, locked = to
+        if not locked:
+            return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
+        with stream.lock:
+            if stream.closed:
+                return None
+            return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
+
+    def deserialize(self, msg_list, content=True, copy=True):
+        if self.wire is None or not content or not copy:
+            return Session.deserialize(self, msg_list, content, copy)
+        return self.wire.deserialize(msg_list)
 
 
 def excepthook(etype, value, tb):
@@ -398,6 +481,12 @@ class KernelLoop:
             self.sockets[name] = sock
         self.iopub = LockedSocket(self.sockets["iopub"], self.iopub_lock)
         self.session = self._session(info)
+        # The IOPub's sends under its lock, as LockedSocket's; each other
+        # socket is used by one thread.
+        self.session.connect_wire(
+            [(self.iopub, self.sockets["iopub"].underlying, True)] +
+            [(self.sockets[name], self.sockets[name].underlying, False)
+             for name in ("shell", "stdin", "control")])
         self._wake_io_r, self._wake_io_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_main_r, self._wake_main_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._capture_output()

@@ -14,6 +14,7 @@
 #include "kernel-host/confine.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/zygote.h"
+#include "kernel-host/zygote_wire.h"
 #include "protocol/log.h"
 
 #include <dirent.h>
@@ -563,6 +564,11 @@ int main(int argc, char **argv)
         if (sigfd < 0)
                 return 1;
 
+        /* The kernels' wire in C (zygote_wire.c), for zygote_kernel.py. */
+        if (PyImport_AppendInittab("_glovebox_wire", PyInit__glovebox_wire) < 0) {
+                log_error("cannot register _glovebox_wire");
+                return 1;
+        }
         PyConfig_InitPythonConfig(&config);
         /* sys.executable and the paths of the kernelspec's interpreter. */
         status = PyConfig_SetBytesString(&config, &config.program_name, GLOVEBOX_ZYGOTE_PYTHON);

@@ -51,6 +51,35 @@ fail:
         return rc;
 }
 
+int jp_signer_new_like(const struct jp_signer *proto, const void *key, size_t keylen,
+                       struct jp_signer **out)
+{
+        struct jp_signer *s;
+
+        *out = NULL;
+        if (keylen > JP_MAX_KEY_LEN)
+                return -EINVAL;
+        if (!proto || !proto->ctx || keylen == 0)
+                return jp_signer_new(key, keylen, out);
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->keylen = keylen;
+        if (!EVP_MAC_up_ref(proto->mac))
+                goto fail;
+        s->mac = proto->mac;
+        /* The copy keeps the digest: keyed with no parameters, nothing is
+         * fetched. */
+        s->ctx = EVP_MAC_CTX_dup(proto->ctx);
+        if (!s->ctx || !EVP_MAC_init(s->ctx, key, keylen, NULL))
+                goto fail;
+        *out = s;
+        return 0;
+fail:
+        jp_signer_destroy(&s);
+        return -ENOMEM;
+}
+
 void jp_signer_destroy(struct jp_signer **signer)
 {
         struct jp_signer *s = *signer;

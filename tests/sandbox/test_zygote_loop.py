@@ -297,6 +297,46 @@ def test_comms_are_a_cold_kernels(gw, loop, cold):
                     {"c1": {"target_name": "glovebox"}}]
 
 
+WIRE_CELL = """from ipykernel.comm import Comm
+print('before', flush=True)
+c = Comm(target_name='nobody', data={'n': 1}, buffers=[b'\\x00\\x01'])
+print('after')
+k = get_ipython().kernel
+(type(k.session.wire).__name__, k.session.msg_id)"""
+
+
+def test_its_messages_go_through_the_c_wire(gw, loop):
+    # kernel-host/zygote_wire.c sends and reads the loop's messages; one
+    # with buffers (a comm's) is sent by jupyter_client's Session: all
+    # reach the client, in order, their ids of one count.
+    ch = gw.connect(loop)
+    try:
+        reply, out = ch.execute(WIRE_CELL)
+    finally:
+        ch.close()
+    assert reply["content"]["status"] == "ok"
+    kinds = [(m["msg_type"], m["content"].get("text")) for m in out
+             if m["msg_type"] in ("stream", "comm_open")]
+    assert kinds == [("stream", "before\n"), ("comm_open", None), ("stream", "after\n")]
+    comm = next(m for m in out if m["msg_type"] == "comm_open")
+    assert comm["content"]["data"] == {"n": 1}
+    assert [bytes(b) for b in comm.get("buffers", [])] in ([b"\x00\x01"], [])
+    result = next(m for m in out if m["msg_type"] == "execute_result")
+    wire, next_id = eval(result["content"]["data"]["text/plain"])
+    assert wire == "Wire"
+    ids = [m["header"]["msg_id"] for m in out] + [reply["header"]["msg_id"]]
+    counts = [int(i.rsplit("_", 1)[1]) for i in ids]
+    # busy, execute_input, the streams, the comm, the result, idle, the
+    # reply and the id the cell took: one session's count, each once, the
+    # comm's (Session's send) between the streams' (the wire's).
+    assert len({i.rsplit("_", 1)[0] for i in ids + [next_id]}) == 1
+    counts.append(int(next_id.rsplit("_", 1)[1]))
+    assert len(set(counts)) == len(counts)
+    before, comm_at, after = (int(m["header"]["msg_id"].rsplit("_", 1)[1]) for m in out
+                              if m["msg_type"] in ("stream", "comm_open"))
+    assert before < comm_at < after
+
+
 def test_exit_in_a_cell_ends_the_kernel_as_a_cold_ones(gw, loop, cold):
     for kid in (cold, loop):
         run(gw, kid, "glovebox_before = 1")

@@ -167,9 +167,50 @@ static void test_key_limits(void)
         ok(s == NULL, "a failed jp_signer_new sets the output to NULL");
 }
 
+/* A signer copied from another with its own key signs as one made for that
+ * key (RFC 4231 case 2, a key shorter than the proto's and one longer
+ * than a block), and leaves the proto as it was; without a proto, or with
+ * an empty key, it is jp_signer_new's. */
+static void test_new_like(void)
+{
+        struct jp_signer *proto = NULL, *s = NULL;
+        char hex[JP_SIGNATURE_HEX_LEN + 1], before[JP_SIGNATURE_HEX_LEN + 1];
+        struct jp_msg msg = split_msg("what do ya want ", "", "for nothing?", "");
+        uint8_t key6[131];
+
+        memset(key6, 0xaa, sizeof(key6));
+        if (jp_signer_new("a key of the zygote", 19, &proto) < 0)
+                BAIL_OUT("jp_signer_new");
+        is_int(jp_signer_sign(proto, &msg, before), 0, "the proto signs");
+        is_int(jp_signer_new_like(proto, "Jefe", 4, &s), 0, "a copy keyed Jefe");
+        is_int(jp_signer_sign(s, &msg, hex), 0, "it signs");
+        is_str(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+               "with its own key (RFC 4231 case 2)");
+        jp_signer_destroy(&s);
+        is_int(jp_signer_sign(proto, &msg, hex), 0, "the proto still signs");
+        is_str(hex, before, "with its own key, unchanged by the copy");
+        msg = split_msg("Test Using Larger Than Block-Size Key - Hash Key First", "", "", "");
+        is_int(jp_signer_new_like(proto, key6, sizeof(key6), &s), 0, "a copy with a long key");
+        is_int(jp_signer_sign(s, &msg, hex), 0, "it signs");
+        is_str(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
+               "as RFC 4231 case 6");
+        jp_signer_destroy(&s);
+        is_int(jp_signer_new_like(proto, "", 0, &s), 0, "a copy with no key");
+        is_int(jp_signer_sign(s, &msg, hex), 0, "signs");
+        is_str(hex, "", "with nothing, as an empty key's signer");
+        jp_signer_destroy(&s);
+        is_int(jp_signer_new_like(NULL, "Jefe", 4, &s), 0, "no proto: a signer of its own");
+        jp_signer_destroy(&s);
+        is_int(jp_signer_new_like(proto, key6, JP_MAX_KEY_LEN + 1, &s), -EINVAL,
+               "a key over the limit is refused");
+        ok(s == NULL, "and nothing is made");
+        jp_signer_destroy(&proto);
+}
+
 int main(void)
 {
         test_known_answers();
+        test_new_like();
         test_verify();
         test_empty_key();
         test_key_limits();
