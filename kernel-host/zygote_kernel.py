@@ -45,6 +45,8 @@ import asyncio
 import atexit
 import codecs
 import faulthandler
+import hashlib
+import hmac
 import importlib.machinery
 import importlib.util
 import inspect
@@ -147,6 +149,12 @@ def prebuild(shell, adopt):
     PREBUILT["displayhook"] = ZMQDisplayHook(PREBUILT["session"], None)
     PREBUILT["launcher"] = importlib.util.find_spec("ipykernel_launcher").origin
     PREBUILT["path"] = list(sys.path)
+    # One-time set-up of the libraries every kernel's start uses, done here
+    # rather than in every kernel: libzmq's (libsodium's random source among
+    # it: a context without sockets starts no thread) and OpenSSL's HMAC
+    # (Session's, keyed per kernel).
+    zmq.Context().term()
+    hmac.new(b"glovebox", digestmod=hashlib.sha256)
     if hasattr(debugger, "InterruptiblePdb"):
         debugger.Pdb = debugger.InterruptiblePdb
         pdb.Pdb = debugger.Pdb
