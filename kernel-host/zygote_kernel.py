@@ -250,6 +250,9 @@ class WireSession(Session):
                                 track, header, metadata)
         handle, locked = to
         if not locked:
+            # A closed socket's handle is freed: pyzmq would refuse it too.
+            if stream.closed:
+                raise zmq.ZMQError(zmq.ENOTSOCK)
             return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
         with stream.lock:
             if stream.closed:

@@ -246,3 +246,55 @@ def test_without_a_key_nothing_is_signed_or_checked(pair):
     got = frames(b)
     assert got[1] == b""
     assert w.deserialize([b"anything"] + got[2:])["msg_type"] == "x"
+
+
+def loop_module():
+    """kernel-host/zygote_kernel.py as a module of this interpreter (the
+    zygote runs it as its bootstrap loads it); _glovebox_wire is importable."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "kernel-host", "zygote_kernel.py")
+    spec = importlib.util.spec_from_file_location("glovebox_zygote_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_loops_session_sends_through_the_wire_and_falls_back_to_session(pair):
+    a, b = pair
+    loop = loop_module()
+    loop.PREBUILT["wire_tools"] = loop.wire_tools()
+    s = loop.WireSession(key=KEY, username="someone")
+    assert s.wire is None
+    iopub = loop.LockedSocket(a, loop.threading.RLock())
+    s.connect_wire([(iopub, a.underlying, True)])
+    assert type(s.wire).__name__ == "Wire"
+    checker = session()
+    sent = s.send(iopub, "stream", {"text": "x"}, ident=b"t")
+    assert checker.deserialize(checker.feed_identities(frames(b))[1])["msg_id"] == sent["msg_id"]
+    # Buffers: Session's own send, on the same count of ids.
+    with_buffers = s.send(iopub, "comm_msg", {"data": {}}, buffers=[b"\x00"])
+    got = frames(b)
+    assert got[-1] == b"\x00" and with_buffers["msg_id"].rsplit("_", 1)[1] == "1"
+    assert checker.deserialize(checker.feed_identities(got)[1])["msg_id"] == with_buffers["msg_id"]
+    # Read back through the wire, and a replay refused.
+    s2 = Session(key=KEY)
+    s2.send(a, "execute_request", {"code": "1"})
+    rest = s.feed_identities(frames(b))[1]
+    assert s.deserialize(rest)["content"] == {"code": "1"}
+    with pytest.raises(ValueError, match="Duplicate"):
+        s.deserialize(rest)
+    # A closed IOPub drops the message; a closed socket of its own is refused.
+    iopub.closed = True
+    assert s.send(iopub, "stream", {"text": "y"}) is None
+    assert b.poll(100) == 0
+    ctx = zmq.Context()
+    other = ctx.socket(zmq.ROUTER)
+    s.connect_wire([(other, other.underlying, False)])
+    other.close()
+    with pytest.raises(zmq.ZMQError):
+        s.send(other, "x", {})
+    ctx.term()
+    # Configured beyond the wire: Session's alone.
+    plain = loop.WireSession(key=KEY, signature_scheme="hmac-sha512")
+    plain.connect_wire([(a, a.underlying, False)])
+    assert plain.wire is None
