@@ -719,8 +719,8 @@ def bench_kernel_cpu(n):
         f"{ms(parts['init'])}, the kernel {ms(parts['kernel'])}; forked from the zygote's "
         f"imports outside a sandbox (bench/kernel_floor.py): ipykernel's start "
         f"{ms(floor['ipykernel']['cpu'])}, the zygote's kernel in its own loop "
-        f"{ms(floor['zygote']['cpu'])} (in ipykernel's application "
-        f"{ms(floor['zygote-application']['cpu'])}), "
+        f"{ms(floor['zygote']['cpu'])} (without its C wire {ms(floor['zygote-session']['cpu'])}, "
+        f"in ipykernel's application {ms(floor['zygote-application']['cpu'])}), "
         f"ipykernel's application and kernel prebuilt {ms(floor['prebuilt']['cpu'])}; "
         "Jupyter Server: server and kernel; sandboxes made each on request (--sandbox-stock 0)")
     row("the same with sandboxes made ahead (--sandbox-stock 4, the default): in the "
