@@ -255,9 +255,15 @@ class WireSession(Session):
                 raise zmq.ZMQError(zmq.ENOTSOCK)
             return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
         with stream.lock:
-            if stream.closed:
-                return None
-            return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
+            # A closed IOPub builds the message and drops it, as LockedSocket.
+            return self.wire.send(0 if stream.closed else handle, msg_or_type, content, parent,
+                                  ident, metadata)
+
+    def close_wire(self):
+        """Nothing more is sent through the wire: the sockets are closing,
+        and another thread may still send (its message is dropped)."""
+        if self.wire is not None:
+            self.wire.close()
 
     def deserialize(self, msg_list, content=True, copy=True):
         if self.wire is None or not content or not copy:
@@ -665,7 +671,9 @@ class KernelLoop:
             io_thread.join(5)
             for stream in self.streams.values():
                 stream.flush()
-            self.iopub.closed = True
+            with self.iopub_lock:
+                self.iopub.closed = True
+            self.session.close_wire()
             self.context.destroy(LINGER_MS)
 
     async def _serve(self, loop):

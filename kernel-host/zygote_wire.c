@@ -13,8 +13,12 @@
  *
  * Built into glovebox-zygote (zygote_main.c registers it) and, for the
  * tests and bench/kernel_floor.py, as an extension of the same Python.
- * Every call holds the GIL throughout: the sockets are ROUTER and PUB,
- * whose sends never block, so no two threads' frames interleave. */
+ * Two threads call it (the loop's main and I/O threads). Encoding may run
+ * Python (json_default, json_packer), where the GIL can pass to the other;
+ * the signing and the frames run none, so one message's frames go out
+ * whole, never interleaved with another's (the sockets are ROUTER and PUB:
+ * a send never blocks). That holds while no identity is a Python class
+ * acting as a buffer (Python 3.12's __buffer__): they are read first. */
 #include "autoconf.h"
 
 #define PY_SSIZE_T_CLEAN
@@ -57,6 +61,7 @@ typedef struct {
         Py_ssize_t digests_max;
         PyObject *tools; /* tuple, enum tool */
         pid_t pid;       /* a forked child sends nothing */
+        int closed;      /* close(): the sockets are going; nothing is sent */
         unsigned long long count;
 } Wire;
 
@@ -67,6 +72,15 @@ static struct jp_signer *proto;
 static PyObject *tool(const Wire *w, enum tool t)
 {
         return PyTuple_GET_ITEM(w->tools, t);
+}
+
+/* 1 once __init__ has run; 0 with an error set before. */
+static int ready(const Wire *w)
+{
+        if (w->tools && w->signer)
+                return 1;
+        PyErr_SetString(PyExc_ValueError, "a Wire that was not initialised");
+        return 0;
 }
 
 /* ---- encoding ---------------------------------------------------------------- */
@@ -194,7 +208,8 @@ static PyObject *utc_date(void)
 
 static PyObject *next_id(Wire *w)
 {
-        return PyUnicode_FromFormat("%U_%d_%llu", w->session, (int)w->pid, w->count++);
+        /* The pid of now, as Session's: a forked child's ids are its own. */
+        return PyUnicode_FromFormat("%U_%d_%llu", w->session, (int)getpid(), w->count++);
 }
 
 /* ---- the socket -------------------------------------------------------------- */
@@ -212,50 +227,56 @@ static PyObject *zmq_failed(const Wire *w)
 
 static int send_bytes(void *sock, const void *p, size_t n, int more)
 {
-        return zmq_send(sock, p, n, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0 ? -1 : 0;
-}
-
-/* One identity frame: bytes or any contiguous buffer. */
-static int send_identity(void *sock, PyObject *ident)
-{
-        Py_buffer view;
         int rc;
 
-        if (PyObject_GetBuffer(ident, &view, PyBUF_SIMPLE) < 0)
-                return -2;
-        rc = send_bytes(sock, view.buf, (size_t)view.len, 1);
-        PyBuffer_Release(&view);
-        return rc;
+        /* A signal between two frames must not leave half a message. */
+        do
+                rc = zmq_send(sock, p, n, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+        while (rc < 0 && errno == EINTR);
+        return rc < 0 ? -1 : 0;
 }
 
-/* The routing identities (none, one, or a list), the delimiter, the
- * signature and the four parts. -1 with errno from libzmq, -2 with a
- * Python error set. */
-static int send_frames(const Wire *w, void *sock, PyObject *ident, PyObject *parts[4])
+/* The routing identities (none, one, or a list of buffers), each checked
+ * before any frame goes, as pyzmq's send_multipart checks them: what is
+ * queued with SNDMORE would otherwise lead the next message. n of them in
+ * views (at most JP_MAX_IDENTITIES); 0, or -1 with a Python error set. */
+static int identity_views(PyObject *ident, Py_buffer *views, Py_ssize_t *n)
 {
-        struct jp_msg msg = {0};
-        char signature[JP_SIGNATURE_HEX_LEN + 1];
-        struct jp_bytes *views[4] = {&msg.header, &msg.parent_header, &msg.metadata, &msg.content};
-        int rc;
+        PyObject *seq = NULL;
+        Py_ssize_t count;
 
-        for (size_t i = 0; i < 4; i++) {
-                views[i]->ptr = (const uint8_t *)PyBytes_AS_STRING(parts[i]);
-                views[i]->len = (size_t)PyBytes_GET_SIZE(parts[i]);
+        *n = 0;
+        if (ident == Py_None)
+                return 0;
+        if (!PyList_Check(ident))
+                return PyObject_GetBuffer(ident, &views[(*n)++], PyBUF_SIMPLE) < 0 ? (*n = 0, -1)
+                                                                                   : 0;
+        seq = ident;
+        count = PyList_GET_SIZE(seq);
+        if (count > JP_MAX_IDENTITIES) {
+                PyErr_SetString(PyExc_ValueError, "too many routing identities");
+                return -1;
         }
-        if (jp_signer_sign(w->signer, &msg, signature) < 0) {
-                PyErr_SetString(PyExc_RuntimeError, "the message could not be signed");
-                return -2;
-        }
-        if (PyList_Check(ident)) {
-                for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ident); i++) {
-                        rc = send_identity(sock, PyList_GET_ITEM(ident, i));
-                        if (rc < 0)
-                                return rc;
+        for (Py_ssize_t i = 0; i < count; i++) {
+                if (PyObject_GetBuffer(PyList_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE) < 0) {
+                        for (Py_ssize_t j = 0; j < i; j++)
+                                PyBuffer_Release(&views[j]);
+                        return -1;
                 }
-        } else if (ident != Py_None) {
-                rc = send_identity(sock, ident);
-                if (rc < 0)
-                        return rc;
+                *n = i + 1;
+        }
+        return 0;
+}
+
+/* The identities, the delimiter, the signature and the four parts. No
+ * Python code runs here: nothing of another thread comes between the
+ * caller's checks and the frames. -1 with errno from libzmq. */
+static int send_frames(void *sock, const Py_buffer *ids, Py_ssize_t nids, const char *signature,
+                       const struct jp_bytes *const views[4])
+{
+        for (Py_ssize_t i = 0; i < nids; i++) {
+                if (send_bytes(sock, ids[i].buf, (size_t)ids[i].len, 1) < 0)
+                        return -1;
         }
         if (send_bytes(sock, DELIMITER, strlen(DELIMITER), 1) < 0 ||
             send_bytes(sock, signature, strlen(signature), 1) < 0)
@@ -299,30 +320,44 @@ static PyObject *new_header(Wire *w, PyObject *msg_type)
 /* Wire.send(handle, msg_type, content, parent, ident, metadata): what
  * Session.send(socket, msg_type, content, parent, ident, metadata=...)
  * does, the message built, packed, signed and sent; returns the message
- * dict as Session.msg makes it (its date a string), or None in a forked
- * child. */
+ * dict as Session.msg makes it (its date a string). Handle 0, or a wire
+ * closed (close()), builds the message and drops it, as a closed IOPub
+ * does; a forked child gets None and sends nothing, as Session's pid
+ * check gives. */
 static PyObject *wire_send(Wire *w, PyObject *args)
 {
         unsigned long long handle;
         PyObject *msg_type, *content, *parent, *ident, *metadata;
         PyObject *header = NULL, *parent_header = NULL, *meta = NULL, *body = NULL;
         PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *msg = NULL;
+        struct jp_msg signed_msg = {0};
+        const struct jp_bytes *const views[4] = {&signed_msg.header, &signed_msg.parent_header,
+                                                 &signed_msg.metadata, &signed_msg.content};
+        char signature[JP_SIGNATURE_HEX_LEN + 1];
+        Py_buffer ids[JP_MAX_IDENTITIES];
+        Py_ssize_t nids = 0;
         int rc;
 
-        if (!PyArg_ParseTuple(args, "KUOOOO", &handle, &msg_type, &content, &parent, &ident,
-                              &metadata))
+        if (!ready(w) || !PyArg_ParseTuple(args, "KUOOOO", &handle, &msg_type, &content, &parent,
+                                           &ident, &metadata))
                 return NULL;
         if (getpid() != w->pid)
                 Py_RETURN_NONE;
-        if (!handle) {
-                PyErr_SetString(PyExc_ValueError, "no socket");
-                return NULL;
-        }
         header = new_header(w, msg_type);
         parent_header = header ? extract_header(parent) : NULL;
         meta = parent_header ? PyDict_New() : NULL;
-        if (!meta || (metadata != Py_None && PyDict_Update(meta, metadata) < 0))
+        if (!meta)
                 goto done;
+        if (metadata != Py_None) {
+                /* dict.update's own rules: a mapping or pairs. */
+                PyObject *r = PyDict_Check(metadata)
+                                  ? (PyDict_Update(meta, metadata) < 0 ? NULL : Py_NewRef(Py_None))
+                                  : PyObject_CallMethod(meta, "update", "O", metadata);
+
+                if (!r)
+                        goto done;
+                Py_DECREF(r);
+        }
         if (content == Py_None)
                 body = PyDict_New();
         else {
@@ -335,20 +370,36 @@ static PyObject *wire_send(Wire *w, PyObject *args)
         parts[1] = parts[0] ? encode(w, parent_header) : NULL;
         parts[2] = parts[1] ? encode(w, meta) : NULL;
         parts[3] = parts[2] ? encode_content(w, body) : NULL;
-        if (!parts[3])
+        if (!parts[3] || identity_views(ident, ids, &nids) < 0)
                 goto done;
-        rc = send_frames(w, (void *)(uintptr_t)handle, ident, parts);
-        if (rc == -1) {
-                zmq_failed(w);
+        signed_msg.header = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[0]),
+                                              (size_t)PyBytes_GET_SIZE(parts[0])};
+        signed_msg.parent_header = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[1]),
+                                                     (size_t)PyBytes_GET_SIZE(parts[1])};
+        signed_msg.metadata = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[2]),
+                                                (size_t)PyBytes_GET_SIZE(parts[2])};
+        signed_msg.content = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[3]),
+                                               (size_t)PyBytes_GET_SIZE(parts[3])};
+        if (jp_signer_sign(w->signer, &signed_msg, signature) < 0) {
+                PyErr_SetString(PyExc_RuntimeError, "the message could not be signed");
                 goto done;
         }
-        if (rc < 0)
-                goto done;
+        /* Checked last, after every call into Python: a close() in another
+         * thread comes before this check or after the frames. */
+        if (handle && !w->closed) {
+                rc = send_frames((void *)(uintptr_t)handle, ids, nids, signature, views);
+                if (rc < 0) {
+                        zmq_failed(w);
+                        goto done;
+                }
+        }
         msg = Py_BuildValue("{sOsOsOsOsOsOsO}", "header", header, "msg_id",
                             PyDict_GetItemString(header, "msg_id"), "msg_type", msg_type,
                             "parent_header", parent_header, "content", body, "metadata", meta,
                             "tracker", tool(w, TOOL_TRACKER));
 done:
+        for (Py_ssize_t i = 0; i < nids; i++)
+                PyBuffer_Release(&ids[i]);
         for (size_t i = 0; i < 4; i++)
                 Py_XDECREF(parts[i]);
         Py_XDECREF(body);
@@ -375,12 +426,12 @@ static PyObject *decode(const Wire *w, PyObject *part)
                 return NULL;
         len = PyUnicode_GET_LENGTH(text);
 #define JSON_SPACE(c) ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r')
-        while (at < len && JSON_SPACE(PyUnicode_READ_CHAR(text, at)))
-                at++;
-        if (at < len && PyUnicode_READ_CHAR(text, at) == 0xfeff) {
+        if (len > 0 && PyUnicode_READ_CHAR(text, 0) == 0xfeff) {
                 PyErr_SetString(PyExc_ValueError, "Unexpected UTF-8 BOM (decode using utf-8-sig)");
                 goto done;
         }
+        while (at < len && JSON_SPACE(PyUnicode_READ_CHAR(text, at)))
+                at++;
         res = PyObject_CallFunction(tool(w, TOOL_SCANNER), "On", text, at);
         if (!res) {
                 if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -444,7 +495,7 @@ static int cull_digests(const Wire *w)
 
 /* The signature of msg_list (its first four parts after it) checked as
  * Session.deserialize checks it: signed, not seen before (and remembered),
- * matching. 0, or -1 with ValueError or TypeError set. */
+ * matching. 0, or -1 with the error Session raises set. */
 static int check_signature(Wire *w, PyObject *list, Py_ssize_t n)
 {
         PyObject *signature;
@@ -455,8 +506,7 @@ static int check_signature(Wire *w, PyObject *list, Py_ssize_t n)
         int seen, rc;
 
         if (n < 1) {
-                PyErr_SetString(PyExc_TypeError,
-                                "malformed message, must have at least 5 elements");
+                PyErr_SetString(PyExc_IndexError, "list index out of range");
                 return -1;
         }
         signature = PyList_GET_ITEM(list, 0);
@@ -481,8 +531,8 @@ static int check_signature(Wire *w, PyObject *list, Py_ssize_t n)
              (PySet_GET_SIZE(w->digests) > w->digests_max && cull_digests(w) < 0)))
                 return -1;
         if (n < 5) {
-                PyErr_SetString(PyExc_TypeError,
-                                "malformed message, must have at least 5 elements");
+                /* Session signs the parts there are, which cannot match. */
+                PyErr_Format(PyExc_ValueError, "Invalid Signature: %R", signature);
                 return -1;
         }
         for (; got < 4; got++) {
@@ -533,6 +583,8 @@ static PyObject *wire_deserialize(Wire *w, PyObject *msg_list)
         PyObject *msg_id, *msg_type, *list;
         Py_ssize_t n;
 
+        if (!ready(w))
+                return NULL;
         list = PySequence_List(msg_list);
         if (!list)
                 return NULL;
@@ -598,7 +650,16 @@ done:
 
 static PyObject *wire_next_id(Wire *w, PyObject *unused)
 {
-        return next_id(w);
+        return ready(w) ? next_id(w) : NULL;
+}
+
+/* Wire.close(): nothing more is sent (messages are built and dropped), so
+ * that the sockets can be closed while another thread still sends: called
+ * with the GIL, it comes between two sends, never inside one. */
+static PyObject *wire_close(Wire *w, PyObject *unused)
+{
+        w->closed = 1;
+        Py_RETURN_NONE;
 }
 
 /* Wire(key, session, username, digest_history, digest_history_size, tools) */
@@ -606,9 +667,14 @@ static int wire_init(Wire *w, PyObject *args, PyObject *kw)
 {
         Py_buffer key;
         PyObject *session, *username, *digests, *tools;
+        struct jp_signer *signer = NULL;
         Py_ssize_t digests_max;
-        int rc;
+        int rc, signing;
 
+        if (kw && PyDict_GET_SIZE(kw)) {
+                PyErr_SetString(PyExc_TypeError, "Wire() takes no keyword arguments");
+                return -1;
+        }
         if (!PyArg_ParseTuple(args, "y*UUO!nO!", &key, &session, &username, &PySet_Type, &digests,
                               &digests_max, &PyTuple_Type, &tools))
                 return -1;
@@ -617,14 +683,19 @@ static int wire_init(Wire *w, PyObject *args, PyObject *kw)
                 PyErr_SetString(PyExc_ValueError, "a tools tuple of another size");
                 return -1;
         }
-        jp_signer_destroy(&w->signer);
-        rc = jp_signer_new_like(proto, key.buf, (size_t)key.len, &w->signer);
-        w->signing = key.len > 0;
+        rc = jp_signer_new_like(proto, key.buf, (size_t)key.len, &signer);
+        signing = key.len > 0;
         PyBuffer_Release(&key);
         if (rc < 0) {
                 PyErr_SetString(PyExc_ValueError, "a key the signer does not take");
                 return -1;
         }
+        /* Replaced only once the new one is made: a refused key leaves a
+         * Wire as it was. */
+        jp_signer_destroy(&w->signer);
+        w->signer = signer;
+        w->signing = signing;
+        w->closed = 0;
         Py_INCREF(session);
         Py_XSETREF(w->session, session);
         Py_INCREF(username);
@@ -673,6 +744,8 @@ static PyMethodDef wire_methods[] = {
      "send(handle, msg_type, content, parent, ident, metadata) -> message dict"},
     {"deserialize", (PyCFunction)wire_deserialize, METH_O, "deserialize(msg_list) -> message dict"},
     {"next_id", (PyCFunction)wire_next_id, METH_NOARGS, "the next message id"},
+    {"close", (PyCFunction)wire_close, METH_NOARGS,
+     "close(): nothing more is sent; messages are built and dropped"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,8 +71,12 @@ int jp_signer_new_like(const struct jp_signer *proto, const void *key, size_t ke
         /* The copy keeps the digest: keyed with no parameters, nothing is
          * fetched. */
         s->ctx = EVP_MAC_CTX_dup(proto->ctx);
-        if (!s->ctx || !EVP_MAC_init(s->ctx, key, keylen, NULL))
+        if (!s->ctx)
                 goto fail;
+        if (!EVP_MAC_init(s->ctx, key, keylen, NULL)) {
+                jp_signer_destroy(&s);
+                return -EINVAL;
+        }
         *out = s;
         return 0;
 fail:

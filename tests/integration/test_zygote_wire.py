@@ -163,14 +163,20 @@ def test_it_refuses_what_session_refuses(pair):
         w.deserialize(rest[:4] + [b'{"code": "3"}'])
     with pytest.raises(ValueError, match="Unsigned Message"):
         w.deserialize([b""] + rest[1:])
-    for short in ([], rest[:1], rest[:4]):
-        with pytest.raises(TypeError, match="malformed"):
+    # Too few parts: Session signs what there is, which cannot match.
+    with pytest.raises(IndexError):
+        wire_of(session()).deserialize([])
+    for short in (rest[:1], rest[:4]):
+        with pytest.raises(ValueError, match="Invalid Signature"):
             wire_of(session()).deserialize(short)
+    with pytest.raises(TypeError, match="malformed"):
+        wire_of(session(key=b"")).deserialize(rest[:4])
     # Bad JSON, signed: refused, as json.loads refuses it.
     unsigned = wire_of(session(key=b""))
     good = rest[1:]
     for header, match in ((b"", "Expecting value"), (b"{} x", "Extra data"),
-                          ("\ufeff{}".encode(), "BOM"), (b'{"msg_id": "1"}', "msg_type"),
+                          ("\ufeff{}".encode(), "BOM"), (" \ufeff{}".encode(), "Expecting value"),
+                          (b'{"msg_id": "1"}', "msg_type"),
                           (b"[1]", "not an object")):
         with pytest.raises((ValueError, TypeError, KeyError), match=match):
             unsigned.deserialize([b""] + [header] + good[1:])
@@ -234,8 +240,8 @@ def test_a_closed_socket_is_zmqs_error():
     ctx.destroy(0)
     with pytest.raises(zmq.ZMQError):
         w.send(handle, "x", {}, None, None, None)
-    with pytest.raises(ValueError):
-        w.send(0, "x", {}, None, None, None)
+    # No socket: the message is built and dropped (a closed IOPub's).
+    assert w.send(0, "x", {"a": 1}, None, None, None)["content"] == {"a": 1}
 
 
 def test_without_a_key_nothing_is_signed_or_checked(pair):
@@ -283,9 +289,14 @@ def test_the_loops_session_sends_through_the_wire_and_falls_back_to_session(pair
     assert s.deserialize(rest)["content"] == {"code": "1"}
     with pytest.raises(ValueError, match="Duplicate"):
         s.deserialize(rest)
-    # A closed IOPub drops the message; a closed socket of its own is refused.
+    # A closed IOPub builds the message and drops it, as LockedSocket does;
+    # so does a closed wire (the loop's end); a closed socket of its own is
+    # refused.
     iopub.closed = True
-    assert s.send(iopub, "stream", {"text": "y"}) is None
+    assert s.send(iopub, "stream", {"text": "y"})["content"] == {"text": "y"}
+    iopub.closed = False
+    s.close_wire()
+    assert s.send(iopub, "stream", {"text": "z"})["msg_type"] == "stream"
     assert b.poll(100) == 0
     ctx = zmq.Context()
     other = ctx.socket(zmq.ROUTER)
@@ -298,3 +309,53 @@ def test_the_loops_session_sends_through_the_wire_and_falls_back_to_session(pair
     plain = loop.WireSession(key=KEY, signature_scheme="hmac-sha512")
     plain.connect_wire([(a, a.underlying, False)])
     assert plain.wire is None
+
+
+def test_a_refused_identity_sends_nothing(pair):
+    a, b = pair
+    w = wire_of(session())
+    with pytest.raises(TypeError):
+        w.send(a.underlying, "x", {}, None, [b"id1", "not bytes"], None)
+    with pytest.raises(ValueError, match="too many"):
+        w.send(a.underlying, "x", {}, None, [b"i"] * 17, None)
+    assert b.poll(100) == 0
+    # The next message is whole, its identities its own.
+    w.send(a.underlying, "x", {}, None, [b"id2"], None)
+    got = frames(b)
+    assert got[:2] == [b"id2", b"<IDS|MSG>"] and len(got) == 7
+
+
+def test_a_wire_not_made_or_made_again_is_refused_not_crashed(pair):
+    a, b = pair
+    bare = _glovebox_wire.Wire.__new__(_glovebox_wire.Wire)
+    for call in (bare.next_id, lambda: bare.send(a.underlying, "x", {}, None, None, None),
+                 lambda: bare.deserialize([b""] * 5)):
+        with pytest.raises(ValueError, match="not initialised"):
+            call()
+    s = session()
+    w = wire_of(s)
+    with pytest.raises(ValueError, match="key"):
+        w.__init__(b"k" * 300, s.session, s.username, s.digest_history, 10, TOOLS)
+    w.send(a.underlying, "x", {}, None, None, None)  # still its old key
+    assert s.deserialize(s.feed_identities(frames(b))[1])["msg_type"] == "x"
+    with pytest.raises(TypeError, match="keyword"):
+        _glovebox_wire.Wire(KEY, s.session, s.username, s.digest_history, 10, tools=TOOLS)
+
+
+def test_metadata_as_dict_update_takes_it(pair):
+    a, b = pair
+    w = wire_of(session())
+    msg = w.send(a.underlying, "x", {}, None, None, [("k", 1)])
+    assert msg["metadata"] == {"k": 1} and json.loads(frames(b)[-2]) == {"k": 1}
+
+
+def test_a_forked_childs_ids_are_its_own(pair):
+    w = wire_of(session())
+    r, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(wfd, w.next_id().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(r, 200).decode()
+    assert child.split("_")[-2] == str(pid) and w.next_id().split("_")[-2] == str(os.getpid())
