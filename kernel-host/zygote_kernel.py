@@ -80,6 +80,7 @@ from jupyter_client import jsonutil
 from jupyter_client.adapter import adapt
 from jupyter_client.session import DONE, Session, extract_header, json_packer, json_unpacker
 from tornado.ioloop import IOLoop
+from traitlets import observe
 from traitlets.config import Config
 
 try:
@@ -234,6 +235,13 @@ class WireSession(Session):
         self.wire = _glovebox_wire.Wire(self.key, self.session, self.username,
                                         self.digest_history, self.digest_history_size, tools)
         self.streams = {id(stream): (handle, locked) for stream, handle, locked in streams}
+
+    @observe("key")
+    def _wire_key_changed(self, change):
+        # A key set on a running kernel (the gateway re-keys a restored
+        # copy): the wire's too, its count of ids going on.
+        if self.wire is not None:
+            self.wire.rekey(change["new"])
 
     @property
     def msg_id(self):

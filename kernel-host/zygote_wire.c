@@ -653,6 +653,30 @@ static PyObject *wire_next_id(Wire *w, PyObject *unused)
         return ready(w) ? next_id(w) : NULL;
 }
 
+/* Wire.rekey(key): signs and checks with key from now on, its count of
+ * ids going on (the gateway re-keys a restored copy of a kernel). */
+static PyObject *wire_rekey(Wire *w, PyObject *arg)
+{
+        struct jp_signer *signer = NULL;
+        Py_buffer key;
+        int rc;
+
+        if (!ready(w) || PyObject_GetBuffer(arg, &key, PyBUF_SIMPLE) < 0)
+                return NULL;
+        rc = jp_signer_new_like(proto, key.buf, (size_t)key.len, &signer);
+        if (rc == 0) {
+                jp_signer_destroy(&w->signer);
+                w->signer = signer;
+                w->signing = key.len > 0;
+        }
+        PyBuffer_Release(&key);
+        if (rc < 0) {
+                PyErr_SetString(PyExc_ValueError, "a key the signer does not take");
+                return NULL;
+        }
+        Py_RETURN_NONE;
+}
+
 /* Wire.close(): nothing more is sent (messages are built and dropped), so
  * that the sockets can be closed while another thread still sends: called
  * with the GIL, it comes between two sends, never inside one. */
@@ -744,6 +768,7 @@ static PyMethodDef wire_methods[] = {
      "send(handle, msg_type, content, parent, ident, metadata) -> message dict"},
     {"deserialize", (PyCFunction)wire_deserialize, METH_O, "deserialize(msg_list) -> message dict"},
     {"next_id", (PyCFunction)wire_next_id, METH_NOARGS, "the next message id"},
+    {"rekey", (PyCFunction)wire_rekey, METH_O, "rekey(key): sign and check with key from now on"},
     {"close", (PyCFunction)wire_close, METH_NOARGS,
      "close(): nothing more is sent; messages are built and dropped"},
     {NULL, NULL, 0, NULL},

@@ -305,6 +305,21 @@ def test_the_loops_session_sends_through_the_wire_and_falls_back_to_session(pair
     with pytest.raises(zmq.ZMQError):
         s.send(other, "x", {})
     ctx.term()
+    # A new key (the gateway re-keys a restored copy): the wire signs and
+    # checks with it, its ids counting on.
+    s.connect_wire([(a, a.underlying, False)])
+    first = s.send(a, "x", {})["msg_id"]
+    frames(b)
+    s.key = b"n" * 32
+    rekeyed = session(key=b"n" * 32)
+    after = s.send(a, "x", {})
+    assert rekeyed.deserialize(rekeyed.feed_identities(frames(b))[1])["msg_id"] == after["msg_id"]
+    assert int(after["msg_id"].rsplit("_", 1)[1]) == int(first.rsplit("_", 1)[1]) + 1
+    rekeyed.send(a, "execute_request", {"code": "2"})
+    assert s.deserialize(s.feed_identities(frames(b))[1])["content"] == {"code": "2"}
+    session().send(a, "execute_request", {"code": "old key"})
+    with pytest.raises(ValueError, match="Invalid Signature"):
+        s.deserialize(s.feed_identities(frames(b))[1])
     # Configured beyond the wire: Session's alone.
     plain = loop.WireSession(key=KEY, signature_scheme="hmac-sha512")
     plain.connect_wire([(a, a.underlying, False)])
