@@ -2,8 +2,8 @@
  *
  * zygote_kernel.py's Session sends and reads its messages through a Wire:
  * the four JSON parts encoded with Python's own C encoder (json's, as
- * jupyter_client's json_packer calls it: the same text), signed with
- * protocol/sign.c's HMAC-SHA256 (the gateway's) and sent with libzmq on
+ * jupyter_client's json_packer calls it: the same text), signed and laid
+ * out as frames by protocol/wire.c (the gateway's codec) and sent with libzmq on
  * the pyzmq socket's own handle; a message read is checked and its parts
  * decoded with json's C scanner. jupyter_client's Session does the same in
  * Python, which a new kernel ran for each of its first messages, copying
@@ -26,6 +26,7 @@
 
 #include "kernel-host/zygote_wire.h"
 #include "protocol/sign.h"
+#include "protocol/wire.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -34,7 +35,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define DELIMITER        "<IDS|MSG>"
 #define PROTOCOL_VERSION "5.3"
 
 /* What the zygote gives every Wire, built once there (zygote_kernel.py's
@@ -239,50 +239,43 @@ static int send_bytes(void *sock, const void *p, size_t n, int more)
 /* The routing identities (none, one, or a list of buffers), each checked
  * before any frame goes, as pyzmq's send_multipart checks them: what is
  * queued with SNDMORE would otherwise lead the next message. n of them in
- * views (at most JP_MAX_IDENTITIES); 0, or -1 with a Python error set. */
+ * views (at most JP_MAX_IDENTITIES); 0, or -1 with a Python error set and
+ * none held. */
 static int identity_views(PyObject *ident, Py_buffer *views, Py_ssize_t *n)
 {
-        PyObject *seq = NULL;
         Py_ssize_t count;
 
         *n = 0;
         if (ident == Py_None)
                 return 0;
-        if (!PyList_Check(ident))
-                return PyObject_GetBuffer(ident, &views[(*n)++], PyBUF_SIMPLE) < 0 ? (*n = 0, -1)
-                                                                                   : 0;
-        seq = ident;
-        count = PyList_GET_SIZE(seq);
+        if (!PyList_Check(ident)) {
+                if (PyObject_GetBuffer(ident, &views[0], PyBUF_SIMPLE) < 0)
+                        return -1;
+                *n = 1;
+                return 0;
+        }
+        count = PyList_GET_SIZE(ident);
         if (count > JP_MAX_IDENTITIES) {
                 PyErr_SetString(PyExc_ValueError, "too many routing identities");
                 return -1;
         }
-        for (Py_ssize_t i = 0; i < count; i++) {
-                if (PyObject_GetBuffer(PyList_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE) < 0) {
-                        for (Py_ssize_t j = 0; j < i; j++)
-                                PyBuffer_Release(&views[j]);
+        for (; *n < count; (*n)++) {
+                if (PyObject_GetBuffer(PyList_GET_ITEM(ident, *n), &views[*n], PyBUF_SIMPLE) < 0) {
+                        while (*n > 0)
+                                PyBuffer_Release(&views[--*n]);
                         return -1;
                 }
-                *n = i + 1;
         }
         return 0;
 }
 
-/* The identities, the delimiter, the signature and the four parts. No
- * Python code runs here: nothing of another thread comes between the
- * caller's checks and the frames. -1 with errno from libzmq. */
-static int send_frames(void *sock, const Py_buffer *ids, Py_ssize_t nids, const char *signature,
-                       const struct jp_bytes *const views[4])
+/* The frames jp_wire_encode laid out. No Python code runs here: nothing
+ * of another thread comes between the caller's checks and the frames. -1
+ * with errno from libzmq. */
+static int send_frames(void *sock, const struct jp_bytes *frames, size_t n)
 {
-        for (Py_ssize_t i = 0; i < nids; i++) {
-                if (send_bytes(sock, ids[i].buf, (size_t)ids[i].len, 1) < 0)
-                        return -1;
-        }
-        if (send_bytes(sock, DELIMITER, strlen(DELIMITER), 1) < 0 ||
-            send_bytes(sock, signature, strlen(signature), 1) < 0)
-                return -1;
-        for (size_t i = 0; i < 4; i++) {
-                if (send_bytes(sock, views[i]->ptr, views[i]->len, i < 3) < 0)
+        for (size_t i = 0; i < n; i++) {
+                if (send_bytes(sock, frames[i].ptr, frames[i].len, i + 1 < n) < 0)
                         return -1;
         }
         return 0;
@@ -330,9 +323,10 @@ static PyObject *wire_send(Wire *w, PyObject *args)
         PyObject *msg_type, *content, *parent, *ident, *metadata;
         PyObject *header = NULL, *parent_header = NULL, *meta = NULL, *body = NULL;
         PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *msg = NULL;
-        struct jp_msg signed_msg = {0};
-        const struct jp_bytes *const views[4] = {&signed_msg.header, &signed_msg.parent_header,
-                                                 &signed_msg.metadata, &signed_msg.content};
+        struct jp_msg wire_msg;
+        struct jp_bytes *views[4] = {&wire_msg.header, &wire_msg.parent_header, &wire_msg.metadata,
+                                     &wire_msg.content};
+        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
         char signature[JP_SIGNATURE_HEX_LEN + 1];
         Py_buffer ids[JP_MAX_IDENTITIES];
         Py_ssize_t nids = 0;
@@ -372,26 +366,24 @@ static PyObject *wire_send(Wire *w, PyObject *args)
         parts[3] = parts[2] ? encode_content(w, body) : NULL;
         if (!parts[3] || identity_views(ident, ids, &nids) < 0)
                 goto done;
-        signed_msg.header = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[0]),
-                                              (size_t)PyBytes_GET_SIZE(parts[0])};
-        signed_msg.parent_header = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[1]),
-                                                     (size_t)PyBytes_GET_SIZE(parts[1])};
-        signed_msg.metadata = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[2]),
-                                                (size_t)PyBytes_GET_SIZE(parts[2])};
-        signed_msg.content = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[3]),
-                                               (size_t)PyBytes_GET_SIZE(parts[3])};
-        if (jp_signer_sign(w->signer, &signed_msg, signature) < 0) {
+        jp_msg_init(&wire_msg);
+        for (size_t i = 0; i < 4; i++)
+                *views[i] = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[i]),
+                                              (size_t)PyBytes_GET_SIZE(parts[i])};
+        for (Py_ssize_t i = 0; i < nids; i++)
+                wire_msg.identities[i] = (struct jp_bytes){ids[i].buf, (size_t)ids[i].len};
+        wire_msg.nidentities = (size_t)nids;
+        rc = jp_wire_encode(&wire_msg, w->signer, signature, frames);
+        if (rc < 0) {
                 PyErr_SetString(PyExc_RuntimeError, "the message could not be signed");
                 goto done;
         }
         /* Checked last, after every call into Python: a close() in another
          * thread comes before this check or after the frames. */
-        if (handle && !w->closed) {
-                rc = send_frames((void *)(uintptr_t)handle, ids, nids, signature, views);
-                if (rc < 0) {
-                        zmq_failed(w);
-                        goto done;
-                }
+        if (handle && !w->closed &&
+            send_frames((void *)(uintptr_t)handle, frames, (size_t)rc) < 0) {
+                zmq_failed(w);
+                goto done;
         }
         msg = Py_BuildValue("{sOsOsOsOsOsOsO}", "header", header, "msg_id",
                             PyDict_GetItemString(header, "msg_id"), "msg_type", msg_type,
@@ -653,27 +645,35 @@ static PyObject *wire_next_id(Wire *w, PyObject *unused)
         return ready(w) ? next_id(w) : NULL;
 }
 
+/* The signer of key, replacing w's only once it is made: a refused key
+ * leaves a Wire as it was. 0, or -1 with ValueError set. */
+static int set_key(Wire *w, const Py_buffer *key)
+{
+        struct jp_signer *signer = NULL;
+
+        if (jp_signer_new_like(proto, key->buf, (size_t)key->len, &signer) < 0) {
+                PyErr_SetString(PyExc_ValueError, "a key the signer does not take");
+                return -1;
+        }
+        jp_signer_destroy(&w->signer);
+        w->signer = signer;
+        w->signing = key->len > 0;
+        return 0;
+}
+
 /* Wire.rekey(key): signs and checks with key from now on, its count of
  * ids going on (the gateway re-keys a restored copy of a kernel). */
 static PyObject *wire_rekey(Wire *w, PyObject *arg)
 {
-        struct jp_signer *signer = NULL;
         Py_buffer key;
         int rc;
 
         if (!ready(w) || PyObject_GetBuffer(arg, &key, PyBUF_SIMPLE) < 0)
                 return NULL;
-        rc = jp_signer_new_like(proto, key.buf, (size_t)key.len, &signer);
-        if (rc == 0) {
-                jp_signer_destroy(&w->signer);
-                w->signer = signer;
-                w->signing = key.len > 0;
-        }
+        rc = set_key(w, &key);
         PyBuffer_Release(&key);
-        if (rc < 0) {
-                PyErr_SetString(PyExc_ValueError, "a key the signer does not take");
+        if (rc < 0)
                 return NULL;
-        }
         Py_RETURN_NONE;
 }
 
@@ -691,9 +691,8 @@ static int wire_init(Wire *w, PyObject *args, PyObject *kw)
 {
         Py_buffer key;
         PyObject *session, *username, *digests, *tools;
-        struct jp_signer *signer = NULL;
         Py_ssize_t digests_max;
-        int rc, signing;
+        int rc;
 
         if (kw && PyDict_GET_SIZE(kw)) {
                 PyErr_SetString(PyExc_TypeError, "Wire() takes no keyword arguments");
@@ -707,18 +706,10 @@ static int wire_init(Wire *w, PyObject *args, PyObject *kw)
                 PyErr_SetString(PyExc_ValueError, "a tools tuple of another size");
                 return -1;
         }
-        rc = jp_signer_new_like(proto, key.buf, (size_t)key.len, &signer);
-        signing = key.len > 0;
+        rc = set_key(w, &key);
         PyBuffer_Release(&key);
-        if (rc < 0) {
-                PyErr_SetString(PyExc_ValueError, "a key the signer does not take");
+        if (rc < 0)
                 return -1;
-        }
-        /* Replaced only once the new one is made: a refused key leaves a
-         * Wire as it was. */
-        jp_signer_destroy(&w->signer);
-        w->signer = signer;
-        w->signing = signing;
         w->closed = 0;
         Py_INCREF(session);
         Py_XSETREF(w->session, session);
