@@ -400,3 +400,61 @@ def test_asyncio_is_a_cold_kernels(gw, loop, cold):
     assert want[:3] == ["ok", ["(3, True)"],
                         ("RuntimeError", "asyncio.run() cannot be called from a running event loop")]
     assert want[3][0] == "error" and want[4] == ["'after'"], want
+
+
+def kernel_info(gw, kid, channel="shell"):
+    ch = gw.connect(kid)
+    try:
+        sent = ch.send("kernel_info_request", {}, channel=channel)
+        while True:
+            m = ch.recv(30)
+            if m["msg_type"] == "kernel_info_reply" and \
+                    m["parent_header"].get("msg_id") == sent:
+                return m["content"]
+    finally:
+        ch.close()
+
+
+def test_kernel_info_is_a_cold_kernels(gw, cold):
+    # The loop answers with the content the zygote built until the kernel
+    # runs anything, then with ipykernel's handler: the same replies as a
+    # cold kernel's, on both channels, before and after a cell changes
+    # what they say.
+    kid = gw.start_kernel()
+    try:
+        assert_from_zygote(gw, kid)
+        first = [kernel_info(gw, k, channel) for k in (kid, cold)
+                 for channel in ("shell", "control")]
+        assert first[0] == first[1] == first[2] == first[3], first
+        assert first[0]["status"] == "ok" and first[0]["implementation"] == "ipython"
+        for k in (kid, cold):
+            run(gw, k, "get_ipython().banner2 = 'glovebox banner'")
+        after = [kernel_info(gw, k, channel) for k in (kid, cold)
+                 for channel in ("shell", "control")]
+        assert after[0] == after[1] == after[2] == after[3], after
+        assert after[0]["banner"] == first[0]["banner"] + "\nglovebox banner"
+    finally:
+        gw.request("DELETE", f"/api/kernels/{kid}")
+
+
+STOREMAGIC = """import os
+open('storemagic.py', 'w').write('''
+import builtins
+def load_ipython_extension(ip):
+    builtins.glovebox_storemagic = ip is get_ipython()
+''')
+os.getcwd()"""
+
+
+def test_storemagic_is_a_cold_kernels(gw, loop, cold):
+    # ipykernel's application loads "storemagic" into every shell: IPython's
+    # own (%store), or a module of that name the kernel's path has first.
+    for k in (loop, cold):
+        assert "Stored 'glovebox_x' (int)" in run(gw, k, "glovebox_x = 5\n%store glovebox_x")[1]
+        assert value(gw, k, "hasattr(__import__('builtins'), 'glovebox_storemagic')") is False
+        run(gw, k, STOREMAGIC)
+        assert gw.request("POST", f"/api/kernels/{k}/restart")[0] == 200
+        assert value(gw, k, "__import__('builtins').glovebox_storemagic") is True
+        assert value(gw, k, "'storemagic' in get_ipython().extension_manager.loaded") is True
+        run(gw, k, "__import__('os').remove('storemagic.py')")
+    assert_from_zygote(gw, loop)
