@@ -503,12 +503,15 @@ class KernelLoop:
         self.log = PREBUILT["log"]
         self.context = zmq.Context()
         self.sockets = {}
-        for name, kind in (("shell", zmq.ROUTER), ("iopub", zmq.PUB), ("stdin", zmq.ROUTER),
+        for name, kind in (("shell", zmq.ROUTER), ("iopub", zmq.XPUB), ("stdin", zmq.ROUTER),
                            ("control", zmq.ROUTER), ("hb", zmq.ROUTER)):
             sock = self.context.socket(kind)
             sock.linger = LINGER_MS
             if kind == zmq.ROUTER:
                 sock.router_handover = 1
+            elif kind == zmq.XPUB:
+                # Every subscription read, each answered (_welcome).
+                sock.xpub_verbose = 1
             sock.bind(address(info, name))
             self.sockets[name] = sock
         self.iopub = LockedSocket(self.sockets["iopub"], self.iopub_lock)
@@ -710,6 +713,8 @@ class KernelLoop:
         # changed: ZMQ_EVENTS, read before every wait, says whether a
         # message is there.
         loop.add_reader(shell.getsockopt(zmq.FD), ready.set)
+        with self.iopub_lock:
+            loop.add_reader(self.sockets["iopub"].getsockopt(zmq.FD), ready.set)
         loop.add_reader(self._wake_main_r, woken)
         # A signal wakes the loop too: SIGINT during an awaiting cell
         # schedules that cell's cancellation with call_soon (ipykernel's
@@ -721,6 +726,7 @@ class KernelLoop:
                 frames = shell.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 ready.clear()
+                self._welcome()
                 if not shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                     await ready.wait()
                 continue
@@ -734,6 +740,25 @@ class KernelLoop:
                 self.log.error("a shell request", exc_info=True)
             if self.kernel.shell.exit_now:
                 self.stopping = True
+
+    def _welcome(self):
+        """Each subscription to IOPub that has arrived answered there with
+        an iopub_welcome (JEP 65), its topic the subscription's: a client
+        that reads it knows that it hears the kernel, without a request
+        (the gateway asked for kernel_info twice in half of the starts, the
+        first's busy and idle sent before its subscription was in). Read
+        between requests on this thread, under the IOPub's lock against
+        the other's sends (which may take the descriptor's wake-up: every
+        wait begins here)."""
+        sock = self.sockets["iopub"]
+        with self.iopub_lock:
+            while not self.iopub.closed and sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                frame = sock.recv(zmq.NOBLOCK)
+                if frame[:1] == b"\x01":
+                    topic = frame[1:]
+                    self.session.send(self.iopub, "iopub_welcome",
+                                      {"subscription": topic.decode("utf-8", "replace")},
+                                      ident=topic or b"welcome")
 
     def _begin(self, frames, channel):
         """A request's identities and message, now the channel's parent, its

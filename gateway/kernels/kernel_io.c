@@ -497,14 +497,21 @@ void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
                                   "dropped an iopub message without msg_id/msg_type");
                 return;
         }
-        kernel_touch(k);
-        metrics_relayed(false, m->size);
         if (strcmp(m->msg_type, "status") == 0)
                 track_status(k, &msg);
         if (k->phase == KERNEL_CONNECTING) {
                 k->probe_iopub = true;
                 probe_check(k);
         }
+        /* JEP 65's answer to the gateway's own subscription (a zygote
+         * kernel's loop sends it): it tells the probe above that IOPub is
+         * heard, and no client anything. */
+        if (strcmp(m->msg_type, "iopub_welcome") == 0) {
+                relay_msg_unref(&m);
+                return;
+        }
+        kernel_touch(k);
+        metrics_relayed(false, m->size);
         if (rate_exceeded(k, m)) {
                 relay_msg_unref(&m);
                 return;

@@ -221,6 +221,60 @@ def test_faults_are_logged_and_the_kernel_goes_on(tmp_path):
 
 
 
+PLAIN_SERVING = """
+loop.GLOVEBOX_CONFIG = (os.environ["IPYTHONDIR"] + "/profile_default",
+                        "ipython_kernel_config.py", "")
+loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"],
+         scope["_glovebox_adopt_here"])
+"""
+
+
+def welcomes(ctx, address, session, topic, timeout=30):
+    """A new subscriber's first message, read without asking the kernel
+    anything."""
+    sub = ctx.socket(zmq.SUB)
+    sub.rcvtimeo = timeout * 1000
+    sub.setsockopt(zmq.SUBSCRIBE, topic)
+    sub.connect(address)
+    try:
+        frames = sub.recv_multipart()
+        idents, frames = session.feed_identities(frames)
+        return idents, session.deserialize(frames)
+    finally:
+        sub.close(linger=0)
+
+
+def test_each_iopub_subscription_is_welcomed(tmp_path):
+    # JEP 65's iopub_welcome, signed, on the subscription's topic, to each
+    # subscriber as it subscribes (one for the same topic again too), while
+    # the kernel answers as before.
+    from jupyter_client.session import Session
+    path = connection_file(tmp_path)
+    argv, env = child_command(tmp_path, PLAIN_SERVING, {"GB_CONN": path})
+    kernel = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              text=True)
+    session = Session(key=b"k" * 32)
+    ctx = zmq.Context()
+    address = f"ipc://{tmp_path / 'kernel'}-2"
+    kc = BlockingKernelClient()
+    kc.load_connection_file(path)
+    try:
+        for topic in (b"", b"", b"kernel."):
+            idents, msg = welcomes(ctx, address, session, topic)
+            assert msg["msg_type"] == "iopub_welcome", msg
+            assert msg["content"] == {"subscription": topic.decode()}
+            assert idents == [topic or b"welcome"] and msg["parent_header"] == {}
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        reply = kc.execute_interactive("1+1", timeout=10)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        ctx.term()
+        kernel.kill()
+        kernel.communicate(timeout=10)
+
+
 DATES = """
 from jupyter_client import jsonutil
 from jupyter_client.session import Session

@@ -458,3 +458,24 @@ def test_storemagic_is_a_cold_kernels(gw, loop, cold):
         assert value(gw, k, "'storemagic' in get_ipython().extension_manager.loaded") is True
         run(gw, k, "__import__('os').remove('storemagic.py')")
     assert_from_zygote(gw, loop)
+
+
+def test_the_gateway_keeps_the_welcome_to_itself(gw, loop):
+    # The loop answers each IOPub subscription with an iopub_welcome (JEP
+    # 65). The gateway's, made again as the kernel restarts, is the
+    # gateway's: a client attached through the restart hears none.
+    ch = gw.connect(loop)
+    try:
+        assert gw.request("POST", f"/api/kernels/{loop}/restart")[0] == 200
+        sent = execute(ch, "1+1")
+        seen = []
+        while True:
+            m = ch.recv(30)
+            seen.append(m["msg_type"])
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" and \
+                    m["parent_header"].get("msg_id") == sent:
+                break
+        assert "execute_result" in seen and "iopub_welcome" not in seen, seen
+    finally:
+        ch.close()
+    assert value(gw, loop, THREADS) == LOOP_THREADS
