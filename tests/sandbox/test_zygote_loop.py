@@ -479,3 +479,35 @@ def test_the_gateway_keeps_the_welcome_to_itself(gw, loop):
     finally:
         ch.close()
     assert value(gw, loop, THREADS) == LOOP_THREADS
+
+
+WAKE = """import asyncio, threading
+loop = asyncio.get_running_loop()
+future = loop.create_future()
+threading.Timer(0.2, lambda: loop.call_soon_threadsafe(future.set_result, 'woken')).start()
+await future"""
+
+OWN_LOOP = """(lambda loop: (
+    loop._csock.send(b'glovebox') == 8 and loop._ssock.recv(4096).endswith(b'glovebox'),
+    {int(l.split()[1]) for l in open(f'/proc/self/fdinfo/{loop._selector.fileno()}')
+     if l.startswith('tfd:')} >= {loop._ssock.fileno()}))(
+    __import__('asyncio').get_event_loop())"""
+
+
+def test_each_kernel_runs_its_own_loop(gw, loop, cold):
+    # The zygote makes the asyncio loop (and tornado's view of it) once;
+    # each kernel gives it an epoll and a self-pipe of its own: another
+    # thread's call_soon_threadsafe wakes it, as a cold kernel's.
+    other = gw.start_kernel()
+    try:
+        assert_from_zygote(gw, other)
+        for k in (loop, other, cold):
+            content, _, out = run(gw, k, WAKE)
+            assert content["status"] == "ok", content
+            assert [m["content"]["data"]["text/plain"] for m in out
+                    if m["msg_type"] == "execute_result"] == ["'woken'"]
+            assert value(gw, k, OWN_LOOP) == (True, True)
+            assert value(gw, k, "type(get_ipython().kernel.io_loop).__name__") == \
+                "AsyncIOMainLoop"
+    finally:
+        gw.request("DELETE", f"/api/kernels/{other}")
