@@ -256,10 +256,11 @@ def wire_tools():
 
 class WireSession(Session):
     """jupyter_client's Session whose messages the C wire sends and reads,
-    once a kernel has connected it (connect_wire): a send of a message type
-    on one of the kernel's sockets, without buffers or a header of the
-    caller's, and every message read from a list of bytes. Anything else,
-    and everything before or without a wire, is Session's."""
+    once a kernel has connected it (connect_wire): a send on one of the
+    kernel's sockets of a message type, or of a message dict built
+    beforehand, without buffers or a header of the caller's, and every
+    message read from a list of bytes. Anything else, and everything
+    before or without a wire, is Session's."""
 
     wire = None
     streams = None
@@ -296,7 +297,15 @@ class WireSession(Session):
     def send(self, stream, msg_or_type, content=None, parent=None, ident=None, buffers=None,
              track=False, header=None, metadata=None):
         to = None if self.wire is None else self.streams.get(id(stream))
-        if to is None or buffers or header is not None or not isinstance(msg_or_type, str):
+        if isinstance(msg_or_type, str):
+            built = False
+        elif type(msg_or_type) is dict and not msg_or_type.get("buffers"):
+            # One built beforehand (a display's, an execute_result), whose
+            # parts Session packs as they are.
+            built = True
+        else:
+            to = None
+        if to is None or buffers or header is not None:
             return Session.send(self, stream, msg_or_type, content, parent, ident, buffers,
                                 track, header, metadata)
         handle, locked = to
@@ -304,11 +313,15 @@ class WireSession(Session):
             # A closed socket's handle is freed: pyzmq would refuse it too.
             if stream.closed:
                 raise zmq.ZMQError(zmq.ENOTSOCK)
+            if built:
+                return self.wire.send_message(handle, msg_or_type, ident)
             return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
         with stream.lock:
             # A closed IOPub builds the message and drops it, as LockedSocket.
-            return self.wire.send(0 if stream.closed else handle, msg_or_type, content, parent,
-                                  ident, metadata)
+            handle = 0 if stream.closed else handle
+            if built:
+                return self.wire.send_message(handle, msg_or_type, ident)
+            return self.wire.send(handle, msg_or_type, content, parent, ident, metadata)
 
     def close_wire(self):
         """Nothing more is sent through the wire: the sockets are closing,

@@ -310,6 +310,55 @@ static PyObject *new_header(Wire *w, PyObject *msg_type)
         return h;
 }
 
+/* The four parts (header, parent header, metadata, content) packed as
+ * Session.serialize packs them, signed, and sent after ident's identities
+ * on the socket of handle: 0 drops them, as does a wire closed (close()).
+ * 0, or -1 with an exception. */
+static int send_parts(Wire *w, unsigned long long handle, PyObject *const objs[4], PyObject *ident)
+{
+        PyObject *parts[4] = {NULL, NULL, NULL, NULL};
+        struct jp_msg wire_msg;
+        struct jp_bytes *views[4] = {&wire_msg.header, &wire_msg.parent_header, &wire_msg.metadata,
+                                     &wire_msg.content};
+        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
+        char signature[JP_SIGNATURE_HEX_LEN + 1];
+        Py_buffer ids[JP_MAX_IDENTITIES];
+        Py_ssize_t nids = 0;
+        int rc = -1, n;
+
+        parts[0] = encode(w, objs[0]);
+        parts[1] = parts[0] ? encode(w, objs[1]) : NULL;
+        parts[2] = parts[1] ? encode(w, objs[2]) : NULL;
+        parts[3] = parts[2] ? encode_content(w, objs[3]) : NULL;
+        if (!parts[3] || identity_views(ident, ids, &nids) < 0)
+                goto done;
+        jp_msg_init(&wire_msg);
+        for (size_t i = 0; i < 4; i++)
+                *views[i] = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[i]),
+                                              (size_t)PyBytes_GET_SIZE(parts[i])};
+        for (Py_ssize_t i = 0; i < nids; i++)
+                wire_msg.identities[i] = (struct jp_bytes){ids[i].buf, (size_t)ids[i].len};
+        wire_msg.nidentities = (size_t)nids;
+        n = jp_wire_encode(&wire_msg, w->signer, signature, frames);
+        if (n < 0) {
+                PyErr_SetString(PyExc_RuntimeError, "the message could not be signed");
+                goto done;
+        }
+        /* Checked last, after every call into Python: a close() in another
+         * thread comes before this check or after the frames. */
+        if (handle && !w->closed && send_frames((void *)(uintptr_t)handle, frames, (size_t)n) < 0) {
+                zmq_failed(w);
+                goto done;
+        }
+        rc = 0;
+done:
+        for (Py_ssize_t i = 0; i < nids; i++)
+                PyBuffer_Release(&ids[i]);
+        for (size_t i = 0; i < 4; i++)
+                Py_XDECREF(parts[i]);
+        return rc;
+}
+
 /* Wire.send(handle, msg_type, content, parent, ident, metadata): what
  * Session.send(socket, msg_type, content, parent, ident, metadata=...)
  * does, the message built, packed, signed and sent; returns the message
@@ -322,15 +371,7 @@ static PyObject *wire_send(Wire *w, PyObject *args)
         unsigned long long handle;
         PyObject *msg_type, *content, *parent, *ident, *metadata;
         PyObject *header = NULL, *parent_header = NULL, *meta = NULL, *body = NULL;
-        PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *msg = NULL;
-        struct jp_msg wire_msg;
-        struct jp_bytes *views[4] = {&wire_msg.header, &wire_msg.parent_header, &wire_msg.metadata,
-                                     &wire_msg.content};
-        struct jp_bytes frames[JP_WIRE_MAX_FRAMES];
-        char signature[JP_SIGNATURE_HEX_LEN + 1];
-        Py_buffer ids[JP_MAX_IDENTITIES];
-        Py_ssize_t nids = 0;
-        int rc;
+        PyObject *msg = NULL;
 
         if (!ready(w) || !PyArg_ParseTuple(args, "KUOOOO", &handle, &msg_type, &content, &parent,
                                            &ident, &metadata))
@@ -358,47 +399,58 @@ static PyObject *wire_send(Wire *w, PyObject *args)
                 Py_INCREF(content);
                 body = content;
         }
-        if (!body)
+        if (!body || send_parts(w, handle, (PyObject *const[4]){header, parent_header, meta, body},
+                                ident) < 0)
                 goto done;
-        parts[0] = encode(w, header);
-        parts[1] = parts[0] ? encode(w, parent_header) : NULL;
-        parts[2] = parts[1] ? encode(w, meta) : NULL;
-        parts[3] = parts[2] ? encode_content(w, body) : NULL;
-        if (!parts[3] || identity_views(ident, ids, &nids) < 0)
-                goto done;
-        jp_msg_init(&wire_msg);
-        for (size_t i = 0; i < 4; i++)
-                *views[i] = (struct jp_bytes){(const uint8_t *)PyBytes_AS_STRING(parts[i]),
-                                              (size_t)PyBytes_GET_SIZE(parts[i])};
-        for (Py_ssize_t i = 0; i < nids; i++)
-                wire_msg.identities[i] = (struct jp_bytes){ids[i].buf, (size_t)ids[i].len};
-        wire_msg.nidentities = (size_t)nids;
-        rc = jp_wire_encode(&wire_msg, w->signer, signature, frames);
-        if (rc < 0) {
-                PyErr_SetString(PyExc_RuntimeError, "the message could not be signed");
-                goto done;
-        }
-        /* Checked last, after every call into Python: a close() in another
-         * thread comes before this check or after the frames. */
-        if (handle && !w->closed &&
-            send_frames((void *)(uintptr_t)handle, frames, (size_t)rc) < 0) {
-                zmq_failed(w);
-                goto done;
-        }
         msg = Py_BuildValue("{sOsOsOsOsOsOsO}", "header", header, "msg_id",
                             PyDict_GetItemString(header, "msg_id"), "msg_type", msg_type,
                             "parent_header", parent_header, "content", body, "metadata", meta,
                             "tracker", tool(w, TOOL_TRACKER));
 done:
-        for (Py_ssize_t i = 0; i < nids; i++)
-                PyBuffer_Release(&ids[i]);
-        for (size_t i = 0; i < 4; i++)
-                Py_XDECREF(parts[i]);
         Py_XDECREF(body);
         Py_XDECREF(meta);
         Py_XDECREF(parent_header);
         Py_XDECREF(header);
         return msg;
+}
+
+/* Wire.send_message(handle, msg, ident): Session.send(socket, msg,
+ * ident=ident) for a message built beforehand (a display's, ipykernel's
+ * execute_result): its header, parent header and metadata packed as they
+ * are, its content as Session.serialize packs it ({} for None); a key
+ * missing is a KeyError, as there. Returns msg, its "tracker" set as
+ * Session sets it, or None in a forked child (which sends nothing);
+ * handle 0 or a closed wire drops it. */
+static PyObject *wire_send_message(Wire *w, PyObject *args)
+{
+        static const char *const keys[4] = {"header", "parent_header", "metadata", "content"};
+        unsigned long long handle;
+        PyObject *msg, *ident, *objs[4] = {NULL, NULL, NULL, NULL}, *res = NULL;
+
+        if (!ready(w) || !PyArg_ParseTuple(args, "KO!O", &handle, &PyDict_Type, &msg, &ident))
+                return NULL;
+        if (getpid() != w->pid)
+                Py_RETURN_NONE;
+        for (size_t i = 0; i < 4; i++) {
+                PyObject *v = PyDict_GetItemString(msg, keys[i]);
+
+                if (i == 3 && (!v || v == Py_None))
+                        objs[i] = PyDict_New();
+                else if (v)
+                        objs[i] = Py_NewRef(v);
+                else
+                        PyErr_SetString(PyExc_KeyError, keys[i]);
+                if (!objs[i])
+                        goto done;
+        }
+        /* Its tracker, as Session sets it: done at once. */
+        if (send_parts(w, handle, objs, ident) == 0 &&
+            PyDict_SetItemString(msg, "tracker", tool(w, TOOL_TRACKER)) == 0)
+                res = Py_NewRef(msg);
+done:
+        for (size_t i = 0; i < 4; i++)
+                Py_XDECREF(objs[i]);
+        return res;
 }
 
 /* ---- Wire.deserialize ------------------------------------------------------------ */
@@ -757,6 +809,8 @@ static PyMethodDef module_methods[] = {
 static PyMethodDef wire_methods[] = {
     {"send", (PyCFunction)wire_send, METH_VARARGS,
      "send(handle, msg_type, content, parent, ident, metadata) -> message dict"},
+    {"send_message", (PyCFunction)wire_send_message, METH_VARARGS,
+     "send_message(handle, msg, ident) -> msg: a message built beforehand"},
     {"deserialize", (PyCFunction)wire_deserialize, METH_O, "deserialize(msg_list) -> message dict"},
     {"next_id", (PyCFunction)wire_next_id, METH_NOARGS, "the next message id"},
     {"rekey", (PyCFunction)wire_rekey, METH_O, "rekey(key): sign and check with key from now on"},

@@ -103,6 +103,35 @@ def test_what_it_sends_is_what_session_sends(pair, prepared):
                 assert msg["tracker"] is DONE and msg["metadata"] == {"m": [1]}
 
 
+
+def test_a_message_built_beforehand_is_sent_as_session_sends_it(pair):
+    # A display's message, or ipykernel's execute_result, is built with
+    # Session.msg before it is sent: the same frames, signature and all.
+    a, b = pair
+    s = session()
+    w = wire_of(s)
+    parent = s.msg("execute_request", {"code": "1"})
+    for content in CONTENTS + [None, "text", b"{}"]:
+        for ident in (None, b"one", [b"one", b"two"]):
+            msg = s.msg("display_data", content, parent=parent, metadata={"m": [1]})
+            same = dict(msg)
+            assert w.send_message(a.underlying, msg, ident) is msg
+            ours = frames(b)
+            s.send(a, same, ident=ident)
+            assert ours == frames(b)
+            assert msg["tracker"] is DONE
+    # No content at all: Session's {} too.
+    msg = s.msg("display_data", {})
+    del msg["content"]
+    w.send_message(a.underlying, msg, None)
+    ours = frames(b)
+    s.send(a, dict(msg), ident=None)
+    assert ours == frames(b)
+    with pytest.raises(KeyError):
+        w.send_message(a.underlying, {"header": {}, "parent_header": {}, "content": {}}, None)
+    assert b.poll(100) == 0
+
+
 def test_a_content_json_refuses_goes_to_sessions_packer(pair):
     a, b = pair
     s = session()
@@ -277,10 +306,21 @@ def test_the_loops_session_sends_through_the_wire_and_falls_back_to_session(pair
     checker = session()
     sent = s.send(iopub, "stream", {"text": "x"}, ident=b"t")
     assert checker.deserialize(checker.feed_identities(frames(b))[1])["msg_id"] == sent["msg_id"]
+    # A message built beforehand: through the wire too (Session's send
+    # is not called), as Session sends it.
+    built = s.msg("display_data", {"data": {"text/plain": "1"}}, parent=sent)
+    send = loop.Session.send
+    loop.Session.send = None
+    try:
+        assert s.send(iopub, built, ident=b"t") is built
+    finally:
+        loop.Session.send = send
+    got = checker.deserialize(checker.feed_identities(frames(b))[1])
+    assert got["msg_id"] == built["msg_id"] and got["parent_header"]["msg_id"] == sent["msg_id"]
     # Buffers: Session's own send, on the same count of ids.
     with_buffers = s.send(iopub, "comm_msg", {"data": {}}, buffers=[b"\x00"])
     got = frames(b)
-    assert got[-1] == b"\x00" and with_buffers["msg_id"].rsplit("_", 1)[1] == "1"
+    assert got[-1] == b"\x00" and with_buffers["msg_id"].rsplit("_", 1)[1] == "2"
     assert checker.deserialize(checker.feed_identities(got)[1])["msg_id"] == with_buffers["msg_id"]
     # Read back through the wire, and a replay refused.
     s2 = Session(key=KEY)
