@@ -127,6 +127,21 @@ def test_random_state_differs(gw, pair):
     assert all(x != z for x, z in zip(a, c)), (a, c)
 
 
+
+NUMPY_STATE = """(lambda s: (s[0], int(s[1][0]), len(set(s[1].tolist())), s[2], s[3], s[4]))(
+    __import__('numpy').random.get_state())"""
+
+
+def test_numpys_generator_is_keyed_as_its_seed_keys_it(gw, pair):
+    # Each kernel's key is written into numpy's legacy generator in place:
+    # the state set_state(('MT19937', key, 624, 0, 0.0)) would make, a
+    # first word of 0x80000000 and 623 of the system's entropy.
+    for kid in pair:
+        kind, first, distinct, pos, has_gauss, gauss = value(gw, kid, NUMPY_STATE)
+        assert (kind, first, pos, has_gauss, gauss) == ("MT19937", 0x80000000, 624, 0, 0.0)
+        assert distinct > 600
+
+
 def zygote_memory(gw):
     """The contents of the zygote's writable mappings."""
     zpid = zygote_pid(gw)
