@@ -59,7 +59,6 @@ import os
 import pdb
 import selectors
 import signal
-import socket
 import sys
 import threading
 import time
@@ -224,19 +223,18 @@ def prebuilt_loop():
 
 
 def own_descriptors(loop):
-    """The zygote's loop given the epoll and the self-pipe a new loop makes
-    (BaseSelectorEventLoop's __init__), of this process. The zygote's were
-    closed as the kernel was confined and their numbers may name other
-    files by now: the objects holding them must not close them, so the
-    sockets are detached and the selector is held for good."""
+    """The zygote's loop given an epoll and a self-pipe of this process,
+    made as a new loop makes them (BaseSelectorEventLoop's __init__ and
+    _make_self_pipe). The zygote's were closed as the kernel was confined
+    and their numbers may name other files by now: the objects holding
+    them must not close them, so the sockets are detached and the selector
+    is held for good."""
     PREBUILT["zygote_selector"] = loop._selector
     loop._ssock.detach()
     loop._csock.detach()
+    loop._internal_fds -= 1
     loop._selector = selectors.DefaultSelector()
-    loop._ssock, loop._csock = socket.socketpair()
-    loop._ssock.setblocking(False)
-    loop._csock.setblocking(False)
-    loop._add_reader(loop._ssock.fileno(), loop._read_from_self)
+    loop._make_self_pipe()
 
 
 def wire_tools():
