@@ -11,11 +11,14 @@ application starts five (IOPub, control, heartbeat and a watcher per
 captured descriptor) and a second ZMQ context. That start was most of a
 zygote kernel's CPU.
 
-- The main thread runs the kernel's asyncio loop and answers the shell
-  socket on it, one request at a time, as ipykernel's dispatch does: busy,
-  the handler (awaited), the streams flushed, idle. Between requests the
-  loop runs what cells left on it; a cell's top-level await runs on it, as
-  in ipykernel. A failed cell with stop_on_error aborts the execute
+- The main thread answers the shell socket, one request at a time, as
+  ipykernel's dispatch does: busy, the handler (awaited), the streams
+  flushed, idle. The kernel's asyncio loop is the running loop of every
+  cell, as in ipykernel, but runs only from the first time it has
+  something to run (a task or timer a cell left, a top-level await, a
+  wake-up from another thread); until then each handler is run to its end
+  outside it (_drive). Between requests the loop runs what cells left on
+  it; a cell's top-level await runs on it, as in ipykernel. A failed cell with stop_on_error aborts the execute
   requests that have arrived by the time its reply is sent, and no later
   ones. input() asks on the stdin socket, from this thread, as in ipykernel.
 - The I/O thread answers the control socket (shutdown, interrupt,
@@ -63,6 +66,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 import uuid
 from datetime import datetime
 
@@ -734,7 +738,9 @@ class KernelLoop:
         self.kernel.io_loop = IOLoop.current()
         self.kernel._publish_status("starting", "shell")
         try:
-            loop.run_until_complete(self._serve(loop))
+            left = self._drive(loop)
+            if left is not None:
+                loop.run_until_complete(self._serve(loop, left))
         except RuntimeError:
             # Stopped (exit() stops the loop, as in ipykernel).
             if not self.kernel.shell.exit_now:
@@ -750,10 +756,76 @@ class KernelLoop:
             self.session.close_wire()
             self.context.destroy(LINGER_MS)
 
-    async def _serve(self, loop):
+    def _drive(self, loop):
+        """The shell socket's requests, one at a time, each handler run to
+        its end here rather than as a task of the kernel's asyncio loop, for
+        as long as that loop has nothing to run: running it cost each
+        kernel's first request about 1.5 ms and 150 copied pages. The loop
+        is this thread's running loop all the while (a cell sees it running,
+        can schedule on it, cannot run it or asyncio.run(), as in ipykernel).
+        Returns None once stopped; otherwise what is left for the loop
+        itself (_serve), from the first time it has something to run: a
+        callback, a timer or a descriptor that a cell left on it, a wake-up
+        from another thread, or a handler that waits (a cell's top-level
+        await), as (its coroutine, what it waits on). (Unlike ipykernel's,
+        a cell run here has no current task.)"""
+        shell = self.sockets["shell"]
+        poller = zmq.Poller()
+        poller.register(shell, zmq.POLLIN)
+        # The IOPub's descriptor, never the socket, which the other thread
+        # uses (_welcome); the loop's self-pipe, written by a wake-up.
+        with self.iopub_lock:
+            iopub = self.sockets["iopub"].getsockopt(zmq.FD)
+        woken = loop._ssock.fileno()
+        for fd in (iopub, self._wake_main_r, woken):
+            poller.register(fd, zmq.POLLIN)
+        signal.set_wakeup_fd(self._wake_main_w, warn_on_full_buffer=False)
+        hooks = as_if_running(loop)
+        try:
+            while not self.stopping:
+                if has_work(loop):
+                    return ()
+                try:
+                    frames = shell.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    self._welcome()
+                    ready = dict(poller.poll())
+                    if woken in ready:
+                        # For the loop to read: a thread's call_soon_threadsafe,
+                        # a signal of the loop's add_signal_handler.
+                        return ()
+                    if self._wake_main_r in ready:
+                        self._drain(self._wake_main_r)
+                    continue
+                request = self._request(shell, frames)
+                try:
+                    waits_on = request.send(None)
+                except StopIteration:
+                    continue
+                return request, waits_on
+            return None
+        finally:
+            no_longer_running(loop, hooks)
+
+    async def _request(self, shell, frames):
+        try:
+            await self._dispatch_shell(shell, frames)
+            if self._arrived:
+                await self._abort_arrived(shell)
+        except Exception:
+            # A message ipykernel's dispatch could not take either
+            # (a header without a type...): logged, as there.
+            self.log.error("a shell request", exc_info=True)
+        if self.kernel.shell.exit_now:
+            self.stopping = True
+
+    async def _serve(self, loop, left):
         """The shell socket's requests, one at a time, on the kernel's
         asyncio loop: between them the loop runs what cells left on it
-        (their tasks), as ipykernel's does."""
+        (their tasks), as ipykernel's does. left: what _drive left, the
+        rest of a request first if it has one."""
+        if left:
+            await resumed(*left)
         shell = self.sockets["shell"]
         ready = asyncio.Event()
 
@@ -782,16 +854,7 @@ class KernelLoop:
                 if not shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                     await ready.wait()
                 continue
-            try:
-                await self._dispatch_shell(shell, frames)
-                if self._arrived:
-                    await self._abort_arrived(shell)
-            except Exception:
-                # A message ipykernel's dispatch could not take either
-                # (a header without a type...): logged, as there.
-                self.log.error("a shell request", exc_info=True)
-            if self.kernel.shell.exit_now:
-                self.stopping = True
+            await self._request(shell, frames)
 
     def _welcome(self):
         """Each subscription to IOPub that has arrived answered there with
@@ -1042,6 +1105,53 @@ class KernelLoop:
                 pass
         except BlockingIOError:
             pass
+
+
+def as_if_running(loop):
+    """The loop made this thread's running loop, as its run_forever makes
+    it, without running it (nest_asyncio's way); returns what was there, for
+    no_longer_running."""
+    hooks = sys.get_asyncgen_hooks()
+    loop._thread_id = threading.get_ident()
+    asyncio.events._set_running_loop(loop)
+    sys.set_asyncgen_hooks(firstiter=loop._asyncgen_firstiter_hook,
+                           finalizer=loop._asyncgen_finalizer_hook)
+    return hooks
+
+
+def no_longer_running(loop, hooks):
+    loop._thread_id = None
+    asyncio.events._set_running_loop(None)
+    sys.set_asyncgen_hooks(*hooks)
+
+
+def has_work(loop):
+    """Whether the loop has anything to run: a callback or a timer, or a
+    descriptor to watch beyond its own self-pipe."""
+    return bool(loop._ready or loop._scheduled) or len(loop._selector.get_map()) > 1
+
+
+@types.coroutine
+def resumed(coroutine, waits_on):
+    """The rest of a coroutine whose last step, run outside the loop,
+    yielded waits_on, for a task of the loop to run: as if the task had
+    run it from its start (yield from's forwarding)."""
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as e:
+            try:
+                waits_on = coroutine.throw(e)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waits_on = coroutine.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 def storemagic_loaded(loaded):

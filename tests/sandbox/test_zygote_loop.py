@@ -511,3 +511,72 @@ def test_each_kernel_runs_its_own_loop(gw, loop, cold):
                 "AsyncIOMainLoop"
     finally:
         gw.request("DELETE", f"/api/kernels/{other}")
+
+
+
+STACK = "[f.name for f in __import__('traceback').extract_stack()]"
+WAKE_UPS = {
+    "woken": "threading.Timer(0.2, loop.call_soon_threadsafe, (print, 'woken')).start()",
+    "signalled": "loop.add_signal_handler(signal.SIGUSR1, print, 'signalled')\n"
+                 "threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()",
+}
+
+
+def outside_requests(gw, kid, wake_up):
+    """What a cell sees of the loop while it has nothing to run (running,
+    not runnable again), and whether a wake-up between requests runs it:
+    another thread's call_soon_threadsafe, a signal of add_signal_handler
+    (wake_up: a key of WAKE_UPS, the text it prints)."""
+    seen = []
+    ch = gw.connect(kid)
+    try:
+        def result(code):
+            reply, out = ch.execute(code)
+            if reply["content"]["status"] != "ok":
+                return reply["content"]["ename"], reply["content"]["evalue"]
+            return [m["content"]["data"]["text/plain"] for m in out
+                    if m["msg_type"] == "execute_result"]
+
+        seen.append(result("import asyncio, os, signal, threading\n"
+                           "loop = asyncio.get_running_loop()\n"
+                           "loop is asyncio.get_event_loop(), loop.is_running()"))
+        seen.append(result("loop.run_forever()"))
+        seen.append(result(WAKE_UPS[wake_up]))
+        printed, deadline = False, time.monotonic() + 10
+        while not printed and time.monotonic() < deadline:
+            m = ch.recv(10)
+            printed = m["msg_type"] == "stream" and wake_up in m["content"]["text"]
+        seen.append(printed)
+        seen.append(result("1 + 1"))
+        return seen
+    finally:
+        ch.close()
+
+
+@pytest.mark.parametrize("wake_up", sorted(WAKE_UPS))
+def test_cells_run_outside_the_loop_until_it_has_work(gw, cold, wake_up):
+    # Requests are handled outside the asyncio loop (_drive) while it has
+    # nothing to run, the loop still the cells' running loop; a wake-up
+    # between requests makes it run, as a cold kernel's.
+    fresh = gw.start_kernel()
+    try:
+        assert_from_zygote(gw, fresh)
+        stack = value(gw, fresh, STACK)
+        assert "_drive" in stack and "_run_once" not in stack, stack
+        got = outside_requests(gw, fresh, wake_up)
+        assert got == outside_requests(gw, cold, wake_up)
+        assert got == [["(True, True)"], ("RuntimeError", "This event loop is already running"),
+                       [], True, ["2"]], got
+        # From the first wake-up on, the loop runs the requests.
+        stack = value(gw, fresh, STACK)
+        assert "_run_once" in stack and "_drive" not in stack, stack
+    finally:
+        gw.request("DELETE", f"/api/kernels/{fresh}")
+
+
+def test_a_timer_left_by_a_cell_makes_the_loop_run(gw, loop):
+    assert "_drive" in value(gw, loop, STACK)
+    content, _, _ = run(gw, loop, "__import__('asyncio').get_running_loop().call_later("
+                        "0.01, print, 'later');")
+    assert content["status"] == "ok", content
+    assert "_run_once" in value(gw, loop, STACK)
