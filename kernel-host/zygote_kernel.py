@@ -181,6 +181,9 @@ def prebuild(shell, adopt):
         shell.restore_sys_module_state()
         atexit.unregister(shell.atexit_operations)
         PREBUILT["kernel"] = kernel
+        # ipykernel waits 0.5 ms before every execute_reply, for its IOPub
+        # thread's flush; the loop's streams flush as they are told to.
+        kernel._execute_sleep = 0
         # A kernel_info_reply's content as ipykernel's handler builds it:
         # the same in every kernel of the loop until it runs something
         # (KernelLoop._kernel_info_request).

@@ -151,6 +151,15 @@ def test_outputs_are_a_cold_kernels(gw, loop, cold):
     assert want["states"] == ["busy", "idle"]
 
 
+def test_replies_are_not_held_back(gw, loop, cold):
+    # ipykernel sleeps 0.5 ms before every execute_reply so that its IOPub
+    # thread can flush; the loop's streams flush before the reply is sent
+    # (test_outputs_are_a_cold_kernels), so it does not sleep.
+    sleep = "get_ipython().kernel._execute_sleep"
+    assert value(gw, loop, sleep) == 0
+    assert value(gw, cold, sleep) == 0.0005
+
+
 def test_descriptor_and_child_output_come_with_the_cell(gw, loop):
     # Written to descriptors 1 and 2 by Python, a subprocess and a forked
     # child: all of it on IOPub, with the cell's parent, before its idle.
