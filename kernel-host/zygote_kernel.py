@@ -12,13 +12,12 @@ captured descriptor) and a second ZMQ context. That start was most of a
 zygote kernel's CPU.
 
 - The main thread answers the shell socket, one request at a time, as
-  ipykernel's dispatch does: busy, the handler (awaited), the streams
-  flushed, idle. The kernel's asyncio loop is the running loop of every
-  cell, as in ipykernel, but runs only from the first time it has
-  something to run (a task or timer a cell left, a top-level await, a
-  wake-up from another thread); until then each handler is run to its end
-  outside it (_drive). Between requests the loop runs what cells left on
-  it; a cell's top-level await runs on it, as in ipykernel. A failed cell with stop_on_error aborts the execute
+  ipykernel's dispatch does: busy, the handler, the streams flushed, idle.
+  The kernel's asyncio loop is the running loop of every cell, as in
+  ipykernel, but a handler runs outside it (_serve) unless it awaits (a
+  cell's top-level await), when it goes on as the loop's task. Between
+  requests the loop runs what cells left on it (tasks, timers, another
+  thread's wake-up), and only then. A failed cell with stop_on_error aborts the execute
   requests that have arrived by the time its reply is sent, and no later
   ones. input() asks on the stdin socket, from this thread, as in ipykernel.
 - The I/O thread answers the control socket (shutdown, interrupt,
@@ -741,9 +740,7 @@ class KernelLoop:
         self.kernel.io_loop = IOLoop.current()
         self.kernel._publish_status("starting", "shell")
         try:
-            left = self._drive(loop)
-            if left is not None:
-                loop.run_until_complete(self._serve(loop, left))
+            self._serve(loop)
         except RuntimeError:
             # Stopped (exit() stops the loop, as in ipykernel).
             if not self.kernel.shell.exit_now:
@@ -759,56 +756,69 @@ class KernelLoop:
             self.session.close_wire()
             self.context.destroy(LINGER_MS)
 
-    def _drive(self, loop):
+    def _serve(self, loop):
         """The shell socket's requests, one at a time, each handler run to
-        its end here rather than as a task of the kernel's asyncio loop, for
-        as long as that loop has nothing to run: running it cost each
-        kernel's first request about 1.5 ms and 150 copied pages. The loop
-        is this thread's running loop all the while (a cell sees it running,
-        can schedule on it, cannot run it or asyncio.run(), as in ipykernel).
-        Returns None once stopped; otherwise what is left for the loop
-        itself (_serve), from the first time it has something to run: a
-        callback, a timer or a descriptor that a cell left on it, a wake-up
-        from another thread, or a handler that waits (a cell's top-level
-        await), as (its coroutine, what it waits on). (Unlike ipykernel's,
-        a cell run here has no current task.)"""
+        its end here, outside the kernel's asyncio loop, which is this
+        thread's running loop meanwhile (a cell sees it running, can
+        schedule on it, cannot run it or asyncio.run(), as in ipykernel).
+        A handler that waits (a cell's top-level await) goes on as a task
+        of the loop, run until it is done. Between requests the loop runs
+        what cells left on it (tasks, timers, descriptors, another thread's
+        wake-up), until a request arrives; while it has nothing, the kernel
+        waits on its sockets without it: running the loop for every request
+        cost a kernel's first request about 1.5 ms and 150 copied pages.
+        And since no request runs inside a step of the loop, nest_asyncio's
+        asyncio.run() in a cell cannot take a step's callbacks from under it.
+        (Unlike ipykernel's, a cell that does not await has no current task.)"""
         shell = self.sockets["shell"]
-        poller = zmq.Poller()
-        poller.register(shell, zmq.POLLIN)
-        # The IOPub's descriptor, never the socket, which the other thread
-        # uses (_welcome); the loop's self-pipe, written by a wake-up.
         with self.iopub_lock:
             iopub = self.sockets["iopub"].getsockopt(zmq.FD)
+        # The IOPub's descriptor, never the socket, which the other thread
+        # uses (_welcome); the loop's self-pipe, written by a wake-up.
         woken = loop._ssock.fileno()
+        poller = zmq.Poller()
+        poller.register(shell, zmq.POLLIN)
         for fd in (iopub, self._wake_main_r, woken):
             poller.register(fd, zmq.POLLIN)
+        # A signal wakes the loop too: SIGINT during an awaiting cell
+        # schedules that cell's cancellation with call_soon (ipykernel's
+        # _cancel_on_sigint), which a loop asleep in epoll would not see
+        # before its timeout.
         signal.set_wakeup_fd(self._wake_main_w, warn_on_full_buffer=False)
+        while not self.stopping:
+            try:
+                frames = shell.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                self._welcome()
+                if shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    continue
+                if has_work(loop):
+                    self._run_loop(loop, shell, iopub)
+                    continue
+                ready = dict(poller.poll())
+                if woken in ready:
+                    # For the loop to read: a thread's call_soon_threadsafe,
+                    # a signal of the loop's add_signal_handler.
+                    self._run_loop(loop, shell, iopub)
+                elif self._wake_main_r in ready:
+                    self._drain(self._wake_main_r)
+                continue
+            self._run_request(loop, shell, frames)
+
+    def _run_request(self, loop, shell, frames):
+        request = self._request(shell, frames)
         hooks = as_if_running(loop)
         try:
-            while not self.stopping:
-                if has_work(loop):
-                    return ()
-                try:
-                    frames = shell.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    self._welcome()
-                    ready = dict(poller.poll())
-                    if woken in ready:
-                        # For the loop to read: a thread's call_soon_threadsafe,
-                        # a signal of the loop's add_signal_handler.
-                        return ()
-                    if self._wake_main_r in ready:
-                        self._drain(self._wake_main_r)
-                    continue
-                request = self._request(shell, frames)
-                try:
-                    waits_on = request.send(None)
-                except StopIteration:
-                    continue
-                return request, waits_on
-            return None
+            waits_on = request.send(None)
+        except StopIteration:
+            return
         finally:
             no_longer_running(loop, hooks)
+
+        async def rest():
+            await resumed(request, waits_on)
+
+        self._run_loop(loop, until=rest())
 
     async def _request(self, shell, frames):
         try:
@@ -822,42 +832,27 @@ class KernelLoop:
         if self.kernel.shell.exit_now:
             self.stopping = True
 
-    async def _serve(self, loop, left):
-        """The shell socket's requests, one at a time, on the kernel's
-        asyncio loop: between them the loop runs what cells left on it
-        (their tasks), as ipykernel's does. left: what _drive left, the
-        rest of a request first if it has one."""
-        if left:
-            await resumed(*left)
-        shell = self.sockets["shell"]
-        ready = asyncio.Event()
+    def _run_loop(self, loop, *fds, until=None):
+        """The asyncio loop run until the coroutine until is done, or
+        (without one) until one of fds or the kernel's wake-up pipe wakes
+        it. The wake-up pipe is watched either way: it is how a signal
+        taken by another thread reaches this one."""
+        stop = loop.create_future() if until is None else None
 
         def woken():
             self._drain(self._wake_main_r)
-            ready.set()
+            if stop is not None:
+                awaken(stop)
 
-        # ZeroMQ's descriptor says only that the socket's events may have
-        # changed: ZMQ_EVENTS, read before every wait, says whether a
-        # message is there.
-        loop.add_reader(shell.getsockopt(zmq.FD), ready.set)
-        with self.iopub_lock:
-            loop.add_reader(self.sockets["iopub"].getsockopt(zmq.FD), ready.set)
+        for fd in fds:
+            loop.add_reader(fd, awaken, stop)
         loop.add_reader(self._wake_main_r, woken)
-        # A signal wakes the loop too: SIGINT during an awaiting cell
-        # schedules that cell's cancellation with call_soon (ipykernel's
-        # _cancel_on_sigint), which a loop asleep in epoll would not see
-        # before its timeout.
-        signal.set_wakeup_fd(self._wake_main_w, warn_on_full_buffer=False)
-        while not self.stopping:
-            try:
-                frames = shell.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                ready.clear()
-                self._welcome()
-                if not shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    await ready.wait()
-                continue
-            await self._request(shell, frames)
+        try:
+            loop.run_until_complete(stop if until is None else until)
+        finally:
+            for fd in fds:
+                loop.remove_reader(fd)
+            loop.remove_reader(self._wake_main_r)
 
     def _welcome(self):
         """Each subscription to IOPub that has arrived answered there with
@@ -1126,6 +1121,11 @@ def no_longer_running(loop, hooks):
     loop._thread_id = None
     asyncio.events._set_running_loop(None)
     sys.set_asyncgen_hooks(*hooks)
+
+
+def awaken(future):
+    if not future.done():
+        future.set_result(None)
 
 
 def has_work(loop):

@@ -563,29 +563,95 @@ def outside_requests(gw, kid, wake_up):
 
 
 @pytest.mark.parametrize("wake_up", sorted(WAKE_UPS))
-def test_cells_run_outside_the_loop_until_it_has_work(gw, cold, wake_up):
-    # Requests are handled outside the asyncio loop (_drive) while it has
-    # nothing to run, the loop still the cells' running loop; a wake-up
-    # between requests makes it run, as a cold kernel's.
+def test_cells_run_outside_the_loop_which_runs_between_them(gw, cold, wake_up):
+    # Requests are handled outside the asyncio loop (_serve), the loop still
+    # the cells' running loop; a wake-up between requests makes it run, as
+    # a cold kernel's (a fresh kernel each: the first wake-up is the test).
     fresh = gw.start_kernel()
     try:
         assert_from_zygote(gw, fresh)
         stack = value(gw, fresh, STACK)
-        assert "_drive" in stack and "_run_once" not in stack, stack
+        assert "_run_request" in stack and "_run_once" not in stack, stack
         got = outside_requests(gw, fresh, wake_up)
         assert got == outside_requests(gw, cold, wake_up)
         assert got == [["(True, True)"], ("RuntimeError", "This event loop is already running"),
                        [], True, ["2"]], got
-        # From the first wake-up on, the loop runs the requests.
+        # The loop has run; the cells still run outside it.
         stack = value(gw, fresh, STACK)
-        assert "_run_once" in stack and "_drive" not in stack, stack
+        assert "_run_request" in stack and "_run_once" not in stack, stack
     finally:
         gw.request("DELETE", f"/api/kernels/{fresh}")
 
 
-def test_a_timer_left_by_a_cell_makes_the_loop_run(gw, loop):
-    assert "_drive" in value(gw, loop, STACK)
-    content, _, _ = run(gw, loop, "__import__('asyncio').get_running_loop().call_later("
-                        "0.01, print, 'later');")
+def test_a_timer_left_by_a_cell_runs_between_requests(gw, loop):
+    ch = gw.connect(loop)
+    try:
+        reply, _ = ch.execute("__import__('asyncio').get_running_loop().call_later("
+                              "0.1, print, 'later');")
+        assert reply["content"]["status"] == "ok", reply
+        m = ch.recv(10)
+        while m["msg_type"] != "stream":
+            m = ch.recv(10)
+        assert m["content"]["text"] == "later\n", m
+    finally:
+        ch.close()
+
+
+def awaiting_first_seen(gw, kid):
+    """A first cell that awaits; then nest_asyncio's asyncio.run() inside
+    cells, as notebooks use it, after the loop has run."""
+    seen = []
+    ch = gw.connect(kid)
+    try:
+        for code in ("import asyncio, nest_asyncio\nawait asyncio.sleep(0.01, 'first')",
+                     "nest_asyncio.apply()\nasyncio.run(asyncio.sleep(0.01, 'ran'))",
+                     "asyncio.run(asyncio.sleep(0.01, 'again'))",
+                     "await asyncio.sleep(0.01, 'awaited')", "1 + 1"):
+            reply, out = ch.execute(code, timeout=30)
+            seen.append((reply["content"]["status"],
+                         [m["content"]["data"]["text/plain"] for m in out
+                          if m["msg_type"] == "execute_result"]))
+        return seen
+    finally:
+        ch.close()
+
+
+def test_nest_asyncio_after_a_cell_that_awaits_is_a_cold_kernels(gw, loop, cold):
+    # The first cell awaits: its request goes on as a task of the asyncio
+    # loop. nest_asyncio then patches the loop and runs asyncio.run() inside
+    # cells: a cell never runs inside a step of the loop whose callbacks the
+    # nested run could take (the kernel died on the second asyncio.run()).
+    got = awaiting_first_seen(gw, loop)
+    assert got == awaiting_first_seen(gw, cold)
+    assert got == [("ok", ["'first'"]), ("ok", ["'ran'"]), ("ok", ["'again'"]),
+                   ("ok", ["'awaited'"]), ("ok", ["2"])], got
+
+
+def test_nest_asyncio_before_the_loop_has_run(gw, loop):
+    content, _, out = run(gw, loop, "import asyncio, nest_asyncio\nnest_asyncio.apply()\n"
+                          "asyncio.run(asyncio.sleep(0.01, 'ran'))")
     assert content["status"] == "ok", content
-    assert "_run_once" in value(gw, loop, STACK)
+    assert [m["content"]["data"]["text/plain"] for m in out
+            if m["msg_type"] == "execute_result"] == ["'ran'"]
+    content, _, out = run(gw, loop, "asyncio.run(asyncio.sleep(0.01, 'again'))")
+    assert [m["content"]["data"]["text/plain"] for m in out
+            if m["msg_type"] == "execute_result"] == ["'again'"], content
+    assert value(gw, loop, "1 + 1") == 2
+
+
+def test_a_first_cell_that_awaits_is_interrupted(gw, loop):
+    # Its request goes on as the loop's task, the loop watching the wake-up
+    # pipe that a SIGINT taken by another thread writes.
+    ch = gw.connect(loop)
+    try:
+        msg_id = execute(ch, "import asyncio\nawait asyncio.sleep(30)")
+        time.sleep(1)
+        assert gw.request("POST", f"/api/kernels/{loop}/interrupt")[0] == 204
+        reply, _ = ch.collect(msg_id, timeout=20)
+        assert (reply["content"]["status"], reply["content"]["ename"]) == \
+            ("error", "CancelledError")
+        reply, out = ch.execute("1 + 1")
+        assert [m["content"]["data"]["text/plain"] for m in out
+                if m["msg_type"] == "execute_result"] == ["2"]
+    finally:
+        ch.close()
