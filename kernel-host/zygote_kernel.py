@@ -65,7 +65,6 @@ import sys
 import threading
 import time
 import traceback
-import types
 import uuid
 from datetime import datetime
 
@@ -760,16 +759,16 @@ class KernelLoop:
         """The shell socket's requests, one at a time, each handler run to
         its end here, outside the kernel's asyncio loop, which is this
         thread's running loop meanwhile (a cell sees it running, can
-        schedule on it, cannot run it or asyncio.run(), as in ipykernel).
-        A handler that waits (a cell's top-level await) goes on as a task
-        of the loop, run until it is done. Between requests the loop runs
+        schedule on it, cannot run it or asyncio.run(), as in ipykernel),
+        each request a task of it (_run_request). A request that waits (a
+        cell's top-level await) is run by the loop until it is done.
+        Between requests the loop runs
         what cells left on it (tasks, timers, descriptors, another thread's
         wake-up), until a request arrives; while it has nothing, the kernel
         waits on its sockets without it: running the loop for every request
         cost a kernel's first request about 1.5 ms and 150 copied pages.
         And since no request runs inside a step of the loop, nest_asyncio's
-        asyncio.run() in a cell cannot take a step's callbacks from under it.
-        (Unlike ipykernel's, a cell that does not await has no current task.)"""
+        asyncio.run() in a cell cannot take a step's callbacks from under it."""
         shell = self.sockets["shell"]
         with self.iopub_lock:
             iopub = self.sockets["iopub"].getsockopt(zmq.FD)
@@ -806,19 +805,23 @@ class KernelLoop:
             self._run_request(loop, shell, frames)
 
     def _run_request(self, loop, shell, frames):
-        request = self._request(shell, frames)
+        """One request, a task of the loop as in ipykernel (a cell's current
+        task), its first step taken here rather than in a step of the loop:
+        all of it, unless it awaits; then the loop runs the rest."""
+        ready = len(loop._ready)
+        task = loop.create_task(self._request(shell, frames))
+        if len(loop._ready) != ready + 1:
+            # A task factory of a cell's that schedules otherwise.
+            self._run_loop(loop, until=task)
+            return
+        first = loop._ready.pop()
         hooks = as_if_running(loop)
         try:
-            waits_on = request.send(None)
-        except StopIteration:
-            return
+            first._run()
         finally:
             no_longer_running(loop, hooks)
-
-        async def rest():
-            await resumed(request, waits_on)
-
-        self._run_loop(loop, until=rest())
+        if not task.done():
+            self._run_loop(loop, until=task)
 
     async def _request(self, shell, frames):
         try:
@@ -833,7 +836,7 @@ class KernelLoop:
             self.stopping = True
 
     def _run_loop(self, loop, *fds, until=None):
-        """The asyncio loop run until the coroutine until is done, or
+        """The asyncio loop run until the future until is done, or
         (without one) until one of fds or the kernel's wake-up pipe wakes
         it. The wake-up pipe is watched either way: it is how a signal
         taken by another thread reaches this one."""
@@ -1132,29 +1135,6 @@ def has_work(loop):
     """Whether the loop has anything to run: a callback or a timer, or a
     descriptor to watch beyond its own self-pipe."""
     return bool(loop._ready or loop._scheduled) or len(loop._selector.get_map()) > 1
-
-
-@types.coroutine
-def resumed(coroutine, waits_on):
-    """The rest of a coroutine whose last step, run outside the loop,
-    yielded waits_on, for a task of the loop to run: as if the task had
-    run it from its start (yield from's forwarding)."""
-    while True:
-        try:
-            sent = yield waits_on
-        except GeneratorExit:
-            coroutine.close()
-            raise
-        except BaseException as e:
-            try:
-                waits_on = coroutine.throw(e)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                waits_on = coroutine.send(sent)
-            except StopIteration as stop:
-                return stop.value
 
 
 def storemagic_loaded(loaded):
