@@ -13,13 +13,14 @@ zygote kernel's CPU.
 
 - The main thread answers the shell socket, one request at a time, as
   ipykernel's dispatch does: busy, the handler, the streams flushed, idle.
-  The kernel's asyncio loop is the running loop of every cell, as in
-  ipykernel, but a handler runs outside it (_serve) unless it awaits (a
-  cell's top-level await), when it goes on as the loop's task. Between
-  requests the loop runs what cells left on it (tasks, timers, another
-  thread's wake-up), and only then. A failed cell with stop_on_error aborts the execute
-  requests that have arrived by the time its reply is sent, and no later
-  ones. input() asks on the stdin socket, from this thread, as in ipykernel.
+  Each request is a task of the kernel's asyncio loop, as in ipykernel,
+  whose first step the thread takes outside the loop's steps (the loop
+  its running loop meanwhile); a request that awaits (a cell's top-level
+  await) is then run by the loop. Between requests the loop runs what
+  cells left on it (tasks, timers, another thread's wake-up), and only
+  then. A failed cell with stop_on_error aborts the execute requests that
+  have arrived by the time its reply is sent, and no later ones. input()
+  asks on the stdin socket, from this thread, as in ipykernel.
 - The I/O thread answers the control socket (shutdown, interrupt,
   kernel_info... while a cell runs, as ipykernel's control thread does) and
   the heartbeat, reads descriptors 1 and 2 (a pipe each: what a subprocess
@@ -756,20 +757,16 @@ class KernelLoop:
             self.context.destroy(LINGER_MS)
 
     def _serve(self, loop):
-        """The shell socket's requests, one at a time, each handler run to
-        its end here, outside the kernel's asyncio loop, which is this
-        thread's running loop meanwhile (a cell sees it running, can
-        schedule on it, cannot run it or asyncio.run(), as in ipykernel),
-        each request a task of it (_run_request). A request that waits (a
-        cell's top-level await) is run by the loop until it is done.
-        Between requests the loop runs
-        what cells left on it (tasks, timers, descriptors, another thread's
-        wake-up), until a request arrives; while it has nothing, the kernel
-        waits on its sockets without it: running the loop for every request
-        cost a kernel's first request about 1.5 ms and 150 copied pages.
-        And since no request runs inside a step of the loop, nest_asyncio's
-        asyncio.run() in a cell cannot take a step's callbacks from under it."""
+        """The shell socket's requests, one at a time, each a task of the
+        kernel's asyncio loop run outside the loop's steps (_run_request).
+        Between requests the loop runs what cells left on it (tasks,
+        timers, descriptors, another thread's wake-up) until a request
+        arrives; while it has nothing, the kernel waits on its sockets
+        without it. Since no request runs inside a step of the loop,
+        nest_asyncio's asyncio.run() in a cell cannot take that step's
+        callbacks from under it (which ended the kernel)."""
         shell = self.sockets["shell"]
+        shell_fd = shell.getsockopt(zmq.FD)
         with self.iopub_lock:
             iopub = self.sockets["iopub"].getsockopt(zmq.FD)
         # The IOPub's descriptor, never the socket, which the other thread
@@ -789,16 +786,19 @@ class KernelLoop:
                 frames = shell.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 self._welcome()
+                # ZeroMQ's descriptor says only that the socket's events
+                # may have changed (the loop's readers watch it): ZMQ_EVENTS,
+                # read before every wait, says whether a message is there.
                 if shell.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                     continue
                 if has_work(loop):
-                    self._run_loop(loop, shell, iopub)
+                    self._run_loop(loop, shell_fd, iopub)
                     continue
                 ready = dict(poller.poll())
                 if woken in ready:
                     # For the loop to read: a thread's call_soon_threadsafe,
                     # a signal of the loop's add_signal_handler.
-                    self._run_loop(loop, shell, iopub)
+                    self._run_loop(loop, shell_fd, iopub)
                 elif self._wake_main_r in ready:
                     self._drain(self._wake_main_r)
                 continue
@@ -806,8 +806,11 @@ class KernelLoop:
 
     def _run_request(self, loop, shell, frames):
         """One request, a task of the loop as in ipykernel (a cell's current
-        task), its first step taken here rather than in a step of the loop:
-        all of it, unless it awaits; then the loop runs the rest."""
+        task), its first step taken here rather than in a step of the loop,
+        the loop this thread's running loop meanwhile (a cell sees it
+        running, can schedule on it, cannot run it or asyncio.run(), as in
+        ipykernel): all of the request unless it awaits; then the loop runs
+        the rest."""
         ready = len(loop._ready)
         task = loop.create_task(self._request(shell, frames))
         if len(loop._ready) != ready + 1:
