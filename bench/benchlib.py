@@ -1,6 +1,7 @@
 """What the benchmark drives: Glovebox and Jupyter Server (the same Jupyter
 kernel API, the same client code) and, for the floor, a kernel talked to
 over ZMQ directly with jupyter_client."""
+import atexit
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ ENV = dict(os.environ, PATH="/usr/bin:/bin:/usr/sbin:/sbin")
 # The floor's kernels get a fresh home, as sandboxed ones do (IPython reads
 # its profile and history database from there at start).
 KERNEL_HOME = tempfile.mkdtemp(prefix="bench-home-")
+atexit.register(shutil.rmtree, KERNEL_HOME, ignore_errors=True)
 KERNEL_ENV = dict(ENV, HOME=KERNEL_HOME)
 
 
