@@ -657,3 +657,24 @@ def test_a_first_cell_that_awaits_is_interrupted(gw, loop):
                 if m["msg_type"] == "execute_result"] == ["2"]
     finally:
         ch.close()
+
+
+FACTORY = """import asyncio
+def glovebox_factory(loop, coro, **kw):
+    # A task factory that schedules more than the task's first step.
+    loop.call_soon(print, 'made')
+    return asyncio.Task(coro, loop=loop, **kw)
+asyncio.get_running_loop().set_task_factory(glovebox_factory)"""
+
+
+def test_a_task_factory_that_schedules_more_is_obeyed(gw, loop):
+    # Then a request's task is run by the loop itself, as before the
+    # requests were stepped outside it.
+    content, _, _ = run(gw, loop, FACTORY)
+    assert content["status"] == "ok", content
+    content, stdout, out = run(gw, loop, STACK.join(("print(", ")")))
+    assert content["status"] == "ok", content
+    assert "_run_once" in stdout and "made" in stdout, stdout
+    assert value(gw, loop, "1 + 1") == 2
+    content, _, _ = run(gw, loop, "asyncio.get_running_loop().set_task_factory(None)")
+    assert "_run_once" not in value(gw, loop, STACK)
