@@ -813,16 +813,15 @@ class KernelLoop:
         the rest."""
         ready = len(loop._ready)
         task = loop.create_task(self._request(shell, frames))
-        if len(loop._ready) != ready + 1:
-            # A task factory of a cell's that schedules otherwise.
-            self._run_loop(loop, until=task)
-            return
-        first = loop._ready.pop()
-        hooks = as_if_running(loop)
-        try:
-            first._run()
-        finally:
-            no_longer_running(loop, hooks)
+        # (Unless a task factory of a cell's scheduled otherwise: then the
+        # loop takes every step.)
+        if len(loop._ready) == ready + 1:
+            first = loop._ready.pop()
+            hooks = as_if_running(loop)
+            try:
+                first._run()
+            finally:
+                no_longer_running(loop, hooks)
         if not task.done():
             self._run_loop(loop, until=task)
 

@@ -49,6 +49,11 @@ def execute(ch, code, stop_on_error=True):
                                        "stop_on_error": stop_on_error})
 
 
+def results(out):
+    """The text of each execute_result among a request's messages."""
+    return [m["content"]["data"]["text/plain"] for m in out if m["msg_type"] == "execute_result"]
+
+
 def plain(text):
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
@@ -384,8 +389,7 @@ def asyncio_seen(gw, kid):
         seen.append(reply["content"]["status"])
         time.sleep(1)
         reply, out = ch.execute("len(glovebox_ticks), glovebox_task.done()")
-        seen.append([m["content"]["data"]["text/plain"] for m in out
-                     if m["msg_type"] == "execute_result"])
+        seen.append(results(out))
         # (Without stop_on_error: ipykernel 6.17 may abort a request sent
         # just after a failed cell's idle, test_a_failed_cell_aborts_...)
         reply, _ = ch.collect(execute(ch, "asyncio.run(asyncio.sleep(0))", stop_on_error=False))
@@ -396,8 +400,7 @@ def asyncio_seen(gw, kid):
         reply, _ = ch.collect(msg_id, timeout=20)
         seen.append((reply["content"]["status"], reply["content"].get("ename")))
         reply, out = ch.execute("await asyncio.sleep(0.01)\n'after'")
-        seen.append([m["content"]["data"]["text/plain"] for m in out
-                     if m["msg_type"] == "execute_result"])
+        seen.append(results(out))
         return seen
     finally:
         ch.close()
@@ -513,14 +516,12 @@ def test_each_kernel_runs_its_own_loop(gw, loop, cold):
         for k in (loop, other, cold):
             content, _, out = run(gw, k, WAKE)
             assert content["status"] == "ok", content
-            assert [m["content"]["data"]["text/plain"] for m in out
-                    if m["msg_type"] == "execute_result"] == ["'woken'"]
+            assert results(out) == ["'woken'"]
             assert value(gw, k, OWN_LOOP) == (True, True)
             assert value(gw, k, "type(get_ipython().kernel.io_loop).__name__") == \
                 "AsyncIOMainLoop"
     finally:
         gw.request("DELETE", f"/api/kernels/{other}")
-
 
 
 STACK = "[f.name for f in __import__('traceback').extract_stack()]"
@@ -543,8 +544,7 @@ def outside_requests(gw, kid, wake_up):
             reply, out = ch.execute(code)
             if reply["content"]["status"] != "ok":
                 return reply["content"]["ename"], reply["content"]["evalue"]
-            return [m["content"]["data"]["text/plain"] for m in out
-                    if m["msg_type"] == "execute_result"]
+            return results(out)
 
         seen.append(result("import asyncio, os, signal, threading\n"
                            "loop = asyncio.get_running_loop()\n"
@@ -577,7 +577,8 @@ def test_cells_run_outside_the_loop_which_runs_between_them(gw, cold, wake_up):
         got = outside_requests(gw, fresh, wake_up)
         assert got == outside_requests(gw, cold, wake_up)
         assert got == [["(True, True)"], ["True"],
-                       ("RuntimeError", "This event loop is already running"), [], True, ["2"]], got
+                       ("RuntimeError", "This event loop is already running"),
+                       [], True, ["2"]], got
         # The loop has run; the cells still run outside it.
         stack = value(gw, fresh, STACK)
         assert "_run_request" in stack and "_run_once" not in stack, stack
@@ -610,9 +611,7 @@ def awaiting_first_seen(gw, kid):
                      "asyncio.run(asyncio.sleep(0.01, 'again'))",
                      "await asyncio.sleep(0.01, 'awaited')", "1 + 1"):
             reply, out = ch.execute(code, timeout=30)
-            seen.append((reply["content"]["status"],
-                         [m["content"]["data"]["text/plain"] for m in out
-                          if m["msg_type"] == "execute_result"]))
+            seen.append((reply["content"]["status"], results(out)))
         return seen
     finally:
         ch.close()
@@ -633,11 +632,9 @@ def test_nest_asyncio_before_the_loop_has_run(gw, loop):
     content, _, out = run(gw, loop, "import asyncio, nest_asyncio\nnest_asyncio.apply()\n"
                           "asyncio.run(asyncio.sleep(0.01, 'ran'))")
     assert content["status"] == "ok", content
-    assert [m["content"]["data"]["text/plain"] for m in out
-            if m["msg_type"] == "execute_result"] == ["'ran'"]
+    assert results(out) == ["'ran'"]
     content, _, out = run(gw, loop, "asyncio.run(asyncio.sleep(0.01, 'again'))")
-    assert [m["content"]["data"]["text/plain"] for m in out
-            if m["msg_type"] == "execute_result"] == ["'again'"], content
+    assert results(out) == ["'again'"], content
     assert value(gw, loop, "1 + 1") == 2
 
 
@@ -653,8 +650,7 @@ def test_a_first_cell_that_awaits_is_interrupted(gw, loop):
         assert (reply["content"]["status"], reply["content"]["ename"]) == \
             ("error", "CancelledError")
         reply, out = ch.execute("1 + 1")
-        assert [m["content"]["data"]["text/plain"] for m in out
-                if m["msg_type"] == "execute_result"] == ["2"]
+        assert results(out) == ["2"]
     finally:
         ch.close()
 
