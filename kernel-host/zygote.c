@@ -88,15 +88,37 @@ static int find_program(char *out, size_t size)
         return program_beside_self(ZYGOTE_PROGRAM, out, size);
 }
 
+/* What the interpreter runs: without the "" that "-c" puts first on
+ * sys.path (the zygote imports nothing from its cwd, and its kernels' flags
+ * are a cold kernel's), the module, from the descriptor zygote_child leaves
+ * open for it (its path may be under /tmp, which the zygote's mount
+ * namespace covers), then main (zygote_main.c), which returns only in a
+ * kernel's process, with the kernel's argv and environment for the run
+ * function the bootstrap defined. */
+static const char zygote_command[] =
+    "import _imp, sys\n"
+    "del sys.path[0]\n"
+    "from importlib.machinery import ModuleSpec\n"
+    "_glovebox_zygote = _imp.create_dynamic(ModuleSpec('_glovebox_zygote', None, "
+    "origin='/proc/self/fd/4'))\n"
+    "_glovebox_kernel = _glovebox_zygote.main(sys.argv[2:])\n"
+    "_glovebox_run(*_glovebox_kernel)\n";
+_Static_assert(ZYGOTE_MODULE_FD == 4, "zygote_command loads the module from descriptor 4");
+
 /* In the forked child, before execve: the zygote's own mount namespace,
  * where /tmp and /home are private tmpfs (its imports may write caches
- * under $HOME, never on the host), dying with us. */
+ * under $HOME, never on the host), dying with us. The kernelspec's
+ * interpreter runs the module (zygote_main.c): sys.argv[1] names it, for
+ * whoever reads the command line. */
 static __attribute__((noreturn)) void zygote_child(const char *program, const char *modules,
                                                    int link, int output)
 {
         /* Room for a kernel's command line: the kernels overwrite it. */
         static char title[160];
-        char *argv[] = {(char *)ZYGOTE_PROGRAM,
+        char *argv[] = {(char *)GLOVEBOX_ZYGOTE_PYTHON,
+                        (char *)"-c",
+                        (char *)zygote_command,
+                        (char *)ZYGOTE_NAME,
                         (char *)"--preload",
                         (char *)modules,
                         (char *)"--title",
@@ -119,15 +141,15 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
                         (char *)"PYDEVD_DISABLE_FILE_VALIDATION=1",
                         NULL};
         sigset_t none;
-        /* The program is opened before /tmp is covered: the build tree may
+        /* The module is opened before /tmp is covered: the build tree may
          * well be under /tmp. Kept far above the descriptors moved below. */
-        int path_fd = open(program, O_PATH | O_CLOEXEC);
-        int exe = path_fd < 0 ? -1 : fcntl(path_fd, F_DUPFD_CLOEXEC, ZYGOTE_FD + 16);
+        int module_fd = open(program, O_RDONLY | O_CLOEXEC);
+        int module = module_fd < 0 ? -1 : fcntl(module_fd, F_DUPFD_CLOEXEC, ZYGOTE_FD + 16);
 
         memset(title, ' ', sizeof(title) - 1);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        if (exe < 0)
+        if (module < 0)
                 _exit(127);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || unshare(CLONE_NEWNS) < 0 ||
             mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
@@ -138,11 +160,13 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
         /* matplotlib's font list, not built again for the zygote. */
         if (homecache_dir())
                 homecache_link(homecache_dir(), ROOTFS_HOME, 0);
-        if (dup2(link, ZYGOTE_FD) < 0 || dup3(exe, ZYGOTE_FD + 1, O_CLOEXEC) < 0 ||
-            dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0)
+        /* The module's descriptor stays open across the execve (main
+         * closes it once loaded). */
+        if (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0 ||
+            dup2(link, ZYGOTE_FD) < 0 || dup2(module, ZYGOTE_MODULE_FD) < 0)
                 _exit(126);
-        syscall(SYS_close_range, ZYGOTE_FD + 2, ~0u, 0);
-        syscall(SYS_execveat, ZYGOTE_FD + 1, "", argv, envp, AT_EMPTY_PATH);
+        syscall(SYS_close_range, ZYGOTE_MODULE_FD + 1, ~0u, 0);
+        execve(python_real, argv, envp);
         _exit(127);
 }
 

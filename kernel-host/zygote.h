@@ -1,7 +1,7 @@
 /* Zygotes (issue 12): per kernelspec, one process that has imported
- * ipykernel and the operator's modules once (glovebox-zygote, which embeds
- * the Python of that kernelspec) and forks a child per kernel instead of a
- * cold execve. The kernel-host starts each zygote as root in a mount
+ * ipykernel and the operator's modules once (the Python of that kernelspec
+ * running the extension module glovebox-zygote.so) and forks a child per
+ * kernel instead of a cold execve. The kernel-host starts each zygote as root in a mount
  * namespace of its own (a private /tmp and /home/user for its imports) and
  * talks to it over a SOCK_SEQPACKET socket: one request per kernel, which
  * carries only descriptors (the sandbox's namespaces and /run/kernel, the
@@ -34,8 +34,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ZYGOTE_PROGRAM        "glovebox-zygote"
+#define ZYGOTE_PROGRAM        "glovebox-zygote.so" /* beside the kernel-host */
+#define ZYGOTE_NAME           "glovebox-zygote"    /* its process's name */
 #define ZYGOTE_FD             3 /* the zygote's end of its socket */
+#define ZYGOTE_MODULE_FD      4 /* the module, for the interpreter to load */
 #define ZYGOTE_MAX_NAME       64
 #define ZYGOTE_MAX            8          /* zygotes of one kernel-host */
 #define ZYGOTE_MAX_SPEC       (4u << 20) /* bytes of one request's memfd */

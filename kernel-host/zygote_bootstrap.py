@@ -63,7 +63,7 @@
 # the address numpy's BitGenerator.ctypes gives, found and checked here once:
 # what set_state writes, without its Python, 0.3 ms and some 70 pages, while
 # the zygote has drawn no Gaussian, whose cache set_state would also clear),
-# its environment (the C library's set by run_kernel,
+# its environment (the C library's set by take_kernel,
 # os.environ's mapping rebuilt, not a putenv or unsetenv per variable),
 # Python's signal dispositions (the sandbox reset them), user site-packages
 # and PYTHONPATH as they are now, the cwd first on sys.path, and "-m MODULE

@@ -1,11 +1,18 @@
-/* glovebox-zygote: the fork server of one kernelspec (zygote.h).
+/* glovebox-zygote.so: the fork server of one kernelspec (zygote.h).
  *
- * It embeds the Python of the kernelspec, imports ipykernel and the
- * operator's modules once, before any thread exists (the kernel-host sets
- * the BLAS and OpenMP pools to one thread), checks that it is still
- * single-threaded, says "ready" and then only forks: one child per request
- * of the kernel-host. It runs no code of any user and reads nothing but
- * the kernel-host's socket; what a request carries it never reads itself. */
+ * An extension module of the kernelspec's Python, which the kernel-host
+ * runs (zygote.c): the interpreter is Debian's own program, which runs
+ * Python about a quarter faster than the same Python embedded from
+ * libpython3.11.so, built apart and position-independent
+ * (docs/performance.md#the-interpreters-own-program). Its main
+ * imports ipykernel and the operator's modules once, before any thread
+ * exists (the kernel-host sets the BLAS and OpenMP pools to one thread),
+ * checks that it is still single-threaded, says "ready" and then only
+ * forks: one child per request of the kernel-host. It runs no code of any
+ * user and reads nothing but the kernel-host's socket; what a request
+ * carries it never reads itself. In a kernel's process main returns, with
+ * the kernel's argv and environment, to the interpreter's own command,
+ * which runs the kernel as a script would run: Python's own exit ends it. */
 #include "autoconf.h"
 
 #define PY_SSIZE_T_CLEAN
@@ -22,6 +29,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +65,10 @@ static char *title_area;
 static size_t title_len;
 static int cap_last = CAP_LAST_CAP;
 static struct sock_fprog filter;
+/* Where a kernel's process goes back to main (kernel_main), and what it
+ * takes there: the kernel's argv and environment. */
+static jmp_buf to_main;
+static PyObject *kernel_argv, *kernel_env;
 
 /* ---- the kernel, in the sandbox ------------------------------------------ */
 
@@ -80,27 +92,25 @@ static void set_title(char **argv)
         prctl(PR_SET_NAME, "python3", 0, 0, 0);
 }
 
-/* Runs the kernel: never returns. Python's own exit (SystemExit included)
- * ends the process with the kernel's exit code. */
-static __attribute__((noreturn)) void run_kernel(char **argv, char **envp)
+/* The kernel's argv and environment for main to return (kernel_argv and
+ * kernel_env); the C library's environment is the kernel's. 0, or -1 with
+ * a Python exception. */
+static int take_kernel(char **argv, char **envp)
 {
-        PyObject *main_mod, *fn, *args = NULL, *env = NULL, *result;
         size_t argc = 0;
 
         while (argv[argc])
                 argc++;
-        main_mod = PyImport_AddModule("__main__");
-        fn = main_mod ? PyObject_GetAttrString(main_mod, "_glovebox_run") : NULL;
-        args = PyTuple_New((Py_ssize_t)argc);
-        env = PyDict_New();
-        if (!fn || !args || !env)
-                goto fail;
+        kernel_argv = PyTuple_New((Py_ssize_t)argc);
+        kernel_env = PyDict_New();
+        if (!kernel_argv || !kernel_env)
+                return -1;
         for (size_t i = 0; i < argc; i++) {
                 PyObject *s = PyUnicode_DecodeFSDefault(argv[i]);
 
                 if (!s)
-                        goto fail;
-                PyTuple_SET_ITEM(args, (Py_ssize_t)i, s);
+                        return -1;
+                PyTuple_SET_ITEM(kernel_argv, (Py_ssize_t)i, s);
         }
         for (size_t i = 0; envp[i]; i++) {
                 const char *eq = strchr(envp[i], '=');
@@ -111,24 +121,16 @@ static __attribute__((noreturn)) void run_kernel(char **argv, char **envp)
                         continue;
                 k = PyUnicode_DecodeFSDefaultAndSize(envp[i], eq - envp[i]);
                 v = PyUnicode_DecodeFSDefault(eq + 1);
-                rc = k && v ? PyDict_SetItem(env, k, v) : -1;
+                rc = k && v ? PyDict_SetItem(kernel_env, k, v) : -1;
                 Py_XDECREF(k);
                 Py_XDECREF(v);
                 if (rc < 0)
-                        goto fail;
+                        return -1;
         }
-        /* The C library's environment is the kernel's: os.environ takes
-         * the same (_glovebox_set_environ) without a putenv per variable. */
+        /* os.environ takes the same (_glovebox_set_environ) without a
+         * putenv per variable. */
         environ = envp;
-        result = PyObject_CallFunctionObjArgs(fn, args, env, NULL);
-        if (result) {
-                Py_DECREF(result);
-                exit(Py_FinalizeEx() < 0 ? 120 : 0);
-        }
-fail:
-        /* Prints the traceback, or exits with a SystemExit's code. */
-        PyErr_Print();
-        exit(1);
+        return 0;
 }
 
 /* The kernel's process, forked into the sandbox's pid namespace: confines
@@ -149,7 +151,13 @@ static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *
         set_title(argv);
         /* Closed as an execve would close it: the sign that we run. */
         close(report_fd);
-        run_kernel(argv, envp);
+        if (take_kernel(argv, envp) < 0) {
+                PyErr_Print();
+                exit(1);
+        }
+        /* Back to main's frame, which this process's copy of the zygote's
+         * stack still holds: the children ran below it. */
+        longjmp(to_main, 1);
 }
 
 /* ---- the children of one request ----------------------------------------- */
@@ -513,46 +521,86 @@ static void serve(int link, int sigfd)
         }
 }
 
-static void usage(void)
+/* The original command line's area (what /proc/PID/cmdline shows), which
+ * the interpreter copied at its start and no longer reads: set_title
+ * overwrites it with each kernel's argv. */
+static void find_title_area(void)
 {
-        fprintf(stderr, "usage: glovebox-zygote --preload MODULE,... [--title TEXT]\n"
-                        "Started by glovebox-kernel-host (--zygote); not meant to be run by "
-                        "hand.\n");
+        char text[4096], *p;
+        unsigned long start = 0, end = 0;
+        FILE *f = fopen("/proc/self/stat", "re");
+        size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+        if (f)
+                fclose(f);
+        text[n] = '\0';
+        /* After the name's ")", the fields from the third on: p is left
+         * at the space before the 48th, arg_start (the 49th is arg_end). */
+        p = strrchr(text, ')');
+        for (int field = 3; p && field <= 48; field++)
+                p = strchr(p + 1, ' ');
+        if (p && sscanf(p, " %lu %lu", &start, &end) == 2 && end > start) {
+                title_area = (char *)start;
+                title_len = end - start;
+        }
 }
 
-int main(int argc, char **argv)
+static __attribute__((noreturn)) void fail(const char *what)
+{
+        log_error("%s", what);
+        (void)!write(ZYGOTE_FD, "failed", 6);
+        exit(1);
+}
+
+/* main(["--preload", "MODULE,...", "--title", TEXT]): the zygote's life;
+ * never returns in the zygote (it exits when the kernel-host is gone), and
+ * returns (argv, environment) in each kernel's process. */
+static PyObject *zygote_main(PyObject *self, PyObject *args)
 {
         const char *modules = "";
-        PyConfig config;
-        PyStatus status;
+        PyObject *list, *wire;
         sigset_t mask;
         FILE *f;
         int sigfd, threads;
         unsigned long huge;
 
-        log_set_program("zygote");
-        title_area = argv[0];
-        title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
-        for (int i = 1; i < argc; i++) {
-                if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
-                        modules = argv[++i];
-                } else if (strcmp(argv[i], "--title") == 0 && i + 1 < argc) {
+        if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list))
+                return NULL;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+                const char *arg = PyUnicode_Check(PyList_GET_ITEM(list, i))
+                                      ? PyUnicode_AsUTF8(PyList_GET_ITEM(list, i))
+                                      : NULL;
+
+                if (arg && strcmp(arg, "--preload") == 0 && i + 1 < PyList_GET_SIZE(list) &&
+                    PyUnicode_Check(PyList_GET_ITEM(list, i + 1))) {
+                        modules = PyUnicode_AsUTF8(PyList_GET_ITEM(list, ++i));
+                } else if (arg && strcmp(arg, "--title") == 0 && i + 1 < PyList_GET_SIZE(list)) {
                         i++; /* room for the kernels' command lines */
                 } else {
-                        usage();
-                        return 2;
+                        PyErr_Clear();
+                        PyErr_SetString(PyExc_SystemExit,
+                                        "usage: glovebox-zygote --preload MODULE,... [--title "
+                                        "TEXT]\nStarted by glovebox-kernel-host (--zygote); not "
+                                        "meant to be run by hand.");
+                        return NULL;
                 }
+                if (!modules)
+                        return NULL;
         }
+        /* The module's descriptor, opened for the interpreter to load it
+         * (zygote.c): the kernels must not have it. */
+        close(ZYGOTE_MODULE_FD);
+        log_set_program("zygote");
+        prctl(PR_SET_NAME, ZYGOTE_NAME, 0, 0, 0);
+        find_title_area();
         f = fopen("/proc/sys/kernel/cap_last_cap", "re");
         if (f) {
                 if (fscanf(f, "%d", &cap_last) != 1)
                         cap_last = CAP_LAST_CAP;
                 fclose(f);
         }
-        if (seccomp_policy_build(&filter) < 0) {
-                log_error("cannot build the seccomp filter");
-                return 1;
-        }
+        if (seccomp_policy_build(&filter) < 0)
+                fail("cannot build the seccomp filter");
         /* Asked before any request (it may fork): the requests' children
          * have the answer. */
         (void)confine_can_start_in_group();
@@ -562,27 +610,17 @@ int main(int argc, char **argv)
         sigprocmask(SIG_BLOCK, &mask, NULL);
         sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         if (sigfd < 0)
-                return 1;
-
+                fail("cannot make a signalfd");
         /* The kernels' wire in C (zygote_wire.c), for zygote_kernel.py. */
-        if (PyImport_AppendInittab("_glovebox_wire", PyInit__glovebox_wire) < 0) {
-                log_error("cannot register _glovebox_wire");
-                return 1;
+        wire = PyInit__glovebox_wire();
+        if (!wire || PyDict_SetItemString(PyImport_GetModuleDict(), "_glovebox_wire", wire) < 0) {
+                PyErr_Print();
+                fail("cannot make _glovebox_wire");
         }
-        PyConfig_InitPythonConfig(&config);
-        /* sys.executable and the paths of the kernelspec's interpreter. */
-        status = PyConfig_SetBytesString(&config, &config.program_name, GLOVEBOX_ZYGOTE_PYTHON);
-        if (!PyStatus_Exception(status))
-                status = Py_InitializeFromConfig(&config);
-        PyConfig_Clear(&config);
-        if (PyStatus_Exception(status)) {
-                log_error("cannot start Python: %s", status.err_msg ? status.err_msg : "?");
-                return 1;
-        }
+        Py_DECREF(wire);
         if (preload(modules) < 0) {
                 log_error("preloading %s failed", modules);
-                (void)!write(ZYGOTE_FD, "failed", 6);
-                return 1;
+                fail("a zygote without its modules");
         }
         /* fork() copies one thread: a pool started by an import would be
          * missing in every kernel, with its locks held. */
@@ -590,13 +628,44 @@ int main(int argc, char **argv)
         if (threads != 1) {
                 log_error("preloading %s left %d threads; a zygote must fork with one", modules,
                           threads);
-                (void)!write(ZYGOTE_FD, "failed", 6);
-                return 1;
+                fail("a zygote must fork with one thread");
         }
         huge = collapse_anonymous();
         log_debug("%lu MiB in huge pages", huge);
         if (write(ZYGOTE_FD, "ready", 5) != 5)
-                return 1;
+                exit(1);
+        if (setjmp(to_main) != 0) {
+                /* A kernel's process (kernel_main): the interpreter's
+                 * command runs it. */
+                PyObject *result = PyTuple_Pack(2, kernel_argv, kernel_env);
+
+                Py_CLEAR(kernel_argv);
+                Py_CLEAR(kernel_env);
+                return result;
+        }
         serve(ZYGOTE_FD, sigfd);
-        return 0;
+        /* The kernel-host is gone: so is the zygote, as it ended before,
+         * without the interpreter's finalisation. */
+        exit(0);
+}
+
+static PyMethodDef zygote_methods[] = {
+    {"main", zygote_main, METH_VARARGS,
+     "main(args): the zygote's life; returns (argv, env) in a kernel's process."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef zygote_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_glovebox_zygote",
+    .m_doc = "glovebox-zygote, the fork server of a kernelspec (kernel-host/zygote_main.c).",
+    .m_size = -1,
+    .m_methods = zygote_methods,
+};
+
+PyMODINIT_FUNC PyInit__glovebox_zygote(void);
+
+PyMODINIT_FUNC PyInit__glovebox_zygote(void)
+{
+        return PyModule_Create(&zygote_module);
 }

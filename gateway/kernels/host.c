@@ -62,7 +62,7 @@ static int find_program(char *out, size_t size)
         return -ENOENT;
 }
 
-bool host_has_program(const char *name)
+bool host_has_file(const char *name, int mode)
 {
         char path[PATH_MAX], *slash;
         size_t room;
@@ -70,7 +70,7 @@ bool host_has_program(const char *name)
         if (find_program(path, sizeof(path)) < 0 || !(slash = strrchr(path, '/')))
                 return false;
         room = sizeof(path) - (size_t)(slash + 1 - path);
-        return (size_t)snprintf(slash + 1, room, "%s", name) < room && access(path, X_OK) == 0;
+        return (size_t)snprintf(slash + 1, room, "%s", name) < room && access(path, mode) == 0;
 }
 
 void host_set_zygotes(char *const *zygotes)

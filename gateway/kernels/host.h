@@ -42,9 +42,9 @@ int host_adopt(int fd, int pid, unsigned controllers, const char *runtime_dir,
 /* The --zygote entries a replacement kernel-host is given (borrowed), for a
  * gateway that adopted its kernel-host before it knew its defaults. */
 void host_set_zygotes(char *const *zygotes);
-/* True when name is an executable beside the kernel-host's program (in the
- * build tree, or in the libexec directory). */
-bool host_has_program(const char *name);
+/* True when name is a file beside the kernel-host's program (in the build
+ * tree, or in the libexec directory) that access(2) allows for mode. */
+bool host_has_file(const char *name, int mode);
 /* Makes the link survive execve and says what it is, for the record. */
 int host_keep_link(int *fd, int *pid);
 /* Routes reports for id (a kept sandbox or process) to ops and ctx

@@ -37,8 +37,8 @@ static const char *why_no_zygote(const struct config *cfg, const struct jp_kerne
                 return "--sandbox none";
         if (geteuid() != 0)
                 return "not root: a zygote's kernels are confined as root does it";
-        if (!host_has_program("glovebox-zygote"))
-                return "glovebox-zygote was not built (it needs python3-config --embed)";
+        if (!host_has_file("glovebox-zygote.so", R_OK))
+                return "glovebox-zygote.so was not built (it needs python3-config --embed)";
         if (!program || !flag || strcmp(flag, "-m") != 0 || !realpath(program, real) ||
             !realpath(GLOVEBOX_ZYGOTE_PYTHON, want) || strcmp(real, want) != 0)
                 return "its kernelspec's argv is not " GLOVEBOX_ZYGOTE_PYTHON " -m MODULE";

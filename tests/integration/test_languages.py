@@ -230,7 +230,7 @@ def test_a_build_under_tmp_binds_its_kernel_bridge():
     build = pathlib.Path(tempfile.mkdtemp(prefix="glovebox-build-", dir="/tmp"))
     os.chmod(build, 0o755)
     for program in ("glovebox", "glovebox-kernel-host", "glovebox-kernel-bridge",
-                    "glovebox-sudo", "glovebox-zygote", "glovebox-init"):
+                    "glovebox-sudo", "glovebox-zygote.so", "glovebox-init"):
         if os.path.exists(os.path.join(BUILD, program)):
             shutil.copy2(os.path.join(BUILD, program), build / program)
     tmp = spec_dir()

@@ -370,13 +370,14 @@ def test_a_zygote_kernel_is_paused_with_its_memory(state):
         [ckpt] = checkpoint_dirs(state)
         with open(os.path.join(state, "checkpoints", ckpt, "box.json")) as f:
             foreign = json.load(f)["foreign"]
-        # The zygote's own interpreter and the libraries it loaded.
+        # The zygote's own interpreter and the libraries it loaded, its
+        # module among them.
         paths = [rec["path"] for rec in foreign.values()]
-        assert any("glovebox-zygote" in p for p in paths), paths
+        assert any(p.endswith("glovebox-zygote.so") for p in paths), paths
         assert any("_decimal" in p for p in paths), paths
-        # A host file that is not as it was (here the zygote's program,
+        # A host file that is not as it was (here the zygote's module,
         # touched): the resume fails naming it, and the kernel stays paused.
-        program = next(p for p in paths if p.endswith("glovebox-zygote"))
+        program = next(p for p in paths if p.endswith("glovebox-zygote.so"))
         st = os.stat(program)
         os.utime(program, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
         try:

@@ -2,7 +2,7 @@
 kernels, on the host: which kernels it takes (and which it leaves to
 ipykernel's application), and a kernel whose start fails inside it. Each
 case runs in a child interpreter that ran the zygote's own bootstrap,
-kernel-host/zygote_bootstrap.py, as glovebox-zygote does (without its
+kernel-host/zygote_bootstrap.py, as glovebox-zygote.so does (without its
 preloads), since the loop takes over the process's descriptors 1 and 2.
 The loop's kernels themselves are tested in sandboxes, against cold ones:
 tests/sandbox/test_zygote_loop.py."""

@@ -1,6 +1,6 @@
 """kernel-host/zygote_wire.c, the C wire of the zygote kernels' loop, as
-the extension module the build makes of it (glovebox-zygote has it built
-in): what it sends is what jupyter_client's Session sends, and Session
+the extension module the build makes of it (glovebox-zygote.so has it
+built in): what it sends is what jupyter_client's Session sends, and Session
 reads it; what it reads is what Session reads, and it refuses what
 Session refuses. Its use in the loop's kernels is tested in sandboxes
 (tests/sandbox/test_zygote_loop.py)."""

@@ -56,6 +56,34 @@ def test_kernels_come_from_the_zygote(gw, pair):
         assert cmdline.startswith(b"/usr/bin/python3\0-m\0ipykernel_launcher\0-f\0/run/kernel/")
 
 
+RUNS_IN = ("(__import__('os').readlink('/proc/self/exe'), "
+           "sorted({l.split()[-1] for l in open('/proc/self/maps') "
+           "if 'libpython' in l or 'glovebox-zygote' in l}), "
+           "tuple(__import__('sys').flags))")
+
+
+def test_kernels_run_in_the_interpreters_own_program(gw, pair):
+    """The zygote is the kernelspec's Python program running
+    glovebox-zygote.so, not a program that embeds libpython3.11.so (whose
+    Python ran a third slower: docs/performance.md#the-interpreters-own-program):
+    a zygote kernel's executable is a cold kernel's, no libpython is mapped,
+    and its interpreter's flags are a cold kernel's."""
+    cold = gw.start_kernel(name="python3", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        assert_from_zygote(gw, cold, expected=False)
+        cold_exe, cold_maps, cold_flags = value(gw, cold, RUNS_IN)
+    finally:
+        gw.request("DELETE", f"/api/kernels/{cold}")
+    assert cold_exe.startswith("/usr/bin/python3") and cold_maps == [], (cold_exe, cold_maps)
+    for kid in pair:
+        exe, maps, flags = value(gw, kid, RUNS_IN)
+        assert exe == cold_exe
+        assert [os.path.basename(m) for m in maps] == ["glovebox-zygote.so"], maps
+        # All but dont_write_bytecode, which the cold one was started with.
+        assert flags[:4] + flags[5:] == cold_flags[:4] + cold_flags[5:], (flags, cold_flags)
+        assert (flags[4], cold_flags[4]) == (0, 1)
+
+
 def test_environment_is_applied_after_the_fork(gw):
     kid = gw.start_kernel(name="python3", env={"GLOVEBOX_ZYGOTE_TEST": "per-request"})
     try:

@@ -29,10 +29,11 @@ KERNELS = sorted(os.path.relpath(os.path.join(d, f), os.path.join(SRC, "kernels"
 PROGRAMS = ["bin/glovebox", "libexec/glovebox/glovebox-kernel-host",
             "libexec/glovebox/glovebox-kernel-bridge", "libexec/glovebox/glovebox-sudo",
             "libexec/glovebox/glovebox-init", "libexec/glovebox/glovebox-criu-action"]
-# The zygote's fork server is built where Python can be embedded
-# (python3-config --embed), and then installed beside the kernel-host.
-if os.path.exists(os.path.join(BUILD, "glovebox-zygote")):
-    PROGRAMS.append("libexec/glovebox/glovebox-zygote")
+# The zygote's fork server, an extension module of the kernelspec's Python,
+# is built where Python's headers are (python3-config --embed), and then
+# installed beside the kernel-host, which runs it with that Python.
+MODULES = (["libexec/glovebox/glovebox-zygote.so"]
+           if os.path.exists(os.path.join(BUILD, "glovebox-zygote.so")) else [])
 
 
 def make_variable(name, depth=0):
@@ -53,11 +54,13 @@ PREFIX = make_variable("prefix")
 def test_install_puts_everything_in_the_usual_places():
     installed = sorted(os.path.relpath(os.path.join(d, f), DESTDIR + PREFIX)
                        for d, _, files in os.walk(DESTDIR) for f in files)
-    assert installed == sorted(PROGRAMS + ["lib/systemd/system/glovebox.service"] +
+    assert installed == sorted(PROGRAMS + MODULES + ["lib/systemd/system/glovebox.service"] +
                                [f"share/glovebox/static/{f}" for f in STATIC] +
                                [f"share/glovebox/kernels/{f}" for f in KERNELS])
     for program in PROGRAMS:
         assert os.access(os.path.join(DESTDIR + PREFIX, program), os.X_OK), program
+    for module in MODULES:
+        assert os.access(os.path.join(DESTDIR + PREFIX, module), os.R_OK), module
     for tree, files in (("static", STATIC), ("kernels", KERNELS)):
         for f in files:
             with open(os.path.join(SRC, tree, f), "rb") as a, \
