@@ -83,9 +83,11 @@ static bool modules_ok(const char *s)
         return true;
 }
 
-static int find_program(char *out, size_t size)
+/* The module, readable (an installed one is not executable: data the
+ * interpreter maps). */
+static int find_module(char *out, size_t size)
 {
-        return program_beside_self(ZYGOTE_PROGRAM, out, size);
+        return file_beside_self(ZYGOTE_PROGRAM, R_OK, out, size);
 }
 
 /* What the interpreter runs: without the "" that "-c" puts first on
@@ -193,7 +195,7 @@ int zygote_start(const char *spec)
                          (int)name_len, spec);
                 return -EPERM;
         }
-        if (find_program(program, sizeof(program)) < 0) {
+        if (find_module(program, sizeof(program)) < 0) {
                 log_warn("no " ZYGOTE_PROGRAM " beside the kernel-host: kernels start cold");
                 return -ENOENT;
         }
@@ -222,7 +224,7 @@ int zygote_start(const char *spec)
         z->pid = pid;
         z->link = sv[0];
         z->output = out[0];
-        log_info("zygote %s started (pid %d), preloading %s", z->name, (int)pid,
+        log_info("zygote %s started (pid %d, %s), preloading %s", z->name, (int)pid, program,
                  modules[0] ? modules : "ipykernel only");
         return 0;
 fail:

@@ -268,6 +268,11 @@ int buf_append_unbase64(struct buf *out, const char *in)
 
 int program_beside_self(const char *name, char *out, size_t size)
 {
+        return file_beside_self(name, X_OK, out, size);
+}
+
+int file_beside_self(const char *name, int mode, char *out, size_t size)
+{
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         char *slash;
@@ -279,7 +284,7 @@ int program_beside_self(const char *name, char *out, size_t size)
         if (!slash)
                 return -ENOENT;
         *slash = '\0';
-        if ((size_t)snprintf(out, size, "%s/%s", self, name) >= size || access(out, X_OK) < 0)
+        if ((size_t)snprintf(out, size, "%s/%s", self, name) >= size || access(out, mode) < 0)
                 return -ENOENT;
         return 0;
 }

@@ -60,6 +60,8 @@ json_t *json_read_fd(int fd, size_t max, size_t flags, json_error_t *err);
  * (the build tree, or where it is installed) into out: 0, or -ENOENT when
  * it is not there or not executable. */
 int program_beside_self(const char *name, char *out, size_t size);
+/* The same for any file that access(2) allows for mode (R_OK: a module). */
+int file_beside_self(const char *name, int mode, char *out, size_t size);
 /* True when the running program is the one in the build tree it was built
  * in: only then may it read the source tree (its page, its own kernels);
  * installed, it reads its installed files, even where that tree remains. */

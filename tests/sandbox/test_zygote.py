@@ -5,14 +5,16 @@ The escape battery (test_escape.py) also runs against zygote kernels."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
 
 from conftest import ZYGOTE_ARGS, assert_from_zygote, run, start_gateway, value
-from gbclient import stdout_of
+from gbclient import BUILD, EXTRA_ARGS, Gateway, stdout_of
 
 
 @pytest.fixture(scope="module")
@@ -325,6 +327,38 @@ def test_a_dead_zygote_means_cold_starts():
         assert re.search(r"zygote python3: .*start cold", g.read_log())
     finally:
         g.stop()
+
+
+def test_a_module_that_does_not_load_means_cold_starts():
+    """The zygote is the kernelspec's Python loading glovebox-zygote.so: in
+    a build whose module does not load (here a file that is no shared
+    object), the zygote ends at once, the log says why, and kernels start
+    cold and work."""
+    build = tempfile.mkdtemp(prefix="glovebox-build-", dir="/tmp")
+    os.chmod(build, 0o755)
+    for program in ("glovebox", "glovebox-kernel-host", "glovebox-kernel-bridge",
+                    "glovebox-sudo", "glovebox-init", "glovebox-criu-action"):
+        if os.path.exists(os.path.join(BUILD, program)):
+            shutil.copy2(os.path.join(BUILD, program), os.path.join(build, program))
+    with open(os.path.join(build, "glovebox-zygote.so"), "wb") as f:
+        f.write(b"not a shared object\n")
+    g = Gateway(os.path.join(build, "glovebox"), list(EXTRA_ARGS) + list(ZYGOTE_ARGS))
+    try:
+        kid = g.start_kernel()
+        assert_from_zygote(g, kid, expected=False)
+        assert value(g, kid, "1 + 1") == 2
+        log = g.read_log()
+        # Found though not executable (as installed), named, and refused by
+        # the loader.
+        module = os.path.join(build, "glovebox-zygote.so")
+        assert re.search(rf"zygote python3 started \(pid \d+, {re.escape(module)}\)", log), \
+            log[-3000:]
+        assert re.search(r"zygote python3: ImportError: /proc/self/fd/4: file too short", log), \
+            log[-3000:]
+        assert re.search(r"zygote python3: .*start cold", log), log[-3000:]
+    finally:
+        g.stop()
+        shutil.rmtree(build, ignore_errors=True)
 
 
 @pytest.mark.parametrize("bad", ["py thon:numpy", ":numpy", "python3:numpy;os", "python3:a b",
