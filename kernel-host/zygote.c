@@ -87,7 +87,7 @@ static bool modules_ok(const char *s)
  * interpreter maps). */
 static int find_module(char *out, size_t size)
 {
-        return file_beside_self(ZYGOTE_PROGRAM, R_OK, out, size);
+        return file_beside_self(ZYGOTE_MODULE, R_OK, out, size);
 }
 
 /* What the interpreter runs: without the "" that "-c" puts first on
@@ -112,7 +112,7 @@ _Static_assert(ZYGOTE_MODULE_FD == 4, "zygote_command loads the module from desc
  * under $HOME, never on the host), dying with us. The kernelspec's
  * interpreter runs the module (zygote_main.c): sys.argv[1] names it, for
  * whoever reads the command line. */
-static __attribute__((noreturn)) void zygote_child(const char *program, const char *modules,
+static __attribute__((noreturn)) void zygote_child(const char *module_path, const char *modules,
                                                    int link, int output)
 {
         /* Room for a kernel's command line: the kernels overwrite it. */
@@ -145,7 +145,7 @@ static __attribute__((noreturn)) void zygote_child(const char *program, const ch
         sigset_t none;
         /* The module is opened before /tmp is covered: the build tree may
          * well be under /tmp. Kept far above the descriptors moved below. */
-        int module_fd = open(program, O_RDONLY | O_CLOEXEC);
+        int module_fd = open(module_path, O_RDONLY | O_CLOEXEC);
         int module = module_fd < 0 ? -1 : fcntl(module_fd, F_DUPFD_CLOEXEC, ZYGOTE_FD + 16);
 
         memset(title, ' ', sizeof(title) - 1);
@@ -177,7 +177,7 @@ int zygote_start(const char *spec)
         const char *colon = strchr(spec, ':');
         size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
         const char *modules = colon ? colon + 1 : "";
-        char program[PATH_MAX];
+        char module[PATH_MAX];
         struct zygote *z;
         int sv[2], out[2] = {-1, -1}, rc;
         pid_t pid;
@@ -195,8 +195,8 @@ int zygote_start(const char *spec)
                          (int)name_len, spec);
                 return -EPERM;
         }
-        if (find_module(program, sizeof(program)) < 0) {
-                log_warn("no " ZYGOTE_PROGRAM " beside the kernel-host: kernels start cold");
+        if (find_module(module, sizeof(module)) < 0) {
+                log_warn("no " ZYGOTE_MODULE " beside the kernel-host: kernels start cold");
                 return -ENOENT;
         }
         if (!python_real[0] && !realpath(GLOVEBOX_ZYGOTE_PYTHON, python_real)) {
@@ -215,7 +215,7 @@ int zygote_start(const char *spec)
                 goto fail;
         }
         if (pid == 0)
-                zygote_child(program, modules, sv[1], out[1]);
+                zygote_child(module, modules, sv[1], out[1]);
         close(sv[1]);
         close(out[1]);
         z = &zygotes[nzygotes++];
@@ -224,7 +224,7 @@ int zygote_start(const char *spec)
         z->pid = pid;
         z->link = sv[0];
         z->output = out[0];
-        log_info("zygote %s started (pid %d, %s), preloading %s", z->name, (int)pid, program,
+        log_info("zygote %s started (pid %d, %s), preloading %s", z->name, (int)pid, module,
                  modules[0] ? modules : "ipykernel only");
         return 0;
 fail:

@@ -1,15 +1,15 @@
 /* Zygotes (issue 12): per kernelspec, one process that has imported
  * ipykernel and the operator's modules once (the Python of that kernelspec
  * running the extension module glovebox-zygote.so) and forks a child per
- * kernel instead of a cold execve. The kernel-host starts each zygote as root in a mount
- * namespace of its own (a private /tmp and /home/user for its imports) and
- * talks to it over a SOCK_SEQPACKET socket: one request per kernel, which
- * carries only descriptors (the sandbox's namespaces and /run/kernel, the
- * kernel's output pipe, a report socket, and a sealed memfd with the
- * kernel's cgroups, connection file, argv and environment). The zygote
- * never reads the memfd; only the kernel does, after the fork, so no
- * request's key or environment is ever in the zygote's memory, and no
- * child can find another's there.
+ * kernel instead of a cold execve. The kernel-host starts each zygote as
+ * root in a mount namespace of its own (a private /tmp and /home/user for
+ * its imports) and talks to it over a SOCK_SEQPACKET socket: one request
+ * per kernel, which carries only descriptors (the sandbox's namespaces and
+ * /run/kernel, the kernel's output pipe, a report socket, and a sealed
+ * memfd with the kernel's cgroups, connection file, argv and environment).
+ * The zygote never reads the memfd; only the kernel does, after the fork,
+ * so no request's key or environment is ever in the zygote's memory, and
+ * no child can find another's there.
  *
  * One page-table copy per kernel: the zygote vfork()s the request's child
  * (host pid namespace, still root), which reads the request's cgroups
@@ -34,10 +34,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ZYGOTE_PROGRAM        "glovebox-zygote.so" /* beside the kernel-host */
+#define ZYGOTE_MODULE         "glovebox-zygote.so" /* beside the kernel-host */
 #define ZYGOTE_NAME           "glovebox-zygote"    /* its process's name */
-#define ZYGOTE_FD             3 /* the zygote's end of its socket */
-#define ZYGOTE_MODULE_FD      4 /* the module, for the interpreter to load */
+#define ZYGOTE_FD             3                    /* the zygote's end of its socket */
+#define ZYGOTE_MODULE_FD      4                    /* the module, for the interpreter to load */
 #define ZYGOTE_MAX_NAME       64
 #define ZYGOTE_MAX            8          /* zygotes of one kernel-host */
 #define ZYGOTE_MAX_SPEC       (4u << 20) /* bytes of one request's memfd */
