@@ -96,14 +96,15 @@ static int find_module(char *out, size_t size)
  * open for it (its path may be under /tmp, which the zygote's mount
  * namespace covers), then main (zygote_main.c), which returns only in a
  * kernel's process, with the kernel's argv and environment for the run
- * function the bootstrap defined. */
+ * function the bootstrap defined. It is given the modules to preload:
+ * sys.argv[3] of zygote_child's command line. */
 static const char zygote_command[] =
     "import _imp, sys\n"
     "del sys.path[0]\n"
     "from importlib.machinery import ModuleSpec\n"
     "_glovebox_zygote = _imp.create_dynamic(ModuleSpec('_glovebox_zygote', None, "
     "origin='/proc/self/fd/4'))\n"
-    "_glovebox_kernel = _glovebox_zygote.main(sys.argv[2:])\n"
+    "_glovebox_kernel = _glovebox_zygote.main(sys.argv[3])\n"
     "_glovebox_run(*_glovebox_kernel)\n";
 _Static_assert(ZYGOTE_MODULE_FD == 4, "zygote_command loads the module from descriptor 4");
 

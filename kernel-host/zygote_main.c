@@ -545,48 +545,32 @@ static void find_title_area(void)
         }
 }
 
-static __attribute__((noreturn)) void fail(const char *what)
+/* Tells the kernel-host that this zygote will not be ready, and ends it. */
+static __attribute__((noreturn)) void failed(void)
 {
-        log_error("%s", what);
         (void)!write(ZYGOTE_FD, "failed", 6);
         exit(1);
 }
+#define FAIL(...)                                                                                  \
+        do {                                                                                       \
+                log_error(__VA_ARGS__);                                                            \
+                failed();                                                                          \
+        } while (0)
 
-/* main(["--preload", "MODULE,...", "--title", TEXT]): the zygote's life;
- * never returns in the zygote (it exits when the kernel-host is gone), and
- * returns (argv, environment) in each kernel's process. */
+/* main("MODULE,..."): the zygote's life; never returns in the zygote (it
+ * exits when the kernel-host is gone), and returns (argv, environment) in
+ * each kernel's process. */
 static PyObject *zygote_main(PyObject *self, PyObject *args)
 {
-        const char *modules = "";
-        PyObject *list, *wire;
+        const char *modules;
+        PyObject *wire;
         sigset_t mask;
         FILE *f;
         int sigfd, threads;
         unsigned long huge;
 
-        if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list))
+        if (!PyArg_ParseTuple(args, "s", &modules))
                 return NULL;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-                const char *arg = PyUnicode_Check(PyList_GET_ITEM(list, i))
-                                      ? PyUnicode_AsUTF8(PyList_GET_ITEM(list, i))
-                                      : NULL;
-
-                if (arg && strcmp(arg, "--preload") == 0 && i + 1 < PyList_GET_SIZE(list) &&
-                    PyUnicode_Check(PyList_GET_ITEM(list, i + 1))) {
-                        modules = PyUnicode_AsUTF8(PyList_GET_ITEM(list, ++i));
-                } else if (arg && strcmp(arg, "--title") == 0 && i + 1 < PyList_GET_SIZE(list)) {
-                        i++; /* room for the kernels' command lines */
-                } else {
-                        PyErr_Clear();
-                        PyErr_SetString(PyExc_SystemExit,
-                                        "usage: glovebox-zygote --preload MODULE,... [--title "
-                                        "TEXT]\nStarted by glovebox-kernel-host (--zygote); not "
-                                        "meant to be run by hand.");
-                        return NULL;
-                }
-                if (!modules)
-                        return NULL;
-        }
         /* The module's descriptor, opened for the interpreter to load it
          * (zygote.c): the kernels must not have it. */
         close(ZYGOTE_MODULE_FD);
@@ -600,7 +584,7 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
                 fclose(f);
         }
         if (seccomp_policy_build(&filter) < 0)
-                fail("cannot build the seccomp filter");
+                FAIL("cannot build the seccomp filter");
         /* Asked before any request (it may fork): the requests' children
          * have the answer. */
         (void)confine_can_start_in_group();
@@ -610,26 +594,22 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
         sigprocmask(SIG_BLOCK, &mask, NULL);
         sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         if (sigfd < 0)
-                fail("cannot make a signalfd");
+                FAIL("cannot make a signalfd");
         /* The kernels' wire in C (zygote_wire.c), for zygote_kernel.py. */
         wire = PyInit__glovebox_wire();
         if (!wire || PyDict_SetItemString(PyImport_GetModuleDict(), "_glovebox_wire", wire) < 0) {
                 PyErr_Print();
-                fail("cannot make _glovebox_wire");
+                FAIL("cannot make _glovebox_wire");
         }
         Py_DECREF(wire);
-        if (preload(modules) < 0) {
-                log_error("preloading %s failed", modules);
-                fail("a zygote without its modules");
-        }
+        if (preload(modules) < 0)
+                FAIL("preloading %s failed", modules);
         /* fork() copies one thread: a pool started by an import would be
          * missing in every kernel, with its locks held. */
         threads = count_threads();
-        if (threads != 1) {
-                log_error("preloading %s left %d threads; a zygote must fork with one", modules,
-                          threads);
-                fail("a zygote must fork with one thread");
-        }
+        if (threads != 1)
+                FAIL("preloading %s left %d threads; a zygote must fork with one", modules,
+                     threads);
         huge = collapse_anonymous();
         log_debug("%lu MiB in huge pages", huge);
         if (write(ZYGOTE_FD, "ready", 5) != 5)
@@ -651,7 +631,7 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
 
 static PyMethodDef zygote_methods[] = {
     {"main", zygote_main, METH_VARARGS,
-     "main(args): the zygote's life; returns (argv, env) in a kernel's process."},
+     "main(modules): the zygote's life; returns (argv, env) in a kernel's process."},
     {NULL, NULL, 0, NULL},
 };
 
