@@ -902,6 +902,8 @@ class KernelLoop:
             return
         idents, msg = begun
         msg_type = msg["header"]["msg_type"]
+        if StartCore.saved is not None and msg_type != "kernel_info_request":
+            StartCore.release()
         if kernel._aborting and msg_type == "execute_request":
             kernel._send_abort_reply(sock, msg, idents)
         elif kernel.should_handle(sock, msg, idents):
@@ -1173,6 +1175,54 @@ def launcher_origin():
     return importlib.util.find_spec("ipykernel_launcher").origin
 
 
+class StartCore:
+    """The kernel's threads kept on the core its start began on, while the
+    machine has no more to run than it has cores, until the first request
+    other than kernel_info. A copy-on-write fault of a process that has a
+    thread running on another core flushes that core's TLB by an
+    interprocessor interrupt, 13.9 µs a fault against 2.2 without in this
+    virtual machine (bench/cow_fault); a start makes about 2,000 faults
+    with libzmq's I/O thread and the loop's running beside the main
+    thread's (about 37 flushes a start here, 7 kept on one core). Under
+    load the kernel is not held: it could not move to a core that frees
+    up, and 50 starts at once took longer held (docs/performance.md). The
+    first request that could run the user's code (anything but
+    kernel_info) finds the affinity the kernel was started with."""
+
+    saved = None
+
+    @classmethod
+    def hold(cls):
+        try:
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+            if running > (os.cpu_count() or 1):
+                return
+            with open("/proc/self/stat") as f:
+                core = int(f.read().rsplit(")", 1)[1].split()[36])
+            saved = os.sched_getaffinity(0)
+            if core in saved and len(saved) > 1:
+                os.sched_setaffinity(0, {core})
+                cls.saved = saved
+        except (OSError, ValueError, IndexError):
+            pass
+
+    @classmethod
+    def release(cls):
+        """Every thread's affinity as it was (a thread made since, by one
+        held, is held too); on a host whose cores differ (a kernel resumed
+        elsewhere), every core."""
+        saved, cls.saved = cls.saved, None
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), saved)
+            except OSError:
+                try:
+                    os.sched_setaffinity(int(tid), range(os.cpu_count() or 1))
+                except OSError:
+                    pass
+
+
 def run(path, env, shell, adopt_here):
     """Runs the kernel of connection file path in this process, around the
     zygote's shell and kernel (prebuild); False, having changed nothing,
@@ -1183,5 +1233,6 @@ def run(path, env, shell, adopt_here):
     if prepared is None:
         return False
     sys.argv[0] = launcher_origin()
+    StartCore.hold()
     KernelLoop(path, *prepared, shell, adopt_here).run()
     return True

@@ -273,6 +273,59 @@ def test_files_and_tmp_are_private(gw, pair):
     assert value(gw, a, "__import__('os').path.exists('/tmp/only-a')") is True
 
 
+def kernel_pids():
+    """The host pids of every kernel running."""
+    out = subprocess.run(["pgrep", "-f", "ipykernel_launcher"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+def allowed_cores(pid):
+    """Each thread's Cpus_allowed_list, as the host reads it."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            out[tid] = re.search(r"^Cpus_allowed_list:\s*(\S+)", f.read(), re.M).group(1)
+    return out
+
+
+THREADS_CORES = ("sorted({__import__('re').search(r'Cpus_allowed_list:\\s*(\\S+)', "
+                 "open(f'/proc/self/task/{t}/status').read()).group(1) "
+                 "for t in __import__('os').listdir('/proc/self/task')})")
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")
+def test_a_start_keeps_to_one_core_until_a_request_could_run_code(gw):
+    """While the machine is quiet a kernel's threads start on one core
+    (a copy-on-write fault beside a thread running on another core costs
+    that core an interrupt: bench/cow_fault), and the first request that
+    could run code, the first cell here, finds every thread back on every
+    core, as a cold kernel's are. kernel_info, which the gateway sends as a
+    kernel starts, keeps them held."""
+    with open(f"/proc/{gw.proc.pid}/status") as f:
+        every = re.search(r"^Cpus_allowed_list:\s*(\S+)", f.read(), re.M).group(1)
+    held = 0
+    for _ in range(6):
+        running = kernel_pids()
+        kid = gw.start_kernel()
+        try:
+            # Found without a cell, which would release it.
+            (pid,) = kernel_pids() - running
+            before = allowed_cores(pid)
+            assert len(before) > 1, "the kernel has its threads when it answers"
+            cores = set(before.values())
+            if cores != {every}:
+                # Held: every thread on the same single core.
+                assert len(cores) == 1 and re.fullmatch(r"\d+", cores.pop()), before
+                held += 1
+            assert value(gw, kid, THREADS_CORES) == [every]
+            assert set(allowed_cores(pid).values()) == {every}
+            assert value(gw, kid, "len(__import__('os').sched_getaffinity(0))") == os.cpu_count()
+        finally:
+            gw.request("DELETE", f"/api/kernels/{kid}")
+        time.sleep(0.2)
+    assert held > 0, "no kernel of six serial starts was held on its core"
+
+
 def test_interrupt_restart_and_shutdown(gw):
     kid = gw.start_kernel()
     try:
