@@ -524,7 +524,10 @@ def proc_children(pid):
 
 def test_the_kernel_host_killed_during_a_restore_leaves_the_kernel_paused(gw, state):
     kid = gw.start_kernel()
-    run_cell(gw, kid, "x = 5")
+    # 64 MiB that CRIU must read back (random: no page of it is skipped),
+    # so that the restore lasts long enough to be seen (a fresh kernel's
+    # can be over between two looks, and once was in CI).
+    run_cell(gw, kid, "x = 5\nballast = __import__('os').urandom(1 << 26)")
     pause(gw, kid)
     host = kernel_host(gw)
     own, before = cmdline(host), set(proc_children(host))
