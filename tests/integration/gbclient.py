@@ -3,6 +3,7 @@ channels with websocket-client, in both wire formats."""
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -74,6 +75,28 @@ def cmdline(pid):
             return f.read()
     except OSError:
         return b""
+
+
+def kernel_pids():
+    """The host pids of every kernel running."""
+    out = subprocess.run(["pgrep", "-f", "ipykernel_launcher"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+def thread_cores(pid):
+    """Each thread's Cpus_allowed_list ("0-1"), as the host reads it."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            out.append(re.search(r"^Cpus_allowed_list:\s*(\S+)", f.read(), re.M).group(1))
+    return out
+
+
+# The same, read by a kernel of its own threads: their distinct values, sorted.
+THREAD_CORES_IN_KERNEL = (
+    "sorted({__import__('re').search(r'Cpus_allowed_list:\\s*(\\S+)', "
+    "open(f'/proc/self/task/{t}/status').read()).group(1) "
+    "for t in __import__('os').listdir('/proc/self/task')})")
 
 
 def kernel_host(gw):

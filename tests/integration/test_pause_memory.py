@@ -17,8 +17,9 @@ import pytest
 import signal
 import threading
 
-from gbclient import (assert_pids_limit_holds, checkpoint_dirs, cmdline, host_limits,
-                      kernel_host, run_cell, start_gateway, value_of)
+from gbclient import (THREAD_CORES_IN_KERNEL, assert_pids_limit_holds, checkpoint_dirs, cmdline,
+                      host_limits, kernel_host, kernel_pids, run_cell, start_gateway, thread_cores,
+                      value_of)
 
 CRIU = os.environ.get("GLOVEBOX_CRIU", "/usr/local/sbin/criu")
 
@@ -402,20 +403,6 @@ def test_a_zygote_kernel_is_paused_with_its_memory(state):
         gw.stop()
 
 
-def threads_cores(pid):
-    """Each thread's Cpus_allowed_list, read on the host."""
-    out = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/status") as f:
-            out.add(re.search(r"^Cpus_allowed_list:\s*(\S+)", f.read(), re.M).group(1))
-    return out
-
-
-def kernel_pids():
-    out = subprocess.run(["pgrep", "-f", "ipykernel_launcher"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
-
-
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")
 def test_a_zygote_kernel_paused_as_it_started_has_every_core_at_its_first_cell(state):
     """A zygote kernel that started on a quiet machine keeps its threads on
@@ -425,13 +412,13 @@ def test_a_zygote_kernel_paused_as_it_started_has_every_core_at_its_first_cell(s
     thread there (the hold's release, restored with the kernel's memory,
     sets what it was started with)."""
     gw = start_gateway("--state-dir", state, "--criu", CRIU, "--zygote", "python3:json")
-    every = threads_cores(gw.proc.pid)
+    every = set(thread_cores(gw.proc.pid))
     try:
         for _ in range(6):
             running = kernel_pids()
             kid = gw.start_kernel()
             (pid,) = kernel_pids() - running
-            if threads_cores(pid) != every:
+            if set(thread_cores(pid)) != every:
                 break
             gw.request("DELETE", f"/api/kernels/{kid}")
             time.sleep(0.2)
@@ -440,11 +427,8 @@ def test_a_zygote_kernel_paused_as_it_started_has_every_core_at_its_first_cell(s
         pause(gw, kid)
         resume(gw, kid)
         (pid,) = kernel_pids() - running
-        assert threads_cores(pid) == every
-        cores = ("sorted({__import__('re').search(r'Cpus_allowed_list:\\s*(\\S+)', "
-                 "open(f'/proc/self/task/{t}/status').read()).group(1) "
-                 "for t in __import__('os').listdir('/proc/self/task')})")
-        assert value_of(gw, kid, cores) == sorted(every)
+        assert set(thread_cores(pid)) == every
+        assert value_of(gw, kid, THREAD_CORES_IN_KERNEL) == sorted(every)
     finally:
         gw.stop()
 

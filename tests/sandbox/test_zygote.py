@@ -14,7 +14,8 @@ import time
 import pytest
 
 from conftest import ZYGOTE_ARGS, assert_from_zygote, run, start_gateway, value
-from gbclient import BUILD, EXTRA_ARGS, Gateway, stdout_of
+from gbclient import (BUILD, EXTRA_ARGS, THREAD_CORES_IN_KERNEL, Gateway, kernel_pids, stdout_of,
+                      thread_cores)
 
 
 @pytest.fixture(scope="module")
@@ -273,26 +274,6 @@ def test_files_and_tmp_are_private(gw, pair):
     assert value(gw, a, "__import__('os').path.exists('/tmp/only-a')") is True
 
 
-def kernel_pids():
-    """The host pids of every kernel running."""
-    out = subprocess.run(["pgrep", "-f", "ipykernel_launcher"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
-
-
-def allowed_cores(pid):
-    """Each thread's Cpus_allowed_list, as the host reads it."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/status") as f:
-            out[tid] = re.search(r"^Cpus_allowed_list:\s*(\S+)", f.read(), re.M).group(1)
-    return out
-
-
-THREADS_CORES = ("sorted({__import__('re').search(r'Cpus_allowed_list:\\s*(\\S+)', "
-                 "open(f'/proc/self/task/{t}/status').read()).group(1) "
-                 "for t in __import__('os').listdir('/proc/self/task')})")
-
-
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")
 def test_a_start_keeps_to_one_core_until_a_request_could_run_code(gw):
     """While the machine is quiet a kernel's threads start on one core
@@ -310,15 +291,15 @@ def test_a_start_keeps_to_one_core_until_a_request_could_run_code(gw):
         try:
             # Found without a cell, which would release it.
             (pid,) = kernel_pids() - running
-            before = allowed_cores(pid)
+            before = thread_cores(pid)
             assert len(before) > 1, "the kernel has its threads when it answers"
-            cores = set(before.values())
+            cores = set(before)
             if cores != {every}:
                 # Held: every thread on the same single core.
                 assert len(cores) == 1 and re.fullmatch(r"\d+", cores.pop()), before
                 held += 1
-            assert value(gw, kid, THREADS_CORES) == [every]
-            assert set(allowed_cores(pid).values()) == {every}
+            assert value(gw, kid, THREAD_CORES_IN_KERNEL) == [every]
+            assert set(thread_cores(pid)) == {every}
             assert value(gw, kid, "len(__import__('os').sched_getaffinity(0))") == os.cpu_count()
         finally:
             gw.request("DELETE", f"/api/kernels/{kid}")
