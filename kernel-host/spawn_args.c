@@ -86,12 +86,19 @@ char **spawn_build_argv(const struct hostmsg_start *req, const char *connection_
                 n++;
         argv = calloc(n + 1, sizeof(char *));
         for (size_t i = 0; argv && i < n; i++) {
-                /* Only a kernelspec's argv names its files; a command's
-                 * arguments are the client's, passed on as they are. */
-                argv[i] = i == 0 ? resolve_program(req->argv[0])
-                          : req->kernel
-                              ? expand_arg(req->argv[i], connection_file, req->kernelspec_dir)
-                              : strdup(req->argv[i]);
+                /* Only a kernelspec's argv names its files, its program
+                 * included ("{resource_dir}/kernel", as jupyter_client
+                 * fills in every word); a command's words are the
+                 * client's, passed on as they are. */
+                argv[i] = req->kernel ? expand_arg(req->argv[i], connection_file,
+                                                   req->kernelspec_dir)
+                                      : strdup(req->argv[i]);
+                if (i == 0 && argv[0]) {
+                        char *program = resolve_program(argv[0]);
+
+                        free(argv[0]);
+                        argv[0] = program;
+                }
                 if (!argv[i]) {
                         spawn_strv_free(argv);
                         return NULL;

@@ -29,6 +29,15 @@ def specs():
                    "env": {"FROM_SPEC": "spec-value"}}, f)
     with open(os.path.join(custom, "marker.txt"), "w") as f:
         f.write("resource")
+    # A kernel whose program is a file of its kernelspec's own directory.
+    own = os.path.join(root, "own-program")
+    os.mkdir(own)
+    with open(os.path.join(own, "kernel.json"), "w") as f:
+        json.dump({"argv": ["{resource_dir}/start-kernel", "-f", "{connection_file}"],
+                   "display_name": "Own program", "language": "python"}, f)
+    with open(os.path.join(own, "start-kernel"), "w") as f:
+        f.write('#!/bin/sh\nexport STARTED_BY="$0"\nexec python3 -m ipykernel_launcher "$@"\n')
+    os.chmod(os.path.join(own, "start-kernel"), 0o755)
     yield root
     shutil.rmtree(root)
 
@@ -60,6 +69,19 @@ def test_kernelspec_outside_usr_and_env(specs):
         assert value(gw, kid, f"open('{specs}/custom/marker.txt').read()") == "resource"
         content, _, _ = run(gw, kid, f"open('{specs}/custom/new', 'w')")
         assert content["status"] == "error" and content["ename"] == "OSError"
+        gw.request("DELETE", f"/api/kernels/{kid}")
+    finally:
+        gw.stop()
+
+
+def test_a_kernelspec_program_in_its_own_directory_starts(specs):
+    # "{resource_dir}" is filled in in every word of the argv, its program's
+    # too, as jupyter_client does (it was left as it was there: exec failed).
+    gw = start_gateway("--kernelspec-path", specs)
+    try:
+        kid = gw.start_kernel(name="own-program")
+        assert value(gw, kid, "__import__('os').environ['STARTED_BY']") == \
+            f"{specs}/own-program/start-kernel"
         gw.request("DELETE", f"/api/kernels/{kid}")
     finally:
         gw.stop()
