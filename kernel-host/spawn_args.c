@@ -90,9 +90,9 @@ char **spawn_build_argv(const struct hostmsg_start *req, const char *connection_
                  * included ("{resource_dir}/kernel", as jupyter_client
                  * fills in every word); a command's words are the
                  * client's, passed on as they are. */
-                argv[i] = req->kernel ? expand_arg(req->argv[i], connection_file,
-                                                   req->kernelspec_dir)
-                                      : strdup(req->argv[i]);
+                argv[i] = req->kernel
+                              ? expand_arg(req->argv[i], connection_file, req->kernelspec_dir)
+                              : strdup(req->argv[i]);
                 if (i == 0 && argv[0]) {
                         char *program = resolve_program(argv[0]);
 
@@ -125,11 +125,11 @@ char **spawn_build_env(const struct hostmsg_start *req, const char *home)
 {
         char home_entry[PATH_MAX + 8];
         const char *base[] = {
-                "PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
-                home_entry,
-                "LANG=C.UTF-8",
-                "TERM=xterm-256color",
-                "MPLBACKEND=module://matplotlib_inline.backend_inline",
+            "PATH=" ROOTFS_TOOLS_DIR ":/usr/local/bin:/usr/bin:/bin",
+            home_entry,
+            "LANG=C.UTF-8",
+            "TERM=xterm-256color",
+            "MPLBACKEND=module://matplotlib_inline.backend_inline",
         };
         size_t nbase = sizeof(base) / sizeof(base[0]);
         size_t nreq = 0, n = 0;
