@@ -4,7 +4,7 @@ talked to over ZMQ directly (jupyter_client). Prints a Markdown table and
 writes it, with the raw numbers, to $GLOVEBOX_BUILD/bench/.
 
 usage: /usr/bin/python3 bench/compare.py [--quick] [--only NAME,...]
-  NAMES: defaults, kernelcpu, start, e2b, roundtrip, held, stdout, png, concurrent,
+  NAMES: defaults, kernelcpu, burst, start, e2b, roundtrip, held, stdout, png, concurrent,
          density, cpu, zygote
   --quick: fewer repetitions and a density of 60 (a smoke run)
 Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once;
@@ -732,6 +732,34 @@ def bench_kernel_cpu(n):
         "and the new sandboxes' inits")
 
 
+def bench_burst(n, rounds):
+    """bench/burst_floor.py: n creates at once with their own limits and no
+    pool, of the zygote's kernel and of a kernel that runs no code (in C),
+    in turn: what a burst costs besides its kernels."""
+    log(f"{n} concurrent creates, own limits, no pool, beside a kernel that runs no code")
+    out = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(__file__),
+                                                           "burst_floor.py"), str(n), str(rounds)],
+                         capture_output=True, text=True, timeout=1800, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    RAW["burst"] = res
+    if "skipped" in res:
+        log(f"  skipped: {res['skipped']}")
+        return
+    z, f = res["python3"], res["floor"]
+
+    def cpu(r):
+        c = r["cpu_ms_per_create"]
+        return (f"{c['all']:.1f} ms of CPU per create: client {c['client']:.1f}, gateway "
+                f"{c['gateway']:.1f}, kernel-host {c['kernel-host']:.1f}, zygote "
+                f"{c['zygote']:.1f}, inits {c['inits']:.1f}, kernels {c['kernels']:.1f}")
+    row(f"{n} concurrent creates with per-request limits, no pool (p50 / p95, median of "
+        f"{rounds} bursts)", f"{ms(z['p50_ms'] / 1000)} / {ms(z['p95_ms'] / 1000)}, "
+        f"{z['failures']} failed", "–",
+        f"a kernel that runs no code: {ms(f['p50_ms'] / 1000)} / {ms(f['p95_ms'] / 1000)}", None,
+        f"zygote kernel: {cpu(z)}; the kernel that runs no code (bench/floor_kernel.c): "
+        f"{cpu(f)}")
+
+
 FIRST_PLOT = ("import matplotlib.pyplot as plt\n"
               "plt.plot([1, 4, 9, 16]); plt.title('first plot'); plt.show()")
 
@@ -800,7 +828,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only",
-                    default="defaults,kernelcpu,start,e2b,roundtrip,held,stdout,png,"
+                    default="defaults,kernelcpu,burst,start,e2b,roundtrip,held,stdout,png,"
                     "concurrent,density,cpu,zygote")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -810,6 +838,7 @@ def main():
     started = time.time()
     steps = [("defaults", lambda: bench_defaults(3 if q else 10)),
              ("kernelcpu", lambda: bench_kernel_cpu(5 if q else 20)),
+             ("burst", lambda: bench_burst(10 if q else 50, 1 if q else 3)),
              ("start", lambda: bench_start(3 if q else 10)),
              ("e2b", lambda: bench_e2b(3 if q else 10)),
              ("roundtrip", lambda: bench_roundtrip(100 if q else 500)),
