@@ -18,7 +18,8 @@ helpers it reaped), the zygote, the sandboxes' inits, the kernels, and the
 rest (the kernel's own threads: kworkers, RCU, softirqs). Rounds alternate
 the two kinds.
 
-usage: /usr/bin/python3 bench/burst_floor.py [N] [ROUNDS]   (prints JSON)"""
+usage: /usr/bin/python3 bench/burst_floor.py [N] [ROUNDS] [GATEWAY FLAG...]   (prints JSON)
+  e.g. bench/burst_floor.py 50 3 --sandbox-stock 60: every sandbox made ahead"""
 import json
 import os
 import shutil
@@ -164,19 +165,23 @@ def burst(gb, name, n):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    flags = sys.argv[3:]
+    stock = int(flags[flags.index("--sandbox-stock") + 1]) if "--sandbox-stock" in flags else 4
     root = tempfile.mkdtemp(prefix="glovebox-burst-floor-")
     try:
         if floor_kernelspec(root) is None:
             print(json.dumps({"skipped": "the floor kernel could not be built"}))
             return
-        gb = Glovebox("--kernelspec-path", root, "--zygote", ZYGOTE)
+        gb = Glovebox("--kernelspec-path", root, "--zygote", ZYGOTE, *sys.argv[3:])
         runs = {"floor": [], "python3": []}
         try:
             for name in runs:  # the zygote ready, the stock of that shape made
                 gb.delete_kernel(first_result(gb, name)[1])
             for _ in range(rounds):
                 for name in runs:
-                    time.sleep(3)  # the stock full again, the machine quiet
+                    # The stock full again (a second per 10 sandboxes made
+                    # ahead, one at a time), the machine quiet.
+                    time.sleep(3 + stock / 10)
                     runs[name].append(burst(gb, name, n))
         finally:
             gb.stop()
@@ -190,7 +195,7 @@ def main():
                 "cpu_ms_per_create": {k: statistics.median(r["cpu_ms_per_create"][k] for r in ok)
                                       for k in ok[0]["cpu_ms_per_create"]},
                 "failures": sum(len(r["failures"]) for r in rs), "bursts": rs}
-    print(json.dumps({"n": n, "rounds": rounds,
+    print(json.dumps({"n": n, "rounds": rounds, "flags": flags,
                       **{name: summary(rs) for name, rs in runs.items()}}), flush=True)
 
 
