@@ -388,7 +388,8 @@ static int set_limits(enum cgroup_controller c, bool v2, const char *dir,
                 file = v2 ? "memory.max" : "memory.limit_in_bytes";
                 rc = write_file(dir, file, value);
                 /* v1 keeps memsw at least as high: one raised goes first. */
-                if (rc == -EINVAL && !v2 && write_file(dir, "memory.memsw.limit_in_bytes", value) == 0)
+                if (rc == -EINVAL && !v2 &&
+                    write_file(dir, "memory.memsw.limit_in_bytes", value) == 0)
                         rc = write_file(dir, file, value);
                 /* No swap: the limit is the limit. */
                 if (rc == 0 && v2 && write_file(dir, "memory.swap.max", "0") < 0)
@@ -726,6 +727,22 @@ static int remove_group(const char *dir, int depth, bool kill, unsigned *removed
         }
         if (removed)
                 (*removed)++;
+        return 0;
+}
+
+int cgroup_child_of(const struct kernel_cgroup *parent, const char *name,
+                    struct kernel_cgroup *child)
+{
+        memset(child, 0, sizeof(*child));
+        child->ndirs = parent->ndirs;
+        for (unsigned i = 0; i < parent->ndirs; i++) {
+                if (parent->dirs[i][0] &&
+                    (size_t)snprintf(child->dirs[i], sizeof(child->dirs[i]), "%s/%s",
+                                     parent->dirs[i], name) >= sizeof(child->dirs[i])) {
+                        memset(child, 0, sizeof(*child));
+                        return -ENAMETOOLONG;
+                }
+        }
         return 0;
 }
 

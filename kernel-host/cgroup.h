@@ -78,6 +78,11 @@ unsigned cgroup_dir_list(const struct kernel_cgroup *cg, const char *out[CGROUP_
  * failure nothing is left and err says which directory. */
 int cgroup_create_child(const struct kernel_cgroup *parent, const char *name,
                         struct kernel_cgroup *child, char *err, size_t errlen);
+/* The group called name inside each of parent's, as cgroup_create_child
+ * made it (its directories, now: parent's may have been renamed since);
+ * nothing is made. 0 or -ENAMETOOLONG. */
+int cgroup_child_of(const struct kernel_cgroup *parent, const char *name,
+                    struct kernel_cgroup *child);
 /* SIGKILLs every process in the groups except spare (0: none); returns how
  * many it found. Processes forking meanwhile may be missed: repeat until it
  * finds none. */

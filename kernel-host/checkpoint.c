@@ -499,6 +499,10 @@ static json_t *box_record(const struct box *b, json_t *mounts, const char *repor
                         continue;
                 rec = json_pack("{s:s, s:i, s:b}", "id", p->id, "nspid", (int)p->sp.nspid, "kernel",
                                 p->kernel);
+                /* A kernel forked ahead keeps its group's name where groups
+                 * cannot be renamed (cgroup v2): the restore makes it so. */
+                if (rec && strcmp(cgroup_name(&p->cgroup), ZYGOTE_AHEAD_GROUP) == 0)
+                        json_object_set_new(rec, "group", json_string(ZYGOTE_AHEAD_GROUP));
                 if (rec)
                         checkpoint_streams_record(p, rec);
                 json_array_append_new(procs, rec);
@@ -550,6 +554,9 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
                 snprintf(err, errlen, "a checkpoint of this sandbox is already being made");
                 return -EBUSY;
         }
+        /* A kernel's process forked ahead that nothing used is not kept
+         * (its link is the kernel-host's). */
+        spawn_drop_ahead(b);
         /* The report pipe's name, which the restore hands a new pipe for. */
         snprintf(link_path, sizeof(link_path), "/proc/%d/fd/%d", (int)b->sandbox.init_pid, 3);
         n = readlink(link_path, pipe_name, sizeof(pipe_name) - 1);
@@ -689,8 +696,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         if (pid == 0) {
                 close(msg[0]);
                 dump_worker(argv, b->sandbox.top_fd, home_fd, b->sandbox.ns_fds[SANDBOX_NS_NET],
-                            dir_fd, req->volume_id, msg[1],
-                            req->room_mb << 20, req->size_mb == 0);
+                            dir_fd, req->volume_id, msg[1], req->room_mb << 20, req->size_mb == 0);
         }
         if (pid < 0) {
                 rc = -errno;

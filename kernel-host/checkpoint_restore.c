@@ -238,6 +238,17 @@ static int record_take(json_t *rec, struct job *j, char *err, size_t errlen)
                 }
                 snprintf(j->procs[i].id, sizeof(j->procs[i].id), "%s", id);
                 snprintf(j->procs[i].group, sizeof(j->procs[i].group), "p-%s", id);
+                /* A kernel forked ahead, on cgroup v2 (checkpoint.c). */
+                if (json_object_get(p, "group")) {
+                        if (!json_is_string(json_object_get(p, "group")) ||
+                            strcmp(json_string_value(json_object_get(p, "group")),
+                                   ZYGOTE_AHEAD_GROUP) != 0) {
+                                snprintf(err, errlen, "the checkpoint's record is malformed");
+                                return -EBADMSG;
+                        }
+                        snprintf(j->procs[i].group, sizeof(j->procs[i].group), "%s",
+                                 ZYGOTE_AHEAD_GROUP);
+                }
                 j->procs[i].nspid = (pid_t)nspid;
                 j->procs[i].kernel = json_is_true(json_object_get(p, "kernel"));
                 if (checkpoint_streams_take(p, j, i) < 0) {
@@ -478,8 +489,9 @@ int checkpoint_restore_start(const struct hostmsg_volume *req, char *step, size_
         if (json_is_true(json_object_get(rec, "empty_net"))) {
                 if (!checkpoint_action[0]) {
                         rc = -ENOENT;
-                        snprintf(err, errlen, "no " ACTION_PROGRAM " beside the kernel-host, "
-                                              "for the sandbox's network namespace");
+                        snprintf(err, errlen,
+                                 "no " ACTION_PROGRAM " beside the kernel-host, "
+                                 "for the sandbox's network namespace");
                         goto fail;
                 }
                 ARG("--empty-ns");

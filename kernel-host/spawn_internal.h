@@ -8,6 +8,7 @@
 
 #include "kernel-host/net.h"
 #include "kernel-host/sandbox.h"
+#include "kernel-host/zygote.h"
 #include "protocol/connfile.h"
 #include "protocol/hostmsg.h"
 
@@ -48,6 +49,11 @@ struct box {
          * and a disk home, not a build's, and no process forked from a
          * zygote. */
         bool checkpointable;
+        /* A kernel's process forked ahead into it while it was in the
+         * stock (zygote.h; NULL: none), in its group ZYGOTE_AHEAD_GROUP
+         * within the sandbox's: the first zygote kernel started here is
+         * that process, anything else started here first ends it. */
+        struct zygote_ahead *ahead;
 };
 
 struct proc {
@@ -68,6 +74,12 @@ struct proc {
          * master the gateway's, in its place. */
         dev_t tty_rdev, tty_dev;
 };
+
+/* spawn_start.c: the zygote of the last kernel started from one, which
+ * the stock forks its processes ahead from ("": none yet). */
+const char *spawn_last_zygote(void);
+/* Ends b's process forked ahead, if it has one, and removes its group. */
+void spawn_drop_ahead(struct box *b);
 
 /* spawn.c: the registry. A box or proc is found by its id; add links one
  * in (the registry owns it from then on), unlink takes a box out again

@@ -510,6 +510,7 @@ void spawn_box_network_back(struct box *b, int prefer)
 
 void spawn_box_discard(struct box *b)
 {
+        zygote_ahead_free(b->ahead);
         net_release(&b->net);
         json_decref(b->network);
         jp_strv_free(b->volumes);
@@ -523,6 +524,7 @@ void spawn_box_discard(struct box *b)
 void spawn_box_free(struct box *b, void (*report)(enum hostmsg_type, json_t *))
 {
         spawn_box_unlink(b);
+        zygote_ahead_free(b->ahead);
         if (b->sandboxed)
                 sandbox_destroy(&b->sandbox);
         net_release(&b->net);

@@ -136,6 +136,55 @@ out:
         return rc;
 }
 
+static char last_zygote[ZYGOTE_MAX_NAME];
+
+const char *spawn_last_zygote(void)
+{
+        return last_zygote;
+}
+
+/* The process b's stock forked ahead (zygote.h), taken out of b: started
+ * as ex, in its group named name (where groups can be renamed: cgroup v1;
+ * on v2 it keeps ZYGOTE_AHEAD_GROUP), when the start is one of zygote's
+ * (NULL: not a zygote's); else, or when it cannot serve, ended and its
+ * group removed: -ENOENT, and the caller starts ex as without one. */
+static int start_ahead(struct box *b, const char *zygote, const char *name, struct sandbox_exec *ex,
+                       struct proc *p, struct hostmsg_failed *fail)
+{
+        struct zygote_ahead *a = b->ahead;
+        int rc = -ENOENT;
+
+        if (!zygote) {
+                spawn_drop_ahead(b);
+                return -ENOENT;
+        }
+        b->ahead = NULL;
+        if (cgroup_child_of(&b->sandbox.cgroup, ZYGOTE_AHEAD_GROUP, &p->cgroup) < 0) {
+                zygote_ahead_free(a);
+                return -ENOENT;
+        }
+        if (!cgroup_renamable() || cgroup_rename(&p->cgroup, name) == 0)
+                rc = zygote_exec_ahead(a, zygote, &b->sandbox, ex, &p->sp, fail);
+        else
+                zygote_ahead_free(a);
+        if (rc == -ENOENT)
+                cgroup_destroy(&p->cgroup); /* and whatever waits there */
+        return rc;
+}
+
+void spawn_drop_ahead(struct box *b)
+{
+        struct kernel_cgroup group;
+
+        if (!b->ahead)
+                return;
+        zygote_ahead_free(b->ahead);
+        b->ahead = NULL;
+        /* Its process killed, gone when its group is. */
+        if (cgroup_child_of(&b->sandbox.cgroup, ZYGOTE_AHEAD_GROUP, &group) == 0)
+                cgroup_destroy(&group);
+}
+
 static void close_pair(int pair[2])
 {
         for (int i = 0; i < 2; i++) {
@@ -275,24 +324,31 @@ int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started
                                           .tty = req->pty,
                                           .as_root = req->as_root};
                 char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
+                /* A zygote's modules are the host's: only a sandbox on
+                 * the host's /usr sees the same files. */
+                bool zygote = req->kernel && !req->tcp_bridge && !b->templated &&
+                              zygote_fits(req->zygote, argv, envp);
 
                 /* A group of its own: what it starts, even in a new session,
                  * can be killed with it. */
                 snprintf(name, sizeof(name), "p-%s", req->id);
-                rc = cgroup_create_child(&b->sandbox.cgroup, name, &p->cgroup, err, sizeof(err));
-                if (rc < 0) {
-                        spawn_fail_set(fail, req->id, "cgroup", -rc, err);
-                        goto fail;
-                }
-                /* A zygote's modules are the host's: only a sandbox on
-                 * the host's /usr sees the same files. */
                 rc = -ENOENT;
-                if (req->kernel && !req->tcp_bridge && !b->templated &&
-                    zygote_fits(req->zygote, argv, envp)) {
-                        rc = zygote_exec(req->zygote, &b->sandbox, &ex, &p->sp, fail);
-                        if (rc == 0) {
-                                klog_debug(req->id, "forked from zygote %s", req->zygote);
+                if (b->ahead)
+                        rc = start_ahead(b, zygote ? req->zygote : NULL, name, &ex, p, fail);
+                if (rc == -ENOENT) {
+                        rc = cgroup_create_child(&b->sandbox.cgroup, name, &p->cgroup, err,
+                                                 sizeof(err));
+                        if (rc < 0) {
+                                spawn_fail_set(fail, req->id, "cgroup", -rc, err);
+                                goto fail;
                         }
+                        rc = -ENOENT;
+                        if (zygote)
+                                rc = zygote_exec(req->zygote, &b->sandbox, &ex, &p->sp, fail);
+                }
+                if (rc == 0 && zygote) {
+                        klog_debug(req->id, "forked from zygote %s", req->zygote);
+                        snprintf(last_zygote, sizeof(last_zygote), "%s", req->zygote);
                 }
                 if (rc == -ENOENT)
                         rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);

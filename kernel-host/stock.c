@@ -35,9 +35,9 @@ static struct {
         bool shaped;
         struct hostmsg_limits limits;
         char **ro_paths;
-        unsigned made;     /* names them: stock-1, stock-2... */
-        uint64_t due_ms;   /* the next may be made from then */
-        unsigned failures; /* in a row */
+        unsigned made;         /* names them: stock-1, stock-2... */
+        uint64_t due_ms;       /* the next may be made from then */
+        unsigned failures;     /* in a row */
         struct jp_share share; /* who took how many since it was last full */
 } stock;
 
@@ -229,6 +229,10 @@ void stock_fill(void)
                 back_off("a sandbox made ahead failed", "its cgroup's CPU weight");
                 return;
         }
+        /* Its kernel's fork too, from the zygote the last kernel came
+         * from: a sandbox without one serves as well. */
+        if (spawn_last_zygote()[0] && zygote_ahead(spawn_last_zygote(), &b->sandbox, &b->ahead) < 0)
+                log_debug("a sandbox made ahead without its kernel's process");
         stock.ready[stock.n++] = b;
         if (stock.n >= stock.want)
                 jp_share_reset(&stock.share);

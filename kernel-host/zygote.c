@@ -416,7 +416,10 @@ static int append_str(char **buf, size_t *len, size_t *cap, const char *s)
 }
 
 /* The request's memfd, sealed: the child reads exactly what we wrote. */
-static int build_spec(const struct sandbox *sb, const struct sandbox_exec *ex)
+/* The request's memfd: for ex, or with cg's directories alone (ex NULL)
+ * for a process forked ahead. */
+static int build_spec(const struct sandbox *sb, const struct kernel_cgroup *cg,
+                      const struct sandbox_exec *ex)
 {
         struct zygote_spec spec = {.magic = ZYGOTE_SPEC_MAGIC,
                                    .privileged = sb->ids.privileged,
@@ -426,25 +429,25 @@ static int build_spec(const struct sandbox *sb, const struct sandbox_exec *ex)
         size_t len = 0, cap = 0, done = 0;
         int fd = -1, rc = 0;
 
-        spec.ndirs = ex->cgroup->ndirs;
-        while (ex->argv[spec.nargv])
+        spec.ndirs = cg->ndirs;
+        while (ex && ex->argv[spec.nargv])
                 spec.nargv++;
-        while (ex->envp[spec.nenv])
+        while (ex && ex->envp[spec.nenv])
                 spec.nenv++;
         rc = append(&buf, &len, &cap, &spec, sizeof(spec));
         for (unsigned i = 0; rc == 0 && i < spec.ndirs; i++)
-                rc = append_str(&buf, &len, &cap, ex->cgroup->dirs[i]);
+                rc = append_str(&buf, &len, &cap, cg->dirs[i]);
         if (rc == 0 && (spec.ndirs > ZYGOTE_MAX_DIRS || len - sizeof(spec) > ZYGOTE_MAX_DIRS_BYTES))
                 rc = -ENAMETOOLONG;
         if (rc == 0) {
                 spec.dirs_bytes = (uint32_t)(len - sizeof(spec));
                 memcpy(buf, &spec, sizeof(spec));
         }
-        if (rc == 0)
+        if (rc == 0 && ex)
                 rc = append_str(&buf, &len, &cap, ex->conn_name);
-        if (rc == 0)
+        if (rc == 0 && ex)
                 rc = append_str(&buf, &len, &cap, ex->conn_text);
-        if (rc == 0)
+        if (rc == 0 && ex)
                 rc = append_str(&buf, &len, &cap, ex->cwd);
         for (unsigned i = 0; rc == 0 && i < spec.nargv; i++)
                 rc = append_str(&buf, &len, &cap, ex->argv[i]);
@@ -485,51 +488,57 @@ static void fail_set(struct hostmsg_failed *fail, const char *step, int error)
                  strerror(error));
 }
 
-static int send_request(struct zygote *z, const int fds[ZYGOTE_NFDS])
+/* One message of tag with n descriptors on sock (the zygote's link or a
+ * process's forked ahead). 0 or -errno. */
+static int send_fds(int sock, char tag, const int *fds, size_t n)
 {
         union {
                 char buf[CMSG_SPACE(sizeof(int) * ZYGOTE_NFDS)];
                 struct cmsghdr align;
         } control;
-        char tag = 'F';
         struct iovec iov = {&tag, 1};
         struct msghdr msg = {.msg_iov = &iov,
                              .msg_iovlen = 1,
                              .msg_control = control.buf,
                              .msg_controllen = sizeof(control.buf)};
         struct cmsghdr *c;
-        ssize_t n;
+        ssize_t sent;
 
+        if (n > ZYGOTE_NFDS)
+                return -EINVAL;
         memset(control.buf, 0, sizeof(control.buf));
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
         c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_NFDS);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_NFDS);
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
         do {
-                n = sendmsg(z->link, &msg, MSG_NOSIGNAL);
-        } while (n < 0 && errno == EINTR);
-        return n == 1 ? 0 : -errno;
+                sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        } while (sent < 0 && errno == EINTR);
+        return sent == 1 ? 0 : sent < 0 ? -errno : -EIO;
 }
 
-int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
-                struct sandbox_process *proc, struct hostmsg_failed *fail)
+struct zygote_ahead {
+        int link;                   /* our end of the process's link */
+        pid_t zygote;               /* the zygote it was forked from */
+        char name[ZYGOTE_MAX_NAME]; /* that zygote's */
+};
+
+/* Sends the request for ex, to zygote z, or over a's link to the process
+ * forked ahead (a not NULL), and waits for the kernel's report. -ENOENT
+ * when neither can take it. */
+static int start(struct zygote *z, struct zygote_ahead *a, const struct sandbox *sb,
+                 const struct sandbox_exec *ex, struct sandbox_process *proc,
+                 struct hostmsg_failed *fail)
 {
-        struct zygote *z = zygote_find(name);
         struct confine_report r;
         int fds[ZYGOTE_NFDS];
         int report[2] = {-1, -1};
         int spec_fd = -1;
         int rc;
 
-        memset(proc, 0, sizeof(*proc));
-        /* A zygote's child confines itself as an exec'd kernel does: the
-         * sandbox's user, output on a pipe. Anything else starts cold. */
-        if (ex->tty || ex->as_root)
-                return -ENOENT;
-        if (!z || zygote_wait_ready(z) < 0)
-                return -ENOENT;
-        spec_fd = build_spec(sb, ex);
+        spec_fd = build_spec(sb, ex->cgroup, ex);
         if (spec_fd < 0) {
                 rc = spec_fd;
                 fail_set(fail, "request", -rc);
@@ -549,15 +558,30 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
         fds[ZYGOTE_FD_RUN] = sb->run_fd;
         for (int i = 0; i < CONFINE_NAMESPACES; i++)
                 fds[ZYGOTE_FD_NS + i] = sb->ns_fds[i];
-        rc = send_request(z, fds);
-        if (rc < 0) {
-                zygote_lost(z, "its socket failed");
-                rc = -ENOENT;
-                goto out;
+        if (a) {
+                /* It has the sandbox's already. */
+                rc = send_fds(a->link, 'S', fds, ZYGOTE_FD_RUN);
+                if (rc < 0) {
+                        rc = -ENOENT; /* it died waiting */
+                        goto out;
+                }
+        } else {
+                rc = send_fds(z->link, 'F', fds, ZYGOTE_NFDS);
+                if (rc < 0) {
+                        zygote_lost(z, "its socket failed");
+                        rc = -ENOENT;
+                        goto out;
+                }
         }
         close(report[1]);
         report[1] = -1;
         rc = confine_await_exec(report[0], &r, START_TIMEOUT_MS);
+        if (rc == -EPIPE && a) {
+                /* It took the request and died before its hello (its
+                 * group is the caller's to clear): nothing started. */
+                rc = -ENOENT;
+                goto out;
+        }
         if (rc == -EPIPE && zygote_hung_up(z)) {
                 /* It died with our request: whatever of the request ran
                  * joined the kernel's group first, and goes with it. */
@@ -583,6 +607,102 @@ out:
         if (report[1] >= 0)
                 close(report[1]);
         return rc;
+}
+
+int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
+                struct sandbox_process *proc, struct hostmsg_failed *fail)
+{
+        struct zygote *z = zygote_find(name);
+
+        memset(proc, 0, sizeof(*proc));
+        /* A zygote's child confines itself as an exec'd kernel does: the
+         * sandbox's user, output on a pipe. Anything else starts cold. */
+        if (ex->tty || ex->as_root)
+                return -ENOENT;
+        if (!z || zygote_wait_ready(z) < 0)
+                return -ENOENT;
+        return start(z, NULL, sb, ex, proc, fail);
+}
+
+int zygote_ahead(const char *name, const struct sandbox *sb, struct zygote_ahead **out)
+{
+        struct zygote *z = zygote_find(name);
+        struct kernel_cgroup group;
+        struct zygote_ahead *a;
+        char err[HOSTMSG_ERROR_SIZE];
+        int fds[ZYGOTE_NFDS];
+        int link[2] = {-1, -1};
+        int spec_fd = -1, rc;
+
+        *out = NULL;
+        /* Not waited for here: a zygote still importing is left to its
+         * first request. */
+        if (!z || !z->ready)
+                return -ENOENT;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->link = -1;
+        rc = cgroup_create_child(&sb->cgroup, ZYGOTE_AHEAD_GROUP, &group, err, sizeof(err));
+        if (rc < 0) {
+                log_debug("no kernel forked ahead: %s", err);
+                free(a);
+                return rc;
+        }
+        spec_fd = build_spec(sb, &group, NULL);
+        rc = spec_fd < 0 ? spec_fd : confine_exec_socket(link);
+        if (rc >= 0) {
+                fds[ZYGOTE_FD_SPEC] = spec_fd;
+                fds[ZYGOTE_FD_REPORT] = fds[ZYGOTE_FD_OUTPUT] = link[1];
+                fds[ZYGOTE_FD_RUN] = sb->run_fd;
+                for (int i = 0; i < CONFINE_NAMESPACES; i++)
+                        fds[ZYGOTE_FD_NS + i] = sb->ns_fds[i];
+                rc = send_fds(z->link, 'A', fds, ZYGOTE_NFDS);
+                if (rc < 0)
+                        zygote_lost(z, "its socket failed");
+        }
+        if (spec_fd >= 0)
+                close(spec_fd);
+        if (link[1] >= 0)
+                close(link[1]);
+        if (rc < 0) {
+                if (link[0] >= 0)
+                        close(link[0]);
+                cgroup_destroy(&group);
+                free(a);
+                return rc;
+        }
+        a->link = link[0];
+        a->zygote = z->pid;
+        snprintf(a->name, sizeof(a->name), "%s", name);
+        *out = a;
+        return 0;
+}
+
+int zygote_exec_ahead(struct zygote_ahead *a, const char *name, const struct sandbox *sb,
+                      const struct sandbox_exec *ex, struct sandbox_process *proc,
+                      struct hostmsg_failed *fail)
+{
+        struct zygote *z = zygote_find(name);
+        int rc = -ENOENT;
+
+        memset(proc, 0, sizeof(*proc));
+        /* The zygote it came from, still there: a process of another, or
+         * of one gone since (its kernels start cold), serves nothing. */
+        if (!ex->tty && !ex->as_root && z && z->ready && strcmp(a->name, name) == 0 &&
+            a->zygote == z->pid)
+                rc = start(NULL, a, sb, ex, proc, fail);
+        zygote_ahead_free(a);
+        return rc;
+}
+
+void zygote_ahead_free(struct zygote_ahead *a)
+{
+        if (!a)
+                return;
+        if (a->link >= 0)
+                close(a->link);
+        free(a);
 }
 
 bool zygote_reaped(pid_t pid, int status)

@@ -44,7 +44,11 @@
 #define ZYGOTE_MAX_DIRS       16         /* cgroup directories of one request */
 #define ZYGOTE_MAX_DIRS_BYTES (ZYGOTE_MAX_DIRS * 4096u)
 
-/* The descriptors of one request, in this order. */
+/* The descriptors of one request, in this order. A request to fork ahead
+ * (tag 'A', zygote_ahead) has the same: its memfd holds only the header
+ * and the cgroup directories, its report socket is the process's link, on
+ * which the rest comes (tag 'S': the memfd, report socket and output pipe
+ * of the request it serves), and its output is the link again. */
 enum zygote_fd {
         ZYGOTE_FD_SPEC = 0, /* sealed memfd: struct zygote_spec, then strings */
         ZYGOTE_FD_REPORT,   /* the kernel's end of confine_exec_socket */
@@ -90,6 +94,35 @@ bool zygote_fits(const char *name, char *const *argv, char *const *envp);
  * fill fail. */
 int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
                 struct sandbox_process *proc, struct hostmsg_failed *fail);
+/* A kernel's process forked ahead into a sandbox made ahead (stock.h,
+ * docs/performance.md#sandboxes-made-ahead): the page-table copy and
+ * Python's after-fork work of a start, done while the kernel-host is
+ * quiet. The process waits in the sandbox's namespaces and in a group of
+ * its own in the sandbox's (ZYGOTE_AHEAD_GROUP), not yet confined and
+ * running nothing of anyone's, for the rest of a request on its link: the
+ * request's memfd, report socket and output pipe, which only the request
+ * brings. From there on it starts as any kernel of the zygote. */
+#define ZYGOTE_AHEAD_GROUP "p-ahead"
+#define ZYGOTE_AHEAD_TITLE "glovebox-kernel-ahead" /* its command line meanwhile */
+
+struct zygote_ahead;
+
+/* Forks a process of zygote name ahead into sb (its group made there).
+ * 0, or -errno (the zygote is gone or not ready yet: -ENOENT). */
+int zygote_ahead(const char *name, const struct sandbox *sb, struct zygote_ahead **out);
+/* Starts ex in sb (whose group has a's) through a, as zygote_exec would
+ * through zygote name: ex->cgroup is the group a's process is in, by then
+ * named as the caller wants. -ENOENT when a cannot serve ex (another
+ * zygote's, a zygote gone since, a process that died waiting): nothing
+ * was started, and the caller starts ex otherwise. a is used up either
+ * way (zygote_ahead_free). */
+int zygote_exec_ahead(struct zygote_ahead *a, const char *name, const struct sandbox *sb,
+                      const struct sandbox_exec *ex, struct sandbox_process *proc,
+                      struct hostmsg_failed *fail);
+/* Closes a's link (its process, if it still waits, ends) and frees it.
+ * Its group is the caller's to remove. NULL: nothing. */
+void zygote_ahead_free(struct zygote_ahead *a);
+
 /* Whether pid was a zygote (now gone: its kernels start cold). */
 bool zygote_reaped(pid_t pid, int status);
 /* The zygotes' stdout and stderr (one pipe each), for the kernel-host's

@@ -70,6 +70,52 @@ static struct sock_fprog filter;
 static jmp_buf to_main;
 static PyObject *kernel_argv, *kernel_env;
 
+/* One message on sock, of one of the tags: its tag into *tag_out, and
+ * exactly max descriptors into fds. 0; 1 for a malformed message (another
+ * tag or number of descriptors: its descriptors closed); -1 when the peer
+ * is gone. */
+static int recv_fds(int sock, const char *tags, char *tag_out, int *fds, size_t max)
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * ZYGOTE_NFDS)];
+                struct cmsghdr align;
+        } control;
+        char tag = 0;
+        struct iovec iov = {&tag, 1};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control.buf,
+                             .msg_controllen = sizeof(control.buf)};
+        size_t n = 0;
+        ssize_t got;
+
+        do {
+                got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        } while (got < 0 && errno == EINTR);
+        if (got <= 0)
+                return -1;
+        *tag_out = tag;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+                        int fd;
+
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (n < max)
+                                fds[n++] = fd;
+                        else
+                                close(fd);
+                }
+        }
+        if (!tag || !strchr(tags, tag) || n != max || (msg.msg_flags & MSG_CTRUNC)) {
+                while (n > 0)
+                        close(fds[--n]);
+                return 1;
+        }
+        return 0;
+}
+
 /* ---- the kernel, in the sandbox ------------------------------------------ */
 
 /* Overwrites our command line (what /proc/PID/cmdline shows) with the
@@ -220,19 +266,24 @@ static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, 
  * request, writes the connection file as the sandbox's root, confines
  * itself and runs. Everything a request carries is read here first, in
  * the kernel's own memory. */
-static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox *csb,
-                                                   const int fds[ZYGOTE_NFDS])
+static __attribute__((noreturn)) void kernel_request(const struct confine_sandbox *given,
+                                                     const int fds[ZYGOTE_NFDS])
 {
+        struct confine_sandbox csb = *given;
         struct zygote_spec spec;
         char *buf = NULL, **s = NULL, **argv, **envp;
         const char *conn_name;
         int report_fd = fds[ZYGOTE_FD_REPORT];
         size_t n = 0;
 
-        PyOS_AfterFork_Child();
         confine_hello(report_fd);
         if (read_spec(fds[ZYGOTE_FD_SPEC], &spec, &buf, &s, &n) < 0)
                 confine_fail(report_fd, "zygote request", errno);
+        /* The request's own (a process forked ahead was given its
+         * sandbox's as it was made). */
+        csb.privileged = spec.privileged != 0;
+        csb.disk_mb = spec.disk_mb;
+        csb.pids = spec.pids;
         conn_name = s[spec.ndirs];
         argv = s + spec.ndirs + 3;
         envp = argv + spec.nargv;
@@ -243,8 +294,37 @@ static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox 
         envp++;
         envp[spec.nenv] = NULL;
         if (conn_name[0])
-                confine_connection_file(csb, conn_name, s[spec.ndirs + 1], report_fd);
-        kernel_main(csb, fds[ZYGOTE_FD_OUTPUT], s[spec.ndirs + 2], argv, envp, report_fd);
+                confine_connection_file(&csb, conn_name, s[spec.ndirs + 1], report_fd);
+        kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], s[spec.ndirs + 2], argv, envp, report_fd);
+}
+
+static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox *csb,
+                                                   const int fds[ZYGOTE_NFDS])
+{
+        PyOS_AfterFork_Child();
+        kernel_request(csb, fds);
+}
+
+/* A kernel's process forked ahead (zygote.h): Python's after-fork work
+ * done, it waits on its link (fds' report socket) for the rest of a
+ * request, then starts as kernel_child does. The link closed or anything
+ * else on it: it ends, having run nothing. */
+static __attribute__((noreturn)) void ahead_child(const struct confine_sandbox *csb,
+                                                  const int fds[ZYGOTE_NFDS])
+{
+        static char *title[] = {(char *)ZYGOTE_AHEAD_TITLE, NULL};
+        int link = fds[ZYGOTE_FD_REPORT];
+        int got[ZYGOTE_NFDS];
+        char tag;
+
+        PyOS_AfterFork_Child();
+        set_title(title);
+        memcpy(got, fds, sizeof(got));
+        close(fds[ZYGOTE_FD_SPEC]);
+        if (recv_fds(link, "S", &tag, got, ZYGOTE_FD_RUN) != 0)
+                _exit(0);
+        close(link);
+        kernel_request(csb, got);
 }
 
 /* The middle child: vfork()ed in the sandbox's pid namespace, it forks the
@@ -255,7 +335,7 @@ static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox 
  * the request child's descriptor of it) joins the rest of the sandbox
  * first and closes that descriptor, which reaches the host's groups. */
 static __attribute__((noinline, noreturn)) void
-middle_main(const struct confine_sandbox *csb, const int fds[ZYGOTE_NFDS], int group_fd)
+middle_main(const struct confine_sandbox *csb, const int fds[ZYGOTE_NFDS], int group_fd, bool ahead)
 {
         pid_t pid;
 
@@ -264,6 +344,8 @@ middle_main(const struct confine_sandbox *csb, const int fds[ZYGOTE_NFDS], int g
 
         if (pid < 0)
                 confine_fail(fds[ZYGOTE_FD_REPORT], "fork", errno);
+        if (pid == 0 && ahead)
+                ahead_child(csb, fds);
         if (pid == 0)
                 kernel_child(csb, fds);
         _exit(0);
@@ -278,7 +360,7 @@ middle_main(const struct confine_sandbox *csb, const int fds[ZYGOTE_NFDS], int g
  * which the zygote clears when it resumes (scrub_stack); it allocates
  * nothing. Its frames lie below the zygote's, which it never returns
  * into. */
-static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOTE_NFDS])
+static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOTE_NFDS], bool ahead)
 {
         struct zygote_spec spec;
         struct confine_sandbox csb;
@@ -312,7 +394,7 @@ static __attribute__((noinline, noreturn)) void request_main(const int fds[ZYGOT
                                          confine_can_start_in_group(), report_fd);
         middle = group_fd >= 0 ? confine_vfork_into(group_fd) : vfork();
         if (middle == 0)
-                middle_main(&csb, fds, group_fd);
+                middle_main(&csb, fds, group_fd, ahead);
         if (middle < 0)
                 confine_fail(report_fd, group_fd >= 0 ? "start in cgroup" : "fork", errno);
         while (waitpid(middle, &status, 0) < 0 && errno == EINTR)
@@ -442,19 +524,9 @@ static void serve(int link, int sigfd)
 {
         for (;;) {
                 struct pollfd pfd[2] = {{link, POLLIN, 0}, {sigfd, POLLIN, 0}};
-                union {
-                        char buf[CMSG_SPACE(sizeof(int) * ZYGOTE_NFDS)];
-                        struct cmsghdr align;
-                } control;
                 int fds[ZYGOTE_NFDS];
-                size_t nfds = 0;
-                char tag;
-                struct iovec iov = {&tag, 1};
-                struct msghdr msg = {.msg_iov = &iov,
-                                     .msg_iovlen = 1,
-                                     .msg_control = control.buf,
-                                     .msg_controllen = sizeof(control.buf)};
-                ssize_t n;
+                char tag = 0;
+                int rc;
                 pid_t pid;
 
                 if (poll(pfd, 2, -1) < 0) {
@@ -472,29 +544,13 @@ static void serve(int link, int sigfd)
                 }
                 if (!pfd[0].revents)
                         continue;
-                n = recvmsg(link, &msg, MSG_CMSG_CLOEXEC);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
+                /* A kernel to start ('F') or to fork ahead ('A'). */
+                rc = recv_fds(link, "FA", &tag, fds, ZYGOTE_NFDS);
+                if (rc < 0)
                         return; /* the kernel-host is gone */
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-                                for (size_t i = 0; i < k; i++) {
-                                        int fd;
-
-                                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                                        if (nfds < ZYGOTE_NFDS)
-                                                fds[nfds++] = fd;
-                                        else
-                                                close(fd);
-                                }
-                        }
-                }
-                if (tag != 'F' || nfds != ZYGOTE_NFDS || (msg.msg_flags & MSG_CTRUNC)) {
+                if (rc > 0) {
                         log_error("malformed request dropped");
-                        goto close_fds;
+                        continue;
                 }
                 /* Python's fork hooks run as for os.fork(), around the
                  * request's children; only the kernel runs Python. */
@@ -503,7 +559,7 @@ static void serve(int link, int sigfd)
                 if (pid == 0) {
                         close(link);
                         close(sigfd);
-                        request_main(fds);
+                        request_main(fds, tag == 'A');
                 }
                 PyOS_AfterFork_Parent();
                 scrub_stack();
@@ -515,8 +571,7 @@ static void serve(int link, int sigfd)
                         memcpy(r.step, "zygote fork", 12);
                         confine_report_send(fds[ZYGOTE_FD_REPORT], &r);
                 }
-        close_fds:
-                for (size_t i = 0; i < nfds; i++)
+                for (size_t i = 0; i < ZYGOTE_NFDS; i++)
                         close(fds[i]);
         }
 }

@@ -28,9 +28,16 @@ def sandbox_inits(host_pid):
     return [p for p in all_inits(host_pid) if children(p)]
 
 
+def forked_ahead(pid):
+    """Whether pid is a kernel's process a zygote forked ahead into a
+    sandbox made ahead, waiting for its request."""
+    return cmdline(pid).startswith(b"glovebox-kernel-ahead")
+
+
 def stock_inits(host_pid):
-    """The inits of the sandboxes host_pid has made ahead: nothing in them."""
-    return [p for p in all_inits(host_pid) if not children(p)]
+    """The inits of the sandboxes host_pid has made ahead: nothing in them
+    but, with a zygote, a kernel's process forked ahead."""
+    return [p for p in all_inits(host_pid) if all(forked_ahead(c) for c in children(p))]
 
 
 def runtime_dir(host_pid):

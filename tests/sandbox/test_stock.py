@@ -12,7 +12,8 @@ import time
 import pytest
 
 from conftest import start_gateway, value
-from gbclient import assert_pids_limit_holds, host_limits, kernel_host, start_with_keys
+from gbclient import (assert_pids_limit_holds, children, cmdline, host_limits, kernel_host,
+                      start_with_keys)
 from test_host_faults import alive, stock_inits, wait_for
 from test_pause_memory import confinement
 
@@ -226,5 +227,131 @@ def test_a_stock_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
                 break
         else:
             pytest.fail("the stock refilled before every kill")
+    finally:
+        assert gw.stop() == 0
+
+
+# ---- a kernel's process forked ahead into each (docs/performance.md#sandboxes-made-ahead) ----
+
+ZYGOTE = ("--zygote", "python3:json")
+
+
+def forked_ahead(host, n):
+    """Once n sandboxes made ahead each hold a kernel's process forked
+    ahead: {that process's pid: its sandbox's init}."""
+    def ready():
+        found = {c: init for init in stock_inits(host) for c in children(init)}
+        return found if len(found) == n and len(stock_inits(host)) == n else None
+    return wait_for(ready, 30, f"{n} kernels' processes forked ahead")
+
+
+def group_of(pid):
+    """pid's group (its last part) in each hierarchy that limits it
+    (memory, pids, cpu), as the host sees it."""
+    groups = {}
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, ctrls, path = line.strip().split(":", 2)
+        # (On a v1/v2 hybrid, the v2 hierarchy, "0::/", holds nothing.)
+        if path != "/" and (not ctrls or {"memory", "pids", "cpu"} & set(ctrls.split(","))):
+            groups[ctrls] = os.path.basename(path)
+    return groups
+
+
+def test_a_zygote_kernel_starts_in_the_process_forked_ahead_into_its_sandbox():
+    """Once a zygote kernel has started, each sandbox made ahead holds a
+    process the zygote forked ahead into it (the page tables' copy and
+    Python's after-fork work of a start, off the request's path), waiting
+    in the sandbox's namespaces and a group of its own. The next zygote
+    kernel is that process: it takes the request's limits, environment and
+    connection, and is confined exactly as a kernel forked on request."""
+    gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        cold = gw.start_kernel(name="python3", limits=LIMITS, env={"FROM": "request"})
+        ahead = forked_ahead(host, 2)
+        for pid in ahead:
+            # Not a kernel yet: no Python of anyone's runs in it.
+            assert cmdline(pid).rstrip(b"\0") == b"glovebox-kernel-ahead", cmdline(pid)
+            assert set(group_of(pid).values()) == {"p-ahead"}, group_of(pid)
+        time.sleep(0.05)
+        asked = uptime()
+        # Limits of its own, not those the stock's sandboxes were made with.
+        kid = gw.start_kernel(name="python3", limits=dict(LIMITS, pids=66),
+                              env={"FROM": "request"})
+        pid = kernel_pid(gw, kid)
+        assert pid in ahead and started_at(pid) < asked, (pid, ahead)
+        assert value(gw, kid, "(__import__('os').environ['FROM'], 6 * 7)") == ("request", 42)
+        # Its group is named after it, where groups can be renamed.
+        assert set(group_of(pid).values()) == {f"p-{kid}"}, group_of(pid)
+        before, after = confinement(gw, cold), confinement(gw, kid)
+        assert host_limits(after["uid_map"]) == {
+            "memory": str(300 << 20), "pids": "66", "cpu": "50000"}
+        assert_pids_limit_holds(gw, kid, 66)
+        # Confined as the kernel forked on request, but for its own ids and
+        # its own process limit (RLIMIT_NPROC, from the request).
+        nproc = [line.split() for line in after["limits"].splitlines()
+                 if line.startswith("Max processes")]
+        assert nproc == [["Max", "processes", "66", "66", "processes"]], nproc
+        assert before["limits"].replace(" 77 ", " 66 ") == after["limits"]
+        for key in before:
+            if key not in ("uid_map", "gid_map", "cgroup", "limits"):
+                assert before[key] == after[key], (key, before[key], after[key])
+        # The stock forks one into each sandbox it makes again.
+        again = forked_ahead(host, 2)
+        assert pid not in again
+    finally:
+        assert gw.stop() == 0
+    assert not any(alive(p) for p in again), "they end with the gateway"
+
+
+def test_a_start_that_is_not_the_zygotes_ends_the_process_forked_ahead():
+    # An environment the zygote's imports would have read (OMP_NUM_THREADS):
+    # the kernel starts cold, in a group of its own; what waited is gone.
+    gw = start_gateway("--sandbox-stock", "1", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        gw.start_kernel()
+        (waiting, init), = forked_ahead(host, 1).items()
+        kid = gw.start_kernel(name="python3", env={"OMP_NUM_THREADS": "3"})
+        assert init_of(gw, kid) == init
+        wait_for(lambda: not alive(waiting), 10, "the process forked ahead ended")
+        assert kernel_pid(gw, kid) != waiting
+        assert value(gw, kid, "__import__('os').environ['OMP_NUM_THREADS']") == "3"
+        assert set(group_of(kernel_pid(gw, kid)).values()) == {f"p-{kid}"}
+    finally:
+        assert gw.stop() == 0
+
+
+def test_a_process_forked_ahead_that_died_leaves_the_start_to_the_zygote():
+    gw = start_gateway("--sandbox-stock", "1", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        gw.start_kernel()
+        (waiting, init), = forked_ahead(host, 1).items()
+        os.kill(waiting, signal.SIGKILL)
+        wait_for(lambda: not alive(waiting), 10, "the process forked ahead killed")
+        # Its sandbox still serves, with a kernel the zygote forks on request.
+        kid = gw.start_kernel(name="python3", limits=LIMITS)
+        assert init_of(gw, kid) == init and kernel_pid(gw, kid) != waiting
+        assert value(gw, kid, "1 + 1") == 2
+        assert set(group_of(kernel_pid(gw, kid)).values()) == {f"p-{kid}"}
+    finally:
+        assert gw.stop() == 0
+
+
+def test_processes_forked_ahead_by_a_zygote_gone_since_are_not_used():
+    gw = start_gateway("--sandbox-stock", "1", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        gw.start_kernel()
+        (waiting, init), = forked_ahead(host, 1).items()
+        (zygote,) = [p for p in children(host) if b"glovebox-zygote" in cmdline(p)]
+        os.kill(zygote, signal.SIGKILL)
+        wait_for(lambda: "zygote python3 ended" in gw.read_log(), 10, "the zygote's end logged")
+        # Kernels start cold from now on, the one waiting ends unused.
+        kid = gw.start_kernel()
+        assert init_of(gw, kid) == init
+        wait_for(lambda: not alive(waiting), 10, "the process forked ahead ended")
+        assert value(gw, kid, "1 + 1") == 2
     finally:
         assert gw.stop() == 0
