@@ -121,9 +121,10 @@ static const struct option_def options[] = {
             "none runs kernels unconfined: for developers only, logged loudly"),
         OPT("sandbox-stock", OPT_INT, sandbox_stock, "N", 0, 64, "4",
             "as root, sandboxes the kernel-host keeps made ahead (namespaces, mounts, cgroup, "
-            "init; idle, at the least CPU weight) for requests of the host's form without a "
-            "template, volume or network: such a request claims one and has only its limits "
-            "applied (docs/performance.md#sandboxes-made-ahead); 0: none"),
+            "init, and once kernels come from a zygote the kernel's process forked; idle, at "
+            "the least CPU weight) for requests of the host's form without a template, volume "
+            "or network: such a request claims one and has only its limits applied "
+            "(docs/performance.md#sandboxes-made-ahead); 0: none"),
         OPT("template", OPT_LIST, templates, "NAME=DIR", 0, 0, NULL,
             "an environment sandboxes can be made of: NAME=DIR, a root filesystem tree "
             "(debootstrap, an OCI image's layers) under a writable layer of each sandbox's "

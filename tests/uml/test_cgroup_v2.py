@@ -188,9 +188,45 @@ def test_root_a_zygote_kernel_starts_in_its_group(tmp_path):
     all it starts, over one start: the clone3 into a group, no cgroup.procs
     opened; the kernel is in its group with its limits, and (as every
     kernel) holds no descriptor of the host's groups."""
-    gw = start_gateway("--zygote", "python3:json")
+    # No stock: a sandbox made ahead would hold the kernel's process forked
+    # ahead (the next test), and the zygote start nothing on request.
+    gw = start_gateway("--zygote", "python3:json", "--sandbox-stock", "0")
     try:
         zygote_kernel_starts_in_its_group(gw, tmp_path)
+    finally:
+        gw.stop()
+
+
+def test_root_a_kernel_forked_ahead_keeps_its_groups_name(tmp_path):
+    """A sandbox made ahead holds a kernel's process the zygote forked
+    into it ahead, waiting in a group of its own (p-ahead) in the
+    sandbox's, started there as a zygote kernel is (clone3 into the group).
+    v2 renames no group: the kernel it becomes keeps that group's name, as
+    its sandbox keeps stock-N, with the request's limits."""
+    gw = start_gateway("--zygote", "python3:json", "--sandbox-stock", "2")
+    try:
+        gw.host_pid = kernel_host_pid(gw)
+        parent = f"{CGROUP_ROOT}/glovebox-{gw.host_pid}"
+        first = gw.start_kernel(name="python3", limits=LIMITS)
+        assert value(gw, first, "1 + 1") == 2
+        wait_for_stock(parent, 2)
+        deadline = time.time() + 30
+        while True:
+            waiting = [g for g in sandbox_groups(parent) if os.path.basename(g).startswith("stock-")
+                       and os.path.isdir(g + "/p-ahead") and read(g + "/p-ahead/cgroup.procs")]
+            if len(waiting) == 2:
+                break
+            assert time.time() < deadline, [children(g) for g in sandbox_groups(parent)]
+            time.sleep(0.1)
+        (pid,) = read(waiting[0] + "/p-ahead/cgroup.procs").split()
+        assert cmdline(pid).strip() == "glovebox-kernel-ahead", cmdline(pid)
+        kid = gw.start_kernel(name="python3", limits=LIMITS)
+        group = check_kernel_group(gw, kid, parent)
+        assert kernel_group(parent, kid) == waiting[0] + "/p-ahead"
+        assert os.path.basename(group).startswith("stock-"), group
+        assert read(group + "/memory.max") == str(LIMITS["memory_mb"] << 20)
+        assert value(gw, kid, "6 * 7") == 42
+        gw.request("DELETE", f"/api/kernels/{kid}")
     finally:
         gw.stop()
 
