@@ -14,9 +14,11 @@ in turn:
 For each burst: start to first result p50 and p95, and the machine's CPU
 per create (/proc/stat, from the first request to the last result) split
 into the client (this process), the gateway, the kernel-host (with the
-helpers it reaped), the zygote, the sandboxes' inits, the kernels, and the
-rest (the kernel's own threads: kworkers, RCU, softirqs). Rounds alternate
-the two kinds.
+helpers it reaped), the zygote, the sandboxes' inits, the kernels (a
+kernel's process forked ahead into a sandbox of the stock from the burst's
+start), and the rest (the kernel's own threads: kworkers, RCU, softirqs;
+processes ended meanwhile, such as those forked ahead into sandboxes the
+floor kernel took). Rounds alternate the two kinds.
 
 usage: /usr/bin/python3 bench/burst_floor.py [N] [ROUNDS] [GATEWAY FLAG...]   (prints JSON)
   e.g. bench/burst_floor.py 50 3 --sandbox-stock 60: every sandbox made ahead"""
@@ -136,6 +138,9 @@ def burst(gb, name, n):
             failures.append(repr(e))
 
     before = set(tree(host))
+    # Kernels' processes forked ahead into the stock: those that become
+    # kernels in the burst count from here on.
+    waiting = {p: proc_cpu(p) for p in before if cmdline(p).startswith(b"glovebox-kernel-ahead")}
     p0 = parts()
     threads = [threading.Thread(target=one) for _ in range(n)]
     for t in threads:
@@ -147,7 +152,9 @@ def burst(gb, name, n):
     new = [p for p in set(tree(host)) - before if b"zygote" not in cmdline(p)]
     cpu = {k: p1[k] - p0[k] for k in p0}
     cpu["inits"] = sum(proc_cpu(p) for p in new if b"glovebox-init" in cmdline(p))
-    cpu["kernels"] = sum(proc_cpu(p) for p in new if b"glovebox-init" not in cmdline(p))
+    cpu["kernels"] = sum(proc_cpu(p) for p in new if b"glovebox-init" not in cmdline(p)) + \
+        sum(proc_cpu(p) - spent for p, spent in waiting.items()
+            if b"ipykernel" in cmdline(p))
     cpu["rest"] = cpu["all"] - sum(v for k, v in cpu.items() if k != "all")
     for kid in kids:
         gb.delete_kernel(kid)

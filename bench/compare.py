@@ -769,29 +769,36 @@ def bench_kernel_cpu(n):
 def bench_burst(n, rounds):
     """bench/burst_floor.py: n creates at once with their own limits and no
     pool, of the zygote's kernel and of a kernel that runs no code (in C),
-    in turn: what a burst costs besides its kernels."""
-    log(f"{n} concurrent creates, own limits, no pool, beside a kernel that runs no code")
-    out = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(__file__),
-                                                           "burst_floor.py"), str(n), str(rounds)],
-                         capture_output=True, text=True, timeout=1800, check=True)
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    RAW["burst"] = res
-    if "skipped" in res:
-        log(f"  skipped: {res['skipped']}")
-        return
-    z, f = res["python3"], res["floor"]
+    in turn: what a burst costs besides its kernels; with the default stock
+    of sandboxes made ahead (4), and with one as large as the burst (each
+    sandbox with its kernel's process forked ahead)."""
+    RAW["burst"] = {}
+    for label, flags in (("default stock", []),
+                         (f"--sandbox-stock {n + 10}", ["--sandbox-stock", str(n + 10)])):
+        log(f"{n} concurrent creates, own limits, no pool, {label}, beside a kernel that "
+            "runs no code")
+        out = subprocess.run(["/usr/bin/python3",
+                              os.path.join(os.path.dirname(__file__), "burst_floor.py"), str(n),
+                              str(rounds), *flags],
+                             capture_output=True, text=True, timeout=1800, check=True)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        RAW["burst"][label] = res
+        if "skipped" in res:
+            log(f"  skipped: {res['skipped']}")
+            return
+        z, f = res["python3"], res["floor"]
 
-    def cpu(r):
-        c = r["cpu_ms_per_create"]
-        return (f"{c['all']:.1f} ms of CPU per create: client {c['client']:.1f}, gateway "
-                f"{c['gateway']:.1f}, kernel-host {c['kernel-host']:.1f}, zygote "
-                f"{c['zygote']:.1f}, inits {c['inits']:.1f}, kernels {c['kernels']:.1f}")
-    row(f"{n} concurrent creates with per-request limits, no pool (p50 / p95, median of "
-        f"{rounds} bursts)", f"{ms(z['p50_ms'] / 1000)} / {ms(z['p95_ms'] / 1000)}, "
-        f"{z['failures']} failed", "–",
-        f"a kernel that runs no code: {ms(f['p50_ms'] / 1000)} / {ms(f['p95_ms'] / 1000)}", None,
-        f"zygote kernel: {cpu(z)}; the kernel that runs no code (bench/floor_kernel.c): "
-        f"{cpu(f)}")
+        def cpu(r):
+            c = r["cpu_ms_per_create"]
+            return (f"{c['all']:.1f} ms of CPU per create: client {c['client']:.1f}, gateway "
+                    f"{c['gateway']:.1f}, kernel-host {c['kernel-host']:.1f}, zygote "
+                    f"{c['zygote']:.1f}, inits {c['inits']:.1f}, kernels {c['kernels']:.1f}")
+        row(f"{n} concurrent creates with per-request limits, no pool, {label} (p50 / p95, "
+            f"median of {rounds} bursts)", f"{ms(z['p50_ms'] / 1000)} / "
+            f"{ms(z['p95_ms'] / 1000)}, {z['failures']} failed", "–",
+            f"a kernel that runs no code: {ms(f['p50_ms'] / 1000)} / {ms(f['p95_ms'] / 1000)}",
+            None, f"zygote kernel: {cpu(z)}; the kernel that runs no code "
+            f"(bench/floor_kernel.c): {cpu(f)}")
 
 
 FIRST_PLOT = ("import matplotlib.pyplot as plt\n"

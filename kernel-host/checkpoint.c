@@ -556,7 +556,7 @@ static int start_dump(const struct hostmsg_volume *req, char *step, size_t steps
         }
         /* A kernel's process forked ahead that nothing used is not kept
          * (its link is the kernel-host's). */
-        spawn_drop_ahead(b);
+        spawn_drop_ahead(b, true);
         /* The report pipe's name, which the restore hands a new pipe for. */
         snprintf(link_path, sizeof(link_path), "/proc/%d/fd/%d", (int)b->sandbox.init_pid, 3);
         n = readlink(link_path, pipe_name, sizeof(pipe_name) - 1);

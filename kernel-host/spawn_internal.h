@@ -54,6 +54,7 @@ struct box {
          * within the sandbox's: the first zygote kernel started here is
          * that process, anything else started here first ends it. */
         struct zygote_ahead *ahead;
+        bool ahead_left; /* its group left behind, empty or emptying (spawn_drop_ahead) */
 };
 
 struct proc {
@@ -78,8 +79,10 @@ struct proc {
 /* spawn_start.c: the zygote of the last kernel started from one, which
  * the stock forks its processes ahead from ("": none yet). */
 const char *spawn_last_zygote(void);
-/* Ends b's process forked ahead, if it has one, and removes its group. */
-void spawn_drop_ahead(struct box *b);
+/* Ends b's process forked ahead, if it has one; with wait, once it is
+ * gone, removes its group too, or the one an earlier call left (else the
+ * sandbox's end does). */
+void spawn_drop_ahead(struct box *b, bool wait);
 
 /* spawn.c: the registry. A box or proc is found by its id; add links one
  * in (the registry owns it from then on), unlink takes a box out again

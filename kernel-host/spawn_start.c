@@ -155,7 +155,7 @@ static int start_ahead(struct box *b, const char *zygote, const char *name, stru
         int rc = -ENOENT;
 
         if (!zygote) {
-                spawn_drop_ahead(b);
+                spawn_drop_ahead(b, false);
                 return -ENOENT;
         }
         b->ahead = NULL;
@@ -172,17 +172,24 @@ static int start_ahead(struct box *b, const char *zygote, const char *name, stru
         return rc;
 }
 
-void spawn_drop_ahead(struct box *b)
+void spawn_drop_ahead(struct box *b, bool wait)
 {
         struct kernel_cgroup group;
 
-        if (!b->ahead)
+        if (!b->ahead && !(wait && b->ahead_left))
                 return;
         zygote_ahead_free(b->ahead);
         b->ahead = NULL;
-        /* Its process killed, gone when its group is. */
-        if (cgroup_child_of(&b->sandbox.cgroup, ZYGOTE_AHEAD_GROUP, &group) == 0)
+        if (cgroup_child_of(&b->sandbox.cgroup, ZYGOTE_AHEAD_GROUP, &group) < 0)
+                return;
+        /* Its process killed; its group removed once it has left it
+         * (wait), or left empty for the sandbox's end to remove: a start
+         * does not wait for a process to die. */
+        b->ahead_left = !wait;
+        if (wait)
                 cgroup_destroy(&group);
+        else
+                cgroup_kill(&group, 0);
 }
 
 static void close_pair(int pair[2])
