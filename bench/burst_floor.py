@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 from benchlib import Glovebox  # noqa: E402
+from compare import proc_cpu  # noqa: E402
 from gbclient import children, cmdline  # noqa: E402
 
 ZYGOTE = "python3:numpy,pandas,matplotlib.pyplot"
@@ -82,23 +83,6 @@ def first_result(gb, name):
     return took, model["id"]
 
 
-def proc_cpu(pid, reaped=False):
-    """CPU seconds of pid's threads (schedstat), with reaped the user and
-    system time of the children it waited for (clock ticks)."""
-    total = 0.0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0]) / 1e9
-        if reaped:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[13]) + int(fields[14])) / HZ
-    except (OSError, IndexError, ValueError):
-        pass
-    return total
-
-
 def busy():
     """CPU seconds the machine has run anything (user, nice, system, irq,
     softirq), all cores."""
@@ -118,12 +102,12 @@ def burst(gb, name, n):
     host = next(p for p in children(gb.proc.pid) if b"kernel-host" in cmdline(p))
 
     def zygotes():
-        return sum(proc_cpu(p, True) for p in children(host) if b"zygote" in cmdline(p))
+        return sum(proc_cpu(p) for p in children(host) if b"zygote" in cmdline(p))
 
     def parts():
         t = os.times()
-        return {"client": t.user + t.system, "gateway": proc_cpu(gb.proc.pid),
-                "kernel-host": proc_cpu(host, True), "zygote": zygotes(), "all": busy()}
+        return {"client": t.user + t.system, "gateway": proc_cpu(gb.proc.pid, children=False),
+                "kernel-host": proc_cpu(host), "zygote": zygotes(), "all": busy()}
 
     barrier = threading.Barrier(n)
     times, kids, failures = [], [], []
@@ -140,7 +124,8 @@ def burst(gb, name, n):
     before = set(tree(host))
     # Kernels' processes forked ahead into the stock: those that become
     # kernels in the burst count from here on.
-    waiting = {p: proc_cpu(p) for p in before if cmdline(p).startswith(b"glovebox-kernel-ahead")}
+    waiting = {p: proc_cpu(p, children=False) for p in before
+               if cmdline(p).startswith(b"glovebox-kernel-ahead")}
     p0 = parts()
     threads = [threading.Thread(target=one) for _ in range(n)]
     for t in threads:
@@ -151,9 +136,11 @@ def burst(gb, name, n):
     # Read while the kernels live: each sandbox's init and its kernel.
     new = [p for p in set(tree(host)) - before if b"zygote" not in cmdline(p)]
     cpu = {k: p1[k] - p0[k] for k in p0}
-    cpu["inits"] = sum(proc_cpu(p) for p in new if b"glovebox-init" in cmdline(p))
-    cpu["kernels"] = sum(proc_cpu(p) for p in new if b"glovebox-init" not in cmdline(p)) + \
-        sum(proc_cpu(p) - spent for p, spent in waiting.items()
+    cpu["inits"] = sum(proc_cpu(p, children=False) for p in new
+                       if b"glovebox-init" in cmdline(p))
+    cpu["kernels"] = sum(proc_cpu(p, children=False) for p in new
+                         if b"glovebox-init" not in cmdline(p)) + \
+        sum(proc_cpu(p, children=False) - spent for p, spent in waiting.items()
             if b"ipykernel" in cmdline(p))
     cpu["rest"] = cpu["all"] - sum(v for k, v in cpu.items() if k != "all")
     for kid in kids:
