@@ -62,7 +62,7 @@ static void test_request_memfd(void)
 
         snprintf(cg.dirs[0], sizeof(cg.dirs[0]), "/sys/fs/cgroup/a");
         snprintf(cg.dirs[1], sizeof(cg.dirs[1]), "/sys/fs/cgroup/b");
-        fd = build_spec(&sb, &ex);
+        fd = build_spec(&sb, ex.cgroup, &ex);
         ok(fd >= 0, "the request's memfd is made");
         if (fd < 0)
                 return;
@@ -83,10 +83,56 @@ static void test_request_memfd(void)
         close(fd);
 }
 
+/* A request to fork ahead (zygote_ahead) carries the header and its
+ * group's directories, nothing of any request's. */
+static void test_ahead_memfd(void)
+{
+        struct sandbox sb = {.ids = {.privileged = true}, .limits = {.disk_mb = 64, .pids = 40}};
+        struct kernel_cgroup cg = {.ndirs = 2};
+        static const char want[] = "/sys/fs/cgroup/a/p-ahead\0/sys/fs/cgroup/b/p-ahead";
+        struct zygote_spec spec;
+        char buf[1024];
+        ssize_t n;
+        int fd;
+
+        snprintf(cg.dirs[0], sizeof(cg.dirs[0]), "/sys/fs/cgroup/a/p-ahead");
+        snprintf(cg.dirs[1], sizeof(cg.dirs[1]), "/sys/fs/cgroup/b/p-ahead");
+        fd = build_spec(&sb, &cg, NULL);
+        ok(fd >= 0, "the memfd of a request to fork ahead is made");
+        if (fd < 0)
+                return;
+        n = pread(fd, buf, sizeof(buf), 0);
+        ok(n == (ssize_t)(sizeof(spec) + sizeof(want)), "its size: header and directories (%zd)",
+           n);
+        memcpy(&spec, buf, sizeof(spec));
+        is_uint(spec.ndirs, 2, "cgroup directories");
+        is_uint(spec.dirs_bytes, sizeof(want), "their bytes");
+        is_uint(spec.nargv, 0, "no arguments");
+        is_uint(spec.nenv, 0, "no environment");
+        is_mem(buf + sizeof(spec), (size_t)n - sizeof(spec), want, sizeof(want),
+               "the directories alone");
+        close(fd);
+}
+
+static void test_child_group(void)
+{
+        struct kernel_cgroup parent = {.ndirs = 3}, child;
+
+        snprintf(parent.dirs[0], sizeof(parent.dirs[0]), "/sys/fs/cgroup/memory/g/stock-1");
+        snprintf(parent.dirs[2], sizeof(parent.dirs[2]), "/sys/fs/cgroup/pids/g/stock-1");
+        ok(cgroup_child_of(&parent, "p-ahead", &child) == 0, "a child group's directories");
+        is_uint(child.ndirs, 3, "one per hierarchy of its parent's");
+        is_str(child.dirs[0], "/sys/fs/cgroup/memory/g/stock-1/p-ahead", "beneath each");
+        is_str(child.dirs[1], "", "none where the parent has none");
+        is_str(child.dirs[2], "/sys/fs/cgroup/pids/g/stock-1/p-ahead", "beneath each (2)");
+}
+
 int main(void)
 {
         test_names_and_modules();
         test_start_time_variables();
         test_request_memfd();
+        test_ahead_memfd();
+        test_child_group();
         return done_testing();
 }
