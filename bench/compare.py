@@ -685,9 +685,10 @@ def gb_kernel_cpu(server, n, stock=0):
         if stock:
             stock_full()
             parts["ahead"] += host_side() - h1
+            made = set(stocked())
             parts["ahead"] += sum(proc_cpu(p, children=False) for p in tree(host)
                                   if p not in before and p not in new
-                                  and (p in stocked() or forked_ahead(p)))
+                                  and (p in made or forked_ahead(p)))
         server.delete_kernel(kid)
         deadline = time.time() + 30
         while any(os.path.exists(f"/proc/{p}") for p in inits) and time.time() < deadline:

@@ -415,9 +415,9 @@ static int append_str(char **buf, size_t *len, size_t *cap, const char *s)
         return append(buf, len, cap, s ? s : "", strlen(s ? s : "") + 1);
 }
 
-/* The request's memfd, sealed: the child reads exactly what we wrote. */
-/* The request's memfd: for ex, or with cg's directories alone (ex NULL)
- * for a process forked ahead. */
+/* The request's memfd, sealed, so that the child reads exactly what we
+ * wrote: for ex, or with cg's directories alone (ex NULL) for a process
+ * forked ahead. */
 static int build_spec(const struct sandbox *sb, const struct kernel_cgroup *cg,
                       const struct sandbox_exec *ex)
 {
@@ -519,6 +519,14 @@ static int send_fds(int sock, char tag, const int *fds, size_t n)
         return sent == 1 ? 0 : sent < 0 ? -errno : -EIO;
 }
 
+/* The sandbox's descriptors of a request: its /run/kernel and namespaces. */
+static void sandbox_fds(const struct sandbox *sb, int fds[ZYGOTE_NFDS])
+{
+        fds[ZYGOTE_FD_RUN] = sb->run_fd;
+        for (int i = 0; i < CONFINE_NAMESPACES; i++)
+                fds[ZYGOTE_FD_NS + i] = sb->ns_fds[i];
+}
+
 struct zygote_ahead {
         int link;                   /* our end of the process's link */
         pid_t zygote;               /* the zygote it was forked from */
@@ -555,9 +563,7 @@ static int start(struct zygote *z, struct zygote_ahead *a, const struct sandbox 
         fds[ZYGOTE_FD_SPEC] = spec_fd;
         fds[ZYGOTE_FD_REPORT] = report[1];
         fds[ZYGOTE_FD_OUTPUT] = ex->stdio[1];
-        fds[ZYGOTE_FD_RUN] = sb->run_fd;
-        for (int i = 0; i < CONFINE_NAMESPACES; i++)
-                fds[ZYGOTE_FD_NS + i] = sb->ns_fds[i];
+        sandbox_fds(sb, fds);
         if (a) {
                 /* It has the sandbox's already. */
                 rc = send_fds(a->link, 'S', fds, ZYGOTE_FD_RUN);
@@ -654,9 +660,7 @@ int zygote_ahead(const char *name, const struct sandbox *sb, struct zygote_ahead
         if (rc >= 0) {
                 fds[ZYGOTE_FD_SPEC] = spec_fd;
                 fds[ZYGOTE_FD_REPORT] = fds[ZYGOTE_FD_OUTPUT] = link[1];
-                fds[ZYGOTE_FD_RUN] = sb->run_fd;
-                for (int i = 0; i < CONFINE_NAMESPACES; i++)
-                        fds[ZYGOTE_FD_NS + i] = sb->ns_fds[i];
+                sandbox_fds(sb, fds);
                 rc = send_fds(z->link, 'A', fds, ZYGOTE_NFDS);
                 if (rc < 0)
                         zygote_lost(z, "its socket failed");
