@@ -340,6 +340,9 @@ def _glovebox_run(argv, env):
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     if site.ENABLE_USER_SITE and os.path.isdir(site.USER_SITE) \
             and site.USER_SITE not in sys.path:
+        # Its .pth files may run code: the kernel's report on its start
+        # (kernel-host/zygote_pages.h) goes first, unwritten.
+        _glovebox_zygote.drop_report()
         site.addsitedir(site.USER_SITE)
     extra = [p for p in env.get('PYTHONPATH', '').split(':') if p]
     sys.path[0:0] = [os.getcwd()] + extra
@@ -355,6 +358,9 @@ def _glovebox_run(argv, env):
             _glovebox_offer_shell(_glovebox_shell)
         if plain:
             _glovebox_plain_argv(argv[4])
+    # Not the zygote's loop: its report (kernel-host/zygote_pages.h) goes
+    # before any code of the user's could find it.
+    _glovebox_zygote.drop_report()
     import runpy, traceback
     try:
         runpy._run_module_as_main(argv[2], alter_argv=True)

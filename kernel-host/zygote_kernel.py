@@ -94,6 +94,11 @@ try:
     import _glovebox_wire
 except ImportError:
     _glovebox_wire = None
+try:
+    # The zygote's own module (kernel-host/zygote_main.c); not elsewhere.
+    import _glovebox_zygote
+except ImportError:
+    _glovebox_zygote = None
 
 # All imported here, as the zygote loads this file, rather than in the
 # functions a kernel runs: an import statement there touches the module and
@@ -551,6 +556,8 @@ class KernelLoop:
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
         self._arrived = []
+        # Until a request that could run the user's code (_dispatch_shell).
+        self.first_request = True
         self.kernel_info = PREBUILT.get("kernel_info")
         self.iopub_lock = threading.RLock()
         self.pipe_lock = threading.Lock()
@@ -902,8 +909,14 @@ class KernelLoop:
             return
         idents, msg = begun
         msg_type = msg["header"]["msg_type"]
-        if StartCore.saved is not None and msg_type != "kernel_info_request":
-            StartCore.release()
+        if self.first_request and msg_type != "kernel_info_request":
+            self.first_request = False
+            # Before any code of the user's runs: the pages this start
+            # wrote, told the zygote once (kernel-host/zygote_pages.h).
+            if _glovebox_zygote is not None:
+                _glovebox_zygote.report_pages()
+            if StartCore.saved is not None:
+                StartCore.release()
         if kernel._aborting and msg_type == "execute_request":
             kernel._send_abort_reply(sock, msg, idents)
         elif kernel.should_handle(sock, msg, idents):

@@ -21,6 +21,7 @@
 #include "kernel-host/confine.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/zygote.h"
+#include "kernel-host/zygote_pages.h"
 #include "kernel-host/zygote_wire.h"
 #include "protocol/log.h"
 
@@ -319,6 +320,8 @@ static __attribute__((noreturn)) void ahead_child(const struct confine_sandbox *
 
         PyOS_AfterFork_Child();
         set_title(title);
+        /* While nobody waits: the pages its start would write. */
+        zygote_pages_copy();
         memcpy(got, fds, sizeof(got));
         close(fds[ZYGOTE_FD_SPEC]);
         if (recv_fds(link, "S", &tag, got, ZYGOTE_FD_RUN) != 0)
@@ -520,6 +523,20 @@ static unsigned long collapse_anonymous(void)
         return moved * (HUGE_SIZE >> 20);
 }
 
+/* Before each fork: a report read if one came, and one offered to the
+ * kernel forked next while the zygote has no list (zygote_pages.h). */
+static void before_fork(void)
+{
+        static bool logged;
+        size_t pages = zygote_pages_collect();
+
+        if (pages > 0 && !logged) {
+                logged = true;
+                log_debug("a kernel's start writes %zu pages: copied ahead from now on", pages);
+        }
+        zygote_pages_offer();
+}
+
 static void serve(int link, int sigfd)
 {
         for (;;) {
@@ -552,6 +569,7 @@ static void serve(int link, int sigfd)
                         log_error("malformed request dropped");
                         continue;
                 }
+                before_fork();
                 /* Python's fork hooks run as for os.fork(), around the
                  * request's children; only the kernel runs Python. */
                 PyOS_BeforeFork();
@@ -562,6 +580,7 @@ static void serve(int link, int sigfd)
                         request_main(fds, tag == 'A');
                 }
                 PyOS_AfterFork_Parent();
+                zygote_pages_forked();
                 scrub_stack();
                 if (pid < 0) {
                         struct confine_report r;
@@ -657,6 +676,11 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
                 FAIL("cannot make _glovebox_wire");
         }
         Py_DECREF(wire);
+        /* For zygote_kernel.py, whose kernels call report_pages. */
+        if (PyDict_SetItemString(PyImport_GetModuleDict(), "_glovebox_zygote", self) < 0) {
+                PyErr_Print();
+                FAIL("cannot list _glovebox_zygote");
+        }
         if (preload(modules) < 0)
                 FAIL("preloading %s failed", modules);
         /* fork() copies one thread: a pool started by an import would be
@@ -684,9 +708,31 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
         exit(0);
 }
 
+/* report_pages(): in a kernel that has a report (zygote_pages.h), lists
+ * the pages it has written into it and unmaps it; the ranges listed (0:
+ * it has none). zygote_kernel.py calls it before the user's first code. */
+static PyObject *zygote_report_pages(PyObject *self, PyObject *unused)
+{
+        ssize_t n = zygote_pages_report_now();
+
+        return PyLong_FromSsize_t(n > 0 ? n : 0);
+}
+
+/* drop_report(): unmaps this kernel's report unwritten; zygote_bootstrap.py
+ * calls it before any other program than the zygote's loop runs. */
+static PyObject *zygote_drop_report(PyObject *self, PyObject *unused)
+{
+        zygote_pages_drop();
+        Py_RETURN_NONE;
+}
+
 static PyMethodDef zygote_methods[] = {
     {"main", zygote_main, METH_VARARGS,
      "main(modules): the zygote's life; returns (argv, env) in a kernel's process."},
+    {"report_pages", zygote_report_pages, METH_NOARGS,
+     "report_pages(): the pages this kernel's start wrote, told its zygote once."},
+    {"drop_report", zygote_drop_report, METH_NOARGS,
+     "drop_report(): this kernel's report unmapped, unwritten."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -194,44 +194,52 @@ def test_one_tenant_takes_at_most_half_of_the_stock_until_it_is_full_again(tmp_p
 
 def test_a_stock_that_cannot_fill_does_not_hold_a_tenant_back(tmp_path):
     """While the stock waits out a failure (here a stocked init killed: the
-    next make waits a second) it is as full as it gets: the shares start
-    over, and a tenant that had its half claims what is left. The stock
-    refills after 100 ms of quiet on the kernel-host's link, so the kill
-    comes as soon as her two claims are seen, while her kernels start; a
-    round the refill beat is tried again (five at most)."""
+    next make waits a second, then two) it is as full as it gets: the
+    shares start over, and a tenant that had her half claims what is left.
+    Each claim and the second kill come within the first wait, so no
+    refill comes between (the stock refills after 100 ms of quiet, which
+    a kill's wait outlasts); a round a refill came into anyway (a slow
+    machine) is tried again, three at most."""
     import concurrent.futures
 
-    gw = start_with_keys(tmp_path, ("alice", "bob"), "--sandbox-stock", "4")
+    # Kernels from a zygote, which start in well under the wait.
+    gw = start_with_keys(tmp_path, ("alice", "bob"), "--sandbox-stock", "6",
+                         "--zygote", "python3:json")
     deaths = lambda: gw.read_log().count("a sandbox made ahead ended")  # noqa: E731
+
+    def kill(pid):
+        seen = deaths()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: deaths() > seen, 10, "the death is logged")
+
     try:
         host = kernel_host(gw)
         gw.create("bob")
-        for _ in range(5):
-            ready = set(full_stock(host, 4))
+        for _ in range(3):
+            ready = full_stock(host, 6)
+            # The first failure: five left, and a second's wait.
+            kill(ready[0])
             with concurrent.futures.ThreadPoolExecutor(3) as ex:
-                first = [ex.submit(gw.create, "alice") for _ in range(2)]
-                left = []
-                while not all(f.done() for f in first):
-                    left = stock_inits(host)
-                    if len(left) == 2 and set(left) <= ready:
-                        break
-                if len(left) != 2 or not set(left) <= ready:
-                    continue  # refilled before the kill
-                seen = deaths()
-                os.kill(left[0], signal.SIGKILL)
-                wait_for(lambda: deaths() > seen, 10, "the death is logged")
-                if stock_inits(host) != [left[1]]:
-                    continue
-                third = ex.submit(gw.create, "alice")
-                assert init_of(gw, third.result()) == left[1]
-                break
+                half = list(ex.map(lambda _: gw.create("alice"), range(3)))
+            # Her half of six is three: her next is made for her.
+            own = gw.create("alice")
+            left = stock_inits(host)
+            if len(left) != 2 or not set(left) <= set(ready):
+                continue  # a refill came in
+            assert {init_of(gw, k) for k in half} <= set(ready[1:])
+            assert init_of(gw, own) not in ready
+            # The second failure, while the first wait lasts: the shares
+            # start over, and her next claims the last one.
+            kill(left[0])
+            if stock_inits(host) != [left[1]]:
+                continue
+            assert init_of(gw, gw.create("alice")) == left[1]
+            break
         else:
-            pytest.fail("the stock refilled before every kill")
+            pytest.fail("a refill came into every round")
     finally:
         assert gw.stop() == 0
 
-
-# ---- a kernel's process forked ahead into each (docs/performance.md#sandboxes-made-ahead) ----
 
 ZYGOTE = ("--zygote", "python3:json")
 

@@ -1,0 +1,105 @@
+/* The pages a zygote kernel's start writes, copied ahead (issue 26).
+ *
+ * A kernel forked from a zygote shares the zygote's memory until it writes
+ * to it; its start (confinement, the Jupyter loop's sockets and threads,
+ * its first replies) writes about 2,300 pages (9 MiB with numpy, pandas
+ * and matplotlib preloaded), each a copy-on-write fault in the request's
+ * path, and under load, with the kernel's threads on other cores, a
+ * flush of their TLBs each. A process forked ahead (zygote.h) has time
+ * while it waits: it copies those pages then, in one call
+ * (MADV_POPULATE_WRITE), and the kernel it becomes writes to its own.
+ *
+ * Which pages: a zygote's kernel says so of itself, once. The zygote
+ * hands a kernel it forks 64 KiB of shared memory of its own (a report),
+ * inherited by that kernel alone (the zygote marks it MADV_DONTFORK as soon
+ * as that kernel is forked). When the kernel's loop has its first request
+ * that could run the user's code, it lists, before running any, the
+ * pages it has written since its fork (present and mapped by it alone,
+ * /proc/self/pagemap), writes the list into the report and unmaps it. A
+ * kernel that runs anything else (ipykernel's application, another
+ * module), or whose home has a user site directory (whose .pth files may
+ * run code), unmaps its report unwritten before that. The zygote reads the
+ * reports at its next requests, keeps of the first list that has any what
+ * lies in its own private writable mappings, at most
+ * ZYGOTE_PAGES_MAX_PAGES pages, and gives that list to every process it
+ * forks ahead from then on. Up to ZYGOTE_PAGES_REPORTERS kernels report
+ * at once (one may never get a request); a newer one takes the oldest's
+ * place. Everything here is the zygote's and its kernels': no call
+ * reaches the kernel-host.
+ *
+ * What a list could do, were it wrong (a start unlike others, or code
+ * that ran in the kernel before its report all the same): each process
+ * forked ahead would copy up to 16 MiB of the zygote's own pages, no
+ * more, no data of anyone's, charged to its sandbox's cgroup like any
+ * page its kernel writes, and its kernel would run as any. */
+#ifndef GLOVEBOX_ZYGOTE_PAGES_H
+#define GLOVEBOX_ZYGOTE_PAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define ZYGOTE_PAGES_MAX_RANGES 4096
+#define ZYGOTE_PAGES_MAX_PAGES  4096 /* 16 MiB of x86-64 pages */
+#define ZYGOTE_PAGES_REPORTERS  64
+
+struct zygote_pages_range {
+        uint64_t start, len; /* bytes, both whole pages */
+};
+
+/* A kernel's report, in memory shared with its zygote until it unmaps
+ * it. done is set last. */
+struct zygote_pages_report {
+        uint32_t done;
+        uint32_t n;
+        struct zygote_pages_range r[ZYGOTE_PAGES_MAX_RANGES];
+};
+
+/* ---- in the kernel ---------------------------------------------------- */
+
+/* Ranges of the calling process's private writable mappings whose pages
+ * it has written since its fork (present, anonymous and mapped by it
+ * alone), in address order, at most max into out. The number, or -errno
+ * (of /proc/self/maps or pagemap). */
+ssize_t zygote_pages_written(struct zygote_pages_range *out, size_t max);
+
+/* The report this process was forked with (the zygote's offer), or NULL. */
+struct zygote_pages_report *zygote_pages_mine(void);
+
+/* Lists the pages written into this process's report, if it has one, and
+ * unmaps it. The ranges listed, or -errno (the report then says none). */
+ssize_t zygote_pages_report_now(void);
+
+/* Unmaps this process's report, if it has one, unwritten: a kernel that
+ * runs ipykernel's application, or any other program, rather than the
+ * zygote's loop (whose start is not the one the list is for). */
+void zygote_pages_drop(void);
+
+/* ---- in the zygote ---------------------------------------------------- */
+
+/* Before forking a kernel: while no list has been taken, a new report for
+ * it (the oldest pending one unmapped if ZYGOTE_PAGES_REPORTERS are); the
+ * kernel forked next inherits it as zygote_pages_mine(). */
+void zygote_pages_offer(void);
+
+/* Once the kernel has been forked: no later child inherits the report. */
+void zygote_pages_forked(void);
+
+/* Reads the pending reports: of the first that lists pages, keeps what
+ * zygote_pages_accept does and unmaps them all. The pages in the list
+ * kept (0: none yet). */
+size_t zygote_pages_collect(void);
+
+/* Of n ranges a kernel reported, the parts within this process's private
+ * writable mappings (/proc/self/maps), whole pages, ZYGOTE_PAGES_MAX_PAGES
+ * at most in all, into out (max ranges at most). The ranges kept. */
+size_t zygote_pages_accept(const struct zygote_pages_range *in, size_t n,
+                           struct zygote_pages_range *out, size_t max);
+
+/* In a process forked ahead, before it waits: writes to each page of the
+ * zygote's list (MADV_POPULATE_WRITE), so copying it now. The pages of
+ * the ranges it could copy; a kernel without MADV_POPULATE_WRITE (before
+ * 5.14) copies none, and its kernels fault them in as before. */
+size_t zygote_pages_copy(void);
+
+#endif

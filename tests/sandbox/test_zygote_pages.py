@@ -1,0 +1,146 @@
+"""The pages a zygote kernel's start writes, copied ahead
+(kernel-host/zygote_pages.h, docs/performance.md#sandboxes-made-ahead): a
+zygote's kernel lists, at its first request that could run the user's code
+and before running any, the pages it has written since its fork, in
+memory it shares with its zygote alone; each process the zygote forks
+ahead from then on copies those pages while it waits. Real gateway,
+kernel-host, zygote, sandboxes and kernels; the pages are read from the
+host, in /proc/PID/pagemap."""
+import os
+import struct
+
+import pytest
+
+from conftest import start_gateway, value
+from gbclient import children, cmdline, kernel_host
+from test_stock import ZYGOTE, forked_ahead, kernel_pid
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="zygotes and the stock need root")
+
+PAGE = os.sysconf("SC_PAGESIZE")
+# What a report maps in a kernel (kernel-host/zygote_pages.h): its 8-byte
+# header and 4,096 ranges of 16, in whole pages.
+REPORT_BYTES = -(-(8 + 4096 * 16) // PAGE) * PAGE
+
+
+def written_pages(pid):
+    """The pages pid has written since its fork, as the zygote's kernels
+    count them: present, anonymous and mapped by it alone, in its private
+    writable mappings."""
+    n = 0
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if fields[1][:2] != "rw" or fields[1][3] != "p":
+                continue
+            pm.seek(start // PAGE * 8)
+            for (e,) in struct.iter_unpack("<Q", pm.read((end - start) // PAGE * 8)):
+                n += (e >> 63) & 1 and (e >> 56) & 1 and not (e >> 61) & 1
+    return n
+
+
+def reports(pid):
+    """pid's mappings of shared anonymous memory of a report's size: the
+    inode of each (one per report)."""
+    found = []
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if fields[1].endswith("s") and fields[5:] == ["/dev/zero", "(deleted)"] \
+                    and end - start == REPORT_BYTES:
+                found.append(fields[4])
+    return found
+
+
+def kernels(gw):
+    """The host pids of the gateway's kernels: its sandboxes' inits'
+    children that run ipykernel."""
+    return {k for init in children(kernel_host(gw)) for k in children(init)
+            if b"ipykernel" in cmdline(k)}
+
+
+def started(gw):
+    """A new kernel's id and host pid, found as the host sees it (kernel_pid
+    would run a cell in it)."""
+    running = kernels(gw)
+    kid = gw.start_kernel()
+    (pid,) = kernels(gw) - running
+    return kid, pid
+
+
+def test_processes_forked_ahead_copy_the_pages_a_kernels_start_writes():
+    """Forked before any kernel has had a request, a process forked ahead
+    holds only what Python's after-fork work wrote. Once a kernel has had
+    its first, each one forked after holds, before any request reaches
+    it, the pages a start writes: it copied them while it waited. A kernel
+    that starts in one runs as any."""
+    gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        first = gw.start_kernel()
+        before = forked_ahead(host, 2)
+        small = [written_pages(p) for p in before]
+        assert value(gw, first, "6 * 7") == 42
+        # The two waiting take the next two kernels; the stock forks two
+        # more, after the list.
+        taken = [gw.start_kernel() for _ in before]
+        after = {p: i for p, i in forked_ahead(host, 2).items() if p not in before}
+        assert len(after) == 2, after
+        copied = [written_pages(p) for p in after]
+        assert min(copied) >= 500 and min(copied) > 3 * max(small), (small, copied)
+        for kid in taken:
+            assert kernel_pid(gw, kid) in before
+            assert value(gw, kid, "sum(range(10))") == 45
+        later = gw.start_kernel()
+        assert kernel_pid(gw, later) in after
+        assert value(gw, later, "'copied ' + str(7 * 6)") == "copied 42"
+    finally:
+        assert gw.stop() == 0
+
+
+def test_each_kernels_report_is_its_own_and_gone_before_the_users_code():
+    """Until the zygote has a list, each kernel it forks maps a report of
+    its own, which no other process of the zygote's has: two kernels, two
+    different ones. A kernel's first cell already finds its report gone;
+    once the zygote has taken a list, the kernels it forks have none."""
+    gw = start_gateway("--sandbox-stock", "0", *ZYGOTE)
+    try:
+        (one, p1), (two, p2) = started(gw), started(gw)
+        r1, r2 = reports(p1), reports(p2)
+        assert len(r1) == 1 and len(r2) == 1 and r1 != r2, (r1, r2)
+        # Asked by the user's own code: nothing shared of that size is left.
+        probe = ("[l for l in open('/proc/self/maps') if l.split()[1].endswith('s') "
+                 "and '/dev/zero' in l]")
+        assert value(gw, one, probe) == []
+        assert reports(p2) == r2
+        assert reports(started(gw)[1]) == []
+        assert value(gw, two, probe) == []
+    finally:
+        assert gw.stop() == 0
+
+
+def test_the_users_first_cell_does_not_make_the_list():
+    """The list is made before the user's first code runs: a first cell
+    that writes to every object the zygote made (a reference to each, taken
+    and dropped) makes the kernel write thousands of the zygote's pages,
+    and the process forked ahead after it copies only what a start writes,
+    a fraction of them."""
+    gw = start_gateway("--sandbox-stock", "1", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        first = gw.start_kernel()
+        (waiting,) = forked_ahead(host, 1)
+        # (The zygote's objects are frozen, out of the collector's lists:
+        # unfrozen, each one's header is written.)
+        assert value(gw, first, "__import__('gc').unfreeze() or "
+                                "len([id(o) for o in __import__('gc').get_objects()]) > 0")
+        by_first = written_pages(kernel_pid(gw, first))
+        taken = gw.start_kernel()
+        assert kernel_pid(gw, taken) == waiting
+        (fresh,) = [p for p in forked_ahead(host, 1) if p != waiting]
+        copied = written_pages(fresh)
+        assert 500 <= copied < by_first / 2, (copied, by_first)
+    finally:
+        assert gw.stop() == 0
