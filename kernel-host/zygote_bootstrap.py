@@ -328,6 +328,12 @@ def _glovebox_seed_numpy(numpy):
         numpy.random.set_state(('MT19937', key, 624, 0, 0.0))
     except Exception:
         numpy.random.seed()
+def _glovebox_drop_report():
+    # The zygote's module, which the zygote's command names so; not where
+    # this file runs elsewhere (tests, bench/kernel_floor.py).
+    zygote = globals().get('_glovebox_zygote')
+    if zygote is not None:
+        zygote.drop_report()
 def _glovebox_run(argv, env):
     import os, random, signal, site, sys
     _glovebox_set_environ(env)
@@ -342,7 +348,7 @@ def _glovebox_run(argv, env):
             and site.USER_SITE not in sys.path:
         # Its .pth files may run code: the kernel's report on its start
         # (kernel-host/zygote_pages.h) goes first, unwritten.
-        _glovebox_zygote.drop_report()
+        _glovebox_drop_report()
         site.addsitedir(site.USER_SITE)
     extra = [p for p in env.get('PYTHONPATH', '').split(':') if p]
     sys.path[0:0] = [os.getcwd()] + extra
@@ -360,7 +366,7 @@ def _glovebox_run(argv, env):
             _glovebox_plain_argv(argv[4])
     # Not the zygote's loop: its report (kernel-host/zygote_pages.h) goes
     # before any code of the user's could find it.
-    _glovebox_zygote.drop_report()
+    _glovebox_drop_report()
     import runpy, traceback
     try:
         runpy._run_module_as_main(argv[2], alter_argv=True)
