@@ -611,9 +611,10 @@ def gb_kernel_cpu(server, n, stock=0):
     and claims a sandbox made ahead, with its kernel's process forked ahead
     into it, whose making is not in the request's path: it is measured
     apart (ahead: the kernel-host's and zygotes' CPU from the first result
-    until the stock is full again, the new sandboxes' inits and processes
-    forked ahead, and what the process that became the kernel had spent
-    before the request)."""
+    until the stock is full again, and the new sandbox's init and process
+    forked ahead, one per request; until 2026-12-06's night it also added
+    what the process that became the kernel had spent before the request,
+    which counted each waiting process twice)."""
     host = next(p for p in children(server.proc.pid) if b"kernel-host" in cmdline(p))
 
     def host_side():
@@ -673,10 +674,12 @@ def gb_kernel_cpu(server, n, stock=0):
             made_ahead = forked_ahead(p) or (init and all(forked_ahead(c) for c in children(p)))
             part = "ahead" if made_ahead else "init" if init else "kernel"
             parts[part] += proc_cpu(p, children=False)
+        # What the process that became the kernel spent before the request
+        # (its after-fork work, its copies) was counted as made ahead when
+        # it was new, below, in an earlier round: not again here.
         for p, spent in waiting.items():
             if p in now and not forked_ahead(p):
                 parts["kernel"] += proc_cpu(p, children=False) - spent
-                parts["ahead"] += spent
         # The kernel's sandbox, whose init's CPU (the kernel's with it) the
         # kernel-host's count of its reaped children takes once it is
         # reaped: waited for below, before the next request.
@@ -769,8 +772,8 @@ def bench_kernel_cpu(n):
         f"in the request's path: kernel-host and zygote {ms(sparts['host'])}, a sandbox's "
         f"init made for it {ms(sparts['init'])}, the kernel {ms(sparts['kernel'])}; made "
         "ahead, once the link is quiet: the kernel-host's and zygote's CPU until the stock is "
-        "full again, the new sandboxes' inits and kernels' processes forked ahead, and what the "
-        "process that became the kernel had spent before the request")
+        "full again, the new sandbox's init and kernel's process forked ahead (its copies of "
+        "the pages a start writes with it)")
 
 
 def bench_burst(n, rounds):

@@ -556,8 +556,6 @@ class KernelLoop:
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
         self._arrived = []
-        # Until a request that could run the user's code (_dispatch_shell).
-        self.first_request = True
         self.kernel_info = PREBUILT.get("kernel_info")
         self.iopub_lock = threading.RLock()
         self.pipe_lock = threading.Lock()
@@ -746,6 +744,12 @@ class KernelLoop:
         # cell's task on SIGINT and to stop after exit().
         self.kernel.io_loop = IOLoop.current()
         self.kernel._publish_status("starting", "shell")
+        # Started, before any request is read: the pages this start wrote,
+        # told the zygote once (kernel-host/zygote_pages.h). No code of the
+        # user's has run, and the report, shared with the zygote, is gone
+        # before the gateway calls the kernel started, so no pause finds it.
+        if _glovebox_zygote is not None:
+            _glovebox_zygote.report_pages()
         try:
             self._serve(loop)
         except RuntimeError:
@@ -909,14 +913,8 @@ class KernelLoop:
             return
         idents, msg = begun
         msg_type = msg["header"]["msg_type"]
-        if self.first_request and msg_type != "kernel_info_request":
-            self.first_request = False
-            # Before any code of the user's runs: the pages this start
-            # wrote, told the zygote once (kernel-host/zygote_pages.h).
-            if _glovebox_zygote is not None:
-                _glovebox_zygote.report_pages()
-            if StartCore.saved is not None:
-                StartCore.release()
+        if StartCore.saved is not None and msg_type != "kernel_info_request":
+            StartCore.release()
         if kernel._aborting and msg_type == "execute_request":
             kernel._send_abort_reply(sock, msg, idents)
         elif kernel.should_handle(sock, msg, idents):

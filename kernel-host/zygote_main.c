@@ -710,7 +710,7 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
 
 /* report_pages(): in a kernel that has a report (zygote_pages.h), lists
  * the pages it has written into it and unmaps it; the ranges listed (0:
- * it has none). zygote_kernel.py calls it before the user's first code. */
+ * it has none). zygote_kernel.py calls it once its loop has started. */
 static PyObject *zygote_report_pages(PyObject *self, PyObject *unused)
 {
         ssize_t n = zygote_pages_report_now();

@@ -12,8 +12,8 @@
  * Which pages: a zygote's kernel says so of itself, once. The zygote
  * hands a kernel it forks 64 KiB of shared memory of its own (a report),
  * inherited by that kernel alone (the zygote marks it MADV_DONTFORK as soon
- * as that kernel is forked). When the kernel's loop has its first request
- * that could run the user's code, it lists, before running any, the
+ * as that kernel is forked). Once the kernel's loop has started (its
+ * sockets and threads up), before it reads any request, it lists the
  * pages it has written since its fork (present and mapped by it alone,
  * /proc/self/pagemap), writes the list into the report and unmaps it. A
  * kernel that runs anything else (ipykernel's application, another

@@ -154,6 +154,25 @@ def assert_confined_as_source(before, after):
     assert after["uid_map"] != before["uid_map"]
     assert after["gid_map"] != before["gid_map"]
 
+def test_shared_anonymous_memory_and_memfds_are_kept_through_a_pause(gw):
+    """Memory mapped shared and anonymous (mmap(-1)) or from a memfd is
+    the kernel's own, not a file of the host: the dump takes its contents,
+    and the restore gives them back (a zygote kernel's report on its start
+    is such memory, kernel-host/zygote_pages.h)."""
+    kid = gw.start_kernel()
+    run_cell(gw, kid, "import mmap, os\n"
+                      "anon = mmap.mmap(-1, 8192)\n"
+                      "anon[:6] = b'shared'\n"
+                      "fd = os.memfd_create('cells')\n"
+                      "os.ftruncate(fd, 4096)\n"
+                      "mf = mmap.mmap(fd, 4096)\n"
+                      "mf[:5] = b'memfd'")
+    pause(gw, kid)
+    resume(gw, kid)
+    assert value_of(gw, kid, "(anon[:6], mf[:5], os.pread(fd, 5, 0))") == \
+        (b"shared", b"memfd", b"memfd")
+
+
 def test_a_restored_kernel_is_confined_exactly_as_before(gw):
     limits = {"memory_mb": 300, "pids": 77, "cpus": 0.5}
     kid = gw.start_kernel(name="python3", limits=limits)

@@ -1,8 +1,8 @@
 """The pages a zygote kernel's start writes, copied ahead
 (kernel-host/zygote_pages.h, docs/performance.md#sandboxes-made-ahead): a
-zygote's kernel lists, at its first request that could run the user's code
-and before running any, the pages it has written since its fork, in
-memory it shares with its zygote alone; each process the zygote forks
+zygote's kernel lists, once its loop has started and before it reads any
+request, the pages it has written since its fork, in memory it shares
+with its zygote alone; each process the zygote forks
 ahead from then on copies those pages while it waits. Real gateway,
 kernel-host, zygote, sandboxes and kernels; the pages are read from the
 host, in /proc/PID/pagemap."""
@@ -61,35 +61,33 @@ def kernels(gw):
             if b"ipykernel" in cmdline(k)}
 
 
-def started(gw):
+def started(gw, **kw):
     """A new kernel's id and host pid, found as the host sees it (kernel_pid
     would run a cell in it)."""
     running = kernels(gw)
-    kid = gw.start_kernel()
+    kid = gw.start_kernel(**kw)
     (pid,) = kernels(gw) - running
     return kid, pid
 
 
 def test_processes_forked_ahead_copy_the_pages_a_kernels_start_writes():
-    """Forked before any kernel has had a request, a process forked ahead
-    holds only what Python's after-fork work wrote. Once a kernel has had
-    its first, each one forked after holds, before any request reaches
-    it, the pages a start writes: it copied them while it waited. A kernel
-    that starts in one runs as any."""
+    """Once a kernel of the zygote has started, each process forked ahead
+    holds, before any request reaches it, the pages a start writes: it
+    copied them while it waited (Python's after-fork work alone writes
+    about 250). A kernel that starts in one runs as any."""
     gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
     try:
         host = kernel_host(gw)
         first = gw.start_kernel()
-        before = forked_ahead(host, 2)
-        small = [written_pages(p) for p in before]
         assert value(gw, first, "6 * 7") == 42
-        # The two waiting take the next two kernels; the stock forks two
-        # more, after the list.
+        # The two waiting (one may have been forked before the zygote read
+        # the list) take the next two kernels; the stock forks two more.
+        before = forked_ahead(host, 2)
         taken = [gw.start_kernel() for _ in before]
-        after = {p: i for p, i in forked_ahead(host, 2).items() if p not in before}
+        after = [p for p in forked_ahead(host, 2) if p not in before]
         assert len(after) == 2, after
         copied = [written_pages(p) for p in after]
-        assert min(copied) >= 500 and min(copied) > 3 * max(small), (small, copied)
+        assert min(copied) >= 500, copied
         for kid in taken:
             assert kernel_pid(gw, kid) in before
             assert value(gw, kid, "sum(range(10))") == 45
@@ -100,23 +98,28 @@ def test_processes_forked_ahead_copy_the_pages_a_kernels_start_writes():
         assert gw.stop() == 0
 
 
-def test_each_kernels_report_is_its_own_and_gone_before_the_users_code():
-    """Until the zygote has a list, each kernel it forks maps a report of
-    its own, which no other process of the zygote's has: two kernels, two
-    different ones. A kernel's first cell already finds its report gone;
-    once the zygote has taken a list, the kernels it forks have none."""
-    gw = start_gateway("--sandbox-stock", "0", *ZYGOTE)
+def test_no_kernel_holds_a_report_once_ready():
+    """A kernel's report, memory it shares with its zygote, is written and
+    unmapped before the kernel is ready: no kernel the gateway has holds
+    one (no pause can find one, and no tenant's code). A process forked
+    ahead before the zygote had its list holds one of its own while it
+    waits (a checkpoint ends a waiting process first); those forked after,
+    none."""
+    gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
     try:
-        (one, p1), (two, p2) = started(gw), started(gw)
-        r1, r2 = reports(p1), reports(p2)
-        assert len(r1) == 1 and len(r2) == 1 and r1 != r2, (r1, r2)
-        # Asked by the user's own code: nothing shared of that size is left.
-        probe = ("[l for l in open('/proc/self/maps') if l.split()[1].endswith('s') "
-                 "and '/dev/zero' in l]")
-        assert value(gw, one, probe) == []
-        assert reports(p2) == r2
-        assert reports(started(gw)[1]) == []
-        assert value(gw, two, probe) == []
+        host = kernel_host(gw)
+        _, pid = started(gw)
+        assert reports(pid) == []
+        waiting = forked_ahead(host, 2)
+        held = [reports(p) for p in waiting]
+        assert all(len(r) <= 1 for r in held), held
+        if all(held):
+            assert held[0] != held[1], held
+        for _ in waiting:
+            _, pid = started(gw)
+            assert pid in waiting and reports(pid) == []
+        fresh = [p for p in forked_ahead(host, 2) if p not in waiting]
+        assert fresh and all(reports(p) == [] for p in fresh), fresh
     finally:
         assert gw.stop() == 0
 
