@@ -99,8 +99,8 @@ static int note(struct walk *w, const char *link, int mnt_id)
          * contents and makes again at the restore (a zygote kernel's
          * report on its start, kernel-host/zygote_pages.h; a cell's
          * mmap(-1) or memfd_create). */
-        if (st.st_nlink == 0 && (strcmp(path, "/dev/zero (deleted)") == 0 ||
-                                 strncmp(path, "/memfd:", 7) == 0))
+        if (st.st_nlink == 0 &&
+            (strcmp(path, "/dev/zero (deleted)") == 0 || strncmp(path, "/memfd:", 7) == 0))
                 return 0;
         /* A command's terminal given at a restore, of a devpts instance
          * mounted nowhere: the dump names it external (checkpoint.c). */
