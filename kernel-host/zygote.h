@@ -97,8 +97,10 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
 /* A kernel's process forked ahead into a sandbox made ahead (stock.h,
  * docs/performance.md#sandboxes-made-ahead): the page-table copy and
  * Python's after-fork work of a start, done while the kernel-host is
- * quiet, and the copies of the pages a kernel's start writes, once a
- * kernel of the zygote has said which (zygote_pages.h). The process waits
+ * quiet, the copies of the pages a kernel's start writes, once a kernel
+ * of the zygote has said which (zygote_pages.h), and the part of a first
+ * cell every kernel does alike (zygote_kernel.py's warm_up, the zygote's
+ * own code on no input). The process waits
  * in the sandbox's namespaces and in a group of its own in the sandbox's
  * (ZYGOTE_AHEAD_GROUP), not yet confined and
  * running nothing of anyone's, for the rest of a request on its link: the

@@ -50,6 +50,11 @@
 # its process (_glovebox_adopt_here). If loading or prebuilding it fails,
 # the zygote says why on its stderr and every kernel runs the application.
 #
+# A process the zygote forks ahead into a sandbox of the stock runs
+# _glovebox_warm while it waits: zygote_kernel.py's warm_up, the part of a
+# first cell that every kernel does alike, run there rather than in the
+# request's path.
+#
 # If building the shell fails, the zygote says why on its stderr and its
 # kernels build their own. A kernel whose command line is the usual
 # kernelspec's "-f FILE" gets from the kernel application's parse_command_line
@@ -249,6 +254,9 @@ except Exception:
     import traceback
     traceback.print_exc()
     _glovebox_kernel_loop = None
+def _glovebox_warm():
+    if _glovebox_shell is not None and _glovebox_kernel_loop is not None:
+        _glovebox_kernel_loop.warm_up(_glovebox_shell)
 def _glovebox_plain_argv(path):
     from ipykernel.kernelapp import IPKernelApp
     from traitlets.config import Config

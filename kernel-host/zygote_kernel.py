@@ -57,6 +57,7 @@ import io
 import json
 import json.encoder
 import json.scanner
+import linecache
 import logging
 import os
 import pdb
@@ -1232,6 +1233,49 @@ class StartCore:
                     os.sched_setaffinity(int(tid), range(os.cpu_count() or 1))
                 except OSError:
                     pass
+
+
+# The name a warm-up's cell is compiled under (warm_up).
+WARM_UP_NAME = "<glovebox-warm-up>"
+
+
+def warm_up(shell):
+    """Run in each process the zygote forks ahead, while it waits, before
+    any request reaches it (zygote_main.c's ahead_child): the work of a
+    first cell that is the same in every kernel, so that the pages of the
+    zygote it writes (reference counts, allocators' lists: about 370) are
+    copied there rather than in the request's path. The shell, not yet any
+    kernel's, runs "1+1" silently (no history, count or output) and formats
+    a result; then what the run left is put back: the shell's last result,
+    the compiler's and linecache's entry for the cell. Nothing is read from
+    the sandbox: the cell's name is given here (ipykernel's compiler would
+    ask tempfile for a directory, which probes it by writing a file),
+    imports are refused throughout (everything it uses is loaded), and an
+    error ends it rather than being shown (IPython's traceback reads source
+    files). Whether it ran; a failure leaves the kernel's start as it was."""
+    compiler = shell.compile
+    meta_path = sys.meta_path
+    last = shell.last_execution_result, shell.last_execution_succeeded
+
+    def refuse(*args, **kw):
+        raise RuntimeError("the warm-up failed")
+
+    try:
+        sys.meta_path = []
+        compiler.get_code_name = lambda raw_code, code, number: WARM_UP_NAME
+        shell.showtraceback = shell.showsyntaxerror = refuse
+        result = shell.run_cell("1+1", store_history=False, silent=True)
+        shell.display_formatter.format(2)
+        return result is not None and result.success
+    except Exception:
+        return False
+    finally:
+        sys.meta_path = meta_path
+        del shell.showtraceback, shell.showsyntaxerror
+        compiler.__dict__.pop("get_code_name", None)
+        compiler._filename_map.pop(WARM_UP_NAME, None)
+        linecache.cache.pop(WARM_UP_NAME, None)
+        shell.last_execution_result, shell.last_execution_succeeded = last
 
 
 def run(path, env, shell, adopt_here):

@@ -70,6 +70,9 @@ static struct sock_fprog filter;
  * takes there: the kernel's argv and environment. */
 static jmp_buf to_main;
 static PyObject *kernel_argv, *kernel_env;
+/* The bootstrap's _glovebox_warm, which a process forked ahead calls as it
+ * waits (ahead_child); NULL where the bootstrap has none. */
+static PyObject *warm_up;
 
 /* One message on sock, of one of the tags: its tag into *tag_out, and
  * exactly max descriptors into fds. 0; 1 for a malformed message (another
@@ -320,8 +323,17 @@ static __attribute__((noreturn)) void ahead_child(const struct confine_sandbox *
 
         PyOS_AfterFork_Child();
         set_title(title);
-        /* While nobody waits: the pages its start would write. */
+        /* While nobody waits: the pages its start would write, and the
+         * part of its first cell that every kernel does alike (a failure
+         * there leaves the kernel's start as it was). */
         zygote_pages_copy();
+        if (warm_up) {
+                PyObject *done = PyObject_CallNoArgs(warm_up);
+
+                if (!done)
+                        PyErr_Clear();
+                Py_XDECREF(done);
+        }
         memcpy(got, fds, sizeof(got));
         close(fds[ZYGOTE_FD_SPEC]);
         if (recv_fds(link, "S", &tag, got, ZYGOTE_FD_RUN) != 0)
@@ -473,6 +485,8 @@ static int preload(const char *modules)
                 goto out;
         }
         Py_DECREF(result);
+        warm_up = PyDict_GetItemString(globals, "_glovebox_warm");
+        Py_XINCREF(warm_up);
         rc = 0;
 out:
         Py_XDECREF(source);

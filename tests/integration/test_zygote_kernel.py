@@ -329,3 +329,50 @@ def test_message_dates_read_as_dateutil_reads_them(tmp_path):
     assert got["ours"][6:9] == ["not a date", "2026-12-05", ""]
     assert got["header"][0] == got["header"][1]
     assert got["content"] == "2026-12-05T03:21:27Z"  # content is not read for dates
+
+
+WARM_UP = """
+import linecache
+shell = scope["_glovebox_shell"]
+seen = []
+def hook(event, args):
+    if watching and event in ("open", "import", "os.remove", "os.mkdir", "os.listdir",
+                              "os.scandir", "subprocess.Popen", "os.system"):
+        seen.append((event, repr(args)[:100]))
+sys.addaudithook(hook)
+def state():
+    return (len(linecache.cache), len(shell.compile._filename_map), sys.meta_path[:],
+            shell.last_execution_result, shell.execution_count, len(shell.user_ns),
+            hasattr(sys, "last_value"), "showtraceback" in vars(shell))
+before = state()
+watching = True
+ran = loop.warm_up(shell)
+watching = False
+quiet, seen = seen, []
+# A run that would import a module not loaded (one on this host's path):
+# the import is refused, no file opened, and the warm-up says it did not run.
+assert "tabnanny" not in sys.modules
+shell.transform_cell = lambda cell: __import__("tabnanny") and cell
+watching = True
+failed = loop.warm_up(shell)
+watching = False
+del shell.transform_cell
+print(json.dumps({"ran": ran, "quiet": quiet, "failed": failed, "kept": before == state(),
+                  "imported": "tabnanny" in sys.modules,
+                  "opened": [e for e in seen if e[0] != "import"],
+                  "tempdir": __import__("tempfile").tempdir}))
+"""
+
+
+def test_the_warm_up_reads_nothing_and_leaves_nothing(tmp_path):
+    """zygote_kernel.py's warm_up, which each process forked ahead runs in
+    its sandbox before it is confined: it opens, imports and removes no
+    file (ipykernel's compiler would probe a temporary directory by writing
+    one), and what it leaves of its cell in the shell and linecache is put
+    back. Where its run would import a module not loaded, the import is
+    refused (nothing read) and it says it did not run."""
+    code, out, err = child(tmp_path, WARM_UP)
+    assert code == 0, err
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got == {"ran": True, "quiet": [], "failed": False, "kept": True, "imported": False,
+                   "opened": [], "tempdir": None}, got

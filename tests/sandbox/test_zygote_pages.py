@@ -3,7 +3,9 @@
 zygote's kernel lists, once its loop has started and before it reads any
 request, the pages it has written since its fork, in memory it shares
 with its zygote alone; each process the zygote forks
-ahead from then on copies those pages while it waits. Real gateway,
+ahead from then on copies those pages while it waits, and then runs the
+part of a first cell that every kernel does alike (zygote_kernel.py's
+warm_up), writing the pages that writes. Real gateway,
 kernel-host, zygote, sandboxes and kernels; the pages are read from the
 host, in /proc/PID/pagemap."""
 import os
@@ -145,5 +147,52 @@ def test_the_users_first_cell_does_not_make_the_list():
         (fresh,) = [p for p in forked_ahead(host, 1) if p != waiting]
         copied = written_pages(fresh)
         assert 500 <= copied < by_first / 2, (copied, by_first)
+    finally:
+        assert gw.stop() == 0
+
+
+# Objects of IPython's that running a cell uses and a kernel's start does
+# not: the classes a run makes an instance of, and the functions it calls.
+# Their addresses are the same in every process of the zygote.
+A_CELLS_OBJECTS = """[id(o) for o in (
+    __import__('IPython').core.interactiveshell.ExecutionInfo,
+    __import__('IPython').core.interactiveshell.ExecutionResult,
+    __import__('IPython').core.interactiveshell.InteractiveShell.run_cell_async,
+    __import__('IPython').core.interactiveshell.InteractiveShell.run_ast_nodes,
+    __import__('IPython').core.interactiveshell.InteractiveShell.transform_ast,
+    __import__('IPython').core.compilerop.CachingCompiler.ast_parse)]"""
+
+
+def copied(pid, addresses):
+    """Which of addresses lie on pages pid has written since its fork."""
+    out = []
+    with open(f"/proc/{pid}/pagemap", "rb") as pm:
+        for address in addresses:
+            pm.seek(address // PAGE * 8)
+            (e,) = struct.unpack("<Q", pm.read(8))
+            out.append(bool((e >> 63) & 1 and (e >> 56) & 1 and not (e >> 61) & 1))
+    return out
+
+
+def test_processes_forked_ahead_have_done_a_first_cells_common_work():
+    """Each process forked ahead runs, while it waits, the part of a first
+    cell every kernel does alike (zygote_kernel.py's warm_up): the pages of
+    the objects a cell's run uses are its own before any request. The
+    kernel it becomes shows nothing of it: its first cell is cell 1, with
+    no history, output, last result or cached source before it."""
+    gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        first = gw.start_kernel()
+        addresses = value(gw, first, A_CELLS_OBJECTS)
+        waiting = forked_ahead(host, 2)
+        for pid in waiting:
+            assert copied(pid, addresses) == [True] * len(addresses), (pid, addresses)
+        kid, pid = started(gw)
+        assert pid in waiting
+        assert value(gw, kid, "(get_ipython().execution_count, len(In), dict(Out), _, "
+                              "get_ipython().last_execution_result, "
+                              "[k for k in __import__('linecache').cache if 'warm' in k])") == \
+            (1, 2, {}, "", None, [])
     finally:
         assert gw.stop() == 0
