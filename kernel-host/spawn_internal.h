@@ -54,7 +54,8 @@ struct box {
          * within the sandbox's: the first zygote kernel started here is
          * that process, anything else started here first ends it. */
         struct zygote_ahead *ahead;
-        bool ahead_left; /* its group left behind, empty or emptying (spawn_drop_ahead) */
+        bool ahead_left;  /* its group left behind, empty or emptying (spawn_drop_ahead) */
+        bool ahead_asked; /* the stock asked a zygote for its process (stock.c) */
 };
 
 struct proc {

@@ -185,11 +185,35 @@ struct box *stock_claim(const struct hostmsg_sandbox *req)
         return NULL;
 }
 
+/* The first of the stock's sandboxes no zygote was yet asked to fork a
+ * kernel's process into, now that one could be: those made before any
+ * kernel had come from a zygote (the first stock is made while the first
+ * zygote still imports). NULL: none. */
+static struct box *without_process(void)
+{
+        if (!spawn_last_zygote()[0])
+                return NULL;
+        for (unsigned i = 0; i < stock.n; i++) {
+                if (!stock.ready[i]->ahead_asked)
+                        return stock.ready[i];
+        }
+        return NULL;
+}
+
+/* Asks the zygote the last kernel came from to fork a kernel's process
+ * ahead into b, once: a sandbox without one serves as well. */
+static void fork_ahead(struct box *b)
+{
+        b->ahead_asked = spawn_last_zygote()[0] != '\0';
+        if (b->ahead_asked && zygote_ahead(spawn_last_zygote(), &b->sandbox, &b->ahead) < 0)
+                log_debug("%s: made ahead without its kernel's process", b->id);
+}
+
 int stock_due_ms(void)
 {
         uint64_t now;
 
-        if (stock.nstale == 0 && (!stock.shaped || stock.n >= stock.want))
+        if (stock.nstale == 0 && (!stock.shaped || stock.n >= stock.want) && !without_process())
                 return -1;
         now = now_ms();
         return stock.due_ms <= now ? 0 : (int)(stock.due_ms - now);
@@ -216,6 +240,13 @@ void stock_fill(void)
                 spawn_box_unmake(stock.stale[--stock.nstale], false);
                 return;
         }
+        b = without_process();
+        if (b) {
+                fork_ahead(b);
+                return;
+        }
+        if (!stock.shaped || stock.n >= stock.want)
+                return;
         shape.limits = stock.limits;
         shape.ro_paths = stock.ro_paths;
         snprintf(id, sizeof(id), "stock-%u", ++stock.made);
@@ -230,9 +261,8 @@ void stock_fill(void)
                 return;
         }
         /* Its kernel's fork too, from the zygote the last kernel came
-         * from: a sandbox without one serves as well. */
-        if (spawn_last_zygote()[0] && zygote_ahead(spawn_last_zygote(), &b->sandbox, &b->ahead) < 0)
-                log_debug("a sandbox made ahead without its kernel's process");
+         * from; before any kernel has, later (without_process). */
+        fork_ahead(b);
         stock.ready[stock.n++] = b;
         if (stock.n >= stock.want)
                 jp_share_reset(&stock.share);

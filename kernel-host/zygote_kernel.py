@@ -1270,10 +1270,12 @@ def warm_up(shell):
     except Exception:
         return False
     finally:
+        # (Each step one that cannot fail, so that every one is taken.)
         sys.meta_path = meta_path
-        del shell.showtraceback, shell.showsyntaxerror
+        shell.__dict__.pop("showtraceback", None)
+        shell.__dict__.pop("showsyntaxerror", None)
         compiler.__dict__.pop("get_code_name", None)
-        compiler._filename_map.pop(WARM_UP_NAME, None)
+        getattr(compiler, "_filename_map", {}).pop(WARM_UP_NAME, None)
         linecache.cache.pop(WARM_UP_NAME, None)
         shell.last_execution_result, shell.last_execution_succeeded = last
 

@@ -511,25 +511,21 @@ out:
 static unsigned long collapse_anonymous(void)
 {
         FILE *f = fopen("/proc/self/maps", "re");
-        char line[512];
+        struct zygote_pages_mapping m;
         unsigned long moved = 0;
 
         if (!f)
                 return 0;
-        while (fgets(line, sizeof(line), f)) {
-                unsigned long start, end, offset, inode, from, to;
-                char perms[5], path[16] = "";
+        while (zygote_pages_next_mapping(f, &m)) {
+                uint64_t from, to;
 
-                if (sscanf(line, "%lx-%lx %4s %lx %*s %lu %15s", &start, &end, perms, &offset,
-                           &inode, path) < 5)
+                if (strcmp(m.perms, "rw-p") != 0 || m.inode != 0 ||
+                    (m.path[0] && strcmp(m.path, "[heap]") != 0))
                         continue;
-                if (strcmp(perms, "rw-p") != 0 || inode != 0 ||
-                    (path[0] && strcmp(path, "[heap]") != 0))
-                        continue;
-                from = (start + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
-                to = end & ~(HUGE_SIZE - 1);
-                for (unsigned long a = from; a < to; a += HUGE_SIZE) {
-                        if (madvise((void *)a, HUGE_SIZE, MADV_COLLAPSE) == 0)
+                from = (m.start + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+                to = m.end & ~(HUGE_SIZE - 1);
+                for (uint64_t a = from; a < to; a += HUGE_SIZE) {
+                        if (madvise((void *)(uintptr_t)a, HUGE_SIZE, MADV_COLLAPSE) == 0)
                                 moved++;
                 }
         }

@@ -42,33 +42,43 @@ static size_t npending;
 static struct zygote_pages_range list[ZYGOTE_PAGES_MAX_RANGES];
 static size_t nlist, list_pages;
 
-/* One line of /proc/self/maps: a private writable mapping's bounds. */
-static bool private_writable(const char *line, uint64_t *start, uint64_t *end)
-{
-        unsigned long a, b;
-        char perms[5];
-
-        if (sscanf(line, "%lx-%lx %4s", &a, &b, perms) != 3)
-                return false;
-        *start = a;
-        *end = b;
-        return perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p';
-}
-
-/* The next private writable mapping of maps (/proc/self/maps): false at
- * its end. A line longer than the buffer (its path) is read to its end. */
-static bool next_mapping(FILE *maps, uint64_t *start, uint64_t *end)
+bool zygote_pages_next_mapping(FILE *maps, struct zygote_pages_mapping *m)
 {
         char line[256];
 
         while (fgets(line, sizeof(line), maps)) {
                 bool whole = strchr(line, '\n') != NULL;
-                bool found = private_writable(line, start, end);
+                unsigned long start, end, offset, inode;
+                int got;
 
+                m->path[0] = '\0';
+                got = sscanf(line, "%lx-%lx %4s %lx %*s %lu %15s", &start, &end, m->perms, &offset,
+                             &inode, m->path);
                 while (!whole && fgets(line, sizeof(line), maps))
                         whole = strchr(line, '\n') != NULL;
-                if (found)
+                if (got < 5)
+                        continue;
+                if (got < 6)
+                        m->path[0] = '\0';
+                m->start = start;
+                m->end = end;
+                m->inode = inode;
+                return true;
+        }
+        return false;
+}
+
+/* The next private writable mapping of maps: false at its end. */
+static bool next_mapping(FILE *maps, uint64_t *start, uint64_t *end)
+{
+        struct zygote_pages_mapping m;
+
+        while (zygote_pages_next_mapping(maps, &m)) {
+                if (m.perms[0] == 'r' && m.perms[1] == 'w' && m.perms[3] == 'p') {
+                        *start = m.start;
+                        *end = m.end;
                         return true;
+                }
         }
         return false;
 }

@@ -35,8 +35,10 @@
 #ifndef GLOVEBOX_ZYGOTE_PAGES_H
 #define GLOVEBOX_ZYGOTE_PAGES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define ZYGOTE_PAGES_MAX_RANGES 4096
@@ -101,5 +103,18 @@ size_t zygote_pages_accept(const struct zygote_pages_range *in, size_t n,
  * the ranges it could copy; a kernel without MADV_POPULATE_WRITE (before
  * 5.14) copies none, and its kernels fault them in as before. */
 size_t zygote_pages_copy(void);
+
+/* One mapping of /proc/self/maps: its bounds, its permissions ("rw-p"),
+ * its file's inode (0 for anonymous memory) and the first 15 bytes of its
+ * path ("" for anonymous memory, "[heap]", ...). */
+struct zygote_pages_mapping {
+        uint64_t start, end, inode;
+        char perms[5];
+        char path[16];
+};
+
+/* The next mapping of maps (an open /proc/self/maps), its line read to its
+ * end however long (its path): false at the file's end. */
+bool zygote_pages_next_mapping(FILE *maps, struct zygote_pages_mapping *m);
 
 #endif

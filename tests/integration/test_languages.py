@@ -33,8 +33,19 @@ def spec_dir():
     return path
 
 
+# tslab's start races its sockets' receive loops against their binds:
+# zeromq.js rejects a receive while a bind is in progress with EBUSY, which
+# tslab leaves unhandled, and the kernel never answers (seen once in about
+# ten CI runs, in tslab's own start, before any message of the gateway's).
+# Such a start, and only such a one, is tried once more.
+TSLAB_BIND_RACE = "code: 'EBUSY'"
+
+
 def run_one(gw, name, code, timeout=60):
-    status, model, _ = gw.request("POST", "/api/kernels", {"name": name})
+    for attempt in (1, 2):
+        status, model, _ = gw.request("POST", "/api/kernels", {"name": name})
+        if status == 201 or attempt == 2 or TSLAB_BIND_RACE not in model.get("message", ""):
+            break
     assert status == 201, model
     ch = gw.connect(model["id"])
     try:

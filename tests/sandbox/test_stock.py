@@ -265,6 +265,32 @@ def group_of(pid):
     return groups
 
 
+def test_a_stock_made_before_any_zygote_kernel_gets_its_processes():
+    """Sandboxes made ahead before any kernel had come from a zygote (the
+    first request was another kernelspec's, or, seen in CI, the zygote
+    still imported when the stock filled) get their kernel's process forked
+    ahead once one has: none stays without for the rest of its wait."""
+    gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
+    try:
+        host = kernel_host(gw)
+        bash = gw.start_kernel(name="bash")
+
+        def both():
+            made = stock_inits(host)
+            return made if len(made) == 2 else None
+
+        made = wait_for(both, 30, "2 sandboxes made ahead")
+        assert all(children(p) == [] for p in made), made
+        kid = gw.start_kernel()
+        assert value(gw, kid, "6 * 7") == 42
+        ahead = forked_ahead(host, 2)
+        # Among them the one made before, which the zygote's kernel left.
+        assert set(made) & set(ahead.values()), (made, ahead)
+        gw.request("DELETE", f"/api/kernels/{bash}")
+    finally:
+        assert gw.stop() == 0
+
+
 def test_a_zygote_kernel_starts_in_the_process_forked_ahead_into_its_sandbox():
     """Once a zygote kernel has started, each sandbox made ahead holds a
     process the zygote forked ahead into it (the page tables' copy and

@@ -226,7 +226,8 @@ def test_root_a_kernel_forked_ahead_keeps_its_groups_name(tmp_path):
                        if os.path.basename(g).startswith("stock-") and forked_ahead(g)]
             if len(waiting) == 2:
                 break
-            assert time.time() < deadline, [children(g) for g in sandbox_groups(parent)]
+            assert time.time() < deadline, \
+                {os.path.basename(g): children(g) for g in sandbox_groups(parent)}
             time.sleep(0.1)
         kid = gw.start_kernel(name="python3", limits=LIMITS)
         group = check_kernel_group(gw, kid, parent)

@@ -269,6 +269,59 @@ static void test_reporters_bounded(void)
                 ZYGOTE_PAGES_REPORTERS);
 }
 
+/* Each mapping of a maps file as zygote_pages_next_mapping reads it: the
+ * fields of an anonymous mapping, the heap and a file's; a line longer
+ * than its buffer read whole, the next one after it; a line that is no
+ * mapping skipped. */
+static void test_next_mapping(void)
+{
+        char text[1024], name[401];
+        struct zygote_pages_mapping m;
+        FILE *f;
+        int got = 0;
+
+        memset(name, 'y', 400);
+        name[400] = '\0';
+        snprintf(
+            text, sizeof(text),
+            "7f0000000000-7f0000200000 rw-p 00000000 00:00 0 \n"
+            "55aa00000000-55aa00021000 rw-p 00000000 00:00 0                          [heap]\n"
+            "7f1000000000-7f1000002000 r--p 00001000 fe:01 4242                       /usr/lib/%s\n"
+            "not a mapping\n"
+            "7f2000000000-7f2000001000 rw-s 00000000 00:01 77                         /dev/zero "
+            "(deleted)\n",
+            name);
+        f = fmemopen(text, strlen(text), "r");
+        if (!f) {
+                ok(0, "fmemopen");
+                return;
+        }
+        if (zygote_pages_next_mapping(f, &m)) {
+                got++;
+                ok(m.start == 0x7f0000000000 && m.end == 0x7f0000200000 && m.inode == 0 &&
+                       strcmp(m.perms, "rw-p") == 0 && m.path[0] == '\0',
+                   "an anonymous mapping: its bounds, permissions, no inode, no path");
+        }
+        if (zygote_pages_next_mapping(f, &m)) {
+                got++;
+                ok(strcmp(m.path, "[heap]") == 0 && m.inode == 0, "the heap, by its name");
+        }
+        if (zygote_pages_next_mapping(f, &m)) {
+                got++;
+                ok(m.inode == 4242 && strcmp(m.perms, "r--p") == 0 &&
+                       strcmp(m.path, "/usr/lib/yyyyyy") == 0,
+                   "a file's mapping of a 409-byte path: its first 15 bytes");
+        }
+        if (zygote_pages_next_mapping(f, &m)) {
+                got++;
+                ok(m.start == 0x7f2000000000 && strcmp(m.perms, "rw-s") == 0 && m.inode == 77,
+                   "after the long line and a line that is no mapping, the next mapping");
+        }
+        is_int(got, 4, "four mappings read");
+        ok(!zygote_pages_next_mapping(f, &m), "then the end");
+        fclose(f);
+}
+
 int main(void)
 {
         pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -282,6 +335,7 @@ int main(void)
         test_report_round_trip();
         test_accept();
         test_long_lines();
+        test_next_mapping();
         test_overlong_report();
         test_reporters_bounded();
         return done_testing();
