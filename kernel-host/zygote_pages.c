@@ -58,8 +58,6 @@ bool zygote_pages_next_mapping(FILE *maps, struct zygote_pages_mapping *m)
                         whole = strchr(line, '\n') != NULL;
                 if (got < 5)
                         continue;
-                if (got < 6)
-                        m->path[0] = '\0';
                 m->start = start;
                 m->end = end;
                 m->inode = inode;
