@@ -98,7 +98,8 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
  * docs/performance.md#sandboxes-made-ahead): the page-table copy and
  * Python's after-fork work of a start, done while the kernel-host is
  * quiet, the copies of the pages a kernel's start writes, once a kernel
- * of the zygote has said which (zygote_pages.h), and the part of a first
+ * of the zygote has said which, and of those its first requests write,
+ * which the zygote's rehearsal listed (zygote_pages.h), and the part of a first
  * cell every kernel does alike (zygote_kernel.py's warm_up, the zygote's
  * own code on no input). The process waits
  * in the sandbox's namespaces and in a group of its own in the sandbox's

@@ -53,7 +53,10 @@
 # A process the zygote forks ahead into a sandbox of the stock runs
 # _glovebox_warm while it waits: zygote_kernel.py's warm_up, the part of a
 # first cell that every kernel does alike, run there rather than in the
-# request's path.
+# request's path. Before it is ready, the zygote forks a child that runs
+# _glovebox_rehearse: zygote_kernel.py's rehearse, a kernel of its loop on
+# requests of the child's own, which lists the pages a kernel's first
+# requests write (kernel-host/zygote_pages.h).
 #
 # If building the shell fails, the zygote says why on its stderr and its
 # kernels build their own. A kernel whose command line is the usual
@@ -257,6 +260,10 @@ except Exception:
 def _glovebox_warm():
     if _glovebox_shell is not None and _glovebox_kernel_loop is not None:
         _glovebox_kernel_loop.warm_up(_glovebox_shell)
+def _glovebox_rehearse():
+    if _glovebox_shell is None or _glovebox_kernel_loop is None:
+        return False
+    return _glovebox_kernel_loop.rehearse(_glovebox_shell)
 def _glovebox_plain_argv(path):
     from ipykernel.kernelapp import IPKernelApp
     from traitlets.config import Config

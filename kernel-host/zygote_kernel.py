@@ -553,6 +553,11 @@ class OutStream(io.TextIOBase):
 class KernelLoop:
     """One kernel: its sockets, its kernel object and its two threads."""
 
+    # Whether the loop's start reports its pages (zygote_pages.h).
+    report_at_start = True
+    # Where a channel's socket binds.
+    address = staticmethod(address)
+
     def __init__(self, path, info, config, profile_dir, shell, adopt_here):
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
@@ -572,7 +577,7 @@ class KernelLoop:
             elif kind == zmq.XPUB:
                 # Every subscription read, each answered (_welcome).
                 sock.xpub_verbose = 1
-            sock.bind(address(info, name))
+            sock.bind(self.address(info, name))
             self.sockets[name] = sock
         self.iopub = LockedSocket(self.sockets["iopub"], self.iopub_lock)
         self.session = self._session(info)
@@ -749,7 +754,7 @@ class KernelLoop:
         # told the zygote once (kernel-host/zygote_pages.h). No code of the
         # user's has run, and the report, shared with the zygote, is gone
         # before the gateway calls the kernel started, so no pause finds it.
-        if _glovebox_zygote is not None:
+        if _glovebox_zygote is not None and self.report_at_start:
             _glovebox_zygote.report_pages()
         try:
             self._serve(loop)
@@ -1239,6 +1244,11 @@ class StartCore:
 WARM_UP_NAME = "<glovebox-warm-up>"
 
 
+def refuse(*args, **kw):
+    """Where an error would be shown: the warm-up and the rehearsal end."""
+    raise RuntimeError("the warm-up failed")
+
+
 def warm_up(shell):
     """Run in each process the zygote forks ahead, while it waits, before
     any request reaches it (zygote_main.c's ahead_child): the work of a
@@ -1256,10 +1266,6 @@ def warm_up(shell):
     compiler = shell.compile
     meta_path = sys.meta_path
     last = shell.last_execution_result, shell.last_execution_succeeded
-
-    def refuse(*args, **kw):
-        raise RuntimeError("the warm-up failed")
-
     try:
         sys.meta_path = []
         compiler.get_code_name = lambda raw_code, code, number: WARM_UP_NAME
@@ -1278,6 +1284,79 @@ def warm_up(shell):
         getattr(compiler, "_filename_map", {}).pop(WARM_UP_NAME, None)
         linecache.cache.pop(WARM_UP_NAME, None)
         shell.last_execution_result, shell.last_execution_succeeded = last
+
+
+# The rehearsal's connection, its requests' header and its cell: one that
+# prints and shows a result, as first cells do.
+REHEARSAL = {"transport": "ipc", "ip": "glovebox-rehearsal", "key": "glovebox-rehearsal",
+             "signature_scheme": "hmac-sha256",
+             **{name + "_port": i for i, name in enumerate(CHANNELS, 1)}}
+REHEARSAL_HEADER = {"username": "glovebox", "session": "glovebox-rehearsal",
+                    "date": "2026-01-01T00:00:00.000000Z", "version": "5.3"}
+REHEARSAL_CELL = "print(1)\n1 + 1"
+REHEARSAL_END = "glovebox_rehearsal_end"
+
+
+class Rehearsal(KernelLoop):
+    """The rehearsal's kernel (rehearse): its sockets in-process (ZeroMQ's
+    inproc, in its own context), its pages reported after its requests."""
+
+    report_at_start = False
+
+    @staticmethod
+    def address(info, channel):
+        return f"inproc://{info['ip']}-{channel}"
+
+
+def rehearsal_message(key, msg_type, content):
+    """A request of the rehearsal's, signed as a client signs it."""
+    header = dict(REHEARSAL_HEADER, msg_id=uuid.uuid4().hex, msg_type=msg_type)
+    parts = [json.dumps(part).encode() for part in (header, {}, {}, content)]
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:
+        mac.update(part)
+    return [b"<IDS|MSG>", mac.hexdigest().encode()] + parts
+
+
+def rehearse(shell):
+    """Run once, in a child the zygote forks for it before it is ready
+    (zygote_main.c's rehearse), never in a kernel: a kernel of this loop,
+    around the zygote's shell and kernel, over in-process sockets, serves
+    requests this child sends it itself (a kernel_info, a cell that
+    prints and shows a result), and then lists the pages it wrote for the
+    zygote (report_pages), so that the processes the zygote forks ahead
+    copy the pages a kernel's first requests write
+    (kernel-host/zygote_pages.h). It is the zygote's code on the zygote's
+    requests: nothing is read (imports are refused, the cell's name is
+    given: ipykernel's compiler would probe a temporary directory, and an
+    error ends it rather than being shown), no history is kept, nothing
+    outlives the child. Whether it reported."""
+    if "kernel" not in PREBUILT or _glovebox_zygote is None:
+        return False
+    sys.meta_path = []
+    shell.compile.get_code_name = lambda raw_code, code, number: WARM_UP_NAME
+    shell.showtraceback = shell.showsyntaxerror = refuse
+    info = dict(REHEARSAL)
+    kernel_loop = Rehearsal("<rehearsal>", info, Config(GLOVEBOX_SETTINGS),
+                            PREBUILT["profile_dir"], shell, lambda shell, profile_dir: None)
+    reported = []
+
+    def end(sock, idents, msg):
+        reported.append(_glovebox_zygote.report_pages())
+        kernel_loop.stopping = True
+
+    kernel_loop.kernel.shell_handlers[REHEARSAL_END] = end
+    client = kernel_loop.context.socket(zmq.DEALER)
+    client.linger = 0
+    client.connect(kernel_loop.address(info, "shell"))
+    key = info["key"].encode()
+    execute = {"code": REHEARSAL_CELL, "silent": False, "store_history": False,
+               "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
+    for msg_type, content in (("kernel_info_request", {}), ("execute_request", execute),
+                              (REHEARSAL_END, {})):
+        client.send_multipart(rehearsal_message(key, msg_type, content))
+    kernel_loop.run()
+    return bool(reported and reported[0] > 0)
 
 
 def run(path, env, shell, adopt_here):

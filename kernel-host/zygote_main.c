@@ -41,6 +41,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* zygote_bootstrap.py, run once in the zygote (the imports every kernel
@@ -73,6 +74,14 @@ static PyObject *kernel_argv, *kernel_env;
 /* The bootstrap's _glovebox_warm, which a process forked ahead calls as it
  * waits (ahead_child); NULL where the bootstrap has none. */
 static PyObject *warm_up;
+
+/* The bootstrap's _glovebox_rehearse (zygote_pages.h's rehearsal); NULL
+ * where it has none. */
+static PyObject *rehearsal;
+
+/* The longest the zygote waits for its rehearsal: then it ends it, and
+ * goes on without the rehearsal's list. */
+#define REHEARSAL_MS 20000
 
 /* One message on sock, of one of the tags: its tag into *tag_out, and
  * exactly max descriptors into fds. 0; 1 for a malformed message (another
@@ -487,6 +496,8 @@ static int preload(const char *modules)
         Py_DECREF(result);
         warm_up = PyDict_GetItemString(globals, "_glovebox_warm");
         Py_XINCREF(warm_up);
+        rehearsal = PyDict_GetItemString(globals, "_glovebox_rehearse");
+        Py_XINCREF(rehearsal);
         rc = 0;
 out:
         Py_XDECREF(source);
@@ -533,16 +544,78 @@ static unsigned long collapse_anonymous(void)
         return moved * (HUGE_SIZE >> 20);
 }
 
+/* Milliseconds since some fixed point. */
+static int64_t now_ms(void)
+{
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The rehearsal (zygote_pages.h), once the zygote has loaded everything
+ * and before it says it is ready: a child, with a report offered to it
+ * and none of the zygote's links, runs the bootstrap's _glovebox_rehearse;
+ * the zygote waits for it (sigfd tells of its end), REHEARSAL_MS at most,
+ * and takes its list. It runs at the zygote's own priority: a kernel
+ * started meanwhile waits for the zygote to be ready. */
+static void rehearse(int sigfd)
+{
+        int64_t deadline = now_ms() + REHEARSAL_MS;
+        int status = 0;
+        size_t pages;
+        pid_t pid;
+
+        if (!rehearsal)
+                return;
+        zygote_pages_offer_rehearsal();
+        PyOS_BeforeFork();
+        pid = fork();
+        if (pid == 0) {
+                PyObject *done;
+
+                PyOS_AfterFork_Child();
+                close(ZYGOTE_FD);
+                close(sigfd);
+                prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                done = PyObject_CallNoArgs(rehearsal);
+                if (!done)
+                        PyErr_Clear();
+                _exit(done == Py_True ? 0 : 1);
+        }
+        PyOS_AfterFork_Parent();
+        zygote_pages_forked();
+        while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
+                struct pollfd p = {sigfd, POLLIN, 0};
+                struct signalfd_siginfo si;
+                int64_t left = deadline - now_ms();
+
+                if (left <= 0) {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, &status, 0);
+                        break;
+                }
+                if (poll(&p, 1, (int)left) > 0)
+                        while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                                ;
+        }
+        pages = zygote_pages_rehearsed();
+        if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                log_debug("a kernel's first requests rehearsed: %zu pages copied ahead", pages);
+        else
+                log_debug("no rehearsal of a kernel's first requests (status %d)", status);
+}
+
 /* Before each fork: a report read if one came, and one offered to the
  * kernel forked next while the zygote has no list (zygote_pages.h). */
 static void before_fork(void)
 {
-        static bool logged;
+        static size_t logged;
         size_t pages = zygote_pages_collect();
 
-        if (pages > 0 && !logged) {
-                logged = true;
-                log_debug("a kernel's start writes %zu pages: copied ahead from now on", pages);
+        if (pages != logged) {
+                logged = pages;
+                log_debug("%zu pages of a kernel's start copied ahead from now on", pages);
         }
         zygote_pages_offer();
 }
@@ -699,6 +772,9 @@ static PyObject *zygote_main(PyObject *self, PyObject *args)
         if (threads != 1)
                 FAIL("preloading %s left %d threads; a zygote must fork with one", modules,
                      threads);
+        /* Before the collapse: what the zygote writes while its
+         * rehearsal shares its memory would split huge pages. */
+        rehearse(sigfd);
         huge = collapse_anonymous();
         log_debug("%lu MiB in huge pages", huge);
         if (write(ZYGOTE_FD, "ready", 5) != 5)

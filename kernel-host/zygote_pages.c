@@ -34,13 +34,20 @@ static uint64_t page_size(void)
  * offered to the kernel being forked. */
 static struct zygote_pages_report *offered;
 
+/* The rehearsal's report, until it has ended. */
+static struct zygote_pages_report *rehearsal_report;
+
 /* The zygote's reports not yet read, oldest first. */
 static struct zygote_pages_report *pending[ZYGOTE_PAGES_REPORTERS];
 static size_t npending;
 
-/* The list taken, which every process forked ahead copies. */
+/* The list taken, which every process forked ahead copies: a kernel's
+ * report and the zygote's rehearsal's, together. */
 static struct zygote_pages_range list[ZYGOTE_PAGES_MAX_RANGES];
 static size_t nlist, list_pages;
+
+/* Whether a kernel's report is in the list: no more are offered. */
+static bool listed;
 
 bool zygote_pages_next_mapping(FILE *maps, struct zygote_pages_mapping *m)
 {
@@ -177,7 +184,7 @@ void zygote_pages_offer(void)
         void *r;
 
         offered = NULL;
-        if (nlist > 0)
+        if (listed)
                 return;
         if (npending == ZYGOTE_PAGES_REPORTERS) {
                 munmap(pending[0], sizeof(*pending[0]));
@@ -192,6 +199,20 @@ void zygote_pages_offer(void)
         pending[npending++] = offered;
 }
 
+void zygote_pages_offer_rehearsal(void)
+{
+        void *r;
+
+        offered = NULL;
+        if (rehearsal_report)
+                return;
+        r = mmap(NULL, sizeof(struct zygote_pages_report), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (r == MAP_FAILED)
+                return;
+        offered = rehearsal_report = r;
+}
+
 void zygote_pages_forked(void)
 {
         /* Only the kernel just forked may have it: marked for no later
@@ -200,7 +221,10 @@ void zygote_pages_forked(void)
          * read. */
         if (offered && madvise(offered, sizeof(*offered), MADV_DONTFORK) < 0) {
                 munmap(offered, sizeof(*offered));
-                npending--;
+                if (offered == rehearsal_report)
+                        rehearsal_report = NULL;
+                else
+                        npending--;
         }
         offered = NULL;
 }
@@ -251,34 +275,91 @@ size_t zygote_pages_accept(const struct zygote_pages_range *in, size_t n,
         return kept;
 }
 
-size_t zygote_pages_collect(void)
+size_t zygote_pages_merge(const struct zygote_pages_range *a, size_t na,
+                          const struct zygote_pages_range *b, size_t nb,
+                          struct zygote_pages_range *out, size_t max)
+{
+        size_t i = 0, j = 0, n = 0, pages = 0;
+
+        while ((i < na || j < nb) && pages < ZYGOTE_PAGES_MAX_PAGES) {
+                const struct zygote_pages_range *r =
+                    j >= nb || (i < na && a[i].start <= b[j].start) ? &a[i++] : &b[j++];
+                uint64_t start = r->start, end = r->start + r->len;
+
+                /* What the last range kept already covers is not counted
+                 * twice; what goes past it joins it. */
+                if (n > 0 && start < out[n - 1].start + out[n - 1].len)
+                        start = out[n - 1].start + out[n - 1].len;
+                if (end <= start)
+                        continue;
+                if ((end - start) / page_size() > ZYGOTE_PAGES_MAX_PAGES - pages)
+                        end = start + (uint64_t)(ZYGOTE_PAGES_MAX_PAGES - pages) * page_size();
+                if (n == max && out[n - 1].start + out[n - 1].len != start)
+                        break;
+                add_range(out, &n, start, end);
+                pages += (size_t)((end - start) / page_size());
+        }
+        return n;
+}
+
+/* A report's ranges, copied out of it before they are looked at (what
+ * wrote it has unmapped it, but nothing here trusts that), kept as
+ * zygote_pages_accept keeps them and merged into the list; the report
+ * unmapped. Whether it listed any. */
+static bool take_report(struct zygote_pages_report *r)
 {
         static struct zygote_pages_range copy[ZYGOTE_PAGES_MAX_RANGES];
+        static struct zygote_pages_range got[ZYGOTE_PAGES_MAX_RANGES];
+        static struct zygote_pages_range both[ZYGOTE_PAGES_MAX_RANGES];
+        uint32_t n = r->n < ZYGOTE_PAGES_MAX_RANGES ? r->n : ZYGOTE_PAGES_MAX_RANGES;
+        size_t ngot;
+
+        memcpy(copy, r->r, n * sizeof(copy[0]));
+        munmap(r, sizeof(*r));
+        ngot = zygote_pages_accept(copy, n, got, ZYGOTE_PAGES_MAX_RANGES);
+        if (ngot == 0)
+                return false;
+        nlist = zygote_pages_merge(list, nlist, got, ngot, both, ZYGOTE_PAGES_MAX_RANGES);
+        memcpy(list, both, nlist * sizeof(list[0]));
+        list_pages = 0;
+        for (size_t i = 0; i < nlist; i++)
+                list_pages += (size_t)(list[i].len / page_size());
+        return true;
+}
+
+size_t zygote_pages_collect(void)
+{
         size_t i = 0;
 
-        while (i < npending && nlist == 0) {
+        while (i < npending && !listed) {
                 struct zygote_pages_report *r = pending[i];
-                uint32_t n;
 
                 if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
                         i++;
                         continue;
                 }
-                /* Copied before it is looked at: the kernel that wrote it
-                 * has unmapped it, but nothing here trusts that. */
-                n = r->n < ZYGOTE_PAGES_MAX_RANGES ? r->n : ZYGOTE_PAGES_MAX_RANGES;
-                memcpy(copy, r->r, n * sizeof(copy[0]));
-                nlist = zygote_pages_accept(copy, n, list, ZYGOTE_PAGES_MAX_RANGES);
-                munmap(r, sizeof(*r));
                 memmove(pending + i, pending + i + 1, (npending - i - 1) * sizeof(pending[0]));
                 npending--;
+                listed = take_report(r);
         }
-        if (nlist > 0 && list_pages == 0) {
-                for (i = 0; i < nlist; i++)
-                        list_pages += (size_t)(list[i].len / page_size());
+        if (listed) {
                 while (npending > 0)
                         munmap(pending[--npending], sizeof(*pending[0]));
         }
+        return list_pages;
+}
+
+size_t zygote_pages_rehearsed(void)
+{
+        struct zygote_pages_report *r = rehearsal_report;
+
+        if (!r)
+                return list_pages;
+        rehearsal_report = NULL;
+        if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+                take_report(r);
+        else
+                munmap(r, sizeof(*r));
         return list_pages;
 }
 

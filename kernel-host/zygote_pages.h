@@ -27,6 +27,17 @@
  * place. Everything here is the zygote's and its kernels': no call
  * reaches the kernel-host.
  *
+ * The rehearsal: that list ends where a kernel's loop starts, so it has
+ * none of the pages a kernel's first requests write (ipykernel's
+ * handlers, the display hook, the replies: about 400). Before it says it
+ * is ready, the zygote forks a child of its own that runs a kernel of its
+ * loop over in-process sockets on requests it sends itself (a
+ * kernel_info, a cell that prints and shows a result), then lists the
+ * pages it wrote into a report offered to it as to a kernel, and ends
+ * (zygote_kernel.py's rehearse). Its list joins the kernels' one, so the
+ * processes forked ahead copy those pages too. It reads no file and takes
+ * no input: it is the zygote's own code on the zygote's own requests.
+ *
  * What a list could do, were it wrong (a start unlike others, or code
  * that ran in the kernel before its report all the same): each process
  * forked ahead would copy up to 16 MiB of the zygote's own pages, no
@@ -87,10 +98,27 @@ void zygote_pages_offer(void);
 /* Once the kernel has been forked: no later child inherits the report. */
 void zygote_pages_forked(void);
 
-/* Reads the pending reports: of the first that lists pages, keeps what
- * zygote_pages_accept does and unmaps them all. The pages in the list
- * kept (0: none yet). */
+/* Reads the pending reports: of the first that lists pages, merges what
+ * zygote_pages_accept keeps into the list and unmaps them all. The pages
+ * in the list (0: none yet). */
 size_t zygote_pages_collect(void);
+
+/* Before forking the rehearsal: a report for it (none while an earlier
+ * one has not ended), which it inherits as zygote_pages_mine(); then
+ * zygote_pages_forked() as for a kernel. */
+void zygote_pages_offer_rehearsal(void);
+
+/* Once the rehearsal has ended: its report read (if it was written) into
+ * the list, which kernels' reports still join until one lists pages. The
+ * pages in the list. */
+size_t zygote_pages_rehearsed(void);
+
+/* The union of two lists of ranges, each in address order: in address
+ * order into out (max ranges at most), ZYGOTE_PAGES_MAX_PAGES at most in
+ * all. The ranges written. */
+size_t zygote_pages_merge(const struct zygote_pages_range *a, size_t na,
+                          const struct zygote_pages_range *b, size_t nb,
+                          struct zygote_pages_range *out, size_t max);
 
 /* Of n ranges a kernel reported, the parts within this process's private
  * writable mappings (/proc/self/maps), whole pages, ZYGOTE_PAGES_MAX_PAGES

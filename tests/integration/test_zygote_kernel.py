@@ -376,3 +376,61 @@ def test_the_warm_up_reads_nothing_and_leaves_nothing(tmp_path):
     got = json.loads(out.strip().splitlines()[-1])
     assert got == {"ran": True, "quiet": [], "failed": False, "kept": True, "imported": False,
                    "opened": [], "tempdir": None}, got
+
+
+REHEARSAL = """
+shell = scope["_glovebox_shell"]
+seen, sent, reports = [], [], []
+def hook(event, args):
+    if watching and event in ("open", "import", "os.remove", "os.mkdir", "os.listdir",
+                              "os.scandir", "os.rename", "subprocess.Popen", "os.system",
+                              "socket.bind", "socket.connect", "sqlite3.connect"):
+        # (A descriptor of its own wrapped, such as its log's: no path.)
+        if event != "open" or not isinstance(args[0], int):
+            seen.append((event, repr(args)[:100]))
+sys.addaudithook(hook)
+send = loop.WireSession.send
+def recording(self, stream, msg_or_type, *args, **kw):
+    sent.append(msg_or_type if isinstance(msg_or_type, str) else msg_or_type["msg_type"])
+    return send(self, stream, msg_or_type, *args, **kw)
+loop.WireSession.send = recording
+class Zygote:
+    # Stands for glovebox-zygote.so's module: what the rehearsal had done
+    # when it reported.
+    def report_pages(self):
+        kernel = loop.IPythonKernel._instance
+        last = shell.last_execution_result
+        reports.append({"sent": list(sent), "count": kernel.execution_count,
+                        "result": last.result, "success": last.success,
+                        "history": shell.history_manager.input_hist_raw[1:]})
+        return 1
+loop._glovebox_zygote = Zygote()
+watching = True
+done = loop.rehearse(shell)
+watching = False
+with open(os.environ["GB_OUT"], "w") as f:
+    json.dump({"done": done, "reports": reports, "opened": seen}, f)
+"""
+
+
+def test_the_rehearsal_serves_its_own_requests_reads_nothing_and_then_reports(tmp_path):
+    """zygote_kernel.py's rehearse, which a child of the zygote runs once
+    before the zygote is ready: a kernel of the loop serves the child's own
+    requests over in-process sockets (a kernel_info, a cell that prints
+    and shows a result) through ipykernel's handlers, and only then does
+    it report its pages, once. It opens, imports, binds and connects
+    nothing outside the process, and keeps no history."""
+    out = tmp_path / "out.json"
+    code, _, err = child(tmp_path, REHEARSAL, env={"GB_OUT": str(out)})
+    assert code == 0, err
+    got = json.loads(out.read_text())
+    assert got["done"] is True and got["opened"] == [], got
+    assert len(got["reports"]) == 1, got
+    report = got["reports"][0]
+    assert report["result"] == 2 and report["success"] and report["count"] == 1, report
+    assert report["history"] == [], report
+    sent = report["sent"]
+    order = [t for t in sent if t in ("kernel_info_reply", "execute_input", "stream",
+                                      "execute_result", "execute_reply")]
+    assert order == ["kernel_info_reply", "execute_input", "stream", "execute_result",
+                     "execute_reply"], sent

@@ -3,7 +3,8 @@
 zygote's kernel lists, once its loop has started and before it reads any
 request, the pages it has written since its fork, in memory it shares
 with its zygote alone; each process the zygote forks
-ahead from then on copies those pages while it waits, and then runs the
+ahead from then on copies those pages, and those the zygote's rehearsal
+of a kernel's first requests wrote, while it waits, and then runs the
 part of a first cell that every kernel does alike (zygote_kernel.py's
 warm_up), writing the pages that writes. Real gateway,
 kernel-host, zygote, sandboxes and kernels; the pages are read from the
@@ -174,20 +175,36 @@ def copied(pid, addresses):
     return out
 
 
-def test_processes_forked_ahead_have_done_a_first_cells_common_work():
+# Objects of ipykernel's that a kernel's first requests use (its handlers,
+# the display hook) and neither its start nor the warm-up do.
+A_REQUESTS_OBJECTS = """[id(o) for o in (
+    __import__('ipykernel').kernelbase.Kernel.execute_request,
+    __import__('ipykernel').kernelbase.Kernel._publish_execute_input,
+    __import__('ipykernel').ipkernel.IPythonKernel.do_execute,
+    __import__('ipykernel').zmqshell.ZMQShellDisplayHook.write_format_data,
+    __import__('ipykernel').jsonutil.json_clean)]"""
+
+
+def test_processes_forked_ahead_have_done_a_first_cells_and_first_requests_work():
     """Each process forked ahead runs, while it waits, the part of a first
-    cell every kernel does alike (zygote_kernel.py's warm_up): the pages of
-    the objects a cell's run uses are its own before any request. The
-    kernel it becomes shows nothing of it: its first cell is cell 1, with
-    no history, output, last result or cached source before it."""
+    cell every kernel does alike (zygote_kernel.py's warm_up), and copies
+    the pages a kernel's first requests write (ipykernel's handlers, the
+    display hook, the replies), which the zygote's rehearsal listed
+    (zygote_kernel.py's rehearse, in a child of the zygote before it was
+    ready): the pages of the objects a cell's run and those requests use
+    are its own before any request. The kernel it becomes shows nothing
+    of it: its first cell is cell 1, with no history, output, last result
+    or cached source before it."""
     gw = start_gateway("--sandbox-stock", "2", *ZYGOTE)
     try:
         host = kernel_host(gw)
         first = gw.start_kernel()
-        addresses = value(gw, first, A_CELLS_OBJECTS)
+        cells = value(gw, first, A_CELLS_OBJECTS)
+        requests = value(gw, first, A_REQUESTS_OBJECTS)
         waiting = forked_ahead(host, 2)
         for pid in waiting:
-            assert copied(pid, addresses) == [True] * len(addresses), (pid, addresses)
+            assert copied(pid, cells) == [True] * len(cells), ("warm-up", pid, cells)
+            assert copied(pid, requests) == [True] * len(requests), ("rehearsal", pid, requests)
         kid, pid = started(gw)
         assert pid in waiting
         assert value(gw, kid, "(get_ipython().execution_count, len(In), dict(Out), _, "

@@ -243,6 +243,7 @@ static void test_overlong_report(void)
         struct zygote_pages_report *r;
 
         nlist = list_pages = 0;
+        listed = false;
         zygote_pages_offer();
         r = zygote_pages_mine();
         zygote_pages_forked();
@@ -257,10 +258,76 @@ static void test_overlong_report(void)
         is_uint(zygote_pages_collect(), 1, "read up to its end; the repeated range kept once");
 }
 
+/* A rehearsal's report (the zygote's own child, before any kernel) joins
+ * the list; kernels are still offered reports, and the first that lists
+ * pages joins it too. */
+static int rehearsal_child(void *unused)
+{
+        for (size_t i = 40; i < 44; i++)
+                shared_area[i * pg] = 4;
+        return zygote_pages_report_now() > 0 ? 0 : 1;
+}
+
+static void test_rehearsal(void)
+{
+        while (npending > 0)
+                munmap(pending[--npending], sizeof(*pending[0]));
+        nlist = list_pages = 0;
+        listed = false;
+        zygote_pages_offer_rehearsal();
+        is_int(in_child(rehearsal_child, NULL), 0, "the rehearsal writes its report");
+        zygote_pages_forked();
+        /* A kernel forked meanwhile, whose report has not come. */
+        zygote_pages_offer();
+        zygote_pages_forked();
+        ok(zygote_pages_rehearsed() >= 4 && covered(list, nlist, shared_area, NPAGES * pg) == 4,
+           "its 4 pages are in the list");
+        ok(rehearsal_report == NULL && npending == 1,
+           "its report is taken, the kernel's left pending");
+        zygote_pages_offer();
+        ok(zygote_pages_mine() != NULL, "a kernel is still offered a report");
+        is_int(in_child(report_kernel, NULL), 0, "the kernel writes its list");
+        zygote_pages_forked();
+        zygote_pages_collect();
+        is_uint(covered(list, nlist, shared_area, NPAGES * pg), 14,
+                "the list has the kernel's 10 pages and the rehearsal's 4");
+        zygote_pages_offer();
+        ok(zygote_pages_mine() == NULL, "then no more reports are offered");
+        nlist = list_pages = 0;
+        listed = false;
+        zygote_pages_offer_rehearsal();
+        zygote_pages_forked();
+        zygote_pages_rehearsed();
+        ok(nlist == 0 && rehearsal_report == NULL,
+           "a rehearsal that wrote nothing: no list, its report unmapped");
+}
+
+/* The union of two lists: overlaps and adjacent ranges joined, in order;
+ * the page cap and the range cap kept. */
+static void test_merge(void)
+{
+        const uint64_t P = 4096, B = 0x7f0000000000;
+        struct zygote_pages_range a[] = {{B, 2 * P}, {B + 10 * P, 4 * P}, {B + 30 * P, P}};
+        struct zygote_pages_range b[] = {{B + P, 3 * P}, {B + 12 * P, 4 * P}, {B + 20 * P, P}};
+        struct zygote_pages_range out[8], big = {B, (uint64_t)(ZYGOTE_PAGES_MAX_PAGES + 9) * P};
+        size_t n = zygote_pages_merge(a, 3, b, 3, out, 8);
+
+        ok(n == 4 && out[0].start == B && out[0].len == 4 * P && out[1].start == B + 10 * P &&
+               out[1].len == 6 * P && out[2].start == B + 20 * P && out[2].len == P &&
+               out[3].start == B + 30 * P && out[3].len == P,
+           "overlapping ranges joined, the others kept, in address order");
+        is_uint(zygote_pages_merge(a, 3, NULL, 0, out, 8), 3, "with an empty list: the other");
+        n = zygote_pages_merge(&big, 1, b, 3, out, 8);
+        ok(n == 1 && out[0].len == (uint64_t)ZYGOTE_PAGES_MAX_PAGES * P, "at most %d pages in all",
+           ZYGOTE_PAGES_MAX_PAGES);
+        is_uint(zygote_pages_merge(a, 3, b, 3, out, 2), 2, "at most max ranges");
+}
+
 /* Reports that never come: the oldest gives way; none grows past the cap. */
 static void test_reporters_bounded(void)
 {
         nlist = list_pages = 0;
+        listed = false;
         for (int i = 0; i < ZYGOTE_PAGES_REPORTERS + 5; i++) {
                 zygote_pages_offer();
                 zygote_pages_forked();
@@ -338,5 +405,7 @@ int main(void)
         test_next_mapping();
         test_overlong_report();
         test_reporters_bounded();
+        test_rehearsal();
+        test_merge();
         return done_testing();
 }
