@@ -81,7 +81,7 @@ static PyObject *rehearsal;
 
 /* The longest the zygote waits for its rehearsal: then it ends it, and
  * goes on without the rehearsal's list. */
-#define REHEARSAL_MS 20000
+#define REHEARSAL_MS 10000
 
 /* One message on sock, of one of the tags: its tag into *tag_out, and
  * exactly max descriptors into fds. 0; 1 for a malformed message (another
