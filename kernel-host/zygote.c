@@ -27,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define READY_TIMEOUT_MS 30000 /* importing pandas on a loaded machine */
+/* Importing pandas on a loaded machine, then the rehearsal's bound
+ * (zygote_main.c's REHEARSAL_MS). */
+#define READY_TIMEOUT_MS 40000
 #define START_TIMEOUT_MS 30000
 #define MAX_MODULES      1024
 #define OUTPUT_LINE_MAX  512   /* a longer line is logged in parts */
