@@ -109,6 +109,8 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
  * brings. From there on it starts as any kernel of the zygote. */
 #define ZYGOTE_AHEAD_GROUP "p-ahead"
 #define ZYGOTE_AHEAD_TITLE "glovebox-kernel-ahead" /* its command line meanwhile */
+/* The command line of a zygote's rehearsal (zygote_pages.h) while it runs. */
+#define ZYGOTE_REHEARSAL_TITLE "glovebox-zygote-rehearsal"
 
 struct zygote_ahead;
 

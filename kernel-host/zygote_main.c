@@ -572,9 +572,11 @@ static void rehearse(int sigfd)
         PyOS_BeforeFork();
         pid = fork();
         if (pid == 0) {
+                static char *title[] = {(char *)ZYGOTE_REHEARSAL_TITLE, NULL};
                 PyObject *done;
 
                 PyOS_AfterFork_Child();
+                set_title(title);
                 close(ZYGOTE_FD);
                 close(sigfd);
                 prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
