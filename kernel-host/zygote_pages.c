@@ -179,10 +179,18 @@ void zygote_pages_drop(void)
         offered = NULL;
 }
 
+/* A new report, shared with the child forked next; NULL if none could be
+ * mapped. */
+static struct zygote_pages_report *new_report(void)
+{
+        void *r = mmap(NULL, sizeof(struct zygote_pages_report), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+        return r == MAP_FAILED ? NULL : r;
+}
+
 void zygote_pages_offer(void)
 {
-        void *r;
-
         offered = NULL;
         if (listed)
                 return;
@@ -191,26 +199,16 @@ void zygote_pages_offer(void)
                 memmove(pending, pending + 1, (npending - 1) * sizeof(pending[0]));
                 npending--;
         }
-        r = mmap(NULL, sizeof(struct zygote_pages_report), PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (r == MAP_FAILED)
-                return;
-        offered = r;
-        pending[npending++] = offered;
+        offered = new_report();
+        if (offered)
+                pending[npending++] = offered;
 }
 
 void zygote_pages_offer_rehearsal(void)
 {
-        void *r;
-
         offered = NULL;
-        if (rehearsal_report)
-                return;
-        r = mmap(NULL, sizeof(struct zygote_pages_report), PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (r == MAP_FAILED)
-                return;
-        offered = rehearsal_report = r;
+        if (!rehearsal_report)
+                offered = rehearsal_report = new_report();
 }
 
 void zygote_pages_forked(void)
