@@ -161,12 +161,12 @@ def _glovebox_adopt(shell, parent, kernel=None, profile_dir=None, compiler_class
 # environment, cwd and files, sys.modules, atexit. zygote_kernel.py adopts
 # the shell in the zygote, for the prebuilt kernel, and each of its kernels
 # then runs only this.
-def _glovebox_adopt_here(shell, profile_dir):
+def _glovebox_adopt_here(shell, profile_dir, ipython_dir=None):
     import atexit
     from pathlib import Path
     from IPython.paths import get_ipython_dir
     from IPython.utils.path import get_home_dir
-    shell.ipython_dir = get_ipython_dir()
+    shell.ipython_dir = get_ipython_dir() if ipython_dir is None else ipython_dir
     if profile_dir is not shell.profile_dir:
         shell.init_profile_dir(profile_dir)
     shell.starting_dir = os.getcwd()

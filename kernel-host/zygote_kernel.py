@@ -48,6 +48,7 @@ import asyncio
 import atexit
 import codecs
 import faulthandler
+import functools
 import hashlib
 import hmac
 import importlib.machinery
@@ -67,15 +68,17 @@ import sys
 import threading
 import time
 import traceback
+import types
 import uuid
 from datetime import datetime
 
 import zmq
-from IPython.core import debugger
+from IPython.core import debugger, formatters
 from IPython.core.application import ENV_CONFIG_DIRS, SYSTEM_CONFIG_DIRS
 from IPython.core.profiledir import ProfileDir
 from IPython.paths import get_ipython_dir
 from IPython.utils.path import ensure_dir_exists
+from ipykernel import ipkernel, kernelbase
 from ipykernel.compiler import XCachingCompiler
 from ipykernel.displayhook import ZMQDisplayHook
 from ipykernel.ipkernel import IPythonKernel
@@ -116,6 +119,7 @@ CONFIG_NAMES = ("ipython_config.py", "ipython_config.json", "ipython_kernel_conf
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 FLUSH_INTERVAL = 0.2
 LINGER_MS = 1000
+ACCEPTS_REMEMBERED = 64  # code objects (remembered_accepts_cell_id)
 PIPE_READS = 16  # of 64 KiB, per pipe and round
 UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
 LOG_FORMAT = "[glovebox kernel] %(levelname)s %(message)s"
@@ -175,6 +179,9 @@ def prebuild(shell, adopt):
     sys.excepthook = excepthook
     patch_faulthandler()
     jsonutil.parse_date = parse_date
+    kernelbase._accepts_cell_id = ipkernel._accepts_cell_id = \
+        remembered_accepts_cell_id(kernelbase._accepts_cell_id)
+    direct_format_calls(formatters)
     if shell is not None:
         shell.config = app.config
         shell.extension_manager.load_extension("storemagic")
@@ -381,6 +388,78 @@ def parse_date(s):
     return s
 
 
+def remembered_accepts_cell_id(ask):
+    """ipykernel's _accepts_cell_id (ask), which its execute path asks of
+    do_execute and of run_cell_async in every execute request: two
+    inspect.signature calls, about 0.25 ms in a kernel's first. Its answer
+    depends only on the parameters' names and kinds, which for a plain
+    function (or a method of one) are its code object's: remembered per
+    code object, at most ACCEPTS_REMEMBERED of them. A callable whose
+    signature could come from elsewhere (a __signature__, __wrapped__, a
+    partial, a class) is asked each time, and an error is not remembered."""
+    known = {}
+
+    def accepts(meth):
+        func = getattr(meth, "__func__", meth)
+        if type(func) is not types.FunctionType or \
+                "__signature__" in func.__dict__ or "__wrapped__" in func.__dict__:
+            return ask(meth)
+        code = func.__code__
+        answer = known.get(code)
+        if answer is None:
+            answer = bool(ask(meth))
+            if len(known) >= ACCEPTS_REMEMBERED:
+                known.clear()
+            known[code] = answer
+        return answer
+
+    return accepts
+
+
+def direct_format_calls(formatters):
+    """IPython's formatters' __call__ methods, made by the decorator package
+    around catch_format_error, bind their arguments to the method's
+    signature on every call (inspect's Signature.bind: about 7 µs warm,
+    twelve formatters a result, more in a kernel's first). Each is replaced
+    by one that passes a call naming every parameter (by position, or the
+    rest by name) to catch_format_error as the wrapper would after
+    binding, and any other call to the wrapper itself. The replaced are
+    those whose wrapper is the decorator package's, around
+    catch_format_error, with positional-or-keyword parameters only."""
+    caller = getattr(formatters.catch_format_error, "__wrapped__", None)
+    for cls in list(vars(formatters).values()):
+        wrapper = cls.__dict__.get("__call__") if isinstance(cls, type) else None
+        if caller is None or getattr(wrapper, "__code__", None) is None or \
+                wrapper.__code__.co_name != "fun" or wrapper.__closure__ is None:
+            continue
+        cells = dict(zip(wrapper.__code__.co_freevars,
+                         (c.cell_contents for c in wrapper.__closure__)))
+        params = list(getattr(cells.get("sig"), "parameters", {}).values())
+        if cells.get("caller") is not caller or cells.get("extras") != () or \
+                cells.get("kwsyntax") is not False or cells.get("func") is not wrapper.__wrapped__ or \
+                not all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params):
+            continue
+        setattr(cls, "__call__", direct_call(wrapper, caller, [p.name for p in params]))
+
+
+def direct_call(wrapper, caller, names):
+    """A decorator-package wrapper's fast path (direct_format_calls)."""
+    method, n = wrapper.__wrapped__, len(names)
+
+    @functools.wraps(wrapper)
+    def call(*args, **kw):
+        if kw:
+            rest = names[len(args):]
+            if len(args) + len(kw) != n or not all(name in kw for name in rest):
+                return wrapper(*args, **kw)
+            args += tuple(kw[name] for name in rest)
+        elif len(args) != n:
+            return wrapper(*args, **kw)
+        return caller(method, *args)
+
+    return call
+
+
 def plain_configuration(path, env):
     """The kernel's configuration and its connection, when nothing in its
     environment asks for more than the loop here does; None when something
@@ -398,7 +477,8 @@ def plain_configuration(path, env):
     except (OSError, ValueError):
         return None
     config = Config()
-    profile = os.path.join(get_ipython_dir(), "profile_default")
+    ipython_dir = get_ipython_dir()
+    profile = os.path.join(ipython_dir, "profile_default")
     # Each directory listed once (a kernel's start opened 16 names that,
     # but for one, are not there).
     for d in [profile] + list(ENV_CONFIG_DIRS) + list(SYSTEM_CONFIG_DIRS):
@@ -441,7 +521,7 @@ def plain_configuration(path, env):
             profile_dir = ProfileDir.create_profile_dir(profile, config)
     except Exception:
         return None
-    return info, config, profile_dir
+    return info, config, profile_dir, ipython_dir
 
 
 def address(info, channel):
@@ -558,7 +638,7 @@ class KernelLoop:
     # Where a channel's socket binds.
     address = staticmethod(address)
 
-    def __init__(self, path, info, config, profile_dir, shell, adopt_here):
+    def __init__(self, path, info, config, profile_dir, ipython_dir, shell, adopt_here):
         app = self._application(path, info, config, profile_dir)
         self.stopping = False
         self._arrived = []
@@ -591,13 +671,13 @@ class KernelLoop:
         self._wake_main_r, self._wake_main_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._capture_output()
         try:
-            self._make_kernel(app, info, profile_dir, shell, adopt_here)
+            self._make_kernel(app, info, profile_dir, ipython_dir, shell, adopt_here)
         except BaseException:
             # Its traceback where a kernel that fails to start says why.
             self._release_output()
             raise
 
-    def _make_kernel(self, app, info, profile_dir, shell, adopt_here):
+    def _make_kernel(self, app, info, profile_dir, ipython_dir, shell, adopt_here):
         # The zygote's, adopted there (prebuild), given what its __init__
         # would have been given here, a kernel identity of its own, and the
         # shell for this process.
@@ -606,7 +686,9 @@ class KernelLoop:
         kernel.session, kernel.log = self.session, self.log
         kernel.iopub_socket, kernel.stdin_socket = self.iopub, self.sockets["stdin"]
         kernel.profile_dir = profile_dir
-        adopt_here(shell, profile_dir)
+        # The IPython directory plain_configuration found (IPython's
+        # lookup, about 0.25 ms in a kernel's start, once).
+        adopt_here(shell, profile_dir, ipython_dir)
         for c in ZMQInteractiveShell._walk_mro():
             c._instance = shell
         shell.displayhook.session = shell.display_pub.session = self.session
@@ -1338,7 +1420,7 @@ def rehearse(shell):
     shell.showtraceback = shell.showsyntaxerror = refuse
     info = dict(REHEARSAL)
     kernel_loop = Rehearsal("<rehearsal>", info, Config(GLOVEBOX_SETTINGS),
-                            PREBUILT["profile_dir"], shell, lambda shell, profile_dir: None)
+                            PREBUILT["profile_dir"], None, shell, lambda *args: None)
     reported = []
 
     def end(sock, idents, msg):

@@ -71,7 +71,8 @@ application.SYSTEM_CONFIG_DIRS[:] = [os.environ["GB_ETC"]]
 application.ENV_CONFIG_DIRS[:] = []
 got = loop.plain_configuration(os.environ["GB_CONN"], dict(os.environ))
 print(json.dumps(None if got is None else {"config": got[1],
-                                           "profile": got[2].location}))
+                                           "profile": got[2].location,
+                                           "ipython_dir": got[3]}))
 """
 
 
@@ -98,7 +99,8 @@ def write(path, text):
 def test_a_plain_kernel_is_taken_with_glovebox_s_configuration(tmp_path):
     got = taken(tmp_path)
     assert got == {"config": {"HistoryManager": {"hist_file": ":memory:"}},
-                   "profile": str(tmp_path / "ipython" / "profile_default")}
+                   "profile": str(tmp_path / "ipython" / "profile_default"),
+                   "ipython_dir": str(tmp_path / "ipython")}
     # The profile's directories were made, as ipykernel makes them.
     assert (tmp_path / "ipython" / "profile_default" / "startup").is_dir()
     assert taken(tmp_path, transport="tcp", ip="127.0.0.1") is not None
@@ -434,3 +436,105 @@ def test_the_rehearsal_serves_its_own_requests_reads_nothing_and_then_reports(tm
                                       "execute_result", "execute_reply")]
     assert order == ["kernel_info_reply", "execute_input", "stream", "execute_result",
                      "execute_reply"], sent
+
+
+FORMATS = """
+from IPython.core import formatters
+shell = scope["_glovebox_shell"]
+direct = {name: cls for name, cls in vars(formatters).items()
+          if isinstance(cls, type) and getattr(cls.__dict__.get("__call__"), "__code__", None)
+          is not None and cls.__dict__["__call__"].__code__.co_name == "call"}
+
+class Rich:
+    def __repr__(self):
+        return "Rich()"
+    def _repr_html_(self):
+        return "<b>rich</b>"
+    def _repr_markdown_(self):
+        return "*rich*", {"note": 1}
+
+class Failing:
+    def __repr__(self):
+        return "Failing()"
+    def _repr_html_(self):
+        raise ValueError("a formatter's own error")
+    def _repr_latex_(self):
+        raise NotImplementedError
+
+def calls():
+    f = shell.display_formatter
+    plain, bundle = f.formatters["text/plain"], f.mimebundle_formatter
+    out = [f.format(o) for o in (1 + 1, "text", [1, {"a": (2, 3)}], Rich(), Failing())]
+    out += [plain(5), plain(obj=5), bundle(Rich(), include=None, exclude=None),
+            bundle(Rich(), None, exclude=None)]
+    for args, kw in (((1, 2), {}), ((), {"nothing": 1}), ((5,), {"obj": 5})):
+        try:
+            plain(*args, **kw)
+        except TypeError as e:
+            out.append(("TypeError", str(e)))
+    return json.loads(json.dumps(out, default=repr))
+
+got = calls()
+for cls in direct.values():
+    cls.__call__ = cls.__dict__["__call__"].__wrapped__
+print(json.dumps({"direct": sorted(direct), "got": got, "wrapped": calls()}))
+"""
+
+
+def test_formatters_called_directly_answer_as_their_wrappers(tmp_path):
+    # The zygote's formatters skip the decorator package's argument binding
+    # on a call that names every parameter: the same results, errors and
+    # refusals as through the wrappers they replace.
+    status, out, err = child(tmp_path, FORMATS)
+    assert status == 0, err
+    got = json.loads(out)
+    assert {"BaseFormatter", "PlainTextFormatter", "MimeBundleFormatter"} <= set(got["direct"])
+    assert got["got"] == got["wrapped"]
+    assert got["got"][0][0] == {"text/plain": "2"}
+    assert got["got"][3][0]["text/html"] == "<b>rich</b>"
+    assert got["got"][4][0] == {"text/plain": "Failing()"}
+    assert [g[0] for g in got["got"][-3:]] == ["TypeError"] * 3
+    assert "a formatter's own error" in err
+
+
+ACCEPTS = """
+from ipykernel import ipkernel, kernelbase
+import inspect
+accepts = kernelbase._accepts_cell_id
+asked = []
+signature = inspect.signature
+inspect.signature = lambda *args, **kw: asked.append(args) or signature(*args, **kw)
+
+def plain(code, silent):
+    pass
+
+def with_id(code, silent, *, cell_id=None):
+    pass
+
+class K:
+    def run(self, code, **kw):
+        pass
+
+out = [accepts is ipkernel._accepts_cell_id, accepts(plain), accepts(with_id), accepts(K().run),
+       accepts(ipkernel.IPythonKernel.do_execute)]
+# Asked once per code: a bound method of the same function is not asked again.
+out.append(len(asked))
+import types
+out.append(accepts(types.MethodType(ipkernel.IPythonKernel.do_execute, object())) and len(asked))
+# A signature given later is read, not remembered...
+plain.__signature__ = inspect.signature(with_id)
+out.append(accepts(plain))
+# ...and so is new code.
+del plain.__signature__
+with_id.__code__ = plain.__code__
+out.append(accepts(with_id))
+print(json.dumps(out))
+"""
+
+
+def test_accepts_cell_id_is_remembered_only_where_the_code_decides(tmp_path):
+    # ipykernel asks whether do_execute and run_cell_async take a cell_id on
+    # every execute; the zygote remembers the answer per code object.
+    status, out, err = child(tmp_path, ACCEPTS)
+    assert status == 0, err
+    assert json.loads(out) == [True, False, True, True, True, 4, 4, True, False]
