@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -814,6 +815,51 @@ static PyObject *zygote_drop_report(PyObject *self, PyObject *unused)
         Py_RETURN_NONE;
 }
 
+/* hold_core(): while the machine runs no more than it has cores
+ * (/proc/loadavg's count of running tasks), this process's threads kept
+ * on the core it runs on (zygote_kernel.py's StartCore says why); the
+ * cores it was allowed before as a set, or None where it was not held. */
+static PyObject *zygote_hold_core(PyObject *self, PyObject *unused)
+{
+        char buf[128];
+        int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC), cpu;
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        long running, cores = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t saved, one;
+        PyObject *set;
+
+        if (fd >= 0)
+                close(fd);
+        if (n <= 0)
+                Py_RETURN_NONE;
+        buf[n] = '\0';
+        /* "0.52 0.58 0.59 3/211 4242": the fourth field's first number. */
+        if (sscanf(buf, "%*s %*s %*s %ld/", &running) != 1 || running > (cores > 0 ? cores : 1))
+                Py_RETURN_NONE;
+        cpu = sched_getcpu();
+        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(saved), &saved) < 0 ||
+            !CPU_ISSET(cpu, &saved) || CPU_COUNT(&saved) < 2)
+                Py_RETURN_NONE;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) < 0)
+                Py_RETURN_NONE;
+        set = PySet_New(NULL);
+        for (int i = 0; set && i < CPU_SETSIZE; i++) {
+                PyObject *core;
+
+                if (!CPU_ISSET(i, &saved))
+                        continue;
+                core = PyLong_FromLong(i);
+                if (!core || PySet_Add(set, core) < 0)
+                        Py_CLEAR(set);
+                Py_XDECREF(core);
+        }
+        if (!set)
+                sched_setaffinity(0, sizeof(saved), &saved);
+        return set;
+}
+
 static PyMethodDef zygote_methods[] = {
     {"main", zygote_main, METH_VARARGS,
      "main(modules): the zygote's life; returns (argv, env) in a kernel's process."},
@@ -821,6 +867,9 @@ static PyMethodDef zygote_methods[] = {
      "report_pages(): the pages this kernel's start wrote, told its zygote once."},
     {"drop_report", zygote_drop_report, METH_NOARGS,
      "drop_report(): this kernel's report unmapped, unwritten."},
+    {"hold_core", zygote_hold_core, METH_NOARGS,
+     "hold_core(): this process kept on its core while the machine is not busy; the cores "
+     "it was allowed, or None."},
     {NULL, NULL, 0, NULL},
 };
 

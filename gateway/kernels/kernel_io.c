@@ -251,7 +251,10 @@ void kernel_probe_start(struct kernel *k)
         k->probe_replied = false;
         k->probe_iopub = false;
         k->probe_quick_ms = KERNEL_PROBE_QUICK_MS;
-        kernel_on_probe_timer(&k->probe_timer);
+        if (config_has_zygote(config_get(), k->spec->name))
+                loop_timer_start(&k->probe_timer, kernel_on_probe_timer, KERNEL_WELCOME_WAIT_MS);
+        else
+                kernel_on_probe_timer(&k->probe_timer);
 }
 
 int kernel_decode(struct kernel *k, const struct jp_bytes *frames, size_t nframes,
@@ -499,13 +502,17 @@ void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
         }
         if (strcmp(m->msg_type, "status") == 0)
                 track_status(k, &msg);
+        /* JEP 65's answer to the gateway's own subscription (a zygote
+         * kernel's loop sends it between requests, from the thread that
+         * serves its shell): IOPub is heard and the kernel answers, which
+         * is all a kernel_info_reply would have told the probe; no client
+         * hears it. */
+        if (k->phase == KERNEL_CONNECTING && strcmp(m->msg_type, "iopub_welcome") == 0)
+                k->probe_replied = true;
         if (k->phase == KERNEL_CONNECTING) {
                 k->probe_iopub = true;
                 probe_check(k);
         }
-        /* JEP 65's answer to the gateway's own subscription (a zygote
-         * kernel's loop sends it): it tells the probe above that IOPub is
-         * heard, and no client anything. */
         if (strcmp(m->msg_type, "iopub_welcome") == 0) {
                 relay_msg_unref(&m);
                 return;

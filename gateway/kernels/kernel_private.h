@@ -21,6 +21,12 @@
  * (ZeroMQ's slow joiner), not a slow kernel. It is asked again after this,
  * then twice as long each time, up to KERNEL_PROBE_INTERVAL_MS. */
 #define KERNEL_PROBE_QUICK_MS 5.0
+/* A kernel from a zygote answers our IOPub subscription with an
+ * iopub_welcome (JEP 65) from the loop that serves its shell: that
+ * welcome makes it ready, and it is asked for kernel_info only when none
+ * has come after this long (one that fell back to ipykernel's
+ * application sends none). */
+#define KERNEL_WELCOME_WAIT_MS 100.0
 
 /* Every kernel, pooled and stopping ones too. */
 extern struct kernel *kernels_head;
