@@ -1319,7 +1319,29 @@ WARM_UP_NAME = "<glovebox-warm-up>"
 
 def refuse(*args, **kw):
     """Where an error would be shown: the warm-up and the rehearsal end."""
-    raise RuntimeError("the warm-up failed")
+    raise RuntimeError("the zygote's own cell failed")
+
+
+def guard(shell):
+    """What the warm-up and the rehearsal run under, so that they read
+    nothing: imports refused (everything they use is loaded), the cell's
+    name given (ipykernel's compiler would ask tempfile for a directory,
+    which probes it by writing a file), an error ending the run rather
+    than being shown (IPython's traceback reads source files). Returns
+    what puts them back, each step one that cannot fail."""
+    compiler = shell.compile
+    meta_path = sys.meta_path
+    sys.meta_path = []
+    compiler.get_code_name = lambda raw_code, code, number: WARM_UP_NAME
+    shell.showtraceback = shell.showsyntaxerror = refuse
+
+    def undo():
+        sys.meta_path = meta_path
+        shell.__dict__.pop("showtraceback", None)
+        shell.__dict__.pop("showsyntaxerror", None)
+        compiler.__dict__.pop("get_code_name", None)
+
+    return undo
 
 
 def warm_up(shell):
@@ -1331,18 +1353,12 @@ def warm_up(shell):
     kernel's, runs "1+1" silently (no history, count or output) and formats
     a result; then what the run left is put back: the shell's last result,
     the compiler's and linecache's entry for the cell. Nothing is read from
-    the sandbox: the cell's name is given here (ipykernel's compiler would
-    ask tempfile for a directory, which probes it by writing a file),
-    imports are refused throughout (everything it uses is loaded), and an
-    error ends it rather than being shown (IPython's traceback reads source
-    files). Whether it ran; a failure leaves the kernel's start as it was."""
+    the sandbox (guard). Whether it ran; a failure leaves the kernel's start
+    as it was."""
     compiler = shell.compile
-    meta_path = sys.meta_path
     last = shell.last_execution_result, shell.last_execution_succeeded
+    undo = guard(shell)
     try:
-        sys.meta_path = []
-        compiler.get_code_name = lambda raw_code, code, number: WARM_UP_NAME
-        shell.showtraceback = shell.showsyntaxerror = refuse
         result = shell.run_cell("1+1", store_history=False, silent=True)
         shell.display_formatter.format(2)
         return result is not None and result.success
@@ -1350,10 +1366,7 @@ def warm_up(shell):
         return False
     finally:
         # (Each step one that cannot fail, so that every one is taken.)
-        sys.meta_path = meta_path
-        shell.__dict__.pop("showtraceback", None)
-        shell.__dict__.pop("showsyntaxerror", None)
-        compiler.__dict__.pop("get_code_name", None)
+        undo()
         getattr(compiler, "_filename_map", {}).pop(WARM_UP_NAME, None)
         linecache.cache.pop(WARM_UP_NAME, None)
         shell.last_execution_result, shell.last_execution_succeeded = last
@@ -1400,15 +1413,11 @@ def rehearse(shell):
     zygote (report_pages), so that the processes the zygote forks ahead
     copy the pages a kernel's first requests write
     (kernel-host/zygote_pages.h). It is the zygote's code on the zygote's
-    requests: nothing is read (imports are refused, the cell's name is
-    given: ipykernel's compiler would probe a temporary directory, and an
-    error ends it rather than being shown), no history is kept, nothing
+    requests: nothing is read (guard), no history is kept, nothing
     outlives the child. Whether it reported."""
     if "kernel" not in PREBUILT or _glovebox_zygote is None:
         return False
-    sys.meta_path = []
-    shell.compile.get_code_name = lambda raw_code, code, number: WARM_UP_NAME
-    shell.showtraceback = shell.showsyntaxerror = refuse
+    guard(shell)
     info = dict(REHEARSAL)
     kernel_loop = Rehearsal("<rehearsal>", info, Config(GLOVEBOX_SETTINGS),
                             PREBUILT["profile_dir"], None, shell, lambda *args: None)

@@ -455,6 +455,16 @@ static int count_threads(void)
         return n;
 }
 
+/* Appends the module name to list. 0, or -1 with a Python exception. */
+static int append_name(PyObject *list, const char *name)
+{
+        PyObject *s = PyUnicode_FromString(name);
+        int rc = s ? PyList_Append(list, s) : -1;
+
+        Py_XDECREF(s);
+        return rc;
+}
+
 static int preload(const char *modules)
 {
         PyObject *main_mod, *globals, *list, *source = NULL, *result;
@@ -467,22 +477,14 @@ static int preload(const char *modules)
         if (!copy || !globals || !list)
                 goto out;
         /* ipykernel itself first: every kernel imports it. */
-        if (PyList_Append(list, PyUnicode_FromString("ipykernel.kernelapp")) < 0)
+        if (append_name(list, "ipykernel.kernelapp") < 0)
                 goto out;
         for (p = copy; p && *p; p = next) {
-                PyObject *name;
-
                 next = strchr(p, ',');
                 if (next)
                         *next++ = '\0';
-                if (!*p)
-                        continue;
-                name = PyUnicode_FromString(p);
-                if (!name || PyList_Append(list, name) < 0) {
-                        Py_XDECREF(name);
+                if (*p && append_name(list, p) < 0)
                         goto out;
-                }
-                Py_DECREF(name);
         }
         if (PyDict_SetItemString(globals, "_glovebox_preload", list) < 0)
                 goto out;
