@@ -427,9 +427,11 @@ def direct_format_calls(formatters):
     those whose wrapper is the decorator package's, around
     catch_format_error, with positional-or-keyword parameters only."""
     caller = getattr(formatters.catch_format_error, "__wrapped__", None)
+    if caller is None:
+        return
     for cls in list(vars(formatters).values()):
         wrapper = cls.__dict__.get("__call__") if isinstance(cls, type) else None
-        if caller is None or getattr(wrapper, "__code__", None) is None or \
+        if getattr(wrapper, "__code__", None) is None or \
                 wrapper.__code__.co_name != "fun" or wrapper.__closure__ is None:
             continue
         cells = dict(zip(wrapper.__code__.co_freevars,

@@ -488,6 +488,7 @@ void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
         struct kernel *k = arg;
         struct relay_msg *m;
         struct jp_msg msg;
+        bool welcome;
 
         if (k->iopub_dropped)
                 tell_iopub_dropped(k);
@@ -507,13 +508,13 @@ void kernel_on_iopub(void *arg, struct zio *z, const struct jp_bytes *frames, si
          * serves its shell): IOPub is heard and the kernel answers, which
          * is all a kernel_info_reply would have told the probe; no client
          * hears it. */
-        if (k->phase == KERNEL_CONNECTING && strcmp(m->msg_type, "iopub_welcome") == 0)
-                k->probe_replied = true;
+        welcome = strcmp(m->msg_type, "iopub_welcome") == 0;
         if (k->phase == KERNEL_CONNECTING) {
+                k->probe_replied |= welcome;
                 k->probe_iopub = true;
                 probe_check(k);
         }
-        if (strcmp(m->msg_type, "iopub_welcome") == 0) {
+        if (welcome) {
                 relay_msg_unref(&m);
                 return;
         }

@@ -217,4 +217,3 @@ def test_processes_forked_ahead_have_done_a_first_cells_and_first_requests_work(
             (1, 2, {}, "", None, [])
     finally:
         assert gw.stop() == 0
-
