@@ -158,23 +158,35 @@ void confine_fail(int fd, const char *step, int error)
 
 /* close_range() closes every descriptor, however high, in one call
  * (Linux 5.9); the loop is for older kernels, where a forked kernel paid
- * 4,000 system calls for it. */
-void confine_close_fds_except(int keep)
+ * 4,000 system calls for it. keep is in ascending order. */
+static void close_fds_except(const int *keep, size_t nkeep)
 {
         unsigned int first = 3;
 
-        if (keep >= 3) {
-                if (keep > 3 && syscall(SYS_close_range, 3u, (unsigned int)keep - 1, 0u) < 0)
+        for (size_t i = 0; i < nkeep; i++) {
+                if (keep[i] < (int)first)
+                        continue;
+                if (keep[i] > (int)first &&
+                    syscall(SYS_close_range, first, (unsigned int)keep[i] - 1, 0u) < 0)
                         goto loop;
-                first = (unsigned int)keep + 1;
+                first = (unsigned int)keep[i] + 1;
         }
         if (syscall(SYS_close_range, first, ~0u, 0u) == 0)
                 return;
 loop:
         for (int fd = 3; fd < 4096; fd++) {
-                if (fd != keep)
+                bool kept = false;
+
+                for (size_t i = 0; i < nkeep; i++)
+                        kept = kept || fd == keep[i];
+                if (!kept)
                         close(fd);
         }
+}
+
+void confine_close_fds_except(int keep)
+{
+        close_fds_except(&keep, 1);
 }
 
 /* What the sandbox's root may do beyond "user": own, read and write every
@@ -457,18 +469,9 @@ static int set_stdio(const int stdio[3])
         return 0;
 }
 
-void confine_process(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
-                     bool tty, bool as_root, int keep_fd)
+/* Signals as an execve leaves them, a session of its own, stdio. */
+static void reset_process(const int stdio[3], bool tty, int keep_fd)
 {
-        const struct rlimit core = {0, 0}, nofile = {4096, 4096};
-        /* A backstop for files on mounts without their own size limit; a
-         * little over the disk limit so that a full disk says ENOSPC. */
-        const struct rlimit fsize = {(rlim_t)(sb->disk_mb + 1) * 1024 * 1024,
-                                     (rlim_t)(sb->disk_mb + 1) * 1024 * 1024};
-        /* Counted per host uid: exact when each sandbox has its own. */
-        const struct rlimit nproc = {sb->pids, sb->pids};
-        /* spawn_start.c starts root only in a sandbox that maps one. */
-        const uid_t id = as_root ? 0 : ROOTFS_USER_UID;
         sigset_t none;
 
         sigemptyset(&none);
@@ -485,13 +488,40 @@ void confine_process(const struct confine_sandbox *sb, const int stdio[3], const
          * its hangup reaches the session when the gateway lets go. */
         if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
                 confine_fail(keep_fd, "controlling terminal", errno);
-        confine_close_fds_except(keep_fd);
-        if (chdir(cwd) < 0)
-                confine_fail(keep_fd, "chdir", errno);
-        if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0 ||
-            setrlimit(RLIMIT_FSIZE, &fsize) < 0 ||
+}
+
+/* The limits every process has alike. */
+static void set_fixed_limits(int keep_fd)
+{
+        const struct rlimit core = {0, 0}, nofile = {4096, 4096};
+
+        if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+                confine_fail(keep_fd, "setrlimit", errno);
+}
+
+/* The limits of sb's request: lowered only, so the sandbox's user may set
+ * them too (confine_request). */
+static void set_request_limits(const struct confine_sandbox *sb, int keep_fd)
+{
+        /* A backstop for files on mounts without their own size limit; a
+         * little over the disk limit so that a full disk says ENOSPC. */
+        const struct rlimit fsize = {(rlim_t)(sb->disk_mb + 1) * 1024 * 1024,
+                                     (rlim_t)(sb->disk_mb + 1) * 1024 * 1024};
+        /* Counted per host uid: exact when each sandbox has its own. */
+        const struct rlimit nproc = {sb->pids, sb->pids};
+
+        if (setrlimit(RLIMIT_FSIZE, &fsize) < 0 ||
             (sb->privileged && setrlimit(RLIMIT_NPROC, &nproc) < 0))
                 confine_fail(keep_fd, "setrlimit", errno);
+}
+
+/* Every privilege dropped for the sandbox's user, or with as_root for its
+ * root with ROOT_CAPS; no_new_privs; the seccomp filter, last. */
+static void drop_privileges(const struct confine_sandbox *sb, bool as_root, int keep_fd)
+{
+        /* spawn_start.c starts root only in a sandbox that maps one. */
+        const uid_t id = as_root ? 0 : ROOTFS_USER_UID;
+
         /* Empty the bounding set (needs CAP_SETPCAP, so before setuid) and
          * lock the securebits: no path back to any capability, not even
          * through a root-owned or file-capability binary. The sandbox's
@@ -529,4 +559,37 @@ void confine_process(const struct confine_sandbox *sb, const int stdio[3], const
         /* Last, so the calls above were not subject to it. */
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, sb->filter) < 0)
                 confine_fail(keep_fd, "seccomp", errno);
+}
+
+void confine_process(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
+                     bool tty, bool as_root, int keep_fd)
+{
+        reset_process(stdio, tty, keep_fd);
+        confine_close_fds_except(keep_fd);
+        if (chdir(cwd) < 0)
+                confine_fail(keep_fd, "chdir", errno);
+        set_fixed_limits(keep_fd);
+        set_request_limits(sb, keep_fd);
+        drop_privileges(sb, as_root, keep_fd);
+}
+
+void confine_ahead(const struct confine_sandbox *sb, int keep_a, int keep_b)
+{
+        const int none[3] = {-1, -1, -1};
+        const int keep[2] = {keep_a < keep_b ? keep_a : keep_b, keep_a < keep_b ? keep_b : keep_a};
+
+        reset_process(none, false, -1);
+        close_fds_except(keep, 2);
+        set_fixed_limits(-1);
+        drop_privileges(sb, false, -1);
+}
+
+void confine_request(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
+                     int keep_fd)
+{
+        if (set_stdio(stdio) < 0)
+                confine_fail(keep_fd, "stdio", errno);
+        if (chdir(cwd) < 0)
+                confine_fail(keep_fd, "chdir", errno);
+        set_request_limits(sb, keep_fd);
 }

@@ -156,5 +156,21 @@ void confine_connection_file(const struct confine_sandbox *sb, const char *name,
  * filter, last. Fails through confine_fail(keep_fd). */
 void confine_process(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
                      bool tty, bool as_root, int keep_fd);
+/* confine_process in two halves, for a process confined before it knows
+ * its request (a zygote's kernel forked ahead, zygote.h). confine_ahead
+ * does all that no request decides, for the sandbox's user: signals, a
+ * session, stdio on /dev/null, every descriptor closed but keep_a and
+ * keep_b, the limits every process has, the privileges, no_new_privs and
+ * the seccomp filter; a failure ends the process (_exit(127)) without a
+ * report. The file size and process count limits are left as they were,
+ * to be lowered to the request's, which the sandbox's user may do:
+ * confine_request sets stdio, changes to cwd as the sandbox's user and
+ * lowers those limits to sb's. It closes nothing: what the process opened
+ * since confine_ahead is its own (libzmq's descriptors, made while it
+ * waited), and the caller closes what the request brought. Fails through
+ * confine_fail(keep_fd). */
+void confine_ahead(const struct confine_sandbox *sb, int keep_a, int keep_b);
+void confine_request(const struct confine_sandbox *sb, const int stdio[3], const char *cwd,
+                     int keep_fd);
 
 #endif

@@ -101,12 +101,15 @@ int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox
  * of the zygote has said which, and of those its first requests write,
  * which the zygote's rehearsal listed (zygote_pages.h), and the part of a first
  * cell every kernel does alike (zygote_kernel.py's warm_up, the zygote's
- * own code on no input). The process waits
- * in the sandbox's namespaces and in a group of its own in the sandbox's
- * (ZYGOTE_AHEAD_GROUP), not yet confined and
- * running nothing of anyone's, for the rest of a request on its link: the
- * request's memfd, report socket and output pipe, which only the request
- * brings. From there on it starts as any kernel of the zygote. */
+ * own code on no input). Then it confines itself but for what a request
+ * decides (confine_ahead) and makes its ZeroMQ context and sockets
+ * (zygote_kernel.py's sockets_ahead), whose threads are then as confined as
+ * it is. The process waits in the sandbox's namespaces and in a group of
+ * its own in the sandbox's (ZYGOTE_AHEAD_GROUP), running nothing of
+ * anyone's, for the rest of a request on its link: the request's memfd,
+ * report socket and output pipe, which only the request brings. From
+ * there on it starts as any kernel of the zygote, confine_request setting
+ * what the request decides. */
 #define ZYGOTE_AHEAD_GROUP "p-ahead"
 #define ZYGOTE_AHEAD_TITLE "glovebox-kernel-ahead" /* its command line meanwhile */
 /* The command line of a zygote's rehearsal (zygote_pages.h) while it runs. */

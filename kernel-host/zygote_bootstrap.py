@@ -260,6 +260,9 @@ except Exception:
 def _glovebox_warm():
     if _glovebox_shell is not None and _glovebox_kernel_loop is not None:
         _glovebox_kernel_loop.warm_up(_glovebox_shell)
+def _glovebox_confined():
+    if _glovebox_shell is not None and _glovebox_kernel_loop is not None:
+        _glovebox_kernel_loop.sockets_ahead()
 def _glovebox_rehearse():
     if _glovebox_shell is None or _glovebox_kernel_loop is None:
         return False
@@ -380,8 +383,11 @@ def _glovebox_run(argv, env):
         if plain:
             _glovebox_plain_argv(argv[4])
     # Not the zygote's loop: its report (kernel-host/zygote_pages.h) goes
-    # before any code of the user's could find it.
+    # before any code of the user's could find it, and so do the sockets
+    # made while it waited, with their threads.
     _glovebox_drop_report()
+    if _glovebox_kernel_loop is not None:
+        _glovebox_kernel_loop.drop_sockets_ahead()
     import runpy, traceback
     try:
         runpy._run_module_as_main(argv[2], alter_argv=True)

@@ -117,6 +117,9 @@ GLOVEBOX_SETTINGS = {"HistoryManager": {"hist_file": ":memory:"}}
 CONFIG_NAMES = ("ipython_config.py", "ipython_config.json", "ipython_kernel_config.py",
                 "ipython_kernel_config.json")
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
+# Each channel's socket type, in the order a kernel makes them.
+SOCKET_KINDS = (("shell", zmq.ROUTER), ("iopub", zmq.XPUB), ("stdin", zmq.ROUTER),
+                ("control", zmq.ROUTER), ("hb", zmq.ROUTER))
 FLUSH_INTERVAL = 0.2
 LINGER_MS = 1000
 ACCEPTS_REMEMBERED = 64  # code objects (remembered_accepts_cell_id)
@@ -526,6 +529,42 @@ def plain_configuration(path, env):
     return info, config, profile_dir, ipython_dir
 
 
+def new_sockets():
+    """A ZeroMQ context and a kernel's five sockets, unbound: (context,
+    {channel: socket})."""
+    context = zmq.Context()
+    sockets = {}
+    try:
+        for name, kind in SOCKET_KINDS:
+            sock = sockets[name] = context.socket(kind)
+            sock.linger = LINGER_MS
+            if kind == zmq.ROUTER:
+                sock.router_handover = 1
+            elif kind == zmq.XPUB:
+                # Every subscription read, each answered (_welcome).
+                sock.xpub_verbose = 1
+    except BaseException:
+        context.destroy(0)
+        raise
+    return context, sockets
+
+
+def sockets_ahead():
+    """In a process forked ahead into a sandbox, once it is confined
+    (zygote_main.c's ahead_child: libzmq's threads, made here, are then as
+    confined as the process): the context and sockets new_sockets makes,
+    the first of which starts libzmq's two threads, out of the request's
+    path. The request's connection binds them (KernelLoop); a kernel that
+    runs ipykernel's application instead closes them (run)."""
+    PREBUILT["sockets"] = new_sockets()
+
+
+def drop_sockets_ahead():
+    made = PREBUILT.pop("sockets", None)
+    if made is not None:
+        made[0].destroy(0)
+
+
 def address(info, channel):
     """Where a channel's socket binds, as jupyter_client names it."""
     ip, port = info.get("ip", "127.0.0.1"), info[channel + "_port"]
@@ -648,19 +687,10 @@ class KernelLoop:
         self.iopub_lock = threading.RLock()
         self.pipe_lock = threading.Lock()
         self.log = PREBUILT["log"]
-        self.context = zmq.Context()
-        self.sockets = {}
-        for name, kind in (("shell", zmq.ROUTER), ("iopub", zmq.XPUB), ("stdin", zmq.ROUTER),
-                           ("control", zmq.ROUTER), ("hb", zmq.ROUTER)):
-            sock = self.context.socket(kind)
-            sock.linger = LINGER_MS
-            if kind == zmq.ROUTER:
-                sock.router_handover = 1
-            elif kind == zmq.XPUB:
-                # Every subscription read, each answered (_welcome).
-                sock.xpub_verbose = 1
-            sock.bind(self.address(info, name))
-            self.sockets[name] = sock
+        # Made while the process waited (sockets_ahead), or here.
+        self.context, self.sockets = PREBUILT.pop("sockets", None) or new_sockets()
+        for name in CHANNELS:
+            self.sockets[name].bind(self.address(info, name))
         self.iopub = LockedSocket(self.sockets["iopub"], self.iopub_lock)
         self.session = self._session(info)
         # The IOPub's sends under its lock, as LockedSocket's; each other
@@ -1448,9 +1478,11 @@ def run(path, env, shell, adopt_here):
     zygote's shell and kernel (prebuild); False, having changed nothing,
     when ipykernel's application must run it instead."""
     if "kernel" not in PREBUILT:
+        drop_sockets_ahead()
         return False
     prepared = plain_configuration(path, env)
     if prepared is None:
+        drop_sockets_ahead()
         return False
     sys.argv[0] = launcher_origin()
     StartCore.hold()

@@ -21,6 +21,7 @@
 #include "kernel-host/confine.h"
 #include "kernel-host/seccomp.h"
 #include "kernel-host/zygote.h"
+#include "kernel-host/zygote_core.h"
 #include "kernel-host/zygote_pages.h"
 #include "kernel-host/zygote_wire.h"
 #include "protocol/log.h"
@@ -75,6 +76,9 @@ static PyObject *kernel_argv, *kernel_env;
 /* The bootstrap's _glovebox_warm, which a process forked ahead calls as it
  * waits (ahead_child); NULL where the bootstrap has none. */
 static PyObject *warm_up;
+/* The bootstrap's _glovebox_confined, which a process forked ahead calls
+ * once confined (ahead_child); NULL where the bootstrap has none. */
+static PyObject *on_confined;
 
 /* The bootstrap's _glovebox_rehearse (zygote_pages.h's rehearsal); NULL
  * where it has none. */
@@ -194,16 +198,22 @@ static int take_kernel(char **argv, char **envp)
 }
 
 /* The kernel's process, forked into the sandbox's pid namespace: confines
- * itself, reports on report_fd, then runs. */
+ * itself (the rest of it, when confined ahead), reports on report_fd, then
+ * runs. */
 static __attribute__((noreturn)) void kernel_main(const struct confine_sandbox *csb, int output_fd,
                                                   const char *cwd, char **argv, char **envp,
-                                                  int report_fd)
+                                                  int report_fd, bool confined)
 {
         const int stdio[3] = {-1, output_fd, output_fd};
 
         /* A kernel: the sandbox's user, on pipes (never root, never a
          * terminal: hostmsg_json.c refuses both for kernels). */
-        confine_process(csb, stdio, cwd, false, false, report_fd);
+        if (confined) {
+                confine_request(csb, stdio, cwd, report_fd);
+                if (output_fd > 2)
+                        close(output_fd);
+        } else
+                confine_process(csb, stdio, cwd, false, false, report_fd);
         /* An exec'd kernel is dumpable again after its execve; the id
          * change above made us not. As then, only the sandbox's own user
          * could look, and seccomp denies ptrace anyway. */
@@ -277,11 +287,12 @@ static int read_spec(int fd, struct zygote_spec *spec, char **buf, char ***out, 
 /* The kernel's process, forked into the sandbox's pid namespace with the
  * sandbox's ids: it says hello to the kernel-host (whose end of the report
  * socket reads our host pid from the kernel's credentials), reads the
- * request, writes the connection file as the sandbox's root, confines
+ * request, writes the connection file as the sandbox's root (as its user
+ * when confined ahead: the file is the user's either way), confines
  * itself and runs. Everything a request carries is read here first, in
  * the kernel's own memory. */
 static __attribute__((noreturn)) void kernel_request(const struct confine_sandbox *given,
-                                                     const int fds[ZYGOTE_NFDS])
+                                                     const int fds[ZYGOTE_NFDS], bool confined)
 {
         struct confine_sandbox csb = *given;
         struct zygote_spec spec;
@@ -309,20 +320,29 @@ static __attribute__((noreturn)) void kernel_request(const struct confine_sandbo
         envp[spec.nenv] = NULL;
         if (conn_name[0])
                 confine_connection_file(&csb, conn_name, s[spec.ndirs + 1], report_fd);
-        kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], s[spec.ndirs + 2], argv, envp, report_fd);
+        if (confined) {
+                /* What the request brought, but for the report socket and
+                 * the output (kernel_main); confine_process closes all. */
+                close(fds[ZYGOTE_FD_SPEC]);
+                close(fds[ZYGOTE_FD_RUN]);
+        }
+        kernel_main(&csb, fds[ZYGOTE_FD_OUTPUT], s[spec.ndirs + 2], argv, envp, report_fd,
+                    confined);
 }
 
 static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox *csb,
                                                    const int fds[ZYGOTE_NFDS])
 {
         PyOS_AfterFork_Child();
-        kernel_request(csb, fds);
+        kernel_request(csb, fds, false);
 }
 
 /* A kernel's process forked ahead (zygote.h): Python's after-fork work
- * done, it waits on its link (fds' report socket) for the rest of a
- * request, then starts as kernel_child does. The link closed or anything
- * else on it: it ends, having run nothing. */
+ * done, and its confinement but for what a request decides (confine_ahead:
+ * as the sandbox's user, keeping its link and the sandbox's /run/kernel),
+ * it waits on its link (fds' report socket) for the rest of a request,
+ * then starts as kernel_child does. The link closed or anything else on
+ * it: it ends, having run nothing. */
 static __attribute__((noreturn)) void ahead_child(const struct confine_sandbox *csb,
                                                   const int fds[ZYGOTE_NFDS])
 {
@@ -344,12 +364,23 @@ static __attribute__((noreturn)) void ahead_child(const struct confine_sandbox *
                         PyErr_Clear();
                 Py_XDECREF(done);
         }
+        /* Out of the request's path: about 0.5 ms of a start. Nothing of
+         * the kernel's has started a thread yet (a thread made before
+         * would keep its capabilities and run unfiltered). */
+        confine_ahead(csb, link, fds[ZYGOTE_FD_RUN]);
+        /* Then what may start threads: they are confined as it is. */
+        if (on_confined) {
+                PyObject *done = PyObject_CallNoArgs(on_confined);
+
+                if (!done)
+                        PyErr_Clear();
+                Py_XDECREF(done);
+        }
         memcpy(got, fds, sizeof(got));
-        close(fds[ZYGOTE_FD_SPEC]);
         if (recv_fds(link, "S", &tag, got, ZYGOTE_FD_RUN) != 0)
                 _exit(0);
         close(link);
-        kernel_request(csb, got);
+        kernel_request(csb, got, true);
 }
 
 /* The middle child: vfork()ed in the sandbox's pid namespace, it forks the
@@ -499,6 +530,8 @@ static int preload(const char *modules)
         Py_DECREF(result);
         warm_up = PyDict_GetItemString(globals, "_glovebox_warm");
         Py_XINCREF(warm_up);
+        on_confined = PyDict_GetItemString(globals, "_glovebox_confined");
+        Py_XINCREF(on_confined);
         rehearsal = PyDict_GetItemString(globals, "_glovebox_rehearse");
         Py_XINCREF(rehearsal);
         rc = 0;
@@ -815,51 +848,6 @@ static PyObject *zygote_drop_report(PyObject *self, PyObject *unused)
 {
         zygote_pages_drop();
         Py_RETURN_NONE;
-}
-
-/* hold_core(): while the machine runs no more than it has cores
- * (/proc/loadavg's count of running tasks), this process's threads kept
- * on the core it runs on (zygote_kernel.py's StartCore says why); the
- * cores it was allowed before as a set, or None where it was not held. */
-static PyObject *zygote_hold_core(PyObject *self, PyObject *unused)
-{
-        char buf[128];
-        int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC), cpu;
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-        long running, cores = sysconf(_SC_NPROCESSORS_ONLN);
-        cpu_set_t saved, one;
-        PyObject *set;
-
-        if (fd >= 0)
-                close(fd);
-        if (n <= 0)
-                Py_RETURN_NONE;
-        buf[n] = '\0';
-        /* "0.52 0.58 0.59 3/211 4242": the fourth field's first number. */
-        if (sscanf(buf, "%*s %*s %*s %ld/", &running) != 1 || running > (cores > 0 ? cores : 1))
-                Py_RETURN_NONE;
-        cpu = sched_getcpu();
-        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(saved), &saved) < 0 ||
-            !CPU_ISSET(cpu, &saved) || CPU_COUNT(&saved) < 2)
-                Py_RETURN_NONE;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        if (sched_setaffinity(0, sizeof(one), &one) < 0)
-                Py_RETURN_NONE;
-        set = PySet_New(NULL);
-        for (int i = 0; set && i < CPU_SETSIZE; i++) {
-                PyObject *core;
-
-                if (!CPU_ISSET(i, &saved))
-                        continue;
-                core = PyLong_FromLong(i);
-                if (!core || PySet_Add(set, core) < 0)
-                        Py_CLEAR(set);
-                Py_XDECREF(core);
-        }
-        if (!set)
-                sched_setaffinity(0, sizeof(saved), &saved);
-        return set;
 }
 
 static PyMethodDef zygote_methods[] = {

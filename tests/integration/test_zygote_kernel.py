@@ -244,15 +244,19 @@ loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"],
 
 def welcomes(ctx, address, session, topic, timeout=30):
     """A new subscriber's first message, read without asking the kernel
-    anything."""
+    anything; but for the kernel's "starting" status, which a subscriber
+    that connects as the kernel starts may get first (the loop publishes
+    it as it starts, and reads the subscription after)."""
     sub = ctx.socket(zmq.SUB)
     sub.rcvtimeo = timeout * 1000
     sub.setsockopt(zmq.SUBSCRIBE, topic)
     sub.connect(address)
     try:
-        frames = sub.recv_multipart()
-        idents, frames = session.feed_identities(frames)
-        return idents, session.deserialize(frames)
+        while True:
+            idents, frames = session.feed_identities(sub.recv_multipart())
+            msg = session.deserialize(frames)
+            if msg["msg_type"] != "status" or msg["content"] != {"execution_state": "starting"}:
+                return idents, msg
     finally:
         sub.close(linger=0)
 
@@ -538,3 +542,46 @@ def test_accepts_cell_id_is_remembered_only_where_the_code_decides(tmp_path):
     status, out, err = child(tmp_path, ACCEPTS)
     assert status == 0, err
     assert json.loads(out) == [True, False, True, True, True, 4, 4, True, False]
+
+
+AHEAD = """
+import IPython.core.application as application
+application.SYSTEM_CONFIG_DIRS[:] = []
+application.ENV_CONFIG_DIRS[:] = []
+scope["_glovebox_confined"]()
+context, sockets = loop.PREBUILT["sockets"]
+print(json.dumps({"unbound": [s.get(zmq.LAST_ENDPOINT) == b"" for s in sockets.values()]}))
+import zmq
+used = []
+loop.KernelLoop.run = lambda self: used.append(
+    self.context is context and all(self.sockets[n] is sockets[n] and
+                                    self.sockets[n].get(zmq.LAST_ENDPOINT) for n in sockets))
+ran = loop.run(os.environ["GB_CONN"], dict(os.environ), scope["_glovebox_shell"],
+               scope["_glovebox_adopt_here"])
+# (A file: a kernel taken by the loop has descriptors 1 and 2 captured.)
+with open(os.environ["GB_OUT"], "w") as f:
+    json.dump({"ran": ran, "used": used, "closed": context.closed,
+               "left": "sockets" in loop.PREBUILT}, f)
+"""
+
+
+def test_sockets_made_ahead_are_bound_by_the_kernel_or_closed(tmp_path):
+    """What a process forked ahead makes once confined (sockets_ahead): a
+    context and five unbound sockets, which the kernel's start binds; a
+    kernel that ipykernel's application must run closes them first."""
+    def ahead(case_dir):
+        status, out, err = child(case_dir, "import zmq\n" + AHEAD,
+                                 {"GB_CONN": connection_file(case_dir),
+                                  "GB_OUT": str(case_dir / "out.json")})
+        assert status == 0, err
+        assert json.loads(out.splitlines()[-1]) == {"unbound": [True] * 5}
+        return json.loads((case_dir / "out.json").read_text())
+
+    # Taken by the loop: its kernel binds the same sockets (its run
+    # replaced by a look at them).
+    (tmp_path / "taken").mkdir()
+    assert ahead(tmp_path / "taken") == {"ran": True, "used": [True], "closed": False,
+                                         "left": False}
+    # A startup file: the application's, so run() gives the kernel back.
+    write(tmp_path / "ipython" / "profile_default" / "startup" / "00.py", "x = 1\n")
+    assert ahead(tmp_path) == {"ran": False, "used": [], "closed": True, "left": False}

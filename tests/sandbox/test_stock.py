@@ -265,6 +265,22 @@ def group_of(pid):
     return groups
 
 
+def confined_status(pid, tid=None):
+    """What /proc/PID/status (or a thread's) says of pid's confinement, as
+    the host reads it: its ids, capability sets, no_new_privs and seccomp
+    mode."""
+    keep = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+            "NoNewPrivs", "Seccomp")
+    with open(f"/proc/{pid}/task/{tid}/status" if tid else f"/proc/{pid}/status") as f:
+        status = dict(line.partition(":")[::2] for line in f.read().splitlines())
+    return {k: status[k].strip() for k in keep}
+
+
+def file_size_limit(pid):
+    with open(f"/proc/{pid}/limits") as f:
+        return next(line.split()[3:5] for line in f if line.startswith("Max file size"))
+
+
 def test_a_stock_made_before_any_zygote_kernel_gets_its_processes():
     """Sandboxes made ahead before any kernel had come from a zygote (the
     first request was another kernelspec's, or, seen in CI, the zygote
@@ -303,10 +319,29 @@ def test_a_zygote_kernel_starts_in_the_process_forked_ahead_into_its_sandbox():
         host = kernel_host(gw)
         cold = gw.start_kernel(name="python3", limits=LIMITS, env={"FROM": "request"})
         ahead = forked_ahead(host, 2)
+        waited = {}
         for pid in ahead:
             # Not a kernel yet: no Python of anyone's runs in it.
             assert cmdline(pid).rstrip(b"\0") == b"glovebox-kernel-ahead", cmdline(pid)
             assert set(group_of(pid).values()) == {"p-ahead"}, group_of(pid)
+            # Confined already, but for what a request decides: the
+            # sandbox's user, no capability left, no_new_privs, seccomp;
+            # its file size limit not yet set (the request's disk sets it).
+            waited[pid] = confined_status(pid)
+            assert waited[pid]["Uid"].split() == [waited[pid]["Uid"].split()[0]] * 4
+            assert waited[pid]["Uid"].split()[0] != "0", waited[pid]
+            assert waited[pid]["Groups"] == "", waited[pid]
+            for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert waited[pid][caps] == "0000000000000000", (caps, waited[pid])
+            assert (waited[pid]["NoNewPrivs"], waited[pid]["Seccomp"]) == ("1", "2"), waited[pid]
+            assert file_size_limit(pid) == ["unlimited", "unlimited"], file_size_limit(pid)
+            # Its ZeroMQ context made meanwhile (zygote_kernel.py's
+            # sockets_ahead), once confined: libzmq's two threads are as
+            # confined as the process.
+            threads = os.listdir(f"/proc/{pid}/task")
+            assert len(threads) == 3, threads
+            for tid in threads:
+                assert confined_status(pid, tid) == waited[pid], (tid, waited[pid])
         time.sleep(0.05)
         asked = uptime()
         # Limits of its own, not those the stock's sandboxes were made with.
@@ -314,6 +349,19 @@ def test_a_zygote_kernel_starts_in_the_process_forked_ahead_into_its_sandbox():
                               env={"FROM": "request"})
         pid = kernel_pid(gw, kid)
         assert pid in ahead and started_at(pid) < asked, (pid, ahead)
+        # The sockets it made while it waited are the kernel's: libzmq's
+        # two threads and the loop's I/O thread beside the main one.
+        assert sorted(open(f"/proc/{pid}/task/{t}/comm").read().strip()
+                      for t in os.listdir(f"/proc/{pid}/task")) == \
+            ["ZMQbg/IO/0", "ZMQbg/Reaper", "python3", "python3"]
+        # The same confinement it waited in, now with the request's limit.
+        assert confined_status(pid) == waited[pid]
+        assert file_size_limit(pid) == file_size_limit(kernel_pid(gw, cold)) != \
+            ["unlimited", "unlimited"]
+        # Its connection file, written as the sandbox's user, is the user's.
+        assert value(gw, kid, "(lambda s: (s.st_uid, s.st_mode & 0o777))(__import__('os')"
+                              ".stat(__import__('ipykernel').get_connection_file()))") == \
+            (1000, 0o600)
         assert value(gw, kid, "(__import__('os').environ['FROM'], 6 * 7)") == ("request", 42)
         # Its group is named after it, where groups can be renamed.
         assert set(group_of(pid).values()) == {f"p-{kid}"}, group_of(pid)
