@@ -27,10 +27,11 @@ static int set_threads_affinity(const cpu_set_t *set)
         if (!d)
                 return 0;
         while ((e = readdir(d))) {
-                pid_t tid = (pid_t)atoi(e->d_name);
+                char *end;
+                long tid = strtol(e->d_name, &end, 10);
 
-                if (tid > 0 && tid != gettid())
-                        (void)sched_setaffinity(tid, sizeof(*set), set);
+                if (*end == '\0' && tid > 0 && tid != (long)gettid())
+                        (void)sched_setaffinity((pid_t)tid, sizeof(*set), set);
         }
         closedir(d);
         return 0;
