@@ -116,10 +116,10 @@ GLOVEBOX_CONFIG = ("/etc/ipython", "ipython_kernel_config.py",
 GLOVEBOX_SETTINGS = {"HistoryManager": {"hist_file": ":memory:"}}
 CONFIG_NAMES = ("ipython_config.py", "ipython_config.json", "ipython_kernel_config.py",
                 "ipython_kernel_config.json")
-CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 # Each channel's socket type, in the order a kernel makes them.
 SOCKET_KINDS = (("shell", zmq.ROUTER), ("iopub", zmq.XPUB), ("stdin", zmq.ROUTER),
                 ("control", zmq.ROUTER), ("hb", zmq.ROUTER))
+CHANNELS = tuple(name for name, _ in SOCKET_KINDS)
 FLUSH_INTERVAL = 0.2
 LINGER_MS = 1000
 ACCEPTS_REMEMBERED = 64  # code objects (remembered_accepts_cell_id)

@@ -337,6 +337,17 @@ static __attribute__((noreturn)) void kernel_child(const struct confine_sandbox 
         kernel_request(csb, fds, false);
 }
 
+/* Calls the bootstrap's fn (none: NULL) for what it does, not what it
+ * returns; a failure there leaves the start as it would have been. */
+static void call_quietly(PyObject *fn)
+{
+        PyObject *done = fn ? PyObject_CallNoArgs(fn) : NULL;
+
+        if (fn && !done)
+                PyErr_Clear();
+        Py_XDECREF(done);
+}
+
 /* A kernel's process forked ahead (zygote.h): Python's after-fork work
  * done, and its confinement but for what a request decides (confine_ahead:
  * as the sandbox's user, keeping its link and the sandbox's /run/kernel),
@@ -357,25 +368,13 @@ static __attribute__((noreturn)) void ahead_child(const struct confine_sandbox *
          * part of its first cell that every kernel does alike (a failure
          * there leaves the kernel's start as it was). */
         zygote_pages_copy();
-        if (warm_up) {
-                PyObject *done = PyObject_CallNoArgs(warm_up);
-
-                if (!done)
-                        PyErr_Clear();
-                Py_XDECREF(done);
-        }
+        call_quietly(warm_up);
         /* Out of the request's path: about 0.5 ms of a start. Nothing of
          * the kernel's has started a thread yet (a thread made before
          * would keep its capabilities and run unfiltered). */
         confine_ahead(csb, link, fds[ZYGOTE_FD_RUN]);
         /* Then what may start threads: they are confined as it is. */
-        if (on_confined) {
-                PyObject *done = PyObject_CallNoArgs(on_confined);
-
-                if (!done)
-                        PyErr_Clear();
-                Py_XDECREF(done);
-        }
+        call_quietly(on_confined);
         memcpy(got, fds, sizeof(got));
         if (recv_fds(link, "S", &tag, got, ZYGOTE_FD_RUN) != 0)
                 _exit(0);

@@ -551,7 +551,6 @@ application.ENV_CONFIG_DIRS[:] = []
 scope["_glovebox_confined"]()
 context, sockets = loop.PREBUILT["sockets"]
 print(json.dumps({"unbound": [s.get(zmq.LAST_ENDPOINT) == b"" for s in sockets.values()]}))
-import zmq
 used = []
 loop.KernelLoop.run = lambda self: used.append(
     self.context is context and all(self.sockets[n] is sockets[n] and
