@@ -90,7 +90,7 @@ void confine_hello(int fd)
         confine_report_send(fd, &r);
 }
 
-int confine_await_exec(int fd, struct confine_report *r, int timeout_ms)
+int confine_wait_read(struct confine_wait *w, struct confine_report *r)
 {
         char space[CMSG_SPACE(sizeof(struct ucred))];
         struct iovec iov = {r, sizeof(*r)};
@@ -98,40 +98,45 @@ int confine_await_exec(int fd, struct confine_report *r, int timeout_ms)
                              .msg_iovlen = 1,
                              .msg_control = space,
                              .msg_controllen = sizeof(space)};
-        struct pollfd pfd = {fd, POLLIN, 0};
-        struct confine_report hello;
         struct ucred cred;
         struct cmsghdr *c;
         ssize_t n;
-        int rc;
 
-        do {
-                rc = poll(&pfd, 1, timeout_ms);
-        } while (rc < 0 && errno == EINTR);
-        if (rc <= 0)
-                return rc == 0 ? -ETIMEDOUT : -errno;
-        do {
-                n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-        } while (n < 0 && errno == EINTR);
-        if (n != (ssize_t)sizeof(*r))
-                return -EPIPE;
-        r->step[sizeof(r->step) - 1] = '\0';
-        if (r->kind != CONFINE_STARTED)
-                return 0;
-        c = CMSG_FIRSTHDR(&msg);
-        if (!c || c->cmsg_type != SCM_CREDENTIALS || c->cmsg_len != CMSG_LEN(sizeof(cred)))
-                return -EPROTO;
-        memcpy(&cred, CMSG_DATA(c), sizeof(cred));
-        hello = *r;
-        hello.pid = (int)cred.pid;
-        /* Then its execve closes the socket, or a failure comes. */
-        rc = confine_report_wait(fd, r, timeout_ms);
-        if (rc == -EPIPE) {
-                *r = hello;
-                return 0;
+        for (;;) {
+                do {
+                        n = recvmsg(w->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                } while (n < 0 && errno == EINTR);
+                if (n < 0)
+                        return -errno; /* -EAGAIN: nothing yet */
+                /* Its execve closed the socket after its hello. */
+                if (n == 0 && w->hello) {
+                        *r = w->said;
+                        return 0;
+                }
+                if (n != (ssize_t)sizeof(*r))
+                        return -EPIPE;
+                r->step[sizeof(r->step) - 1] = '\0';
+                if (r->kind != CONFINE_STARTED)
+                        return 0;
+                c = CMSG_FIRSTHDR(&msg);
+                if (w->hello || !c || c->cmsg_type != SCM_CREDENTIALS ||
+                    c->cmsg_len != CMSG_LEN(sizeof(cred)))
+                        return -EPROTO;
+                memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+                w->said = *r;
+                w->said.pid = (int)cred.pid;
+                w->hello = true;
+                msg.msg_controllen = sizeof(space);
         }
-        if (rc == 0 && r->kind == CONFINE_STARTED)
-                return -EPROTO;
+}
+
+int confine_wait_outcome(int rc, const struct confine_report *r, const char **step)
+{
+        *step = "start process";
+        if (rc == 0 && r->kind != CONFINE_STARTED) {
+                *step = r->step;
+                rc = -(r->error ? r->error : EIO);
+        }
         return rc;
 }
 

@@ -49,16 +49,31 @@ int confine_report_wait(int fd, struct confine_report *r, int timeout_ms);
 /* A process forked into a sandbox is orphaned at once by the one that
  * forked it, and so becomes a child of the sandbox's init (sandbox.h).
  * Whoever waits for its start makes sv with confine_exec_socket, hands
- * sv[1] to it and closes its own copy; the process says hello on sv[1]
- * first (confine_hello), then fails through confine_fail(sv[1]) or
- * executes, which closes sv[1]. confine_await_exec reads that from sv[0]
- * within timeout_ms: r is CONFINE_STARTED with the process's pid as the
- * caller sees it (the kernel's credentials say it, not the process) and
- * in the sandbox, or CONFINE_FAILED and the step. 0 or -errno (-EPIPE:
- * gone without a word). */
+ * sv[1] to it (and to whatever forks it) and closes its own copy; the
+ * process says hello on sv[1] first (confine_hello), then fails through
+ * confine_fail(sv[1]) or executes, which closes sv[1]. A step before the
+ * process's own fails through confine_fail(sv[1]) too. The waiter reads
+ * that from sv[0] with confine_wait_read, without blocking, whenever sv[0]
+ * is readable: -EAGAIN while the outcome is not known yet; 0 once it is,
+ * r being CONFINE_STARTED with the process's pid as the caller sees it
+ * (the kernel's credentials say it, not the process) and in the sandbox,
+ * or CONFINE_FAILED and the step; or -errno (-EPIPE: gone without a
+ * word, -EPROTO: a report that is not one). w->hello says whether the
+ * hello came (w->said has the pids): a process that has ended since
+ * failed through a report, which is read first, or else executed. */
+struct confine_wait {
+        int fd; /* sv[0] */
+        bool hello;
+        struct confine_report said;
+};
 int confine_exec_socket(int sv[2]);
 void confine_hello(int fd);
-int confine_await_exec(int fd, struct confine_report *r, int timeout_ms);
+int confine_wait_read(struct confine_wait *w, struct confine_report *r);
+/* What a wait came to (rc and r as confine_wait_read's, or -ETIMEDOUT):
+ * 0, r being the process's hello; or -errno, and *step the step that
+ * failed ("start process": the process went without a word, or its time
+ * ran out). */
+int confine_wait_outcome(int rc, const struct confine_report *r, const char **step);
 /* Reports the failed step and its errno on fd, then _exit(127). */
 __attribute__((noreturn)) void confine_fail(int fd, const char *step, int error);
 void confine_close_fds_except(int keep);

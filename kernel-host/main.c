@@ -127,36 +127,36 @@ static void handle_sandbox_create(json_t *body)
         hostmsg_sandbox_clear(&req);
 }
 
+/* A start's answer (spawn.h), sent as it comes. */
+static void answer_start(const char *sandbox_id, const struct hostmsg_started *started,
+                         const int *fds, size_t nfds, const struct hostmsg_failed *fail)
+{
+        json_t *msg;
+        int rc;
+
+        if (!started) {
+                klog_warn(fail->id, "start failed: %s", fail->message);
+                report(HOSTMSG_START_FAILED, hostmsg_failed_encode(fail));
+                return;
+        }
+        klog_info(started->id, "started pid %d in sandbox %s", started->pid,
+                  fleetid_short(sandbox_id).s);
+        msg = hostmsg_started_encode(started);
+        rc = msg ? hostmsg_send(host.link, HOSTMSG_STARTED, msg, fds, nfds) : -ENOMEM;
+        if (rc < 0)
+                log_warn("cannot report to the gateway: %s", strerror(-rc));
+        json_decref(msg);
+}
+
 static void handle_start(json_t *body)
 {
         struct hostmsg_start req;
-        struct hostmsg_started started = {0};
-        struct hostmsg_failed fail = {0};
-        int fds[3];
-        size_t nfds = 0;
-        json_t *msg;
-        int rc;
 
         if (hostmsg_start_decode(body, &req) < 0) {
                 refuse(HOSTMSG_START_FAILED, body, "id", "start");
                 return;
         }
-        if (spawn_start(&req, &started, fds, &nfds, &fail) < 0) {
-                klog_warn(req.id, "start failed: %s", fail.message);
-                report(HOSTMSG_START_FAILED, hostmsg_failed_encode(&fail));
-                goto out;
-        }
-        klog_info(req.id, "started pid %d in sandbox %s", started.pid,
-                  fleetid_short(req.sandbox_id).s);
-        msg = hostmsg_started_encode(&started);
-        rc = msg ? hostmsg_send(host.link, HOSTMSG_STARTED, msg, fds, nfds) : -ENOMEM;
-        if (rc < 0)
-                log_warn("cannot report to the gateway: %s", strerror(-rc));
-        json_decref(msg);
-        /* The gateway has its own copies now. */
-        for (size_t i = 0; i < nfds; i++)
-                close(fds[i]);
-out:
+        spawn_start(&req, answer_start);
         hostmsg_start_clear(&req);
 }
 
@@ -169,6 +169,8 @@ static void handle_signal(enum hostmsg_type type, json_t *body)
                 log_error("malformed signal request dropped");
                 return;
         }
+        /* A start under way in it, or its own: told to the gateway first. */
+        spawn_starting_settle(req.id);
         if (type == HOSTMSG_SANDBOX_DESTROY)
                 rc = spawn_sandbox_destroy(req.id);
         else if (type == HOSTMSG_SANDBOX_PRIORITY)
@@ -191,6 +193,7 @@ static void handle_relimit(json_t *body)
                 log_error("malformed relimit request dropped");
                 return;
         }
+        spawn_starting_settle(req.id);
         snprintf(answer.id, sizeof(answer.id), "%s", req.id);
         snprintf(answer.step, sizeof(answer.step), "relimit");
         answer.error =
@@ -313,6 +316,8 @@ static void handle_link(void)
                 case HOSTMSG_CHECKPOINT:
                 case HOSTMSG_RESTORE:
                 case HOSTMSG_CHECKPOINT_DELETE:
+                        /* A checkpoint takes a sandbox's processes whole. */
+                        spawn_starting_settle(NULL);
                         checkpoint_handle(type, body, host.link, report);
                         break;
                 case HOSTMSG_SANDBOX_DESTROY:
@@ -490,12 +495,18 @@ int main(int argc, char **argv)
                 zygote_start(zygote_specs[i]);
 
         while (!host.stopping) {
-                struct pollfd fds[3 + ZYGOTE_MAX] = {{host.link, POLLIN, 0},
-                                                     {host.sigfd, POLLIN, 0},
-                                                     {sandbox_exits_fd(), POLLIN, 0}};
-                size_t nfds = 3 + zygote_output_fds(fds + 3, ZYGOTE_MAX);
+                struct pollfd fds[3 + ZYGOTE_MAX + SPAWN_STARTING_MAX] = {
+                    {host.link, POLLIN, 0},
+                    {host.sigfd, POLLIN, 0},
+                    {sandbox_exits_fd(), POLLIN, 0}};
+                size_t nzygotes = zygote_output_fds(fds + 3, ZYGOTE_MAX);
+                size_t nfds = 3 + nzygotes;
+                int due = stock_due_ms(), starts_due = spawn_starting_due_ms();
 
-                if (poll(fds, nfds, stock_due_ms()) < 0) {
+                nfds += spawn_starting_fds(fds + nfds, SPAWN_STARTING_MAX);
+                if (starts_due >= 0 && (due < 0 || starts_due < due))
+                        due = starts_due;
+                if (poll(fds, nfds, due) < 0) {
                         if (errno == EINTR)
                                 continue;
                         log_error("poll: %s", strerror(errno));
@@ -503,9 +514,10 @@ int main(int argc, char **argv)
                 }
                 /* Inits' reports first: a sandbox's end, seen among the
                  * signals, takes whatever its init said before it. */
+                spawn_starting_read();
                 if (fds[2].revents)
                         spawn_init_reports(report);
-                if (nfds > 3)
+                if (nzygotes)
                         zygote_read_output();
                 if (fds[1].revents)
                         handle_signals();

@@ -129,9 +129,13 @@ struct winsize;
  * sandbox_open_pty's and a restore's new terminals (checkpoint_streams.c). */
 int sandbox_pty_of(int *master, const struct sandbox_ids *ids, const struct winsize *size,
                    int *peer);
-/* Starts a process in sb (sandbox_exec.c). On failure fail names the step. */
-int sandbox_exec(const struct sandbox *sb, const struct sandbox_exec *ex,
-                 struct sandbox_process *proc, struct hostmsg_failed *fail);
+/* Starts a process in sb (sandbox_exec.c) without waiting for it: *fd is
+ * the socket its start is read from (confine.h's confine_wait_read, the
+ * caller closes it), *starter the child that makes it, which exits once
+ * the process is forked (the caller's to reap, and to kill if it is
+ * still there when the wait gives up). 0, or -errno with fail filled. */
+int sandbox_exec_begin(const struct sandbox *sb, const struct sandbox_exec *ex, int *fd,
+                       pid_t *starter, struct hostmsg_failed *fail);
 /* How long a sandbox's init, or a process started in a sandbox, has to say
  * it has started. */
 #define SANDBOX_SETUP_TIMEOUT_MS 30000

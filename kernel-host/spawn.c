@@ -239,20 +239,31 @@ static void proc_ended(struct proc *p, int status, void (*report)(enum hostmsg_t
                 spawn_box_free(b, report);
 }
 
+/* The process nspid of the sandbox whose init is init_pid. */
+static struct proc *proc_in(pid_t init_pid, pid_t nspid)
+{
+        for (struct proc *p = procs; p; p = p->next) {
+                if (p->box->sandboxed && p->box->sandbox.init_pid == init_pid &&
+                    p->sp.nspid == nspid)
+                        return p;
+        }
+        return NULL;
+}
+
 void spawn_init_reports(void (*report)(enum hostmsg_type, json_t *))
 {
         pid_t init_pid, pid;
         int status;
 
         while (sandbox_exit_next(&init_pid, &pid, &status) == 0) {
-                struct proc *found = NULL;
-
                 /* The sender is known by its credentials; a pid it reaps
-                 * that we did not start (an orphan) is none of ours. */
-                for (struct proc *p = procs; p && !found; p = p->next) {
-                        if (p->box->sandboxed && p->box->sandbox.init_pid == init_pid &&
-                            p->sp.nspid == pid)
-                                found = p;
+                 * that we did not start (an orphan) is none of ours. A
+                 * process whose start is under way is answered first. */
+                struct proc *found = proc_in(init_pid, pid);
+
+                if (!found) {
+                        spawn_starting_ended(init_pid, pid);
+                        found = proc_in(init_pid, pid);
                 }
                 if (found)
                         proc_ended(found, status, report);
@@ -261,6 +272,8 @@ void spawn_init_reports(void (*report)(enum hostmsg_type, json_t *))
 
 void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t *))
 {
+        if (spawn_starting_reaped(pid))
+                return;
         for (struct proc *p = procs; p; p = p->next) {
                 if (p->reap > 0 && p->reap == pid) {
                         proc_ended(p, status, report);
@@ -269,6 +282,10 @@ void spawn_reap(pid_t pid, int status, void (*report)(enum hostmsg_type, json_t 
         }
         for (struct box *b = boxes; b; b = b->next) {
                 if (b->sandboxed && b->sandbox.init_pid == pid) {
+                        /* Its starts under way end (its pid namespace
+                         * did): answered first, their processes ended
+                         * below with the rest. */
+                        spawn_starting_settle(b->id);
                         /* What it reported before it died counts first;
                          * the rest died with it, and its pid namespace
                          * reaped them unreported. */
@@ -305,6 +322,9 @@ void spawn_stop_all(void (*report)(enum hostmsg_type, json_t *))
 {
         for (struct box *b = boxes; b; b = b->next)
                 spawn_sandbox_destroy(b->id);
+        /* Their processes die with their sandboxes (the zygotes are gone
+         * already): answered, so that they are reaped and told below. */
+        spawn_starting_settle(NULL);
         while (boxes) {
                 int status;
                 pid_t pid = waitpid(-1, &status, 0);

@@ -5,6 +5,7 @@
 #include "protocol/hostmsg.h"
 
 #include <jansson.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -20,10 +21,30 @@ int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandb
 /* Kills everything in the sandbox; it is reported gone once reaped. */
 int spawn_sandbox_destroy(const char *id);
 
-/* Starts a process in its sandbox. A command's stdin (write end), stdout
- * and stderr (read ends) are returned in fds for the gateway. */
-int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started, int fds[3],
-                size_t *nfds, struct hostmsg_failed *fail);
+/* What a start comes to, in sandbox_id: started, with the descriptors
+ * for the gateway (a command's stdin's write end and its stdout's and
+ * stderr's read ends; a kernel's output; a terminal's master), or fail
+ * (started NULL). The callee sends them on; they are closed after. */
+typedef void spawn_answer_fn(const char *sandbox_id, const struct hostmsg_started *started,
+                             const int *fds, size_t nfds, const struct hostmsg_failed *fail);
+/* Starts a process in its sandbox, answered through answer: at once, or
+ * when its process has said how its start went (spawn_starting_read).
+ * Starts in sandboxes are under way side by side, SPAWN_STARTING_MAX at
+ * most: past that, the oldest is waited for first. */
+#define SPAWN_STARTING_MAX 64
+void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer);
+/* The starts under way, for the kernel-host's poll: their sockets (at most
+ * max into fds, POLLIN; how many), and the time to the first one's end in
+ * ms (-1: none under way). */
+size_t spawn_starting_fds(struct pollfd *fds, size_t max);
+int spawn_starting_due_ms(void);
+/* Reads what the starts under way have said, without blocking, and gives
+ * up on those out of time: each whose outcome is known is answered. */
+void spawn_starting_read(void);
+/* Waits for every start under way of process or sandbox id (NULL: all)
+ * to be answered: before a request about it, which then finds it
+ * started or failed, as the gateway, told first, does. */
+void spawn_starting_settle(const char *id);
 /* Delivers sig to the process's group; -ESRCH if unknown. */
 int spawn_signal(const char *id, int sig);
 /* Kills the process's group at once. */

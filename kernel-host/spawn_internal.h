@@ -80,6 +80,14 @@ struct proc {
 /* spawn_start.c: the zygote of the last kernel started from one, which
  * the stock forks its processes ahead from ("": none yet). */
 const char *spawn_last_zygote(void);
+/* spawn_start.c: a process the sandbox whose init is init_pid has reaped
+ * (nspid, as its init reported it), which may be that of a start under
+ * way: the starts that can be are answered, so that its end is reported
+ * after its start. */
+void spawn_starting_ended(pid_t init_pid, pid_t nspid);
+/* Whether pid was a starter of a start under way (sandbox_exec_begin's),
+ * which is reaped now. */
+bool spawn_starting_reaped(pid_t pid);
 /* Ends b's process forked ahead, if it has one; with wait, once it is
  * gone, removes its group too, or the one an earlier call left (else the
  * sandbox's end does). */

@@ -1,6 +1,7 @@
 /* A process started in its sandbox (spawn_start): its stdio, its own
- * cgroup, forked from a zygote or started cold; without a sandbox, a plain
- * child in a session of its own. */
+ * cgroup, forked from a zygote or started cold, several at once, each
+ * answered when its process says how its start went; without a sandbox, a
+ * plain child in a session of its own. */
 #include "autoconf.h"
 
 #include "kernel-host/spawn.h"
@@ -11,6 +12,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Without a sandbox, "/" of the box is run_dir/root and home its
@@ -143,33 +147,356 @@ const char *spawn_last_zygote(void)
         return last_zygote;
 }
 
-/* The process b's stock forked ahead (zygote.h), taken out of b: started
- * as ex, in its group named name (where groups can be renamed: cgroup v1;
- * on v2 it keeps ZYGOTE_AHEAD_GROUP), when the start is one of zygote's
- * (NULL: not a zygote's); else, or when it cannot serve, ended and its
- * group removed: -ENOENT, and the caller starts ex as without one. */
-static int start_ahead(struct box *b, const char *zygote, const char *name, struct sandbox_exec *ex,
-                       struct proc *p, struct hostmsg_failed *fail)
+/* How a sandboxed start goes, in order, until one stage takes it: the
+ * process its sandbox's stock forked ahead, a group of its own made, its
+ * zygote, then started cold. */
+enum stage { STAGE_AHEAD, STAGE_GROUP, STAGE_ZYGOTE, STAGE_COLD };
+
+/* A start (spawn.h): all the request started with, kept until its process
+ * says how its start went. */
+struct starting {
+        struct starting *next;
+        struct proc *p; /* not in the registry until it has started */
+        spawn_answer_fn *answer;
+        enum stage stage;
+        char zygote[ZYGOTE_MAX_NAME]; /* the zygote it fits ("": none) */
+        struct zygote_ahead *ahead;   /* the process forked ahead it went to */
+        struct confine_wait wait;     /* fd -1 until sent */
+        pid_t starter;                /* sandbox_exec_begin's, until reaped */
+        struct timespec deadline;
+        bool kernel, pty;
+        char **argv, **envp;
+        char *conn_text;
+        char cwd[PATH_MAX + 32];
+        char conn_name[32];
+        int pipes[3][2];
+        int stdio[3];
+        int pty_master, pty_peer;
+        struct sandbox_exec ex;
+        struct hostmsg_started started; /* its ipc_prefix from the request on */
+        struct hostmsg_failed fail;
+};
+
+/* The starts under way, newest first, and how many. */
+static struct starting *startings;
+static size_t nstartings;
+
+static void starting_list(struct starting *s)
 {
+        clock_gettime(CLOCK_MONOTONIC, &s->deadline);
+        s->deadline.tv_sec += SANDBOX_SETUP_TIMEOUT_MS / 1000;
+        s->next = startings;
+        startings = s;
+        nstartings++;
+}
+
+static void starting_unlist(struct starting *s)
+{
+        for (struct starting **link = &startings; *link; link = &(*link)->next) {
+                if (*link == s) {
+                        *link = s->next;
+                        nstartings--;
+                        return;
+                }
+        }
+}
+
+/* The first start under way of process or sandbox id (NULL: any). */
+static struct starting *starting_of(const char *id)
+{
+        for (struct starting *s = startings; s; s = s->next) {
+                if (!id || strcmp(s->p->id, id) == 0 || strcmp(s->p->box->id, id) == 0)
+                        return s;
+        }
+        return NULL;
+}
+
+static int ms_left(const struct timespec *deadline)
+{
+        struct timespec now;
+        long long ms;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        ms = (long long)(deadline->tv_sec - now.tv_sec) * 1000 +
+             (deadline->tv_nsec - now.tv_nsec) / 1000000;
+        return ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static void close_pair(int pair[2])
+{
+        for (int i = 0; i < 2; i++) {
+                if (pair[i] >= 0)
+                        close(pair[i]);
+                pair[i] = -1;
+        }
+}
+
+/* s has started (rc 0: p->sp is its process) or failed (s->fail says
+ * why): answered, registered or undone, and freed. */
+static void starting_finish(struct starting *s, int rc)
+{
+        struct proc *p = s->p;
+        struct box *b = p->box;
+        int fds[3];
+        size_t nfds = 0;
+
+        if (rc < 0) {
+                snprintf(s->fail.id, sizeof(s->fail.id), "%s", p->id);
+                if (s->kernel)
+                        spawn_remove_kernel_files(b, p->id);
+                cgroup_destroy(&p->cgroup);
+                s->answer(b->id, NULL, NULL, 0, &s->fail);
+                free(p);
+                goto out;
+        }
+        if (b->sandboxed) {
+                /* Its end comes from its sandbox's init (spawn_init_reports). */
+                p->pid = p->sp.pid;
+                p->reap = 0;
+        }
+        if (s->kernel) {
+                fds[nfds++] = s->pipes[2][0];
+        } else if (s->pty) {
+                struct stat st;
+
+                if (fstat(s->pty_peer, &st) == 0) {
+                        p->tty_rdev = st.st_rdev;
+                        p->tty_dev = st.st_dev;
+                }
+                fds[nfds++] = s->pty_master;
+        } else {
+                for (int i = 0; i < 3; i++) {
+                        struct stat st;
+
+                        p->pipes[i] = fstat(s->stdio[i], &st) == 0 ? st.st_ino : 0;
+                }
+                fds[nfds++] = s->pipes[0][1];
+                fds[nfds++] = s->pipes[1][0];
+                fds[nfds++] = s->pipes[2][0];
+        }
+        snprintf(s->started.id, sizeof(s->started.id), "%s", p->id);
+        s->started.pid = p->pid;
+        b->procs++;
+        spawn_proc_add(p);
+        /* The gateway has its own copies of fds once answered: all of
+         * them are closed below. */
+        s->answer(b->id, &s->started, fds, nfds, NULL);
+out:
+        for (int i = 0; i < 3; i++)
+                close_pair(s->pipes[i]);
+        if (s->pty_master >= 0)
+                close(s->pty_master);
+        if (s->pty_peer >= 0)
+                close(s->pty_peer);
+        spawn_strv_free(s->argv);
+        spawn_strv_free(s->envp);
+        free(s->conn_text);
+        free(s);
+}
+
+/* Sends s to the process b's stock forked ahead (zygote.h), taken out of
+ * b: in its group renamed name (where groups can be renamed: cgroup v1;
+ * on v2 it keeps ZYGOTE_AHEAD_GROUP), when s is a zygote's kernel. Else,
+ * or when it cannot take s, the process is ended and its group removed:
+ * -ENOENT, and s goes on to its next stage. */
+static int send_ahead(struct starting *s, const char *name, int *fd)
+{
+        struct box *b = s->p->box;
         struct zygote_ahead *a = b->ahead;
         int rc = -ENOENT;
 
-        if (!zygote) {
+        if (!s->zygote[0]) {
                 spawn_drop_ahead(b, false);
                 return -ENOENT;
         }
         b->ahead = NULL;
-        if (cgroup_child_of(&b->sandbox.cgroup, ZYGOTE_AHEAD_GROUP, &p->cgroup) < 0) {
+        if (cgroup_child_of(&b->sandbox.cgroup, ZYGOTE_AHEAD_GROUP, &s->p->cgroup) < 0) {
                 zygote_ahead_free(a);
                 return -ENOENT;
         }
-        if (!cgroup_renamable() || cgroup_rename(&p->cgroup, name) == 0)
-                rc = zygote_exec_ahead(a, zygote, &b->sandbox, ex, &p->sp, fail);
-        else
-                zygote_ahead_free(a);
+        if (!cgroup_renamable() || cgroup_rename(&s->p->cgroup, name) == 0)
+                rc = zygote_exec_ahead(a, s->zygote, &b->sandbox, &s->ex, fd, &s->fail);
+        if (rc == 0) {
+                s->ahead = a;
+                return 0;
+        }
+        zygote_ahead_free(a);
         if (rc == -ENOENT)
-                cgroup_destroy(&p->cgroup); /* and whatever waits there */
+                cgroup_destroy(&s->p->cgroup); /* and whatever waits there */
         return rc;
+}
+
+/* Sends s at its stage, or the first after it that takes it: 0 once its
+ * process is to report (s listed), or the failure (s->fail). */
+static int starting_send(struct starting *s)
+{
+        struct proc *p = s->p;
+        struct box *b = p->box;
+        char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
+        int fd = -1, rc = -ENOENT;
+
+        /* A group of its own: what it starts, even in a new session, can
+         * be killed with it. */
+        snprintf(name, sizeof(name), "p-%s", p->id);
+        while (rc == -ENOENT) {
+                switch (s->stage) {
+                case STAGE_AHEAD:
+                        rc = send_ahead(s, name, &fd);
+                        if (rc == -ENOENT)
+                                s->stage = STAGE_GROUP;
+                        break;
+                case STAGE_GROUP:
+                        rc = cgroup_create_child(&b->sandbox.cgroup, name, &p->cgroup, err,
+                                                 sizeof(err));
+                        if (rc < 0) {
+                                spawn_fail_set(&s->fail, p->id, "cgroup", -rc, err);
+                                return rc;
+                        }
+                        s->stage = s->zygote[0] ? STAGE_ZYGOTE : STAGE_COLD;
+                        rc = -ENOENT;
+                        break;
+                case STAGE_ZYGOTE:
+                        rc = zygote_exec(s->zygote, &b->sandbox, &s->ex, &fd, &s->fail);
+                        if (rc == -ENOENT)
+                                s->stage = STAGE_COLD;
+                        break;
+                case STAGE_COLD:
+                        rc = sandbox_exec_begin(&b->sandbox, &s->ex, &fd, &s->starter, &s->fail);
+                        if (rc < 0)
+                                return rc;
+                        break;
+                }
+        }
+        if (rc < 0)
+                return rc;
+        s->wait = (struct confine_wait){.fd = fd};
+        starting_list(s);
+        return 0;
+}
+
+/* s's process said how its start went (rc and r as confine_wait_read's,
+ * or -ETIMEDOUT): s is answered, or sent on to its next stage. */
+static void starting_outcome(struct starting *s, int rc, const struct confine_report *r)
+{
+        struct proc *p = s->p;
+
+        starting_unlist(s);
+        close(s->wait.fd);
+        s->wait.fd = -1;
+        /* The starter of a process that never said a word; the process
+         * itself goes with its group when s fails. */
+        if (rc == -ETIMEDOUT && s->starter > 0)
+                kill(s->starter, SIGKILL);
+        if (s->stage == STAGE_COLD) {
+                const char *step;
+
+                rc = confine_wait_outcome(rc, r, &step);
+                if (rc < 0) {
+                        sandbox_fail_set(&s->fail, step, -rc);
+                } else {
+                        p->sp.pid = r->pid;
+                        p->sp.nspid = r->nspid;
+                }
+        } else {
+                rc = zygote_exec_end(s->zygote, s->stage == STAGE_AHEAD, rc, r, &s->ex, &p->sp,
+                                     &s->fail);
+                zygote_ahead_free(s->ahead);
+                s->ahead = NULL;
+                if (rc == -ENOENT) {
+                        if (s->stage == STAGE_AHEAD)
+                                cgroup_destroy(&p->cgroup); /* it died waiting */
+                        s->stage = s->stage == STAGE_AHEAD ? STAGE_GROUP : STAGE_COLD;
+                        rc = starting_send(s);
+                        if (rc == 0)
+                                return;
+                } else if (rc == 0) {
+                        klog_debug(p->id, "forked from zygote %s", s->zygote);
+                        snprintf(last_zygote, sizeof(last_zygote), "%s", s->zygote);
+                }
+        }
+        starting_finish(s, rc);
+}
+
+/* Reads s without blocking: its outcome if known, or its time is up. */
+static bool starting_step(struct starting *s)
+{
+        struct confine_report r;
+        int rc = confine_wait_read(&s->wait, &r);
+
+        if (rc == -EAGAIN && ms_left(&s->deadline) > 0)
+                return false;
+        starting_outcome(s, rc == -EAGAIN ? -ETIMEDOUT : rc, &r);
+        return true;
+}
+
+void spawn_starting_read(void)
+{
+        /* An outcome changes the list: from its start again. At most
+         * three outcomes per start (its stages), so this ends. */
+        for (struct starting *s = startings; s;)
+                s = starting_step(s) ? startings : s->next;
+}
+
+void spawn_starting_settle(const char *id)
+{
+        struct starting *s;
+
+        while ((s = starting_of(id))) {
+                struct pollfd pfd = {s->wait.fd, POLLIN, 0};
+
+                if (!starting_step(s))
+                        (void)poll(&pfd, 1, ms_left(&s->deadline));
+        }
+}
+
+void spawn_starting_ended(pid_t init_pid, pid_t nspid)
+{
+        spawn_starting_read();
+        for (struct starting *s = startings; s; s = s->next) {
+                const struct box *b = s->p->box;
+
+                /* Its hello came and no failure after it (a failure is
+                 * reported before the process ends, and was read): it
+                 * executed, and whoever forked it still holds the socket. */
+                if (b->sandboxed && b->sandbox.init_pid == init_pid && s->wait.hello &&
+                    s->wait.said.nspid == nspid) {
+                        starting_outcome(s, 0, &s->wait.said);
+                        return;
+                }
+        }
+}
+
+bool spawn_starting_reaped(pid_t pid)
+{
+        for (struct starting *s = startings; s; s = s->next) {
+                if (s->starter == pid) {
+                        s->starter = 0;
+                        return true;
+                }
+        }
+        return false;
+}
+
+size_t spawn_starting_fds(struct pollfd *fds, size_t max)
+{
+        size_t n = 0;
+
+        for (struct starting *s = startings; s && n < max; s = s->next)
+                fds[n++] = (struct pollfd){s->wait.fd, POLLIN, 0};
+        return n;
+}
+
+int spawn_starting_due_ms(void)
+{
+        int due = -1;
+
+        for (struct starting *s = startings; s; s = s->next) {
+                int left = ms_left(&s->deadline);
+
+                if (due < 0 || left < due)
+                        due = left;
+        }
+        return due;
 }
 
 void spawn_drop_ahead(struct box *b, bool wait)
@@ -192,233 +519,168 @@ void spawn_drop_ahead(struct box *b, bool wait)
                 cgroup_kill(&group, 0);
 }
 
-static void close_pair(int pair[2])
+/* The failure of a request refused before anything was made for it. */
+static void refuse(const struct hostmsg_start *req, spawn_answer_fn *answer, const char *step,
+                   int error, const char *detail)
 {
-        for (int i = 0; i < 2; i++) {
-                if (pair[i] >= 0)
-                        close(pair[i]);
-                pair[i] = -1;
-        }
+        struct hostmsg_failed fail = {0};
+
+        spawn_fail_set(&fail, req->id, step, error, detail);
+        answer(req->sandbox_id, NULL, NULL, 0, &fail);
 }
 
-int spawn_start(const struct hostmsg_start *req, struct hostmsg_started *started, int fds[3],
-                size_t *nfds, struct hostmsg_failed *fail)
+void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer)
 {
         struct box *b = spawn_box_find(req->sandbox_id);
-        char inside[PATH_MAX + 32], home[PATH_MAX + 32], conn_name[32];
+        char inside[PATH_MAX + 32], home[PATH_MAX + 32];
         char bridge_prefix[sizeof(((struct jp_connection *)0)->ip)] = "";
         struct jp_connection bridge_conn;
-        char **argv = NULL, **envp = NULL, *conn_text = NULL;
-        int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-        int stdio[3] = {-1, -1, -1};
-        int pty_master = -1, pty_peer = -1;
-        struct proc *p = NULL;
-        const char *cwd;
+        struct starting *s;
+        struct proc *p;
         int rc;
 
-        *nfds = 0;
-        memset(started, 0, sizeof(*started));
         if (!b || b->gone_reported ||
             (b->sandboxed && (!b->init_alive || sandbox_dying(&b->sandbox)))) {
-                spawn_fail_set(fail, req->id, "find sandbox", ESRCH, NULL);
-                return -ESRCH;
+                refuse(req, answer, "find sandbox", ESRCH, NULL);
+                return;
         }
-        if (spawn_proc_find(req->id) || spawn_box_find(req->id)) {
-                spawn_fail_set(fail, req->id, "register", EEXIST, NULL);
-                return -EEXIST;
+        if (spawn_proc_find(req->id) || spawn_box_find(req->id) || starting_of(req->id)) {
+                refuse(req, answer, "register", EEXIST, NULL);
+                return;
         }
         /* A sandbox's root exists only where its user namespace maps one
          * (sandbox.c, write_id_maps); never run "root" as anyone else. */
         if (req->as_root && (!b->sandboxed || !b->sandbox.ids.privileged)) {
-                spawn_fail_set(fail, req->id, "user root", EPERM,
-                               "user 'root' needs a sandbox made by a kernel-host running as root");
-                return -EPERM;
+                refuse(req, answer, "user root", EPERM,
+                       "user 'root' needs a sandbox made by a kernel-host running as root");
+                return;
         }
+        /* Bounded: past it, the oldest is waited for first. */
+        while (nstartings >= SPAWN_STARTING_MAX) {
+                struct starting *oldest = startings;
+
+                while (oldest->next)
+                        oldest = oldest->next;
+                spawn_starting_settle(oldest->p->id);
+        }
+        s = calloc(1, sizeof(*s));
         p = calloc(1, sizeof(*p));
-        if (!p) {
-                spawn_fail_set(fail, req->id, "register", ENOMEM, NULL);
-                return -ENOMEM;
+        if (!s || !p) {
+                free(s);
+                free(p);
+                refuse(req, answer, "register", ENOMEM, NULL);
+                return;
         }
+        for (int i = 0; i < 3; i++)
+                s->pipes[i][0] = s->pipes[i][1] = s->stdio[i] = -1;
+        s->pty_master = s->pty_peer = s->wait.fd = -1;
+        s->p = p;
+        s->answer = answer;
+        s->kernel = req->kernel;
+        s->pty = req->pty;
         snprintf(p->id, sizeof(p->id), "%s", req->id);
         p->box = b;
         p->kernel = req->kernel;
         box_home(b, home, sizeof(home));
-        cwd = req->cwd[0] ? req->cwd : home;
+        snprintf(s->cwd, sizeof(s->cwd), "%s", req->cwd[0] ? req->cwd : home);
         if (!b->sandboxed && req->cwd[0])
-                cwd = home; /* without a sandbox, paths inside mean nothing */
+                snprintf(s->cwd, sizeof(s->cwd), "%s", home); /* paths inside mean nothing */
         if (req->kernel) {
                 struct jp_connection conn;
 
-                spawn_prepare_connection(b, req, &conn, conn_name, sizeof(conn_name), inside,
-                                         sizeof(inside), started->ipc_prefix,
-                                         sizeof(started->ipc_prefix));
+                spawn_prepare_connection(b, req, &conn, s->conn_name, sizeof(s->conn_name), inside,
+                                         sizeof(inside), s->started.ipc_prefix,
+                                         sizeof(s->started.ipc_prefix));
                 if (req->tcp_bridge) {
                         snprintf(bridge_prefix, sizeof(bridge_prefix), "%s", conn.ip);
                         tcp_bridge_connection(&conn, req->id);
                         bridge_conn = conn;
                 }
-                /* In a sandbox its root writes the file (sandbox_exec);
+                /* In a sandbox its root writes the file (sandbox_exec_begin);
                  * without one the directory and the kernel are ours. */
                 if (b->sandboxed) {
-                        conn_text = jp_connection_dump(&conn);
-                        rc = conn_text ? 0 : -ENOMEM;
+                        s->conn_text = jp_connection_dump(&conn);
+                        rc = s->conn_text ? 0 : -ENOMEM;
                 } else {
-                        rc = jp_connection_write_at(&conn, b->plain_ipc_fd, conn_name, (uid_t)-1,
+                        rc = jp_connection_write_at(&conn, b->plain_ipc_fd, s->conn_name, (uid_t)-1,
                                                     (gid_t)-1);
                 }
                 if (rc < 0) {
-                        spawn_fail_set(fail, req->id, "connection-file", -rc, NULL);
-                        goto fail;
+                        spawn_fail_set(&s->fail, req->id, "connection-file", -rc, NULL);
+                        goto out;
                 }
                 /* Its output goes to the gateway, which keeps the last
                  * lines: a kernel that fails to start says why there. */
-                if (pipe2(pipes[2], O_CLOEXEC) < 0) {
+                if (pipe2(s->pipes[2], O_CLOEXEC) < 0) {
                         rc = -errno;
-                        spawn_fail_set(fail, req->id, "pipe", errno, NULL);
-                        goto fail;
+                        spawn_fail_set(&s->fail, req->id, "pipe", errno, NULL);
+                        goto out;
                 }
-                stdio[1] = stdio[2] = pipes[2][1];
+                s->stdio[1] = s->stdio[2] = s->pipes[2][1];
         } else if (req->pty) {
                 /* A terminal: the master goes to the gateway, the peer is
                  * all three of the process's stdio. */
                 rc = sandbox_open_pty(b->sandboxed ? &b->sandbox : NULL, req->rows, req->cols,
-                                      &pty_master, &pty_peer);
+                                      &s->pty_master, &s->pty_peer);
                 if (rc < 0) {
-                        spawn_fail_set(fail, req->id, "pseudo-terminal", -rc, NULL);
-                        goto fail;
+                        spawn_fail_set(&s->fail, req->id, "pseudo-terminal", -rc, NULL);
+                        goto out;
                 }
-                stdio[0] = stdio[1] = stdio[2] = pty_peer;
+                s->stdio[0] = s->stdio[1] = s->stdio[2] = s->pty_peer;
                 inside[0] = '\0';
         } else {
                 /* A command talks through pipes the gateway reads. */
                 for (int i = 0; i < 3; i++) {
-                        if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                        if (pipe2(s->pipes[i], O_CLOEXEC) < 0) {
                                 rc = -errno;
-                                spawn_fail_set(fail, req->id, "pipe", errno, NULL);
-                                goto fail;
+                                spawn_fail_set(&s->fail, req->id, "pipe", errno, NULL);
+                                goto out;
                         }
                 }
-                stdio[0] = pipes[0][0];
-                stdio[1] = pipes[1][1];
-                stdio[2] = pipes[2][1];
+                s->stdio[0] = s->pipes[0][0];
+                s->stdio[1] = s->pipes[1][1];
+                s->stdio[2] = s->pipes[2][1];
                 inside[0] = '\0';
         }
-        argv = spawn_build_argv(req, inside);
-        if (argv && req->kernel && req->tcp_bridge) {
-                argv = tcp_bridge_argv(argv, bridge_prefix, &bridge_conn);
-                if (!argv) {
+        s->argv = spawn_build_argv(req, inside);
+        if (s->argv && req->kernel && req->tcp_bridge) {
+                s->argv = tcp_bridge_argv(s->argv, bridge_prefix, &bridge_conn);
+                if (!s->argv) {
                         rc = -ENOENT;
                         spawn_fail_set(
-                            fail, req->id, "tcp-bridge", ENOENT,
+                            &s->fail, req->id, "tcp-bridge", ENOENT,
                             "glovebox-kernel-bridge is not installed beside the kernel-host");
-                        goto fail;
+                        goto out;
                 }
         }
-        envp = spawn_build_env(req, home);
-        if (!argv || !envp) {
+        s->envp = spawn_build_env(req, home);
+        if (!s->argv || !s->envp) {
                 rc = -ENOMEM;
-                spawn_fail_set(fail, req->id, "prepare", ENOMEM, NULL);
-                goto fail;
+                spawn_fail_set(&s->fail, req->id, "prepare", ENOMEM, NULL);
+                goto out;
         }
-        if (b->sandboxed) {
-                struct sandbox_exec ex = {.argv = argv,
-                                          .envp = envp,
-                                          .cwd = cwd,
-                                          .stdio = {stdio[0], stdio[1], stdio[2]},
-                                          .cgroup = &p->cgroup,
-                                          .conn_name = req->kernel ? conn_name : NULL,
-                                          .conn_text = conn_text,
-                                          .tty = req->pty,
-                                          .as_root = req->as_root};
-                char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
-                /* A zygote's modules are the host's: only a sandbox on
-                 * the host's /usr sees the same files. */
-                bool zygote = req->kernel && !req->tcp_bridge && !b->templated &&
-                              zygote_fits(req->zygote, argv, envp);
-
-                /* A group of its own: what it starts, even in a new session,
-                 * can be killed with it. */
-                snprintf(name, sizeof(name), "p-%s", req->id);
-                rc = -ENOENT;
-                if (b->ahead)
-                        rc = start_ahead(b, zygote ? req->zygote : NULL, name, &ex, p, fail);
-                if (rc == -ENOENT) {
-                        rc = cgroup_create_child(&b->sandbox.cgroup, name, &p->cgroup, err,
-                                                 sizeof(err));
-                        if (rc < 0) {
-                                spawn_fail_set(fail, req->id, "cgroup", -rc, err);
-                                goto fail;
-                        }
-                        rc = -ENOENT;
-                        if (zygote)
-                                rc = zygote_exec(req->zygote, &b->sandbox, &ex, &p->sp, fail);
-                }
-                if (rc == 0 && zygote) {
-                        klog_debug(req->id, "forked from zygote %s", req->zygote);
-                        snprintf(last_zygote, sizeof(last_zygote), "%s", req->zygote);
-                }
-                if (rc == -ENOENT)
-                        rc = sandbox_exec(&b->sandbox, &ex, &p->sp, fail);
-                snprintf(fail->id, sizeof(fail->id), "%s", req->id);
-                /* Its end comes from its sandbox's init (spawn_init_reports). */
-                p->pid = p->sp.pid;
-                p->reap = 0;
-        } else {
-                rc = start_plain(p, argv, envp, cwd, stdio, req->pty, fail);
+        if (!b->sandboxed) {
+                rc = start_plain(p, s->argv, s->envp, s->cwd, s->stdio, req->pty, &s->fail);
+                goto out;
         }
-        if (rc < 0)
-                goto fail;
-        if (req->kernel) {
-                fds[0] = pipes[2][0];
-                pipes[2][0] = -1;
-                *nfds = 1;
-        } else if (req->pty) {
-                struct stat st;
-
-                if (fstat(pty_peer, &st) == 0) {
-                        p->tty_rdev = st.st_rdev;
-                        p->tty_dev = st.st_dev;
-                }
-                fds[0] = pty_master;
-                pty_master = -1;
-                *nfds = 1;
-        } else {
-                for (int i = 0; i < 3; i++) {
-                        struct stat st;
-
-                        p->pipes[i] = fstat(stdio[i], &st) == 0 ? st.st_ino : 0;
-                }
-                fds[0] = pipes[0][1];
-                fds[1] = pipes[1][0];
-                fds[2] = pipes[2][0];
-                pipes[0][1] = pipes[1][0] = pipes[2][0] = -1;
-                *nfds = 3;
-        }
-        for (int i = 0; i < 3; i++)
-                close_pair(pipes[i]);
-        if (pty_peer >= 0)
-                close(pty_peer);
-        snprintf(started->id, sizeof(started->id), "%s", req->id);
-        started->pid = p->pid;
-        b->procs++;
-        spawn_proc_add(p);
-        spawn_strv_free(argv);
-        spawn_strv_free(envp);
-        free(conn_text);
-        return 0;
-fail:
-        for (int i = 0; i < 3; i++)
-                close_pair(pipes[i]);
-        if (pty_master >= 0)
-                close(pty_master);
-        if (pty_peer >= 0)
-                close(pty_peer);
-        if (req->kernel)
-                spawn_remove_kernel_files(b, req->id);
-        cgroup_destroy(&p->cgroup);
-        free(p);
-        spawn_strv_free(argv);
-        spawn_strv_free(envp);
-        free(conn_text);
-        return rc;
+        s->ex = (struct sandbox_exec){.argv = s->argv,
+                                      .envp = s->envp,
+                                      .cwd = s->cwd,
+                                      .stdio = {s->stdio[0], s->stdio[1], s->stdio[2]},
+                                      .cgroup = &p->cgroup,
+                                      .conn_name = req->kernel ? s->conn_name : NULL,
+                                      .conn_text = s->conn_text,
+                                      .tty = req->pty,
+                                      .as_root = req->as_root};
+        /* A zygote's modules are the host's: only a sandbox on the host's
+         * /usr sees the same files. */
+        if (req->kernel && !req->tcp_bridge && !b->templated &&
+            zygote_fits(req->zygote, s->argv, s->envp))
+                snprintf(s->zygote, sizeof(s->zygote), "%s", req->zygote);
+        s->stage = b->ahead ? STAGE_AHEAD : STAGE_GROUP;
+        rc = starting_send(s);
+        if (rc == 0)
+                return; /* answered once its process reports */
+out:
+        starting_finish(s, rc);
 }

@@ -30,7 +30,6 @@
 /* Importing pandas on a loaded machine, then the rehearsal's bound
  * (zygote_main.c's REHEARSAL_MS). */
 #define READY_TIMEOUT_MS 40000
-#define START_TIMEOUT_MS 30000
 #define MAX_MODULES      1024
 #define OUTPUT_LINE_MAX  512   /* a longer line is logged in parts */
 #define OUTPUT_READ_MAX  65536 /* bytes per zygote and round */
@@ -536,13 +535,11 @@ struct zygote_ahead {
 };
 
 /* Sends the request for ex, to zygote z, or over a's link to the process
- * forked ahead (a not NULL), and waits for the kernel's report. -ENOENT
- * when neither can take it. */
+ * forked ahead (a not NULL): *fd is where the kernel's report is read.
+ * -ENOENT when neither can take it. */
 static int start(struct zygote *z, struct zygote_ahead *a, const struct sandbox *sb,
-                 const struct sandbox_exec *ex, struct sandbox_process *proc,
-                 struct hostmsg_failed *fail)
+                 const struct sandbox_exec *ex, int *fd, struct hostmsg_failed *fail)
 {
-        struct confine_report r;
         int fds[ZYGOTE_NFDS];
         int report[2] = {-1, -1};
         int spec_fd = -1;
@@ -569,44 +566,19 @@ static int start(struct zygote *z, struct zygote_ahead *a, const struct sandbox 
         if (a) {
                 /* It has the sandbox's already. */
                 rc = send_fds(a->link, 'S', fds, ZYGOTE_FD_RUN);
-                if (rc < 0) {
+                if (rc < 0)
                         rc = -ENOENT; /* it died waiting */
-                        goto out;
-                }
         } else {
                 rc = send_fds(z->link, 'F', fds, ZYGOTE_NFDS);
                 if (rc < 0) {
                         zygote_lost(z, "its socket failed");
                         rc = -ENOENT;
-                        goto out;
                 }
         }
-        close(report[1]);
-        report[1] = -1;
-        rc = confine_await_exec(report[0], &r, START_TIMEOUT_MS);
-        if (rc == -EPIPE && a) {
-                /* It took the request and died before its hello (its
-                 * group is the caller's to clear): nothing started. */
-                rc = -ENOENT;
-                goto out;
+        if (rc == 0) {
+                *fd = report[0];
+                report[0] = -1;
         }
-        if (rc == -EPIPE && zygote_hung_up(z)) {
-                /* It died with our request: whatever of the request ran
-                 * joined the kernel's group first, and goes with it. */
-                cgroup_kill((struct kernel_cgroup *)ex->cgroup, 0);
-                zygote_lost(z, "gone");
-                rc = -ENOENT;
-                goto out;
-        }
-        if (rc == 0 && r.kind != CONFINE_STARTED)
-                rc = -(r.error ? r.error : EIO);
-        if (rc < 0) {
-                fail_set(fail, rc == -ETIMEDOUT || rc == -EPIPE ? "start process" : r.step, -rc);
-                goto out;
-        }
-        proc->pid = r.pid;
-        proc->nspid = r.nspid;
-        rc = 0;
 out:
         if (spec_fd >= 0)
                 close(spec_fd);
@@ -617,19 +589,50 @@ out:
         return rc;
 }
 
-int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
-                struct sandbox_process *proc, struct hostmsg_failed *fail)
+int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex, int *fd,
+                struct hostmsg_failed *fail)
 {
         struct zygote *z = zygote_find(name);
 
-        memset(proc, 0, sizeof(*proc));
+        *fd = -1;
         /* A zygote's child confines itself as an exec'd kernel does: the
          * sandbox's user, output on a pipe. Anything else starts cold. */
         if (ex->tty || ex->as_root)
                 return -ENOENT;
         if (!z || zygote_wait_ready(z) < 0)
                 return -ENOENT;
-        return start(z, NULL, sb, ex, proc, fail);
+        return start(z, NULL, sb, ex, fd, fail);
+}
+
+int zygote_exec_end(const char *name, bool ahead, int rc, const struct confine_report *r,
+                    const struct sandbox_exec *ex, struct sandbox_process *proc,
+                    struct hostmsg_failed *fail)
+{
+        struct zygote *z = zygote_find(name);
+        const char *step;
+
+        memset(proc, 0, sizeof(*proc));
+        if (rc == -EPIPE && ahead) {
+                /* It took the request and died before its hello (its
+                 * group is the caller's to clear): nothing started. */
+                return -ENOENT;
+        }
+        if (rc == -EPIPE && (!z || zygote_hung_up(z))) {
+                /* It died with our request: whatever of the request ran
+                 * joined the kernel's group first, and goes with it. */
+                cgroup_kill((struct kernel_cgroup *)ex->cgroup, 0);
+                if (z)
+                        zygote_lost(z, "gone");
+                return -ENOENT;
+        }
+        rc = confine_wait_outcome(rc, r, &step);
+        if (rc < 0) {
+                fail_set(fail, step, -rc);
+                return rc;
+        }
+        proc->pid = r->pid;
+        proc->nspid = r->nspid;
+        return 0;
 }
 
 int zygote_ahead(const char *name, const struct sandbox *sb, struct zygote_ahead **out)
@@ -686,20 +689,17 @@ int zygote_ahead(const char *name, const struct sandbox *sb, struct zygote_ahead
 }
 
 int zygote_exec_ahead(struct zygote_ahead *a, const char *name, const struct sandbox *sb,
-                      const struct sandbox_exec *ex, struct sandbox_process *proc,
-                      struct hostmsg_failed *fail)
+                      const struct sandbox_exec *ex, int *fd, struct hostmsg_failed *fail)
 {
         struct zygote *z = zygote_find(name);
-        int rc = -ENOENT;
 
-        memset(proc, 0, sizeof(*proc));
+        *fd = -1;
         /* The zygote it came from, still there: a process of another, or
          * of one gone since (its kernels start cold), serves nothing. */
-        if (!ex->tty && !ex->as_root && z && z->ready && strcmp(a->name, name) == 0 &&
-            a->zygote == z->pid)
-                rc = start(NULL, a, sb, ex, proc, fail);
-        zygote_ahead_free(a);
-        return rc;
+        if (ex->tty || ex->as_root || !z || !z->ready || strcmp(a->name, name) != 0 ||
+            a->zygote != z->pid)
+                return -ENOENT;
+        return start(NULL, a, sb, ex, fd, fail);
 }
 
 void zygote_ahead_free(struct zygote_ahead *a)

@@ -88,12 +88,20 @@ int zygote_start(const char *spec);
  * its environment sets nothing the interpreter or the preloaded modules
  * read only as they start. */
 bool zygote_fits(const char *name, char *const *argv, char *const *envp);
-/* Starts ex in sb through zygote name: proc is the kernel itself, a
- * child of the sandbox's init as every process there (sandbox.h).
- * -ENOENT when that zygote is gone (start cold instead); other failures
- * fill fail. */
-int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex,
-                struct sandbox_process *proc, struct hostmsg_failed *fail);
+/* Starts ex in sb through zygote name without waiting for it: *fd is the
+ * socket the kernel's start is read from (confine.h's confine_wait_read;
+ * the caller closes it). -ENOENT when that zygote is gone (start cold
+ * instead); other failures fill fail. zygote_exec_end takes the wait's
+ * outcome (rc and r as confine_wait_read's, or -ETIMEDOUT; ahead: the
+ * start was zygote_exec_ahead's) to proc, the kernel itself, a child of
+ * the sandbox's init as every process there (sandbox.h): 0, -ENOENT when
+ * the zygote or the process forked ahead died with the request (nothing
+ * runs: start cold), or another failure, filling fail. */
+int zygote_exec(const char *name, const struct sandbox *sb, const struct sandbox_exec *ex, int *fd,
+                struct hostmsg_failed *fail);
+int zygote_exec_end(const char *name, bool ahead, int rc, const struct confine_report *r,
+                    const struct sandbox_exec *ex, struct sandbox_process *proc,
+                    struct hostmsg_failed *fail);
 /* A kernel's process forked ahead into a sandbox made ahead (stock.h,
  * docs/performance.md#sandboxes-made-ahead): the page-table copy and
  * Python's after-fork work of a start, done while the kernel-host is
@@ -124,11 +132,10 @@ int zygote_ahead(const char *name, const struct sandbox *sb, struct zygote_ahead
  * through zygote name: ex->cgroup is the group a's process is in, by then
  * named as the caller wants. -ENOENT when a cannot serve ex (another
  * zygote's, a zygote gone since, a process that died waiting): nothing
- * was started, and the caller starts ex otherwise. a is used up either
- * way (zygote_ahead_free). */
+ * was started, and the caller starts ex otherwise. a stays the caller's,
+ * to free once the start's outcome is known (zygote_ahead_free). */
 int zygote_exec_ahead(struct zygote_ahead *a, const char *name, const struct sandbox *sb,
-                      const struct sandbox_exec *ex, struct sandbox_process *proc,
-                      struct hostmsg_failed *fail);
+                      const struct sandbox_exec *ex, int *fd, struct hostmsg_failed *fail);
 /* Closes a's link (its process, if it still waits, ends) and frees it.
  * Its group is the caller's to remove. NULL: nothing. */
 void zygote_ahead_free(struct zygote_ahead *a);

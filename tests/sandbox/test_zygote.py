@@ -9,13 +9,15 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
 
 from conftest import ZYGOTE_ARGS, assert_from_zygote, run, start_gateway, value
-from gbclient import (BUILD, EXTRA_ARGS, THREAD_CORES_IN_KERNEL, Gateway, kernel_pids, stdout_of,
-                      thread_cores)
+from gbclient import (BUILD, EXTRA_ARGS, THREAD_CORES_IN_KERNEL, Gateway, e2b_create, e2b_kill,
+                      kernel_pids, stdout_of, thread_cores)
+from test_bounds import outcome, start_command
 
 
 @pytest.fixture(scope="module")
@@ -361,6 +363,68 @@ def test_a_dead_zygote_means_cold_starts():
         assert re.search(r"zygote python3: .*start cold", g.read_log())
     finally:
         g.stop()
+
+
+def test_a_stalled_start_holds_no_other():
+    """The kernel-host waits for many starts at once: a kernel whose zygote
+    has stopped (its request waits in the zygote's socket) does not hold up
+    a cold kernel's start, and starts from the zygote once that runs again.
+    Waiting for one start at a time, the cold kernel waited until the
+    stalled one's 30 s were up. (No stock: a process forked ahead would
+    take the request instead of the zygote.)"""
+    g = start_gateway(*ZYGOTE_ARGS, "--sandbox-stock", "0")
+    zygote = None
+    try:
+        assert_from_zygote(g, g.start_kernel())  # the zygote is ready
+        zygote = zygote_pid(g)
+        os.kill(zygote, signal.SIGSTOP)
+        stalled = {}
+        waiter = threading.Thread(target=lambda: stalled.update(kid=g.start_kernel()))
+        waiter.start()
+        # Its sandbox made and its request sent: a start is 0.1 s here.
+        time.sleep(2)
+        assert waiter.is_alive(), "the zygote's kernel started with its zygote stopped"
+        began = time.monotonic()
+        cold = g.start_kernel(name="python3", env={"PYTHONDONTWRITEBYTECODE": "1"})
+        took = time.monotonic() - began
+        assert waiter.is_alive(), "the stalled start ended before the cold one was answered"
+        assert took < 10, f"the cold kernel's start waited {took:.1f} s for the stalled one"
+        assert_from_zygote(g, cold, expected=False)
+        assert value(g, cold, "6 * 7") == 42
+        os.kill(zygote, signal.SIGCONT)
+        zygote = None
+        waiter.join(60)
+        assert not waiter.is_alive() and "kid" in stalled, "the stalled start never ended"
+        assert_from_zygote(g, stalled["kid"])
+    finally:
+        if zygote:
+            os.kill(zygote, signal.SIGCONT)
+        g.stop()
+
+
+def test_processes_that_end_at_once_are_started_then_ended(gw):
+    """Twenty commands started side by side that end as soon as they run:
+    each is answered as started and then as ended, with its own exit code.
+    (An end the sandbox's init reports while its start is still being read
+    is held until the start is answered; else the gateway would drop the
+    end, and the stream would never close.)"""
+    sb = e2b_create(gw)
+    try:
+        results = {}
+
+        def one(code):
+            frames, _ = start_command(gw, sb, {"cmd": "/bin/sh", "args": ["-c", f"exit {code}"]},
+                                      timeout=60)
+            results[code] = outcome(frames)
+
+        threads = [threading.Thread(target=one, args=(code,)) for code in range(1, 21)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        assert results == {code: ("", code) for code in range(1, 21)}
+    finally:
+        e2b_kill(gw, sb)
 
 
 def test_a_module_that_does_not_load_means_cold_starts():
