@@ -525,6 +525,10 @@ int main(int argc, char **argv)
                         handle_link();
                 else if (fds[0].revents & (POLLHUP | POLLERR))
                         host.stopping = 1;
+                /* Nothing is made ahead while a start is under way: it
+                 * would take the CPU that start's kernel is waiting for. */
+                if (spawn_starting_due_ms() >= 0)
+                        stock_busy();
                 if (!host.stopping)
                         stock_fill();
         }

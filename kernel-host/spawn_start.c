@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,10 @@ const char *spawn_last_zygote(void)
  * zygote, then started cold. */
 enum stage { STAGE_AHEAD, STAGE_GROUP, STAGE_ZYGOTE, STAGE_COLD };
 
+/* How long a start's first steps may take before the next is sent anyway
+ * (starting_admit). */
+#define START_STALL_MS 200
+
 /* A start (spawn.h): all the request started with, kept until its process
  * says how its start went. */
 struct starting {
@@ -161,9 +166,10 @@ struct starting {
         enum stage stage;
         char zygote[ZYGOTE_MAX_NAME]; /* the zygote it fits ("": none) */
         struct zygote_ahead *ahead;   /* the process forked ahead it went to */
+        bool queued;                  /* waits its turn, not yet sent */
         struct confine_wait wait;     /* fd -1 until sent */
         pid_t starter;                /* sandbox_exec_begin's, until reaped */
-        struct timespec deadline;
+        struct timespec sent;
         bool kernel, pty;
         char **argv, **envp;
         char *conn_text;
@@ -177,17 +183,17 @@ struct starting {
         struct hostmsg_failed fail;
 };
 
-/* The starts under way, newest first, and how many. */
+/* The starts sent, newest first, and those waiting their turn, oldest
+ * first; how many of both. */
 static struct starting *startings;
+static struct starting *queue, **queue_tail = &queue;
 static size_t nstartings;
 
 static void starting_list(struct starting *s)
 {
-        clock_gettime(CLOCK_MONOTONIC, &s->deadline);
-        s->deadline.tv_sec += SANDBOX_SETUP_TIMEOUT_MS / 1000;
+        clock_gettime(CLOCK_MONOTONIC, &s->sent);
         s->next = startings;
         startings = s;
-        nstartings++;
 }
 
 static void starting_unlist(struct starting *s)
@@ -195,31 +201,54 @@ static void starting_unlist(struct starting *s)
         for (struct starting **link = &startings; *link; link = &(*link)->next) {
                 if (*link == s) {
                         *link = s->next;
-                        nstartings--;
                         return;
                 }
         }
 }
 
-/* The first start under way of process or sandbox id (NULL: any). */
+static void starting_unqueue(struct starting *s)
+{
+        for (struct starting **link = &queue; *link; link = &(*link)->next) {
+                if (*link == s) {
+                        *link = s->next;
+                        if (!*link)
+                                queue_tail = link;
+                        s->queued = false;
+                        return;
+                }
+        }
+}
+
+/* The first start of process or sandbox id (NULL: any), sent or not. */
 static struct starting *starting_of(const char *id)
 {
         for (struct starting *s = startings; s; s = s->next) {
                 if (!id || strcmp(s->p->id, id) == 0 || strcmp(s->p->box->id, id) == 0)
                         return s;
         }
+        for (struct starting *s = queue; s; s = s->next) {
+                if (!id || strcmp(s->p->id, id) == 0 || strcmp(s->p->box->id, id) == 0)
+                        return s;
+        }
         return NULL;
 }
 
-static int ms_left(const struct timespec *deadline)
+/* Milliseconds since s was sent. */
+static long long ms_since(const struct starting *s)
 {
         struct timespec now;
-        long long ms;
 
         clock_gettime(CLOCK_MONOTONIC, &now);
-        ms = (long long)(deadline->tv_sec - now.tv_sec) * 1000 +
-             (deadline->tv_nsec - now.tv_nsec) / 1000000;
-        return ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
+        return (long long)(now.tv_sec - s->sent.tv_sec) * 1000 +
+               (now.tv_nsec - s->sent.tv_nsec) / 1000000;
+}
+
+/* Milliseconds until s has been sent for ms, 0 if it has. */
+static int ms_until(const struct starting *s, int ms)
+{
+        long long left = ms - ms_since(s);
+
+        return left < 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
 }
 
 static void close_pair(int pair[2])
@@ -241,6 +270,7 @@ static void starting_finish(struct starting *s, int rc)
         size_t nfds = 0;
 
         if (rc < 0) {
+                nstartings--;
                 snprintf(s->fail.id, sizeof(s->fail.id), "%s", p->id);
                 if (s->kernel)
                         spawn_remove_kernel_files(b, p->id);
@@ -274,6 +304,7 @@ static void starting_finish(struct starting *s, int rc)
                 fds[nfds++] = s->pipes[1][0];
                 fds[nfds++] = s->pipes[2][0];
         }
+        nstartings--;
         snprintf(s->started.id, sizeof(s->started.id), "%s", p->id);
         s->started.pid = p->pid;
         b->procs++;
@@ -335,6 +366,10 @@ static int starting_send(struct starting *s)
         char name[JP_UUID_SIZE + 8], err[HOSTMSG_ERROR_SIZE];
         int fd = -1, rc = -ENOENT;
 
+        if (b->gone_reported || !b->init_alive || sandbox_dying(&b->sandbox)) {
+                spawn_fail_set(&s->fail, p->id, "find sandbox", ESRCH, NULL);
+                return -ESRCH;
+        }
         /* A group of its own: what it starts, even in a new session, can
          * be killed with it. */
         snprintf(name, sizeof(name), "p-%s", p->id);
@@ -423,10 +458,57 @@ static bool starting_step(struct starting *s)
         struct confine_report r;
         int rc = confine_wait_read(&s->wait, &r);
 
-        if (rc == -EAGAIN && ms_left(&s->deadline) > 0)
+        if (rc == -EAGAIN && ms_until(s, SANDBOX_SETUP_TIMEOUT_MS) > 0)
                 return false;
         starting_outcome(s, rc == -EAGAIN ? -ETIMEDOUT : rc, &r);
         return true;
+}
+
+/* How many starts sent are to report in their first START_STALL_MS: as
+ * many at once as the kernel-host has cores (starting_admit). */
+static size_t fresh(void)
+{
+        size_t n = 0;
+
+        for (struct starting *s = startings; s; s = s->next)
+                n += ms_since(s) < START_STALL_MS;
+        return n;
+}
+
+static size_t cores(void)
+{
+        static size_t n;
+        cpu_set_t set;
+
+        if (!n)
+                n = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0
+                        ? (size_t)CPU_COUNT(&set)
+                        : 1;
+        return n;
+}
+
+/* Sends s, taken from the queue: it is under way, or answered. */
+static void starting_begin(struct starting *s)
+{
+        int rc;
+
+        starting_unqueue(s);
+        s->stage = s->p->box->ahead ? STAGE_AHEAD : STAGE_GROUP;
+        rc = starting_send(s);
+        if (rc < 0)
+                starting_finish(s, rc);
+}
+
+/* Sends the starts that wait their turn, oldest first, while fewer than
+ * the cores are fresh. Each start's first steps (a fork, the joins, the
+ * confinement) take a core while the kernels before it start: sent all at
+ * once, a burst's kernels would share the cores to the end and all be
+ * ready late, where in turn the first are ready early. A start not done
+ * after START_STALL_MS holds up no other. */
+static void starting_admit(void)
+{
+        while (queue && fresh() < cores())
+                starting_begin(queue);
 }
 
 void spawn_starting_read(void)
@@ -435,6 +517,7 @@ void spawn_starting_read(void)
          * three outcomes per start (its stages), so this ends. */
         for (struct starting *s = startings; s;)
                 s = starting_step(s) ? startings : s->next;
+        starting_admit();
 }
 
 void spawn_starting_settle(const char *id)
@@ -444,9 +527,12 @@ void spawn_starting_settle(const char *id)
         while ((s = starting_of(id))) {
                 struct pollfd pfd = {s->wait.fd, POLLIN, 0};
 
-                if (!starting_step(s))
-                        (void)poll(&pfd, 1, ms_left(&s->deadline));
+                if (s->queued)
+                        starting_begin(s);
+                else if (!starting_step(s))
+                        (void)poll(&pfd, 1, ms_until(s, SANDBOX_SETUP_TIMEOUT_MS));
         }
+        starting_admit();
 }
 
 void spawn_starting_ended(pid_t init_pid, pid_t nspid)
@@ -490,9 +576,12 @@ int spawn_starting_due_ms(void)
 {
         int due = -1;
 
+        /* Each one's end, and while others wait, when it is no longer fresh. */
         for (struct starting *s = startings; s; s = s->next) {
-                int left = ms_left(&s->deadline);
+                int left = ms_until(s, SANDBOX_SETUP_TIMEOUT_MS);
 
+                if (queue && ms_since(s) < START_STALL_MS)
+                        left = ms_until(s, START_STALL_MS);
                 if (due < 0 || left < due)
                         due = left;
         }
@@ -559,9 +648,9 @@ void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer)
         while (nstartings >= SPAWN_STARTING_MAX) {
                 struct starting *oldest = startings;
 
-                while (oldest->next)
+                while (oldest && oldest->next)
                         oldest = oldest->next;
-                spawn_starting_settle(oldest->p->id);
+                spawn_starting_settle(oldest ? oldest->p->id : queue->p->id);
         }
         s = calloc(1, sizeof(*s));
         p = calloc(1, sizeof(*p));
@@ -677,10 +766,14 @@ void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer)
         if (req->kernel && !req->tcp_bridge && !b->templated &&
             zygote_fits(req->zygote, s->argv, s->envp))
                 snprintf(s->zygote, sizeof(s->zygote), "%s", req->zygote);
-        s->stage = b->ahead ? STAGE_AHEAD : STAGE_GROUP;
-        rc = starting_send(s);
-        if (rc == 0)
-                return; /* answered once its process reports */
+        /* Answered once its process reports. */
+        nstartings++;
+        s->queued = true;
+        *queue_tail = s;
+        queue_tail = &s->next;
+        starting_admit();
+        return;
 out:
+        nstartings++;
         starting_finish(s, rc);
 }

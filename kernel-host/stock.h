@@ -30,8 +30,8 @@ struct box *stock_claim(const struct hostmsg_sandbox *req);
 /* How long the main loop may sleep before stock_fill has something to do
  * (-1: nothing). */
 int stock_due_ms(void);
-/* A message from the gateway arrived: nothing is made ahead until the
- * link has been quiet a while. */
+/* A message from the gateway arrived, or a start is still under way:
+ * nothing is made ahead until the kernel-host has been quiet a while. */
 void stock_busy(void);
 /* Makes one sandbox ahead, or removes one of an old shape, if due. */
 void stock_fill(void);
