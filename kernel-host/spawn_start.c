@@ -269,8 +269,8 @@ static void starting_finish(struct starting *s, int rc)
         int fds[3];
         size_t nfds = 0;
 
+        nstartings--;
         if (rc < 0) {
-                nstartings--;
                 snprintf(s->fail.id, sizeof(s->fail.id), "%s", p->id);
                 if (s->kernel)
                         spawn_remove_kernel_files(b, p->id);
@@ -304,7 +304,6 @@ static void starting_finish(struct starting *s, int rc)
                 fds[nfds++] = s->pipes[1][0];
                 fds[nfds++] = s->pipes[2][0];
         }
-        nstartings--;
         snprintf(s->started.id, sizeof(s->started.id), "%s", p->id);
         s->started.pid = p->pid;
         b->procs++;
@@ -660,6 +659,7 @@ void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer)
                 refuse(req, answer, "register", ENOMEM, NULL);
                 return;
         }
+        nstartings++; /* until starting_finish */
         for (int i = 0; i < 3; i++)
                 s->pipes[i][0] = s->pipes[i][1] = s->stdio[i] = -1;
         s->pty_master = s->pty_peer = s->wait.fd = -1;
@@ -767,13 +767,11 @@ void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer)
             zygote_fits(req->zygote, s->argv, s->envp))
                 snprintf(s->zygote, sizeof(s->zygote), "%s", req->zygote);
         /* Answered once its process reports. */
-        nstartings++;
         s->queued = true;
         *queue_tail = s;
         queue_tail = &s->next;
         starting_admit();
         return;
 out:
-        nstartings++;
         starting_finish(s, rc);
 }
