@@ -499,8 +499,10 @@ future = loop.create_future()
 threading.Timer(0.2, lambda: loop.call_soon_threadsafe(future.set_result, 'woken')).start()
 await future"""
 
+# What the loop's self-pipe carries: the bytes sent, among any other
+# thread's wake-ups before or after them.
 OWN_LOOP = """(lambda loop: (
-    loop._csock.send(b'glovebox') == 8 and loop._ssock.recv(4096).endswith(b'glovebox'),
+    loop._csock.send(b'glovebox') == 8 and b'glovebox' in loop._ssock.recv(4096),
     {int(l.split()[1]) for l in open(f'/proc/self/fdinfo/{loop._selector.fileno()}')
      if l.startswith('tfd:')} >= {loop._ssock.fileno()}))(
     __import__('asyncio').get_event_loop())"""
