@@ -512,8 +512,10 @@ int main(int argc, char **argv)
                         log_error("poll: %s", strerror(errno));
                         goto out;
                 }
-                /* Inits' reports first: a sandbox's end, seen among the
-                 * signals, takes whatever its init said before it. */
+                /* The starts' reports, then the inits': a process is told
+                 * started before it is told ended. Inits' reports before
+                 * the signals: a sandbox's end, seen among the signals,
+                 * takes whatever its init said before it. */
                 spawn_starting_read();
                 if (fds[2].revents)
                         spawn_init_reports(report);
