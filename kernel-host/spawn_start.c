@@ -170,7 +170,7 @@ struct starting {
         struct confine_wait wait;     /* fd -1 until sent */
         pid_t starter;                /* sandbox_exec_begin's, until reaped */
         struct timespec sent;
-        bool kernel, pty;
+        bool pty;
         char **argv, **envp;
         char *conn_text;
         char cwd[PATH_MAX + 32];
@@ -219,15 +219,21 @@ static void starting_unqueue(struct starting *s)
         }
 }
 
+/* Whether s is of process or sandbox id (NULL: any). */
+static bool starting_is(const struct starting *s, const char *id)
+{
+        return !id || strcmp(s->p->id, id) == 0 || strcmp(s->p->box->id, id) == 0;
+}
+
 /* The first start of process or sandbox id (NULL: any), sent or not. */
 static struct starting *starting_of(const char *id)
 {
         for (struct starting *s = startings; s; s = s->next) {
-                if (!id || strcmp(s->p->id, id) == 0 || strcmp(s->p->box->id, id) == 0)
+                if (starting_is(s, id))
                         return s;
         }
         for (struct starting *s = queue; s; s = s->next) {
-                if (!id || strcmp(s->p->id, id) == 0 || strcmp(s->p->box->id, id) == 0)
+                if (starting_is(s, id))
                         return s;
         }
         return NULL;
@@ -272,7 +278,7 @@ static void starting_finish(struct starting *s, int rc)
         nstartings--;
         if (rc < 0) {
                 snprintf(s->fail.id, sizeof(s->fail.id), "%s", p->id);
-                if (s->kernel)
+                if (p->kernel)
                         spawn_remove_kernel_files(b, p->id);
                 cgroup_destroy(&p->cgroup);
                 s->answer(b->id, NULL, NULL, 0, &s->fail);
@@ -284,7 +290,7 @@ static void starting_finish(struct starting *s, int rc)
                 p->pid = p->sp.pid;
                 p->reap = 0;
         }
-        if (s->kernel) {
+        if (p->kernel) {
                 fds[nfds++] = s->pipes[2][0];
         } else if (s->pty) {
                 struct stat st;
@@ -665,7 +671,6 @@ void spawn_start(const struct hostmsg_start *req, spawn_answer_fn *answer)
         s->pty_master = s->pty_peer = s->wait.fd = -1;
         s->p = p;
         s->answer = answer;
-        s->kernel = req->kernel;
         s->pty = req->pty;
         snprintf(p->id, sizeof(p->id), "%s", req->id);
         p->box = b;
