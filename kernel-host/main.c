@@ -273,6 +273,42 @@ static void handle_connect(json_t *body)
         ports_connect(host.link, &req);
 }
 
+/* SANDBOX_CREATEs read and not yet served, oldest first. Making a
+ * sandbox holds the loop for some milliseconds (its init's setup is
+ * waited for), and a burst of creates comes before any of their starts
+ * (the gateway sends a start once its sandbox is ready): served in the
+ * order read, no kernel would start before every sandbox of the burst
+ * was made, one core idle meanwhile. So creates are served one a turn of
+ * the loop, and a START in a sandbox already made is served before them:
+ * it cannot be about any of them, and its kernel runs while the next
+ * sandboxes are made. Any other message is served after every create
+ * read before it. */
+#define CREATES_MAX 256
+
+static struct {
+        json_t *body[CREATES_MAX];
+        size_t n;
+} creates;
+
+static void serve_creates(size_t max)
+{
+        size_t k = 0;
+
+        for (; k < max && k < creates.n; k++) {
+                handle_sandbox_create(creates.body[k]);
+                json_decref(creates.body[k]);
+        }
+        creates.n -= k;
+        memmove(creates.body, creates.body + k, creates.n * sizeof(creates.body[0]));
+}
+
+static bool start_in_made_sandbox(enum hostmsg_type type, json_t *body)
+{
+        const char *sandbox = json_string_value(json_object_get(body, "sandbox_id"));
+
+        return type == HOSTMSG_START && sandbox && spawn_sandbox_made(sandbox);
+}
+
 static void handle_link(void)
 {
         for (;;) {
@@ -291,6 +327,12 @@ static void handle_link(void)
                         log_error("malformed message from the gateway dropped");
                         continue;
                 }
+                if (type == HOSTMSG_SANDBOX_CREATE && creates.n < CREATES_MAX) {
+                        creates.body[creates.n++] = body;
+                        continue;
+                }
+                if (!start_in_made_sandbox(type, body))
+                        serve_creates(creates.n);
                 switch (type) {
                 case HOSTMSG_SANDBOX_CREATE:
                         handle_sandbox_create(body);
@@ -331,6 +373,7 @@ static void handle_link(void)
                 }
                 json_decref(body);
         }
+        serve_creates(1);
 }
 
 static void handle_signals(void)
@@ -506,6 +549,8 @@ int main(int argc, char **argv)
                 nfds += spawn_starting_fds(fds + nfds, SPAWN_STARTING_MAX);
                 if (starts_due >= 0 && (due < 0 || starts_due < due))
                         due = starts_due;
+                if (creates.n)
+                        due = 0;
                 if (poll(fds, nfds, due) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -527,15 +572,20 @@ int main(int argc, char **argv)
                         handle_link();
                 else if (fds[0].revents & (POLLHUP | POLLERR))
                         host.stopping = 1;
-                /* Nothing is made ahead while a start is under way: it
-                 * would take the CPU that start's kernel is waiting for. */
-                if (spawn_starting_due_ms() >= 0)
+                else
+                        serve_creates(1);
+                /* Nothing is made ahead while a start is under way, or a
+                 * sandbox asked for: it would take the CPU that start's
+                 * kernel is waiting for. */
+                if (spawn_starting_due_ms() >= 0 || creates.n)
                         stock_busy();
                 if (!host.stopping)
                         stock_fill();
         }
         rc = 0;
 out:
+        while (creates.n)
+                json_decref(creates.body[--creates.n]);
         checkpoint_compact_stop();
         zygote_stop_all();
         stock_stop_all();

@@ -35,6 +35,11 @@ struct box *spawn_box_find(const char *id)
         return NULL;
 }
 
+bool spawn_sandbox_made(const char *id)
+{
+        return spawn_box_find(id) != NULL;
+}
+
 struct proc *spawn_proc_find(const char *id)
 {
         for (struct proc *p = procs; p; p = p->next) {

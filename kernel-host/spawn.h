@@ -18,6 +18,8 @@ int spawn_init(const char *runtime_dir);
  * On failure fills fail, leaves nothing behind and returns -errno. */
 int spawn_sandbox_create(const struct hostmsg_sandbox *req, struct hostmsg_sandbox_ready *ready,
                          int *root_fd, struct hostmsg_failed *fail);
+/* Whether a sandbox of that id has been made and not yet forgotten. */
+bool spawn_sandbox_made(const char *id);
 /* Kills everything in the sandbox; it is reported gone once reaped. */
 int spawn_sandbox_destroy(const char *id);
 
