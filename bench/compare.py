@@ -4,7 +4,7 @@ talked to over ZMQ directly (jupyter_client). Prints a Markdown table and
 writes it, with the raw numbers, to $GLOVEBOX_BUILD/bench/.
 
 usage: /usr/bin/python3 bench/compare.py [--quick] [--only NAME,...]
-  NAMES: defaults, kernelcpu, burst, start, e2b, roundtrip, held, stdout, png, concurrent,
+  NAMES: defaults, kernelcpu, burst, start, e2b, roundtrip, held, stdout, png, concurrent, refill,
          density, cpu, zygote
   --quick: fewer repetitions and a density of 60 (a smoke run)
 Environment: BENCH_DENSITY (default 300) sandboxed kernels held at once;
@@ -811,6 +811,20 @@ def bench_burst(n, rounds):
             f"(bench/floor_kernel.c): {cpu(f)}")
 
 
+def bench_refill(n, rounds):
+    """bench/pool_refill.py: a CPU-bound cell of about 2 s in a kernel of
+    its own, on a quiet gateway and while the pool starts n kernels behind
+    it (pooled sandboxes wait at the least CPU weight until handed out);
+    medians of rounds."""
+    import pool_refill
+    log(f"a CPU-bound cell while the pool refills {n} kernels")
+    quiet, busy = pool_refill.rounds_of(BUILD, n, rounds)
+    RAW["refill"] = {"n": n, "rounds": rounds, "quiet_s": quiet, "refilling_s": busy}
+    row(f"a CPU-bound cell (about 2 s) while the pool refills {n} kernels (median of {rounds})",
+        f"{busy:.2f} s against {quiet:.2f} s quiet", "(no pool)", "", None,
+        f"{busy / quiet:.2f}× its time on a quiet gateway")
+
+
 FIRST_PLOT = ("import matplotlib.pyplot as plt\n"
               "plt.plot([1, 4, 9, 16]); plt.title('first plot'); plt.show()")
 
@@ -880,7 +894,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only",
                     default="defaults,kernelcpu,burst,start,e2b,roundtrip,held,stdout,png,"
-                    "concurrent,density,cpu,zygote")
+                    "concurrent,refill,density,cpu,zygote")
     args = ap.parse_args()
     only = set(args.only.split(","))
     q = args.quick
@@ -897,6 +911,7 @@ def main():
              ("stdout", lambda: bench_stdout(10 if q else 50, 1 if q else 3)),
              ("png", lambda: bench_png(5 if q else 30)),
              ("concurrent", lambda: bench_concurrent(10 if q else 50)),
+             ("refill", lambda: bench_refill(5 if q else 20, 1 if q else 3)),
              ("density", lambda: bench_density(density, 10 if q else 20)),
              ("cpu", lambda: bench_cpu(2000 if q else 20000)),
              ("zygote", lambda: bench_zygote(3 if q else 10, 10 if q else 50,
