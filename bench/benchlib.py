@@ -171,33 +171,11 @@ class Glovebox(Server):
         return body["pool"]["kernelspecs"]["python3"]["ready"] if status == 200 else 0
 
     def wait_pool(self, n, timeout=600):
-        """The pool's n kernels ready, and then the machine quiet: a pooled
-        kernel does some of its own work after it is counted ready (the
-        E2B display extension compiled, its first cell's common work), and
-        the stock of sandboxes refills once the link is quiet."""
         deadline = time.time() + timeout
         while self.pool_ready() < n:
             if time.time() > deadline:
                 raise RuntimeError("the pool did not fill")
             time.sleep(0.1)
-        wait_quiet(deadline)
-
-
-def busy_seconds():
-    """CPU seconds the machine has run anything, all cores (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_quiet(deadline, window=0.5, cores=0.15):
-    """Until the machine ran less than `cores` of a core over a window (or
-    the deadline passes: a busy neighbour must not hang the benchmark)."""
-    while time.time() < deadline:
-        b0 = busy_seconds()
-        time.sleep(window)
-        if busy_seconds() - b0 < cores * window:
-            return
 
 
 class JupyterServer(Server):
