@@ -304,9 +304,12 @@ static void serve_creates(size_t max)
 
 static bool start_in_made_sandbox(enum hostmsg_type type, json_t *body)
 {
-        const char *sandbox = json_string_value(json_object_get(body, "sandbox_id"));
+        const char *sandbox;
 
-        return type == HOSTMSG_START && sandbox && spawn_sandbox_made(sandbox);
+        if (type != HOSTMSG_START)
+                return false;
+        sandbox = json_string_value(json_object_get(body, "sandbox_id"));
+        return sandbox && spawn_sandbox_made(sandbox);
 }
 
 static void handle_link(void)
@@ -331,7 +334,7 @@ static void handle_link(void)
                         creates.body[creates.n++] = body;
                         continue;
                 }
-                if (!start_in_made_sandbox(type, body))
+                if (creates.n && !start_in_made_sandbox(type, body))
                         serve_creates(creates.n);
                 switch (type) {
                 case HOSTMSG_SANDBOX_CREATE:
@@ -373,7 +376,6 @@ static void handle_link(void)
                 }
                 json_decref(body);
         }
-        serve_creates(1);
 }
 
 static void handle_signals(void)
@@ -572,7 +574,7 @@ int main(int argc, char **argv)
                         handle_link();
                 else if (fds[0].revents & (POLLHUP | POLLERR))
                         host.stopping = 1;
-                else
+                if (!host.stopping)
                         serve_creates(1);
                 /* Nothing is made ahead while a start is under way, or a
                  * sandbox asked for: it would take the CPU that start's
