@@ -5,6 +5,7 @@
 #include "gateway/kernels/kernels.h"
 #include "gateway/kernels/kernel_private.h"
 #include "gateway/kernels/host.h"
+#include "gateway/kernels/session.h"
 #include "gateway/core/loop.h"
 #include "gateway/core/tenants.h"
 #include "protocol/log.h"
@@ -39,6 +40,7 @@ struct kernel *kernel_pool_claim(const struct jp_kernelspec *spec)
                         snprintf(k->owner, sizeof(k->owner), "%s", tenants_owner_now());
                         k->restarts = 0;
                         kernel_touch(k);
+                        session_ahead_claimed(k);
                         klog_info(k->id, "taken from the pool");
                         return k;
                 }

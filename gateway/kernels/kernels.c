@@ -194,6 +194,7 @@ static void kernel_free(struct kernel *k)
 
                 session_destroy(&s, 1001, "kernel shut down");
         }
+        session_ahead_close(k);
         kernel_close_sockets(k);
         kernel_output_destroy(&k->output);
         if (k->ipc_root_fd >= 0)

@@ -103,6 +103,12 @@ struct kernel {
         } rate;
 
         struct session *sessions;
+        /* The sockets of its next new session, connected ahead while it
+         * waits in the pool (session.h: session_ahead_open), and their
+         * identity; closed unused SESSION_PARK_SECONDS after a claim. */
+        struct zio *ahead[3];
+        char ahead_identity[64];
+        lws_sorted_usec_list_t ahead_timer;
         /* Hashes of the ids of the sessions last evicted for
          * --max-lingering-sessions (a ring), so that a client that comes
          * back is told. */

@@ -2,6 +2,7 @@
 
 #include "gateway/kernels/pool.h"
 #include "gateway/kernels/run_env.h"
+#include "gateway/kernels/session.h"
 #include "gateway/core/loop.h"
 #include "gateway/core/tenants.h"
 #include "protocol/share.h"
@@ -120,6 +121,8 @@ static void on_kernel(struct waiter *w, void *subject, int status, const char *m
         if (status == 0 && k->pooled) {
                 k->warm = true;
                 e->backoff = 0;
+                if (session_ahead_open(k) < 0)
+                        klog_warn(k->id, "cannot open its first session's sockets ahead");
                 klog_info(k->id, "warm in the pool (%s)", e->spec->name);
                 reset_shares_when_settled(e);
         } else if (status != 0 && !stopped) {

@@ -192,6 +192,77 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
         relay_msg_unref(&m);
 }
 
+/* Nothing is sent from the sockets opened ahead, so nothing is answered
+ * to them before a session takes them. */
+static void on_ahead_message(void *arg, struct zio *z, const struct jp_bytes *frames,
+                             size_t nframes)
+{
+        struct kernel *k = arg;
+
+        (void)z;
+        (void)frames;
+        (void)nframes;
+        klog_warn_limited(&k->log_bad_message, k->id,
+                          "dropped a message to sockets no session has taken");
+}
+
+void session_ahead_close(struct kernel *k)
+{
+        loop_timer_stop(&k->ahead_timer);
+        for (int i = 0; i < 3; i++)
+                zio_close(&k->ahead[i]);
+}
+
+int session_ahead_open(struct kernel *k)
+{
+        long long max = config_get()->max_message_bytes;
+        char endpoint[PATH_MAX + 16];
+        int rc = 0;
+
+        if (k->ahead[0] || !k->ipc_prefix[0])
+                return 0;
+        snprintf(k->ahead_identity, sizeof(k->ahead_identity), "gb-");
+        if (jp_random_hex(k->ahead_identity + 3, 16) < 0)
+                return -EIO;
+        for (int i = 0; rc == 0 && i < 3; i++) {
+                snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix,
+                         k->ipc_separator, HOSTMSG_PORT(session_channels[i]));
+                rc = zio_open(ZMQ_DEALER, endpoint, k->ahead_identity, max, on_ahead_message, k,
+                              &k->ahead[i]);
+        }
+        if (rc < 0)
+                session_ahead_close(k);
+        return rc;
+}
+
+static void on_ahead_unused(lws_sorted_usec_list_t *sul)
+{
+        struct kernel *k = lws_container_of(sul, struct kernel, ahead_timer);
+
+        session_ahead_close(k);
+}
+
+void session_ahead_claimed(struct kernel *k)
+{
+        if (k->ahead[0])
+                loop_timer_start(&k->ahead_timer, on_ahead_unused, SESSION_PARK_SECONDS * 1000.0);
+}
+
+/* s, just made, takes the sockets opened ahead for k's next session. */
+static void take_ahead(struct session *s)
+{
+        struct kernel *k = s->kernel;
+
+        loop_timer_stop(&k->ahead_timer);
+        snprintf(s->identity, sizeof(s->identity), "%s", k->ahead_identity);
+        for (int i = 0; i < 3; i++) {
+                s->sockets[i] = k->ahead[i];
+                k->ahead[i] = NULL;
+                zio_rebind(s->sockets[i], on_kernel_message, s);
+        }
+        klog_debug(k->id, "session %s took the sockets opened ahead", fleetid_short(s->id).s);
+}
+
 /* Connects the client's sockets once the kernel's socket paths are known. */
 static int session_connect(struct session *s)
 {
@@ -354,6 +425,8 @@ struct session *session_open(struct kernel *k, const char *id)
                 free(s);
                 return NULL;
         }
+        if (k->ahead[0])
+                take_ahead(s);
         /* Room for --replay-bytes of backlog plus one message of the largest
          * size, which must pass whole even right after another. */
         outbox_init(&s->outbox, (size_t)(cfg->replay_bytes + cfg->max_message_bytes),
@@ -384,6 +457,7 @@ void session_disconnect_all(struct kernel *k)
 {
         struct session *s = k->sessions;
 
+        session_ahead_close(k);
         while (s) {
                 struct session *next = s->next;
 
@@ -400,6 +474,7 @@ void session_reconnect_all(struct kernel *k)
 {
         struct session *s = k->sessions;
 
+        session_ahead_close(k);
         while (s) {
                 struct session *next = s->next;
 

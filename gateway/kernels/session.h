@@ -90,6 +90,18 @@ void session_attach(struct session *s, struct session_sink *sink, const char *la
 void session_detach(struct session *s, struct session_sink *sink);
 /* Signs and sends a client message to the kernel on its channel. */
 int session_send(struct session *s, struct jp_msg *msg);
+/* A pooled kernel's first session's sockets, connected ahead: the next
+ * session opened takes them (and their identity) instead of connecting
+ * its own, so that the connections' handshakes, here and in the kernel,
+ * are done before a claim rather than in the first request's path. No
+ * descriptors are held for long by a kernel nobody connects to:
+ * session_ahead_claimed closes them unused after SESSION_PARK_SECONDS.
+ * 0 or -errno (then none are open). */
+int session_ahead_open(struct kernel *k);
+/* k was handed out: its sockets opened ahead wait SESSION_PARK_SECONDS
+ * for a session. */
+void session_ahead_claimed(struct kernel *k);
+void session_ahead_close(struct kernel *k);
 /* Connects sessions opened before the kernel's sockets existed. */
 void session_connect_all(struct kernel *k);
 /* The kernel's sockets moved (it restarted in a new sandbox): every

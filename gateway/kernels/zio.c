@@ -351,6 +351,12 @@ fail:
         return rc;
 }
 
+void zio_rebind(struct zio *z, zio_fn fn, void *arg)
+{
+        z->fn = fn;
+        z->arg = arg;
+}
+
 int zio_send(struct zio *z, const struct jp_bytes *frames, size_t nframes)
 {
         for (size_t i = 0; i < nframes; i++) {

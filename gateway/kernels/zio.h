@@ -21,6 +21,8 @@ typedef void (*zio_fn)(void *arg, struct zio *z, const struct jp_bytes *frames, 
  * Returns 0 or -errno. */
 int zio_open(int type, const char *endpoint, const char *identity, long long max_frame_bytes,
              zio_fn fn, void *arg, struct zio **out);
+/* From now on fn(arg, ...) hears what arrives on z. */
+void zio_rebind(struct zio *z, zio_fn fn, void *arg);
 /* A message dropped from a socket's queue, its frames valid during the call. */
 typedef void (*zio_drop_fn)(void *arg, const struct jp_bytes *frames, size_t nframes);
 /* Gives z a queue of its own: every turn of the loop takes in all that ZMQ

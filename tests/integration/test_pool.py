@@ -550,3 +550,57 @@ def test_a_tenant_at_its_share_is_served_from_the_pool_at_max_kernels(tmp_path):
         assert taken(gw) == 3, status(gw)
     finally:
         gw.stop()
+
+
+def test_a_pooled_kernels_first_session_has_its_sockets_connected_ahead():
+    """While a kernel waits in the pool, the three sockets (shell, control,
+    stdin) of its first client session are connected to it already: a
+    claim's first request does not wait for their handshakes, here or in
+    the kernel. That session works whole (a cell, input() over stdin,
+    which the kernel sends to the identity shell came from, a request on
+    control) and a second session has sockets of its own. A kernel claimed
+    and never connected to gives them back after 10 s
+    (SESSION_PARK_SECONDS): nobody holds descriptors by never coming."""
+    gw = start_gateway("--pool", "python3=1", "--max-kernels", "2", "--log-level", "debug")
+    took = "took the sockets opened ahead"
+
+    def fds():
+        return len(os.listdir(f"/proc/{gw.proc.pid}/fd"))
+
+    def taken_by(kernel_id):
+        return [line for line in gw.read_log().splitlines()
+                if took in line and kernel_id[:8] in line]
+
+    try:
+        wait_pool(gw, 1)
+        unused, _ = take(gw)
+        deadline = time.time() + 12.5
+        # The pool refills (one claimed, one pooled: --max-kernels).
+        wait_pool(gw, 1)
+        claimed = fds()
+        while fds() > claimed - 6 and time.time() < deadline:
+            time.sleep(0.2)
+        assert fds() <= claimed - 6, f"{claimed} descriptors, then {fds()}"
+        reply, _ = run(gw, unused["id"], "1 + 1")
+        assert reply["content"]["status"] == "ok", reply
+        assert taken_by(unused["id"]) == []
+
+        a, _ = take(gw)
+        first = gw.connect(a["id"])
+        reply, _ = first.execute("name = input('who? ')", stdin_reply=lambda prompt: "ada")
+        assert reply["content"]["status"] == "ok", reply
+        assert len(taken_by(a["id"])) == 1, gw.read_log()[-3000:]
+        msg_id = first.send("kernel_info_request", {}, channel="control")
+        m = first.recv(30)
+        while m["parent_header"].get("msg_id") != msg_id or m["channel"] != "control":
+            m = first.recv(30)
+        assert m["msg_type"] == "kernel_info_reply", m
+        second = gw.connect(a["id"])
+        reply, outputs = second.execute("name")
+        assert [o["content"]["data"]["text/plain"] for o in outputs
+                if o["msg_type"] == "execute_result"] == ["'ada'"]
+        second.close()
+        first.close()
+        assert len(taken_by(a["id"])) == 1
+    finally:
+        gw.stop()
