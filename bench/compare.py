@@ -333,25 +333,40 @@ def concurrent_first_results(server, n, start=first_result):
     return results, failures
 
 
+CONCURRENT_BURSTS = 3
+
+
 def bench_concurrent(n):
-    log(f"{n} concurrent session creates")
-    gb = Glovebox(pool=n)
+    """n creates at once, each with its own limits, from a full pool of n:
+    Glovebox as it runs with no flags (its zygote) but for the pool's size,
+    CONCURRENT_BURSTS bursts, each once the pool is full again (the row
+    gives the one whose p95 is the median, and every burst's p95); Jupyter
+    Server, which has no pool, once."""
+    log(f"{n} concurrent session creates from a full pool, {CONCURRENT_BURSTS} bursts")
+    gb = Glovebox(pool=n, defaults=True)
+    bursts = []
     try:
-        gb.wait_pool(n)
-        g, gf = concurrent_first_results(gb, n)
+        for _ in range(CONCURRENT_BURSTS):
+            gb.wait_pool(n)
+            bursts.append(concurrent_with_limits(gb, n, "1+1"))
     finally:
         gb.stop()
     js = JupyterServer()
     try:
-        j, jf = concurrent_first_results(js, n)
+        j, jf = concurrent_with_limits(js, n, "1+1")
     finally:
         js.stop()
-    RAW["concurrent"] = {"gb": g, "gb_failures": gf, "js": j, "js_failures": jf}
+    RAW["concurrent"] = {"gb": [b[0] for b in bursts], "gb_failures": [b[1] for b in bursts],
+                         "js": j, "js_failures": jf}
 
     def fmt(v, f):
         return (f"{ms(statistics.median(v))} / {ms(pct(v, 95))}, {len(f)} failed"
                 if v else f"all {len(f)} failed")
-    row(f"{n} concurrent creates to first result (p50 / p95)", fmt(g, gf) + f" (pool of {n})",
+    done = sorted((b for b in bursts if b[0]), key=lambda b: pct(b[0], 95))
+    g, gf = done[len(done) // 2] if done else bursts[0]
+    each = ", ".join(ms(pct(b[0], 95)) for b in bursts if b[0])
+    row(f"{n} concurrent creates with their own limits to first result (p50 / p95)",
+        fmt(g, gf) + f" (pool of {n}, zygote; p95 of each burst: {each})",
         fmt(j, jf), "", ratio(pct(g, 95), pct(j, 95)) if g and j else "–")
 
 
