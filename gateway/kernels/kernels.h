@@ -107,7 +107,7 @@ struct kernel {
          * waits in the pool (session.h: session_ahead_open), and their
          * identity; closed unused SESSION_PARK_SECONDS after a claim. */
         struct zio *ahead[3];
-        char ahead_identity[64];
+        char ahead_identity[ZIO_IDENTITY_SIZE];
         lws_sorted_usec_list_t ahead_timer;
         /* Hashes of the ids of the sessions last evicted for
          * --max-lingering-sessions (a ring), so that a client that comes

@@ -192,6 +192,34 @@ static void on_kernel_message(void *arg, struct zio *z, const struct jp_bytes *f
         relay_msg_unref(&m);
 }
 
+/* A fresh ZMQ identity for a session's sockets. Shell and stdin must share
+ * one: the kernel sends an input_request to the identity that sent the
+ * execute_request. 0 or -EIO. */
+static int new_identity(char out[ZIO_IDENTITY_SIZE])
+{
+        snprintf(out, ZIO_IDENTITY_SIZE, "gb-");
+        return jp_random_hex(out + 3, 16) < 0 ? -EIO : 0;
+}
+
+/* Connects those of socks (shell, control, stdin) not open yet to k's,
+ * under identity, fn(arg) hearing them. 0 or -errno. */
+static int connect_channels(struct kernel *k, const char *identity, zio_fn fn, void *arg,
+                            struct zio *socks[3])
+{
+        long long max = config_get()->max_message_bytes;
+        char endpoint[PATH_MAX + 16];
+        int rc = 0;
+
+        for (int i = 0; rc == 0 && i < 3; i++) {
+                if (socks[i])
+                        continue;
+                snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix,
+                         k->ipc_separator, HOSTMSG_PORT(session_channels[i]));
+                rc = zio_open(ZMQ_DEALER, endpoint, identity, max, fn, arg, &socks[i]);
+        }
+        return rc;
+}
+
 /* Nothing is sent from the sockets opened ahead, so nothing is answered
  * to them before a session takes them. */
 static void on_ahead_message(void *arg, struct zio *z, const struct jp_bytes *frames,
@@ -215,21 +243,13 @@ void session_ahead_close(struct kernel *k)
 
 int session_ahead_open(struct kernel *k)
 {
-        long long max = config_get()->max_message_bytes;
-        char endpoint[PATH_MAX + 16];
-        int rc = 0;
+        int rc;
 
         if (k->ahead[0] || !k->ipc_prefix[0])
                 return 0;
-        snprintf(k->ahead_identity, sizeof(k->ahead_identity), "gb-");
-        if (jp_random_hex(k->ahead_identity + 3, 16) < 0)
-                return -EIO;
-        for (int i = 0; rc == 0 && i < 3; i++) {
-                snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", k->ipc_prefix,
-                         k->ipc_separator, HOSTMSG_PORT(session_channels[i]));
-                rc = zio_open(ZMQ_DEALER, endpoint, k->ahead_identity, max, on_ahead_message, k,
-                              &k->ahead[i]);
-        }
+        rc = new_identity(k->ahead_identity);
+        if (rc == 0)
+                rc = connect_channels(k, k->ahead_identity, on_ahead_message, k, k->ahead);
         if (rc < 0)
                 session_ahead_close(k);
         return rc;
@@ -266,21 +286,9 @@ static void take_ahead(struct session *s)
 /* Connects the client's sockets once the kernel's socket paths are known. */
 static int session_connect(struct session *s)
 {
-        const struct config *cfg = config_get();
-        char endpoint[PATH_MAX + 16];
-        int rc = 0;
-
         if (s->parked)
                 return 0;
-        for (int i = 0; rc == 0 && i < 3; i++) {
-                if (s->sockets[i])
-                        continue;
-                snprintf(endpoint, sizeof(endpoint), "ipc://%s%c%d", s->kernel->ipc_prefix,
-                         s->kernel->ipc_separator, HOSTMSG_PORT(session_channels[i]));
-                rc = zio_open(ZMQ_DEALER, endpoint, s->identity, cfg->max_message_bytes,
-                              on_kernel_message, s, &s->sockets[i]);
-        }
-        return rc;
+        return connect_channels(s->kernel, s->identity, on_kernel_message, s, s->sockets);
 }
 
 static void on_park(lws_sorted_usec_list_t *sul)
@@ -418,15 +426,12 @@ struct session *session_open(struct kernel *k, const char *id)
                 return NULL;
         s->kernel = k;
         snprintf(s->id, sizeof(s->id), "%s", id);
-        /* Shell and stdin must share one identity: the kernel sends an
-         * input_request to the identity that sent the execute_request. */
-        snprintf(s->identity, sizeof(s->identity), "gb-");
-        if (jp_random_hex(s->identity + 3, 16) < 0) {
+        if (k->ahead[0]) {
+                take_ahead(s);
+        } else if (new_identity(s->identity) < 0) {
                 free(s);
                 return NULL;
         }
-        if (k->ahead[0])
-                take_ahead(s);
         /* Room for --replay-bytes of backlog plus one message of the largest
          * size, which must pass whole even right after another. */
         outbox_init(&s->outbox, (size_t)(cfg->replay_bytes + cfg->max_message_bytes),

@@ -61,7 +61,7 @@ struct session {
         struct session *next;
         struct kernel *kernel;
         char id[128];
-        char identity[64];
+        char identity[ZIO_IDENTITY_SIZE];
         struct zio *sockets[3]; /* shell, control, stdin, by enum jp_channel */
         struct outbox outbox;
         struct session_history history;

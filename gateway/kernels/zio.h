@@ -13,6 +13,8 @@
 #include <zmq.h>
 
 struct zio;
+/* Room for a routing id (zio_open's identity) and its NUL. */
+#define ZIO_IDENTITY_SIZE 64
 typedef void (*zio_fn)(void *arg, struct zio *z, const struct jp_bytes *frames, size_t nframes);
 
 /* Opens a socket of type (ZMQ_DEALER, ZMQ_SUB, ...) connected to endpoint;
